@@ -1,0 +1,67 @@
+"""Cold-start cost of `kvcalc inspect` on a bundled model, as a ratio to bare `import typer`.
+
+Runs each command several times in fresh interpreters (one run, interleaved, so machine load
+affects both alike) and prints median wall times and their ratio. Also lists heavy modules that
+the kvcalc path imported (there must be none: torch, huggingface_hub, yaml).
+
+    python bench/startup.py [--runs 7] [--command plan]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "huggingface_hub", "yaml", "transformers", "safetensors", "numpy", "requests", "httpx")
+
+COMMANDS = {
+    "inspect": ["inspect", "llama-3.1-8b"],
+    "plan": ["plan", "llama-3.1-8b", "--gpu", "H100-80GB"],
+    "models": ["models"],
+}
+
+
+def _time(code: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
+    return time.perf_counter() - start
+
+
+def heavy_modules(args: list[str]) -> list[str]:
+    code = (
+        "import sys, json\n"
+        "from kvcalc.cli.app import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--command", choices=sorted(COMMANDS), default="inspect")
+    ns = parser.parse_args()
+    args = COMMANDS[ns.command]
+    kvcalc_code = f"from kvcalc.cli.app import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass"
+    bare, ours = [], []
+    for _ in range(ns.runs):
+        bare.append(_time("import typer"))
+        ours.append(_time(kvcalc_code))
+    b, o = statistics.median(bare), statistics.median(ours)
+    print(f"import typer            median {b * 1000:7.1f} ms over {ns.runs} runs")
+    print(f"kvcalc {' '.join(args):<16} median {o * 1000:7.1f} ms")
+    print(f"ratio                   {o / b:7.2f}x")
+    heavy = heavy_modules(args)
+    print("heavy modules imported: " + (", ".join(heavy) if heavy else "none"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The bundled models as a listing (``kvcalc models``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kvcalc.hfconfig import parse_config
+from kvcalc.registry import bundled_models
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundledRow:
+    alias: str
+    hf_id: str
+    model_type: str
+    attention_kind: str
+    num_layers: int
+    kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    max_model_len: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_bundled() -> list[BundledRow]:
+    rows = []
+    for bundled in bundled_models():
+        shape = parse_config(bundled.load(), name=bundled.hf_id, source=bundled.path.name)
+        rows.append(
+            BundledRow(
+                alias=bundled.alias,
+                hf_id=bundled.hf_id,
+                model_type=shape.model_type,
+                attention_kind=shape.attention_kind,
+                num_layers=shape.num_layers,
+                kv_bytes_per_token=shape.bytes_per_token,
+                state_bytes_per_sequence=shape.state_bytes_per_sequence,
+                max_model_len=shape.max_model_len,
+            )
+        )
+    return rows

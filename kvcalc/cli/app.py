@@ -1,0 +1,107 @@
+"""The ``kvcalc`` command: one typer app, one error boundary.
+
+Every command parses its options, calls one library function and renders the result. Errors:
+a :class:`~kvcalc.errors.KvcalcError` prints ``error[<code>]: <message>`` and ``hint: ...`` on
+stderr and exits 2; anything unexpected prints ``error[internal]`` (a traceback only with
+``KVCALC_DEBUG=1``). Secrets (``--token``, ``HF_TOKEN``) are scrubbed from everything printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from kvcalc import __version__
+from kvcalc.cli import console
+from kvcalc.errors import ExitCode, KvcalcError
+
+EXIT_CODES_HELP = (
+    "Exit status: 0 the command ran and the deployment passes; 1 it ran and the deployment "
+    "does not pass (does not fit, below target); 2 it could not run (bad input, unknown model, "
+    "Hub error)."
+)
+
+app = typer.Typer(
+    name="kvcalc",
+    help=(
+        "How much GPU memory the KV cache takes, how many requests fit, and whether a deployment "
+        "will run out of memory, computed the way the serving engine computes it.\n\n"
+        + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kvcalc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """kvcalc: engine-exact KV-cache capacity planning."""
+
+
+def _register_commands() -> None:
+    # Command modules keep heavy imports (huggingface_hub, yaml, torch) inside their functions.
+    from kvcalc.cli import cmd_inspect, cmd_models  # noqa: F401
+
+    for optional in ("cmd_plan", "cmd_check", "cmd_verify", "cmd_curve"):
+        try:
+            __import__(f"kvcalc.cli.{optional}")
+        except ModuleNotFoundError as exc:  # a command not built yet
+            if exc.name != f"kvcalc.cli.{optional}":
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the console script and ``python -m kvcalc``."""
+    _register_commands()
+    args = list(sys.argv[1:] if argv is None else argv)
+    console.register_secrets_from(args)
+    try:
+        code = app(args=args, prog_name="kvcalc", standalone_mode=False)
+    except KvcalcError as exc:
+        console.print_error(exc)
+        code = ExitCode.ERROR
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):  # typer.Abort has no ``show``
+        console.err("aborted")
+        code = 130
+    except Exception as exc:  # the boundary: never a traceback unless asked for
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            # click's (or typer's vendored click's) usage errors
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "kvcalc"
+            console.print_error(
+                KvcalcError(exc.format_message(), hint=f"see '{where} -h'", code="usage")
+            )
+            code = ExitCode.ERROR
+        else:
+            if os.environ.get("KVCALC_DEBUG") == "1":
+                console.print_traceback()
+            console.print_error(
+                KvcalcError(
+                    f"unexpected {type(exc).__name__}: {exc}",
+                    hint="this is a bug in kvcalc; rerun with KVCALC_DEBUG=1 and report it",
+                    code="internal",
+                )
+            )
+            code = ExitCode.ERROR
+    sys.exit(int(code or 0))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,61 @@
+"""``kvcalc inspect``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvcalc.cli.app import app
+from kvcalc.cli.options import (
+    OUTPUT_PANEL,
+    JsonOpt,
+    KvCacheDtypeOpt,
+    MaxModelLenOpt,
+    ModelArg,
+    OfflineOpt,
+    RevisionOpt,
+    TokenOpt,
+)
+
+
+@app.command()
+def inspect(
+    model: ModelArg,
+    *,
+    kv_cache_dtype: KvCacheDtypeOpt = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Show which config keys each figure came from.", rich_help_panel=OUTPUT_PANEL),
+    ] = False,
+    weights: Annotated[
+        bool,
+        typer.Option(
+            "--weights/--no-weights",
+            help="Show exact weights from safetensors metadata (Hub models and local checkpoints).",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
+    ] = True,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    offline: OfflineOpt = False,
+    json_: JsonOpt = False,
+) -> int:
+    """Show a model's KV-cache layout and bytes per token for every cache dtype.
+
+    Example: kvcalc inspect llama-3.1-8b --max-model-len 32768
+    """
+    from kvcalc.inspect import inspect_loaded
+    from kvcalc.render import inspect_view, to_json
+    from kvcalc.resolve import load_model
+
+    loaded = load_model(model, revision=revision, token=token, offline=offline or None)
+    result = inspect_loaded(
+        loaded, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, with_weights=weights
+    )
+    if json_:
+        to_json.print_json(result.to_dict())
+    else:
+        inspect_view.render(result, explain=explain)
+    return 0

@@ -1,0 +1,24 @@
+"""``kvcalc models``."""
+
+from __future__ import annotations
+
+from kvcalc.cli.app import app
+from kvcalc.cli.options import JsonOpt
+
+
+@app.command()
+def models(json_: JsonOpt = False) -> int:
+    """List the bundled models (they work offline) with their attention kind.
+
+    Example: kvcalc models
+    """
+    from kvcalc.catalog import list_bundled
+    from kvcalc.render import to_json
+    from kvcalc.render.tables import models_table
+
+    rows = list_bundled()
+    if json_:
+        to_json.print_json([row.to_dict() for row in rows])
+    else:
+        models_table(rows)
+    return 0

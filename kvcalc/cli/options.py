@@ -1,0 +1,64 @@
+"""Options shared by several commands, defined once (typer ``Annotated`` aliases)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+MODEL_PANEL = "Model"
+SERVING_PANEL = "Serving"
+HARDWARE_PANEL = "Hardware"
+OUTPUT_PANEL = "Output"
+
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="A bundled model (alias or HF id, see `kvcalc models`), a path to config.json or its "
+        "folder, or a Hub id `org/name[@revision]`.",
+        show_default=False,
+    ),
+]
+RevisionOpt = Annotated[
+    Optional[str],
+    typer.Option("--revision", help="Hub revision (branch, tag or commit).", rich_help_panel=MODEL_PANEL),
+]
+TokenOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--token",
+        help="Hugging Face token (default: HF_TOKEN or the stored login). Never printed.",
+        rich_help_panel=MODEL_PANEL,
+        show_default=False,
+    ),
+]
+OfflineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--offline",
+        help="Never touch the network (also HF_HUB_OFFLINE=1): bundled models, paths and the Hub cache only.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+KvCacheDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-cache-dtype",
+        help="Cache dtype: auto (the model's), fp32, fp16, bf16, fp8, fp8_e5m2, fp8_per_token_head, "
+        "int8, int4, nvfp4, fp8_ds_mla (MLA), q8_0, q4_0, q4_1, q5_0, q5_1.",
+        rich_help_panel=SERVING_PANEL,
+    ),
+]
+MaxModelLenOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-model-len",
+        min=1,
+        help="Tokens per request (default: the model's, as vLLM derives it).",
+        rich_help_panel=SERVING_PANEL,
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT_PANEL)
+]

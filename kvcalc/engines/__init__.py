@@ -1,0 +1,46 @@
+"""Serving-engine KV-cache accounting behind one interface (:class:`~kvcalc.engines.base.Engine`).
+
+>>> get_engine("vllm").versions[0]
+'0.33'
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines.base import Engine, EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.errors import InputError
+
+__all__ = ["ENGINE_NAMES", "Engine", "EngineRequest", "KvCacheGroup", "KvCachePlan", "get_engine"]
+
+#: every engine kvcalc models; the first is the default
+ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "hf", "trtllm")
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name`` (case-insensitive; ``llama.cpp`` and ``transformers`` accepted)."""
+    key = str(name).strip().lower().replace(".", "").replace("-", "")
+    key = {"transformers": "hf", "tensorrtllm": "trtllm", "llamacpp": "llamacpp"}.get(key, key)
+    if key == "vllm":
+        from kvcalc.engines.vllm import VllmEngine
+
+        return VllmEngine()
+    if key == "sglang":
+        from kvcalc.engines.sglang import SglangEngine
+
+        return SglangEngine()
+    if key == "llamacpp":
+        from kvcalc.engines.llamacpp import LlamaCppEngine
+
+        return LlamaCppEngine()
+    if key == "hf":
+        from kvcalc.engines.hf import HfEngine
+
+        return HfEngine()
+    if key == "trtllm":
+        from kvcalc.engines.trtllm import TrtllmEngine
+
+        return TrtllmEngine()
+    raise InputError(
+        f"unknown engine {name!r}",
+        hint="choose one of: " + ", ".join(ENGINE_NAMES),
+        code="unknown-engine",
+    )

@@ -1,0 +1,278 @@
+"""The interface every serving-engine model shares: one request in, one frozen plan out.
+
+An engine module turns an :class:`EngineRequest` (a parsed :class:`~kvcalc.model.ModelShape` plus
+plain serving numbers) into a :class:`KvCachePlan`: the block/page size, the number of blocks, the
+token capacity and concurrency *exactly as that engine computes and prints them*, whether one
+request at ``max_model_len`` fits, and the engine's own log or error text for those numbers.
+
+Everything here is pure: no I/O, no torch, no config dicts. Bad inputs raise
+:class:`~kvcalc.errors.InputError` with a kebab-case ``code``; nothing validates with ``assert``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kvcalc.errors import InputError
+from kvcalc.model import ModelShape
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineRequest:
+    """What a plan needs to know. Per-GPU figures are per device (per TP/PP rank).
+
+    ``extra`` carries engine-specific knobs; each engine lists the keys it accepts in its
+    ``EXTRA_KEYS`` and rejects others with ``unknown-engine-option``:
+
+    - vllm: ``usage_context`` (``"api_server"`` default, or ``"llm"``), ``mamba_cache_mode``
+      (``"none"``/``"align"``), ``max_concurrent_batches`` (int), ``pp_layer_partition``
+      (tuple of ints, ``VLLM_PP_LAYER_PARTITION``), ``swap_space_bytes`` (V0 CPU blocks, 4 GiB),
+      ``num_gpu_blocks_override`` (int);
+    - sglang: ``page_size`` (1), ``max_total_tokens``, ``swa_full_tokens_ratio`` (0.8),
+      ``hybrid_swa`` (bool), ``mem_fraction_static`` (only quoted in the "Not enough memory" text);
+    - llamacpp: ``n_ctx`` (default ``max_model_len``), ``n_seq_max`` (1), ``n_ubatch`` (512),
+      ``n_batch`` (2048), ``kv_unified`` (False), ``swa_full`` (False), ``flash_attn`` (True),
+      ``type_v`` (V cache type; default: the K type), ``buffer_name`` ("CUDA0", for the log line);
+    - hf: ``batch_size`` (1), ``cache_implementation`` (``"dynamic"``/``"static"``),
+      ``dynamic_cache_with_config`` (True); the transformers version is ``engine_version``;
+    - trtllm: ``tokens_per_block`` (32), ``max_tokens``.
+    """
+
+    #: the model as parsed (model dtype); the engine applies the cache dtype and TP itself
+    model: ModelShape
+    #: the engine's ``--kv-cache-dtype`` / ``-ctk`` value; vLLM and llama.cpp spellings accepted
+    kv_cache_dtype: str = "auto"
+    #: an engine version or profile name (``"0.33"``, ``"0.31.0"``, ``"b5452"``); None = newest
+    engine_version: str | None = None
+    #: tokens per request (vLLM ``--max-model-len``, SGLang ``context_length``)
+    max_model_len: int
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    #: tokens per block/page; None = the engine default (vLLM 16, FlashMLA 64, hybrid alignment)
+    block_size: int | None = None
+    #: None = the engine default (vLLM's table from GPU memory and name, §1.11)
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    #: per-GPU bytes the engine has for KV (vLLM "Available KV cache memory", SGLang rest_memory)
+    available_kv_bytes: int
+    #: total device memory, for defaults that depend on it
+    gpu_memory_bytes: int | None = None
+    gpu_name: str | None = None
+    gpu_compute_capability: tuple[int, int] | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    #: None = the engine default (vLLM: on)
+    enable_prefix_caching: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive("max_model_len", self.max_model_len)
+        _positive("tensor_parallel_size", self.tensor_parallel_size)
+        _positive("pipeline_parallel_size", self.pipeline_parallel_size)
+        for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None:
+                _positive(name, value)
+        if not _is_int(self.available_kv_bytes):
+            raise InputError(
+                f"available_kv_bytes must be an integer number of bytes, got {self.available_kv_bytes!r}",
+                code="invalid-input",
+            )
+        cc = self.gpu_compute_capability
+        if cc is not None and (len(cc) != 2 or not all(_is_int(v) and v >= 0 for v in cc)):
+            raise InputError(
+                f"gpu_compute_capability must be (major, minor), got {cc!r}", code="invalid-input"
+            )
+        if self.pipeline_parallel_size > self.model.num_layers:
+            raise InputError(
+                f"pipeline_parallel_size {self.pipeline_parallel_size} exceeds the model's "
+                f"{self.model.num_layers} layers",
+                code="invalid-parallelism",
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvCacheGroup:
+    """One vLLM KV-cache group, or one pool/cache of another engine.
+
+    ``page_bytes`` is what one block of ``block_size`` tokens takes in **one layer** of the group
+    (for a vLLM UniformType group, the sum over its layers). ``num_blocks`` is the pool the group
+    draws from: in vLLM every group shares one pool of ``num_blocks`` blocks.
+    """
+
+    kind: str
+    #: layers in the group, padding layers included
+    num_layers: int
+    page_bytes: int
+    block_size: int
+    #: blocks one request at ``max_model_len`` needs from this group
+    blocks_per_request: int
+    num_blocks: int = 0
+    #: model layer indices (0-based) in the group
+    layer_indices: tuple[int, ...] = ()
+    padding_layers: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvCachePlan:
+    """What an engine does with the KV memory it has. Field names are the ``--json`` keys."""
+
+    engine: str
+    #: the modelled version profile (``"0.33"``...); the notes say when a given version mapped to it
+    engine_version: str
+    #: resolved storage format, e.g. ``"bf16"``, ``"fp8"``, ``"q8_0"``
+    kv_cache_dtype: str
+    #: tokens per block/page (1 for SGLang page_size 1 and for llama.cpp cells)
+    block_size: int
+    num_blocks: int
+    #: bytes the engine allocates for KV per GPU
+    kv_cache_bytes: int
+    #: token capacity exactly as the engine prints it
+    kv_cache_tokens: int
+    #: as the engine computes it (vLLM ``num_blocks / blocks_per_request``)
+    max_concurrency: float
+    #: per GPU (rank): all layers on that rank, as this engine stores them
+    kv_bytes_per_token: int
+    #: memory one request at ``max_model_len`` needs (vLLM: the fit check's needed bytes)
+    bytes_per_request: int
+    #: one request at ``max_model_len`` fits
+    fits: bool
+    #: the longest request that would fit (vLLM's binary search), None when it fits
+    estimated_max_model_len: int | None
+    groups: tuple[KvCacheGroup, ...]
+    #: the engine's own log/error lines for these numbers, in the engine's formats
+    log_lines: tuple[str, ...]
+    #: assumptions, unconfirmed points, what was defaulted
+    notes: tuple[str, ...]
+    max_model_len: int
+    available_kv_bytes: int
+    #: what the fit check compares ``bytes_per_request`` with (vLLM >= 0.33 holds one block back)
+    fit_budget_bytes: int
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (tuples become lists)."""
+        return dataclasses.asdict(self)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A serving engine's KV-cache accounting."""
+
+    name: str
+    #: selectable ``--engine-version`` values, newest first
+    versions: tuple[str, ...]
+
+    def default_gpu_memory_utilization(
+        self,
+        version: str | None = None,
+        *,
+        gpu_memory_bytes: int | None = None,
+        tensor_parallel_size: int = 1,
+    ) -> float | None:
+        """The engine's default memory fraction (vLLM ``gpu_memory_utilization``, SGLang
+        ``mem_fraction_static``, TRT-LLM ``free_gpu_memory_fraction``); None where N/A."""
+        ...
+
+    def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan: ...
+
+    def available_kv_bytes(
+        self,
+        *,
+        total_memory_bytes: int,
+        utilization: float | None,
+        weights_bytes: int,
+        activation_bytes: int,
+        non_torch_bytes: int,
+        cudagraph_bytes: int,
+        version: str | None,
+        tensor_parallel_size: int,
+    ) -> int:
+        """The engine's own budget rule for KV bytes per GPU. May be negative."""
+        ...
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(name: str, value: Any) -> None:
+    if not _is_int(value) or value < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}", code="invalid-input")
+
+
+def check_extra(engine: str, extra: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    """Refuse ``extra`` keys this engine does not read (a typo would otherwise be ignored)."""
+    unknown = sorted(set(extra) - set(allowed))
+    if unknown:
+        raise InputError(
+            f"{engine} does not take option(s) {', '.join(unknown)}",
+            hint="known: " + (", ".join(allowed) or "none"),
+            code="unknown-engine-option",
+        )
+
+
+def extra_int(
+    extra: Mapping[str, Any], key: str, default: int | None, *, minimum: int = 1
+) -> int | None:
+    value = extra.get(key, default)
+    if value is None:
+        return None
+    if not _is_int(value) or value < minimum:
+        raise InputError(
+            f"{key} must be an integer >= {minimum}, got {value!r}", code="invalid-input"
+        )
+    return value
+
+
+def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None:
+    value = extra.get(key, default)
+    if value is not None and not isinstance(value, bool):
+        raise InputError(f"{key} must be true or false, got {value!r}", code="invalid-input")
+    return value
+
+
+def extra_choice(
+    extra: Mapping[str, Any], key: str, default: str | None, choices: tuple[str, ...]
+) -> str | None:
+    value = extra.get(key, default)
+    if value is not None and value not in choices:
+        raise InputError(
+            f"{key} must be one of {', '.join(choices)}, got {value!r}", code="invalid-input"
+        )
+    return value
+
+
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """``"0.31.0"`` → ``(0, 31, 0)``; None when it is not dotted numbers (``"v0.8.5"`` is fine)."""
+    parts = text.strip().lstrip("vV").split(".")
+    try:
+        return tuple(int(p) for p in parts if p != "")
+    except ValueError:
+        return None
+
+
+def unknown_version(engine: str, version: str, versions: tuple[str, ...]) -> InputError:
+    return InputError(
+        f"{engine} has no modelled version {version!r}",
+        hint="choose one of: " + ", ".join(versions),
+        code="unknown-engine-version",
+    )
+
+
+def binary_search_max_len(max_len: int, fits: Any) -> int:
+    """vLLM's ``estimate_max_model_len``: the largest ``L`` in ``1..max_len`` with ``fits(L)``, else 0."""
+    if not fits(1):
+        return 0
+    left, right, result = 1, max_len, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if fits(mid):
+            result, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return result

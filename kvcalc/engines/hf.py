@@ -1,0 +1,225 @@
+"""Hugging Face transformers: ``DynamicCache`` grows with the sequence, ``StaticCache`` preallocates.
+
+From ``src/transformers/cache_utils.py`` (layered ``DynamicLayer``/``StaticLayer`` design, doc §4):
+
+- every layer keeps ``[batch, kv_heads, tokens, head_dim]`` for K and for V, in the dtype the
+  attention passes in (the model's compute dtype);
+- ``StaticCache(max_cache_len=L)`` allocates ``L`` tokens per full layer and
+  ``min(window, L)`` per sliding/chunked layer;
+- ``DynamicCache(config=…)`` keeps ``window − 1`` tokens in sliding/chunked layers
+  (``DynamicSlidingWindowLayer``); built without a config every layer keeps every token;
+- MLA (DeepSeek-V3): transformers < 5 caches the expanded per-head K (``qk_nope + rope``) and V
+  (``v_head_dim``) for every attention head — 128·(192 + 128)·2 B = 81,920 B per token per layer;
+  transformers >= 5 caches the compressed latent (512 + 64 values: 1,152 B; measured with 5.24).
+
+The version modelled is ``engine_version`` (a transformers version such as ``"4.57.1"`` or ``"5"``),
+else the installed transformers (read with ``importlib.metadata``, without importing it).
+**Unconfirmed**: the release where the MLA latent cache arrived (5.0 assumed), which model forwards
+build ``DynamicCache`` without a config, recurrent-state dtypes, quantized caches (not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvcalc.dtypes import BF16, FP16, FP32, CacheDtype
+from kvcalc.engines.base import (
+    EngineRequest,
+    KvCacheGroup,
+    KvCachePlan,
+    binary_search_max_len,
+    check_extra,
+    extra_bool,
+    extra_choice,
+    extra_int,
+    unknown_version,
+    version_tuple,
+)
+from kvcalc.errors import InputError
+from kvcalc.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.model import ModelShape
+
+VERSIONS = ("5", "4")
+EXTRA_KEYS = ("batch_size", "cache_implementation", "dynamic_cache_with_config")
+_DTYPES = {
+    "fp32": FP32,
+    "float32": FP32,
+    "fp16": FP16,
+    "float16": FP16,
+    "bf16": BF16,
+    "bfloat16": BF16,
+}
+
+
+@lru_cache(maxsize=1)
+def installed_transformers_version() -> str | None:
+    """The installed transformers version, read from package metadata (no import)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _major(version: str | None) -> tuple[str, str]:
+    """(profile "5"/"4", a note saying where the version came from)."""
+    source = "given"
+    if version is None:
+        version, source = installed_transformers_version(), "installed"
+        if version is None:
+            return VERSIONS[0], "transformers is not installed: version 5 behaviour assumed"
+    parsed = version_tuple(version.split("+")[0].split("rc")[0].split(".dev")[0])
+    if not parsed or parsed[0] < 4:
+        raise unknown_version("hf", version, VERSIONS)
+    profile = "5" if parsed[0] >= 5 else "4"
+    return profile, f"transformers {version} ({source}) modelled as transformers {profile}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Layer:
+    index: int
+    kind: str
+    bytes_per_token: int
+    window: int | None
+    state_bytes: int
+
+
+class HfEngine:
+    name = "hf"
+    versions = VERSIONS
+
+    def default_gpu_memory_utilization(
+        self,
+        version: str | None = None,
+        *,
+        gpu_memory_bytes: int | None = None,
+        tensor_parallel_size: int = 1,
+    ) -> float | None:
+        return None
+
+    def available_kv_bytes(
+        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
+        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
+        tensor_parallel_size: int,
+    ) -> int:  # fmt: skip
+        """Whatever the weights, activations and CUDA context leave (``utilization`` scales the total)."""
+        total = (
+            int(total_memory_bytes * utilization) if utilization is not None else total_memory_bytes
+        )
+        return total - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+
+    def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
+        check_extra(self.name, request.extra, EXTRA_KEYS)
+        profile, version_note = _major(request.engine_version)
+        notes = [version_note]
+        dtype = _dtype(request, profile, notes)
+        cache = extra_choice(
+            request.extra, "cache_implementation", "dynamic", ("dynamic", "static")
+        )
+        with_config = extra_bool(request.extra, "dynamic_cache_with_config", True)
+        model = request.model.with_cache_dtype(dtype)
+        layers = _layers(model, request.tensor_parallel_size, profile)
+        windows = cache == "static" or with_config
+        if any(x.window for x in layers) and not windows:
+            notes.append("DynamicCache built without a config: sliding layers keep every token")
+        notes.append(_cache_note(cache))
+        return _plan(request, profile, dtype, layers, cache, windows, notes)
+
+
+def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype:
+    name = request.kv_cache_dtype.strip().lower()
+    if name == "auto":
+        if profile == "4":
+            notes.append("transformers 4 loads float32 unless torch_dtype is passed; the config dtype "
+                         "(torch_dtype='auto') is assumed")  # fmt: skip
+        return request.model.dtype
+    if name not in _DTYPES:
+        raise InputError(
+            f"transformers caches what attention computes in; {request.kv_cache_dtype!r} is not modelled",
+            hint="use auto or the model dtype: fp32, fp16, bf16 (QuantizedCache is not modelled)",
+            code="unsupported-dtype",
+        )
+    return _DTYPES[name]
+
+
+def _cache_note(cache: str) -> str:
+    if cache == "static":
+        return "StaticCache: K and V preallocated at max_cache_len = max_model_len"
+    return "DynamicCache: grows by torch.cat; figures are at max_model_len tokens (the concatenation briefly holds both copies)"
+
+
+def _layers(model: ModelShape, tp: int, profile: str) -> list[_Layer]:
+    out = []
+    for index, layout in enumerate(model.layers):
+        per_token = _bytes_per_token(layout, tp, profile)
+        state = layout.per_rank(tp).state_bytes if isinstance(layout, RecurrentState) else 0
+        if per_token or state:
+            out.append(_Layer(index=index, kind=layout.kind, bytes_per_token=per_token,
+                              window=layout.window, state_bytes=state))  # fmt: skip
+    return out
+
+
+def _bytes_per_token(layout: Layout, tp: int, profile: str) -> int:
+    if isinstance(layout, MLALatent) and profile == "4":
+        heads = max(1, layout.num_heads // tp)
+        k = layout.dtype.row_bytes(layout.qk_nope_dim + layout.rope_dim)
+        return heads * (k + layout.dtype.row_bytes(layout.v_head_dim))
+    if isinstance(layout, RecurrentState):
+        return 0
+    return layout.per_rank(tp).bytes_per_token
+
+
+def _tokens_held(layer: _Layer, length: int, cache: str, windows: bool) -> int:
+    if not layer.window or not windows:
+        return length
+    if cache == "static":
+        return min(layer.window, length)
+    return min(layer.window - 1, length)
+
+
+def _sequence_bytes(layers: list[_Layer], length: int, cache: str, windows: bool) -> int:
+    return sum(
+        x.bytes_per_token * _tokens_held(x, length, cache, windows) + x.state_bytes for x in layers
+    )
+
+
+def _plan(
+    request: EngineRequest, profile: str, dtype: CacheDtype, layers: list[_Layer], cache: str,
+    windows: bool, notes: list[str],
+) -> KvCachePlan:  # fmt: skip
+    L = request.max_model_len
+    batch = extra_int(request.extra, "batch_size", 1)
+    per_request = _sequence_bytes(layers, L, cache, windows)
+    total = batch * per_request
+    available = request.available_kv_bytes
+    fits = total <= available
+    estimate = None
+    if not fits:
+        estimate = binary_search_max_len(
+            L, lambda n: batch * _sequence_bytes(layers, n, cache, windows) <= available
+        )
+    groups = tuple(
+        KvCacheGroup(kind=kind, num_layers=len(members), page_bytes=members[0].bytes_per_token,
+                     block_size=1, blocks_per_request=_tokens_held(members[0], L, cache, windows),
+                     num_blocks=batch * _tokens_held(members[0], L, cache, windows),
+                     layer_indices=tuple(x.index for x in members))
+        for kind, members in _by_kind(layers).items()
+    )  # fmt: skip
+    return KvCachePlan(
+        engine="hf", engine_version=profile, kv_cache_dtype=dtype.name, block_size=1,
+        num_blocks=batch * L, kv_cache_bytes=total, kv_cache_tokens=batch * L,
+        max_concurrency=max(0, available) / per_request if per_request else 0.0,
+        kv_bytes_per_token=sum(x.bytes_per_token for x in layers), bytes_per_request=per_request,
+        fits=fits, estimated_max_model_len=estimate, groups=groups, log_lines=(), notes=tuple(notes),
+        max_model_len=L, available_kv_bytes=available, fit_budget_bytes=available // batch,
+        max_num_seqs=batch,
+    )  # fmt: skip
+
+
+def _by_kind(layers: list[_Layer]) -> dict[str, list[_Layer]]:
+    found: dict[str, list[_Layer]] = {}
+    for layer in layers:
+        found.setdefault(layer.kind, []).append(layer)
+    return found

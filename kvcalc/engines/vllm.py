@@ -1,0 +1,301 @@
+"""vLLM (V1 engine, and the V0 engine for old releases): blocks, capacity line, fit check.
+
+The arithmetic is vLLM's, step by step (``engine-accounting.md`` §1, checked against the vLLM 0.33.0
+wheel where the module docstrings of :mod:`~kvcalc.engines.vllm_defaults` and
+:mod:`~kvcalc.engines.vllm_groups` say so):
+
+1. resolve the cache dtype, the block size (backend choice, hybrid mamba alignment) and
+   ``max_num_batched_tokens``;
+2. every layer reports a spec on its TP rank; the whole model is grouped;
+3. each PP stage: ``bytes_per_block`` = max over groups of the pages of the group's layers on that
+   stage, ``num_blocks = available // bytes_per_block``; the engine takes the minimum;
+4. ``blocks_per_request`` = Σ over groups of the blocks one request at ``max_model_len`` needs;
+   ``max_concurrency = num_blocks / blocks_per_request``; tokens = ``int(concurrency · L)`` (merged
+   line) or ``num_blocks // n_groups · block_size`` (old two-line format);
+5. fit check: needed = ``bytes_per_block · blocks_per_request`` against ``available`` (0.33:
+   ``available − bytes_per_block``, the null block); if it fails, a binary search over 1..L.
+
+Worked example (Llama-3.1-8B, bf16, 10 GiB): page 2·16·8·128·2 = 65,536 B, 32 layers → 2 MiB per
+block, 10 GiB // 2 MiB = 5,120 blocks = 81,920 tokens; at 8,192 tokens a request needs 512 blocks,
+so 5,120 / 512 = 10.00x.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvcalc.engines import vllm_defaults as D
+from kvcalc.engines.base import (
+    EngineRequest,
+    KvCacheGroup,
+    KvCachePlan,
+    binary_search_max_len,
+    check_extra,
+    extra_int,
+)
+from kvcalc.engines.vllm_groups import (
+    ATTENTION_KINDS,
+    Group,
+    Sizing,
+    group_layers,
+    layer_spec,
+    pp_stages,
+    promote_local_specs,
+)
+from kvcalc.engines.vllm_setup import VllmSetup, resolve_setup
+from kvcalc.model import ModelShape
+from kvcalc.units import GIB, format_gib
+
+DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+EXTRA_KEYS = (
+    "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
+    "swap_space_bytes", "num_gpu_blocks_override",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Stage:
+    layers: range
+    bytes_per_block: int
+    num_blocks: int
+    check_bytes: int
+
+
+class VllmEngine:
+    """vLLM's KV-cache accounting, per version profile (``"0.33"``, ``"0.21"``, ``"0.10"``, ``"0.8"``, ``"0.6"``)."""
+
+    name = "vllm"
+    versions = D.VERSIONS
+
+    def default_gpu_memory_utilization(
+        self,
+        version: str | None = None,
+        *,
+        gpu_memory_bytes: int | None = None,
+        tensor_parallel_size: int = 1,
+    ) -> float | None:
+        return D.resolve_profile(version)[0].gpu_memory_utilization
+
+    def available_kv_bytes(
+        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
+        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
+        tensor_parallel_size: int,
+    ) -> int:  # fmt: skip
+        """``ceil(total·util) − weights − activation peak − non-torch − CUDA graphs`` (v0.21+);
+        before: ``total·util − (weights + activation) − max(0, non-torch)``, no graph term."""
+        profile = D.resolve_profile(version)[0]
+        util = profile.gpu_memory_utilization if utilization is None else utilization
+        if profile.subtracts_cudagraph:
+            requested = math.ceil(total_memory_bytes * util)
+            return requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+        requested = int(total_memory_bytes * util)
+        return requested - weights_bytes - activation_bytes - max(0, non_torch_bytes)
+
+    def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
+        check_extra(self.name, request.extra, EXTRA_KEYS)
+        setup = resolve_setup(request)
+        if not setup.profile.v1:
+            from kvcalc.engines.vllm_v0 import plan_v0
+
+            return plan_v0(request, setup)
+        return _plan_v1(request, setup)
+
+
+# -- V1 ---------------------------------------------------------------------------------------
+def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
+    logs, notes = list(setup.logs), list(setup.notes)
+    specs = {}
+    for index, layout in enumerate(setup.model.layers):
+        spec = layer_spec(
+            layout, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks
+        )
+        if spec is not None:
+            specs[index] = spec
+    if request.disable_hybrid_kv_cache_manager:
+        promoted = promote_local_specs(specs)
+        if promoted != specs:
+            logs.append(
+                "Hybrid KV cache manager is disabled for this hybrid model, This means we do not "
+                "enable any optimizations for saving KV cache memory (e.g., dropping the KV cache "
+                "outside the sliding window). The compute of layers like sliding window is still saved."
+            )
+            specs = promoted
+    groups, group_logs = group_layers(specs)
+    logs += group_logs
+    if not groups:
+        return _attention_free(request, setup, notes)
+    stages = _stages(request, setup, groups)
+    if request.pipeline_parallel_size > 1:
+        notes.append(
+            "PP stages (layers): "
+            + ", ".join(f"{s.layers.start}-{s.layers.stop - 1}" for s in stages)
+        )
+    return _finish_v1(request, setup, groups, stages, logs, notes)
+
+
+def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> list[_Stage]:
+    partition = request.extra.get("pp_layer_partition")
+    ranges = pp_stages(
+        setup.model.num_layers, request.pipeline_parallel_size,
+        tuple(partition) if partition is not None else None,
+    )  # fmt: skip
+    override = extra_int(request.extra, "num_gpu_blocks_override", None)
+    out = []
+    for layers in ranges:
+        bpb = max(g.stage_page_bytes(layers) for g in groups)
+        if bpb == 0:
+            continue  # a stage without cache layers does not bound num_blocks
+        available = override * bpb if override else request.available_kv_bytes
+        check = available - bpb if setup.profile.reserves_null_block else available
+        out.append(
+            _Stage(
+                layers=layers,
+                bytes_per_block=bpb,
+                num_blocks=max(0, available // bpb),
+                check_bytes=check,
+            )
+        )
+    return out
+
+
+def _finish_v1(
+    request: EngineRequest, setup: VllmSetup, groups: list[Group], stages: list[_Stage],
+    logs: list[str], notes: list[str],
+) -> KvCachePlan:  # fmt: skip
+    L = request.max_model_len
+    blocks_per_request = sum(g.max_blocks(setup.sizing) for g in groups)
+    num_blocks = min(s.num_blocks for s in stages)
+    widest = max(stages, key=lambda s: s.bytes_per_block)
+    needed = widest.bytes_per_block * blocks_per_request
+    fits, estimate, error = _check_fit(request, setup, groups, stages, blocks_per_request)
+    concurrency = num_blocks / blocks_per_request
+    if setup.profile.merged_log_line:
+        tokens = int(concurrency * L)
+    else:
+        tokens = num_blocks // len(groups) * min(g.block_size for g in groups)
+    if setup.profile.available_line == "format_gib":
+        logs.append(f"Available KV cache memory: {format_gib(request.available_kv_bytes)} GiB")
+    elif setup.profile.available_line:
+        logs.append(f"Available KV cache memory: {request.available_kv_bytes / GIB:.2f} GiB")
+    logs += [error] if error else _capacity_lines(setup.profile, tokens, L, concurrency)
+    return KvCachePlan(
+        engine="vllm", engine_version=setup.profile.name, kv_cache_dtype=setup.dtype_name,
+        block_size=setup.block_size, num_blocks=num_blocks,
+        kv_cache_bytes=num_blocks * widest.bytes_per_block, kv_cache_tokens=tokens,
+        max_concurrency=concurrency, kv_bytes_per_token=_bytes_per_token(setup.model, stages),
+        bytes_per_request=needed, fits=fits, estimated_max_model_len=estimate,
+        groups=tuple(_group_row(g, setup.sizing, num_blocks) for g in groups),
+        log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
+        available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=widest.check_bytes,
+        max_num_batched_tokens=setup.mnbt, max_num_seqs=setup.max_num_seqs,
+    )  # fmt: skip
+
+
+def _check_fit(
+    request: EngineRequest, setup: VllmSetup, groups: list[Group], stages: list[_Stage], blocks: int
+) -> tuple[bool, int | None, str | None]:
+    """``_check_enough_kv_cache_memory`` per stage, in order: (fits, estimate, error text)."""
+    for stage in stages:
+        if stage.check_bytes <= 0:
+            return False, 0, _no_memory_text(setup.profile)
+        needed = stage.bytes_per_block * blocks
+        if needed > stage.check_bytes:
+
+            def fits_len(
+                length: int, bpb: int = stage.bytes_per_block, budget: int = stage.check_bytes
+            ) -> bool:
+                s = Sizing(max_model_len=length, in_flight_tokens=setup.sizing.in_flight_tokens,
+                           mamba_cache_mode=setup.sizing.mamba_cache_mode)  # fmt: skip
+                return bpb * sum(g.max_blocks(s) for g in groups) <= budget
+
+            estimate = binary_search_max_len(request.max_model_len, fits_len)
+            return (
+                False,
+                estimate,
+                _too_long_text(
+                    setup.profile, request.max_model_len, needed, stage.check_bytes, estimate
+                ),
+            )
+    return True, None, None
+
+
+def _no_memory_text(profile: D.VllmProfile) -> str:
+    cpu = (
+        " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
+        if profile.reserves_null_block else ""
+    )  # fmt: skip
+    return (
+        "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        f"initializing the engine{cpu}. See {DOCS_URL} for more details."
+    )
+
+
+def _too_long_text(
+    profile: D.VllmProfile, L: int, needed: int, available: int, estimate: int
+) -> str:
+    based = (
+        f"Based on the available memory, the estimated maximum model length is {estimate}. "
+        if estimate > 0 else ""
+    )  # fmt: skip
+    if profile.name in ("0.10", "0.8"):  # "models's", %.2f; 0.8 without the estimate (unconfirmed)
+        based = based if profile.name == "0.10" else ""
+        return (
+            f"To serve at least one request with the models's max seq len ({L}), "
+            f"({needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({available / GIB:.2f} GiB). {based}Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+        )
+    cpu = (
+        " (which also controls CPU memory on the CPU backend)"
+        if profile.reserves_null_block
+        else ""
+    )
+    return (
+        f"To serve at least one request with the model's max seq len ({L}), "
+        f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
+        f"memory ({format_gib(available)} GiB). {based}Try increasing `gpu_memory_utilization`{cpu} "
+        f"or decreasing `max_model_len` when initializing the engine. See {DOCS_URL} for more details."
+    )
+
+
+def _capacity_lines(profile: D.VllmProfile, tokens: int, L: int, concurrency: float) -> list[str]:
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    conc = f"Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x"
+    return [f"{size}, {conc}"] if profile.merged_log_line else [size, conc]
+
+
+def _bytes_per_token(model: ModelShape, stages: list[_Stage]) -> int:
+    """Attention bytes per token on the most loaded stage (recurrent state is per sequence)."""
+    return max(
+        sum(
+            model.layers[i].bytes_per_token
+            for i in s.layers
+            if model.layers[i].kind in ATTENTION_KINDS
+        )
+        for s in stages
+    )
+
+
+def _group_row(group: Group, sizing: Sizing, num_blocks: int) -> KvCacheGroup:
+    kind = f"{group.kind}/uniform-type" if group.uniform_type else group.kind
+    return KvCacheGroup(
+        kind=kind, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
+        block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
+        num_blocks=num_blocks, layer_indices=group.layers, padding_layers=group.padding_layers,
+    )  # fmt: skip
+
+
+def _attention_free(request: EngineRequest, setup: VllmSetup, notes: list[str]) -> KvCachePlan:
+    notes.append(
+        "attention-free model: no KV cache groups (vLLM keeps num_blocks = 1 for the null block)"
+    )
+    return KvCachePlan(
+        engine="vllm", engine_version=setup.profile.name, kv_cache_dtype=setup.dtype_name,
+        block_size=setup.block_size, num_blocks=1, kv_cache_bytes=0, kv_cache_tokens=0,
+        max_concurrency=0.0, kv_bytes_per_token=0, bytes_per_request=0, fits=True,
+        estimated_max_model_len=None, groups=(), log_lines=setup.logs, notes=tuple(notes),
+        max_model_len=request.max_model_len, available_kv_bytes=request.available_kv_bytes,
+        fit_budget_bytes=request.available_kv_bytes, max_num_batched_tokens=setup.mnbt,
+        max_num_seqs=setup.max_num_seqs,
+    )  # fmt: skip

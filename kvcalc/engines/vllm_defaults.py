@@ -1,0 +1,219 @@
+"""vLLM's version profiles and the defaults it picks before sizing: dtype, block size, batch size.
+
+Confirmed from the vLLM **0.33.0** wheel (``pip download --no-deps vllm==0.33.0``), files read:
+
+- ``vllm/config/cache.py``: ``DEFAULT_BLOCK_SIZE = 16``; ``gpu_memory_utilization`` default 0.92;
+  ``MambaCacheMode = Literal["align", "none"]`` (no ``"all"`` any more).
+- ``vllm/config/model.py`` ``_resolve_auto_dtype``: a float32 config under ``--dtype auto`` becomes
+  the platform's first supported dtype; ``vllm/platforms/cuda.py`` ``supported_dtypes``: bf16 on
+  compute capability >= 8.0, fp16 on 6.x/7.x.
+- ``vllm/platforms/cuda.py`` ``_get_backend_priorities`` + each MLA backend's
+  ``supports_compute_capability`` / ``supported_kv_cache_dtypes`` / ``get_supported_kernel_block_sizes``
+  and ``AttentionBackend.get_preferred_block_size`` (``vllm/v1/attention/backend.py``): on SM 9.x a
+  bf16 MLA cache gets FLASH_ATTN_MLA (``MultipleOf(16)`` → 16), an fp8 one FLASHMLA (``[64]`` → 64);
+  on SM 10.x FLASHINFER_MLA (``[32, 64]`` → 32, derived, not measured); elsewhere TRITON_MLA (16).
+- ``vllm/engine/arg_utils.py`` ``get_batch_defaults``: >= 160 GiB → 16,384 tokens / 1,024 seqs for
+  both contexts; >= 70 GiB, not "a100", not GB10 (SM 12.1) → LLM 16,384 / API 8,192, 1,024 seqs;
+  else LLM 8,192 / API 2,048, 256 seqs.
+- ``vllm/config/vllm.py`` ``max_concurrent_batches`` / ``max_in_flight_tokens``: async scheduling
+  → 2 batches at PP 1 (V1 runner) or ``pp + 1`` (V2 runner), else ``pp``.
+- ``vllm/envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1.
+
+Profiles: ``0.33`` (0.33 on), ``0.21`` (0.21–0.32: CUDA graphs subtracted, one batch in flight),
+``0.10`` (0.10–0.20: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
+vllm-24577 record prints), ``0.8`` (0.8–0.9: early V1, two lines, no memory line, vllm-17122),
+``0.6`` (the V0 engine: "# GPU blocks" lines, vllm-4454 / vllm-10517).
+
+**Unconfirmed** (not read for those versions): everything the older profiles assume beyond the
+engine-accounting doc and the engine_logs records — the 0.21 utilization default (0.92 assumed: it
+moved with the CUDA-graph estimate), the exact version boundaries, the float32 rule before 0.10
+(fp16, bf16 for Gemma, as old vLLM did), the error texts before 0.21, the 160 GiB batch tier before
+0.33, and the block size non-MLA backends prefer on Blackwell (FlashInfer; 16 assumed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
+from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
+from kvcalc.errors import InputError
+from kvcalc.model import ModelShape
+from kvcalc.units import GIB
+
+DEFAULT_BLOCK_SIZE = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmProfile:
+    """The behaviours that differ between vLLM releases."""
+
+    name: str
+    #: first release this profile stands for
+    since: tuple[int, int]
+    v1: bool = True
+    gpu_memory_utilization: float = 0.92
+    #: CUDA-graph memory estimate subtracted from the budget (default since v0.21.0)
+    subtracts_cudagraph: bool = True
+    #: sliding/chunked reserve: ``max_in_flight_tokens`` (async: 2 batches) vs one batch
+    in_flight_batches: bool = False
+    #: the fit check plans against ``available − one block`` (BlockPool's null block)
+    reserves_null_block: bool = False
+    #: one merged capacity line (group-aware tokens) vs the two older lines
+    merged_log_line: bool = True
+    #: ">= 160 GiB" batch-default tier
+    big_gpu_tier: bool = False
+    #: float32 configs under ``auto``: the platform's preferred dtype (True) or fp16 (False)
+    fp32_to_platform_dtype: bool = True
+    #: hybrid MLA+Mamba alignment to 128-token blocks
+    mla_hybrid_align_128: bool = False
+    #: mamba prefill-checkpoint blocks and alignment in align mode
+    prefill_checkpoints: bool = False
+    #: the worker's "Available KV cache memory" line: None, "%.2f" or "format_gib"
+    available_line: str | None = "format_gib"
+
+
+PROFILES: tuple[VllmProfile, ...] = (
+    VllmProfile(
+        name="0.33", since=(0, 33), in_flight_batches=True, reserves_null_block=True,
+        big_gpu_tier=True, mla_hybrid_align_128=True, prefill_checkpoints=True,
+    ),
+    VllmProfile(name="0.21", since=(0, 21)),
+    VllmProfile(
+        name="0.10", since=(0, 10), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
+        merged_log_line=False, available_line="%.2f",
+    ),
+    VllmProfile(
+        name="0.8", since=(0, 8), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
+        merged_log_line=False, fp32_to_platform_dtype=False, available_line=None,
+    ),
+    VllmProfile(
+        name="0.6", since=(0, 0), v1=False, gpu_memory_utilization=0.90, subtracts_cudagraph=False,
+        merged_log_line=False, fp32_to_platform_dtype=False, available_line=None,
+    ),
+)  # fmt: skip
+VERSIONS = tuple(p.name for p in PROFILES)
+
+
+def resolve_profile(version: str | None) -> tuple[VllmProfile, str | None]:
+    """The profile for ``version`` (a profile name or any ``X.Y[.Z]``), and a note if mapped."""
+    if version is None:
+        return PROFILES[0], None
+    for profile in PROFILES:
+        if version == profile.name:
+            return profile, None
+    wanted = version_tuple(version)
+    if not wanted or len(wanted) < 2:
+        raise unknown_version("vllm", version, VERSIONS)
+    for profile in PROFILES:
+        if wanted[:2] >= profile.since:
+            note = f"vLLM {version} modelled by the {profile.name} profile"
+            return profile, note
+    raise unknown_version("vllm", version, VERSIONS)  # pragma: no cover - 0.0 catches all
+
+
+# -- cache dtype ------------------------------------------------------------------------------
+#: vLLM ``CacheDType`` spellings kvcalc can size (turboquant / nvfp4_ds_mla are not modelled)
+VLLM_DTYPES = (
+    "auto", "float16", "bfloat16", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+    "fp8_ds_mla", "fp8_per_token_head", "int8_per_token_head", "int4_per_token_head",
+    "nvfp4", "nvfp4_4over6",
+)  # fmt: skip
+
+
+def model_dtype(
+    model: ModelShape, profile: VllmProfile, cc: tuple[int, int] | None
+) -> tuple[CacheDtype, str | None]:
+    """What ``--dtype auto`` gives: the config dtype, with float32 configs cast down."""
+    if model.dtype is not FP32:
+        return model.dtype, None
+    gemma = model.model_type.startswith("gemma")
+    if profile.fp32_to_platform_dtype:
+        chosen = BF16 if cc is None or cc >= (8, 0) else FP16
+        if chosen is FP16 and gemma:
+            chosen = FP32  # vLLM refuses fp16 for Gemma 2/3; fp32 is the next supported dtype
+        why = "no compute capability given: SM >= 8.0 assumed, " if cc is None else ""
+        return chosen, (
+            f"config dtype is float32 ({model.config_dtype or 'absent'}); vLLM casts it to "
+            f"{chosen.name} ({why}vllm/config/model.py _resolve_auto_dtype, 0.33.0)"
+        )
+    chosen = BF16 if gemma else FP16
+    return chosen, (
+        f"config dtype is float32; old vLLM cast it to {chosen.name} (unconfirmed for this version)"
+    )
+
+
+def resolve_cache_dtype(
+    request: EngineRequest, profile: VllmProfile
+) -> tuple[CacheDtype, list[str]]:
+    """The cache storage format for ``--kv-cache-dtype``; raises ``unsupported-dtype``."""
+    name = request.kv_cache_dtype.strip().lower()
+    if name not in VLLM_DTYPES:
+        raise InputError(
+            f"vLLM has no KV cache dtype {request.kv_cache_dtype!r} that kvcalc models",
+            hint="choose one of: " + ", ".join(VLLM_DTYPES),
+            code="unsupported-dtype",
+        )
+    notes: list[str] = []
+    dtype = parse_cache_dtype(name)
+    if dtype is None:
+        dtype, note = model_dtype(request.model, profile, request.gpu_compute_capability)
+        if note:
+            notes.append(note)
+    if request.model.is_mla and (dtype.row_scale_bytes or dtype.block_format):
+        raise InputError(
+            f"cache dtype {dtype.name} is not modelled for MLA models in vLLM",
+            hint="use auto, fp8 or fp8_ds_mla",
+            code="unsupported-dtype",
+        )
+    return dtype, notes
+
+
+# -- block size -------------------------------------------------------------------------------
+def default_block_size(
+    model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None, profile: VllmProfile
+) -> tuple[int, str | None, str | None]:
+    """(block size, attention backend name when it decides, note). Hybrid alignment comes later."""
+    if not profile.v1 or not model.is_mla:
+        return DEFAULT_BLOCK_SIZE, None, None
+    assumed = cc is None
+    major = 9 if assumed else cc[0]
+    if dtype.mla_record_bytes:
+        # sparse MLA (DeepSeek-V3.2): measured block 64 on an H100 with vLLM 0.33.0 (doc §1.4)
+        backend, size = "FLASHMLA_SPARSE", 64
+    elif major == 9:
+        backend, size = ("FLASHMLA", 64) if dtype.is_quantized else ("FLASH_ATTN_MLA", 16)
+    elif major == 10:
+        backend, size = "FLASHINFER_MLA", 32
+    else:
+        backend, size = "TRITON_MLA", DEFAULT_BLOCK_SIZE
+    note = f"MLA attention backend {backend} → block size {size}"
+    if assumed:
+        note += " (no compute capability given: Hopper SM 9.0 assumed)"
+    if major == 10:
+        note += " (derived from vLLM 0.33.0 backend priorities, not measured)"
+    if not profile.in_flight_batches:
+        note += f" (backend choice read from vLLM 0.33.0; unconfirmed for {profile.name})"
+    return size, backend, note
+
+
+# -- scheduler defaults -----------------------------------------------------------------------
+def batch_defaults(
+    request: EngineRequest, profile: VllmProfile, usage: str
+) -> tuple[int, int, str]:
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this GPU, and a note."""
+    memory = request.gpu_memory_bytes or 0
+    name = (request.gpu_name or "").lower()
+    gb10 = request.gpu_compute_capability == (12, 1)
+    llm = usage == "llm"
+    if profile.big_gpu_tier and memory >= 160 * GIB:
+        tokens, seqs, tier = 16384, 1024, ">= 160 GiB"
+    elif memory >= 70 * GIB and "a100" not in name and not gb10:
+        tokens, seqs, tier = (16384 if llm else 8192), 1024, ">= 70 GiB, not A100"
+    else:
+        tokens, seqs, tier = (8192 if llm else 2048), 256, "small-GPU"
+    where = "the LLM class" if llm else "the API server"
+    note = f"max_num_batched_tokens {tokens:,} and max_num_seqs {seqs:,}: vLLM's {tier} default for {where}"
+    if not request.gpu_memory_bytes:
+        note += " (no GPU memory given, so vLLM's fallback tier)"
+    return tokens, seqs, note

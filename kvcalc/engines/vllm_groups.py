@@ -1,0 +1,306 @@
+"""vLLM's per-layer KV specs and how it groups them (``kv_cache_interface.py``, ``kv_cache_planning.py``).
+
+Each layer reports one :class:`LayerSpec` (page = bytes of one block in one layer). The specs of the
+whole model are grouped once (:func:`group_layers`); pipeline stages then size their own share.
+
+Confirmed from vLLM 0.33.0 (``vllm/v1/kv_cache_interface.py``, ``vllm/v1/core/kv_cache_planning.py``,
+``vllm/platforms/interface.py``): the sliding reserve ``cdiv(min(W − 1 + in_flight, L), block) + 1``,
+the chunked reserve ``cdiv(min(C + in_flight, L), block)``, mamba ``align`` = 2 pages and ``none`` = 1,
+the grouping (uniform → one group; same type → one UniformType group; else unify pages by raising
+block sizes or padding, bucket, ``group_size`` = min, or max when max < 1.5·min, stride split,
+padding layers), bytes per block = max over groups of the pages of their layers, needed memory =
+bytes per block × Σ blocks per request, and ``_align_hybrid_block_size`` (may override a user block
+size). Not modelled: the block-outermost *packed* layout for mixed page sizes (only with a
+non-default KV layout), hidden-state caches, DeepSeek-V4 and HiSparse paths, and the older
+``mamba_cache_mode="all"`` (before 0.33, for models supporting mamba prefix caching).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from kvcalc.errors import InputError
+from kvcalc.layouts import (
+    ChunkedLocal,
+    FullAttention,
+    Layout,
+    MLALatent,
+    RecurrentState,
+    SlidingWindow,
+)
+from kvcalc.units import cdiv
+
+ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sizing:
+    """What per-request block counts depend on."""
+
+    max_model_len: int
+    #: tokens scheduled but not yet freed (sliding/chunked reserve)
+    in_flight_tokens: int
+    mamba_cache_mode: str = "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerSpec:
+    """One layer's ``KVCacheSpec``: equal specs group together."""
+
+    kind: str
+    block_size: int
+    real_page_bytes: int
+    page_padded_bytes: int | None = None
+    #: sliding window / chunk size; on a ``full`` spec a window booked as full
+    window: int | None = None
+    #: identity: heads, widths and dtype, so equal pages of different shapes stay apart
+    shape: tuple = ()
+    #: mamba: prefill-checkpoint blocks held in align mode (vLLM 0.33 ``num_prefill_checkpoint_blocks``)
+    checkpoint_blocks: int = 0
+
+    @property
+    def page_bytes(self) -> int:
+        return self.page_padded_bytes or self.real_page_bytes
+
+    def max_blocks(self, s: Sizing) -> int:
+        """Blocks one request at ``s.max_model_len`` holds in this layer at most."""
+        if self.kind == "sliding":
+            # +1: the window need not start on a block boundary
+            return (
+                cdiv(min(self.window - 1 + s.in_flight_tokens, s.max_model_len), self.block_size)
+                + 1
+            )
+        if self.kind == "chunked":
+            return cdiv(min(self.window + s.in_flight_tokens, s.max_model_len), self.block_size)
+        if self.kind == "mamba":
+            return 2 + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1
+        return cdiv(s.max_model_len, self.block_size)
+
+    def with_block_size(self, block_size: int) -> LayerSpec:
+        """Attention pages scale with the block; a padded page is dropped (recomputed by callers)."""
+        real = self.real_page_bytes * block_size // self.block_size
+        return replace(self, block_size=block_size, real_page_bytes=real, page_padded_bytes=None)
+
+
+def layer_spec(
+    layout: Layout, block_size: int, mamba_page_padded: int | None, checkpoint_blocks: int = 0
+) -> LayerSpec | None:
+    """The spec a (per-rank) layer reports, or None for a layer without cache."""
+    if isinstance(layout, RecurrentState):
+        page = layout.state_bytes
+        padded = mamba_page_padded if mamba_page_padded and mamba_page_padded > page else None
+        shape = (type(layout).__name__, tuple(t.shape for t in layout.state_tensors()))
+        return LayerSpec(kind="mamba", block_size=block_size, real_page_bytes=page,
+                         page_padded_bytes=padded, shape=shape, checkpoint_blocks=checkpoint_blocks)  # fmt: skip
+    if isinstance(layout, MLALatent):
+        shape = ("mla", layout.latent_dim, layout.dtype.name)
+        return LayerSpec(kind="mla", block_size=block_size,
+                         real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
+    if isinstance(layout, FullAttention):
+        kind, window = "full", None
+        if isinstance(layout, SlidingWindow):
+            kind, window = "sliding", layout.sliding_window
+        elif isinstance(layout, ChunkedLocal):
+            kind, window = "chunked", layout.chunk_size
+        shape = ("kv", layout.kv_heads, layout.k_dim, layout.v_dim, layout.dtype.name)
+        return LayerSpec(kind=kind, block_size=block_size, window=window,
+                         real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
+    return None
+
+
+# -- groups -----------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    """One KV-cache group: layers sharing a block table."""
+
+    layers: tuple[int, ...]
+    specs: tuple[LayerSpec, ...]
+    padding_layers: int = 0
+    #: a UniformType group: one type, per-layer pages (its page is their sum)
+    uniform_type: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.specs[0].kind
+
+    @property
+    def block_size(self) -> int:
+        return self.specs[0].block_size
+
+    @property
+    def page_bytes(self) -> int:
+        if self.uniform_type:
+            return sum(s.page_bytes for s in self.specs)
+        return self.specs[0].page_bytes
+
+    def max_blocks(self, s: Sizing) -> int:
+        return max(spec.max_blocks(s) for spec in self.specs)
+
+    def stage_page_bytes(self, stage_layers: range) -> int:
+        """Bytes one block takes in this group's layers on one pipeline stage."""
+        return sum(sp.page_bytes for i, sp in zip(self.layers, self.specs) if i in stage_layers)
+
+
+def promote_local_specs(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
+    """``--disable-hybrid-kv-cache-manager``: sliding/chunked layers booked as full (window kept)."""
+    kinds = {s.kind for s in specs.values()}
+    if "full" not in kinds or not kinds & {"sliding", "chunked"}:
+        return specs
+    return {
+        i: replace(s, kind="full") if s.kind in ("sliding", "chunked") else s
+        for i, s in specs.items()
+    }
+
+
+def _mergeable(specs: list[LayerSpec]) -> bool:
+    """``is_kv_cache_spec_uniform``: one spec, full specs with and without a window merging."""
+    keys = {replace(s, window=None) if s.kind == "full" else s for s in specs}
+    windows = {s.window for s in specs if s.kind == "full" and s.window is not None}
+    return len(keys) == 1 and len(windows) <= 1
+
+
+def _same_type(specs: list[LayerSpec]) -> bool:
+    """``UniformTypeKVCacheSpecs.is_uniform_type``: same block size, same kind and window."""
+    first = specs[0]
+    return (
+        all(
+            s.block_size == first.block_size and s.kind == first.kind and s.window == first.window
+            for s in specs
+        )
+        and first.kind != "mamba"
+    )
+
+
+def group_layers(specs: dict[int, LayerSpec]) -> tuple[list[Group], list[str]]:
+    """vLLM's ``get_kv_cache_groups`` on the whole model's per-layer specs; returns (groups, logs)."""
+    if not specs:
+        return [], []
+    values = list(specs.values())
+    layers = tuple(specs)
+    if _mergeable(values):
+        return [Group(layers=layers, specs=tuple(values))], []
+    if _same_type(values):
+        return [Group(layers=layers, specs=tuple(values), uniform_type=True)], []
+    unified = unify_page_sizes(specs)
+    return _split_buckets(unified)
+
+
+def unify_page_sizes(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
+    """Raise smaller attention pages to the largest by multiplying the block size; pad otherwise."""
+    largest = max(s.page_bytes for s in specs.values())
+    out: dict[int, LayerSpec] = {}
+    for index, spec in specs.items():
+        page = spec.page_bytes
+        if page == largest:
+            out[index] = spec
+        elif spec.kind == "mamba":
+            out[index] = replace(spec, page_padded_bytes=largest)
+        elif largest % page == 0:
+            out[index] = spec.with_block_size(spec.block_size * (largest // page))
+        elif spec.kind != "mla":
+            out[index] = replace(spec, page_padded_bytes=largest)
+        else:
+            raise InputError(
+                f"layer {index}: page size is not divisible by the maximum page size and cannot "
+                "be padded (vLLM raises NotImplementedError)",
+                code="unsupported-model",
+            )
+    return out
+
+
+def _split_buckets(specs: dict[int, LayerSpec]) -> tuple[list[Group], list[str]]:
+    buckets: dict[LayerSpec, list[int]] = {}
+    for index, spec in specs.items():
+        buckets.setdefault(spec, []).append(index)
+    sizes = [len(v) for v in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < group_size * 1.5:
+        group_size = max(sizes)  # e.g. 12 sliding + 13 full → 13, not 12
+    groups: list[Group] = []
+    logs: list[str] = []
+    for spec, members in buckets.items():
+        padding = group_size - len(members) % group_size
+        if padding != group_size:
+            logs.append(
+                f"Add {padding} padding layers, may waste at most "
+                f"{padding / len(members) * 100:.2f}% KV cache memory"
+            )
+        num_groups = cdiv(len(members), group_size)
+        for i in range(num_groups):
+            part = tuple(members[i::num_groups])  # stride split keeps PP stages balanced
+            groups.append(
+                Group(layers=part, specs=(spec,) * len(part), padding_layers=group_size - len(part))
+            )
+    return groups, logs
+
+
+# -- pipeline parallel ------------------------------------------------------------------------
+def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
+    """``get_pp_indices``: L // pp per stage, the remainder to stages -2, -3, ... (never the last)."""
+    if partition is not None:
+        if len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
+            raise InputError(
+                f"pp_layer_partition {list(partition)} must have {pp} positive parts summing to "
+                f"{num_layers}",
+                code="invalid-parallelism",
+            )
+        parts = list(partition)
+    else:
+        parts = [num_layers // pp] * pp
+        for i in range(2, num_layers % pp + 2):
+            parts[-i] += 1
+    starts = [sum(parts[:i]) for i in range(pp)]
+    return [range(s, s + n) for s, n in zip(starts, parts)]
+
+
+# -- hybrid attention + mamba block alignment ------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class HybridAlignment:
+    block_size: int
+    mamba_page_padded: int | None
+    logs: tuple[str, ...]
+
+
+def align_hybrid_block_size(
+    layers: tuple[Layout, ...],
+    block_size: int,
+    *,
+    mla_align_128: bool,
+    checkpoint_alignment: int = 1,
+) -> HybridAlignment | None:
+    """``Platform._align_hybrid_block_size`` (per-rank layers); None for non-hybrid models.
+
+    Qwen3-Next (TP 1): mamba page 1,097,728 B, attention 2·2·256·2 = 2,048 B per token, so
+    block = 16·cdiv(1,097,728, 16·2,048) = 16·34 = 544 and the mamba page is padded to 544·2,048.
+    In align mode the block is also a multiple of the layers' prefill-checkpoint alignment
+    (0.33, FlashInfer GDN prefill: 64 → 64·cdiv(1,097,728, 64·2,048) = 576).
+    """
+    mamba = [x for x in layers if isinstance(x, RecurrentState)]
+    attention = [x for x in layers if x.kind in ATTENTION_KINDS]
+    if not mamba or not attention:
+        return None
+    mamba_page = max(x.state_bytes for x in mamba)
+    attn_1tok = attention[0].bytes_per_token
+    kernel_align = max(16, block_size)  # FLASH_ATTN's MultipleOf(16), or a larger block
+    if mla_align_128 and isinstance(attention[0], MLALatent):
+        kernel_align = max(kernel_align, 128)
+    kernel_align = math.lcm(kernel_align, checkpoint_alignment)
+    attn_block = kernel_align * cdiv(mamba_page, kernel_align * attn_1tok)
+    attn_block = 16 * cdiv(attn_block, 16)  # lcm of the backends' smallest kernel blocks
+    logs: list[str] = []
+    if block_size < attn_block:
+        block_size = attn_block
+        logs.append(
+            f"Setting attention block size to {attn_block} tokens to ensure that attention page "
+            "size is >= mamba page size."
+        )
+    attn_page = block_size * attn_1tok
+    padded = attn_page if attn_page > mamba_page else None
+    if padded:
+        pct = 100 * (attn_page - mamba_page) / mamba_page
+        logs.append(
+            f"Padding mamba page size by {pct:.2f}% to ensure that mamba page size and attention "
+            "page size are exactly equal."
+        )
+    return HybridAlignment(block_size=block_size, mamba_page_padded=padded, logs=tuple(logs))

@@ -1,0 +1,196 @@
+"""Everything vLLM resolves before sizing: cache dtype, block size, mamba mode, batch size, TP checks.
+
+See :mod:`kvcalc.engines.vllm_defaults` for the defaults and what was confirmed from vLLM 0.33.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.engines import vllm_defaults as D
+from kvcalc.engines.base import EngineRequest, extra_choice, extra_int
+from kvcalc.engines.vllm_groups import Sizing, align_hybrid_block_size
+from kvcalc.errors import InputError
+from kvcalc.layouts import FullAttention, GatedDeltaNetState, Mamba2State, RecurrentState
+from kvcalc.model import ModelShape
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmSetup:
+    """Everything resolved before sizing."""
+
+    profile: D.VllmProfile
+    dtype_name: str
+    model: ModelShape  # cache dtype applied, per TP rank
+    block_size: int
+    sizing: Sizing
+    mnbt: int
+    max_num_seqs: int
+    notes: tuple[str, ...]
+    logs: tuple[str, ...]
+    mamba_page_padded: int | None
+    checkpoint_blocks: int = 0
+
+
+def resolve_setup(request: EngineRequest) -> VllmSetup:
+    """Profile, cache dtype, per-rank model, block size, mamba mode and scheduler numbers."""
+    profile, mapped = D.resolve_profile(request.engine_version)
+    notes = [mapped] if mapped else []
+    dtype, dtype_notes = D.resolve_cache_dtype(request, profile)
+    notes += dtype_notes
+    _check_tp(request.model, request.tensor_parallel_size, notes)
+    model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
+    mode = _mamba_mode(request, model, notes)
+    checkpoint_blocks, checkpoint_alignment = _prefill_checkpoints(
+        request, profile, model, mode, notes
+    )
+    block, padded, logs = _block_size(request, profile, model, checkpoint_alignment, notes)
+    mnbt, seqs, in_flight = _scheduler(request, profile, model, notes)
+    if request.max_model_len > request.model.max_model_len:
+        notes.append(
+            f"max_model_len {request.max_model_len:,} exceeds the model's derived "
+            f"{request.model.max_model_len:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+        )
+    if "num_gpu_blocks_override" in request.extra:
+        notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
+    sizing = Sizing(
+        max_model_len=request.max_model_len, in_flight_tokens=in_flight, mamba_cache_mode=mode
+    )
+    return VllmSetup(
+        profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
+        mnbt=mnbt, max_num_seqs=seqs, notes=tuple(notes), logs=tuple(logs), mamba_page_padded=padded,
+        checkpoint_blocks=checkpoint_blocks,
+    )  # fmt: skip
+
+
+def _block_size(
+    request: EngineRequest,
+    profile: D.VllmProfile,
+    model: ModelShape,
+    checkpoint_alignment: int,
+    notes: list[str],
+) -> tuple[int, int | None, list[str]]:
+    """(block size, padded mamba page, log lines): user or backend choice, then hybrid alignment."""
+    logs: list[str] = []
+    dtype = model.kv_cache_dtype
+    cc = request.gpu_compute_capability
+    block, backend, note = D.default_block_size(model, dtype, cc, profile)
+    if request.block_size is not None:
+        block, backend, note = request.block_size, None, f"block size {request.block_size} (user)"
+    if note:
+        notes.append(note)
+    if backend and block != D.DEFAULT_BLOCK_SIZE and profile.reserves_null_block:
+        logs.append(f"Setting kv cache block size to {block} for {backend} backend(s).")
+    if not profile.v1:
+        return block, None, logs
+    aligned = align_hybrid_block_size(
+        model.layers,
+        block,
+        mla_align_128=profile.mla_hybrid_align_128,
+        checkpoint_alignment=checkpoint_alignment,
+    )
+    if aligned is None:
+        return block, None, logs
+    return aligned.block_size, aligned.mamba_page_padded, logs + list(aligned.logs)
+
+
+def _scheduler(
+    request: EngineRequest, profile: D.VllmProfile, model: ModelShape, notes: list[str]
+) -> tuple[int, int, int]:
+    """(max_num_batched_tokens, max_num_seqs, tokens in flight for the sliding/chunked reserve)."""
+    usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
+    mnbt, seqs, batch_note = D.batch_defaults(request, profile, usage)
+    mnbt = request.max_num_batched_tokens or mnbt
+    seqs = request.max_num_seqs or seqs
+    in_flight = mnbt * _concurrent_batches(request, profile)
+    if any(x.kind in ("sliding", "chunked") for x in model.layers):
+        if request.max_num_batched_tokens is None:
+            notes.append(batch_note)
+        notes.append(_in_flight_note(request, profile, mnbt, in_flight))
+    return mnbt, seqs, in_flight
+
+
+def _check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
+    """vLLM's model files: ``kv % tp == 0`` when kv >= tp, else ``tp % kv == 0`` (replicated)."""
+    if tp == 1:
+        return
+    if model.num_attention_heads % tp:
+        raise InputError(
+            f"{model.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}",
+            code="invalid-parallelism",
+        )
+    heads = {x.kv_heads for x in model.layers if isinstance(x, FullAttention) and x.kv_heads}
+    for kv in sorted(heads):
+        if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+            raise InputError(
+                f"{kv} KV heads cannot be split over tensor_parallel_size {tp}",
+                hint="vLLM needs kv_heads % tp == 0, or tp % kv_heads == 0 to replicate",
+                code="invalid-parallelism",
+            )
+        if kv < tp:
+            notes.append(
+                f"{kv} KV heads on {tp} ranks: one head per rank, each replicated {tp // kv}×"
+            )
+    if model.is_mla:
+        notes.append("MLA latent is not split by TP: every rank stores the whole latent")
+
+
+def _mamba_mode(request: EngineRequest, model: ModelShape, notes: list[str]) -> str:
+    if not any(isinstance(x, RecurrentState) for x in model.layers):
+        return "none"
+    prefix = True if request.enable_prefix_caching is None else request.enable_prefix_caching
+    default = "align" if prefix else "none"
+    mode = extra_choice(request.extra, "mamba_cache_mode", default, ("none", "align"))
+    notes.append(
+        f"mamba cache mode {mode!r} (prefix caching {'on' if prefix else 'off'}"
+        f"{', the default' if request.enable_prefix_caching is None else ''}); "
+        "align keeps 2 state blocks per request (+ prefill checkpoints), none 1"
+    )
+    return mode
+
+
+def _prefill_checkpoints(
+    request: EngineRequest, profile: D.VllmProfile, model: ModelShape, mode: str, notes: list[str]
+) -> tuple[int, int]:
+    """vLLM 0.33 align mode: (checkpoint blocks per mamba layer, block alignment they need).
+
+    ``mamba_mixer2.py``: Mamba2 specs always carry one prefill-checkpoint block (alignment 1).
+    ``qwen_gdn_linear_attn.py``: Gated DeltaNet exports checkpoints with the FlashInfer prefill
+    kernel, chosen on SM 9.x (on SM 10/12 only with CUDA >= 13, not assumed), aligned to 64 tokens.
+    """
+    if mode != "align" or not profile.prefill_checkpoints:
+        return 0, 1
+    recurrent = [x for x in model.layers if isinstance(x, RecurrentState)]
+    if any(isinstance(x, Mamba2State) for x in recurrent):
+        notes.append("Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)")
+        return 1, 1
+    cc = request.gpu_compute_capability
+    if any(isinstance(x, GatedDeltaNetState) for x in recurrent) and (cc is None or cc[0] == 9):
+        notes.append(
+            "Gated DeltaNet with the FlashInfer prefill kernel (SM 9.x"
+            + (", assumed" if cc is None else "")
+            + "): 1 prefill-checkpoint block and 64-token alignment in align mode (vLLM 0.33)"
+        )
+        return 1, 64
+    return 0, 1
+
+
+def _concurrent_batches(request: EngineRequest, profile: D.VllmProfile) -> int:
+    override = extra_int(request.extra, "max_concurrent_batches", None)
+    if override:
+        return override
+    if not profile.in_flight_batches:
+        return 1
+    pp = request.pipeline_parallel_size
+    return 2 if pp == 1 else pp + 1
+
+
+def _in_flight_note(
+    request: EngineRequest, profile: D.VllmProfile, mnbt: int, in_flight: int
+) -> str:
+    if not profile.in_flight_batches:
+        return f"sliding/chunked reserve uses one batch in flight: {mnbt:,} tokens"
+    note = f"sliding/chunked reserve uses max_in_flight_tokens = {in_flight:,} ({in_flight // mnbt} × {mnbt:,})"
+    if request.pipeline_parallel_size > 1 and "max_concurrent_batches" not in request.extra:
+        note += "; pp + 1 batches assumes the V2 model runner with async scheduling (unconfirmed)"
+    return note

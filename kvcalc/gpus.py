@@ -1,0 +1,106 @@
+"""The GPU catalog: memory as the driver reports it, bandwidth, peak TFLOP/s, by name or alias.
+
+The data live in ``kvcalc/data/gpus.json`` (loaded through :mod:`importlib.resources`, so they ship in
+the wheel). ``memory_bytes`` is the total CUDA reports (``cudaMemGetInfo``, what vLLM multiplies by
+``gpu_memory_utilization``), a few hundred MiB under the board total nvidia-smi lists: an H100 80GB
+lists 81,559 MiB in nvidia-smi but vLLM logs ``total_gpu_memory 79.22GiB``. Most such figures are
+only known to 2 decimals of a GiB; ``memory_is_exact`` is false for those and ``memory_source`` says
+where each came from.
+
+Names are matched case-insensitively, with spaces and underscores read as ``-``
+(``"h100 sxm"`` = ``"H100-SXM"``); each GPU also answers to its aliases and to the device name torch
+prints (``"NVIDIA H100 80GB HBM3"``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from kvcalc.errors import InputError
+from kvcalc.units import GIB
+
+#: vLLM's ``EngineArgs.get_batch_defaults`` threshold for the larger scheduler defaults
+VLLM_LARGE_GPU_MIN_BYTES = 70 * GIB
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec:
+    name: str
+    aliases: tuple[str, ...] = ()
+    vendor: str
+    #: the name torch/vLLM print (``torch.cuda.get_device_name()``)
+    device_name: str
+    architecture: str
+    compute_capability: str | None
+    #: total memory as the driver reports it to CUDA (``cudaMemGetInfo``)
+    memory_bytes: int
+    memory_is_exact: bool
+    memory_source: str
+    #: total memory nvidia-smi / rocm-smi list for the board
+    board_memory_bytes: int
+    memory_bandwidth_bytes_per_s: int
+    fp16_dense_tflops: float
+    bf16_dense_tflops: float | None
+    fp8_dense_tflops: float | None
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+    @property
+    def mnbt_tier(self) -> str:
+        """``"large"`` where vLLM picks its bigger scheduler defaults, else ``"default"``.
+
+        vLLM (``get_batch_defaults``, engine-accounting §1.11): device memory ≥ 70 GiB and a device
+        name without ``a100`` → max_num_batched_tokens 16,384 (LLM class) / 8,192 (API server) and
+        max_num_seqs 1,024; otherwise 8,192 / 2,048 and 256.
+        """
+        large = self.memory_bytes >= VLLM_LARGE_GPU_MIN_BYTES and "a100" not in self.device_name.lower()
+        return "large" if large else "default"
+
+    def vllm_default_max_num_batched_tokens(self, *, api_server: bool = True) -> int:
+        if self.mnbt_tier == "large":
+            return 8192 if api_server else 16384
+        return 2048 if api_server else 8192
+
+    @property
+    def vllm_default_max_num_seqs(self) -> int:
+        return 1024 if self.mnbt_tier == "large" else 256
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", str(name).strip().lower())
+
+
+@lru_cache(maxsize=1)
+def list_gpus() -> tuple[GpuSpec, ...]:
+    """Every GPU in the catalog, in catalog order."""
+    text = (resources.files("kvcalc") / "data" / "gpus.json").read_text(encoding="utf-8")
+    rows = json.loads(text)["gpus"]
+    return tuple(GpuSpec(**{**row, "aliases": tuple(row["aliases"])}) for row in rows)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, GpuSpec]:
+    index: dict[str, GpuSpec] = {}
+    for gpu in list_gpus():
+        for name in (gpu.name, gpu.device_name, *gpu.aliases):
+            index.setdefault(_key(name), gpu)
+    return index
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """The GPU called ``name`` (a catalog name, an alias or torch's device name, any case)."""
+    found = _index().get(_key(name))
+    if found is not None:
+        return found
+    names = [gpu.name for gpu in list_gpus()]
+    close = difflib.get_close_matches(_key(name), list(_index()), n=3, cutoff=0.6)
+    suggestions = list(dict.fromkeys(_index()[c].name for c in close))
+    hint = (f"did you mean {' or '.join(suggestions)}? " if suggestions else "") + "known GPUs: " + ", ".join(names)
+    raise InputError(f"unknown GPU {name!r}", hint=hint, code="unknown-gpu")

@@ -1,0 +1,145 @@
+"""Which cache layout each layer has, from the config's pattern keys.
+
+Resolution order (the first that applies wins), each rule as the engines read it:
+
+1. ``layer_types`` (transformers' per-layer list; gpt-oss, new Gemma and Qwen configs);
+2. ``hybrid_override_pattern`` (Nemotron-H: ``M`` Mamba2, ``*`` attention, ``E``/``-`` no cache);
+3. ``full_attention_interval`` (Qwen3-Next: every k-th layer full, the rest Gated DeltaNet);
+4. Llama 4: ``attention_chunk_size`` with ``no_rope_layers`` (1 = RoPE = chunked) or, when absent,
+   transformers' default ``no_rope_layer_interval`` 4 (every 4th layer full);
+5. ``sliding_window_pattern`` (Gemma 3: layer i slides unless (i+1) % pattern == 0);
+6. Gemma 2: even layers slide;
+7. ``use_sliding_window`` + ``max_window_layers`` (Qwen2: layers >= max_window_layers slide);
+8. a plain ``sliding_window`` for every layer (Mistral), ``attention_chunk_size`` for every layer;
+9. otherwise every layer is full attention.
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.reader import ConfigReader
+
+#: layer kinds produced here
+FULL, SLIDING, CHUNKED, MAMBA2, GDN, NONE = "full", "sliding", "chunked", "mamba2", "gdn", "none"
+
+_LAYER_TYPE_NAMES = {
+    "full_attention": FULL,
+    "attention": FULL,
+    "global_attention": FULL,
+    "sliding_attention": SLIDING,
+    "local_attention": SLIDING,
+    "chunked_attention": CHUNKED,
+    "linear_attention": GDN,
+    "mamba": MAMBA2,
+}
+_NEMOTRON_H = {"M": MAMBA2, "*": FULL, "E": NONE, "-": NONE}
+#: keys of layouts kvcalc does not model yet: refusing beats guessing
+UNSUPPORTED_KEYS = {
+    "attn_layer_period": "Jamba-style Mamba1 hybrids",
+    "layers_block_type": "Jamba/Zamba-style hybrids",
+    "block_configs": "Nemotron-NAS per-block configs",
+    "rwkv_version": "RWKV",
+    "cross_attention_layers": "cross-attention (Mllama)",
+}
+
+
+def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[str], str]:
+    """The kind of each layer and a sentence saying which keys decided it."""
+    for key, what in UNSUPPORTED_KEYS.items():
+        if r.has(key):
+            raise ConfigError(
+                f"{r.source}: {r.path(key)} ({what}) is not supported yet",
+                hint="kvcalc refuses layouts it cannot size exactly; please file an issue",
+                code="config-unsupported",
+            )
+    model_type = r.str("model_type", "") or ""
+    types = r.list("layer_types")
+    if types is not None:
+        return _from_layer_types(r, types, num_layers, model_type)
+    pattern = r.str("hybrid_override_pattern")
+    if pattern is not None:
+        return _from_nemotron_pattern(r, pattern, num_layers)
+    interval = r.int("full_attention_interval", default=None)
+    if interval is not None:
+        kinds = [FULL if (i + 1) % interval == 0 else GDN for i in range(num_layers)]
+        return kinds, f"full_attention_interval = {interval}: every {interval}th layer full"
+    chunk = r.int("attention_chunk_size", default=None)
+    if chunk is not None:
+        return _llama4(r, num_layers, model_type)
+    window = r.int("sliding_window", default=None)
+    if window is not None:
+        return _sliding(r, num_layers, model_type)
+    return [FULL] * num_layers, "no window or pattern keys: every layer full attention"
+
+
+def _from_layer_types(
+    r: ConfigReader, types: list, num_layers: int, model_type: str
+) -> tuple[list[str], str]:
+    if len(types) != num_layers:
+        raise ConfigError(
+            f"{r.source}: {r.path('layer_types')} has {len(types)} entries for {num_layers} layers",
+            code="config-invalid",
+        )
+    unknown = sorted({str(t) for t in types if t not in _LAYER_TYPE_NAMES})
+    if unknown:
+        raise ConfigError(
+            f"{r.source}: unknown layer_types {', '.join(unknown)}",
+            hint="known: " + ", ".join(_LAYER_TYPE_NAMES),
+            code="config-unsupported",
+        )
+    kinds = [_LAYER_TYPE_NAMES[t] for t in types]
+    if GDN in kinds and not model_type.startswith(("qwen3_next", "qwen3_5")):
+        raise ConfigError(
+            f"{r.source}: linear_attention layers of model_type {model_type!r} are not supported",
+            hint="kvcalc knows Gated DeltaNet (Qwen3-Next, Qwen3.5) linear attention",
+            code="config-unsupported",
+        )
+    return kinds, "layer_types lists each layer"
+
+
+def _from_nemotron_pattern(r: ConfigReader, pattern: str, num_layers: int) -> tuple[list[str], str]:
+    unknown = sorted(set(pattern) - set(_NEMOTRON_H))
+    if unknown or len(pattern) != num_layers:
+        raise ConfigError(
+            f"{r.source}: hybrid_override_pattern must have {num_layers} characters from "
+            f"'M*E-', got {len(pattern)}" + (f" with {''.join(unknown)!r}" if unknown else ""),
+            code="config-invalid",
+        )
+    return [_NEMOTRON_H[c] for c in pattern], "hybrid_override_pattern: M Mamba2, * attention"
+
+
+def _llama4(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str], str]:
+    no_rope = r.list("no_rope_layers")
+    if no_rope:
+        if len(no_rope) != num_layers or any(v not in (0, 1, True, False) for v in no_rope):
+            raise ConfigError(
+                f"{r.source}: no_rope_layers must list 0/1 for each of {num_layers} layers",
+                code="config-invalid",
+            )
+        kinds = [CHUNKED if v else FULL for v in no_rope]
+        return kinds, "attention_chunk_size + no_rope_layers (1 = RoPE = chunked)"
+    if model_type.startswith("llama4"):
+        step = r.int("no_rope_layer_interval", default=4)
+        kinds = [FULL if (i + 1) % step == 0 else CHUNKED for i in range(num_layers)]
+        return kinds, (
+            f"attention_chunk_size; no no_rope_layers, so transformers' default "
+            f"no_rope_layer_interval = {step}: every {step}th layer full (NoPE)"
+        )
+    return [CHUNKED] * num_layers, "attention_chunk_size for every layer"
+
+
+def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str], str]:
+    pattern = r.int("sliding_window_pattern", default=None)
+    if pattern is not None:
+        kinds = [FULL if (i + 1) % pattern == 0 else SLIDING for i in range(num_layers)]
+        return kinds, f"sliding_window_pattern = {pattern}: layer i slides unless (i+1) % {pattern} == 0"
+    if model_type == "gemma2":
+        kinds = [SLIDING if i % 2 == 0 else FULL for i in range(num_layers)]
+        return kinds, "Gemma 2 alternates: even layers slide, odd layers full"
+    if r.has("use_sliding_window"):
+        if not r.bool("use_sliding_window"):
+            return [FULL] * num_layers, "use_sliding_window = false: every layer full attention"
+        first = r.int("max_window_layers", default=0, minimum=0)
+        kinds = [SLIDING if i >= first else FULL for i in range(num_layers)]
+        return kinds, f"use_sliding_window with max_window_layers = {first}"
+    return [SLIDING] * num_layers, "a plain sliding_window applies to every layer"

@@ -1,0 +1,425 @@
+"""Weight-related dimensions from ``config.json``, for the parameter counter in :mod:`kvcalc.weights`.
+
+Everything a parameter count needs is read here, through :class:`ConfigReader` (which records
+provenance); :mod:`kvcalc.weights` only does arithmetic on the frozen :class:`WeightShape`.
+
+Per-layer structure is two tuples: ``mixers`` (what mixes tokens: ``attention``, ``mla``, ``mamba2``,
+``gdn`` or ``none``) and ``ffns`` (``dense``, ``moe`` or ``none``). MoE placement follows each
+family's transformers config class:
+
+- DeepSeek-V2/V3, Kimi-K2: layer i is MoE when ``i >= first_k_dense_replace`` and
+  ``i % moe_layer_freq == 0``;
+- Qwen2-MoE/Qwen3-MoE/Qwen3-Next: MoE unless ``i in mlp_only_layers``, and ``(i+1) %
+  decoder_sparse_step == 0``;
+- Llama 4: ``moe_layers`` if given, else every ``interleave_moe_layer_step``-th layer (dense layers
+  use ``intermediate_size_mlp``);
+- Nemotron-H: ``E`` in ``hybrid_override_pattern``; Mixtral, gpt-oss and others: every layer.
+
+Multi-token-prediction layers (``num_nextn_predict_layers``, DeepSeek-V3's 14B MTP module) are **not**
+built by transformers nor loaded by vLLM without speculative decoding; they are recorded in
+``mtp_layers`` and left out of the count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.quant import QuantSpec, read_quant_spec
+from kvcalc.hfconfig.reader import ConfigReader
+
+#: model types whose MLP is a plain fc -> act -> fc (no gate projection)
+_NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
+              "falcon", "phi", "starcoder2", "mpt"}  # fmt: skip
+#: model types with LayerNorm (weight + bias) instead of RMSNorm
+_LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
+               "starcoder2", "mpt"}  # fmt: skip
+#: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe"}
+#: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+#: transformers' default ``tie_word_embeddings`` per config class when the key is absent
+_TIE_DEFAULT = {
+    "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "gpt2": True,
+    "gpt_bigcode": True, "llama": False, "llama4": False, "llama4_text": False, "mistral": False,
+    "mixtral": False, "qwen2": False, "qwen2_moe": False, "qwen3": False, "qwen3_moe": False,
+    "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
+    "gpt_oss": False, "nemotron_h": False, "phi3": False,
+}  # fmt: skip
+#: model types whose q/k/v projections carry a bias while o_proj does not
+_QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+_ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionWeights:
+    """q/k/v/o projections of a (grouped-query) attention layer."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    qkv_bias: bool = False
+    o_bias: bool = False
+    #: weighted per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    qk_norm: bool = False
+    #: q_proj also produces a sigmoid output gate, doubling its width (Qwen3-Next)
+    output_gate: bool = False
+    #: one learned attention-sink logit per head (gpt-oss)
+    sinks: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class MlaWeights:
+    """DeepSeek multi-head latent attention projections."""
+
+    num_heads: int
+    q_lora_rank: int  # 0: q_proj maps hidden -> heads directly (DeepSeek-V2-Lite)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MlpWeights:
+    intermediate_size: int
+    gated: bool = True
+    bias: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoeWeights:
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    gated: bool = True
+    expert_bias: bool = False  # gpt-oss
+    router_bias: bool = False  # gpt-oss
+    #: total width of the always-on shared expert(s); 0 when there are none
+    shared_intermediate_size: int = 0
+    #: Qwen2-MoE/Qwen3-Next: a 1 x hidden sigmoid gate on the shared expert
+    shared_expert_gate: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba2Weights:
+    num_heads: int
+    head_dim: int
+    n_groups: int
+    state_size: int
+    conv_kernel: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    @property
+    def intermediate_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.intermediate_size + 2 * self.n_groups * self.state_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class GdnWeights:
+    """Gated DeltaNet linear attention (Qwen3-Next)."""
+
+    num_k_heads: int
+    num_v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class VisionWeights:
+    """Llama 4's ViT tower, pixel-shuffle adapter and projector."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    image_size: int
+    patch_size: int
+    num_channels: int
+    pixel_shuffle_ratio: float
+    projector_input_dim: int
+    projector_output_dim: int
+    vision_output_dim: int
+    text_hidden_size: int
+    projector_bias: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightShape:
+    """Dimensions that decide a model's parameter count. Plain numbers only."""
+
+    model_type: str = ""
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    intermediate_size: int = 0
+    tie_word_embeddings: bool = False
+    #: rows of a learned absolute position table (gpt2's ``n_positions``); 0 for RoPE models
+    learned_positions: int = 0
+    norm: str = "rms"  # "rms" (weight only) or "layer" (weight + bias)
+    norms_per_layer: int = 2
+    mixers: tuple[str, ...] = ()
+    ffns: tuple[str, ...] = ()
+    attention: AttentionWeights | None = None
+    mla: MlaWeights | None = None
+    mlp: MlpWeights | None = None
+    moe: MoeWeights | None = None
+    mamba2: Mamba2Weights | None = None
+    gdn: GdnWeights | None = None
+    vision: VisionWeights | None = None
+    quantization: QuantSpec | None = None
+    #: MTP layers in the checkpoint that transformers and vLLM (without speculation) do not load
+    mtp_layers: int = 0
+    #: rows and width of the RoPE cos/sin cache vLLM keeps next to the weights (0: no RoPE)
+    rope_cache_positions: int = 0
+    rotary_dim: int = 0
+    notes: tuple[str, ...] = ()
+    #: why the weights cannot be counted (a key they need is missing or malformed); None when fine
+    problem: str | None = None
+
+
+def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
+    """The weight dimensions; never raises, so a config that sizes the KV cache still parses.
+
+    A config lacking what a parameter count needs yields a shape whose ``problem`` says why;
+    :func:`kvcalc.weights.weight_bytes` then refuses with that message.
+    """
+    try:
+        return _read(r, num_layers, kinds)
+    except ConfigError as exc:
+        return WeightShape(num_layers=num_layers, hidden_size=0, vocab_size=0, problem=exc.message)
+
+
+def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
+    model_type = str(r.str("model_type", "") or "")
+    hidden = r.int("hidden_size", "n_embd", "d_model", default=0, minimum=0)
+    notes: list[str] = []
+    mixers = tuple(_mixer(r, kind) for kind in kinds)
+    attention = _attention(r, model_type, hidden) if "attention" in mixers else None
+    mla = _mla(r) if "mla" in mixers else None
+    moe, moe_flags = _moe(r, model_type, num_layers, kinds)
+    ffns = _ffns(r, model_type, num_layers, moe_flags)
+    mlp = _mlp(r, model_type) if "dense" in ffns else None
+    tie = _tie(r, model_type, notes)
+    mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
+    if mtp:
+        notes.append(f"{mtp} MTP layer(s) in the checkpoint are not counted (transformers and vLLM "
+                     "without speculative decoding do not load them)")
+    positions, rotary = _rope_cache(r, model_type, attention, mla)
+    return WeightShape(
+        model_type=model_type,
+        num_layers=num_layers,
+        hidden_size=hidden,
+        vocab_size=r.int("vocab_size", "padded_vocab_size", default=0, minimum=0),
+        intermediate_size=r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0),
+        tie_word_embeddings=tie,
+        learned_positions=r.int("n_positions", default=0, minimum=0) if model_type in _ALWAYS_BIASED else 0,
+        norm="layer" if model_type in _LAYER_NORM else "rms",
+        norms_per_layer=4 if model_type in _FOUR_NORMS else 1 if model_type == "nemotron_h" else 2,
+        mixers=mixers,
+        ffns=ffns,
+        attention=attention,
+        mla=mla,
+        mlp=mlp,
+        moe=moe,
+        mamba2=_mamba2(r) if "mamba2" in mixers else None,
+        gdn=_gdn(r) if "gdn" in mixers else None,
+        vision=_vision(r, model_type, hidden, notes),
+        quantization=read_quant_spec(r),
+        mtp_layers=mtp,
+        rope_cache_positions=positions,
+        rotary_dim=rotary,
+        notes=tuple(notes),
+    )
+
+
+def _mixer(r: ConfigReader, kind: str) -> str:
+    if kind in (L.FULL, L.SLIDING, L.CHUNKED):
+        return "mla" if r.has("kv_lora_rank") else "attention"
+    if kind in (L.MAMBA2, L.GDN):
+        return kind
+    return "none"
+
+
+def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:
+    heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    if r.bool("multi_query") and not r.bool("new_decoder_architecture"):
+        kv = 1
+    else:
+        kv = r.int("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                   default=heads)  # fmt: skip
+    head_dim = r.int("head_dim", "kv_channels", default=0, minimum=0) or hidden // heads
+    if model_type in _ALWAYS_BIASED:
+        qkv_bias = o_bias = True
+    elif model_type in _QKV_BIAS_ONLY:
+        qkv_bias, o_bias = True, False
+    else:
+        qkv_bias = o_bias = r.bool("attention_bias")
+    return AttentionWeights(
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        qkv_bias=qkv_bias,
+        o_bias=o_bias,
+        qk_norm=model_type in _QK_NORM,
+        output_gate=model_type == "qwen3_next",
+        sinks=model_type == "gpt_oss",
+    )
+
+
+def _mla(r: ConfigReader) -> MlaWeights:
+    return MlaWeights(
+        num_heads=r.int("num_attention_heads"),
+        q_lora_rank=r.int("q_lora_rank", default=0, minimum=0),
+        kv_lora_rank=r.int("kv_lora_rank"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim"),
+        qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        v_head_dim=r.int("v_head_dim"),
+    )
+
+
+def _moe(r: ConfigReader, model_type: str, n: int, kinds: tuple[str, ...]) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
+    if not experts:
+        return None, (False,) * n
+    if model_type == "nemotron_h":
+        pattern = r.str("hybrid_override_pattern") or ""
+        flags = tuple(c == "E" for c in pattern[:n])
+    elif r.has("first_k_dense_replace") or r.has("moe_layer_freq"):
+        first = r.int("first_k_dense_replace", default=0, minimum=0)
+        freq = r.int("moe_layer_freq", default=1)
+        flags = tuple(i >= first and i % freq == 0 for i in range(n))
+    elif r.has("decoder_sparse_step") or r.has("mlp_only_layers"):
+        step = r.int("decoder_sparse_step", default=1)
+        dense = set(r.list("mlp_only_layers") or ())
+        flags = tuple(i not in dense and (i + 1) % step == 0 for i in range(n))
+    elif r.has("moe_layers") or r.has("interleave_moe_layer_step"):
+        listed = r.list("moe_layers")
+        step = r.int("interleave_moe_layer_step", default=1)
+        chosen = set(listed) if listed is not None else set(range(step - 1, n, step))
+        flags = tuple(i in chosen for i in range(n))
+    else:
+        flags = (True,) * n
+    expert_size = r.int("moe_intermediate_size", default=0, minimum=0) or r.int("intermediate_size")
+    shared, gate = 0, False
+    if r.has("shared_expert_intermediate_size"):
+        shared, gate = r.int("shared_expert_intermediate_size", minimum=0), True
+    elif r.has("moe_shared_expert_intermediate_size"):
+        shared = r.int("moe_shared_expert_intermediate_size") * r.int("n_shared_experts", default=1)
+    elif r.has("n_shared_experts"):
+        shared = r.int("n_shared_experts", minimum=0) * expert_size
+    elif model_type.startswith("llama4"):
+        shared = expert_size  # one shared expert as wide as a routed one
+    moe = MoeWeights(
+        num_experts=experts,
+        experts_per_token=r.int("num_experts_per_tok", "experts_per_token", "moe_topk", default=1),
+        expert_intermediate_size=expert_size,
+        gated=model_type not in _NON_GATED,
+        expert_bias=model_type == "gpt_oss",
+        router_bias=model_type == "gpt_oss",
+        shared_intermediate_size=shared,
+        shared_expert_gate=gate,
+    )
+    return moe, flags
+
+
+def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...]) -> tuple[str, ...]:
+    if model_type == "nemotron_h":  # one block per layer: '-' is an MLP, 'E' an MoE, M/* neither
+        pattern = r.str("hybrid_override_pattern") or ""
+        return tuple({"E": "moe", "-": "dense"}.get(c, "none") for c in pattern[:n])
+    return tuple("moe" if flag else "dense" for flag in moe_flags)
+
+
+def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
+    if model_type.startswith("llama4"):
+        size = r.int("intermediate_size_mlp", "intermediate_size")
+    else:
+        size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0)
+        if not size:  # gpt2 leaves n_inner null: 4 x hidden
+            size = 4 * r.int("hidden_size", "n_embd", "d_model")
+    bias = model_type in _ALWAYS_BIASED or r.bool("mlp_bias")
+    return MlpWeights(intermediate_size=size, gated=model_type not in _NON_GATED, bias=bias)
+
+
+def _mamba2(r: ConfigReader) -> Mamba2Weights:
+    return Mamba2Weights(
+        num_heads=r.int("mamba_num_heads", "num_heads"),
+        head_dim=r.int("mamba_head_dim", "head_dim"),
+        n_groups=r.int("n_groups", default=1),
+        state_size=r.int("ssm_state_size", "state_size"),
+        conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
+        conv_bias=r.bool("use_conv_bias", True),
+        proj_bias=r.bool("mamba_proj_bias", False) or r.bool("use_bias", False),
+    )
+
+
+def _gdn(r: ConfigReader) -> GdnWeights:
+    return GdnWeights(
+        num_k_heads=r.int("linear_num_key_heads"),
+        num_v_heads=r.int("linear_num_value_heads"),
+        k_head_dim=r.int("linear_key_head_dim"),
+        v_head_dim=r.int("linear_value_head_dim"),
+        conv_kernel=r.int("linear_conv_kernel_dim", default=4),
+    )
+
+
+def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
+    if r.has("tie_word_embeddings"):
+        return r.bool("tie_word_embeddings")
+    default = _TIE_DEFAULT.get(model_type, True)
+    notes.append(f"no tie_word_embeddings in config: {str(default).lower()}, transformers' default "
+                 f"for model_type {model_type or '(none)'}")
+    return default
+
+
+def _vision(r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]) -> VisionWeights | None:
+    v = r.mapping("vision_config") if r.has("vision_config") else None
+    if v is None:
+        return None
+    if not model_type.startswith("llama4"):
+        notes.append(f"vision tower of model_type {model_type!r} is not counted")
+        return None
+    vr = ConfigReader(v, source=f"{r.source}: vision_config")
+    ratio = vr.value("pixel_shuffle_ratio", 0.5)
+    return VisionWeights(
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        pixel_shuffle_ratio=float(ratio) if isinstance(ratio, (int, float)) and 0 < ratio <= 1 else 0.5,
+        projector_input_dim=vr.int("projector_input_dim"),
+        projector_output_dim=vr.int("projector_output_dim"),
+        vision_output_dim=vr.int("vision_output_dim"),
+        text_hidden_size=text_hidden,
+        projector_bias=vr.bool("multi_modal_projector_bias", False),
+    )
+
+
+def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | None,
+                mla: MlaWeights | None) -> tuple[int, int]:  # fmt: skip
+    """Rows and width of vLLM's RoPE cos/sin cache (``max_position × rotary_dim``).
+
+    Worked example: Qwen3-0.6B caches 40,960 × 128 values in bf16 = 10 MiB, which is why vLLM logs
+    "Model loading took 1.1201 GiB" for 1.1102 GiB of parameters (vllm-24577).
+    """
+    if model_type in _ALWAYS_BIASED or (attention is None and mla is None):
+        return 0, 0
+    positions = r.int("max_position_embeddings", default=0, minimum=0)
+    rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}
+    factor = rope.get("factor")
+    if rope.get("rope_type", rope.get("type")) == "yarn" and isinstance(factor, (int, float)):
+        base = rope.get("original_max_position_embeddings")
+        positions = int((base if isinstance(base, int) else positions) * factor)
+    if mla is not None:
+        return positions, mla.qk_rope_head_dim
+    partial = r.value("partial_rotary_factor", 1.0)
+    partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
+    return positions, int(attention.head_dim * partial)

@@ -1,0 +1,199 @@
+"""``kvcalc inspect``: a model's cache layout and its engine-independent KV bytes.
+
+:func:`inspect_model` is pure given a :class:`~kvcalc.model.ModelShape`; it returns an
+:class:`InspectResult` that both the rich table and ``--json`` render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kvcalc.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
+from kvcalc.errors import InputError, KvcalcError
+from kvcalc.model import ModelShape
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerInfo:
+    """One layer's cache layout (in ``layers``) or a group of identical layers (in
+    ``layer_groups``, where ``indices`` lists which)."""
+
+    kind: str
+    count: int
+    indices: tuple[int, ...]
+    num_kv_heads: int
+    head_dim_k: int
+    head_dim_v: int
+    window: int | None
+    #: per layer, as if it held every token
+    bytes_per_token: int
+    #: per layer, constant per sequence (recurrent layers)
+    state_bytes: int
+    #: the state tensors' shapes, for recurrent layers
+    state_shapes: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DtypeRow:
+    kv_cache_dtype: str
+    kv_bytes_per_token: int
+    kv_bytes_per_sequence: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class InspectResult:
+    model: str
+    source: str
+    model_type: str
+    architectures: tuple[str, ...]
+    attention_kind: str
+    num_layers: int
+    model_dtype: str
+    kv_cache_dtype: str
+    max_model_len: int
+    default_max_model_len: int
+    #: one entry per layer, in order
+    layers: tuple[LayerInfo, ...]
+    #: identical layers grouped, in order of first appearance
+    layer_groups: tuple[LayerInfo, ...]
+    kv_bytes_per_token: int
+    kv_bytes_per_sequence: int
+    state_bytes_per_sequence: int
+    by_dtype: tuple[DtypeRow, ...]
+    provenance: dict[str, str] = field(default_factory=dict)
+    config_keys: dict[str, Any] = field(default_factory=dict)
+    #: exact weights from safetensors metadata, when known (filled by the caller)
+    weights: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["layers"] = [_single_layer_dict(layer) for layer in self.layers]
+        data["layer_groups"] = [_layer_dict(layer) for layer in self.layer_groups]
+        return data
+
+
+def _single_layer_dict(layer: LayerInfo) -> dict[str, Any]:
+    data = {"index": layer.indices[0]}
+    data.update(_layer_dict(layer))
+    del data["count"], data["indices"]
+    return data
+
+
+def _layer_dict(layer: LayerInfo) -> dict[str, Any]:
+    data = asdict(layer)
+    data["indices"] = list(layer.indices)
+    data["state_shapes"] = [
+        {"name": n, "shape": list(s), "dtype": d} for n, s, d in layer.state_shapes
+    ]
+    return data
+
+
+def _layer_infos(model: ModelShape, *, grouped: bool) -> tuple[LayerInfo, ...]:
+    from kvcalc.model import LayerGroup
+
+    infos = []
+    if grouped:
+        groups = model.groups()
+    else:
+        groups = tuple(LayerGroup(layout=lay, indices=(i,)) for i, lay in enumerate(model.layers))
+    for group in groups:
+        layout = group.layout
+        shapes = ()
+        if layout.kind == "recurrent":
+            shapes = tuple((t.name, t.shape, t.dtype.name) for t in layout.state_tensors())
+        infos.append(
+            LayerInfo(
+                kind=layout.kind,
+                count=group.count,
+                indices=group.indices,
+                num_kv_heads=layout.num_kv_heads,
+                head_dim_k=layout.head_dim_k,
+                head_dim_v=layout.head_dim_v,
+                window=layout.window,
+                bytes_per_token=layout.bytes_per_token,
+                state_bytes=layout.state_bytes,
+                state_shapes=shapes,
+            )
+        )
+    return tuple(infos)
+
+
+def applicable_dtypes(model: ModelShape) -> tuple[CacheDtype, ...]:
+    """Cache formats this model's layers can be stored in (block formats need whole blocks)."""
+    found = []
+    for dtype in CACHE_DTYPES.values():
+        if dtype.mla_record_bytes and not model.is_mla:
+            continue
+        try:
+            model.with_cache_dtype(dtype).bytes_per_token
+        except KvcalcError:
+            continue
+        found.append(dtype)
+    return tuple(found)
+
+
+def inspect_model(
+    model: ModelShape,
+    *,
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    source: str = "",
+) -> InspectResult:
+    """Layout and KV bytes of ``model`` stored as ``kv_cache_dtype``, per sequence at ``max_model_len``."""
+    length = model.max_model_len if max_model_len is None else max_model_len
+    if length < 1:
+        raise InputError(f"--max-model-len must be at least 1, got {length}", code="invalid-length")
+    cached = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype))
+    rows = tuple(
+        DtypeRow(
+            kv_cache_dtype=d.name,
+            kv_bytes_per_token=(m := model.with_cache_dtype(d)).bytes_per_token,
+            kv_bytes_per_sequence=m.bytes_for(length),
+        )
+        for d in applicable_dtypes(model)
+    )
+    return InspectResult(
+        model=model.name,
+        source=source,
+        model_type=model.model_type,
+        architectures=model.architectures,
+        attention_kind=model.attention_kind,
+        num_layers=model.num_layers,
+        model_dtype=model.dtype.name,
+        kv_cache_dtype=cached.kv_cache_dtype.name,
+        max_model_len=length,
+        default_max_model_len=model.max_model_len,
+        layers=_layer_infos(cached, grouped=False),
+        layer_groups=_layer_infos(cached, grouped=True),
+        kv_bytes_per_token=cached.bytes_per_token,
+        kv_bytes_per_sequence=cached.bytes_for(length),
+        state_bytes_per_sequence=cached.state_bytes_per_sequence,
+        by_dtype=rows,
+        provenance=dict(model.provenance),
+        config_keys={k: v for k, v in model.config_keys.items()},
+    )
+
+
+def inspect_loaded(
+    loaded: Any,
+    *,
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    with_weights: bool = True,
+) -> InspectResult:
+    """:func:`inspect_model` for a resolved model reference, with exact weights when known."""
+    from dataclasses import replace
+
+    result = inspect_model(
+        loaded.shape,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        source="bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}",
+    )
+    if not with_weights:
+        return result
+    meta = loaded.weights_metadata()
+    if meta is None:
+        return result
+    return replace(result, weights=meta.to_dict() if hasattr(meta, "to_dict") else asdict(meta))

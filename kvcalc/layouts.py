@@ -1,0 +1,292 @@
+"""What one layer keeps in its cache, as small frozen dataclasses that own their byte arithmetic.
+
+Every layout answers, for the cache dtype it holds:
+
+- ``bytes_per_token``: bytes one token adds to this layer if the layer held every token;
+- ``tokens_held(n)``: how many of ``n`` tokens the layer keeps (windows and chunks cap it);
+- ``state_bytes``: constant bytes per sequence (recurrent layers), independent of length;
+- ``bytes_for(n)``: one sequence of ``n`` tokens, ``bytes_per_token * tokens_held(n) + state``.
+
+These are the engine-independent figures. Engines (``kvcalc.engines``) add their own paging,
+rounding and reservations on top, using the same per-token arithmetic.
+
+Worked example (Llama-3.1-8B, one layer, bf16): 8 KV heads × (128 + 128) values × 2 B = 4,096 B
+per token; 32 layers give 131,072 B per token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from kvcalc.dtypes import CacheDtype
+from kvcalc.errors import InputError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """Base class: a layer that caches nothing."""
+
+    kind: ClassVar[str] = "none"
+    dtype: CacheDtype
+
+    @property
+    def bytes_per_token(self) -> int:
+        return 0
+
+    @property
+    def state_bytes(self) -> int:
+        return 0
+
+    @property
+    def window(self) -> int | None:
+        """Tokens kept at most (sliding window or chunk), ``None`` when unbounded."""
+        return None
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 0
+
+    @property
+    def head_dim_k(self) -> int:
+        return 0
+
+    @property
+    def head_dim_v(self) -> int:
+        return 0
+
+    @property
+    def has_cache(self) -> bool:
+        return self.bytes_per_token > 0 or self.state_bytes > 0
+
+    def tokens_held(self, num_tokens: int) -> int:
+        return 0
+
+    def bytes_for(self, num_tokens: int) -> int:
+        """Bytes one sequence of ``num_tokens`` tokens occupies in this layer."""
+        if num_tokens < 0:
+            raise InputError(f"token count must be >= 0, got {num_tokens}")
+        state = self.state_bytes if num_tokens > 0 else 0
+        return self.bytes_per_token * self.tokens_held(num_tokens) + state
+
+    def with_dtype(self, dtype: CacheDtype) -> Layout:
+        """The same layer with its KV stored as ``dtype``."""
+        return replace(self, dtype=dtype)
+
+    def per_rank(self, tensor_parallel_size: int) -> Layout:
+        """One tensor-parallel rank's share of this layer."""
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoCache(Layout):
+    """A layer without attention state (MLP/MoE-only blocks, no-op attention)."""
+
+    def with_dtype(self, dtype: CacheDtype) -> Layout:
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullAttention(Layout):
+    """K and V per KV head for every token. K and V widths may differ."""
+
+    kind: ClassVar[str] = "full"
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+
+    def __post_init__(self) -> None:
+        for name in ("kv_heads", "k_dim", "v_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InputError(f"{self.kind} layer: {name} must be a non-negative int")
+        if self.dtype.mla_record_bytes:
+            raise InputError(
+                f"cache dtype {self.dtype.name} applies to MLA models only",
+                hint="use fp8 for a compact cache on non-MLA models",
+                code="unsupported-dtype",
+            )
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.kv_heads
+
+    @property
+    def head_dim_k(self) -> int:
+        return self.k_dim
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.v_dim
+
+    @property
+    def bytes_per_token(self) -> int:
+        # 2·heads·head_dim·dtype when K and V are as wide; per-token-head scales add 4 B per row.
+        return self.kv_heads * (self.dtype.row_bytes(self.k_dim) + self.dtype.row_bytes(self.v_dim))
+
+    def tokens_held(self, num_tokens: int) -> int:
+        return num_tokens if self.window is None else min(num_tokens, self.window)
+
+    def per_rank(self, tensor_parallel_size: int) -> Layout:
+        # vLLM/SGLang: max(1, total // tp); below one head per rank the head is replicated.
+        return replace(self, kv_heads=max(1, self.kv_heads // tensor_parallel_size))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlidingWindow(FullAttention):
+    """Attention over the last ``sliding_window`` tokens (Mistral, Gemma, gpt-oss)."""
+
+    kind: ClassVar[str] = "sliding"
+    sliding_window: int
+
+    @property
+    def window(self) -> int | None:
+        return self.sliding_window
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkedLocal(FullAttention):
+    """Attention within fixed chunks of ``chunk_size`` tokens (Llama 4 local layers)."""
+
+    kind: ClassVar[str] = "chunked"
+    chunk_size: int
+
+    @property
+    def window(self) -> int | None:
+        return self.chunk_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLALatent(Layout):
+    """DeepSeek-style multi-head latent attention: one ``kv_lora_rank + rope_dim`` vector per token.
+
+    No separate K and V, and not split by tensor parallelism: every rank stores the whole latent.
+    DeepSeek-V3: (512 + 64) values × 2 B = 1,152 B per token per layer; 61 layers → 70,272 B.
+    """
+
+    kind: ClassVar[str] = "mla"
+    kv_lora_rank: int
+    rope_dim: int
+    #: attention heads and per-head widths, for engines that cache the expanded K/V instead
+    num_heads: int = 0
+    qk_nope_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def latent_dim(self) -> int:
+        return self.kv_lora_rank + self.rope_dim
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1
+
+    @property
+    def head_dim_k(self) -> int:
+        return self.latent_dim
+
+    @property
+    def bytes_per_token(self) -> int:
+        if self.dtype.mla_record_bytes:
+            return self.dtype.mla_record_bytes
+        return self.dtype.row_bytes(self.latent_dim)
+
+    def tokens_held(self, num_tokens: int) -> int:
+        return num_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateTensor:
+    """One per-sequence state tensor of a recurrent layer."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: CacheDtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape[:-1]) * self.dtype.row_bytes(self.shape[-1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentState(Layout):
+    """A linear-attention or SSM layer: constant state per sequence, nothing per token.
+
+    ``dtype`` is the conv-state dtype, ``ssm_dtype`` the temporal-state dtype; neither follows the
+    KV-cache dtype (vLLM has separate ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``).
+    """
+
+    kind: ClassVar[str] = "recurrent"
+    ssm_dtype: CacheDtype
+    conv_kernel: int
+    tp: int = 1
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(t.nbytes for t in self.state_tensors())
+
+    def with_dtype(self, dtype: CacheDtype) -> Layout:
+        return self
+
+    def per_rank(self, tensor_parallel_size: int) -> Layout:
+        return replace(self, tp=self.tp * tensor_parallel_size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba2State(RecurrentState):
+    """Mamba2 (Nemotron-H): conv ``(k-1, (I + 2·G·N)/tp)`` and SSM ``(H/tp, P, N)``.
+
+    Nemotron-3-Nano: conv (3, 4,096 + 2·8·128 = 6,144) bf16 = 36,864 B;
+    SSM (64, 64, 128) fp32 = 2,097,152 B; 2,134,016 B per sequence per layer.
+    """
+
+    variant: ClassVar[str] = "mamba2"
+    intermediate_size: int
+    n_groups: int
+    state_size: int
+    num_heads: int
+    head_dim: int
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        tp = self.tp
+        # vLLM pads n_groups so that groups shard evenly over tp ranks.
+        groups = self.n_groups if self.n_groups % tp == 0 else self.n_groups + (tp - self.n_groups)
+        conv_dim = (self.intermediate_size + 2 * groups * self.state_size) // tp
+        return (
+            StateTensor(name="conv", shape=(self.conv_kernel - 1, conv_dim), dtype=self.dtype),
+            StateTensor(
+                name="ssm",
+                shape=(max(1, self.num_heads // tp), self.head_dim, self.state_size),
+                dtype=self.ssm_dtype,
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatedDeltaNetState(RecurrentState):
+    """Gated DeltaNet linear attention (Qwen3-Next): conv ``(k-1, conv_dim/tp)``, state ``(Hv/tp, Dv, Dk)``.
+
+    Qwen3-Next-80B: conv_dim = 128·16·2 + 128·32 = 8,192; conv (3, 8,192) bf16 = 49,152 B;
+    state (32, 128, 128) bf16 = 1,048,576 B; 1,097,728 B per sequence per layer.
+    """
+
+    variant: ClassVar[str] = "gated_deltanet"
+    num_k_heads: int
+    num_v_heads: int
+    head_k_dim: int
+    head_v_dim: int
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        tp = self.tp
+        conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
+        return (
+            StateTensor(name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype),
+            StateTensor(
+                name="ssm",
+                shape=(max(1, self.num_v_heads // tp), self.head_v_dim, self.head_k_dim),
+                dtype=self.ssm_dtype,
+            ),
+        )

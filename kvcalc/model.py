@@ -1,0 +1,131 @@
+"""A model as kvcalc sees it: its layers' cache layouts and the sizes planning needs.
+
+:class:`ModelShape` is built from ``config.json`` by :func:`kvcalc.hfconfig.parse_config` (the
+only code that reads config keys) and is frozen; nothing here reads a config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kvcalc.dtypes import CacheDtype
+from kvcalc.layouts import Layout
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerGroup:
+    """Consecutive or scattered layers that share one layout (for display)."""
+
+    layout: Layout
+    indices: tuple[int, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.indices)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    """Everything about a model that KV-cache sizing needs. Plain numbers only."""
+
+    name: str
+    model_type: str
+    architectures: tuple[str, ...] = ()
+    layers: tuple[Layout, ...]
+    #: the model's own dtype (what ``--kv-cache-dtype auto`` resolves to)
+    dtype: CacheDtype
+    #: the dtype name as written in config.json (``None`` when absent)
+    config_dtype: str | None = None
+    num_attention_heads: int
+    hidden_size: int
+    #: default context length as vLLM derives it from the config
+    max_model_len: int
+    #: keys and values read from config.json, and a sentence per derived figure
+    config_keys: Mapping[str, Any] = field(default_factory=dict)
+    provenance: Mapping[str, str] = field(default_factory=dict)
+    #: weight-related dimensions (``kvcalc.hfconfig.weights.WeightShape``), for parameter counts
+    weights: Any = None
+    #: the raw ``quantization_config`` of the checkpoint, if any
+    quantization: Mapping[str, Any] | None = None
+    #: the KV cache dtype the layers currently hold (``None``: the model dtype, i.e. ``auto``)
+    cache_dtype: CacheDtype | None = None
+
+    # -- derived ----------------------------------------------------------------------------
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def kv_cache_dtype(self) -> CacheDtype:
+        return self.cache_dtype or self.dtype
+
+    @property
+    def is_mla(self) -> bool:
+        return any(layer.kind == "mla" for layer in self.layers)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Distinct layer kinds in order of first appearance."""
+        return tuple(dict.fromkeys(layer.kind for layer in self.layers))
+
+    @property
+    def attention_kind(self) -> str:
+        """A one-word summary for listings: MHA, GQA, MQA, MLA, SWA, hybrid..."""
+        kinds = set(self.kinds) - {"none"}
+        if "mla" in kinds:
+            return "MLA"
+        if "recurrent" in kinds:
+            return "hybrid (linear/SSM + attention)"
+        attn = [layer for layer in self.layers if layer.kind in ("full", "sliding", "chunked")]
+        heads = {layer.num_kv_heads for layer in attn}
+        if heads == {1} and self.num_attention_heads > 1:
+            base = "MQA"
+        elif heads == {self.num_attention_heads}:
+            base = "MHA"
+        else:
+            base = "GQA"
+        if kinds == {"sliding"}:
+            return f"{base}, sliding window"
+        if "sliding" in kinds:
+            return f"{base}, interleaved sliding/full"
+        if "chunked" in kinds:
+            return f"{base}, chunked local/full"
+        return base
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Every layer counted as if it held every token (the engine-independent figure)."""
+        return sum(layer.bytes_per_token for layer in self.layers)
+
+    @property
+    def state_bytes_per_sequence(self) -> int:
+        return sum(layer.state_bytes for layer in self.layers)
+
+    def bytes_for(self, num_tokens: int) -> int:
+        """One sequence of ``num_tokens`` tokens: windows capped, recurrent state added."""
+        return sum(layer.bytes_for(num_tokens) for layer in self.layers)
+
+    def groups(self) -> tuple[LayerGroup, ...]:
+        """Layers grouped by identical layout, in order of first appearance."""
+        found: dict[Layout, list[int]] = {}
+        for index, layer in enumerate(self.layers):
+            found.setdefault(layer, []).append(index)
+        return tuple(LayerGroup(layout=k, indices=tuple(v)) for k, v in found.items())
+
+    # -- transformations --------------------------------------------------------------------
+    def with_cache_dtype(self, dtype: CacheDtype | None) -> ModelShape:
+        """The same model with its KV cache stored as ``dtype`` (``None``: the model dtype)."""
+        target = dtype or self.dtype
+        return replace(
+            self, layers=tuple(layer.with_dtype(target) for layer in self.layers), cache_dtype=dtype
+        )
+
+    def per_rank(self, tensor_parallel_size: int) -> ModelShape:
+        """One tensor-parallel rank's share of every layer."""
+        if tensor_parallel_size == 1:
+            return self
+        return replace(
+            self, layers=tuple(layer.per_rank(tensor_parallel_size) for layer in self.layers)
+        )

@@ -1,0 +1,99 @@
+"""What a person asks ``kvcalc plan`` (and a deployment file holds): plain values, validated once.
+
+Names follow vLLM's flags so serving commands can be pasted (``max_model_len``,
+``tensor_parallel_size``, ``gpu_memory_utilization``...). ``None`` means "the engine's default".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from kvcalc.errors import InputError
+
+#: verdicts, from best to worst
+VERDICTS = ("ok", "tight", "below-target", "wont-start", "weights-dont-fit")
+#: headroom below this fraction of the KV pool makes a plan "tight" (``--tight-threshold``)
+DEFAULT_TIGHT_FRACTION = 0.10
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """One deployment to plan. Sizes in bytes; ``None`` = engine default or derived."""
+
+    engine: str = "vllm"
+    engine_version: str | None = None
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    num_gpus: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    batch: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str | None = None
+    quantization: str | None = None
+    weights_memory_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    prompt_len: int | None = None
+    output_len: int | None = None
+    shared_prefix: int = 0
+    tight_fraction: float = DEFAULT_TIGHT_FRACTION
+    #: a ``kvcalc verify --record`` file whose overhead correction applies to this GPU
+    calibration: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InputError(f"{f.name} must be a finite number, got {value}", code="invalid-input")
+        positive = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
+                    "max_num_seqs", "batch", "block_size", "max_num_batched_tokens", "gpu_memory_bytes",
+                    "prompt_len")  # fmt: skip
+        for name in positive:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a positive integer, got {value!r}", code="invalid-input")
+        for name in ("weights_memory_bytes", "kv_cache_memory_bytes", "output_len", "shared_prefix"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InputError(f"{name} must be a non-negative integer, got {value!r}", code="invalid-input")
+        util = self.gpu_memory_utilization
+        if util is not None and not (0 < util <= 1):
+            raise InputError(
+                f"gpu_memory_utilization must be in (0, 1], got {util}",
+                hint="it is a fraction of the GPU's total memory, e.g. 0.9",
+                code="invalid-input",
+            )
+        if not (0 <= self.tight_fraction < 1):
+            raise InputError(f"tight threshold must be in [0, 1), got {self.tight_fraction}", code="invalid-input")
+        if self.gpu is None and self.gpu_memory_bytes is None and self.kv_cache_memory_bytes is None:
+            raise InputError(
+                "no GPU given",
+                hint="pass --gpu NAME (see `kvcalc gpus`), --gpu-memory GiB, or --kv-cache-memory",
+                code="missing-gpu",
+            )
+        if self.num_gpus is not None and self.num_gpus < self.world_size:
+            raise InputError(
+                f"tensor_parallel_size × pipeline_parallel_size = {self.world_size} needs that many GPUs, "
+                f"but num_gpus is {self.num_gpus}",
+                code="invalid-input",
+            )
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def target_concurrency(self) -> int | None:
+        """The concurrency asked for: ``--batch`` if given, else ``--max-num-seqs``."""
+        return self.batch if self.batch is not None else self.max_num_seqs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

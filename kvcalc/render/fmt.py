@@ -1,0 +1,27 @@
+"""Number formatting for tables."""
+
+from __future__ import annotations
+
+from kvcalc.units import GIB, KIB, MIB
+
+
+def int_(n: int) -> str:
+    return f"{n:,}"
+
+
+def size(num_bytes: int | float) -> str:
+    """Binary units, two decimals: ``16.00 GiB``, ``128.00 KiB``, ``512 B``."""
+    b = float(num_bytes)
+    sign = "-" if b < 0 else ""
+    b = abs(b)
+    if b >= GIB:
+        return f"{sign}{b / GIB:,.2f} GiB"
+    if b >= MIB:
+        return f"{sign}{b / MIB:,.2f} MiB"
+    if b >= KIB:
+        return f"{sign}{b / KIB:,.2f} KiB"
+    return f"{sign}{int(b):,} B"
+
+
+def bytes_and_size(num_bytes: int) -> str:
+    return f"{num_bytes:,} B ({size(num_bytes)})" if num_bytes >= KIB else f"{num_bytes:,} B"

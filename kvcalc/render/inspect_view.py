@@ -1,0 +1,97 @@
+"""The ``kvcalc inspect`` report."""
+
+from __future__ import annotations
+
+from kvcalc.cli.console import stdout_console
+from kvcalc.inspect import InspectResult, LayerInfo
+from kvcalc.render import fmt
+
+
+def _indices(indices: tuple[int, ...]) -> str:
+    if len(indices) <= 6:
+        return ",".join(map(str, indices))
+    step = indices[1] - indices[0]
+    if all(b - a == step for a, b in zip(indices, indices[1:])):
+        return f"{indices[0]}..{indices[-1]} step {step}" if step > 1 else f"{indices[0]}..{indices[-1]}"
+    return ",".join(map(str, indices[:5])) + f",... ({len(indices)})"
+
+
+def _shape(layer: LayerInfo) -> str:
+    if layer.kind == "recurrent":
+        return "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
+    if layer.kind == "mla":
+        return f"latent {layer.head_dim_k}"
+    if layer.kind == "none":
+        return "-"
+    dims = str(layer.head_dim_k) if layer.head_dim_k == layer.head_dim_v else f"{layer.head_dim_k}/{layer.head_dim_v}"
+    return f"{layer.num_kv_heads} KV heads × {dims}"
+
+
+def render(result: InspectResult, *, explain: bool = False) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    console.print(
+        f"[bold]{result.model}[/]  ({result.source})\n"
+        f"{result.model_type} · {result.attention_kind} · {result.num_layers} layers · "
+        f"model dtype {result.model_dtype} · default max_model_len {result.default_max_model_len:,}"
+    )
+    layers = Table(title=f"Layers (cache dtype {result.kv_cache_dtype})", title_justify="left")
+    for col in ("kind", "layers", "which", "shape", "window"):
+        layers.add_column(col)
+    layers.add_column("bytes/token/layer", justify="right")
+    layers.add_column("state/seq/layer", justify="right")
+    for layer in result.layer_groups:
+        layers.add_row(
+            layer.kind,
+            str(layer.count),
+            _indices(layer.indices),
+            _shape(layer),
+            f"{layer.window:,}" if layer.window else "-",
+            fmt.int_(layer.bytes_per_token),
+            fmt.size(layer.state_bytes) if layer.state_bytes else "-",
+        )
+    console.print(layers)
+    console.print(
+        f"KV per token (all layers, every token): [bold]{fmt.bytes_and_size(result.kv_bytes_per_token)}[/]\n"
+        f"KV per sequence at {result.max_model_len:,} tokens (windows capped, state added): "
+        f"[bold]{fmt.bytes_and_size(result.kv_bytes_per_sequence)}[/]"
+        + (
+            f"\nRecurrent state per sequence: {fmt.bytes_and_size(result.state_bytes_per_sequence)}"
+            if result.state_bytes_per_sequence
+            else ""
+        )
+    )
+    dtypes = Table(title="By cache dtype", title_justify="left")
+    dtypes.add_column("cache dtype")
+    dtypes.add_column("bytes / token", justify="right")
+    dtypes.add_column(f"per sequence @ {result.max_model_len:,}", justify="right")
+    for row in result.by_dtype:
+        dtypes.add_row(row.kv_cache_dtype, fmt.int_(row.kv_bytes_per_token), fmt.size(row.kv_bytes_per_sequence))
+    console.print(dtypes)
+    if result.weights:
+        _weights(console, result.weights)
+    if explain:
+        prov = Table(title="Where each figure came from", title_justify="left")
+        prov.add_column("figure")
+        prov.add_column("config.json")
+        for key, text in result.provenance.items():
+            prov.add_row(key, text)
+        console.print(prov)
+
+
+def _weights(console, weights: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"Weights ({weights.get('source', 'safetensors')})", title_justify="left")
+    table.add_column("dtype")
+    table.add_column("parameters", justify="right")
+    table.add_column("bytes", justify="right")
+    for dtype, entry in (weights.get("by_dtype") or {}).items():
+        params, nbytes = (entry.get("parameters"), entry.get("bytes")) if isinstance(entry, dict) else entry
+        table.add_row(str(dtype), fmt.int_(int(params)), fmt.size(int(nbytes)))
+    table.add_row("[bold]total[/]", fmt.int_(int(weights.get("num_parameters", 0))), fmt.size(int(weights.get("total_bytes", 0))))
+    if weights.get("experts_bytes"):
+        table.add_row("  experts", "", fmt.size(int(weights["experts_bytes"])))
+        table.add_row("  rest", "", fmt.size(int(weights.get("non_expert_bytes", 0))))
+    console.print(table)

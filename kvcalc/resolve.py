@@ -1,0 +1,246 @@
+"""Model references → a parsed model, from a local path, a bundled config or the Hub.
+
+A reference is resolved in this order:
+
+1. **A path**: anything that exists on disk, or that looks like a path (starts with ``.``, ``/`` or
+   ``~``, has a backslash or more than one ``/``, or ends with ``.json``). A folder means its
+   ``config.json``; the safetensors files beside a ``config.json`` give exact weights.
+2. **A bundled model**, by Hub id (``Qwen/Qwen3-8B``) or short alias (``qwen3-8b``), unless a
+   revision is pinned: the bundled configs are snapshots without one.
+3. **The Hub**, for ``org/name`` or ``org/name@revision``: ``config.json`` through
+   ``hf_hub_download`` into the standard Hub cache. Offline (``offline=True`` or
+   ``HF_HUB_OFFLINE=1``) only the cache is read and the network is never touched.
+
+Configs are read as JSON and nothing else: a model that needs ``trust_remote_code`` is parsed from
+its ``config.json`` like any other, and none of its code is ever downloaded or run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from kvcalc import hub
+from kvcalc.errors import ConfigError, InputError, ModelNotFoundError
+from kvcalc.hfconfig import parse_config
+from kvcalc.model import ModelShape
+from kvcalc.registry import BundledModel, find_bundled
+from kvcalc.safetensors_meta import SafetensorsWeights, read_local_weights
+
+#: ``config.json`` files are a few kB; anything past this is not a config.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+#: ``org/name`` as the Hub spells repository ids.
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+
+Source = Literal["path", "bundled", "hub"]
+
+
+def _no_weights() -> SafetensorsWeights | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedModel:
+    """A model's parsed config, where it came from, and (lazily) its exact weights."""
+
+    shape: ModelShape
+    source: Source
+    #: the config's path, or ``org/name@revision`` for the Hub
+    location: str
+    #: the revision asked for (``"main"`` by default); ``None`` unless ``source == "hub"``
+    revision: str | None = None
+    #: the commit the Hub config belongs to
+    commit_hash: str | None = None
+    #: the ``config.json`` read (in the Hub cache for Hub models)
+    config_path: Path | None = None
+    #: ``True`` when a Hub config came from the cache without the Hub confirming it
+    from_cache: bool = False
+    _weights: Callable[[], SafetensorsWeights | None] = field(
+        default=_no_weights, repr=False, compare=False
+    )
+
+    def weights_metadata(self) -> SafetensorsWeights | None:
+        """Exact weights from safetensors headers, read on first call and then remembered.
+
+        Local models: the safetensors files beside their ``config.json``. Hub models: the Hub's
+        headers at the config's commit, unless offline or the config came from the cache because
+        the Hub could not be reached. Bundled models: ``None``. Also ``None`` when there are no
+        safetensors files; unreadable ones raise a ``KvcalcError``.
+        """
+        return self._weights()
+
+
+def load_model(
+    reference: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+    cache_dir: str | None = None,
+    timeout_s: float | None = None,
+) -> LoadedModel:
+    """Resolve ``reference`` (path, bundled model, ``org/name[@revision]``) and parse its config.
+
+    ``token`` defaults to ``HF_TOKEN`` or the stored login; ``offline`` to ``HF_HUB_OFFLINE``;
+    ``timeout_s`` (per Hub request) to ``HF_HUB_ETAG_TIMEOUT`` or 10 s.
+    """
+    text = reference.strip()
+    if not text:
+        raise InputError(
+            "the model reference is empty",
+            hint="pass a Hub id (org/name), a bundled alias, or a folder",
+        )
+    path = Path(text).expanduser()
+    if _exists(path):
+        if revision:
+            raise InputError(f"{text} is a local path; --revision only applies to Hub models")
+        return load_path(path)
+    if looks_like_path(text):
+        raise ModelNotFoundError(
+            f"no such file or folder: {text}",
+            hint="check the path, or pass a Hub id as org/name",
+            code="path-not-found",
+        )
+    name, rev = split_revision(text, revision)
+    if rev is None and (bundled := find_bundled(name)) is not None:
+        return load_bundled(bundled)
+    if _REPO_ID.match(name):
+        access = hub.HubAccess.from_env(
+            token=token, cache_dir=cache_dir, offline=offline, timeout_s=timeout_s
+        )
+        return load_hub(name, revision=rev, access=access)
+    raise ModelNotFoundError(
+        f"unknown model {text!r}: not a file or folder, a bundled model, or a Hub id",
+        hint="use org/name for the Hub (e.g. Qwen/Qwen3-8B), a bundled alias, or a path",
+        code="model-not-found",
+    )
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte...
+        return False
+
+
+def looks_like_path(text: str) -> bool:
+    return (
+        text.startswith((".", "/", "~"))
+        or "\\" in text
+        or text.count("/") > 1
+        or text.lower().endswith(".json")
+        or bool(os.altsep and os.altsep in text)
+    )
+
+
+def split_revision(text: str, revision: str | None) -> tuple[str, str | None]:
+    """``org/name@rev`` → ``("org/name", "rev")``; ``revision`` must not contradict it."""
+    name, at, rev = text.partition("@")
+    if not at:
+        return text, revision or None
+    if not rev or not name:
+        raise InputError(f"{text!r}: expected org/name@revision")
+    if revision and revision != rev:
+        raise InputError(
+            f"{text!r} pins revision {rev!r} but --revision says {revision!r}",
+            hint="give the revision once",
+        )
+    return name, rev
+
+
+# -- the three sources ----------------------------------------------------------------------
+def load_path(path: Path) -> LoadedModel:
+    """A model folder (its ``config.json``) or a config file."""
+    config = path / hub.CONFIG_FILE if path.is_dir() else path
+    if not config.is_file():
+        raise ModelNotFoundError(
+            f"{path} has no config.json",
+            hint="pass the folder of a transformers checkpoint, or the config file itself",
+            code="config-missing",
+        )
+    raw = read_config_json(config)
+    folder = config.parent.resolve()
+    named_config = config.name == hub.CONFIG_FILE
+    shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config))
+    # Only a config.json has "its" checkpoint beside it; a loose foo.json may sit among others.
+    weights = cache(lambda: read_local_weights(folder)) if named_config else _no_weights
+    return LoadedModel(
+        shape=shape, source="path", location=str(config), config_path=config, _weights=weights
+    )
+
+
+def load_bundled(model: BundledModel) -> LoadedModel:
+    shape = parse_config(model.load(), name=model.hf_id, source=f"bundled config {model.path.name}")
+    return LoadedModel(
+        shape=shape, source="bundled", location=str(model.path), config_path=model.path
+    )
+
+
+def load_hub(repo_id: str, *, revision: str | None, access: hub.HubAccess) -> LoadedModel:
+    found = hub.download_config(repo_id, revision=revision, access=access)
+    label = f"{repo_id}@{found.revision}/config.json"
+    shape = parse_config(read_config_json(found.path, label=label), name=repo_id, source=label)
+    pinned = found.commit_hash or found.revision
+
+    def weights() -> SafetensorsWeights | None:
+        if found.from_cache:  # offline, or the Hub did not answer a moment ago
+            return None
+        return hub.safetensors_weights(repo_id, revision=pinned, access=access)
+
+    return LoadedModel(
+        shape=shape,
+        source="hub",
+        location=f"{repo_id}@{found.revision}",
+        revision=found.revision,
+        commit_hash=found.commit_hash,
+        config_path=found.path,
+        from_cache=found.from_cache,
+        _weights=cache(weights),
+    )
+
+
+# -- reading JSON ---------------------------------------------------------------------------
+def read_config_json(
+    path: Path, *, label: str | None = None, max_bytes: int = MAX_CONFIG_BYTES
+) -> Any:
+    """The JSON in ``path``: at most ``max_bytes``, UTF-8, well-formed, or a one-line error."""
+    where = label or str(path)
+    try:
+        with path.open("rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {where}: {exc.strerror or exc}", code="config-unreadable"
+        ) from None
+    if len(data) > max_bytes:
+        raise ConfigError(
+            f"{where} is over {max_bytes // (1024 * 1024)} MiB: not a config.json",
+            hint="pass the model's config.json, not a weights file",
+            code="config-too-large",
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{where} is not UTF-8 text (bad byte at offset {exc.start})",
+            hint="config.json must be UTF-8 JSON; re-download or re-save it",
+            code="config-not-utf8",
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            hint="fix the file, or delete it from the cache to download it again",
+            code="config-malformed-json",
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: JSON nested too deeply", code="config-malformed-json"
+        ) from None

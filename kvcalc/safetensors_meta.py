@@ -1,0 +1,315 @@
+"""Weights exactly as stored: parameters and bytes per dtype, read from safetensors headers.
+
+A safetensors file opens with an 8-byte little-endian length ``N`` and ``N`` bytes of JSON that
+name every tensor with its ``dtype``, ``shape`` and ``data_offsets`` ``[begin, end)`` into the
+data that follows. The offsets give each tensor's stored bytes exactly, whatever the format:
+an fp8 checkpoint is ``F8_E4M3`` plus its ``F32`` scales, an int4 (GPTQ/AWQ) checkpoint packs
+eight values per ``I32`` element, and mxfp4 stores ``U8`` blocks with ``U8`` (E8M0) scales. So
+kvcalc never guesses bytes per parameter: it adds up what the headers say.
+
+Worked example: a ``(4096, 4096)`` ``BF16`` tensor holds 16,777,216 elements x 2 bytes =
+33,554,432 bytes, so its ``data_offsets`` span exactly 33,554,432.
+
+"Parameters" here are *stored elements*: a packed ``I32`` holding eight int4 weights counts
+once. Tensors whose name contains ``experts`` (but not ``shared_experts``, which every token
+uses) are routed MoE experts and are summed separately.
+
+Parsing (:func:`parse_header`, :func:`summarize`, :func:`from_hub_metadata`) is pure; the
+functions that open files (:func:`read_header`, :func:`read_local_weights`) are at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kvcalc.errors import KvcalcError
+
+#: The largest header kvcalc accepts (real ones are well under 10 MB).
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+#: The largest ``model.safetensors.index.json`` kvcalc reads (DeepSeek-V3's is about 9 MB).
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+LENGTH_PREFIX_BYTES = 8
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+SOURCE_HUB = "safetensors metadata (hub)"
+SOURCE_LOCAL = "safetensors metadata (local)"
+
+#: Bits per element of each safetensors dtype. Unknown dtypes are still sized by their offsets.
+DTYPE_BITS: Mapping[str, int] = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U16": 16,
+    "I16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "U32": 32,
+    "I32": 32,
+    "F32": 32,
+    "U64": 64,
+    "I64": 64,
+    "F64": 64,
+    "C64": 64,
+}
+
+
+class DtypeTotal(NamedTuple):
+    """Stored elements and bytes of one dtype."""
+
+    num_parameters: int
+    total_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorEntry:
+    """One tensor of a safetensors header."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    #: ``end - begin`` of its ``data_offsets``: the bytes it takes on disk (and in memory)
+    nbytes: int
+
+    @property
+    def num_elements(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    @property
+    def is_routed_expert(self) -> bool:
+        return "experts" in self.name and "shared_experts" not in self.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class SafetensorsWeights:
+    """A checkpoint's weights as its safetensors headers describe them."""
+
+    total_bytes: int
+    #: stored elements (a packed int4 ``I32`` counts once)
+    num_parameters: int
+    by_dtype: Mapping[str, DtypeTotal]
+    #: routed MoE experts (names with ``experts``, not ``shared_experts``)
+    experts_bytes: int
+    non_expert_bytes: int
+    num_tensors: int
+    files: tuple[str, ...]
+    #: ``"safetensors metadata (hub)"`` or ``"safetensors metadata (local)"``
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_bytes": self.total_bytes,
+            "num_parameters": self.num_parameters,
+            "by_dtype": {
+                k: {"num_parameters": v.num_parameters, "total_bytes": v.total_bytes}
+                for k, v in self.by_dtype.items()
+            },
+            "experts_bytes": self.experts_bytes,
+            "non_expert_bytes": self.non_expert_bytes,
+            "num_tensors": self.num_tensors,
+            "files": list(self.files),
+            "source": self.source,
+        }
+
+
+def invalid(where: str, problem: str) -> KvcalcError:
+    return KvcalcError(
+        f"{where}: not a valid safetensors header ({problem})",
+        hint="the file may be truncated or not a safetensors file; re-download it",
+        code="safetensors-invalid",
+    )
+
+
+# -- pure parsing ---------------------------------------------------------------------------
+def header_length(prefix: bytes, *, where: str, file_size_bytes: int | None = None) -> int:
+    """The JSON header's length from the first 8 bytes, checked against the bound and file size."""
+    if len(prefix) < LENGTH_PREFIX_BYTES:
+        raise invalid(where, f"{len(prefix)} bytes, shorter than the 8-byte length prefix")
+    (length,) = struct.unpack("<Q", prefix[:LENGTH_PREFIX_BYTES])
+    if length < 2:
+        raise invalid(where, f"header length {length}")
+    if length > MAX_HEADER_BYTES:
+        raise invalid(
+            where, f"header of {length:,} bytes, over the {MAX_HEADER_BYTES:,}-byte limit"
+        )
+    if file_size_bytes is not None and length > file_size_bytes - LENGTH_PREFIX_BYTES:
+        raise invalid(where, f"header of {length:,} bytes in a {file_size_bytes:,}-byte file")
+    return length
+
+
+def parse_header(
+    raw: bytes, *, where: str, data_size_bytes: int | None = None
+) -> tuple[TensorEntry, ...]:
+    """The tensors of one JSON header. ``data_size_bytes``: the data after it, when known."""
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise invalid(where, "header is not UTF-8") from None
+    except ValueError as exc:
+        raise invalid(where, f"header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise invalid(where, "header is not a JSON object")
+    return tuple(
+        tensor_entry(name, info, where=where, data_size_bytes=data_size_bytes)
+        for name, info in header.items()
+        if name != "__metadata__"
+    )
+
+
+def tensor_entry(
+    name: str, info: Any, *, where: str, data_size_bytes: int | None = None
+) -> TensorEntry:
+    """Validate one header entry: dtype, shape, offsets, and bytes that match dtype x shape."""
+    if not isinstance(info, Mapping):
+        raise invalid(where, f"entry {name!r} is not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or not dtype:
+        raise invalid(where, f"tensor {name!r} has no dtype")
+    if not isinstance(shape, (list, tuple)) or not all(_is_count(d) for d in shape):
+        raise invalid(where, f"tensor {name!r} has shape {shape!r}")
+    if (
+        not isinstance(offsets, (list, tuple))
+        or len(offsets) != 2
+        or not all(_is_count(o) for o in offsets)
+        or offsets[0] > offsets[1]
+    ):
+        raise invalid(where, f"tensor {name!r} has data_offsets {offsets!r}")
+    if data_size_bytes is not None and offsets[1] > data_size_bytes:
+        raise invalid(where, f"tensor {name!r} ends at byte {offsets[1]:,}, past the data")
+    entry = TensorEntry(name=name, dtype=dtype, shape=tuple(shape), nbytes=offsets[1] - offsets[0])
+    bits = DTYPE_BITS.get(dtype)
+    if bits is not None and entry.num_elements * bits != entry.nbytes * 8:
+        raise invalid(
+            where,
+            f"tensor {name!r}: {entry.num_elements:,} {dtype} elements need "
+            f"{entry.num_elements * bits / 8:,g} bytes, its offsets span {entry.nbytes:,}",
+        )
+    return entry
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def summarize(
+    tensors: Iterable[TensorEntry], *, files: Iterable[str], source: str
+) -> SafetensorsWeights:
+    """Add up tensors per dtype and split routed experts from the rest."""
+    by_dtype: dict[str, list[int]] = {}
+    total = experts = count = params = 0
+    for tensor in tensors:
+        acc = by_dtype.setdefault(tensor.dtype, [0, 0])
+        acc[0] += tensor.num_elements
+        acc[1] += tensor.nbytes
+        total += tensor.nbytes
+        params += tensor.num_elements
+        experts += tensor.nbytes if tensor.is_routed_expert else 0
+        count += 1
+    return SafetensorsWeights(
+        total_bytes=total,
+        num_parameters=params,
+        by_dtype={k: DtypeTotal(*v) for k, v in sorted(by_dtype.items(), key=lambda kv: -kv[1][1])},
+        experts_bytes=experts,
+        non_expert_bytes=total - experts,
+        num_tensors=count,
+        files=tuple(files),
+        source=source,
+    )
+
+
+def from_hub_metadata(meta: Any, *, where: str) -> SafetensorsWeights:
+    """Convert ``huggingface_hub``'s ``SafetensorsRepoMetadata`` (duck-typed: no import needed)."""
+    tensors = [
+        tensor_entry(
+            name,
+            {
+                "dtype": info.dtype,
+                "shape": list(info.shape),
+                "data_offsets": list(info.data_offsets),
+            },
+            where=f"{where}/{filename}",
+        )
+        for filename, file_meta in sorted(meta.files_metadata.items())
+        for name, info in file_meta.tensors.items()
+    ]
+    return summarize(tensors, files=sorted(meta.files_metadata), source=SOURCE_HUB)
+
+
+# -- file I/O -------------------------------------------------------------------------------
+def read_header(path: Path) -> tuple[TensorEntry, ...]:
+    """Read only the header of one ``.safetensors`` file (never its data)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            length = header_length(
+                f.read(LENGTH_PREFIX_BYTES), where=str(path), file_size_bytes=size
+            )
+            raw = f.read(length)
+    except OSError as exc:
+        raise KvcalcError(
+            f"cannot read {path}: {exc.strerror or exc}", code="safetensors-unreadable"
+        ) from None
+    if len(raw) < length:
+        raise invalid(str(path), "file is truncated")
+    return parse_header(raw, where=str(path), data_size_bytes=size - LENGTH_PREFIX_BYTES - length)
+
+
+def local_weight_files(folder: Path) -> list[Path]:
+    """The checkpoint files of ``folder``: the index's shards, else ``model.safetensors``, else
+    every ``*.safetensors`` file. Empty when there are none."""
+    index = folder / INDEX_FILE
+    if index.is_file():
+        shards = _index_shards(index)
+        missing = [name for name in shards if not (folder / name).is_file()]
+        if missing:
+            raise KvcalcError(
+                f"{index} lists {len(missing)} shard(s) missing from the folder, e.g. {missing[0]}",
+                hint="download every shard, or remove the index to size only the files present",
+                code="safetensors-missing-shard",
+            )
+        return [folder / name for name in shards]
+    if (folder / SINGLE_FILE).is_file():
+        return [folder / SINGLE_FILE]
+    return sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+
+
+def _index_shards(index: Path) -> list[str]:
+    try:
+        if index.stat().st_size > MAX_INDEX_BYTES:
+            raise invalid(str(index), f"index over {MAX_INDEX_BYTES:,} bytes")
+        data = json.loads(index.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise KvcalcError(
+            f"cannot read {index}: {exc.strerror or exc}", code="safetensors-unreadable"
+        ) from None
+    except ValueError as exc:  # includes UnicodeDecodeError
+        raise invalid(str(index), f"index is not JSON: {exc}") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise invalid(str(index), "index has no weight_map of tensor -> file")
+    shards = sorted(set(weight_map.values()))
+    if any(Path(name).is_absolute() or ".." in Path(name).parts for name in shards):
+        raise invalid(str(index), "a shard path leaves the model folder")
+    return shards
+
+
+def read_local_weights(folder: Path) -> SafetensorsWeights | None:
+    """Exact weights of the checkpoint in ``folder``; ``None`` when it has no safetensors files."""
+    files = local_weight_files(folder)
+    if not files:
+        return None
+    tensors = [tensor for path in files for tensor in read_header(path)]
+    return summarize(tensors, files=[p.name for p in files], source=SOURCE_LOCAL)

@@ -1,0 +1,317 @@
+"""Parameter counts and weight bytes per GPU, from a :class:`~kvcalc.model.ModelShape` (pure; no torch).
+
+:func:`count_parameters` sums the tensor inventory of :mod:`kvcalc.tensors` and matches what
+transformers builds (``sum(p.numel() for p in model.parameters())``; tied embeddings counted once,
+MTP layers excluded). Worked example, Llama-3.1-8B::
+
+    embed 128,256 × 4,096 = 525,336,576 (and the same again for the untied lm_head)
+    per layer: q 4,096² + k,v 2 × 1,024 × 4,096 + o 4,096² = 41,943,040
+               gate/up/down 3 × 14,336 × 4,096 = 176,160,768;  norms 2 × 4,096 = 8,192
+    32 layers × 218,112,000 + 2 × 525,336,576 + final norm 4,096 = 8,030,261,248
+
+:func:`weight_bytes` prices each tensor in its storage format (see :mod:`kvcalc.hfconfig.quant`):
+quantizable tensors (linear projections, experts) follow the quantization method; embeddings,
+lm_head, norms, routers, biases, convolutions and per-head vectors stay in the model dtype, as do
+modules a checkpoint lists in ``modules_to_not_convert``/``ignore`` and, for checkpoint methods, the
+vision tower. Per-GPU bytes split each tensor as vLLM does (:class:`kvcalc.tensors.Tensor`) and
+layers across pipeline stages as vLLM's ``get_pp_indices``; the result is the largest stage.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kvcalc.errors import InputError
+from kvcalc.hfconfig.quant import DEFAULT_SPECS, QuantSpec
+from kvcalc.hfconfig.weights import WeightShape
+from kvcalc.model import ModelShape
+from kvcalc.tensors import QUANTIZABLE_ROLES, Tensor, inventory
+from kvcalc.units import cdiv
+
+_WEIGHT_DTYPES = {"bf16": ("bf16", 2), "bfloat16": ("bf16", 2), "fp16": ("fp16", 2),
+                  "float16": ("fp16", 2), "half": ("fp16", 2), "fp32": ("fp32", 4),
+                  "float32": ("fp32", 4), "float": ("fp32", 4)}  # fmt: skip
+_QUANT_ALIASES = {"bnb": "bitsandbytes", "bitsandbytes": "bitsandbytes", "fp8": "fp8", "awq": "awq",
+                  "gptq": "gptq", "mxfp4": "mxfp4", "none": "none"}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterCount:
+    total: int
+    #: input token embeddings plus learned position tables
+    embedding: int
+    #: 0 when tied to the input embedding
+    lm_head: int
+    routed_experts: int
+    vision: int
+    #: parameters one text token touches: all but the vision tower and the unrouted experts
+    active_per_token: int
+
+    @property
+    def non_expert(self) -> int:
+        return self.total - self.routed_experts
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightBytes:
+    num_parameters: int
+    #: the whole model stored once (one copy of every tensor)
+    weights_bytes: int
+    #: the largest share one GPU holds (one TP rank of the heaviest PP stage)
+    weights_bytes_per_gpu: int
+    stage_bytes_per_gpu: tuple[int, ...]
+    #: RoPE cos/sin cache vLLM allocates with the weights ("Model loading took" includes it)
+    buffers_bytes_per_gpu: int
+    #: the whole model's bytes per storage dtype (``bf16``, ``fp8``, ``fp32`` scales, ``e8m0``...)
+    by_dtype: Mapping[str, int]
+    #: routed experts of the whole model, in their storage format
+    experts_bytes: int
+    dtype: str
+    quantization: str | None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    source: str = "config estimate"
+    notes: tuple[str, ...] = field(default=())
+
+
+def count_parameters(shape: WeightShape) -> ParameterCount:
+    if shape.problem or shape.hidden_size <= 0 or shape.vocab_size <= 0:
+        raise InputError(f"cannot count the weights: {shape.problem or 'no hidden_size or vocab_size'}",
+                         code="weights-unknown")  # fmt: skip
+    tensors = inventory(shape)
+    total = sum(t.numel for t in tensors)
+    by_role = _sum_by(tensors, lambda t: t.role if not t.vision else "vision")
+    routed = sum(t.numel for t in tensors if t.expert)
+    k = shape.moe.experts_per_token if shape.moe else 0
+    active_routed = sum(t.rows * t.cols * min(k, t.copies) for t in tensors if t.expert)
+    vision = by_role.get("vision", 0)
+    return ParameterCount(
+        total=total,
+        embedding=by_role.get("embedding", 0) + by_role.get("position", 0),
+        lm_head=by_role.get("lm_head", 0),
+        routed_experts=routed,
+        vision=vision,
+        active_per_token=total - vision - routed + active_routed,
+    )
+
+
+def weight_bytes(
+    model: ModelShape,
+    *,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+) -> WeightBytes:
+    """Bytes of the weights: the whole model, and per GPU under TP × PP."""
+    shape = _weight_shape(model)
+    tp, pp = tensor_parallel_size, pipeline_parallel_size
+    if not (isinstance(tp, int) and isinstance(pp, int)) or tp < 1 or pp < 1:
+        raise InputError(f"parallel sizes must be positive integers, got TP {tp} and PP {pp}",
+                         code="invalid-parallelism")  # fmt: skip
+    if pp > shape.num_layers:
+        raise InputError(f"pipeline_parallel_size {pp} exceeds the {shape.num_layers} layers",
+                         code="invalid-parallelism")  # fmt: skip
+    notes = list(shape.notes)
+    dtype_name, dtype_bytes = _resolve_dtype(model, dtype, notes)
+    spec = _resolve_quant(shape.quantization, quantization, notes)
+    tensors = inventory(shape)
+    price = _Pricer(spec, dtype_name, dtype_bytes)
+    by_dtype: dict[str, int] = {}
+    for t in tensors:
+        for key, value in price(t, 1).items():
+            by_dtype[key] = by_dtype.get(key, 0) + value
+    experts = sum(sum(price(t, 1).values()) for t in tensors if t.expert)
+    stages = _stage_bytes(shape, tensors, price, tp, pp, notes)
+    if spec and spec.method == "mxfp4" and shape.moe and shape.hidden_size % 256:
+        notes.append(f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
+                     f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
+                     "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)")
+    if tp > 1 and shape.attention and shape.attention.num_kv_heads < tp:
+        notes.append(f"{shape.attention.num_kv_heads} KV heads < TP {tp}: each rank keeps one "
+                     "replicated KV head (vLLM QKVParallelLinear)")
+    return WeightBytes(
+        num_parameters=sum(t.numel for t in tensors),
+        weights_bytes=sum(by_dtype.values()),
+        weights_bytes_per_gpu=max(stages),
+        stage_bytes_per_gpu=tuple(stages),
+        buffers_bytes_per_gpu=shape.rope_cache_positions * shape.rotary_dim * dtype_bytes,
+        by_dtype=dict(sorted(by_dtype.items())),
+        experts_bytes=experts,
+        dtype=dtype_name,
+        quantization=spec.method if spec else None,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        notes=tuple(notes),
+    )
+
+
+def pp_layer_counts(num_layers: int, pp: int) -> tuple[int, ...]:
+    """vLLM's ``get_pp_indices`` split: ``L // pp`` each, the remainder to partitions -2, -3, …
+
+    >>> pp_layer_counts(61, 4)
+    (15, 15, 16, 15)
+    """
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return tuple(parts)
+
+
+class _Pricer:
+    """Bytes of one tensor (one TP rank's share), per storage dtype."""
+
+    def __init__(self, spec: QuantSpec | None, dtype_name: str, dtype_bytes: int) -> None:
+        self.spec, self.dtype_name, self.dtype_bytes = spec, dtype_name, dtype_bytes
+
+    def quantized(self, t: Tensor) -> bool:
+        s = self.spec
+        if s is None or t.role not in QUANTIZABLE_ROLES or t.vision or (s.experts_only and not t.expert):
+            return False
+        return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
+
+    def __call__(self, t: Tensor, tp: int) -> dict[str, int]:
+        rows, cols = t.shape_per_rank(tp)
+        if not self.quantized(t):
+            return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}
+        s = self.spec
+        scales = _scale_count(s, rows, cols)
+        out = {_data_name(s): cdiv(rows * cols * s.weight_bits, 8) * t.copies}
+        _add(out, _scale_name(s), scales * s.scale_bytes * t.copies)
+        _add(out, f"int{s.zero_point_bits}", cdiv(scales * s.zero_point_bits, 8) * t.copies)
+        _add(out, "int32", (4 * cols if s.g_idx else 0) * t.copies)
+        _add(out, "fp32", s.per_matrix_bytes * t.copies)
+        return out
+
+
+def _scale_count(s: QuantSpec, rows: int, cols: int) -> int:
+    if s.scale_granularity == "channel":
+        return rows
+    if s.scale_granularity == "group":
+        return rows * cdiv(cols, s.group_size)
+    if s.scale_granularity == "block":
+        return cdiv(rows, s.block_rows) * cdiv(cols, s.block_cols)
+    return 1
+
+
+def _data_name(s: QuantSpec) -> str:
+    if s.method == "bitsandbytes" and s.weight_bits == 4:
+        return "nf4"
+    return f"fp{s.weight_bits}" if s.weight_format == "float" else f"int{s.weight_bits}"
+
+
+def _scale_name(s: QuantSpec) -> str:
+    if s.method == "mxfp4":
+        return "e8m0"
+    if s.scale_bytes == 1:
+        return "uint8" if s.method == "bitsandbytes" else "fp8"
+    return {4: "fp32", 2: "fp16"}.get(s.scale_bytes, f"{8 * s.scale_bytes}-bit")
+
+
+def _add(out: dict[str, int], key: str, value: int) -> None:
+    if value:
+        out[key] = out.get(key, 0) + value
+
+
+def _matches(name: str, pattern: str) -> bool:
+    """``modules_to_not_convert`` semantics: ``re:`` regex, glob with ``*``, else a substring."""
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], name) is not None
+    if "*" in pattern:
+        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
+    return pattern in name
+
+
+def _stage_bytes(shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str]) -> list[int]:
+    counts = pp_layer_counts(shape.num_layers, pp)
+    starts = [sum(counts[:i]) for i in range(pp)]
+    stage_of_layer = {layer: s for s in range(pp) for layer in range(starts[s], starts[s] + counts[s])}
+    stages = [0] * pp
+    for t in tensors:
+        if t.layer is not None:
+            stage = stage_of_layer[t.layer]
+        elif t.name in ("model.norm", "lm_head"):
+            stage = pp - 1
+        else:  # embeddings, position tables, the vision tower
+            stage = 0
+        stages[stage] += sum(price(t, tp).values())
+    if pp > 1:
+        notes.append(f"pipeline stages hold {list(counts)} layers (vLLM get_pp_indices); "
+                     "embeddings on the first stage, final norm and lm_head on the last")
+        if shape.tie_word_embeddings:
+            head = Tensor(name="lm_head", rows=shape.vocab_size, cols=shape.hidden_size,
+                          role="lm_head", split="vocab")  # fmt: skip
+            stages[-1] += sum(price(head, tp).values())
+            notes.append("tied embeddings under PP: the last stage keeps its own lm_head copy")
+    return stages
+
+
+def _weight_shape(model: ModelShape) -> WeightShape:
+    shape = model.weights
+    if not isinstance(shape, WeightShape):
+        raise InputError(f"{model.name}: no weight dimensions were read", code="weights-unknown")
+    if shape.problem or shape.hidden_size <= 0 or shape.vocab_size <= 0:
+        raise InputError(f"{model.name}: cannot count the weights: "
+                         f"{shape.problem or 'config.json lacks hidden_size or vocab_size'}",
+                         hint="the KV cache can still be sized; weights need the full config.json",
+                         code="weights-unknown")  # fmt: skip
+    return shape
+
+
+def _resolve_dtype(model: ModelShape, dtype: str | None, notes: list[str]) -> tuple[str, int]:
+    if dtype is not None and str(dtype).lower() != "auto":
+        try:
+            return _WEIGHT_DTYPES[str(dtype).lower()]
+        except KeyError:
+            raise InputError(f"unknown weight dtype {dtype!r}", hint="choose bf16, fp16 or fp32",
+                             code="unknown-dtype") from None  # fmt: skip
+    name = model.dtype.name
+    if name == "fp32":  # also configs without torch_dtype (gpt-oss, gpt2)
+        notes.append("no 16-bit torch_dtype in config: priced as bf16, as vLLM's dtype 'auto' serves "
+                     "float32 checkpoints in 16 bits (older vLLM picked fp16; same bytes); "
+                     "pass dtype='fp32' to keep 4 bytes")
+        return "bf16", 2
+    return name, model.dtype.block_bytes
+
+
+def _resolve_quant(checkpoint: QuantSpec | None, override: str | None, notes: list[str]) -> QuantSpec | None:
+    if override is None:
+        if checkpoint is not None and not checkpoint.supported:
+            raise InputError(f"checkpoint quantization {checkpoint.method!r} cannot be sized",
+                             hint="pass quantization='none' to price the weights unquantized, or one "
+                             "of fp8, awq, gptq, mxfp4, bitsandbytes",
+                             code="unsupported-quantization")  # fmt: skip
+        return checkpoint
+    key = _QUANT_ALIASES.get(str(override).lower())
+    if key is None:
+        raise InputError(f"unknown quantization {override!r}",
+                         hint="choose one of: none, " + ", ".join(DEFAULT_SPECS),
+                         code="unknown-quantization")  # fmt: skip
+    if key == "none":
+        if checkpoint is not None:
+            notes.append(f"checkpoint quantization {checkpoint.method} ignored: weights priced unquantized")
+        return None
+    if checkpoint is not None and checkpoint.method == key:
+        return checkpoint
+    spec = DEFAULT_SPECS[key]
+    notes.append(f"hypothetical {key} weights: {_describe(spec)}"
+                 + (f" (the checkpoint itself is {checkpoint.method})" if checkpoint else ""))
+    return spec
+
+
+def _describe(s: QuantSpec) -> str:
+    where = "MoE experts only" if s.experts_only else "linear layers"
+    per = {"tensor": "one scale per tensor", "channel": "one scale per row",
+           "group": f"one scale per {s.group_size} values", "block": "one scale per block"}  # fmt: skip
+    return f"{s.weight_bits}-bit {where}, {per[s.scale_granularity]}"
+
+
+def _sum_by(tensors, key) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in tensors:
+        k = key(t)
+        out[k] = out.get(k, 0) + t.numel
+    return out

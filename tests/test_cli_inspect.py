@@ -1,0 +1,121 @@
+"""`kvcalc inspect` and `kvcalc models`: golden output, JSON keys, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from golden import assert_golden
+
+
+def test_inspect_table_golden(cli):
+    result = cli("inspect", "llama-3.1-8b", "--max-model-len", "32768")
+    assert result.exit_code == 0, result.stderr
+    assert_golden("inspect_llama31_8b", result)
+
+
+def test_inspect_hybrid_explain_golden(cli):
+    result = cli("inspect", "gpt-oss-20b", "--explain", "--kv-cache-dtype", "fp8")
+    assert result.exit_code == 0, result.stderr
+    assert_golden("inspect_gpt_oss_20b_fp8_explain", result)
+
+
+def test_inspect_recurrent_golden(cli):
+    result = cli("inspect", "qwen3-next-80b-a3b-thinking", "--max-model-len", "4096")
+    assert result.exit_code == 0, result.stderr
+    assert_golden("inspect_qwen3_next", result)
+
+
+def test_inspect_json_keys(cli):
+    result = cli("inspect", "gemma-3-1b-it", "--json", "--max-model-len", "32768")
+    assert result.exit_code == 0, result.stderr
+    data = result.json
+    for key in ("model", "num_layers", "layers", "kv_cache_dtype", "kv_bytes_per_token",
+                "kv_bytes_per_sequence", "state_bytes_per_sequence"):  # fmt: skip
+        assert key in data
+    assert data["num_layers"] == 26 == len(data["layers"])
+    for layer in data["layers"]:
+        assert set(layer) >= {"kind", "num_kv_heads", "head_dim_k", "head_dim_v", "window", "bytes_per_token"}
+    assert data["layers"][5]["kind"] == "full" and data["layers"][5]["window"] is None
+    assert data["layers"][0]["window"] == 512
+    # 4 full · 32,768 · 1,024 B + 22 sliding · 512 · 1,024 B = 145,752,064
+    assert data["kv_bytes_per_sequence"] == 145_752_064
+    assert data["kv_bytes_per_token"] == 26_624
+    assert data["kv_cache_dtype"] == "bf16"
+
+
+def test_inspect_json_state(cli):
+    data = cli("inspect", "nvidia-nemotron-3-nano-30b-a3b-bf16", "--json", "--max-model-len", "1000").json
+    # 23 Mamba2 layers · 2,134,016 B
+    assert data["state_bytes_per_sequence"] == 49_082_368
+    # 6 attention layers · 2 · 2 · 128 · 2 = 6,144 B/token · 1,000 + state
+    assert data["kv_bytes_per_sequence"] == 6_144_000 + 49_082_368
+
+
+def test_models_lists_every_bundled(cli):
+    result = cli("models", "--json")
+    assert result.exit_code == 0
+    rows = result.json
+    assert len(rows) == 29
+    by_alias = {r["alias"]: r for r in rows}
+    assert by_alias["deepseek-v3"]["attention_kind"] == "MLA"
+    assert by_alias["llama-3.1-8b"]["kv_bytes_per_token"] == 131_072
+
+
+def test_models_table(cli):
+    result = cli("models")
+    assert result.exit_code == 0
+    assert "llama-3.1-8b" in result.stdout and "MLA" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (("inspect", "no-such-model-xyz"), "model-not-found"),
+        (("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp7"), "unknown-dtype"),
+        (("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp8_ds_mla"), "unsupported-dtype"),
+        (("inspect", "llama-3.1-8b", "--max-model-len", "0"), "usage"),
+        (("inspect", "/nonexistent/config.json"), "path-not-found"),
+        (("inspect",), "usage"),
+        (("frobnicate",), "usage"),
+    ],
+)
+def test_errors_exit_2_with_code(cli, args, code):
+    result = cli(*args)
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(f"error[{code}]: "), result.stderr
+    assert "hint: " in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_inspect_local_config_file(cli, tmp_path):
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "hidden_size": 512, "torch_dtype": "float16", "max_position_embeddings": 2048}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for ref in (str(tmp_path), str(tmp_path / "config.json")):
+        data = cli("inspect", ref, "--json").json
+        # 2 layers · 2 · 2 heads · 128 · 2 B = 2,048 B/token; 2,048 tokens → 4,194,304 B
+        assert data["kv_bytes_per_token"] == 2_048
+        assert data["kv_bytes_per_sequence"] == 4_194_304
+
+
+def test_broken_local_config(cli, tmp_path):
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2,')
+    result = cli("inspect", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error[config-malformed-json]")
+
+
+def test_debug_shows_traceback_for_internal_errors(cli, monkeypatch):
+    import kvcalc.inspect as mod
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(mod, "inspect_loaded", boom)
+    result = cli("inspect", "llama-3.1-8b")
+    assert result.exit_code == 2 and result.stderr.startswith("error[internal]: unexpected RuntimeError: kaboom")
+    assert "Traceback" not in result.stderr
+    monkeypatch.setenv("KVCALC_DEBUG", "1")
+    result = cli("inspect", "llama-3.1-8b")
+    assert "Traceback" in result.stderr and result.exit_code == 2

@@ -1,0 +1,87 @@
+"""transformers engine: DynamicCache / StaticCache bytes, and MLA by transformers version (§4)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bundled_shape
+from test_engine_vllm import gemma3_12b_config
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.hf import installed_transformers_version
+from kvcalc.errors import InputError
+from kvcalc.hfconfig import parse_config
+from kvcalc.units import GIB
+
+HF = get_engine("hf")
+
+
+def plan(model, max_model_len=8192, **kw):
+    kw.setdefault("available_kv_bytes", 40 * GIB)
+    return HF.plan_kv_cache(EngineRequest(model=model, max_model_len=max_model_len, **kw))
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    return parse_config(gemma3_12b_config(), name="gemma")
+
+
+def test_llama_dynamic_and_static_agree():
+    model = bundled_shape("llama-3.1-8b")
+    for cache in ("dynamic", "static"):
+        p = plan(model, extra={"cache_implementation": cache})
+        assert p.bytes_per_request == 8192 * 131_072 == GIB  # 1 GiB at 8,192 tokens
+
+
+def test_gemma_sliding_layers(gemma):
+    # 8 full layers · 32,768 tokens · 8,192 B = 2,147,483,648 B, plus 40 sliding layers of 8,192 B:
+    dynamic = plan(gemma, 32768)  # DynamicSlidingWindowLayer keeps window − 1 = 1,023 tokens
+    assert dynamic.bytes_per_request == 2_147_483_648 + 40 * 1023 * 8192
+    static = plan(gemma, 32768, extra={"cache_implementation": "static"})  # min(1,024, L)
+    assert static.bytes_per_request == 2_147_483_648 + 40 * 1024 * 8192
+    bare = plan(gemma, 32768, extra={"dynamic_cache_with_config": False})  # no config: full history
+    assert bare.bytes_per_request == 48 * 32768 * 8192
+
+
+def test_deepseek_mla_by_version():
+    model = bundled_shape("deepseek-v3")
+    old = plan(model, engine_version="4.57.1")
+    # 128 heads · (K 128 + 64 and V 128) · 2 B = 81,920 B per layer; 61 layers = 4,997,120 B
+    assert old.kv_bytes_per_token == 4_997_120 and old.engine_version == "4"
+    new = plan(model, engine_version="5.0.0")
+    assert new.kv_bytes_per_token == 70_272 and new.engine_version == "5"  # the 576-wide latent
+
+
+def test_default_version_is_the_installed_one():
+    installed = installed_transformers_version()
+    p = plan(bundled_shape("llama-3.1-8b"))
+    assert p.notes[0].startswith(f"transformers {installed} (installed)")
+
+
+def test_batch_fit_and_estimate():
+    model = bundled_shape("llama-3.1-8b")
+    p = plan(model, 32768, available_kv_bytes=10 * GIB, extra={"batch_size": 4})
+    # 4 sequences · 32,768 tokens · 131,072 B = 16 GiB > 10 GiB; 4 · L · 131,072 ≤ 10 GiB → L ≤ 20,480
+    assert p.kv_cache_bytes == 16 * GIB and not p.fits
+    assert p.estimated_max_model_len == 20_480
+    assert p.max_concurrency == 2.5  # 10 GiB / 4 GiB per sequence
+
+
+def test_tensor_parallel_heads():
+    assert plan(bundled_shape("llama-3.1-8b"), tensor_parallel_size=2).kv_bytes_per_token == 65_536
+
+
+def test_refusals():
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="fp8")
+    assert err.value.code == "unsupported-dtype"
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("llama-3.1-8b"), engine_version="3.0")
+    assert err.value.code == "unknown-engine-version"
+
+
+def test_budget_rule():
+    assert HF.available_kv_bytes(
+        total_memory_bytes=80 * GIB, utilization=None, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
+        non_torch_bytes=GIB, cudagraph_bytes=0, version=None, tensor_parallel_size=1,
+    ) == 61 * GIB  # fmt: skip

@@ -1,0 +1,104 @@
+"""llama.cpp engine: cells, streams, the iSWA cache and the two log lines (§3)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bundled_shape
+from test_engine_vllm import gemma3_12b_config
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.errors import InputError
+from kvcalc.hfconfig import parse_config
+from kvcalc.units import GIB
+
+LLAMACPP = get_engine("llamacpp")
+
+
+def plan(model, max_model_len=8192, **kw):
+    kw.setdefault("available_kv_bytes", 40 * GIB)
+    return LLAMACPP.plan_kv_cache(EngineRequest(model=model, max_model_len=max_model_len, **kw))
+
+
+def test_gemma3_12b_iswa_one_sequence():
+    p = plan(parse_config(gemma3_12b_config(), name="gemma"), 32768)
+    # base: 8 layers · 32,768 cells · 8 heads·256·2·2 = 8,192 B = 2,048.00 MiB;
+    # SWA: PAD(min(32,768, 1,024·1 + 512), 256) = 1,536 cells · 40 layers · 8,192 B = 480.00 MiB
+    assert p.log_lines[3:] == (
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =  2048.00 MiB",
+        "llama_kv_cache: size = 2048.00 MiB ( 32768 cells,   8 layers,  1/1 seqs), K (f16): 1024.00 MiB, V (f16): 1024.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =   480.00 MiB",
+        "llama_kv_cache: size =  480.00 MiB (  1536 cells,  40 layers,  1/1 seqs), K (f16):  240.00 MiB, V (f16):  240.00 MiB",
+    )
+    assert p.kv_cache_bytes == 2048 * 2**20 + 480 * 2**20
+
+
+def test_mla_has_no_v_tensor():
+    p = plan(bundled_shape("deepseek-v3"), 32768)
+    # 61 layers · 576 · 2 B = 70,272 B per cell; 32,768 cells = 2,196.00 MiB, V 0.00 MiB
+    assert p.kv_bytes_per_token == 70_272
+    assert p.log_lines[-1].endswith("K (f16): 2196.00 MiB, V (f16):    0.00 MiB")
+    old = plan(bundled_shape("deepseek-v3"), 32768, engine_version="b5452")
+    assert old.kv_bytes_per_token == 70_272 + 61 * 512 * 2  # V of kv_lora_rank width (unconfirmed)
+
+
+def test_non_unified_streams_round_n_ctx():
+    # Llama-2-7B: 32 layers · 32 heads · 128 · 2 · 2 B = 512 KiB per cell.
+    # -c 32768 -np 10: n_ctx_seq = PAD(3,276, 256) = 3,328 → n_ctx 33,280 → 16,640.00 MiB
+    model = bundled_shape("llama-2-7b-hf")
+    p = plan(model, 3000, extra={"n_ctx": 32768, "n_seq_max": 10})
+    assert (
+        p.log_lines[0]
+        == "llama_context: n_ctx is not divisible by n_seq_max - rounding down to 33280"
+    )
+    assert "llama_kv_cache:      CUDA0 KV buffer size = 16640.00 MiB" in p.log_lines
+    assert p.kv_cache_tokens == 33_280 and p.max_concurrency == 10.0
+    unified = plan(model, 3000, extra={"n_ctx": 32768, "n_seq_max": 10, "kv_unified": True})
+    assert "llama_kv_cache:      CUDA0 KV buffer size = 16384.00 MiB" in unified.log_lines
+    # a unified cache of 32,768 cells holds 32,768 / 3,000 = 10.9 requests, capped at 10 slots
+    assert unified.max_concurrency == 10.0
+
+
+def test_unified_concurrency_is_cells_over_length():
+    p = plan(
+        bundled_shape("llama-3.1-8b"),
+        12000,
+        extra={"n_ctx": 32768, "n_seq_max": 4, "kv_unified": True},
+    )
+    assert p.max_concurrency == 32768 / 12000
+
+
+def test_quantized_cache_rows():
+    p = plan(bundled_shape("llama-3.1-8b"), 8192, kv_cache_dtype="q8_0")
+    # a row of 8·128 = 1,024 values = 32 blocks · 34 B = 1,088 B; 32 layers · 2 · 1,088 = 69,632 B
+    assert p.kv_bytes_per_token == 69_632
+    assert p.log_lines[-1] == (
+        "llama_kv_cache: size =  544.00 MiB (  8192 cells,  32 layers,  1/1 seqs), "
+        "K (q8_0):  272.00 MiB, V (q8_0):  272.00 MiB"
+    )
+    mixed = plan(
+        bundled_shape("llama-3.1-8b"), 8192, kv_cache_dtype="q4_0", extra={"type_v": "f16"}
+    )
+    assert mixed.kv_bytes_per_token == 32 * (1024 // 32 * 18 + 2048)  # q4_0 K 576 B + f16 V 2,048 B
+
+
+def test_memory_and_context_limits():
+    model = bundled_shape("llama-3.1-8b")
+    short = plan(model, 32768, available_kv_bytes=2 * GIB)
+    # 32,768 cells · 131,072 B = 4 GiB > 2 GiB; the longest that fits: 16,384 cells
+    assert not short.fits and short.estimated_max_model_len == 16_384
+    slots = plan(model, 8193, extra={"n_ctx": 32768, "n_seq_max": 4})
+    # 4 streams of PAD(8,192, 256) = 8,192 cells: an 8,193-token request does not fit a slot
+    assert not slots.fits and slots.max_concurrency == 0.0 and slots.estimated_max_model_len == 8192
+
+
+def test_refusals():
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="fp8")
+    assert err.value.code == "unsupported-dtype"
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("llama-3.1-8b"), tensor_parallel_size=2)
+    assert err.value.code == "invalid-parallelism"
+    assert LLAMACPP.default_gpu_memory_utilization() is None

@@ -1,0 +1,145 @@
+"""SGLang engine: cell size per token, the token pool from rest_memory, default fractions (§2)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bundled_shape
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.errors import InputError
+from kvcalc.units import GIB, MIB
+
+SGLANG = get_engine("sglang")
+TEN_GIB = 10 * GIB
+
+
+def plan(model, max_model_len=8192, **kw):
+    kw.setdefault("available_kv_bytes", TEN_GIB)
+    return SGLANG.plan_kv_cache(EngineRequest(model=model, max_model_len=max_model_len, **kw))
+
+
+@pytest.mark.parametrize(
+    ("alias", "tp", "cell"),
+    [("llama-3.1-8b", 1, 131_072),   # 8 heads · (128 + 128) · 32 layers · 2 B
+     ("llama-3.1-8b", 2, 65_536),    # 4 heads per rank
+     ("llama-3.1-8b", 16, 16_384),   # max(1, 8 // 16) = 1 head (replicated)
+     ("deepseek-v3", 1, 70_272),     # MLA: (512 + 64) · 61 · 2 B, no ×2
+     ("deepseek-v3", 8, 70_272)],    # and no TP split
+)  # fmt: skip
+def test_cell_size_per_token(alias, tp, cell):
+    assert plan(bundled_shape(alias), tensor_parallel_size=tp).kv_bytes_per_token == cell
+
+
+def test_token_pool_and_log_line():
+    p = plan(bundled_shape("llama-3.1-8b"))
+    # 10 GiB // 131,072 = 81,920 tokens; K = (81,920 + 1) · 32 · 8 · 128 · 2 B = 5.00 GiB
+    assert (p.kv_cache_tokens, p.num_blocks, p.block_size) == (81_920, 81_920, 1)
+    assert p.log_lines == (
+        "KV Cache is allocated. #tokens: 81920, K size: 5.00 GB, V size: 5.00 GB",
+    )
+    assert p.max_concurrency == 10.0 and p.fits
+    # default max_running_requests = min(max(int(81,920 / 8,192 · 512), 2,048), 4,096) = 4,096
+    assert p.max_num_seqs == 4096
+    assert plan(bundled_shape("llama-3.1-8b"), 131072).max_num_seqs == 2048  # int(0.625·512) = 320
+
+
+def test_mla_log_line_has_one_kv_size():
+    p = plan(bundled_shape("deepseek-v3"))
+    # 10 GiB // 70,272 = 152,797 tokens; (152,797 + 1) · 70,272 B = 10.00 GiB
+    assert p.kv_cache_tokens == 152_797
+    assert p.log_lines == ("KV Cache is allocated. #tokens: 152797, KV size: 10.00 GB",)
+
+
+def test_page_floor_and_max_total_tokens():
+    model = bundled_shape("llama-3.1-8b")
+    # 81,920 + 100 tokens of memory, floored to a 64-token page: 82,020 // 64 · 64 = 81,984
+    assert (
+        plan(
+            model, available_kv_bytes=TEN_GIB + 100 * 131_072, extra={"page_size": 64}
+        ).kv_cache_tokens
+        == 81_984
+    )
+    assert plan(model, extra={"max_total_tokens": 50_000}).kv_cache_tokens == 50_000
+
+
+def test_not_enough_memory():
+    p = plan(bundled_shape("llama-3.1-8b"), available_kv_bytes=100_000)
+    assert p.kv_cache_tokens == 0 and not p.fits
+    assert p.log_lines == (
+        "Not enough memory. Please try to increase --mem-fraction-static. Current value: 0.88",
+    )
+
+
+def test_request_longer_than_the_pool():
+    p = plan(bundled_shape("llama-3.1-8b"), 131072)
+    assert not p.fits and p.estimated_max_model_len == 81_920
+    assert p.bytes_per_request > p.fit_budget_bytes
+
+
+def test_hybrid_swa_split_for_gpt_oss():
+    p = plan(bundled_shape("gpt-oss-20b"), kv_cache_dtype="bf16")
+    # 12 full + 12 sliding layers of 8 · (64 + 64) · 2 = 2,048 B: F = S = 24,576 B per token.
+    # full = int(10 GiB / (24,576 + 0.8 · 24,576)) = 242,725; sliding = int(242,725 · 0.8) = 194,180
+    assert p.kv_cache_tokens == 242_725
+    assert [(g.kind, g.num_layers, g.num_blocks) for g in p.groups] == [
+        ("full", 12, 242_725),
+        ("sliding", 12, 194_180),
+    ]
+    old = plan(bundled_shape("gpt-oss-20b"), kv_cache_dtype="bf16", engine_version="2025.03")
+    assert old.kv_cache_tokens == TEN_GIB // 49_152  # every layer for every token
+
+
+def test_llama4_chunked_layers_are_swa():
+    p = plan(bundled_shape("llama-4-scout-17b-16e-instruct"))
+    assert [(g.kind, g.num_layers) for g in p.groups] == [("full", 12), ("sliding", 36)]
+
+
+@pytest.mark.parametrize(
+    ("memory_bytes", "tp", "fraction"),
+    [(81_559 * MIB, 1, 0.835),   # 512 + 8,192·1.5 + 256·2 + 128 = 13,440 MiB reserved
+     (24 * GIB, 1, 0.847),       # 512 + 2,048·1.5 + 24·2 + 128 = 3,760 of 24,576 MiB
+     (143_771 * MIB, 8, 0.897),  # 512 + 12,288 + 512·2 + 1,024 = 14,848 of 143,771 MiB
+     (None, 1, 0.88)],
+)  # fmt: skip
+def test_default_mem_fraction_static(memory_bytes, tp, fraction):
+    assert (
+        SGLANG.default_gpu_memory_utilization(
+            gpu_memory_bytes=memory_bytes, tensor_parallel_size=tp
+        )
+        == fraction
+    )
+
+
+def test_rest_memory_rule():
+    rest = SGLANG.available_kv_bytes(
+        total_memory_bytes=80 * GIB, utilization=0.835, weights_bytes=15 * GIB, activation_bytes=3 * GIB,
+        non_torch_bytes=GIB, cudagraph_bytes=GIB, version=None, tensor_parallel_size=1,
+    )  # fmt: skip
+    # (80 − 1) GiB · 0.835 − 15 GiB; activations and graphs sit in the reserved 16.5%
+    assert rest == int(79 * GIB * 0.835) - 15 * GIB
+
+
+def test_refusals():
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("qwen3-next-80b-a3b-thinking"))
+    assert err.value.code == "unsupported-model"
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="q8_0")
+    assert err.value.code == "unsupported-dtype"
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=st.integers(min_value=0, max_value=200 * GIB), b=st.integers(min_value=0, max_value=200 * GIB),
+       length=st.integers(min_value=1, max_value=262_144), page=st.sampled_from([1, 16, 64]))  # fmt: skip
+def test_pool_monotone_and_fit_invariant(a, b, length, page):
+    model = bundled_shape("qwen3-8b")
+    lo, hi = (
+        plan(model, length, available_kv_bytes=m, extra={"page_size": page}) for m in sorted((a, b))
+    )
+    assert lo.kv_cache_tokens <= hi.kv_cache_tokens
+    for p in (lo, hi):
+        assert p.kv_cache_tokens % page == 0
+        assert p.fits == (p.bytes_per_request <= p.fit_budget_bytes)
