@@ -14,6 +14,7 @@ The records' unstated settings (usage context, defaults of the day) are written 
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -22,14 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
+import yaml
 
-from kvcalc.gpus import get_gpu  # noqa: E402
-from kvcalc.hfconfig import parse_config  # noqa: E402
-from kvcalc.overhead import estimate_overhead, vllm_available_kv_bytes  # noqa: E402
-from kvcalc.registry import find_bundled  # noqa: E402
-from kvcalc.units import GIB  # noqa: E402
-from kvcalc.weights import weight_bytes  # noqa: E402
+from kvcalc.gpus import GpuSpec, get_gpu
+from kvcalc.hfconfig import parse_config
+from kvcalc.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
+from kvcalc.registry import find_bundled
+from kvcalc.units import GIB
+from kvcalc.weights import weight_bytes
 
 #: the repo's copy of the reference logs first, then the shared reference folder beside the checkout
 LOGS = [ROOT / "tests" / "fixtures" / "engine_logs.yaml",
@@ -82,18 +83,28 @@ CASES = {
 
 #: Public vLLM logs not (yet) in engine_logs.yaml, used the same way.
 SUPPLEMENTARY = [
-    dict(id="vllm-pr10511-llama3-8b-h100 (supplementary)",
-         source_url="https://github.com/vllm-project/vllm/pull/10511", engine_version="V0 (Dec 2024)",
-         gpu_memory_utilization=0.9, figures=dict(available_kv_cache_memory_gib=53.29, model_weights_gib=14.96),
-         case=Case("llama-3.1-8b", "H100-SXM", 8192, max_num_seqs=256,
-                   config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
-                   assumption="Meta-Llama-3-8B; V0 profiles 8,192 tokens and 256 seqs; the log printed "
-                   "activation 1.26 GiB and non_torch 1.79 GiB")),
-    dict(id="vllm-23278-gpt-oss-120b-h100 (supplementary)",
-         source_url="https://github.com/vllm-project/vllm/issues/23278", engine_version="V1 (Aug 2025)",
-         gpu_memory_utilization=0.9, figures=dict(available_kv_cache_memory_gib=-2.14, model_loading_gib=65.9651),
-         case=Case("gpt-oss-120b", "H100-SXM", 8192,
-                   assumption="API-server defaults on an H100 (8,192 tokens, 1,024 seqs); util 0.9")),
+    {
+        "id": "vllm-pr10511-llama3-8b-h100 (supplementary)",
+        "source_url": "https://github.com/vllm-project/vllm/pull/10511",
+        "engine_version": "V0 (Dec 2024)",
+        "gpu_memory_utilization": 0.9,
+        "figures": {"available_kv_cache_memory_gib": 53.29, "model_weights_gib": 14.96},
+        "case": Case(
+            "llama-3.1-8b", "H100-SXM", 8192, max_num_seqs=256,
+            config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
+            assumption="Meta-Llama-3-8B; V0 profiles 8,192 tokens and 256 seqs; the log printed "
+            "activation 1.26 GiB and non_torch 1.79 GiB"),
+    },
+    {
+        "id": "vllm-23278-gpt-oss-120b-h100 (supplementary)",
+        "source_url": "https://github.com/vllm-project/vllm/issues/23278",
+        "engine_version": "V1 (Aug 2025)",
+        "gpu_memory_utilization": 0.9,
+        "figures": {"available_kv_cache_memory_gib": -2.14, "model_loading_gib": 65.9651},
+        "case": Case(
+            "gpt-oss-120b", "H100-SXM", 8192,
+            assumption="API-server defaults on an H100 (8,192 tokens, 1,024 seqs); util 0.9"),
+    },
 ]
 
 
@@ -134,27 +145,34 @@ def load_model(case: Case):
     return parse_config(raw, name=case.model)
 
 
-def predict(rec: dict, case: Case) -> dict:
+@dataclass(frozen=True)
+class Prediction:
+    gpu: GpuSpec
+    weights_gib: float
+    overhead: Overhead
+    predicted_gib: float
+    #: the prediction with the weights the engine printed, when it printed them
+    with_printed_weights_gib: float | None
+
+
+def predict(rec: dict, case: Case) -> Prediction:
     model = load_model(case)
     gpu = get_gpu(case.gpu)
     tp = case.tensor_parallel_size
     w = weight_bytes(model, tensor_parallel_size=tp)
     weights = w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu
     over = estimate_overhead(model, max_num_batched_tokens=case.max_num_batched_tokens,
-                             tensor_parallel_size=tp, gpu=gpu, max_num_seqs=case.max_num_seqs)
-    util = rec.get("gpu_memory_utilization") or 0.9
-    graphs = subtracts_cudagraph(rec)
+                             tensor_parallel_size=tp, gpu=gpu, max_num_seqs=case.max_num_seqs)  # fmt: skip
+    util = rec.get("gpu_memory_utilization") or 0.9  # vLLM's default before 0.92
 
     def avail(weights_bytes: int) -> float:
         return vllm_available_kv_bytes(total_memory_bytes=gpu.memory_bytes, gpu_memory_utilization=util,
                                        weights_bytes=weights_bytes, overhead=over,
-                                       subtract_cudagraph=graphs) / GIB  # fmt: skip
+                                       subtract_cudagraph=subtracts_cudagraph(rec)) / GIB  # fmt: skip
 
     printed = printed_weights_gib(rec)
-    return dict(
-        predicted=avail(weights), weights=weights / GIB, overhead=over, gpu=gpu, util=util,
-        with_printed=avail(round(printed * GIB)) if printed is not None else None, printed=printed,
-    )
+    return Prediction(gpu=gpu, weights_gib=weights / GIB, overhead=over, predicted_gib=avail(weights),
+                      with_printed_weights_gib=None if printed is None else avail(round(printed * GIB)))  # fmt: skip
 
 
 def main() -> int:
@@ -162,7 +180,8 @@ def main() -> int:
     records = yaml.safe_load(path.read_text()) if path else []
     rows = [(r, CASES[r["id"]]) for r in records if r["id"] in CASES]
     rows += [(s, s["case"]) for s in SUPPLEMENTARY]
-    print(f"engine logs: {path or 'not found (supplementary records only)'}\n")
+    shown = os.path.relpath(path, ROOT) if path else "not found (supplementary records only)"
+    print(f"engine logs: {shown}\n")
     head = (f"{'record':46} {'GPU':10} {'weights':>8} {'act':>6} {'nontorch':>8} {'predicted':>9} "
             f"{'actual':>7} {'error':>7} {'%GPU':>6} {'w/ printed weights':>19}")
     print(head)
@@ -173,17 +192,17 @@ def main() -> int:
         if actual is None:
             continue
         p = predict(rec, case)
-        err = p["predicted"] - actual
-        errors.append((err, p["gpu"].memory_gib))
+        err = p.predicted_gib - actual
+        errors.append((err, p.gpu.memory_gib))
         extra = ""
-        if p["with_printed"] is not None:
-            err2 = p["with_printed"] - actual
+        if p.with_printed_weights_gib is not None:
+            err2 = p.with_printed_weights_gib - actual
             errors_printed.append(err2)
-            extra = f"{p['with_printed']:7.2f} ({err2:+.2f})"
-        o = p["overhead"]
-        print(f"{rec['id'][:46]:46} {p['gpu'].name:10} {p['weights']:8.2f} {o.activation_bytes / GIB:6.2f} "
-              f"{o.non_torch_bytes / GIB:8.2f} {p['predicted']:9.2f} {actual:7.2f} {err:+7.2f} "
-              f"{100 * err / p['gpu'].memory_gib:+5.1f}% {extra:>19}")
+            extra = f"{p.with_printed_weights_gib:7.2f} ({err2:+.2f})"
+        o = p.overhead
+        print(f"{rec['id'][:46]:46} {p.gpu.name:10} {p.weights_gib:8.2f} {o.activation_bytes / GIB:6.2f} "
+              f"{o.non_torch_bytes / GIB:8.2f} {p.predicted_gib:9.2f} {actual:7.2f} {err:+7.2f} "
+              f"{100 * err / p.gpu.memory_gib:+5.1f}% {extra:>19}")  # fmt: skip
         print(f"{'':4}assumed: {case.assumption}")
     if errors:
         abs_gib = [abs(e) for e, _ in errors]

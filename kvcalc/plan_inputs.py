@@ -47,6 +47,9 @@ class PlanInputs:
     tight_fraction: float = DEFAULT_TIGHT_FRACTION
     #: a ``kvcalc verify --record`` file whose overhead correction applies to this GPU
     calibration: str | None = None
+    #: engine-specific knobs (``--engine-option KEY=VALUE``): llama.cpp ``n_seq_max``/``n_ubatch``,
+    #: transformers ``cache_implementation``, SGLang ``page_size``... (``EngineRequest.extra``)
+    engine_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -96,4 +99,6 @@ class PlanInputs:
         return self.batch if self.batch is not None else self.max_num_seqs
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["engine_options"] = dict(self.engine_options)
+        return data

@@ -126,19 +126,14 @@ def weight_bytes(
             by_dtype[key] = by_dtype.get(key, 0) + value
     experts = sum(sum(price(t, 1).values()) for t in tensors if t.expert)
     stages = _stage_bytes(shape, tensors, price, tp, pp, notes)
-    if spec and spec.method == "mxfp4" and shape.moe and shape.hidden_size % 256:
-        notes.append(f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
-                     f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
-                     "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)")
-    if tp > 1 and shape.attention and shape.attention.num_kv_heads < tp:
-        notes.append(f"{shape.attention.num_kv_heads} KV heads < TP {tp}: each rank keeps one "
-                     "replicated KV head (vLLM QKVParallelLinear)")
+    rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
+    notes += _layout_notes(shape, spec, tp, rope_bytes)
     return WeightBytes(
         num_parameters=sum(t.numel for t in tensors),
         weights_bytes=sum(by_dtype.values()),
         weights_bytes_per_gpu=max(stages),
         stage_bytes_per_gpu=tuple(stages),
-        buffers_bytes_per_gpu=shape.rope_cache_positions * shape.rotary_dim * dtype_bytes,
+        buffers_bytes_per_gpu=rope_bytes,
         by_dtype=dict(sorted(by_dtype.items())),
         experts_bytes=experts,
         dtype=dtype_name,
@@ -147,6 +142,21 @@ def weight_bytes(
         pipeline_parallel_size=pp,
         notes=tuple(notes),
     )
+
+
+def _layout_notes(shape: WeightShape, spec: QuantSpec | None, tp: int, rope_bytes: int) -> list[str]:
+    notes = []
+    if spec and spec.method == "mxfp4" and shape.moe and shape.hidden_size % 256:
+        notes.append(f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
+                     f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
+                     "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)")
+    if rope_bytes > 256 * (1 << 20):
+        notes.append(f"RoPE cache of {shape.rope_cache_positions:,} positions: {rope_bytes / (1 << 30):.2f} "
+                     "GiB (vLLM sizes it by max_position_embeddings; unconfirmed that it does not cap it)")
+    if tp > 1 and shape.attention and shape.attention.num_kv_heads < tp:
+        notes.append(f"{shape.attention.num_kv_heads} KV heads < TP {tp}: each rank keeps one "
+                     "replicated KV head (vLLM QKVParallelLinear)")
+    return notes
 
 
 def pp_layer_counts(num_layers: int, pp: int) -> tuple[int, ...]:

@@ -67,6 +67,13 @@ def test_batch_fit_and_estimate():
     assert p.max_concurrency == 2.5  # 10 GiB / 4 GiB per sequence
 
 
+def test_float32_checkpoint_caches_float32():
+    from helpers import bundled_config
+
+    fp32 = parse_config({**bundled_config("llama-3.1-8b"), "torch_dtype": "float32"}, name="fp32")
+    assert plan(fp32).kv_bytes_per_token == 262_144  # 32·2·8·128·4 B
+
+
 def test_tensor_parallel_heads():
     assert plan(bundled_shape("llama-3.1-8b"), tensor_parallel_size=2).kv_bytes_per_token == 65_536
 

@@ -326,10 +326,12 @@ def test_llm_class_batch_default(gemma):
 
 
 def test_float32_config_casts_to_bf16():
-    gpt_oss = bundled_shape("gpt-oss-20b")
-    assert gpt_oss.dtype.name == "fp32"
-    assert plan(gpt_oss, 8192, gpu_compute_capability=(9, 0)).kv_cache_dtype == "bf16"
-    assert plan(gpt_oss, 8192, gpu_compute_capability=(7, 5)).kv_cache_dtype == "fp16"
+    fp32 = parse_config({**bundled_config("llama-3.1-8b"), "torch_dtype": "float32"}, name="fp32")
+    assert fp32.config_dtype == "float32"
+    # vllm/config/model.py _resolve_auto_dtype: the platform's first dtype (bf16 on SM >= 8.0)
+    assert plan(fp32, 8192, gpu_compute_capability=(9, 0)).kv_cache_dtype == "bf16"
+    assert plan(fp32, 8192, gpu_compute_capability=(7, 5)).kv_cache_dtype == "fp16"
+    assert plan(fp32, 8192, engine_version="0.8").kv_cache_dtype == "fp16"  # old rule (unconfirmed)
 
 
 def test_gpt_oss_two_groups():

@@ -60,7 +60,7 @@ def test_default_max_num_seqs_follows_the_gpu_tier():
 
 def test_available_kv_arithmetic_and_cudagraph_switch():
     o = Overhead(activation_bytes=2 * GIB, non_torch_bytes=GIB // 2, cudagraph_bytes=GIB)
-    kw = dict(total_memory_bytes=80 * GIB, gpu_memory_utilization=0.9, weights_bytes=15 * GIB, overhead=o)
+    kw = {"total_memory_bytes": 80 * GIB, "gpu_memory_utilization": 0.9, "weights_bytes": 15 * GIB, "overhead": o}
     # ceil(80 GiB × 0.9) = 72 GiB − 15 − 2 − 0.5 = 54.5 GiB; v0.21+ also − 1 GiB of graphs
     assert vllm_available_kv_bytes(**kw, subtract_cudagraph=False) == 54 * GIB + GIB // 2
     assert vllm_available_kv_bytes(**kw, subtract_cudagraph=True) == 53 * GIB + GIB // 2
@@ -69,7 +69,7 @@ def test_available_kv_arithmetic_and_cudagraph_switch():
     assert vllm_available_kv_bytes(total_memory_bytes=101, gpu_memory_utilization=0.9, weights_bytes=0,
                                    overhead=tiny, subtract_cudagraph=False) == 91  # fmt: skip
     with pytest.raises(InputError):
-        vllm_available_kv_bytes(**kw, gpu_memory_utilization=1.5, subtract_cudagraph=False)
+        vllm_available_kv_bytes(**{**kw, "gpu_memory_utilization": 1.5}, subtract_cudagraph=False)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5])

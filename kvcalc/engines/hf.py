@@ -131,6 +131,9 @@ class HfEngine:
 def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype:
     name = request.kv_cache_dtype.strip().lower()
     if name == "auto":
+        declared = (request.model.config_dtype or "").lower()
+        if declared in ("float32", "fp32", "float"):
+            return FP32  # transformers loads (and caches in) the config dtype
         if profile == "4":
             notes.append("transformers 4 loads float32 unless torch_dtype is passed; the config dtype "
                          "(torch_dtype='auto') is assumed")  # fmt: skip

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.dtypes import BF16, FP8, FP8_E5M2, FP16, FP32, CacheDtype
+from kvcalc.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -35,6 +35,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.vllm_defaults import is_float32_config
 from kvcalc.engines.vllm_groups import pp_stages
 from kvcalc.errors import InputError
 from kvcalc.layouts import Layout, MLALatent, RecurrentState
@@ -156,7 +157,7 @@ def _cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     name = request.kv_cache_dtype.strip().lower()
     if name == "auto":
         model = request.model
-        if model.dtype is not FP32:
+        if not is_float32_config(model):
             return model.dtype
         chosen = BF16 if model.model_type.startswith("gemma") else FP16
         notes.append(f"float32 config: SGLang casts to {chosen.name} (unconfirmed)")

@@ -16,7 +16,7 @@ Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 toke
 
 from __future__ import annotations
 
-from kvcalc.dtypes import BF16, FP8, FP16, FP32, CacheDtype
+from kvcalc.dtypes import BF16, FP8, FP16, CacheDtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -26,6 +26,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.vllm_defaults import is_float32_config
 from kvcalc.errors import InputError
 from kvcalc.model import ModelShape
 from kvcalc.units import cdiv
@@ -110,7 +111,7 @@ def _version(version: str | None) -> str:
 def _dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     name = request.kv_cache_dtype.strip().lower()
     if name == "auto":
-        if request.model.dtype is FP32:
+        if is_float32_config(request.model):
             notes.append("float32 config: a 2-byte cache assumed (bf16, unconfirmed)")
             return BF16
         return request.model.dtype

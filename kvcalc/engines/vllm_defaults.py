@@ -113,6 +113,12 @@ def resolve_profile(version: str | None) -> tuple[VllmProfile, str | None]:
 
 
 # -- cache dtype ------------------------------------------------------------------------------
+def is_float32_config(model: ModelShape) -> bool:
+    """The checkpoint declares float32 (whatever dtype the parser settled on for serving)."""
+    declared = (model.config_dtype or "").strip().lower()
+    return model.dtype is FP32 or declared in ("float32", "fp32", "float")
+
+
 #: vLLM ``CacheDType`` spellings kvcalc can size (turboquant / nvfp4_ds_mla are not modelled)
 VLLM_DTYPES = (
     "auto", "float16", "bfloat16", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
@@ -125,7 +131,7 @@ def model_dtype(
     model: ModelShape, profile: VllmProfile, cc: tuple[int, int] | None
 ) -> tuple[CacheDtype, str | None]:
     """What ``--dtype auto`` gives: the config dtype, with float32 configs cast down."""
-    if model.dtype is not FP32:
+    if not is_float32_config(model):
         return model.dtype, None
     gemma = model.model_type.startswith("gemma")
     if profile.fp32_to_platform_dtype:

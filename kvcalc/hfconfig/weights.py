@@ -50,6 +50,8 @@ _TIE_DEFAULT = {
 #: model types whose q/k/v projections carry a bias while o_proj does not
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
+#: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order)
+_NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -410,7 +412,7 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     Worked example: Qwen3-0.6B caches 40,960 × 128 values in bf16 = 10 MiB, which is why vLLM logs
     "Model loading took 1.1201 GiB" for 1.1102 GiB of parameters (vllm-24577).
     """
-    if model_type in _ALWAYS_BIASED or (attention is None and mla is None):
+    if model_type in _NO_ROPE or (attention is None and mla is None):
         return 0, 0
     positions = r.int("max_position_embeddings", default=0, minimum=0)
     rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}

@@ -1,0 +1,97 @@
+"""``kvcalc plan``: flag names follow vLLM's, so serving flags can be pasted."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.app import app
+from kvcalc.cli.options import (
+    HARDWARE_PANEL,
+    OUTPUT_PANEL,
+    SERVING_PANEL,
+    JsonOpt,
+    KvCacheDtypeOpt,
+    MaxModelLenOpt,
+    OfflineOpt,
+    RevisionOpt,
+    TokenOpt,
+)
+
+WORKLOAD_PANEL = "Workload"
+
+
+def _opt(*names: str, help: str, panel: str, **kw):
+    return typer.Option(*names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw)
+
+
+@app.command()
+def plan(
+    model: Annotated[
+        Optional[str],
+        typer.Argument(help="Bundled model, config path or Hub id (optional with --from-command).", show_default=False),
+    ] = None,
+    *,
+    gpu: Annotated[Optional[str], _opt("--gpu", help="GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", panel=HARDWARE_PANEL)] = None,
+    gpu_memory: Annotated[Optional[str], _opt("--gpu-memory", help="Memory per GPU instead of --gpu: 80GB, 79.2GiB; a bare number means GiB.", panel=HARDWARE_PANEL)] = None,
+    num_gpus: Annotated[Optional[int], _opt("--num-gpus", min=1, help="GPUs in all (default TP × PP); more make data-parallel replicas.", panel=HARDWARE_PANEL)] = None,
+    tensor_parallel_size: Annotated[int, _opt("--tensor-parallel-size", "-tp", min=1, help="Tensor-parallel ranks.", panel=HARDWARE_PANEL, show_default=True)] = 1,
+    pipeline_parallel_size: Annotated[int, _opt("--pipeline-parallel-size", "-pp", min=1, help="Pipeline stages.", panel=HARDWARE_PANEL, show_default=True)] = 1,
+    engine: Annotated[str, _opt("--engine", help="vllm, sglang, llamacpp, hf (transformers) or trtllm.", panel=SERVING_PANEL, show_default=True)] = "vllm",
+    engine_version: Annotated[Optional[str], _opt("--engine-version", help="Engine version whose defaults apply (vLLM: 0.33, 0.21, 0.10, 0.8, 0.6); default newest.", panel=SERVING_PANEL)] = None,
+    max_model_len: MaxModelLenOpt = None,
+    max_num_seqs: Annotated[Optional[int], _opt("--max-num-seqs", min=1, help="Concurrent requests wanted (the engine's cap).", panel=SERVING_PANEL)] = None,
+    batch: Annotated[Optional[int], _opt("--batch", min=1, help="Concurrent requests wanted (overrides --max-num-seqs as the target).", panel=SERVING_PANEL)] = None,
+    kv_cache_dtype: KvCacheDtypeOpt = "auto",
+    dtype: Annotated[Optional[str], _opt("--dtype", help="Weight dtype: auto, bfloat16, float16, float32.", panel=SERVING_PANEL)] = None,
+    quantization: Annotated[Optional[str], _opt("--quantization", "-q", help="Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none (default: the checkpoint's).", panel=SERVING_PANEL)] = None,
+    weights_memory: Annotated[Optional[str], _opt("--weights-memory", help="Weight bytes per GPU you already know (e.g. vLLM's 'Model loading took X GiB'); a bare number means GiB.", panel=SERVING_PANEL)] = None,
+    gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", help="Fraction of total GPU memory the engine may use (vLLM default 0.92; 0.9 before).", panel=SERVING_PANEL)] = None,
+    block_size: Annotated[Optional[int], _opt("--block-size", min=1, help="Tokens per KV block (default: the engine's).", panel=SERVING_PANEL)] = None,
+    max_num_batched_tokens: Annotated[Optional[int], _opt("--max-num-batched-tokens", min=1, help="Tokens per scheduler step (default: the engine's, by GPU).", panel=SERVING_PANEL)] = None,
+    enforce_eager: Annotated[bool, _opt("--enforce-eager", help="No CUDA graphs (no graph memory).", panel=SERVING_PANEL)] = False,
+    kv_cache_memory: Annotated[Optional[str], _opt("--kv-cache-memory", help="KV-cache bytes per GPU, skipping the memory estimate (vLLM kv_cache_memory_bytes); a bare number means GiB.", panel=SERVING_PANEL)] = None,
+    prompt_len: Annotated[Optional[int], _opt("--prompt-len", min=1, help="Expected prompt tokens per request.", panel=WORKLOAD_PANEL)] = None,
+    output_len: Annotated[Optional[int], _opt("--output-len", min=0, help="Expected output tokens per request.", panel=WORKLOAD_PANEL)] = None,
+    shared_prefix: Annotated[int, _opt("--shared-prefix", min=0, help="Prompt tokens shared by all requests (prefix caching).", panel=WORKLOAD_PANEL)] = 0,
+    tight_threshold: Annotated[float, _opt("--tight-threshold", min=0.0, max=0.99, help="Headroom below this fraction of the KV cache is 'tight'.", panel=SERVING_PANEL, show_default=True)] = 0.10,
+    engine_option: Annotated[Optional[list[str]], _opt("--engine-option", "-E", help="Engine-specific KEY=VALUE, repeatable: llama.cpp n_seq_max, n_ubatch, kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm usage_context=llm.", panel=SERVING_PANEL)] = None,
+    calibration: Annotated[Optional[str], _opt("--calibration", help="A `kvcalc verify --record` file correcting the overhead estimate.", panel=SERVING_PANEL)] = None,
+    from_command: Annotated[Optional[str], _opt("--from-command", help="Read the settings from a serving command: 'vllm serve MODEL --max-model-len 32768 -tp 2'.", panel=SERVING_PANEL)] = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    offline: OfflineOpt = False,
+    json_: JsonOpt = False,
+    no_throughput: Annotated[bool, _opt("--no-throughput", help="Skip the decode-throughput ceiling.", panel=OUTPUT_PANEL)] = False,
+) -> int:
+    """Plan a deployment: memory per GPU, KV blocks, token capacity, concurrency and a verdict.
+
+    Exit status: 0 ok or tight; 1 below-target, wont-start or weights-dont-fit; 2 bad input.
+
+    Example: kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32768
+    """
+    from kvcalc.cli.plan_args import build_inputs
+    from kvcalc.planning import plan_reference
+
+    reference, inputs = build_inputs(locals())
+    result = plan_reference(reference, inputs, revision=revision, token=token, offline=offline or None)
+    if not no_throughput:
+        result = _with_throughput(result, inputs)
+    if json_:
+        from kvcalc.render import to_json
+
+        to_json.print_json(result.to_dict())
+    else:
+        from kvcalc.render import plan_view
+
+        plan_view.render(result)
+    return 0 if result.passed else 1
+
+
+def _with_throughput(result, inputs):
+    try:
+        from kvcalc.throughput import attach_throughput
+    except ModuleNotFoundError:
+        return result
+    return attach_throughput(result, inputs)

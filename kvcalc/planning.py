@@ -1,0 +1,425 @@
+"""``kvcalc plan``: how many requests fit on these GPUs, as the engine itself will compute it.
+
+:func:`plan` is pure: a :class:`~kvcalc.model.ModelShape` and :class:`~kvcalc.plan_inputs.PlanInputs`
+in, a frozen :class:`CapacityPlan` out. :func:`plan_reference` resolves a model reference first
+(the only I/O). The steps:
+
+1. the GPU and its memory as the driver reports it (``--gpu`` catalog or ``--gpu-memory``);
+2. weights per GPU: ``--weights-memory`` if given, else safetensors metadata when known, else the
+   config-based estimate (``kvcalc.weights``);
+3. activation peak, non-torch and CUDA-graph memory (``kvcalc.overhead``, calibrated on vLLM);
+4. the engine's own KV budget rule (``Engine.available_kv_bytes``), or ``--kv-cache-memory``;
+5. the engine's block/token/concurrency arithmetic (``Engine.plan_kv_cache``);
+6. the verdict and computed suggestions (``kvcalc.suggest``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.errors import KvcalcError
+from kvcalc.gpus import GpuSpec, get_gpu
+from kvcalc.model import ModelShape
+from kvcalc.overhead import Overhead, estimate_overhead
+from kvcalc.plan_inputs import PlanInputs
+from kvcalc.units import cdiv
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Per GPU, in bytes. ``free_bytes`` is what stays unused on the device."""
+
+    total_bytes: int
+    #: the engine's share of the device (vLLM ``ceil(total · gpu_memory_utilization)``)
+    budget_bytes: int
+    gpu_memory_utilization: float | None
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    kv_cache_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suggestion:
+    """A change that was itself planned, and what it gives."""
+
+    text: str
+    change: dict[str, Any]
+    verdict: str
+    max_concurrency: float
+    kv_cache_tokens: int
+    max_model_len: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityPlan:
+    """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
+
+    model: str
+    model_source: str
+    engine: str
+    engine_version: str
+    gpu: str | None
+    num_gpus: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_replicas: int
+    kv_cache_dtype: str
+    block_size: int
+    num_blocks: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    total_max_concurrency: float
+    available_kv_bytes: int
+    weights_bytes: int
+    weights_source: str
+    num_parameters: int | None
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    max_model_len: int
+    estimated_max_model_len: int | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    target_concurrency: int | None
+    workload_tokens: int | None
+    workload_concurrency: float | None
+    headroom_bytes: int
+    headroom_fraction: float
+    verdict: str
+    verdict_reason: str
+    memory: MemoryBreakdown
+    suggestions: tuple[Suggestion, ...] = ()
+    groups: tuple[KvCacheGroup, ...] = ()
+    log_lines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    #: decode throughput ceiling at this plan's concurrency (``kvcalc.throughput``), when computed
+    throughput: dict[str, Any] | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in ("ok", "tight")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Weights:
+    per_gpu_bytes: int
+    source: str
+    num_parameters: int | None
+    notes: tuple[str, ...] = ()
+
+
+def _gpu(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
+    gpu = get_gpu(inputs.gpu) if inputs.gpu else None
+    memory = inputs.gpu_memory_bytes or (gpu.memory_bytes if gpu else None)
+    return gpu, memory
+
+
+def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
+    from kvcalc.weights import weight_bytes
+
+    try:
+        est = weight_bytes(
+            model,
+            dtype=inputs.dtype,
+            quantization=inputs.quantization,
+            tensor_parallel_size=inputs.tensor_parallel_size,
+            pipeline_parallel_size=inputs.pipeline_parallel_size,
+        )
+    except KvcalcError as exc:
+        if inputs.weights_memory_bytes is None and inputs.kv_cache_memory_bytes is None:
+            raise
+        return _Weights(
+            per_gpu_bytes=inputs.weights_memory_bytes or 0,
+            source="given (--weights-memory)" if inputs.weights_memory_bytes else "not needed (--kv-cache-memory)",
+            num_parameters=None,
+            notes=(f"no weight estimate: {exc.message}",),
+        )
+    per_gpu = est.weights_bytes_per_gpu + est.buffers_bytes_per_gpu
+    if inputs.weights_memory_bytes is not None:
+        return _Weights(per_gpu_bytes=inputs.weights_memory_bytes, source="given (--weights-memory)",
+                        num_parameters=est.num_parameters)  # fmt: skip
+    if exact is not None and inputs.dtype is None and inputs.quantization is None and est.weights_bytes:
+        # the checkpoint's exact bytes, split across GPUs in the estimate's proportions
+        share = round(est.weights_bytes_per_gpu * exact.total_bytes / est.weights_bytes)
+        return _Weights(
+            per_gpu_bytes=share + est.buffers_bytes_per_gpu,
+            source=exact.source,
+            num_parameters=est.num_parameters,
+            notes=(f"weights: {exact.total_bytes:,} B in the checkpoint, split over TP/PP as the "
+                   "config estimate splits them",),  # fmt: skip
+        )
+    return _Weights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
+                    notes=est.notes)  # fmt: skip
+
+
+def plan(
+    model: ModelShape,
+    inputs: PlanInputs,
+    *,
+    exact_weights: Any = None,
+    model_source: str = "",
+    with_suggestions: bool = True,
+) -> CapacityPlan:
+    """Plan ``model`` under ``inputs``. Pure: no I/O."""
+    engine = get_engine(inputs.engine)
+    gpu, memory = _gpu(inputs)
+    max_len = inputs.max_model_len or model.max_model_len
+    request = EngineRequest(
+        model=model,
+        kv_cache_dtype=inputs.kv_cache_dtype,
+        engine_version=inputs.engine_version,
+        max_model_len=max_len,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        pipeline_parallel_size=inputs.pipeline_parallel_size,
+        block_size=inputs.block_size,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs,
+        available_kv_bytes=0,
+        gpu_memory_bytes=memory,
+        gpu_name=gpu.device_name if gpu else None,
+        gpu_compute_capability=_capability(gpu),
+        extra=_engine_extra(inputs),
+    )
+    probe = engine.plan_kv_cache(request)  # the engine's defaults (batch size...) at zero memory
+    weights = _weights(model, inputs, exact_weights)
+    overhead = _overhead(model, inputs, gpu, probe)
+    util = inputs.gpu_memory_utilization
+    if util is None:
+        util = engine.default_gpu_memory_utilization(
+            inputs.engine_version, gpu_memory_bytes=memory, tensor_parallel_size=inputs.tensor_parallel_size
+        )
+    if inputs.kv_cache_memory_bytes is not None:
+        available = inputs.kv_cache_memory_bytes
+    else:
+        available = engine.available_kv_bytes(
+            total_memory_bytes=memory,
+            utilization=util,
+            weights_bytes=weights.per_gpu_bytes,
+            activation_bytes=overhead.activation_bytes,
+            non_torch_bytes=overhead.non_torch_bytes,
+            cudagraph_bytes=overhead.cudagraph_bytes,
+            version=inputs.engine_version,
+            tensor_parallel_size=inputs.tensor_parallel_size,
+        )
+    kv = engine.plan_kv_cache(replace(request, available_kv_bytes=max(0, available)))
+    result = _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source)
+    if with_suggestions and result.verdict not in ("ok",):
+        from kvcalc.suggest import suggestions
+
+        result = replace(result, suggestions=tuple(suggestions(model, inputs, result, exact_weights)))
+    return result
+
+
+def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
+    if gpu is None or not gpu.compute_capability or gpu.vendor.lower() != "nvidia":
+        return None
+    major, _, minor = gpu.compute_capability.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
+    """``--engine-option`` values, plus the target concurrency where an engine allocates per request
+    up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
+    total context of all slots)."""
+    extra = dict(inputs.engine_options)
+    target = inputs.target_concurrency
+    if inputs.engine in ("hf", "transformers") and target and "batch_size" not in extra:
+        extra["batch_size"] = target
+    if inputs.engine in ("llamacpp", "llama.cpp") and target and "n_seq_max" not in extra:
+        extra["n_seq_max"] = target
+        extra.setdefault("n_ctx", (inputs.max_model_len or 0) * target or None)
+        if extra["n_ctx"] is None:
+            del extra["n_ctx"]
+    return extra
+
+
+def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, probe: KvCachePlan) -> Overhead:
+    if inputs.kv_cache_memory_bytes is not None:
+        return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
+                        notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
+    tokens = inputs.max_num_batched_tokens or probe.max_num_batched_tokens or 2048
+    try:
+        return estimate_overhead(
+            model,
+            max_num_batched_tokens=tokens,
+            tensor_parallel_size=inputs.tensor_parallel_size,
+            enforce_eager=inputs.enforce_eager,
+            gpu=gpu,
+            max_num_seqs=inputs.max_num_seqs or probe.max_num_seqs,
+        )
+    except KvcalcError:
+        return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
+                        notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
+
+
+def _workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
+    """Expected concurrency for ``prompt_len + output_len`` tokens per request, with a shared prefix
+    counted once (prefix caching shares whole blocks of full-attention layers)."""
+    if inputs.prompt_len is None:
+        return None, None
+    tokens = min(max_len, inputs.prompt_len + (inputs.output_len or 0))
+    if not kv.groups or kv.num_blocks <= 0:
+        return tokens, 0.0
+    per_request = 0
+    shared = 0
+    for g in kv.groups:
+        need = _group_blocks(g, tokens, max_len)
+        per_request += need
+        if g.kind in ("full", "mla"):
+            shared += min(need, inputs.shared_prefix // g.block_size)
+    unique = per_request - shared
+    if unique <= 0:
+        return tokens, float(kv.num_blocks)
+    return tokens, max(0.0, (kv.num_blocks - shared) / unique)
+
+
+def _group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
+    """Blocks a request of ``tokens`` tokens takes in group ``g``; windowed and recurrent groups
+    need what they need at ``max_model_len`` at most (their need is capped)."""
+    if g.kind in ("full", "mla"):
+        return cdiv(tokens, g.block_size)
+    return min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1) if g.kind != "recurrent" else g.blocks_per_request
+
+
+def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source) -> CapacityPlan:
+    max_len = kv.max_model_len
+    workload_tokens, workload_conc = _workload(inputs, kv, max_len)
+    target = inputs.target_concurrency
+    conc = workload_conc if workload_conc is not None else kv.max_concurrency
+    need = target or 1
+    headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
+    headroom = int(kv.kv_cache_bytes * headroom_fraction) if conc > 0 else -kv.bytes_per_request
+    budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
+    used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
+    verdict, reason = _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
+    world = inputs.world_size
+    num_gpus = inputs.num_gpus or world
+    replicas = max(1, num_gpus // world)
+    return CapacityPlan(
+        model=model.name,
+        model_source=model_source,
+        engine=kv.engine,
+        engine_version=kv.engine_version,
+        gpu=gpu.name if gpu else None,
+        num_gpus=num_gpus,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        pipeline_parallel_size=inputs.pipeline_parallel_size,
+        data_parallel_replicas=replicas,
+        kv_cache_dtype=kv.kv_cache_dtype,
+        block_size=kv.block_size,
+        num_blocks=kv.num_blocks,
+        kv_cache_bytes=kv.kv_cache_bytes,
+        kv_cache_tokens=kv.kv_cache_tokens,
+        max_concurrency=kv.max_concurrency,
+        total_max_concurrency=kv.max_concurrency * replicas,
+        available_kv_bytes=available,
+        weights_bytes=weights.per_gpu_bytes,
+        weights_source=weights.source,
+        num_parameters=weights.num_parameters,
+        kv_bytes_per_token=kv.kv_bytes_per_token,
+        kv_bytes_per_request=kv.bytes_per_request,
+        max_model_len=max_len,
+        estimated_max_model_len=kv.estimated_max_model_len,
+        max_num_seqs=kv.max_num_seqs,
+        max_num_batched_tokens=kv.max_num_batched_tokens,
+        target_concurrency=target,
+        workload_tokens=workload_tokens,
+        workload_concurrency=workload_conc,
+        headroom_bytes=headroom,
+        headroom_fraction=headroom_fraction,
+        verdict=verdict,
+        verdict_reason=reason,
+        memory=MemoryBreakdown(
+            total_bytes=memory or 0,
+            budget_bytes=budget,
+            gpu_memory_utilization=util,
+            weights_bytes=weights.per_gpu_bytes,
+            activation_bytes=overhead.activation_bytes,
+            non_torch_bytes=overhead.non_torch_bytes,
+            cudagraph_bytes=overhead.cudagraph_bytes,
+            kv_cache_bytes=kv.kv_cache_bytes,
+            free_bytes=(memory - used) if memory else 0,
+        ),
+        groups=kv.groups,
+        log_lines=kv.log_lines,
+        notes=tuple(dict.fromkeys((*weights.notes, *overhead.notes, *kv.notes))),
+        inputs=inputs.to_dict(),
+    )
+
+
+def _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction) -> tuple[str, str]:
+    gib = 1 << 30
+    if inputs.kv_cache_memory_bytes is None and weights.per_gpu_bytes > budget:
+        return "weights-dont-fit", (
+            f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
+            f"{budget / gib:.2f} GiB"
+        )
+    if available <= 0:
+        return "wont-start", (
+            f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "
+            f"and {overhead.total_bytes / gib:.2f} GiB of activations and runtime overhead)"
+        )
+    if not kv.fits and kv.engine == "hf" and (kv.max_num_seqs or 1) > 1:
+        return "wont-start", (
+            f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
+            f"{kv.kv_cache_bytes / gib:.2f} GiB but {kv.available_kv_bytes / gib:.2f} GiB are available"
+        )
+    if not kv.fits:
+        longest = kv.estimated_max_model_len or 0
+        return "wont-start", (
+            f"one request of {kv.max_model_len:,} tokens needs {kv.bytes_per_request / gib:.2f} GiB of KV "
+            f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
+            f"{longest:,} tokens"
+        )
+    target = inputs.target_concurrency
+    if target is not None and conc < target:
+        return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
+    if headroom_fraction < inputs.tight_fraction:
+        return "tight", (
+            f"only {headroom_fraction:.0%} of the KV cache is left beyond "
+            f"{target or 1} request(s) (threshold {inputs.tight_fraction:.0%})"
+        )
+    return "ok", f"{conc:.2f} requests of {kv.max_model_len:,} tokens fit per engine"
+
+
+def plan_reference(
+    reference: str,
+    inputs: PlanInputs,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+) -> CapacityPlan:
+    """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it."""
+    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
+    exact = None
+    if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
+        exact = loaded.weights_metadata()
+    source = "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
+    return plan(loaded.shape, inputs, exact_weights=exact, model_source=source)
+
+
+_CACHE: dict[tuple, Any] = {}
+
+
+def resolve_model_cached(reference: str, *, revision=None, token=None, offline=None):
+    """``kvcalc.resolve.load_model``, memoised per process (``kvcalc check`` plans many deployments)."""
+    from kvcalc.resolve import load_model
+
+    key = (reference, revision, bool(token), offline)
+    if key not in _CACHE:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = load_model(reference, revision=revision, token=token, offline=offline)
+    return _CACHE[key]

@@ -1,0 +1,106 @@
+"""The ``kvcalc plan`` report: memory per GPU (table and bar), KV capacity, verdict, suggestions."""
+
+from __future__ import annotations
+
+from kvcalc.cli.console import stdout_console
+from kvcalc.render import fmt
+
+VERDICT_STYLE = {
+    "ok": "bold green",
+    "tight": "bold yellow",
+    "below-target": "bold red",
+    "wont-start": "bold red",
+    "weights-dont-fit": "bold red",
+}
+_BAR = (("weights", "W", "blue"), ("activation", "A", "magenta"), ("non_torch", "N", "cyan"),
+        ("cudagraph", "G", "yellow"), ("kv_cache", "K", "green"), ("free", ".", "dim"))  # fmt: skip
+BAR_WIDTH = 60
+
+
+def memory_bar(memory) -> str:
+    """One line of ``BAR_WIDTH`` cells, each part proportional to its bytes (rich markup)."""
+    total = max(memory.total_bytes, 1)
+    parts = []
+    used = 0
+    for key, char, style in _BAR:
+        value = max(0, getattr(memory, f"{key}_bytes"))
+        cells = round(value / total * BAR_WIDTH)
+        cells = min(cells, BAR_WIDTH - used)
+        used += cells
+        if cells:
+            parts.append(f"[{style}]{char * cells}[/]")
+    legend = "  ".join(f"[{style}]{char}[/] {key.replace('_', '-')}" for key, char, style in _BAR)
+    return "[" + "".join(parts) + " " * (BAR_WIDTH - used) + "]\n" + legend
+
+
+def render(result) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    par = f"TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}"
+    if result.data_parallel_replicas > 1:
+        par += f" × {result.data_parallel_replicas} replicas"
+    console.print(
+        f"[bold]{result.model}[/] on {result.num_gpus} × {result.gpu or fmt.size(result.memory.total_bytes)} "
+        f"({par}) with {result.engine} {result.engine_version}, max_model_len {result.max_model_len:,}, "
+        f"KV cache {result.kv_cache_dtype}"
+    )
+    m = result.memory
+    table = Table(title="Memory per GPU", title_justify="left")
+    table.add_column("part")
+    table.add_column("bytes", justify="right")
+    table.add_column("", justify="left")
+    util = f" (× {m.gpu_memory_utilization:g})" if m.gpu_memory_utilization else ""
+    rows = [
+        ("GPU total", m.total_bytes, ""),
+        (f"engine budget{util}", m.budget_bytes, ""),
+        ("weights", m.weights_bytes, result.weights_source),
+        ("activation peak", m.activation_bytes, "estimate"),
+        ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate"),
+        ("CUDA graphs", m.cudagraph_bytes, "estimate" if m.cudagraph_bytes else ""),
+        ("KV cache pool", m.kv_cache_bytes, f"{result.num_blocks:,} blocks"),
+        ("left free", m.free_bytes, ""),
+    ]
+    for name, value, note in rows:
+        table.add_row(name, fmt.size(value), note)
+    console.print(table)
+    if m.total_bytes:
+        console.print(memory_bar(m))
+    kv = Table(title="KV cache", title_justify="left", show_header=False)
+    kv.add_column("what")
+    kv.add_column("value", justify="right")
+    kv.add_row("available for KV per GPU", fmt.size(result.available_kv_bytes))
+    kv.add_row("KV per token (per GPU)", fmt.bytes_and_size(result.kv_bytes_per_token))
+    kv.add_row(f"KV per request at {result.max_model_len:,} tokens", fmt.size(result.kv_bytes_per_request))
+    kv.add_row("block size (tokens)", fmt.int_(result.block_size))
+    kv.add_row("blocks", fmt.int_(result.num_blocks))
+    kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
+    kv.add_row(f"max concurrency at {result.max_model_len:,} tokens", f"{result.max_concurrency:.2f}x")
+    if result.data_parallel_replicas > 1:
+        kv.add_row("… over all replicas", f"{result.total_max_concurrency:.2f}x")
+    if result.workload_concurrency is not None:
+        kv.add_row(f"concurrency for the workload ({result.workload_tokens:,} tokens)", f"{result.workload_concurrency:.2f}x")
+    if result.target_concurrency is not None:
+        kv.add_row("target concurrency", fmt.int_(result.target_concurrency))
+    kv.add_row("headroom", f"{fmt.size(result.headroom_bytes)} ({result.headroom_fraction:.0%})")
+    if result.throughput:
+        t = result.throughput
+        kv.add_row(
+            f"decode ceiling at {t.get('batch', 0):,} requests (upper bound)",
+            f"{t.get('tokens_per_s', 0):,.0f} tok/s",
+        )
+    console.print(kv)
+    if result.log_lines:
+        console.print(f"[bold]{result.engine} would print:[/]")
+        for line in result.log_lines:
+            console.print(f"  {line}", highlight=False, markup=False)
+    style = VERDICT_STYLE.get(result.verdict, "bold")
+    console.print(f"Verdict: [{style}]{result.verdict}[/] — {result.verdict_reason}")
+    if result.suggestions:
+        console.print("[bold]What would change it[/] (each planned):")
+        for s in result.suggestions:
+            console.print(f"  • {s.text}", highlight=False)
+    if result.notes:
+        console.print("[dim]Notes:[/]")
+        for note in result.notes:
+            console.print(f"  [dim]- {note}[/]", highlight=False)

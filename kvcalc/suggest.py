@@ -1,0 +1,94 @@
+"""Suggestions for a plan that is not ``ok``: each is a changed plan that was itself computed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+from kvcalc.model import ModelShape
+from kvcalc.plan_inputs import PlanInputs
+
+#: cache dtypes tried, per engine, as "the compact option"
+_COMPACT_KV = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llamacpp": "q8_0", "hf": None}
+
+
+def _try(model: ModelShape, inputs: PlanInputs, exact: Any, **change: Any):
+    from kvcalc.planning import plan
+
+    try:
+        return plan(model, replace(inputs, **change), exact_weights=exact, with_suggestions=False)
+    except KvcalcError:
+        return None
+
+
+def _make(text: str, change: dict[str, Any], result) -> Any:
+    from kvcalc.planning import Suggestion
+
+    return Suggestion(
+        text=text,
+        change=change,
+        verdict=result.verdict,
+        max_concurrency=result.max_concurrency,
+        kv_cache_tokens=result.kv_cache_tokens,
+        max_model_len=result.max_model_len,
+    )
+
+
+def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list:
+    """Changes worth making, best first; only those that improve on ``base``."""
+    out = []
+    verdict = base.verdict
+    compact = _COMPACT_KV.get(inputs.engine)
+    if compact and base.kv_cache_dtype not in ("fp8", "fp8_e5m2", "fp8_e4m3", "nvfp4", "int4", "q4_0"):
+        r = _try(model, inputs, exact, kv_cache_dtype=compact)
+        if r and r.max_concurrency > base.max_concurrency:
+            gain = f" ({r.max_concurrency / base.max_concurrency:.2f}× more)" if base.max_concurrency > 0 else ""
+            out.append(_make(f"--kv-cache-dtype {compact}: {r.max_concurrency:.2f}x concurrency, "
+                             f"{r.kv_cache_tokens:,} tokens{gain} → {r.verdict}", {"kv_cache_dtype": compact}, r))  # fmt: skip
+    if verdict == "wont-start" and base.estimated_max_model_len:
+        length = base.estimated_max_model_len
+        r = _try(model, inputs, exact, max_model_len=length)
+        if r:
+            out.append(_make(f"--max-model-len {length:,}: the longest request that fits "
+                             f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
+    if verdict == "below-target" and inputs.target_concurrency:
+        length = _length_for_concurrency(model, inputs, exact, inputs.target_concurrency)
+        if length:
+            r = _try(model, inputs, exact, max_model_len=length)
+            if r:
+                out.append(_make(f"--max-model-len {length:,} gives {r.max_concurrency:.2f}x → {r.verdict}",
+                                 {"max_model_len": length}, r))  # fmt: skip
+    tp = inputs.tensor_parallel_size * 2
+    r = _try(model, inputs, exact, tensor_parallel_size=tp, num_gpus=None)
+    if r and (r.max_concurrency > base.max_concurrency or (verdict == "weights-dont-fit" and r.verdict != verdict)):
+        out.append(_make(f"--tensor-parallel-size {tp} ({tp * inputs.pipeline_parallel_size} GPUs): "
+                         f"{r.max_concurrency:.2f}x concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
+    if verdict == "weights-dont-fit" and inputs.quantization is None:
+        r = _try(model, inputs, exact, quantization="fp8")
+        if r and r.verdict != verdict:
+            out.append(_make(f"--quantization fp8 (weights): {r.max_concurrency:.2f}x → {r.verdict}",
+                             {"quantization": "fp8"}, r))  # fmt: skip
+    util = base.memory.gpu_memory_utilization
+    if inputs.engine == "vllm" and util is not None and util < 0.95 and inputs.kv_cache_memory_bytes is None:
+        r = _try(model, inputs, exact, gpu_memory_utilization=0.95)
+        if r and r.max_concurrency > base.max_concurrency:
+            out.append(_make(f"--gpu-memory-utilization 0.95: {r.max_concurrency:.2f}x → {r.verdict}",
+                             {"gpu_memory_utilization": 0.95}, r))  # fmt: skip
+    return out
+
+
+def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, exact: Any, target: int) -> int | None:
+    """The longest max_model_len at which ``target`` requests fit (binary search on the planner)."""
+    lo, hi = 1, (inputs.max_model_len or model.max_model_len)
+    best = None
+    for _ in range(40):
+        if lo > hi:
+            break
+        mid = (lo + hi) // 2
+        r = _try(model, inputs, exact, max_model_len=mid)
+        if r is not None and r.max_concurrency >= target and r.verdict != "wont-start":
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
