@@ -292,14 +292,24 @@ def _group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
     return min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1) if g.kind != "recurrent" else g.blocks_per_request
 
 
+#: engines whose KV pool is sized by their settings rather than by the memory left
+_FIXED_POOL_ENGINES = ("llamacpp", "hf")
+
+
 def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source) -> CapacityPlan:
     max_len = kv.max_model_len
     workload_tokens, workload_conc = _workload(inputs, kv, max_len)
     target = inputs.target_concurrency
     conc = workload_conc if workload_conc is not None else kv.max_concurrency
     need = target or 1
-    headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
-    headroom = int(kv.kv_cache_bytes * headroom_fraction) if conc > 0 else -kv.bytes_per_request
+    if kv.engine in _FIXED_POOL_ENGINES:
+        # the pool is sized by the settings (slots × context, batch × length): headroom is memory
+        headroom = available - kv.kv_cache_bytes
+        headroom_fraction = headroom / available if available > 0 else -1.0
+    else:
+        # the engine fills its budget with blocks: headroom is concurrency beyond the target
+        headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
+        headroom = int(kv.kv_cache_bytes * headroom_fraction) if conc > 0 else -kv.bytes_per_request
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     verdict, reason = _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
@@ -353,9 +363,15 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
         ),
         groups=kv.groups,
         log_lines=kv.log_lines,
-        notes=tuple(dict.fromkeys((*weights.notes, *overhead.notes, *kv.notes))),
+        notes=tuple(dict.fromkeys((*weights.notes, *_overhead_notes(kv.engine, overhead), *kv.notes))),
         inputs=inputs.to_dict(),
     )
+
+
+def _overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
+    if engine == "vllm":
+        return overhead.notes
+    return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
 
 
 def _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction) -> tuple[str, str]:

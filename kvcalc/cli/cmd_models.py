@@ -22,3 +22,23 @@ def models(json_: JsonOpt = False) -> int:
     else:
         models_table(rows)
     return 0
+
+
+@app.command()
+def gpus(json_: JsonOpt = False) -> int:
+    """List the GPU catalog: memory as the driver reports it, bandwidth, dense TFLOP/s.
+
+    Example: kvcalc gpus
+    """
+    from kvcalc.gpus import list_gpus
+    from kvcalc.render import to_json
+    from kvcalc.render.tables import gpus_table
+
+    rows = list_gpus()
+    if json_:
+        from dataclasses import asdict
+
+        to_json.print_json([asdict(g) for g in rows])
+    else:
+        gpus_table(rows)
+    return 0

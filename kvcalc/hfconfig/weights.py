@@ -205,7 +205,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     mixers = tuple(_mixer(r, kind) for kind in kinds)
     attention = _attention(r, model_type, hidden) if "attention" in mixers else None
     mla = _mla(r) if "mla" in mixers else None
-    moe, moe_flags = _moe(r, model_type, num_layers, kinds)
+    moe, moe_flags = _moe(r, model_type, num_layers)
     ffns = _ffns(r, model_type, num_layers, moe_flags)
     mlp = _mlp(r, model_type) if "dense" in ffns else None
     tie = _tie(r, model_type, notes)
@@ -286,7 +286,7 @@ def _mla(r: ConfigReader) -> MlaWeights:
     )
 
 
-def _moe(r: ConfigReader, model_type: str, n: int, kinds: tuple[str, ...]) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         return None, (False,) * n
