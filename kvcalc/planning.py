@@ -125,17 +125,35 @@ def _gpu(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
     return gpu, memory
 
 
-def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
+_WEIGHTS_MEMO: dict[tuple, Any] = {}
+
+
+def _weight_estimate(model: ModelShape, inputs: PlanInputs):
+    """``kvcalc.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
     from kvcalc.weights import weight_bytes
 
+    key = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
+           inputs.tensor_parallel_size, inputs.pipeline_parallel_size)  # fmt: skip
     try:
-        est = weight_bytes(
+        hash(key)
+    except TypeError:
+        key = (id(model), *key[2:])
+    if key not in _WEIGHTS_MEMO:
+        if len(_WEIGHTS_MEMO) > 512:
+            _WEIGHTS_MEMO.clear()
+        _WEIGHTS_MEMO[key] = weight_bytes(
             model,
             dtype=inputs.dtype,
             quantization=inputs.quantization,
             tensor_parallel_size=inputs.tensor_parallel_size,
             pipeline_parallel_size=inputs.pipeline_parallel_size,
         )
+    return _WEIGHTS_MEMO[key]
+
+
+def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
+    try:
+        est = _weight_estimate(model, inputs)
     except KvcalcError as exc:
         if inputs.weights_memory_bytes is None and inputs.kv_cache_memory_bytes is None:
             raise
@@ -170,8 +188,13 @@ def plan(
     exact_weights: Any = None,
     model_source: str = "",
     with_suggestions: bool = True,
+    with_throughput: bool = False,
 ) -> CapacityPlan:
-    """Plan ``model`` under ``inputs``. Pure: no I/O."""
+    """Plan ``model`` under ``inputs``. Pure: no I/O.
+
+    ``with_throughput`` adds the decode-throughput ceiling at the plan's concurrency
+    (:func:`kvcalc.throughput.attach_throughput`; skipped when the GPU's bandwidth is unknown).
+    """
     engine = get_engine(inputs.engine)
     gpu, memory = _gpu(inputs)
     max_len = inputs.max_model_len or model.max_model_len
@@ -194,6 +217,11 @@ def plan(
     probe = engine.plan_kv_cache(request)  # the engine's defaults (batch size...) at zero memory
     weights = _weights(model, inputs, exact_weights)
     overhead = _overhead(model, inputs, gpu, probe)
+    if inputs.calibration and inputs.kv_cache_memory_bytes is None:  # `verify --record` corrections
+        from kvcalc.calibration import calibrate_overhead
+
+        overhead = calibrate_overhead(overhead, inputs.calibration, gpu_name=gpu.device_name if gpu else None,
+                                      total_memory_bytes=memory)  # fmt: skip
     util = inputs.gpu_memory_utilization
     if util is None:
         util = engine.default_gpu_memory_utilization(
@@ -218,6 +246,10 @@ def plan(
         from kvcalc.suggest import suggestions
 
         result = replace(result, suggestions=tuple(suggestions(model, inputs, result, exact_weights)))
+    if with_throughput:
+        from kvcalc.throughput import attach_throughput
+
+        result = attach_throughput(result, inputs, model)
     return result
 
 
@@ -416,6 +448,7 @@ def plan_reference(
     revision: str | None = None,
     token: str | None = None,
     offline: bool | None = None,
+    with_throughput: bool = False,
 ) -> CapacityPlan:
     """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it."""
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
@@ -423,7 +456,7 @@ def plan_reference(
     if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
         exact = loaded.weights_metadata()
     source = "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
-    return plan(loaded.shape, inputs, exact_weights=exact, model_source=source)
+    return plan(loaded.shape, inputs, exact_weights=exact, model_source=source, with_throughput=with_throughput)
 
 
 _CACHE: dict[tuple, Any] = {}

@@ -75,9 +75,9 @@ def plan(
     from kvcalc.planning import plan_reference
 
     reference, inputs = build_inputs(locals())
-    result = plan_reference(reference, inputs, revision=revision, token=token, offline=offline or None)
-    if not no_throughput:
-        result = _with_throughput(result, inputs)
+    result = plan_reference(
+        reference, inputs, revision=revision, token=token, offline=offline or None, with_throughput=not no_throughput
+    )
     if json_:
         from kvcalc.render import to_json
 
@@ -87,11 +87,3 @@ def plan(
 
         plan_view.render(result)
     return 0 if result.passed else 1
-
-
-def _with_throughput(result, inputs):
-    try:
-        from kvcalc.throughput import attach_throughput
-    except ModuleNotFoundError:
-        return result
-    return attach_throughput(result, inputs)

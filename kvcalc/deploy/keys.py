@@ -31,7 +31,7 @@ ENGINE_ALIASES = ("llama.cpp", "transformers", "tensorrt-llm")
 WEIGHT_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float", "bf16", "fp16", "fp32")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 HUMAN_INT_PATTERN = r"^\s*\d+(\.\d+)?[kmgt]\s*$|^\s*\d+[KMGT]\s*$|^\s*\d+\s*$"
-SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?\s*$"
+SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?[bB]|[bB])?\s*$"
 PERCENT_PATTERN = r"^\s*\d+(\.\d+)?\s*%\s*$"
 
 
@@ -213,8 +213,10 @@ def _size(value: Any, key: Key) -> int:
     try:
         size = parse_size(value, bare_unit="gib", what=key.name)
     except InputError as exc:
-        raise BadValue(exc.message.removeprefix(f"{key.name}: ")
-                       + (f" ({exc.hint})" if exc.hint else "")) from None
+        if "too large" in exc.message:
+            raise BadValue(f"{describe(value)} is too large") from None
+        raise BadValue(f"cannot read {describe(value)} as a size: write 80GB (10^9 bytes), "
+                       "79.2GiB (2^30 bytes) or a bare number of GiB") from None
     if key.minimum is not None and size < key.minimum:
         raise BadValue(f"must be more than 0, got {describe(value)}")
     return size
@@ -259,9 +261,9 @@ def _cache_dtype(value: Any, key: Key) -> str:
     try:
         parse_cache_dtype(text)
     except InputError:
-        names = ("auto", *CACHE_DTYPES, *ALIASES)
-        raise BadValue(f"unknown kv_cache_dtype {text!r}" + suggest(text.lower(), names)
-                       + f" (choose from: auto, {', '.join(CACHE_DTYPES)})") from None
+        close = suggest(text.lower(), ("auto", *CACHE_DTYPES, *ALIASES))
+        raise BadValue(f"unknown kv_cache_dtype {text!r}"
+                       + (close or f" (choose from: auto, {', '.join(CACHE_DTYPES)})")) from None
     return text
 
 

@@ -29,6 +29,7 @@ MAX_DEPTH = 32
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,17 @@ class _Builder:
     def scalar(self, event: Any) -> Node:
         import yaml
 
-        line, column = _at(event.start_mark)
+        mark = event.start_mark
+        line, column = mark.line + 1, mark.column + 1
         self.count(1, line, column)
         tag = event.tag
         if tag is None or tag == "!":
             tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == _STR:  # the common case, as SafeConstructor reads it
+            result = Node("scalar", event.value, line, column)
+            if event.anchor is not None:
+                self.anchors[event.anchor] = result
+            return result
         if tag == _MERGE:
             return Node("merge", "<<", line, column)
         constructor = self.loader.yaml_constructors.get(tag)
@@ -221,25 +228,28 @@ def read_yaml(text: str) -> tuple[Node | None, list[YamlProblem]]:
     root: Node | None = None
     documents = 0
     try:
-        while loader.check_event():
+        while True:
             event = loader.get_event()
-            if isinstance(event, yaml.DocumentStartEvent):
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                root = builder.add(builder.scalar(event)) or root
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                root = builder.add(builder.end()) or root
+            elif kind is yaml.MappingStartEvent:
+                builder.start(event, "map")
+            elif kind is yaml.SequenceStartEvent:
+                builder.start(event, "seq")
+            elif kind is yaml.AliasEvent:
+                root = builder.add(builder.alias(event)) or root
+            elif kind is yaml.DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     line, column = _at(event.start_mark)
                     builder.problem(line, column, "a second YAML document (---): put several "
                                     "deployments in one `deployments:` list instead")
                     break
-            elif isinstance(event, yaml.ScalarEvent):
-                root = builder.add(builder.scalar(event)) or root
-            elif isinstance(event, yaml.AliasEvent):
-                root = builder.add(builder.alias(event)) or root
-            elif isinstance(event, yaml.MappingStartEvent):
-                builder.start(event, "map")
-            elif isinstance(event, yaml.SequenceStartEvent):
-                builder.start(event, "seq")
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                root = builder.add(builder.end()) or root
+            elif event is None or kind is yaml.StreamEndEvent:
+                break
     except _Fatal as fatal:
         return None, [*builder.problems, fatal.problem]
     except yaml.YAMLError as exc:
@@ -260,5 +270,8 @@ def _syntax_problem(exc: Any, text: str) -> YamlProblem:
         line, column = 1, 1
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None and context_mark is not mark:
+        context += f" that starts at line {context_mark.line + 1}"
     message = f"YAML syntax error: {problem}" + (f" ({context})" if context else "")
     return YamlProblem(line, column, message)

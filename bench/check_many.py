@@ -1,0 +1,95 @@
+"""How fast ``kvcalc check`` gets through a big deployment file: deployments per second.
+
+Writes one file of ``--count`` deployments (default 1,000) of bundled models — varied models,
+GPUs, context lengths, cache dtypes and requirements, so that most plans differ — then times
+:func:`kvcalc.deploy.check_paths` on it in this process after start-up (imports and a first
+small check are done first, so the figure is the check itself), and the whole CLI in a fresh
+interpreter for comparison. Each model's config is parsed once per process; a plan is arithmetic.
+
+    python bench/check_many.py [--count 1000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = ("llama-3.1-8b", "qwen3-8b", "mistral-7b-v0.1", "gemma-3-1b-it", "qwen2.5-7b",
+          "llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-20b")  # fmt: skip
+GPUS = ("H100-80GB", "A100-80GB", "L40S", "H200", "RTX-4090")
+LENGTHS = (4096, 8192, 16384, 32768)
+DTYPES = ("auto", "fp8")
+
+
+def write_file(path: Path, count: int) -> None:
+    combos = itertools.cycle(itertools.product(MODELS, GPUS, LENGTHS, DTYPES))
+    lines = ["deployments:"]
+    for i, (model, gpu, length, dtype) in zip(range(count), combos):
+        tp = 2 if "70b" in model else 1
+        lines += [
+            f"  - name: d{i}",
+            f"    model: {model}",
+            f"    gpu: {gpu}",
+            f"    tensor_parallel_size: {tp}",
+            f"    max_model_len: {length}",
+            f"    kv_cache_dtype: {dtype}",
+            f"    max_num_seqs: {16 + i % 7 * 8}",
+            "    requirements:",
+            f"      min_concurrency: {1 + i % 5}",
+            "      allow_verdicts: [ok, tight, below-target]",
+        ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=5)
+    ns = parser.parse_args()
+
+    from kvcalc.deploy import check_paths
+    from kvcalc.deploy.run import read_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "many.yaml"
+        write_file(path, ns.count)
+        warm = Path(tmp) / "warm.yaml"
+        warm.write_text("model: llama-3.1-8b\ngpu: H100-80GB\n", encoding="utf-8")
+        check_paths([str(warm)])  # start-up: imports, GPU catalog
+
+        parse, whole = [], []
+        for _ in range(ns.runs):
+            start = time.perf_counter()
+            deployments, problems = read_file(str(path))
+            parse.append(time.perf_counter() - start)
+            assert not problems, problems[:3]
+            start = time.perf_counter()
+            report = check_paths([str(path)])
+            whole.append(time.perf_counter() - start)
+            assert not report.problems, report.problems[:3]
+        p, w = statistics.median(parse), statistics.median(whole)
+        passed = sum(r.passed for r in report.results)
+        print(f"{ns.count} deployments ({len({r.plan.model for r in report.results})} models, "
+              f"{passed} pass), median of {ns.runs} runs after start-up:")
+        print(f"  read + validate  {p * 1000:8.1f} ms")
+        print(f"  whole check      {w * 1000:8.1f} ms   {ns.count / w:,.0f} deployments/s")
+
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "kvcalc", "check", str(path), "--format", "json"],
+                              cwd=ROOT, capture_output=True)
+        cli = time.perf_counter() - start
+        print(f"  CLI, fresh interpreter (start-up included, JSON out) {cli * 1000:8.1f} ms "
+              f"(exit {done.returncode})")
+
+
+if __name__ == "__main__":
+    main()

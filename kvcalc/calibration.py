@@ -1,0 +1,154 @@
+"""Calibration records: ``kvcalc verify --record FILE`` writes them, ``plan --calibration FILE`` reads them.
+
+A record is one JSON object per line (JSON Lines), appended, never rewritten::
+
+    {"kind": "kvcalc-verify", "version": 1, "date": "2026-01-01T12:00:00+00:00",
+     "check": "fill", "gpu_name": "NVIDIA H100 80GB HBM3", "total_memory_bytes": 85029158912,
+     "model": "meta-llama/Llama-3.1-8B", "engine": "vllm", ...,
+     "predicted_overhead_bytes": 3221225472, "measured_overhead_bytes": 3355443200,
+     "predicted_num_blocks": 30123, "measured_num_blocks": 30059, "bytes_per_block": 2097152}
+
+Only ``--fill`` records carry overhead figures (the layout check has no budget). For a GPU, the
+correction is the median over its records of ``measured − predicted`` overhead, where the measured
+overhead is the one that explains the blocks really allocatable: ``predicted + (planned −
+allocatable) · bytes_per_block``. :func:`calibrate_overhead` adds it to the non-torch part of the
+overhead estimate. Pure apart from reading and appending the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+
+RECORD_KIND = "kvcalc-verify"
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The overhead correction for one GPU."""
+
+    gpu_name: str
+    num_records: int
+    #: add to the predicted overhead (may be negative)
+    extra_overhead_bytes: int
+    source: str
+
+
+def make_record(result: Any, *, date: datetime | None = None) -> dict[str, Any]:
+    """One record from a :class:`~kvcalc.verify.result.VerifyResult`."""
+    from kvcalc import __version__
+
+    fill = result.fill
+    return {
+        "kind": RECORD_KIND,
+        "version": RECORD_VERSION,
+        "date": (date or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
+        "check": result.check,
+        "gpu_name": result.device_name,
+        "device": result.device,
+        "total_memory_bytes": result.total_device_memory_bytes,
+        "model": result.model,
+        "engine": result.engine,
+        "engine_version": result.engine_version,
+        "kv_cache_dtype": result.kv_cache_dtype,
+        "tensor_parallel_size": result.tensor_parallel_size,
+        "predicted_bytes": result.predicted_bytes,
+        "measured_bytes": result.measured_bytes,
+        "relative_error": result.relative_error,
+        "predicted_overhead_bytes": fill.predicted_overhead_bytes if fill else None,
+        "measured_overhead_bytes": fill.measured_overhead_bytes if fill else None,
+        "measured_non_torch_bytes": fill.measured_non_torch_bytes if fill else None,
+        "predicted_num_blocks": fill.planned_num_blocks if fill else result.num_blocks,
+        "measured_num_blocks": fill.allocatable_num_blocks if fill else result.num_blocks,
+        "bytes_per_block": fill.bytes_per_block if fill else None,
+        "passed": result.passed,
+        "torch_version": result.torch_version,
+        "kvcalc_version": __version__,
+    }
+
+
+def append_record(path: str | Path, record: dict[str, Any]) -> None:
+    target = Path(path).expanduser()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=False) + "\n")
+    except OSError as exc:
+        raise KvcalcError(f"cannot append to {target}: {exc.strerror}", code="record-unwritable") from None
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    source = Path(path).expanduser()
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise KvcalcError(f"cannot read calibration file {source}: {exc.strerror}",
+                          hint="write one with: kvcalc verify MODEL --fill --record FILE",
+                          code="calibration-not-found") from None  # fmt: skip
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise KvcalcError(f"{source}:{number}: not a JSON object", code="calibration-invalid") from None
+        if not isinstance(record, dict) or record.get("kind") != RECORD_KIND:
+            raise KvcalcError(f"{source}:{number}: not a kvcalc verify record", code="calibration-invalid")
+        records.append(record)
+    return records
+
+
+def _key(name: str | None) -> str:
+    return re.sub(r"[\s_]+", "-", str(name or "").strip().lower())
+
+
+def _same_gpu(record: dict[str, Any], gpu_name: str | None, total_memory_bytes: int | None) -> bool:
+    if gpu_name:
+        if _key(record.get("gpu_name")) == _key(gpu_name):
+            return True
+        from kvcalc.errors import InputError
+        from kvcalc.gpus import get_gpu
+
+        try:
+            return get_gpu(str(record.get("gpu_name"))).name == get_gpu(gpu_name).name
+        except InputError:
+            return False
+    return total_memory_bytes is not None and record.get("total_memory_bytes") == total_memory_bytes
+
+
+def load_calibration(
+    path: str | Path, gpu_name: str | None, total_memory_bytes: int | None = None
+) -> Calibration | None:
+    """The correction for ``gpu_name`` (or, without a name, a card of ``total_memory_bytes``)."""
+    usable = [
+        r for r in read_records(path)
+        if isinstance(r.get("predicted_overhead_bytes"), int)
+        and isinstance(r.get("measured_overhead_bytes"), int)
+        and _same_gpu(r, gpu_name, total_memory_bytes)
+    ]  # fmt: skip
+    if not usable:
+        return None
+    extra = statistics.median_low(r["measured_overhead_bytes"] - r["predicted_overhead_bytes"] for r in usable)
+    return Calibration(gpu_name=str(usable[0].get("gpu_name")), num_records=len(usable),
+                       extra_overhead_bytes=int(extra), source=str(path))  # fmt: skip
+
+
+def calibrate_overhead(overhead: Any, path: str, *, gpu_name: str | None, total_memory_bytes: int | None) -> Any:
+    """``overhead`` (:class:`kvcalc.overhead.Overhead`) corrected by the records in ``path``."""
+    found = load_calibration(path, gpu_name, total_memory_bytes)
+    if found is None:
+        what = gpu_name or (f"a {total_memory_bytes:,} B GPU" if total_memory_bytes else "this GPU")
+        return replace(overhead, notes=(*overhead.notes, f"calibration: no --fill record for {what} in {path}"))
+    non_torch = max(0, overhead.non_torch_bytes + found.extra_overhead_bytes)
+    note = (f"calibration: {found.extra_overhead_bytes / (1 << 20):+,.0f} MiB overhead from "
+            f"{found.num_records} verify --fill record(s) for {found.gpu_name} in {path}")  # fmt: skip
+    return replace(overhead, non_torch_bytes=non_torch, notes=(*overhead.notes, note))

@@ -1,0 +1,155 @@
+"""``kvcalc check`` (deployment files in CI) and ``kvcalc schema`` (their JSON Schema)."""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli.app import app
+from kvcalc.cli.options import OUTPUT_PANEL, OfflineOpt, TokenOpt
+from kvcalc.errors import ExitCode, InputError
+
+CHECK_EXIT_HELP = (
+    "Exit status: 0 every deployment passes; 1 at least one fails its requirements or would not "
+    "start (0 with --exit-zero); 2 the check could not run (unreadable or invalid file, unknown "
+    "model or GPU), each problem printed as file:line:column: message."
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+
+
+def _fail_on(values: list[str] | None) -> tuple[str, ...]:
+    from kvcalc.deploy.keys import ALLOWABLE_VERDICTS
+
+    out = []
+    for value in values or ():
+        for item in value.split(","):
+            item = item.strip()
+            if item not in ALLOWABLE_VERDICTS:
+                raise InputError(f"--fail-on: unknown verdict {item!r}",
+                                 hint="choose from: " + ", ".join(ALLOWABLE_VERDICTS),
+                                 code="usage")
+            out.append(item)
+    return tuple(out)
+
+
+@app.command(epilog=CHECK_EXIT_HELP)
+def check(
+    paths: Annotated[
+        list[str],
+        typer.Argument(help="Deployment files, folders (their *.yaml, *.yml) or globs "
+                       "('deploy/**/*.yaml').", show_default=False),
+    ],
+    *,
+    output_format: Annotated[
+        Format,
+        typer.Option("--format", "-f", help="table (the default, terminal or not), json, markdown "
+                     "(for $GITHUB_STEP_SUMMARY) or github (workflow annotations).",
+                     rich_help_panel=OUTPUT_PANEL),
+    ] = Format.table,
+    fail_on: Annotated[
+        Optional[list[str]],
+        typer.Option("--fail-on", help="Also fail on this verdict (tight or below-target) even "
+                     "where a file allows it; repeatable.", rich_help_panel=OUTPUT_PANEL,
+                     show_default=False),
+    ] = None,
+    exit_zero: Annotated[
+        bool,
+        typer.Option("--exit-zero", help="Exit 0 even when deployments fail (report-only runs); "
+                     "a check that cannot run still exits 2.", rich_help_panel=OUTPUT_PANEL),
+    ] = False,
+    token: TokenOpt = None,
+    offline: OfflineOpt = False,
+) -> int:
+    """Check deployment files: plan every deployment and judge it against its requirements.
+
+    A file holds one deployment or a list under `deployments:` (format: `kvcalc schema`).
+
+    Keys follow `kvcalc plan` and vLLM; `command: vllm serve ...` is read too.
+
+    Every problem in every file is reported at once, as file:line:column: message.
+
+    Example: kvcalc check deploy/*.yaml --format github
+    """
+    from kvcalc.deploy.run import check_paths
+    from kvcalc.render import check_view, to_json
+
+    fail_on_verdicts = _fail_on(fail_on)
+    report = check_paths(paths, fail_on=fail_on_verdicts, token=token, offline=offline or None)
+    fmt = output_format.value
+    if report.problems:
+        return _report_problems(report, fmt)
+    if fmt == "json":
+        to_json.print_json([r.to_dict() for r in report.results])
+    elif fmt == "markdown":
+        _write(check_view.markdown(report))
+    elif fmt == "github":
+        _write(check_view.github(report))
+        _step_summary(check_view.markdown(report))
+    else:
+        check_view.render_table(report)
+    return int(report.exit_code(exit_zero=exit_zero))
+
+
+def _write(text: str) -> None:
+    from kvcalc.cli import console
+
+    console.out(text.rstrip("\n"))
+
+
+def _step_summary(text: str) -> None:
+    """With ``--format github`` inside Actions, also append the Markdown report to the job summary."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as exc:
+        from kvcalc.cli import console
+
+        console.err(f"warning: cannot append to $GITHUB_STEP_SUMMARY: {exc.strerror or exc}")
+
+
+def _report_problems(report, fmt: str) -> int:
+    from kvcalc.cli import console
+    from kvcalc.errors import KvcalcError
+    from kvcalc.render import check_view
+
+    if fmt == "github":
+        _write(check_view.github(report))
+        _step_summary(check_view.markdown(report))
+    elif fmt == "markdown":
+        _write(check_view.markdown(report))
+    for line in check_view.problem_lines(report):
+        console.err(line)
+    n = len(report.problems)
+    console.print_error(KvcalcError(
+        f"{n} problem{'s' if n != 1 else ''} in the deployment files; the check could not run",
+        hint="fix the lines above; `kvcalc schema` prints the file format",
+        code="invalid-deployment",
+    ))
+    return int(ExitCode.ERROR)
+
+
+@app.command()
+def schema() -> int:
+    """Print the JSON Schema of deployment files (for editors and other validators).
+
+    Example: kvcalc schema > deployment.schema.json
+    """
+    import json
+
+    from kvcalc.cli import console
+    from kvcalc.deploy.schema import build_schema
+
+    console.out(json.dumps(build_schema(), indent=2, ensure_ascii=False))
+    return 0

@@ -1,0 +1,217 @@
+"""Models side by side: KV bytes per token and per request, weights, and how many requests fit.
+
+:func:`compare` is pure: model shapes in, a frozen :class:`Comparison` out. With a GPU every model
+is planned (:func:`kvcalc.planning.plan`, suggestions off) and the engine's own figures are shown;
+without one, the layout's bytes (per tensor-parallel rank) and the config-estimated weights. A
+model that does not fit is a row that says so, not an error.
+
+:func:`attention_variants` builds, from one model's dimensions, the same model with MHA
+(``kv_heads = heads``), its own GQA, MQA (``kv_heads = 1``) and MLA (one latent of
+``kv_lora_rank 512 + rope 64`` per token per layer) as :class:`~kvcalc.model.ModelShape` copies with
+replaced layouts and attention weights. Worked example (Llama-3.1-8B, bf16, per token):
+MHA 2·32·32·128·2 = 524,288 B; GQA 2·32·8·128·2 = 131,072 B; MQA 2·32·1·128·2 = 16,384 B;
+MLA 32·(512 + 64)·2 = 36,864 B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from kvcalc.errors import InputError, KvcalcError
+from kvcalc.layouts import FullAttention, MLALatent
+from kvcalc.model import ModelShape
+from kvcalc.plan_inputs import PlanInputs
+
+#: the MLA variant's latent: DeepSeek-V2/V3's sizes
+MLA_KV_LORA_RANK = 512
+MLA_ROPE_DIM = 64
+_FAILED = ("wont-start", "weights-dont-fit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareEntry:
+    """One column of the comparison: a label, a model, and its checkpoint's exact bytes if known."""
+
+    label: str
+    model: ModelShape
+    exact_weights: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRow:
+    label: str
+    model: str
+    attention: str
+    num_layers: int
+    #: KV heads of the attention layers (``"8"``, ``"8/4"`` when they differ, ``"latent 576"``)
+    kv_heads: str
+    #: per GPU (per tensor-parallel rank), as the engine stores it when planned
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    weights_bytes: int | None
+    num_parameters: int | None
+    #: None without a GPU
+    max_concurrency: float | None
+    kv_cache_tokens: int | None
+    fits: bool | None
+    verdict: str | None
+    #: "fits", "doesn't fit" or "no GPU given"
+    status: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """The answer of ``kvcalc compare``. Field names are the ``--json`` keys."""
+
+    max_model_len: int
+    gpu: str | None
+    gpu_memory_bytes: int | None
+    engine: str
+    kv_cache_dtype: str
+    tensor_parallel_size: int
+    rows: tuple[CompareRow, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kv_heads_text(model: ModelShape) -> str:
+    mla = [layer for layer in model.layers if layer.kind == "mla"]
+    if mla:
+        return f"latent {mla[0].latent_dim}"
+    heads = sorted({layer.num_kv_heads for layer in model.layers if layer.kind in ("full", "sliding", "chunked")},
+                   reverse=True)  # fmt: skip
+    return "/".join(str(h) for h in heads) or "-"
+
+
+def _no_gpu_row(entry: CompareEntry, length: int, kv_cache_dtype: str, tp: int) -> CompareRow:
+    from kvcalc.dtypes import parse_cache_dtype
+    from kvcalc.weights import weight_bytes
+
+    model = entry.model
+    rank = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype)).per_rank(tp)
+    try:
+        w = weight_bytes(model, tensor_parallel_size=tp)
+        weights, params = w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu, w.num_parameters
+    except KvcalcError:
+        weights = params = None
+    return CompareRow(
+        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_bytes_per_token=rank.bytes_per_token,
+        kv_bytes_per_request=rank.bytes_for(length), weights_bytes=weights, num_parameters=params,
+        max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status="no GPU given",
+    )  # fmt: skip
+
+
+def _planned_row(entry: CompareEntry, inputs: PlanInputs) -> CompareRow:
+    from kvcalc.planning import plan
+
+    model = entry.model
+    r = plan(model, inputs, exact_weights=entry.exact_weights, with_suggestions=False)
+    fits = r.verdict not in _FAILED
+    return CompareRow(
+        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_bytes_per_token=r.kv_bytes_per_token,
+        kv_bytes_per_request=r.kv_bytes_per_request, weights_bytes=r.weights_bytes,
+        num_parameters=r.num_parameters,
+        max_concurrency=r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0,
+        kv_cache_tokens=r.kv_cache_tokens if fits else 0, fits=fits, verdict=r.verdict,
+        status="fits" if fits else "doesn't fit", reason="" if fits else r.verdict_reason,
+    )  # fmt: skip
+
+
+def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_model_len: int,
+            kv_cache_dtype: str = "auto", engine: str = "vllm", tensor_parallel_size: int = 1) -> Comparison:  # fmt: skip
+    """Every entry at ``max_model_len`` tokens per request; planned on ``inputs``' GPU if given (pure)."""
+    if not entries:
+        raise InputError("no models to compare", hint="kvcalc compare MODEL MODEL ... (see `kvcalc models`)",
+                         code="missing-model")  # fmt: skip
+    base = replace(inputs, max_model_len=max_model_len) if inputs is not None else None
+    rows, notes = [], []
+    for entry in entries:
+        if base is None:
+            rows.append(_no_gpu_row(entry, max_model_len, kv_cache_dtype, tensor_parallel_size))
+        else:
+            rows.append(_planned_row(entry, base))
+        if max_model_len > entry.model.max_model_len:
+            notes.append(f"{entry.label}: {max_model_len:,} tokens exceed its max_model_len "
+                         f"{entry.model.max_model_len:,} (vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")  # fmt: skip
+    src = base
+    return Comparison(
+        max_model_len=max_model_len, gpu=src.gpu if src else None,
+        gpu_memory_bytes=src.gpu_memory_bytes if src else None, engine=src.engine if src else engine,
+        kv_cache_dtype=src.kv_cache_dtype if src else kv_cache_dtype,
+        tensor_parallel_size=src.tensor_parallel_size if src else tensor_parallel_size,
+        rows=tuple(rows), notes=tuple(notes),
+    )  # fmt: skip
+
+
+# -- attention variants ---------------------------------------------------------------------------
+def _with_kv_heads(model: ModelShape, kv_heads: int, tag: str) -> ModelShape:
+    layers = tuple(replace(layer, kv_heads=kv_heads) if isinstance(layer, FullAttention) else layer
+                   for layer in model.layers)  # fmt: skip
+    weights = model.weights
+    if weights is not None and getattr(weights, "attention", None) is not None:
+        weights = replace(weights, attention=replace(weights.attention, num_kv_heads=kv_heads))
+    return replace(model, name=f"{model.name} [{tag}]", layers=layers, weights=weights)
+
+
+def _with_mla(model: ModelShape, head_dim: int) -> ModelShape:
+    from kvcalc.hfconfig.weights import MlaWeights
+
+    heads = model.num_attention_heads
+    def latent(layer):
+        return MLALatent(dtype=layer.dtype, kv_lora_rank=MLA_KV_LORA_RANK, rope_dim=MLA_ROPE_DIM,
+                         num_heads=heads, qk_nope_dim=head_dim, v_head_dim=head_dim)  # fmt: skip
+
+    layers = tuple(latent(layer) if isinstance(layer, FullAttention) else layer for layer in model.layers)
+    weights = model.weights
+    if weights is not None and getattr(weights, "attention", None) is not None:
+        mla = MlaWeights(num_heads=heads, q_lora_rank=0, kv_lora_rank=MLA_KV_LORA_RANK,
+                         qk_nope_head_dim=head_dim, qk_rope_head_dim=MLA_ROPE_DIM, v_head_dim=head_dim)  # fmt: skip
+        mixers = tuple("mla" if m == "attention" else m for m in weights.mixers)
+        weights = replace(weights, mixers=mixers, attention=None, mla=mla, rotary_dim=MLA_ROPE_DIM)
+    return replace(model, name=f"{model.name} [MLA]", layers=layers, weights=weights)
+
+
+def attention_variants(model: ModelShape) -> tuple[CompareEntry, ...]:
+    """MHA, the model's own GQA, MQA and MLA from one model's dimensions (pure)."""
+    attn = [layer for layer in model.layers if isinstance(layer, FullAttention)]
+    if not attn or model.is_mla:
+        raise InputError(f"{model.name} has no standard attention layers to vary ({model.attention_kind})",
+                         hint="--attention-variants takes an MHA/GQA/MQA model such as llama-3.1-8b",
+                         code="unsupported-model")  # fmt: skip
+    heads = model.num_attention_heads
+    own = kv_heads_text(model)
+    head_dim = max(layer.head_dim_k for layer in attn)
+    sliding = any(layer.window is not None for layer in attn)
+    mla_note = " (windows dropped)" if sliding else ""
+    return (
+        CompareEntry(label=f"MHA (kv={heads})", model=_with_kv_heads(model, heads, "MHA")),
+        CompareEntry(label=f"{model.attention_kind.split(',')[0]} (kv={own}, as published)", model=model),
+        CompareEntry(label="MQA (kv=1)", model=_with_kv_heads(model, 1, "MQA")),
+        CompareEntry(label=f"MLA ({MLA_KV_LORA_RANK}+{MLA_ROPE_DIM}){mla_note}", model=_with_mla(model, head_dim)),
+    )
+
+
+def compare_references(references: Sequence[str], inputs: PlanInputs | None, *, max_model_len: int,
+                       attention_variants_of: bool = False, revision=None, token=None, offline=None,
+                       **kwargs: Any) -> Comparison:  # fmt: skip
+    """Resolve each reference (bundled, path or Hub id) and :func:`compare` them."""
+    from kvcalc.planning import resolve_model_cached
+
+    entries: list[CompareEntry] = []
+    for ref in references:
+        loaded = resolve_model_cached(ref, revision=revision, token=token, offline=offline)
+        exact = None
+        if loaded.source != "bundled" and inputs is not None and inputs.weights_memory_bytes is None:
+            exact = loaded.weights_metadata()
+        if attention_variants_of:
+            entries += attention_variants(loaded.shape)
+        else:
+            entries.append(CompareEntry(label=ref, model=loaded.shape, exact_weights=exact))
+    return compare(entries, inputs, max_model_len=max_model_len, **kwargs)

@@ -1,0 +1,313 @@
+"""Capacity curves: maximum concurrency and token capacity as a function of context length.
+
+The work is split so that a sweep stays cheap. :func:`curve_basis` plans once per
+(model, GPU, engine, KV dtype) with :func:`kvcalc.planning.plan` (suggestions off) at the longest
+length asked for; that plan fixes the KV bytes the engine has, the block pool and the KV-cache
+groups, none of which depend on the context length (the pool is sized from memory alone). Each
+length is then priced by :func:`curve_point` with the engine's block arithmetic:
+
+- full and MLA groups need ``cdiv(L, block)`` blocks per request; a sliding group
+  ``min(cap, cdiv(L, block) + 1)``; a chunked group ``min(cap, cdiv(L, block))``, where ``cap`` is
+  what the group needs at the longest length (vLLM: ``cdiv(min(W − 1 + in_flight, L), block) + 1``);
+  recurrent groups a constant;
+- ``max_concurrency = num_blocks / Σ blocks per request``; the effective token capacity is
+  ``floor(concurrency · L)`` (vLLM's merged "GPU KV cache size" line); one request fits when
+  ``page · Σ blocks ≤ fit budget`` (vLLM ≥ 0.33 holds the null block back).
+
+The basis checks that arithmetic against the engine's plan at the reference length (and, for
+capped groups, at 1,024 tokens too); where they disagree (an
+engine or layout it does not cover), every point is planned in full instead (exact, slower).
+Engines that allocate per request up front (llama.cpp slots, transformers' cache) are always
+planned per length; for llama.cpp the concurrency is the number of ``L``-token slots the KV
+memory holds (``available / one slot's bytes``: ``-np N -c N·L``).
+
+Worked example (Qwen3-1.7B, vLLM, H200): 70,439 blocks of 16 tokens; at 4,096 tokens a request
+needs 256 blocks → 275.15x, at 32,768 tokens 2,048 blocks → 34.39x.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from kvcalc.engines.base import KvCacheGroup
+from kvcalc.model import ModelShape
+from kvcalc.plan_inputs import PlanInputs
+from kvcalc.units import cdiv
+
+#: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
+_POOLED_ENGINES = ("vllm", "sglang", "trtllm")
+#: fewer series than this make no sense; more than this make an unreadable chart
+MAX_SERIES = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveBasis:
+    """What a (model, GPU, engine, KV dtype) contributes to every length."""
+
+    label: str
+    engine: str
+    engine_version: str
+    kv_cache_dtype: str
+    available_kv_bytes: int
+    num_blocks: int
+    #: bytes one block takes in all layers of its group (the widest stage)
+    bytes_per_block: int
+    #: vLLM: what ``bytes_per_block × blocks`` is checked against; None: fits when a block pool
+    #: holds one request (SGLang, TensorRT-LLM)
+    fit_budget_bytes: int | None
+    groups: tuple[KvCacheGroup, ...]
+    reference_len_tokens: int
+    kv_bytes_per_token: int
+    max_num_seqs: int | None
+    weights_bytes: int
+    #: the plan at the reference length failed before the KV cache (weights, no memory left)
+    verdict: str
+    #: True: points from the block arithmetic; False: a full plan per length
+    fast: bool
+    inputs: PlanInputs
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvePoint:
+    length_tokens: int
+    max_concurrency: float
+    #: floor(concurrency × length): the tokens the pool holds in requests of this length
+    kv_cache_tokens: int
+    #: one request of this length fits
+    fits: bool
+    #: beyond the model's own max_model_len (vLLM refuses it unless allowed)
+    beyond_model_max: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveSeries:
+    label: str
+    engine: str
+    engine_version: str
+    kv_cache_dtype: str
+    available_kv_bytes: int
+    kv_bytes_per_token: int
+    weights_bytes: int
+    max_num_seqs: int | None
+    verdict: str
+    method: str
+    points: tuple[CurvePoint, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityCurve:
+    """The answer of ``kvcalc curve``. Field names are the ``--json`` keys."""
+
+    model: str
+    gpu: str | None
+    gpu_memory_bytes: int | None
+    tensor_parallel_size: int
+    lengths_tokens: tuple[int, ...]
+    model_max_len_tokens: int
+    series: tuple[CurveSeries, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for s in data["series"]:
+            s["points"] = [{k: v for k, v in p.items()} for p in s["points"]]
+        return data
+
+
+def default_lengths(max_len: int, *, start: int = 1024) -> tuple[int, ...]:
+    """A doubling series from ``start`` up to ``max_len``, ending at ``max_len`` itself.
+
+    >>> default_lengths(40960)
+    (1024, 2048, 4096, 8192, 16384, 32768, 40960)
+    >>> default_lengths(1024)
+    (1024,)
+    """
+    out, n = [], min(start, max_len)
+    while n < max_len:
+        out.append(n)
+        n *= 2
+    return tuple(out + [max_len])
+
+
+def parse_lengths(text: str) -> tuple[int, ...]:
+    """``"4k,8k,32768,1m"`` → ``(4096, 8192, 32768, 1048576)`` (k = 1,024), sorted and unique."""
+    from kvcalc.errors import InputError
+
+    out = set()
+    for item in str(text).replace(" ", "").split(","):
+        if not item:
+            continue
+        low = item.lower()
+        mult = {"k": 1024, "m": 1024 * 1024}.get(low[-1], 1)
+        digits = low[:-1] if mult > 1 else low
+        try:
+            value = int(float(digits) * mult)
+        except ValueError:
+            raise InputError(f"cannot read {item!r} as a length", hint="write e.g. 4k,8k,32768 (k = 1,024 tokens)",
+                             code="invalid-input") from None  # fmt: skip
+        if value < 1:
+            raise InputError(f"lengths must be positive, got {item!r}", code="invalid-input")
+        out.add(value)
+    if not out:
+        raise InputError("no lengths given", hint="write e.g. --lengths 4k,8k,32k", code="invalid-input")
+    return tuple(sorted(out))
+
+
+def _label(engine: str, dtype: str, engines: int, dtypes: int) -> str:
+    if engines > 1 and dtypes > 1:
+        return f"{engine} {dtype}"
+    return dtype if engines == 1 else engine
+
+
+def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> CurveBasis:
+    """Plan once at ``inputs.max_model_len`` (the longest length) and keep what every length shares."""
+    from kvcalc.planning import plan
+
+    ref = inputs.max_model_len or model.max_model_len
+    result = plan(model, replace(inputs, max_model_len=ref), with_suggestions=False)
+    blocks = sum(g.blocks_per_request for g in result.groups)
+    per_block = result.kv_bytes_per_request // blocks if blocks else 0
+    basis = CurveBasis(
+        label=label or result.kv_cache_dtype, engine=result.engine, engine_version=result.engine_version,
+        kv_cache_dtype=result.kv_cache_dtype, available_kv_bytes=result.available_kv_bytes,
+        num_blocks=result.num_blocks,
+        bytes_per_block=per_block, fit_budget_bytes=_fit_budget(result, per_block), groups=result.groups, reference_len_tokens=ref,
+        kv_bytes_per_token=result.kv_bytes_per_token, max_num_seqs=result.max_num_seqs,
+        weights_bytes=result.weights_bytes, verdict=result.verdict, fast=False,
+        inputs=replace(inputs, max_model_len=ref),
+    )  # fmt: skip
+    if result.verdict == "weights-dont-fit" or result.available_kv_bytes <= 0:
+        return replace(basis, fast=True, notes=(result.verdict_reason,))
+    if result.engine not in _POOLED_ENGINES or not result.groups or result.data_parallel_replicas < 1:
+        return basis
+    fast = replace(basis, fast=True)
+    # full/MLA groups need cdiv(L, block) at every length; capped groups are checked below the cap too
+    capped = any(g.kind.split("/")[0] not in ("full", "mla") for g in result.groups)
+    if _agrees(model, fast, result, ref) and (not capped or _agrees(model, fast, None, min(ref, 1024))):
+        return fast
+    return replace(basis, notes=("block arithmetic disagrees with the engine here: every length planned in full",))
+
+
+def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
+    """vLLM's fit check compares needed bytes with the available bytes, less the null block
+    from 0.33 on; SGLang and TensorRT-LLM compare blocks (``None`` here)."""
+    if result.engine != "vllm":
+        return None
+    from kvcalc.engines.vllm_defaults import resolve_profile
+
+    null = bytes_per_block if resolve_profile(result.engine_version)[0].reserves_null_block else 0
+    return result.available_kv_bytes - null
+
+
+def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> bool:
+    if result is None:
+        from kvcalc.planning import plan
+
+        result = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
+    point = curve_point(basis, length, model_max_len=model.max_model_len)
+    fits = result.verdict not in ("wont-start", "weights-dont-fit")
+    return math.isclose(point.max_concurrency, result.max_concurrency, rel_tol=1e-12) and point.fits == fits
+
+
+def _group_blocks(group: KvCacheGroup, length: int, reference: int) -> int:
+    kind = group.kind.split("/")[0]
+    if kind in ("full", "mla"):
+        return cdiv(length, group.block_size)
+    if length >= reference:
+        return group.blocks_per_request
+    if kind == "sliding":
+        return min(group.blocks_per_request, cdiv(length, group.block_size) + 1)
+    if kind == "chunked":
+        return min(group.blocks_per_request, cdiv(length, group.block_size))
+    return group.blocks_per_request  # recurrent state: constant per request
+
+
+def curve_point(basis: CurveBasis, length: int, *, model_max_len: int | None = None) -> CurvePoint:
+    """Concurrency at ``length`` tokens per request from the basis's block arithmetic (pure, fast)."""
+    beyond = model_max_len is not None and length > model_max_len
+    if basis.verdict == "weights-dont-fit" or basis.available_kv_bytes <= 0 or not basis.groups:
+        return CurvePoint(length_tokens=length, max_concurrency=0.0, kv_cache_tokens=0, fits=False,
+                          beyond_model_max=beyond)  # fmt: skip
+    blocks = 0
+    for g in basis.groups:
+        blocks += _group_blocks(g, length, basis.reference_len_tokens)
+    conc = basis.num_blocks / blocks
+    if basis.fit_budget_bytes is None:
+        fits = blocks <= basis.num_blocks
+    else:
+        fits = 0 < basis.fit_budget_bytes and basis.bytes_per_block * blocks <= basis.fit_budget_bytes
+    return CurvePoint(length_tokens=length, max_concurrency=conc, kv_cache_tokens=int(conc * length),
+                      fits=fits, beyond_model_max=beyond)  # fmt: skip
+
+
+def planned_point(model: ModelShape, basis: CurveBasis, length: int) -> CurvePoint:
+    """The exact, slower path: a full plan at ``length``."""
+    from kvcalc.planning import plan
+
+    r = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
+    fits = r.verdict not in ("wont-start", "weights-dont-fit")
+    conc = r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0
+    if conc and r.engine == "llamacpp":  # slots of `length` tokens the memory holds
+        conc = r.available_kv_bytes / r.kv_cache_bytes if r.kv_cache_bytes and r.available_kv_bytes > 0 else 0.0
+    return CurvePoint(length_tokens=length, max_concurrency=conc, kv_cache_tokens=int(conc * length), fits=fits,
+                      beyond_model_max=length > model.max_model_len)  # fmt: skip
+
+
+def series_points(model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]) -> tuple[CurvePoint, ...]:
+    if basis.fast:
+        return tuple(curve_point(basis, n, model_max_len=model.max_model_len) for n in lengths)
+    return tuple(planned_point(model, basis, n) for n in lengths)
+
+
+def _series(model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]) -> CurveSeries:
+    return CurveSeries(
+        label=basis.label, engine=basis.engine, engine_version=basis.engine_version,
+        kv_cache_dtype=basis.kv_cache_dtype, available_kv_bytes=basis.available_kv_bytes,
+        kv_bytes_per_token=basis.kv_bytes_per_token, weights_bytes=basis.weights_bytes,
+        max_num_seqs=basis.max_num_seqs, verdict=basis.verdict,
+        method="block arithmetic" if basis.fast else "planned per length",
+        points=series_points(model, basis, lengths), notes=basis.notes,
+    )  # fmt: skip
+
+
+def capacity_curve(
+    model: ModelShape,
+    inputs: PlanInputs,
+    *,
+    lengths: tuple[int, ...] | None = None,
+    kv_cache_dtypes: tuple[str, ...] = (),
+    engines: tuple[str, ...] = (),
+) -> CapacityCurve:
+    """Concurrency per length for every (engine, KV dtype) pair (pure)."""
+    from kvcalc.errors import InputError
+
+    lengths = tuple(sorted(set(lengths))) if lengths else default_lengths(inputs.max_model_len or model.max_model_len)
+    dtypes = tuple(dict.fromkeys(kv_cache_dtypes)) or (inputs.kv_cache_dtype,)
+    engine_names = tuple(dict.fromkeys(engines)) or (inputs.engine,)
+    if len(dtypes) * len(engine_names) > MAX_SERIES:
+        raise InputError(f"{len(dtypes) * len(engine_names)} series are too many for one chart",
+                         hint=f"at most {MAX_SERIES} engine × dtype pairs", code="invalid-input")  # fmt: skip
+    series = []
+    for engine in engine_names:
+        for dtype in dtypes:
+            label = _label(engine, dtype, len(engine_names), len(dtypes))
+            basis = curve_basis(model, replace(inputs, engine=engine, kv_cache_dtype=dtype,
+                                               max_model_len=max(lengths)), label=label)  # fmt: skip
+            series.append(_series(model, basis, lengths))
+    return CapacityCurve(
+        model=model.name, gpu=inputs.gpu, gpu_memory_bytes=inputs.gpu_memory_bytes,
+        tensor_parallel_size=inputs.tensor_parallel_size, lengths_tokens=lengths,
+        model_max_len_tokens=model.max_model_len, series=tuple(series),
+    )  # fmt: skip
+
+
+def capacity_curve_reference(reference: str, inputs: PlanInputs, *, revision=None, token=None, offline=None,
+                             **kwargs: Any) -> CapacityCurve:  # fmt: skip
+    """Resolve ``reference`` and :func:`capacity_curve` it."""
+    from kvcalc.planning import resolve_model_cached
+
+    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
+    return capacity_curve(loaded.shape, inputs, **kwargs)

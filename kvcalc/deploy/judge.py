@@ -1,0 +1,124 @@
+"""Judge a plan against a deployment's requirements: a list of :class:`Failure`, empty if it passes.
+
+Pure arithmetic on a :class:`~kvcalc.planning.CapacityPlan`:
+
+- ``allow_verdicts`` (default ``[ok, tight]``): the plan's verdict must be one of them, minus the
+  verdicts named by ``--fail-on``. ``wont-start`` and ``weights-dont-fit`` always fail.
+- ``min_concurrency``: concurrent requests across all data-parallel replicas — at the workload's
+  lengths when the deployment gives a ``workload`` (``workload_concurrency``), else at
+  ``max_model_len`` (``max_concurrency``).
+- ``min_max_model_len``: the configured ``max_model_len`` (the model's default if not set).
+- ``min_headroom``: ``headroom_bytes`` (KV memory left beyond the target concurrency) against a size,
+  or ``headroom_fraction`` (its share of the KV pool) against a percentage.
+
+Each failure records the requirement, what was expected and what the plan gives (in the
+requirement's own unit: requests, tokens, bytes or a fraction), a sentence, and the line to point at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.deploy.spec import Deployment
+from kvcalc.units import GIB
+
+#: the file key whose line a verdict failure points at, when written
+_VERDICT_KEYS = {
+    "wont-start": ("max_model_len", "command", "model"),
+    "weights-dont-fit": ("model", "command", "gpu", "gpu_memory"),
+    "below-target": ("max_num_seqs", "batch", "command"),
+    "tight": ("requirements.allow_verdicts", "gpu_memory_utilization", "command"),
+    "ok": ("requirements.allow_verdicts",),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    requirement: str
+    expected: Any
+    actual: Any
+    message: str
+    line: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requirement": self.requirement, "expected": self.expected, "actual": self.actual,
+                "message": self.message, "line": self.line}  # fmt: skip
+
+
+def _gib(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:.2f} GiB"
+
+
+def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[Failure, ...]:
+    """Every requirement of ``dep`` that ``plan`` misses."""
+    req = dep.requirements
+    failures = []
+    refused = set(fail_on)
+    allowed = [v for v in req.allow_verdicts if v not in refused]
+    if plan.verdict not in allowed:
+        why = f" (--fail-on {plan.verdict})" if plan.verdict in req.allow_verdicts else ""
+        failures.append(Failure(
+            requirement="allow_verdicts",
+            expected=allowed,
+            actual=plan.verdict,
+            message=f"verdict {plan.verdict}{why}: {plan.verdict_reason}",
+            line=dep.line_of(*_VERDICT_KEYS.get(plan.verdict, ())),
+        ))
+    if req.min_concurrency is not None:
+        replicas = max(1, plan.data_parallel_replicas)
+        per_engine = plan.max_concurrency
+        where = f"at max_model_len {plan.max_model_len:,}"
+        if dep.has_workload and plan.workload_concurrency is not None:
+            per_engine = plan.workload_concurrency
+            where = f"at the workload's {plan.workload_tokens:,} tokens"
+        actual = per_engine * replicas
+        if actual < req.min_concurrency:
+            across = f" across {replicas} replicas" if replicas > 1 else ""
+            failures.append(Failure(
+                requirement="min_concurrency",
+                expected=req.min_concurrency,
+                actual=round(actual, 2),
+                message=f"{actual:.2f} concurrent requests fit {where}{across}; "
+                        f"min_concurrency is {req.min_concurrency:g}",
+                line=dep.line_of("requirements.min_concurrency"),
+            ))
+    if req.min_max_model_len is not None and plan.max_model_len < req.min_max_model_len:
+        failures.append(Failure(
+            requirement="min_max_model_len",
+            expected=req.min_max_model_len,
+            actual=plan.max_model_len,
+            message=f"max_model_len is {plan.max_model_len:,} tokens; min_max_model_len is "
+                    f"{req.min_max_model_len:,}",
+            line=dep.line_of("requirements.min_max_model_len", "max_model_len"),
+        ))
+    if req.min_headroom is not None:
+        failures.extend(_headroom(dep, plan))
+    return tuple(failures)
+
+
+def _headroom(dep: Deployment, plan: Any) -> list[Failure]:
+    unit, minimum = dep.requirements.min_headroom
+    line = dep.line_of("requirements.min_headroom")
+    if unit == "bytes":
+        if plan.headroom_bytes >= minimum:
+            return []
+        return [Failure(
+            requirement="min_headroom",
+            expected=int(minimum),
+            actual=plan.headroom_bytes,
+            message=f"KV headroom is {_gib(plan.headroom_bytes)} beyond the target concurrency; "
+                    f"min_headroom is {_gib(minimum)}",
+            line=line,
+        )]
+    if plan.headroom_fraction >= minimum:
+        return []
+    return [Failure(
+        requirement="min_headroom",
+        expected=minimum,
+        actual=round(plan.headroom_fraction, 4),
+        message=f"KV headroom is {plan.headroom_fraction:.1%} of the KV cache beyond the target "
+                f"concurrency; min_headroom is {minimum:.1%}",
+        line=line,
+    )]

@@ -1,0 +1,355 @@
+"""Deployment files → validated :class:`Deployment` values, or every problem with its line.
+
+A file holds one deployment (a mapping of the keys in :mod:`kvcalc.deploy.keys`) or a list of them
+under ``deployments:``. :func:`parse_document` checks everything it can without loading a model —
+unknown keys (with a "did you mean"), types, ranges, GPU names, cache dtypes, a serving
+``command:`` and its agreement with explicit keys — and returns all problems at once, each a
+:class:`Problem` printed as ``file:line:column: message``. Pure: the YAML is read by
+:func:`kvcalc.deploy.yamlread.read_yaml`, the file by :mod:`kvcalc.deploy.run`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from kvcalc.deploy.keys import (
+    BY_NAME,
+    DEFAULT_ALLOWED,
+    DEPLOYMENT_KEYS,
+    SECTIONS,
+    BadValue,
+    Key,
+    convert,
+    describe,
+    suggest,
+)
+from kvcalc.deploy.yamlread import Node
+from kvcalc.errors import InputError, KvcalcError
+from kvcalc.plan_inputs import PlanInputs
+
+#: a PlanInputs field → the file key that sets it
+FIELD_KEYS: dict[str, str] = {
+    **{key.field: key.name for key in DEPLOYMENT_KEYS if key.field},
+    **{key.field: f"{sec}.{key.name}" for sec, keys in SECTIONS.items() for key in keys if key.field},
+}
+_DTYPE_NAMES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+                "fp32": "float32"}  # fmt: skip
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """Something wrong in a deployment file; ``line`` is ``None`` for the file as a whole."""
+
+    file: str
+    line: int | None
+    column: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return f"{self.file}: {self.message}"
+        return f"{self.file}:{self.line}:{self.column}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirements:
+    """What a deployment must achieve. ``min_headroom`` is ``("bytes", n)`` or ``("fraction", f)``."""
+
+    min_concurrency: float | None = None
+    min_max_model_len: int | None = None
+    min_headroom: tuple[str, float] | None = None
+    allow_verdicts: tuple[str, ...] = DEFAULT_ALLOWED
+
+    def to_dict(self) -> dict[str, Any]:
+        headroom = self.min_headroom
+        return {
+            "min_concurrency": self.min_concurrency,
+            "min_max_model_len": self.min_max_model_len,
+            "min_headroom_bytes": int(headroom[1]) if headroom and headroom[0] == "bytes" else None,
+            "min_headroom_fraction": headroom[1] if headroom and headroom[0] == "fraction" else None,
+            "allow_verdicts": list(self.allow_verdicts),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """One validated deployment: where it is written, what to plan, what it must achieve."""
+
+    name: str
+    file: str
+    line: int
+    column: int
+    model: str
+    revision: str | None = None
+    inputs: PlanInputs
+    requirements: Requirements = field(default_factory=Requirements)
+    has_workload: bool = False
+    #: notes about how the file was read (ignored command flags...)
+    notes: tuple[str, ...] = ()
+    #: (line, column) of each key's value: ``"max_model_len"``, ``"requirements.min_concurrency"``
+    positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def position_of(self, *keys: str) -> tuple[int, int]:
+        """Where the first of ``keys`` written in the file is, else where the deployment starts."""
+        return next((self.positions[k] for k in keys if k in self.positions), (self.line, self.column))
+
+    def line_of(self, *keys: str) -> int:
+        return self.position_of(*keys)[0]
+
+
+class _Ctx:
+    """Problems of one file, and where it lives (model paths are relative to it)."""
+
+    def __init__(self, file: str, base_dir: str) -> None:
+        self.file = file
+        self.base_dir = base_dir
+        self.problems: list[Problem] = []
+        #: values the YAML reader already reported (an unsafe tag, a bad alias)
+        self.bad = 0
+
+    def at(self, node: Node, message: str) -> None:
+        self.problems.append(Problem(self.file, node.line, node.column, message))
+
+
+def parse_document(root: Node | None, *, file: str, base_dir: str = ".") -> tuple[list[Deployment], list[Problem]]:
+    """The deployments in one file's YAML tree, and every problem found in it."""
+    ctx = _Ctx(file, base_dir)
+    deployments: list[Deployment] = []
+    if root is None:
+        ctx.problems.append(Problem(file, 1, 1, "the file is empty: expected a deployment "
+                                    "(model:, gpu:, ...) or a `deployments:` list"))
+        return deployments, ctx.problems
+    if root.kind != "map":
+        if root.kind != "bad":
+            ctx.at(root, f"expected a deployment (a mapping with model:, gpu:, ...) or a "
+                   f"`deployments:` list, got {_kind(root)}")
+        return deployments, ctx.problems
+    stem = PurePath(file).stem
+    entries: list[tuple[int, Node]] = []
+    if "deployments" in root.value:
+        entries = _entries(root, ctx)
+        for index, node in entries:
+            dep = _deployment(node, ctx, default_name=f"{stem}#{index + 1}")
+            if dep is not None:
+                deployments.append(dep)
+    else:
+        dep = _deployment(root, ctx, default_name=stem, top_level=True)
+        if dep is not None:
+            deployments.append(dep)
+    if "deployments" in root.value:
+        _duplicate_names([node for _, node in entries], ctx)
+    return deployments, sorted(ctx.problems, key=lambda p: (p.line or 0, p.column or 0))
+
+
+def _duplicate_names(entries: list[Node], ctx: _Ctx) -> None:
+    seen: dict[str, Node] = {}
+    for entry in entries:
+        name = entry.value.get("name", (None, None))[1]
+        if name is None or name.kind != "scalar" or not isinstance(name.value, str):
+            continue
+        if name.value in seen:
+            ctx.at(name, f"duplicate deployment name {name.value!r} (first at line "
+                   f"{seen[name.value].line})")
+        seen.setdefault(name.value, name)
+
+
+def own_hint(exc: KvcalcError) -> str:
+    """`` (hint)`` when the raise site gave one (not the class's default), else ``""``."""
+    hint = exc.hint
+    if not hint or hint == getattr(type(exc), "default_hint", None) or len(hint) > 160:
+        return ""
+    return f" ({hint})"
+
+
+def _kind(node: Node) -> str:
+    return {"map": "a mapping", "seq": "a list"}.get(node.kind, describe(node.value))
+
+
+def _entries(root: Node, ctx: _Ctx) -> list[tuple[int, Node]]:
+    for name, (key_node, _) in root.value.items():
+        if name != "deployments":
+            ctx.at(key_node, f"unknown key {name!r} beside `deployments:` (each deployment's keys "
+                   "go inside its list entry)")
+    node = root.value["deployments"][1]
+    if node.kind != "seq":
+        if node.kind != "bad":
+            ctx.at(node, f"deployments: expected a list of deployments, got {_kind(node)}")
+        return []
+    if not node.value:
+        ctx.at(node, "deployments: the list is empty")
+    out = []
+    for index, entry in enumerate(node.value):
+        if entry.kind == "map":
+            out.append((index, entry))
+        elif entry.kind != "bad":
+            ctx.at(entry, f"deployments[{index}]: expected a deployment (a mapping), got "
+                   f"{_kind(entry)}")
+    return out
+
+
+def _read_keys(node: Node, keys: tuple[Key, ...], ctx: _Ctx, prefix: str, where: dict[str, Node],
+               extra_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Convert each key of a mapping; report unknown keys and bad values."""
+    table = {key.name: key for key in keys}
+    values: dict[str, Any] = {}
+    for name, (key_node, value_node) in node.value.items():
+        key = table.get(name)
+        if key is None:
+            inside = f" in {prefix.rstrip('.')}" if prefix else ""
+            ctx.at(key_node, f"unknown key {name!r}{inside}"
+                   + suggest(name, [*table, *extra_names]))
+            continue
+        where[prefix + name] = value_node
+        if value_node.kind == "bad":  # already reported by the YAML reader
+            ctx.bad += 1
+            continue
+        if key.kind == "section":
+            if value_node.kind != "map":
+                ctx.at(value_node, f"{name}: expected a mapping of "
+                       f"{', '.join(k.name for k in SECTIONS[name])}, got {_kind(value_node)}")
+                continue
+            values[name] = _read_keys(value_node, SECTIONS[name], ctx, f"{name}.", where)
+            continue
+        try:
+            values[name] = convert(key, value_node.plain())
+        except BadValue as exc:
+            ctx.at(value_node, f"{prefix}{name}: {exc}")
+    return values
+
+
+def _deployment(node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = False) -> Deployment | None:
+    before = len(ctx.problems), ctx.bad
+    where: dict[str, Node] = {}
+    extra = ("deployments",) if top_level else ()
+    values = _read_keys(node, DEPLOYMENT_KEYS, ctx, "", where, extra)
+    notes: list[str] = []
+    model, revision = values.get("model"), values.get("revision")
+    fields_: dict[str, Any] = {}
+    for name, value in values.items():
+        key = BY_NAME[name]
+        if key.field:
+            fields_[key.field] = value
+    command_ok = "command" not in node.value
+    if "command" in values:
+        model, revision, command_ok = _merge_command(values, node, fields_, ctx, notes, model, revision)
+    if model is None and "model" not in node.value and command_ok:
+        if "command" in node.value:
+            ctx.at(where["command"], "command: it names no model; add `model:`")
+        else:
+            ctx.at(node, "no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`")
+    _check_required(node, ctx, fields_)
+    if (len(ctx.problems), ctx.bad) != before:
+        return None
+    fields_.update(_section_fields(values.get("workload", {})))
+    if fields_.get("dtype") is not None:
+        fields_["dtype"] = None if fields_["dtype"] == "auto" else _DTYPE_NAMES.get(fields_["dtype"], fields_["dtype"])
+    try:
+        inputs = PlanInputs(**fields_)
+    except InputError as exc:
+        key = _mentioned_key(exc.message, where)
+        ctx.at(where.get(key, node), exc.message)
+        return None
+    return Deployment(
+        name=str(values.get("name", default_name)),
+        file=ctx.file,
+        line=node.line,
+        column=node.column,
+        model=_model_path(model, ctx.base_dir),
+        revision=revision,
+        inputs=inputs,
+        requirements=Requirements(**values.get("requirements", {})),
+        has_workload="prompt_len" in values.get("workload", {}),
+        notes=tuple(notes),
+        positions={k: (n.line, n.column) for k, n in where.items()},
+    )
+
+
+def _section_fields(section: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in section.items()}
+
+
+def _check_required(node: Node, ctx: _Ctx, fields_: dict[str, Any]) -> None:
+    if not any(fields_.get(f) is not None for f in ("gpu", "gpu_memory_bytes", "kv_cache_memory_bytes")):
+        if not _written(node, ("gpu", "gpu_memory", "kv_cache_memory")):
+            ctx.at(node, "no GPU: add `gpu:` (see `kvcalc gpus`), `gpu_memory:` or "
+                   "`kv_cache_memory:`")
+    world = fields_.get("tensor_parallel_size", 1) * fields_.get("pipeline_parallel_size", 1)
+    if isinstance(fields_.get("num_gpus"), int) and fields_["num_gpus"] < world:
+        num_node = node.value["num_gpus"][1]
+        ctx.at(num_node, f"num_gpus: {fields_['num_gpus']} is fewer than tensor_parallel_size × "
+               f"pipeline_parallel_size = {world}")
+
+
+def _written(node: Node, names: tuple[str, ...]) -> bool:
+    return any(name in node.value for name in names)
+
+
+def _merge_command(values, node, fields_, ctx, notes, model, revision):
+    from kvcalc.servecmd import parse_serve_command
+
+    command_node = node.value["command"][1]
+    try:
+        cmd = parse_serve_command(values["command"])
+    except InputError as exc:
+        ctx.at(command_node, f"command: {exc.message}{own_hint(exc)}")
+        return model, revision, False
+    notes.extend(f"command: {note}" for note in cmd.notes)
+    if cmd.model is not None:
+        if model is not None and model != cmd.model:
+            ctx.at(node.value["model"][1], f"model: {model!r} disagrees with the command's model "
+                   f"{cmd.model!r} (line {command_node.line})")
+        model = model or cmd.model
+    if cmd.revision is not None:
+        if revision is not None and revision != cmd.revision:
+            ctx.at(node.value["revision"][1], f"revision: {revision!r} disagrees with the "
+                   f"command's --revision {cmd.revision!r} (line {command_node.line})")
+        revision = revision or cmd.revision
+    for name, value in cmd.values.items():
+        if name not in fields_:
+            fields_[name] = value
+            continue
+        if _same(name, fields_[name], value):
+            continue
+        key = FIELD_KEYS[name]
+        ctx.at(node.value[key][1], f"{key}: {describe(values[key])} disagrees with "
+               f"{cmd.describe(name)} in `command` (line {command_node.line})")
+    return model, revision, True
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if name == "kv_cache_dtype":
+        from kvcalc.dtypes import parse_cache_dtype
+
+        try:
+            return parse_cache_dtype(a) == parse_cache_dtype(b)
+        except InputError:
+            return False
+    if name == "dtype":
+        return _DTYPE_NAMES.get(str(a).lower(), str(a).lower()) == _DTYPE_NAMES.get(str(b).lower(), str(b).lower())
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    return a == b
+
+
+def _mentioned_key(message: str, written: Mapping[str, Any]) -> str | None:
+    """The written key a message names first (``gpu_memory_utilization must be ...``), if any."""
+    found = [(message.find(name.split(".")[-1]), name) for name in written]
+    found += [(message.find(f), k) for f, k in FIELD_KEYS.items() if k in written]
+    found = [f for f in found if f[0] >= 0]
+    return min(found)[1] if found else None
+
+
+def _model_path(model: str, base_dir: str) -> str:
+    """A relative path is relative to the deployment file's folder; other references unchanged."""
+    from kvcalc.resolve import looks_like_path
+
+    if looks_like_path(model) and not os.path.isabs(os.path.expanduser(model)) and not model.startswith("~"):
+        return os.path.normpath(os.path.join(base_dir, model))
+    return model

@@ -1,0 +1,210 @@
+"""``kvcalc curve`` (table, terminal chart, matplotlib file) and ``kvcalc throughput`` reports.
+
+No arithmetic beyond scaling bars: the numbers come from :mod:`kvcalc.curves` and
+:mod:`kvcalc.throughput`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvcalc.cli.console import stdout_console
+from kvcalc.render import fmt
+
+CHART_WIDTH = 48
+#: one style per series, cycled
+STYLES = ("green", "cyan", "magenta", "yellow", "blue", "red", "bright_green", "bright_cyan")
+
+
+def _conc(value: float, fits: bool) -> str:
+    if not fits and value <= 0:
+        return "doesn't fit"
+    text = f"{value:,.2f}x"
+    return text if fits else f"{text} (no fit)"
+
+
+def _series_heading(s) -> str:
+    return f"{s.label}"
+
+
+def log_axis(values: list[float]) -> tuple[float, float]:
+    """Decades that enclose the positive values: ``(10^floor(log10 min), 10^ceil(log10 max))``.
+
+    >>> log_axis([3.2, 275.0])
+    (1.0, 1000.0)
+    """
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return 1.0, 10.0
+    lo = 10.0 ** math.floor(math.log10(min(positive)))
+    hi = 10.0 ** math.ceil(math.log10(max(positive)))
+    return lo, hi if hi > lo else lo * 10
+
+
+def bar_cells(value: float, lo: float, hi: float, width: int = CHART_WIDTH) -> int:
+    """Cells of a log-scaled bar: 0 at ``lo`` (or below), ``width`` at ``hi``.
+
+    >>> bar_cells(10.0, 1.0, 100.0, 48)
+    24
+    """
+    if value <= lo:
+        return 0 if value <= 0 else 1
+    return max(1, min(width, round(width * math.log10(value / lo) / math.log10(hi / lo))))
+
+
+def axis_line(lo: float, hi: float, width: int = CHART_WIDTH) -> str:
+    """Tick labels at each decade under a log chart of ``width`` cells."""
+    decades = round(math.log10(hi / lo))
+    cells = [" "] * (width + 12)
+    for i in range(decades + 1):
+        label = f"{lo * 10 ** i:,.10g}"
+        pos = round(width * i / decades) if decades else 0
+        start = min(max(0, pos - len(label) // 2), len(cells) - len(label))
+        cells[start : start + len(label)] = list(label)
+    return "".join(cells).rstrip()
+
+
+def render(curve) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    where = curve.gpu or fmt.size(curve.gpu_memory_bytes or 0)
+    tp = f" × TP {curve.tensor_parallel_size}" if curve.tensor_parallel_size > 1 else ""
+    console.print(f"[bold]{curve.model}[/] on {where}{tp}: maximum concurrency (and the tokens it holds) "
+                  "by context length", highlight=False)  # fmt: skip
+    table = Table()
+    table.add_column("context", justify="right")
+    for s in curve.series:
+        table.add_column(_series_heading(s), justify="right")
+    for i, length in enumerate(curve.lengths_tokens):
+        mark = " *" if length > curve.model_max_len_tokens else ""
+        cells = [f"{length:,}{mark}"]
+        for s in curve.series:
+            p = s.points[i]
+            cells.append(_conc(p.max_concurrency, p.fits) + (f"\n{p.kv_cache_tokens:,} tok" if p.fits else ""))
+        table.add_row(*cells)
+    console.print(table)
+    _chart(console, curve)
+    for s in curve.series:
+        version = f" {s.engine_version}" if s.engine_version else ""
+        extra = f", max_num_seqs {s.max_num_seqs:,}" if s.max_num_seqs else ""
+        console.print(
+            f"  {s.label}: {s.engine}{version}, KV {s.kv_cache_dtype} {fmt.int_(s.kv_bytes_per_token)} B/token, "
+            f"{fmt.size(max(0, s.available_kv_bytes))} for KV{extra}; {s.method}",
+            highlight=False,
+        )
+        for note in s.notes:
+            console.print(f"    [dim]- {note}[/]", highlight=False)
+    if any(n > curve.model_max_len_tokens for n in curve.lengths_tokens):
+        console.print(f"  * beyond the model's max_model_len {curve.model_max_len_tokens:,} "
+                      "(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", highlight=False)  # fmt: skip
+
+
+def _chart(console, curve) -> None:
+    values = [p.max_concurrency for s in curve.series for p in s.points]
+    if not any(v > 0 for v in values):
+        console.print("Nothing fits at these lengths: no chart.")
+        return
+    lo, hi = log_axis(values)
+    console.print(f"[bold]Max concurrency, log scale[/] ({lo:,.10g} to {hi:,.10g} requests)")
+    label_width = max(len(s.label) for s in curve.series)
+    length_width = max(len(f"{n:,}") for n in curve.lengths_tokens)
+    for i, length in enumerate(curve.lengths_tokens):
+        for j, s in enumerate(curve.series):
+            p = s.points[i]
+            head = f"{length:,}".rjust(length_width) if j == 0 else " " * length_width
+            cells = bar_cells(p.max_concurrency, lo, hi)
+            value = f"{p.max_concurrency:,.1f}" if p.max_concurrency > 0 else "doesn't fit"
+            style = STYLES[j % len(STYLES)]
+            console.print(f"{head} {s.label.ljust(label_width)} │[{style}]{'█' * cells}[/] {value}", highlight=False)
+    pad = " " * (length_width + label_width + 2)
+    console.print(f"{pad}└{'─' * CHART_WIDTH}", highlight=False)
+    console.print(f"{pad} {axis_line(lo, hi)}", highlight=False, markup=False)
+
+
+def write_plot(curve, path: str) -> None:
+    """The same chart as a file (PNG, SVG, PDF by suffix) with matplotlib, imported lazily."""
+    from kvcalc.errors import KvcalcError
+
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise KvcalcError("matplotlib is not installed, so --plot cannot draw", hint="pip install 'kvcalc[plot]'",
+                          code="matplotlib-missing") from None  # fmt: skip
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    try:
+        for s in curve.series:
+            xs = [p.length_tokens for p in s.points if p.max_concurrency > 0]
+            ys = [p.max_concurrency for p in s.points if p.max_concurrency > 0]
+            ax.plot(xs, ys, marker="o", label=s.label)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="one request")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_tokens_label))
+        ax.set_yscale("log")
+        ax.set_xlabel("context length (tokens per request)")
+        ax.set_ylabel("max concurrent requests")
+        ax.set_title(f"{curve.model} on {curve.gpu or fmt.size(curve.gpu_memory_bytes or 0)}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        try:
+            fig.savefig(path)
+        except (OSError, ValueError) as exc:
+            raise KvcalcError(f"cannot write {path}: {exc}", hint="give a writable FILE.png or FILE.svg",
+                              code="plot-write-failed") from None  # fmt: skip
+    finally:
+        plt.close(fig)
+
+
+def _tokens_label(value: float, _pos: object = None) -> str:
+    """Axis labels in tokens: ``1k``, ``32k``, ``1M`` (k = 1,024)."""
+    if value >= 1 << 20:
+        return f"{value / (1 << 20):g}M"
+    return f"{value / 1024:g}k" if value >= 1024 else f"{value:g}"
+
+
+def render_throughput(report) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    peak = f", {report.peak_flops_per_s / 1e12:,.1f} TFLOP/s" if report.peak_flops_per_s else ", no compute roof"
+    console.print(
+        f"[bold]{report.model}[/] on {report.gpu or 'the given GPU'} "
+        f"({report.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s{peak}), {report.engine}, KV {report.kv_cache_dtype}",
+        highlight=False,
+    )
+    console.print(f"Decode throughput [bold]ceiling[/], an upper bound, not a prediction. Context per sequence: "
+                  f"{report.context_tokens:,} tokens", highlight=False)  # fmt: skip
+    console.print(f"  ({report.context_rule})", highlight=False)
+    table = Table(title_justify="left")
+    for name in ("batch", "weights read", "KV read", "step", "bound", "tok/s", "tok/s per request"):
+        table.add_column(name, justify="right" if name != "bound" else "left")
+    for p in report.points:
+        mark = " *" if p.beyond_kv_limit else ""
+        table.add_row(f"{p.batch:,}{mark}", fmt.size(p.weight_bytes_per_step), fmt.size(p.kv_bytes_per_step),
+                      f"{p.step_seconds * 1e3:,.2f} ms", p.bound, f"{p.tokens_per_s:,.0f}",
+                      f"{p.per_request_tokens_per_s:,.1f}")  # fmt: skip
+    if report.points:
+        console.print(table)
+    if report.batch_limit:
+        cap = f" (max_num_seqs {report.max_num_seqs:,})" if report.max_num_seqs else ""
+        console.print(f"KV-limited concurrency {report.max_concurrency:,.2f}; largest batch that runs: "
+                      f"{report.batch_limit:,}{cap}", highlight=False)  # fmt: skip
+    else:
+        console.print(f"[bold red]Nothing runs[/] ({report.verdict}): {report.verdict_reason}", highlight=False)
+    if any(p.beyond_kv_limit for p in report.points):
+        console.print("  * more sequences than the KV cache holds at this context", highlight=False)
+    if report.prefill:
+        f = report.prefill
+        console.print(f"Prefill of {f.prompt_tokens:,} tokens: {f.seconds * 1e3:,.1f} ms ({f.bound}-bound, "
+                      f"{f.tokens_per_s:,.0f} tok/s)", highlight=False)  # fmt: skip
+    elif report.peak_flops_per_s is None:
+        console.print("Prefill: not estimated without a compute roof (pass --tflops)", highlight=False)
+    console.print(f"Efficiency factor: {report.efficiency:g}, {report.efficiency_source}", highlight=False)
+    console.print("[dim]Assumptions:[/]")
+    for a in report.assumptions:
+        console.print(f"  [dim]- {a}[/]", highlight=False)

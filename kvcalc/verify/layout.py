@@ -1,0 +1,224 @@
+"""Which tensors each engine allocates for its KV cache, and what kvcalc predicts for them. Pure.
+
+:func:`allocation_plan` asks the engine model (``kvcalc.engines``) for a plan at a small, chosen
+size and lays out the tensors the engine's own code would allocate for it (``engine-accounting.md``):
+
+- ``vllm``: see :mod:`kvcalc.verify.layout_vllm` (``num_blocks`` pages per layer or group slot);
+- ``hf`` (transformers ``DynamicCache``/``StaticCache``): per layer K and V
+  ``[batch, kv_heads, tokens, head_dim]``, sliding layers capped at their window (``window − 1``
+  dynamic, ``window`` static); transformers 5 caches DeepSeek's latent as K ``[b, 1, t, 512]`` and
+  the rope part as V ``[b, 1, t, 64]``; linear-attention layers keep a conv state
+  ``[b, conv_dim, conv_kernel]`` (the whole kernel, where vLLM keeps ``kernel − 1``) and a
+  recurrent state (float32 for Gated DeltaNet, whatever the model dtype; both measured with
+  ``--run`` on transformers 5.24, CPU; the ``hf`` engine model predicts neither yet);
+- ``llamacpp``: per layer K and V rows of ``heads · head_dim`` values for every cell; quantized
+  types as raw ``uint8`` blocks (q8_0: 32 values in 34 bytes); MLA has no V tensor;
+- ``sglang``: the token pool, per layer K and V ``[tokens + page_size, kv_heads, head_dim]``
+  (MLA one ``[tokens + page, 1, kv_lora_rank + rope]`` buffer; hybrid SWA layers a smaller pool).
+"""
+
+from __future__ import annotations
+
+from kvcalc.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest, KvCachePlan
+from kvcalc.errors import InputError
+from kvcalc.layouts import FullAttention, GatedDeltaNetState, Layout, MLALatent, RecurrentState
+from kvcalc.model import ModelShape
+from kvcalc.verify.spec import (
+    DEFAULT_NUM_BLOCKS,
+    DEFAULT_TOKENS,
+    AllocationPlan,
+    BufferSpec,
+    PredictedComponent,
+    VerifyOptions,
+    ViewSpec,
+)
+
+#: engines whose cache layout verify knows
+ENGINES = ("vllm", "hf", "llamacpp", "sglang")
+_HUGE = 1 << 50  # "memory is no object": the size is fixed by blocks/tokens instead
+
+
+def engine_key(name: str) -> str:
+    key = str(name).strip().lower().replace(".", "").replace("-", "")
+    return {"transformers": "hf", "tensorrtllm": "trtllm"}.get(key, key)
+
+
+def allocation_plan(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    """The tensors ``opts.engine`` allocates for ``model`` at a small size, with predictions."""
+    engine = engine_key(opts.engine)
+    if engine == "vllm":
+        from kvcalc.verify.layout_vllm import vllm_allocation
+
+        return vllm_allocation(model, opts, opts.num_blocks or DEFAULT_NUM_BLOCKS)
+    if engine == "hf":
+        return _hf(model, opts, opts.tokens or DEFAULT_TOKENS)
+    if engine == "llamacpp":
+        return _llamacpp(model, opts, opts.tokens or 256)
+    if engine == "sglang":
+        return _sglang(model, opts)
+    raise InputError(
+        f"verify does not know {opts.engine}'s cache layout",
+        hint="choose one of: " + ", ".join(ENGINES),
+        code="unsupported-engine",
+    )
+
+
+def _request(model: ModelShape, opts: VerifyOptions, max_len: int, available: int, **extra) -> EngineRequest:
+    return EngineRequest(
+        model=model, kv_cache_dtype=opts.kv_cache_dtype, engine_version=opts.engine_version,
+        max_model_len=max_len, tensor_parallel_size=opts.tensor_parallel_size,
+        block_size=opts.block_size, available_kv_bytes=available,
+        extra={**dict(opts.engine_options), **extra},
+    )  # fmt: skip
+
+
+def _cache_dtype(name: str) -> CacheDtype:
+    dtype = parse_cache_dtype(name)
+    return dtype if dtype is not None else CACHE_DTYPES[name]
+
+
+def _finish(plan: KvCachePlan, layout: str, tokens: int, buffers: list[BufferSpec],
+            predicted: dict[str, list[int]], notes: list[str]) -> AllocationPlan:  # fmt: skip
+    components = tuple(PredictedComponent(name=k, predicted_bytes=v[0], num_layers=v[1])
+                       for k, v in predicted.items())  # fmt: skip
+    if sum(c.predicted_bytes for c in components) != plan.kv_cache_bytes:
+        notes.append("the components do not add up to the engine total (a kvcalc inconsistency)")
+    return AllocationPlan(
+        engine=plan.engine, engine_version=plan.engine_version, kv_cache_dtype=plan.kv_cache_dtype,
+        layout=layout, block_size=plan.block_size, num_blocks=plan.num_blocks, tokens=tokens,
+        predicted_bytes=plan.kv_cache_bytes, components=components, buffers=tuple(buffers),
+        notes=tuple(notes), plan=plan.to_dict(),
+    )  # fmt: skip
+
+
+def _add(predicted: dict[str, list[int]], name: str, nbytes: int, new_layer: bool = True) -> None:
+    entry = predicted.setdefault(name, [0, 0])
+    entry[0] += nbytes
+    entry[1] += int(new_layer)
+
+
+def _tensor(name: str, component: str, layer: int, dtype: str, shape: tuple[int, ...]) -> BufferSpec:
+    view = ViewSpec(component=component, layer=layer, torch_dtype=dtype, shape=shape, exact=True)
+    return BufferSpec(name=name, shape=shape, torch_dtype=dtype, views=(view,))
+
+
+# -- transformers -------------------------------------------------------------------------------
+def _hf(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
+    b = opts.batch_size
+    plan = get_engine("hf").plan_kv_cache(_request(model, opts, tokens, 0, batch_size=b))
+    layers = model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype)).layers
+    held = {i: g.blocks_per_request for g in plan.groups for i in g.layer_indices}
+    buffers: list[BufferSpec] = []
+    predicted: dict[str, list[int]] = {}
+    tp = opts.tensor_parallel_size
+    for i, t in held.items():
+        for part, dtype, shape, row in _hf_tensors(layers[i], plan.engine_version, tp, b, t):
+            name = f"{_hf_kind(layers[i])} {part}"
+            buffers.append(_tensor(f"layer {i} {part}", name, i, dtype, shape))
+            _add(predicted, name, row, new_layer=part in ("K", "latent", "conv"))
+    return _finish(plan, "transformers cache: per layer K and V [batch, kv_heads, tokens, head_dim]",
+                   tokens, buffers, predicted, [])  # fmt: skip
+
+
+def _hf_kind(layer: Layout) -> str:
+    return getattr(layer, "variant", layer.kind)
+
+
+def _hf_tensors(layer: Layout, profile: str, tp: int, b: int, t: int) -> list[tuple[str, str, tuple, int]]:
+    """(part, torch dtype, shape, predicted bytes) for one layer holding ``t`` tokens."""
+    name = layer.dtype.torch_name
+    if isinstance(layer, RecurrentState):
+        conv, ssm = layer.per_rank(tp).state_tensors()
+        kernel = conv.shape[0] + 1  # transformers keeps conv_kernel columns; vLLM kernel − 1
+        # Gated DeltaNet's recurrent state comes out of its kernel in float32 (measured, 5.24 on CPU)
+        ssm_dtype = "float32" if isinstance(layer, GatedDeltaNetState) else ssm.dtype.torch_name
+        return [("conv", conv.dtype.torch_name, (b, conv.shape[1], kernel), b * conv.nbytes),
+                ("ssm", ssm_dtype, (b, *ssm.shape), b * ssm.nbytes)]  # fmt: skip
+    if isinstance(layer, MLALatent) and profile != "4":  # transformers 5: the compressed latent
+        return [("latent", name, (b, 1, t, layer.kv_lora_rank), b * t * layer.dtype.row_bytes(layer.kv_lora_rank)),
+                ("rope", name, (b, 1, t, layer.rope_dim), b * t * layer.dtype.row_bytes(layer.rope_dim))]  # fmt: skip
+    if isinstance(layer, MLALatent):  # transformers 4: expanded per-head K and V
+        h = max(1, layer.num_heads // tp)
+        k, v = layer.qk_nope_dim + layer.rope_dim, layer.v_head_dim
+        return [("K", name, (b, h, t, k), b * t * h * layer.dtype.row_bytes(k)),
+                ("V", name, (b, h, t, v), b * t * h * layer.dtype.row_bytes(v))]  # fmt: skip
+    if isinstance(layer, FullAttention):
+        x = layer.per_rank(tp)
+        return [("K", name, (b, x.kv_heads, t, x.k_dim), b * t * x.kv_heads * x.dtype.row_bytes(x.k_dim)),
+                ("V", name, (b, x.kv_heads, t, x.v_dim), b * t * x.kv_heads * x.dtype.row_bytes(x.v_dim))]  # fmt: skip
+    return []
+
+
+# -- llama.cpp ----------------------------------------------------------------------------------
+_GGML_FLOAT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def _ggml_shape(dtype: CacheDtype, cells: int, width: int) -> tuple[str, tuple[int, ...]]:
+    """A ggml row tensor: floats as themselves, quantized types as their blocks' raw bytes."""
+    if dtype.name in _GGML_FLOAT:
+        return _GGML_FLOAT[dtype.name], (cells, width)
+    if width % dtype.block_values:
+        raise InputError(f"{dtype.name} rows need a multiple of {dtype.block_values} values, got {width}",
+                         code="unsupported-dtype")  # fmt: skip
+    return "uint8", (cells, width // dtype.block_values, dtype.block_bytes)
+
+
+def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
+    extra = dict(opts.engine_options)
+    extra.setdefault("n_ctx", tokens)
+    plan = get_engine("llamacpp").plan_kv_cache(_request(model, opts, tokens, _HUGE, **extra))
+    type_k = _cache_dtype(plan.kv_cache_dtype)
+    v_name = str(extra.get("type_v", opts.kv_cache_dtype))
+    type_v = FP16 if v_name.strip().lower() == "auto" else _cache_dtype(v_name)
+    buffers: list[BufferSpec] = []
+    predicted: dict[str, list[int]] = {}
+    for group in plan.groups:
+        cells = group.num_blocks
+        for i in group.layer_indices:
+            layer = model.layers[i]
+            if isinstance(layer, MLALatent):
+                widths = {"K": layer.latent_dim}
+                if plan.engine_version == "b5452":
+                    widths["V"] = layer.kv_lora_rank
+            else:
+                widths = {"K": layer.num_kv_heads * layer.head_dim_k, "V": layer.num_kv_heads * layer.head_dim_v}
+            for part, width in widths.items():
+                dtype = type_k if part == "K" else type_v
+                torch_dtype, shape = _ggml_shape(dtype, cells, width)
+                name = f"{group.kind} {part}"
+                buffers.append(_tensor(f"layer {i} {part}", name, i, torch_dtype, shape))
+                _add(predicted, name, cells * dtype.row_bytes(width), new_layer=part == "K")
+    cells_note = ", ".join(f"{g.kind} {g.num_blocks:,} cells" for g in plan.groups)
+    return _finish(plan, "llama.cpp: per layer K and V rows (ggml row size) for every cell", plan.num_blocks,
+                   buffers, predicted, [cells_note])  # fmt: skip
+
+
+# -- SGLang -------------------------------------------------------------------------------------
+def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    tokens = opts.tokens or DEFAULT_TOKENS
+    request = _request(model, opts, opts.max_model_len or model.max_model_len, _HUGE, max_total_tokens=tokens)
+    plan = get_engine("sglang").plan_kv_cache(request)
+    page = plan.block_size
+    layers = model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype)).per_rank(opts.tensor_parallel_size).layers
+    pools = {g.kind: g.num_blocks * page for g in plan.groups}  # full (and sliding) token pools
+    buffers: list[BufferSpec] = []
+    predicted: dict[str, list[int]] = {}
+    for i, layer in enumerate(layers):
+        if not layer.bytes_per_token:
+            continue
+        kind = "sliding" if layer.kind in ("sliding", "chunked") and "sliding" in pools else "full"
+        kind = "mla" if isinstance(layer, MLALatent) else kind
+        rows = pools[kind] + page  # the pool keeps page_size padding slots
+        dtype = layer.dtype.torch_name
+        if isinstance(layer, MLALatent):
+            parts = [("latent", (rows, 1, layer.latent_dim), rows * layer.bytes_per_token)]
+        else:
+            parts = [("K", (rows, layer.num_kv_heads, layer.head_dim_k), rows * layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_k)),
+                     ("V", (rows, layer.num_kv_heads, layer.head_dim_v), rows * layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_v))]  # fmt: skip
+        for part, shape, nbytes in parts:
+            buffers.append(_tensor(f"layer {i} {part}", f"{kind} {part}", i, dtype, shape))
+            _add(predicted, f"{kind} {part}", nbytes, new_layer=part in ("K", "latent"))
+    return _finish(plan, "SGLang token pool: per layer K and V [tokens + page_size, kv_heads, head_dim]",
+                   plan.kv_cache_tokens, buffers, predicted, [])  # fmt: skip
