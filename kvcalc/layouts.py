@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import ClassVar
 
 from kvcalc.dtypes import CacheDtype
@@ -120,7 +121,7 @@ class FullAttention(Layout):
     def head_dim_v(self) -> int:
         return self.v_dim
 
-    @property
+    @cached_property
     def bytes_per_token(self) -> int:
         # 2·heads·head_dim·dtype when K and V are as wide; per-token-head scales add 4 B per row.
         return self.kv_heads * (self.dtype.row_bytes(self.k_dim) + self.dtype.row_bytes(self.v_dim))
@@ -185,7 +186,7 @@ class MLALatent(Layout):
     def head_dim_k(self) -> int:
         return self.latent_dim
 
-    @property
+    @cached_property
     def bytes_per_token(self) -> int:
         if self.dtype.mla_record_bytes:
             return self.dtype.mla_record_bytes
@@ -224,7 +225,7 @@ class RecurrentState(Layout):
     def state_tensors(self) -> tuple[StateTensor, ...]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    @property
+    @cached_property
     def state_bytes(self) -> int:
         return sum(t.nbytes for t in self.state_tensors())
 

@@ -115,17 +115,30 @@ class ModelShape:
         return tuple(LayerGroup(layout=k, indices=tuple(v)) for k, v in found.items())
 
     # -- transformations --------------------------------------------------------------------
+    def _derived(self, key: tuple, make):
+        """Memoise a derived shape on this (frozen) instance: planning derives the same few often."""
+        cache = self.__dict__.setdefault("_derived_cache", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
     def with_cache_dtype(self, dtype: CacheDtype | None) -> ModelShape:
         """The same model with its KV cache stored as ``dtype`` (``None``: the model dtype)."""
         target = dtype or self.dtype
-        return replace(
-            self, layers=tuple(layer.with_dtype(target) for layer in self.layers), cache_dtype=dtype
+        return self._derived(
+            ("dtype", dtype),
+            lambda: replace(
+                self, layers=tuple(layer.with_dtype(target) for layer in self.layers), cache_dtype=dtype
+            ),
         )
 
     def per_rank(self, tensor_parallel_size: int) -> ModelShape:
         """One tensor-parallel rank's share of every layer."""
         if tensor_parallel_size == 1:
             return self
-        return replace(
-            self, layers=tuple(layer.per_rank(tensor_parallel_size) for layer in self.layers)
+        return self._derived(
+            ("tp", tensor_parallel_size),
+            lambda: replace(
+                self, layers=tuple(layer.per_rank(tensor_parallel_size) for layer in self.layers)
+            ),
         )

@@ -197,26 +197,9 @@ def plan(
     """
     engine = get_engine(inputs.engine)
     gpu, memory = _gpu(inputs)
-    max_len = inputs.max_model_len or model.max_model_len
-    request = EngineRequest(
-        model=model,
-        kv_cache_dtype=inputs.kv_cache_dtype,
-        engine_version=inputs.engine_version,
-        max_model_len=max_len,
-        tensor_parallel_size=inputs.tensor_parallel_size,
-        pipeline_parallel_size=inputs.pipeline_parallel_size,
-        block_size=inputs.block_size,
-        max_num_batched_tokens=inputs.max_num_batched_tokens,
-        max_num_seqs=inputs.max_num_seqs,
-        available_kv_bytes=0,
-        gpu_memory_bytes=memory,
-        gpu_name=gpu.device_name if gpu else None,
-        gpu_compute_capability=_capability(gpu),
-        extra=_engine_extra(inputs),
-    )
-    probe = engine.plan_kv_cache(request)  # the engine's defaults (batch size...) at zero memory
+    request = engine_request(model, inputs, available_kv_bytes=0)
     weights = _weights(model, inputs, exact_weights)
-    overhead = _overhead(model, inputs, gpu, probe)
+    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request))
     if inputs.calibration and inputs.kv_cache_memory_bytes is None:  # `verify --record` corrections
         from kvcalc.calibration import calibrate_overhead
 
@@ -253,6 +236,27 @@ def plan(
     return result
 
 
+def engine_request(model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int) -> EngineRequest:
+    """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
+    gpu, memory = _gpu(inputs)
+    return EngineRequest(
+        model=model,
+        kv_cache_dtype=inputs.kv_cache_dtype,
+        engine_version=inputs.engine_version,
+        max_model_len=inputs.max_model_len or model.max_model_len,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        pipeline_parallel_size=inputs.pipeline_parallel_size,
+        block_size=inputs.block_size,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs,
+        available_kv_bytes=available_kv_bytes,
+        gpu_memory_bytes=memory,
+        gpu_name=gpu.device_name if gpu else None,
+        gpu_compute_capability=_capability(gpu),
+        extra=_engine_extra(inputs),
+    )
+
+
 def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
     if gpu is None or not gpu.compute_capability or gpu.vendor.lower() != "nvidia":
         return None
@@ -276,11 +280,21 @@ def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
     return extra
 
 
-def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, probe: KvCachePlan) -> Overhead:
+def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None, int | None]:
+    """The engine's batch-size defaults: asked directly where the engine can say, else read off a
+    plan at zero KV memory."""
+    ask = getattr(engine, "scheduler_defaults", None)
+    if ask is not None:
+        return ask(request)
+    probe = engine.plan_kv_cache(request)
+    return probe.max_num_batched_tokens, probe.max_num_seqs
+
+
+def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple) -> Overhead:
     if inputs.kv_cache_memory_bytes is not None:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
-    tokens = inputs.max_num_batched_tokens or probe.max_num_batched_tokens or 2048
+    tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
     try:
         return estimate_overhead(
             model,
@@ -288,7 +302,7 @@ def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, probe:
             tensor_parallel_size=inputs.tensor_parallel_size,
             enforce_eager=inputs.enforce_eager,
             gpu=gpu,
-            max_num_seqs=inputs.max_num_seqs or probe.max_num_seqs,
+            max_num_seqs=inputs.max_num_seqs or defaults[1],
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -341,7 +355,7 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
     else:
         # the engine fills its budget with blocks: headroom is concurrency beyond the target
         headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
-        headroom = int(kv.kv_cache_bytes * headroom_fraction) if conc > 0 else -kv.bytes_per_request
+        headroom = kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc) if conc > 0 else -kv.bytes_per_request
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     verdict, reason = _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
@@ -435,8 +449,8 @@ def _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fr
         return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
     if headroom_fraction < inputs.tight_fraction:
         return "tight", (
-            f"only {headroom_fraction:.0%} of the KV cache is left beyond "
-            f"{target or 1} request(s) (threshold {inputs.tight_fraction:.0%})"
+            f"only {headroom_fraction:.1%} of the KV cache is left beyond "
+            f"{target or 1} request(s) (threshold {inputs.tight_fraction:.1%})"
         )
     return "ok", f"{conc:.2f} requests of {kv.max_model_len:,} tokens fit per engine"
 
@@ -449,14 +463,19 @@ def plan_reference(
     token: str | None = None,
     offline: bool | None = None,
     with_throughput: bool = False,
+    with_suggestions: bool = True,
+    notes: tuple[str, ...] = (),
 ) -> CapacityPlan:
-    """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it."""
+    """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it; ``notes`` (e.g. the
+    flags a pasted serving command had that kvcalc ignores) go first in the plan's notes."""
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
     exact = None
     if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
         exact = loaded.weights_metadata()
     source = "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
-    return plan(loaded.shape, inputs, exact_weights=exact, model_source=source, with_throughput=with_throughput)
+    result = plan(loaded.shape, inputs, exact_weights=exact, model_source=source,
+                  with_throughput=with_throughput, with_suggestions=with_suggestions)
+    return replace(result, notes=(*notes, *result.notes)) if notes else result
 
 
 _CACHE: dict[tuple, Any] = {}

@@ -119,15 +119,7 @@ FLAGS: dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, ...]]] = {
 _BY_FLAG = {name: fld for fld, (_, names) in FLAGS.items() for name in names}
 
 #: flags with no effect on memory: ignored without a note
-_SILENT = frozenset("""
---host --port --served-model-name --api-key --tokenizer --tokenizer-mode --tokenizer-revision
---chat-template --uvicorn-log-level --download-dir --load-format --seed --response-role
---ssl-keyfile --ssl-certfile --ssl-ca-certs --root-path --tool-call-parser --reasoning-parser
---hf-token --allowed-origins --allowed-methods --allowed-headers --max-log-len --code-revision
---config-format --api-server-count --trust-remote-code --disable-log-requests --disable-log-stats
---enable-log-requests --disable-uvicorn-access-log --enable-auto-tool-choice --disable-fastapi-docs
---enable-request-id-headers --generation-config --chat-template-content-format --log-level
-""".split())
+_SILENT = frozenset(["--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--tokenizer-mode", "--tokenizer-revision", "--chat-template", "--uvicorn-log-level", "--download-dir", "--load-format", "--seed", "--response-role", "--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--root-path", "--tool-call-parser", "--reasoning-parser", "--hf-token", "--allowed-origins", "--allowed-methods", "--allowed-headers", "--max-log-len", "--code-revision", "--config-format", "--api-server-count", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--disable-uvicorn-access-log", "--enable-auto-tool-choice", "--disable-fastapi-docs", "--enable-request-id-headers", "--generation-config", "--chat-template-content-format", "--log-level"])
 #: switches that never take a value (besides ``--no-*``, ``--enable-*``, ``--disable-*``)
 _SWITCHES = frozenset({"--trust-remote-code", "--headless", "--async-scheduling",
                        "--skip-tokenizer-init", "--calculate-kv-scales", "--enforce-eager"})
@@ -215,9 +207,7 @@ def _program(tokens: list[str]) -> tuple[int, bool]:
 
 
 def _takes_value(flag: str) -> bool:
-    if flag in _SWITCHES or flag.startswith(("--no-", "--enable-", "--disable-")):
-        return False
-    return True
+    return not (flag in _SWITCHES or flag.startswith(("--no-", "--enable-", "--disable-")))
 
 
 def _is_flag(token: str) -> bool:

@@ -53,7 +53,7 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
             out.append(_make(f"--max-model-len {length:,}: the longest request that fits "
                              f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
     if verdict == "below-target" and inputs.target_concurrency:
-        length = _length_for_concurrency(model, inputs, exact, inputs.target_concurrency)
+        length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
         if length:
             r = _try(model, inputs, exact, max_model_len=length)
             if r:
@@ -78,16 +78,22 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
     return out
 
 
-def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, exact: Any, target: int) -> int | None:
-    """The longest max_model_len at which ``target`` requests fit (binary search on the planner)."""
-    lo, hi = 1, (inputs.max_model_len or model.max_model_len)
-    best = None
-    for _ in range(40):
-        if lo > hi:
-            break
+def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target: int) -> int | None:
+    """The longest max_model_len at which ``target`` requests fit. The KV budget does not depend on
+    the length, so this binary search asks only the engine's block arithmetic, not the whole plan."""
+    from kvcalc.engines import get_engine
+    from kvcalc.planning import engine_request
+
+    engine = get_engine(inputs.engine)
+    request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes))
+    lo, hi, best = 1, base.max_model_len, None
+    while lo <= hi:
         mid = (lo + hi) // 2
-        r = _try(model, inputs, exact, max_model_len=mid)
-        if r is not None and r.max_concurrency >= target and r.verdict != "wont-start":
+        try:
+            kv = engine.plan_kv_cache(replace(request, max_model_len=mid))
+        except KvcalcError:
+            kv = None
+        if kv is not None and kv.fits and kv.max_concurrency >= target:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1

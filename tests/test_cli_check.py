@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from golden import assert_golden
-
 from conftest import ROOT
+from golden import assert_golden
 
 DEPLOY = "tests/fixtures/deployments"
 
@@ -26,6 +25,10 @@ def _repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _run(args, cwd, env, *, shell: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=env, shell=shell, capture_output=True, text=True, check=False)
 
 
 GOLDEN = {
@@ -138,7 +141,7 @@ def test_plan_and_inspect_do_not_import_yaml():
         "print('yaml' in sys.modules, file=sys.stderr)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = _run([sys.executable, "-c", code], ROOT, env)
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr
 
 
@@ -164,9 +167,9 @@ def _example_repo(tmp_path: Path) -> Path:
 
 def _ci_workflow() -> tuple[dict, list[str]]:
     text = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
     workflow = yaml.safe_load(next(b for b in blocks if "jobs:" in b))
-    sample = re.search(r"fails \(exit 1\) with:\n\n```text\n(.*?)```", text, flags=re.S).group(1)
+    sample = re.search(r"fails \(exit 1\) with:\n\n```text\n(.*?)```", text, flags=re.DOTALL).group(1)
     return workflow, sample.strip().splitlines()
 
 
@@ -180,7 +183,7 @@ def test_ci_workflow_runs_as_written_on_the_examples(tmp_path):
     repo = _example_repo(tmp_path)
     env = _shim(tmp_path)
     env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
-    done = subprocess.run(checks[0], shell=True, cwd=repo, env=env, capture_output=True, text=True)
+    done = _run(checks[0], repo, env, shell=True)
     # two deployments of examples/deployments/fleet.yaml fail on purpose: the step fails
     assert done.returncode == 1, done.stderr
     out = done.stdout.splitlines()
@@ -199,7 +202,7 @@ def test_ci_workflow_runs_as_written_on_the_examples(tmp_path):
     text = text.replace("    max_num_seqs: 16\n    requirements:\n      min_concurrency: 16\n",
                         "    max_num_seqs: 8\n    requirements:\n      min_concurrency: 8\n")
     fleet.write_text(text.replace("max_model_len: 131072", "max_model_len: 16384"), encoding="utf-8")
-    done = subprocess.run(checks[0], shell=True, cwd=repo, env=env, capture_output=True, text=True)
+    done = _run(checks[0], repo, env, shell=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -218,10 +221,9 @@ def test_pre_commit_hook_runs_on_the_examples(tmp_path):
     assert staged == ["deployments/chat.yaml", "deployments/fleet.yaml", "deployments/vllm-command.yaml",
                       "serving.kvcalc.yaml"]
     env = _shim(tmp_path)
-    done = subprocess.run(hook["entry"].split() + staged, cwd=repo, env=env, capture_output=True, text=True)
+    done = _run(hook["entry"].split() + staged, repo, env)
     assert done.returncode == 1, done.stderr
     assert "FAIL rag-70b (deployments/fleet.yaml:27)" in done.stdout
     assert done.stdout.rstrip().endswith("5 of 7 deployments pass")
-    only_good = subprocess.run(hook["entry"].split() + ["deployments/chat.yaml"], cwd=repo, env=env,
-                               capture_output=True, text=True)
+    only_good = _run(hook["entry"].split() + ["deployments/chat.yaml"], repo, env)
     assert only_good.returncode == 0, only_good.stdout

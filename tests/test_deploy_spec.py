@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 import yaml
-
 from conftest import FIXTURES, ROOT
+
 from kvcalc.deploy import read_file
 from kvcalc.deploy.keys import DEPLOYMENT_KEYS, SECTIONS
 from kvcalc.deploy.schema import build_schema
@@ -44,22 +44,22 @@ def test_every_problem_is_reported_at_once_with_its_line():
         "19:29: gpu_memory_utilization: must be in (0, 1], got 1.5 (a fraction: 0.9 is 90%)",
         "20:15: num_gpus: must be at least 1, got 0",
         "22:21: requirements.min_headroom: a share of the KV pool must be under 100%, got '150%'",
-        "23:23: requirements.allow_verdicts: 'wont-start' cannot be allowed: a deployment that would "
-        "not start always fails (use --exit-zero for a report-only run)",
+        ("23:23: requirements.allow_verdicts: 'wont-start' cannot be allowed: a deployment that would "
+        "not start always fails (use --exit-zero for a report-only run)"),
         "26:10: gpu: unknown GPU 'H1000'; did you mean H100-SXM or V100-16GB? (see `kvcalc gpus`)",
         "27:21: kv_cache_dtype: unknown kv_cache_dtype 'fp9'; did you mean 'fp8'?",
-        "28:13: engine: unknown engine 'vllmm'; did you mean 'vllm'? (choose from: vllm, sglang, "
-        "llamacpp, hf, trtllm, llama.cpp, transformers, tensorrt-llm)",
-        "29:12: dtype: unknown dtype 'float8'; did you mean 'float'? (choose from: auto, bfloat16, "
-        "float16, half, float32, float, bf16, fp16, fp32)",
+        ("28:13: engine: unknown engine 'vllmm'; did you mean 'vllm'? (choose from: vllm, sglang, "
+        "llamacpp, hf, trtllm, llama.cpp, transformers, tensorrt-llm)"),
+        ("29:12: dtype: unknown dtype 'float8'; did you mean 'float'? (choose from: auto, bfloat16, "
+        "float16, half, float32, float, bf16, fp16, fp32)"),
         "30:5: no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`",
         "30:5: no GPU: add `gpu:` (see `kvcalc gpus`), `gpu_memory:` or `kv_cache_memory:`",
         "36:15: num_gpus: 2 is fewer than tensor_parallel_size × pipeline_parallel_size = 4",
         "40:27: tensor_parallel_size: 4 disagrees with -tp 2 in `command` (line 39)",
         "43:14: command: conflicting flags: --max-num-seqs 8 and --max-num-seqs 16 (give each setting once)",
         "46:14: command: no vllm/vllm-openai image in this docker command",
-        "49:17: gpu_memory: cannot read '80 GB of HBM' as a size: write 80GB (10^9 bytes), 79.2GiB "
-        "(2^30 bytes) or a bare number of GiB",
+        ("49:17: gpu_memory: cannot read '80 GB of HBM' as a size: write 80GB (10^9 bytes), 79.2GiB "
+        "(2^30 bytes) or a bare number of GiB"),
         "50:22: kv_cache_memory: must not be negative, got -4",
         "51:11: duplicate deployment name 'typos' (first at line 3)",
         "54:5: deployments[11]: expected a deployment (a mapping), got 'just a string'",
@@ -70,22 +70,22 @@ def test_every_problem_is_reported_at_once_with_its_line():
     ("name", "expected"),
     [
         ("duplicate_key", ["5:1: duplicate key 'max_model_len' (first at line 4)"]),
-        ("syntax", ["4:14: YAML syntax error: did not find expected ',' or ']' (while parsing a flow "
-                    "sequence that starts at line 3)"]),
-        ("tags", ["1:7: tag !!python/object/apply:os.system is not allowed: deployment files hold plain "
-                  "mappings and lists only",
+        ("syntax", [("4:14: YAML syntax error: did not find expected ',' or ']' (while parsing a flow "
+                    "sequence that starts at line 3)")]),
+        ("tags", [("1:7: tag !!python/object/apply:os.system is not allowed: deployment files hold plain "
+                  "mappings and lists only"),
                   "2:8: tag !custom is not allowed: deployment files hold plain values only",
                   "4:15: tag !!set is not allowed: deployment files hold plain mappings and lists only"]),
-        ("alias_bomb", ["7:8: the document expands to more than 100,000 values (through aliases?); "
-                        "refusing it"]),
-        ("empty", ["1:1: the file is empty: expected a deployment (model:, gpu:, ...) or a "
-                   "`deployments:` list"]),
-        ("top_level_list", ["1:1: expected a deployment (a mapping with model:, gpu:, ...) or a "
-                            "`deployments:` list, got a list"]),
-        ("two_documents", ["3:1: a second YAML document (---): put several deployments in one "
-                           "`deployments:` list instead"]),
-        ("yes_key", ["3:1: keys must be strings, not True (YAML reads yes/no/on/off as booleans: "
-                     "quote the key)"]),
+        ("alias_bomb", [("7:8: the document expands to more than 100,000 values (through aliases?); "
+                        "refusing it")]),
+        ("empty", [("1:1: the file is empty: expected a deployment (model:, gpu:, ...) or a "
+                   "`deployments:` list")]),
+        ("top_level_list", [("1:1: expected a deployment (a mapping with model:, gpu:, ...) or a "
+                            "`deployments:` list, got a list")]),
+        ("two_documents", [("3:1: a second YAML document (---): put several deployments in one "
+                           "`deployments:` list instead")]),
+        ("yes_key", [("3:1: keys must be strings, not True (YAML reads yes/no/on/off as booleans: "
+                     "quote the key)")]),
     ],
 )  # fmt: skip
 def test_file_level_problems(name, expected):

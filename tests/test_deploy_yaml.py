@@ -108,8 +108,8 @@ def test_deep_nesting_is_refused_without_recursion():
 
 def test_syntax_error_points_at_the_problem_and_its_context():
     assert _problems("a: [1, 2\nb: 3\n") == [
-        (2, 2, "YAML syntax error: did not find expected ',' or ']' "
-               "(while parsing a flow sequence that starts at line 1)")
+        (2, 2, ("YAML syntax error: did not find expected ',' or ']' "
+               "(while parsing a flow sequence that starts at line 1)"))
     ]
 
 

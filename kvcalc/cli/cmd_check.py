@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -56,7 +56,7 @@ def check(
                      rich_help_panel=OUTPUT_PANEL),
     ] = Format.table,
     fail_on: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--fail-on", help="Also fail on this verdict (tight or below-target) even "
                      "where a file allows it; repeatable.", rich_help_panel=OUTPUT_PANEL,
                      show_default=False),

@@ -46,7 +46,7 @@ WeightsMemoryOpt = Annotated[str | None, _opt("--weights-memory", help="Weight b
 def _inputs(model: str | None, **given: Any):
     from kvcalc.cli.plan_args import build_inputs
 
-    return build_inputs({**_PLAN_DEFAULTS, "model": model, **given})[1]
+    return build_inputs({**_PLAN_DEFAULTS, "model": model, **given}).inputs
 
 
 @app.command()

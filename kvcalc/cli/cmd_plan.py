@@ -74,9 +74,15 @@ def plan(
     from kvcalc.cli.plan_args import build_inputs
     from kvcalc.planning import plan_reference
 
-    reference, inputs = build_inputs(locals())
+    request = build_inputs(locals())
     result = plan_reference(
-        reference, inputs, revision=revision, token=token, offline=offline or None, with_throughput=not no_throughput
+        request.reference,
+        request.inputs,
+        revision=request.revision,
+        token=token,
+        offline=offline or None,
+        with_throughput=not no_throughput,
+        notes=request.notes,
     )
     if json_:
         from kvcalc.render import to_json

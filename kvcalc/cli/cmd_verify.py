@@ -9,7 +9,6 @@ import typer
 from kvcalc.cli.app import app
 from kvcalc.cli.options import (
     HARDWARE_PANEL,
-    MODEL_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
     JsonOpt,
@@ -55,9 +54,9 @@ def verify(
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
 ) -> int:
-    """Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
+    r"""Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
 
-    Needs torch (pip install 'kvcalc[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
+    Needs torch (pip install 'kvcalc\[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
     2 could not run (no torch, --fill without CUDA, bad input).
 
     Example: kvcalc verify llama-3.1-8b --engine vllm --kv-cache-dtype fp8

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import InputError
@@ -16,6 +17,15 @@ _FROM_COMMAND_FIELDS = (
 )  # fmt: skip
 _DEFAULTS = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "kv_cache_dtype": "auto",
              "enforce_eager": False, "engine": "vllm"}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    reference: str
+    revision: str | None
+    inputs: PlanInputs
+    #: notes from --from-command (flags it ignored)
+    notes: tuple[str, ...] = ()
 
 
 def _size(value: str | None, what: str) -> int | None:
@@ -77,14 +87,19 @@ def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
         "engine_options": parse_engine_options(o.get("engine_option") or ()),
     }
     reference = o["model"]
+    revision, notes = o.get("revision"), ()
     if o.get("from_command"):
-        reference = _merge_command(o["from_command"], reference, values)
+        reference, command_revision, notes = _merge_command(o["from_command"], reference, values)
+        if command_revision and revision and command_revision != revision:
+            raise InputError(f"--revision {revision} differs from the command's {command_revision}",
+                             code="conflicting-options")  # fmt: skip
+        revision = revision or command_revision
     if not reference:
         raise InputError("no model given", hint="kvcalc plan MODEL --gpu NAME (see `kvcalc models`)", code="missing-model")
-    return reference, PlanInputs(**values)
+    return PlanRequest(reference=reference, revision=revision, inputs=PlanInputs(**values), notes=notes)
 
 
-def _merge_command(text: str, reference: str | None, values: dict[str, Any]) -> str:
+def _merge_command(text: str, reference: str | None, values: dict[str, Any]) -> tuple[str, str | None, tuple[str, ...]]:
     """Flags from a ``vllm serve ...`` command fill what the options left at their defaults."""
     from kvcalc.servecmd import parse_serve_command
 
@@ -106,4 +121,4 @@ def _merge_command(text: str, reference: str | None, values: dict[str, Any]) -> 
                 code="conflicting-options",
             )
         values[name] = cmd.values[name]
-    return reference or cmd.model
+    return reference or cmd.model, cmd.revision, tuple(cmd.notes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.deploy.judge import Failure, judge
@@ -160,15 +160,10 @@ def plan_deployment(dep: Deployment, *, token: str | None = None, offline: bool 
     skips the computed suggestions (several more plans each); the check asks for them only for
     deployments that fail.
     """
-    from kvcalc.planning import plan, resolve_model_cached
+    from kvcalc.planning import plan_reference
 
-    loaded = resolve_model_cached(dep.model, revision=dep.revision, token=token, offline=offline)
-    exact = None
-    if loaded.source != "bundled" and dep.inputs.weights_memory_bytes is None:
-        exact = loaded.weights_metadata()
-    source = "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
-    return plan(loaded.shape, dep.inputs, exact_weights=exact, model_source=source,
-                with_suggestions=with_suggestions)
+    return plan_reference(dep.model, dep.inputs, revision=dep.revision, token=token, offline=offline,
+                          with_suggestions=with_suggestions)
 
 
 def _judged(dep: Deployment, fail_on: tuple[str, ...], token: str | None, offline: bool | None,

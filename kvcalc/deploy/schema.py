@@ -72,8 +72,8 @@ def _fragment(key: Key) -> dict[str, Any]:
         return {"type": "string", "enum": _cache_dtypes()}
     if kind == "verdicts":
         item = {"type": "string", "enum": list(key.choices)}
-        return {"oneOf": [item, {"type": "array", "items": item, "minItems": 1,
-                                 "uniqueItems": True}], "default": list(DEFAULT_ALLOWED)}
+        return {"oneOf": [item, {"type": "array", "items": item, "minItems": 1}],
+                "default": list(DEFAULT_ALLOWED)}
     if kind == "options":
         return {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
     if kind == "section":

@@ -247,7 +247,7 @@ def _deployment(node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = F
     _check_required(node, ctx, fields_)
     if (len(ctx.problems), ctx.bad) != before:
         return None
-    fields_.update(_section_fields(values.get("workload", {})))
+    fields_.update(values.get("workload", {}))
     if fields_.get("dtype") is not None:
         fields_["dtype"] = None if fields_["dtype"] == "auto" else _DTYPE_NAMES.get(fields_["dtype"], fields_["dtype"])
     try:
@@ -271,15 +271,12 @@ def _deployment(node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = F
     )
 
 
-def _section_fields(section: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in section.items()}
-
-
 def _check_required(node: Node, ctx: _Ctx, fields_: dict[str, Any]) -> None:
-    if not any(fields_.get(f) is not None for f in ("gpu", "gpu_memory_bytes", "kv_cache_memory_bytes")):
-        if not _written(node, ("gpu", "gpu_memory", "kv_cache_memory")):
-            ctx.at(node, "no GPU: add `gpu:` (see `kvcalc gpus`), `gpu_memory:` or "
-                   "`kv_cache_memory:`")
+    given = ("gpu", "gpu_memory_bytes", "kv_cache_memory_bytes")
+    if not any(fields_.get(f) is not None for f in given) and not _written(
+        node, ("gpu", "gpu_memory", "kv_cache_memory")
+    ):
+        ctx.at(node, "no GPU: add `gpu:` (see `kvcalc gpus`), `gpu_memory:` or `kv_cache_memory:`")
     world = fields_.get("tensor_parallel_size", 1) * fields_.get("pipeline_parallel_size", 1)
     if isinstance(fields_.get("num_gpus"), int) and fields_["num_gpus"] < world:
         num_node = node.value["num_gpus"][1]

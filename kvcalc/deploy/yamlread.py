@@ -48,7 +48,7 @@ class Node:
     ``bad`` node stands for a value already reported (an unsafe tag), so it is not reported twice.
     """
 
-    __slots__ = ("kind", "value", "line", "column", "size")
+    __slots__ = ("column", "kind", "line", "size", "value")
 
     def __init__(self, kind: str, value: Any, line: int, column: int, size: int = 1) -> None:
         self.kind, self.value, self.line, self.column, self.size = kind, value, line, column, size

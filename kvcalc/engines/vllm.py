@@ -32,6 +32,7 @@ from kvcalc.engines.base import (
     KvCachePlan,
     binary_search_max_len,
     check_extra,
+    extra_choice,
     extra_int,
 )
 from kvcalc.engines.vllm_groups import (
@@ -91,6 +92,15 @@ class VllmEngine:
             return requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
         requested = int(total_memory_bytes * util)
         return requested - weights_bytes - activation_bytes - max(0, non_torch_bytes)
+
+    def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;
+        the planner needs them for the activation estimate before it knows the KV budget."""
+        check_extra(self.name, request.extra, EXTRA_KEYS)
+        profile = D.resolve_profile(request.engine_version)[0]
+        usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
+        tokens, seqs, _ = D.batch_defaults(request, profile, usage)
+        return request.max_num_batched_tokens or tokens, request.max_num_seqs or seqs
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

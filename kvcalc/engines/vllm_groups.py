@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from kvcalc.errors import InputError
 from kvcalc.layouts import (
@@ -83,6 +84,7 @@ class LayerSpec:
         return replace(self, block_size=block_size, real_page_bytes=real, page_padded_bytes=None)
 
 
+@lru_cache(maxsize=4096)
 def layer_spec(
     layout: Layout, block_size: int, mamba_page_padded: int | None, checkpoint_blocks: int = 0
 ) -> LayerSpec | None:
@@ -135,7 +137,7 @@ class Group:
         return self.specs[0].page_bytes
 
     def max_blocks(self, s: Sizing) -> int:
-        return max(spec.max_blocks(s) for spec in self.specs)
+        return max(spec.max_blocks(s) for spec in set(self.specs))
 
     def stage_page_bytes(self, stage_layers: range) -> int:
         """Bytes one block takes in this group's layers on one pipeline stage."""
@@ -155,8 +157,9 @@ def promote_local_specs(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
 
 def _mergeable(specs: list[LayerSpec]) -> bool:
     """``is_kv_cache_spec_uniform``: one spec, full specs with and without a window merging."""
-    keys = {replace(s, window=None) if s.kind == "full" else s for s in specs}
-    windows = {s.window for s in specs if s.kind == "full" and s.window is not None}
+    unique = set(specs)  # a model has a handful of distinct specs; compare those only
+    keys = {replace(s, window=None) if s.kind == "full" else s for s in unique}
+    windows = {s.window for s in unique if s.kind == "full" and s.window is not None}
     return len(keys) == 1 and len(windows) <= 1
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from kvcalc.render import fmt
 
 PASS, FAIL = "PASS", "FAIL"
+_RIGHT = ("max len", "requests", "workload", "KV headroom")
 _MD_MARK = {True: "✅", False: "❌"}
 
 
@@ -38,7 +39,9 @@ def _pass_text(result: Any) -> str:
 
 
 def _headroom(plan: Any) -> str:
-    return f"{fmt.size(plan.headroom_bytes)} ({plan.headroom_fraction:.1%})"
+    share = plan.headroom_fraction
+    return f"{fmt.size(plan.headroom_bytes)} ({share:.1%})" if abs(share) < 0.1 else \
+        f"{fmt.size(plan.headroom_bytes)} ({share:.0%})"
 
 
 def _where(file: str, line: int | None) -> str:
@@ -79,14 +82,14 @@ def _tries(result: Any) -> list[str]:
 def _table_rows(report: Any) -> tuple[list[str], list[list[Any]]]:
     """Column names and cells shared by the table and Markdown (a workload column if any has one)."""
     workload = any(r.deployment.has_workload for r in report.results)
-    names = ["deployment", "model", "GPUs", "max len", "concurrency"]
-    names += ["at workload"] if workload else []
+    names = ["deployment", "model", "GPUs", "max len", "requests"]
+    names += ["workload"] if workload else []
     names += ["KV headroom", "verdict"]
     rows = []
     for r in report.results:
         plan = r.plan
         replicas = f" ×{plan.data_parallel_replicas}" if plan.data_parallel_replicas > 1 else ""
-        row = [r.deployment.name, plan.model, _gpus(plan), fmt.int_(plan.max_model_len),
+        row = [r.deployment.name, plan.model.rsplit("/", 1)[-1], _gpus(plan), fmt.int_(plan.max_model_len),
                f"{plan.max_concurrency:,.2f}{replicas}"]
         if workload:
             at = plan.workload_concurrency if r.deployment.has_workload else None
@@ -109,10 +112,10 @@ def render_table(report: Any) -> None:
     wide = {} if sys.stdout.isatty() or os.environ.get("COLUMNS") else {"width": 160}
     console = stdout_console(highlight=False, **wide)
     names, rows = _table_rows(report)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("result")
     for name in names:
-        right = name in ("max len", "concurrency", "at workload", "KV headroom")
+        right = name in _RIGHT
         table.add_column(name, justify="right" if right else "left")
     for r, row in zip(report.results, rows):
         verdict = Text(row[-1], style=VERDICT_STYLE.get(row[-1], ""))
@@ -144,12 +147,12 @@ def markdown(report: Any) -> str:
         lines += [f"- `{_md(p)}`" for p in report.problems]
         return "\n".join(lines) + "\n"
     names, rows = _table_rows(report)
-    right = ("max len", "concurrency", "at workload", "KV headroom")
+    right = _RIGHT
     lines.append("| | " + " | ".join(n[:1].upper() + n[1:] for n in names) + " |")
     lines.append("|:-:|" + "|".join("--:" if n in right else "---" for n in names) + "|")
     for r, row in zip(report.results, rows):
         row[0] = f"**{_md(row[0])}**<br>`{_md(_where(r.deployment.file, r.deployment.line))}`"
-        row[1] = f"`{_md(row[1])}`"
+        row[1] = f"`{_md(r.plan.model)}`"
         row[-1] = f"`{row[-1]}`"
         cells = [_MD_MARK[r.passed], *(c if i in (0, 1) else _md(c) for i, c in enumerate(row))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -193,7 +196,7 @@ def github(report: Any) -> str:
     for p in report.problems:
         out.append(_annotation("error", p.file, p.line, "kvcalc check: invalid deployment file",
                                p.message, p.column))
-    for r in report.results:
+    for r in report.results if not report.problems else ():
         dep = r.deployment
         tries = _tries(r)
         for f in r.failures:

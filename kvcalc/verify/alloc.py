@@ -73,6 +73,13 @@ def _views(torch: Any, buffer: Any, spec: BufferSpec, sums: dict, problems: list
             problems.append(f"{spec.name}: layer {layer}'s views cover {nbytes:,} of {size:,} B")
 
 
+def _allocate(torch: Any, spec: BufferSpec, device: Any, touch: bool) -> Any:
+    buffer = torch.empty(spec.shape, dtype=getattr(torch, spec.torch_dtype), device=device)
+    if touch:
+        buffer.reshape(-1).view(torch.uint8).fill_(0x3C)  # write every page
+    return buffer
+
+
 def allocate_and_measure(plan: AllocationPlan, device: Any, *, touch: bool = True) -> Measured:
     """Allocate ``plan`` on ``device``, fill it (``touch``), measure it, free it.
 
@@ -88,11 +95,8 @@ def allocate_and_measure(plan: AllocationPlan, device: Any, *, touch: bool = Tru
     problems: list[str] = []
     try:
         for spec in plan.buffers:
-            buffer = torch.empty(spec.shape, dtype=getattr(torch, spec.torch_dtype), device=device)
-            if touch:
-                buffer.reshape(-1).view(torch.uint8).fill_(0x3C)  # touch every page
-            buffers.append(buffer)
-            _views(torch, buffer, spec, sums, problems)
+            buffers.append(_allocate(torch, spec, device, touch))
+            _views(torch, buffers[-1], spec, sums, problems)
         after = torchenv.probe(device)
         storage = sum(b.untyped_storage().nbytes() for b in buffers)
     finally:

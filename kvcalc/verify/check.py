@@ -117,8 +117,8 @@ def verify(
     """Resolve ``reference`` and run the chosen check (layout, ``fill`` or ``run``)."""
     from kvcalc.verify.layout import engine_key
 
-    if not 0 < tolerance < 1:
-        raise KvcalcError(f"--tolerance must be in (0, 1), got {tolerance}", code="invalid-input")
+    if not 0 <= tolerance < 1:
+        raise KvcalcError(f"--tolerance must be in [0, 1), got {tolerance}", code="invalid-input")
     if fill and run:
         raise KvcalcError("choose --fill or --run, not both", code="conflicting-options")
     if run and engine_key(opts.engine) != "hf":

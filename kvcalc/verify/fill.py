@@ -204,5 +204,5 @@ def _result(shape, opts, cplan, fill: FillResult, tolerance, notes, device, tota
         predicted_bytes=predicted, measured_bytes=measured, relative_error=error, tolerance=tolerance,
         passed=passed and not fill.leaked_bytes and not fill.oom_caught,
         judged_on="blocks allocatable under gpu_memory_utilization × total (mem_get_info)",
-        components=(component,), fill=fill, notes=tuple([*notes, *cplan.notes]),
+        components=(component,), fill=fill, notes=(*notes, *cplan.notes),
     )  # fmt: skip

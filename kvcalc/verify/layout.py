@@ -208,9 +208,9 @@ def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     for i, layer in enumerate(layers):
         if not layer.bytes_per_token:
             continue
-        kind = "sliding" if layer.kind in ("sliding", "chunked") and "sliding" in pools else "full"
-        kind = "mla" if isinstance(layer, MLALatent) else kind
-        rows = pools[kind] + page  # the pool keeps page_size padding slots
+        pool = "sliding" if layer.kind in ("sliding", "chunked") and "sliding" in pools else "full"
+        rows = pools[pool] + page  # the pool keeps page_size padding slots
+        kind = "mla" if isinstance(layer, MLALatent) else pool
         dtype = layer.dtype.torch_name
         if isinstance(layer, MLALatent):
             parts = [("latent", (rows, 1, layer.latent_dim), rows * layer.bytes_per_token)]

@@ -10,8 +10,8 @@
 - fp8 is stored as ``uint8``; formats with per-row scales or packed values (int8/fp8 per token-head,
   int4, nvfp4, ``fp8_ds_mla``) are raw ``uint8`` rows of ``CacheDtype.row_bytes`` per head.
 
-Worked example (Gemma-3-1B, bf16, 4 blocks): 22 sliding + 4 full layers make 6 groups (max 22 <
-1.5·4 fails, so group_size 4 → 5 sliding groups + 1 full, 2 padding layers); 4 shared tensors of
+Worked example (Gemma-3-1B, bf16, 4 blocks): 22 sliding + 4 full layers; 22 ≥ 1.5·4, so group_size
+4 → 6 sliding groups (2 padding layers) + 1 full group = 7 groups sharing 4 tensors of
 2·16·1·256·2 B × 4 blocks = 65,536 B each.
 """
 
@@ -74,8 +74,8 @@ def build_from_plan(plan: KvCachePlan, layers: tuple[Layout, ...]) -> Allocation
     components = tuple(
         PredictedComponent(name=k, predicted_bytes=v[0], num_layers=v[1]) for k, v in predicted.items()
     )
-    notes = [f"{len(buffers)} tensors for {sum(len(g.layer_indices) for g in plan.groups)} layers, "
-             f"{len(plan.groups)} KV-cache group(s)"]  # fmt: skip
+    num_layers = sum(len(g.layer_indices) for g in plan.groups)
+    notes = [f"{len(buffers)} tensors for {num_layers} layers, {len(plan.groups)} KV-cache group(s)"]
     return AllocationPlan(
         engine="vllm", engine_version=plan.engine_version, kv_cache_dtype=plan.kv_cache_dtype,
         layout=LAYOUT, block_size=plan.block_size, num_blocks=nb, tokens=nb * plan.block_size,

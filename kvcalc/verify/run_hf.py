@@ -106,7 +106,8 @@ def verify_run(
     shape = parse_config(small, name=name, source=f"{name} (reduced for --run)")
     prompt = prompt_tokens or _default_prompt(shape)
     static = dict(opts.engine_options).get("cache_implementation") == "static"
-    cached = prompt + new_tokens - (0 if static else 1)  # the last token is never fed back
+    # the last token is never fed back; generate() sizes a StaticCache to the same max_length − 1
+    cached = prompt + new_tokens - 1
     plan = allocation_plan(shape, replace(opts, tokens=cached))
     torch = torchenv.import_torch()
     transformers = import_transformers()
@@ -147,7 +148,7 @@ def verify_run(
         block_size=1, num_blocks=plan.num_blocks, tokens=cached, num_layers=shape.num_layers,
         predicted_bytes=plan.predicted_bytes, measured_bytes=total, relative_error=error, tolerance=tolerance,
         passed=passed, judged_on="cache tensors' storage bytes (shared storage counted once)",
-        components=components, run=info, notes=tuple([*plan.notes, *notes]),
+        components=components, run=info, notes=(*plan.notes, *notes),
     )  # fmt: skip
 
 

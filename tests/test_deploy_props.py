@@ -1,0 +1,161 @@
+"""Property tests: bad input of every kind gives one clear message per problem with its line, exit 2,
+and no traceback; and whatever the validator accepts, the published JSON Schema accepts too."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from conftest import FIXTURES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvcalc.deploy import read_file
+from kvcalc.deploy.keys import DEPLOYMENT_KEYS, SECTIONS
+from kvcalc.deploy.schema import build_schema
+
+SEEDS = [p.read_text(encoding="utf-8") for p in sorted((FIXTURES / "deployments" / "good").glob("*.yaml"))]
+TOKENS = [
+    ":", "-", " ", "  ", "\n", "[", "]", "{", "}", ",", "&a ", "*a", "<<: *a", "'", '"', "#", "\t",
+    "|", ">", "%", "@", "`", "---", "...", "? ", "!!python/object:os.system ", "!x ", "!!set ",
+    "1e999", "-1", "0", "0.0", "1.5", "yes", "null", "~", "32k", "1.5K", "H1000", "fp9", "\x00",
+    "\u2028", "é", "deployments:", "model:", "gpu: L4", "requirements:", "- ", "org/name",
+    "max_model_len: ", "command: vllm serve x -tp ", "'unclosed", "&b [*b]", "min_headroom: 150%",
+]  # fmt: skip
+
+
+@st.composite
+def mutated(draw) -> str:
+    text = draw(st.sampled_from(SEEDS))
+    for _ in range(draw(st.integers(1, 4))):
+        lines = text.split("\n")
+        op = draw(st.sampled_from(["insert", "delete", "dup", "swap", "indent", "replace"]))
+        at = draw(st.integers(0, len(text)))
+        if op == "insert":
+            text = text[:at] + draw(st.sampled_from(TOKENS)) + text[at:]
+        elif op == "delete":
+            text = text[:at] + text[at + draw(st.integers(1, 12)):]
+        elif op == "replace":
+            text = text[:at] + draw(st.text(max_size=8)) + text[at + draw(st.integers(0, 8)):]
+        else:
+            i, j = draw(st.integers(0, len(lines) - 1)), draw(st.integers(0, len(lines) - 1))
+            if op == "dup":
+                lines.insert(i, lines[j])
+            elif op == "swap":
+                lines[i], lines[j] = lines[j], lines[i]
+            else:
+                lines[i] = draw(st.sampled_from(["", " ", "  ", "\t"])) + lines[i].lstrip()
+            text = "\n".join(lines)
+    return text
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=mutated())
+def test_mutated_files_never_crash_and_every_problem_has_a_line(cli, tmp_path, text):
+    path = tmp_path / "d.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    result = cli("check", str(path), "--offline")
+    assert result.exit_code in (0, 1, 2)
+    assert "Traceback" not in result.stderr and "error[internal]" not in result.stderr, result.stderr
+    if result.exit_code != 2:
+        assert re.search(r"(pass|passes)\n$", result.stdout), result.stdout
+        return
+    lines = result.stderr.splitlines()
+    assert lines[-2].startswith("error[invalid-deployment]: ") and lines[-1].startswith("hint: ")
+    problems = lines[:-2]
+    assert problems, result.stderr
+    n_lines = text.count("\n") + 1
+    for line in problems:
+        match = re.match(rf"^{re.escape(str(path))}:(\d+):(\d+): \S.*$", line)
+        assert match, line
+        assert 1 <= int(match.group(1)) <= n_lines + 1, line
+    assert len(problems) == len(set(problems)), "one message per problem"
+
+
+# -- generated deployments: what the validator accepts, the schema accepts --------------------------
+_VALUES = {
+    "text": st.sampled_from(["llama-3.1-8b", "x", "", 3, None, True]),
+    "gpu": st.sampled_from(["H100-80GB", "L4", "H1000", 7]),
+    "count": st.one_of(st.integers(-2, 70_000), st.sampled_from([1.0, 2.5, "4", True])),
+    "number": st.one_of(st.integers(-1, 100), st.floats(allow_nan=True), st.just("8")),
+    "tokens": st.one_of(st.integers(-1, 200_000), st.sampled_from(["32k", "32K", "1.5K", "abc", 4096.0])),
+    "fraction": st.one_of(st.floats(-1, 2), st.sampled_from([0, 1, "0.9"])),
+    "threshold": st.one_of(st.floats(-1, 2), st.sampled_from(["10%", "100%", "x%"])),
+    "bool": st.sampled_from([True, False, "yes", 1]),
+    "size": st.sampled_from([80, 0, -1, 1.5, "80GB", "79.2 GiB", "20gib", "80 GX", "", True]),
+    "headroom": st.sampled_from([2, "2GiB", "10%", "150%", "x", -1]),
+    "verdicts": st.sampled_from([["ok"], ["ok", "tight", "below-target"], "ok", [], ["wont-start"], ["nope"]]),
+    "choice": st.sampled_from(["vllm", "sglang", "llama.cpp", "bfloat16", "half", "nope", 3]),
+    "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "q8_0", "fp9", 8]),
+    "options": st.sampled_from([{}, {"n_seq_max": 4}, {"x": [1]}, "a"]),
+}
+
+
+def _section(keys):
+    return st.fixed_dictionaries({}, optional={k.name: _VALUES[k.kind] for k in keys})
+
+
+_DEPLOYMENT = st.fixed_dictionaries(
+    {"model": st.just("llama-3.1-8b")},
+    optional={
+        **{k.name: _VALUES[k.kind] for k in DEPLOYMENT_KEYS
+           if k.kind != "section" and k.name not in ("command", "model")},
+        "workload": _section(SECTIONS["workload"]),
+        "requirements": _section(SECTIONS["requirements"]),
+        "typo_key": st.just(1),
+    },
+)
+
+
+_VALID = {
+    "text": st.sampled_from(["x", "fp8", "0.33", "none"]),
+    "gpu": st.sampled_from(["H100-80GB", "L4", "a100-80gb", "H200"]),
+    "number": st.one_of(st.integers(0, 100), st.floats(0, 100)),
+    "tokens": st.one_of(st.integers(1, 200_000), st.sampled_from(["32k", "32K", "1M", "8192"])),
+    "fraction": st.one_of(st.floats(0.01, 1), st.just(1)),
+    "threshold": st.one_of(st.floats(0, 0.99), st.sampled_from(["10%", "0%", "99.5%"])),
+    "bool": st.booleans(),
+    "size": st.sampled_from([80, 0.5, "80GB", "79.2 GiB", "20gib", "512MiB", "1000000000B"]),
+    "headroom": st.sampled_from([2, 0, "2GiB", "10%", "0.5 GiB", "99%"]),
+    "verdicts": st.sampled_from([["ok"], ["ok", "tight", "below-target"], "tight", ["tight", "tight"]]),
+    "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "bf16", "int8"]),
+    "options": st.just({}),
+}
+
+
+def _valid(key):
+    if key.kind == "count":
+        return st.integers(int(key.minimum or 0), 64)
+    if key.kind == "choice":
+        return st.sampled_from(key.choices)
+    return _VALID[key.kind]
+
+
+_VALID_DEPLOYMENT = st.fixed_dictionaries(
+    {"model": st.just("llama-3.1-8b"), "gpu": _VALID["gpu"]},
+    optional={
+        **{k.name: _valid(k) for k in DEPLOYMENT_KEYS
+           if k.kind != "section" and k.name not in ("command", "model", "gpu", "num_gpus")},
+        "workload": st.fixed_dictionaries({}, optional={k.name: _valid(k) for k in SECTIONS["workload"]}),
+        "requirements": st.fixed_dictionaries({}, optional={k.name: _valid(k) for k in SECTIONS["requirements"]}),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(_DEPLOYMENT, _VALID_DEPLOYMENT))
+def test_whatever_the_validator_accepts_the_schema_accepts(tmp_path_factory, data):
+    jsonschema = pytest.importorskip("jsonschema")
+    path = tmp_path_factory.mktemp("gen") / "d.yaml"
+    text = yaml.safe_dump(data)
+    path.write_text(text, encoding="utf-8")
+    _, problems = read_file(str(path))
+    errors = list(jsonschema.Draft202012Validator(build_schema()).iter_errors(yaml.safe_load(text)))
+    if not problems:
+        assert errors == [], (data, [e.message for e in errors])
