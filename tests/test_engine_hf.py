@@ -92,3 +92,19 @@ def test_budget_rule():
         total_memory_bytes=80 * GIB, utilization=None, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
         non_torch_bytes=GIB, cudagraph_bytes=0, version=None, tensor_parallel_size=1,
     ) == 61 * GIB  # fmt: skip
+
+
+def test_recurrent_state_as_transformers_keeps_it():
+    from helpers import bundled_shape
+
+    from kvcalc.engines.hf import state_tensors
+
+    gdn = bundled_shape("qwen3-next-80b-a3b-thinking").layers[0]
+    conv, ssm = state_tensors(gdn, 1)
+    # conv: all 4 kernel columns × 8,192 channels × 2 B = 65,536; state 32·128·128 × 4 B (float32)
+    assert (conv.shape, conv.nbytes) == ((4, 8192), 65_536)
+    assert (ssm.dtype.name, ssm.nbytes) == ("fp32", 2_097_152)
+    mamba = bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16").layers[0]
+    conv, ssm = state_tensors(mamba, 1)
+    # conv 4 × 6,144 × 2 B = 49,152; SSM 64·64·128 × 4 B (the config's float32) = 2,097,152
+    assert (conv.nbytes, ssm.nbytes) == (49_152, 2_097_152)

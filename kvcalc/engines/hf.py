@@ -37,7 +37,7 @@ from kvcalc.engines.base import (
     version_tuple,
 )
 from kvcalc.errors import InputError
-from kvcalc.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.layouts import GatedDeltaNetState, Layout, MLALatent, RecurrentState, StateTensor
 from kvcalc.model import ModelShape
 
 VERSIONS = ("5", "4")
@@ -157,11 +157,27 @@ def _layers(model: ModelShape, tp: int, profile: str) -> list[_Layer]:
     out = []
     for index, layout in enumerate(model.layers):
         per_token = _bytes_per_token(layout, tp, profile)
-        state = layout.per_rank(tp).state_bytes if isinstance(layout, RecurrentState) else 0
+        state = _state_bytes(layout, tp) if isinstance(layout, RecurrentState) else 0
         if per_token or state:
             out.append(_Layer(index=index, kind=layout.kind, bytes_per_token=per_token,
                               window=layout.window, state_bytes=state))  # fmt: skip
     return out
+
+
+def state_tensors(layout: RecurrentState, tp: int) -> tuple[StateTensor, StateTensor]:
+    """(conv, ssm) as transformers keeps them, per sequence: the whole conv window (``conv_kernel``
+    columns, not vLLM's kernel − 1) and Gated DeltaNet's recurrent state in float32 (what its torch
+    kernel returns). Measured with transformers 5.24 on the CPU by ``kvcalc verify --engine hf
+    --run``; the state dtype with the flash-linear-attention kernels installed is **unconfirmed**."""
+    conv, ssm = layout.per_rank(tp).state_tensors()
+    conv = StateTensor(name="conv", shape=(conv.shape[0] + 1, *conv.shape[1:]), dtype=conv.dtype)
+    if isinstance(layout, GatedDeltaNetState):
+        ssm = StateTensor(name="ssm", shape=ssm.shape, dtype=FP32)
+    return conv, ssm
+
+
+def _state_bytes(layout: RecurrentState, tp: int) -> int:
+    return sum(t.nbytes for t in state_tensors(layout, tp))
 
 
 def _bytes_per_token(layout: Layout, tp: int, profile: str) -> int:

@@ -130,12 +130,12 @@ def _hf_tensors(layer: Layout, profile: str, tp: int, b: int, t: int) -> list[tu
     """(part, torch dtype, shape, predicted bytes) for one layer holding ``t`` tokens."""
     name = layer.dtype.torch_name
     if isinstance(layer, RecurrentState):
-        conv, ssm = layer.per_rank(tp).state_tensors()
-        kernel = conv.shape[0] + 1  # transformers keeps conv_kernel columns; vLLM kernel − 1
-        # Gated DeltaNet's recurrent state comes out of its kernel in float32 (measured, 5.24 on CPU)
-        ssm_dtype = "float32" if isinstance(layer, GatedDeltaNetState) else ssm.dtype.torch_name
-        return [("conv", conv.dtype.torch_name, (b, conv.shape[1], kernel), b * conv.nbytes),
-                ("ssm", ssm_dtype, (b, *ssm.shape), b * ssm.nbytes)]  # fmt: skip
+        from kvcalc.engines.hf import state_tensors
+
+        # transformers keeps conv_kernel columns and Gated DeltaNet's state in float32
+        conv, ssm = state_tensors(layer, tp)
+        return [("conv", conv.dtype.torch_name, (b, conv.shape[1], conv.shape[0]), b * conv.nbytes),
+                ("ssm", ssm.dtype.torch_name, (b, *ssm.shape), b * ssm.nbytes)]  # fmt: skip
     if isinstance(layer, MLALatent) and profile != "4":  # transformers 5: the compressed latent
         return [("latent", name, (b, 1, t, layer.kv_lora_rank), b * t * layer.dtype.row_bytes(layer.kv_lora_rank)),
                 ("rope", name, (b, 1, t, layer.rope_dim), b * t * layer.dtype.row_bytes(layer.rope_dim))]  # fmt: skip
