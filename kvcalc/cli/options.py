@@ -62,3 +62,8 @@ MaxModelLenOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT_PANEL)
 ]
+
+
+def opt(*names: str, help: str, panel: str, **kw):
+    """A ``typer.Option`` in a help panel, without a shown default unless asked for."""
+    return typer.Option(*names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw)
