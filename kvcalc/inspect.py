@@ -194,6 +194,26 @@ def inspect_loaded(
     if not with_weights:
         return result
     meta = loaded.weights_metadata()
-    if meta is None:
-        return result
-    return replace(result, weights=meta.to_dict() if hasattr(meta, "to_dict") else asdict(meta))
+    if meta is not None:
+        return replace(result, weights=meta.to_dict())
+    return replace(result, weights=estimated_weights(loaded.shape))
+
+
+def estimated_weights(model: ModelShape) -> dict[str, Any] | None:
+    """The config-based weight estimate in the same shape as the safetensors summary."""
+    from kvcalc.weights import weight_bytes
+
+    try:
+        est = weight_bytes(model)
+    except KvcalcError:
+        return None
+    return {
+        "total_bytes": est.weights_bytes,
+        "num_parameters": est.num_parameters,
+        "by_dtype": {k: {"num_parameters": None, "total_bytes": v} for k, v in est.by_dtype.items()},
+        "experts_bytes": est.experts_bytes,
+        "non_expert_bytes": est.weights_bytes - est.experts_bytes,
+        "num_tensors": None,
+        "files": [],
+        "source": "config estimate",
+    }

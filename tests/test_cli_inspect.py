@@ -119,3 +119,30 @@ def test_debug_shows_traceback_for_internal_errors(cli, monkeypatch):
     monkeypatch.setenv("KVCALC_DEBUG", "1")
     result = cli("inspect", "llama-3.1-8b")
     assert "Traceback" in result.stderr and result.exit_code == 2
+
+
+def test_inspect_weights_from_local_safetensors(cli, tmp_path):
+    import json as _json
+
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256,
+           "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "bfloat16"}  # fmt: skip
+    (tmp_path / "config.json").write_text(_json.dumps(cfg))
+    save_file({"model.embed_tokens.weight": torch.zeros(1000, 256, dtype=torch.bfloat16),
+               "model.layers.0.mlp.experts.0.up.weight": torch.zeros(10, 10, dtype=torch.float32)},
+              str(tmp_path / "model.safetensors"))  # fmt: skip
+    data = cli("inspect", str(tmp_path), "--json").json
+    w = data["weights"]
+    # 1,000 × 256 bf16 = 512,000 B; 10 × 10 fp32 experts = 400 B
+    assert w["by_dtype"] == {"BF16": {"num_parameters": 256_000, "total_bytes": 512_000},
+                             "F32": {"num_parameters": 100, "total_bytes": 400}}  # fmt: skip
+    assert (w["total_bytes"], w["experts_bytes"], w["non_expert_bytes"]) == (512_400, 400, 512_000)
+    assert w["source"].startswith("safetensors metadata")
+
+
+def test_inspect_weights_estimated_for_bundled(cli):
+    w = cli("inspect", "llama-3.1-8b", "--json").json["weights"]
+    # 8,030,261,248 parameters × 2 B (bf16)
+    assert (w["num_parameters"], w["total_bytes"], w["source"]) == (8_030_261_248, 16_060_522_496, "config estimate")

@@ -88,8 +88,8 @@ def _weights(console, weights: dict) -> None:
     table.add_column("parameters", justify="right")
     table.add_column("bytes", justify="right")
     for dtype, entry in (weights.get("by_dtype") or {}).items():
-        params, nbytes = (entry.get("parameters"), entry.get("bytes")) if isinstance(entry, dict) else entry
-        table.add_row(str(dtype), fmt.int_(int(params)), fmt.size(int(nbytes)))
+        params = entry.get("num_parameters")
+        table.add_row(str(dtype), "" if params is None else fmt.int_(int(params)), fmt.size(int(entry["total_bytes"])))
     table.add_row("[bold]total[/]", fmt.int_(int(weights.get("num_parameters", 0))), fmt.size(int(weights.get("total_bytes", 0))))
     if weights.get("experts_bytes"):
         table.add_row("  experts", "", fmt.size(int(weights["experts_bytes"])))
