@@ -24,14 +24,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from kvcalc import hub
 from kvcalc.errors import ConfigError, InputError, ModelNotFoundError
 from kvcalc.hfconfig import parse_config
 from kvcalc.model import ModelShape
 from kvcalc.registry import BundledModel, find_bundled
-from kvcalc.safetensors_meta import SafetensorsWeights, read_local_weights
+
+if TYPE_CHECKING:  # the Hub client and safetensors reading load only on the paths that need them
+    from kvcalc import hub
+    from kvcalc.safetensors_meta import SafetensorsWeights
+
+#: the file a model folder must hold (also ``kvcalc.hub.CONFIG_FILE``)
+CONFIG_FILE = "config.json"
 
 #: ``config.json`` files are a few kB; anything past this is not a config.
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -111,6 +116,8 @@ def load_model(
     if rev is None and (bundled := find_bundled(name)) is not None:
         return load_bundled(bundled)
     if _REPO_ID.match(name):
+        from kvcalc import hub
+
         access = hub.HubAccess.from_env(
             token=token, cache_dir=cache_dir, offline=offline, timeout_s=timeout_s
         )
@@ -157,7 +164,7 @@ def split_revision(text: str, revision: str | None) -> tuple[str, str | None]:
 # -- the three sources ----------------------------------------------------------------------
 def load_path(path: Path) -> LoadedModel:
     """A model folder (its ``config.json``) or a config file."""
-    config = path / hub.CONFIG_FILE if path.is_dir() else path
+    config = path / CONFIG_FILE if path.is_dir() else path
     if not config.is_file():
         raise ModelNotFoundError(
             f"{path} has no config.json",
@@ -166,10 +173,10 @@ def load_path(path: Path) -> LoadedModel:
         )
     raw = read_config_json(config)
     folder = config.parent.resolve()
-    named_config = config.name == hub.CONFIG_FILE
+    named_config = config.name == CONFIG_FILE
     shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config))
     # Only a config.json has "its" checkpoint beside it; a loose foo.json may sit among others.
-    weights = cache(lambda: read_local_weights(folder)) if named_config else _no_weights
+    weights = cache(lambda: _read_local_weights(folder)) if named_config else _no_weights
     return LoadedModel(
         shape=shape, source="path", location=str(config), config_path=config, _weights=weights
     )
@@ -182,7 +189,15 @@ def load_bundled(model: BundledModel) -> LoadedModel:
     )
 
 
+def _read_local_weights(folder: Path) -> SafetensorsWeights | None:
+    from kvcalc.safetensors_meta import read_local_weights
+
+    return read_local_weights(folder)
+
+
 def load_hub(repo_id: str, *, revision: str | None, access: hub.HubAccess) -> LoadedModel:
+    from kvcalc import hub
+
     found = hub.download_config(repo_id, revision=revision, access=access)
     label = f"{repo_id}@{found.revision}/config.json"
     shape = parse_config(read_config_json(found.path, label=label), name=repo_id, source=label)
