@@ -12,6 +12,9 @@ and ``get_safetensors_metadata``, with the headers the client reads:
   commit).
 * A repo marked ``slow_s`` sleeps that long before answering anything, for timeouts; one marked
   ``fail_status`` answers every request with that status (500, 429, ...).
+* A repo marked with a ``fault`` misbehaves as a broken network, proxy or mirror does (see
+  :data:`FAULTS`): a body cut short of its ``Content-Length``, HTML where JSON belongs, a redirect
+  loop, a connection closed without an answer.
 
 Every request is recorded in :attr:`FakeHub.requests` so tests can count them and check headers.
 """
@@ -35,6 +38,22 @@ _API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
+#: ``FakeRepo.fault`` values: what goes wrong, and on which requests
+FAULTS = {
+    # GET of a file: headers promise more bytes than are sent, then the connection closes
+    "truncate": "a file's body cut short of its Content-Length, then the connection closed",
+    # every request: 200 text/html, no Hub headers (a captive portal or a proxy's login page)
+    "html": "200 text/html for every request, without the Hub's headers",
+    # a file keeps the Hub's headers, but its body is an HTML page (a mirror serving an error page)
+    "html-body": "a file served with the Hub's headers but an HTML page as its body",
+    # every request: 302 to itself
+    "redirect-loop": "302 Found pointing back at the same URL, for ever",
+    # every request: the connection is closed before any answer
+    "reset": "the connection closed before any answer",
+}
+HTML_PAGE = b"<!doctype html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
+
+
 def commit_sha(text: str) -> str:
     """A stable 40-hex commit id, like the Hub's."""
     return hashlib.sha1(text.encode()).hexdigest()
@@ -55,6 +74,14 @@ class FakeRepo:
     #: answer every request with this status (and headers) instead, e.g. 500 or 429
     fail_status: int = 0
     fail_headers: dict[str, str] = field(default_factory=dict)
+    #: misbehave as described in :data:`FAULTS` (``""``: answer normally)
+    fault: str = ""
+    #: only on requests whose path contains this (``""``: every request about the repo)
+    fault_paths: str = ""
+
+    def faulty(self, path: str) -> str:
+        """The fault that applies to a request for ``path`` (``""`` for none)."""
+        return self.fault if self.fault_paths in path else ""
 
     def commit(self, revision: str) -> str | None:
         """The commit a branch or tag points at (a commit id is its own), ``None`` if unknown."""
@@ -189,6 +216,9 @@ class FakeHub:
         repo = self.repos.get(repo_id)
         if repo is not None and repo.slow_s and h.command in repo.slow_methods:
             time.sleep(repo.slow_s)
+        if repo is not None and repo.faulty(h.path) in ("html", "redirect-loop", "reset"):
+            _misbehave(h, repo.fault, head=head)
+            return None
         if repo is not None and repo.fail_status:
             _send(h, repo.fail_status, b"failure", head=head, headers=repo.fail_headers)
             return None
@@ -250,12 +280,20 @@ class FakeHub:
             "ETag": f'"{hashlib.sha256(body).hexdigest()}"',
             "Accept-Ranges": "bytes",
         }
+        fault = repo.faulty(h.path)
+        if fault == "html-body":
+            body = HTML_PAGE
+            headers["ETag"] = f'"{hashlib.sha256(body).hexdigest()}"'
+            headers["Content-Type"] = "text/html; charset=utf-8"
         status, part = 200, body
         if m := _RANGE.match(h.headers.get("Range", "")):
             start = int(m[1])
             end = min(int(m[2]) if m[2] else len(body) - 1, len(body) - 1)
             status, part = 206, body[start : end + 1]
             headers["Content-Range"] = f"bytes {start}-{end}/{len(body)}"
+        if fault == "truncate" and not head:
+            _send_truncated(h, status, part, headers=headers)
+            return
         _send(h, status, part, head=head, headers=headers)
 
     def _api(self, h: BaseHTTPRequestHandler, repo_id: str, rev: str) -> None:
@@ -305,6 +343,46 @@ def _send(
         if not head:
             h.wfile.write(body)
     except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+        pass
+
+
+def _misbehave(h: BaseHTTPRequestHandler, fault: str, *, head: bool) -> None:
+    h.close_connection = True
+    try:
+        if fault == "reset":
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if fault == "redirect-loop":
+            h.send_response(302)
+            h.send_header("Location", h.path)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html; charset=utf-8")
+        h.send_header("Content-Length", str(len(HTML_PAGE)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(HTML_PAGE)
+    except OSError:  # the client gave up
+        pass
+
+
+def _send_truncated(
+    h: BaseHTTPRequestHandler, status: int, body: bytes, *, headers: dict[str, str]
+) -> None:
+    """Promise ``len(body) + 1024`` bytes, send half of ``body``, close the connection."""
+    h.close_connection = True
+    try:
+        h.send_response(status)
+        for key, value in headers.items():
+            h.send_header(key, value)
+        h.send_header("Content-Length", str(len(body) + 1024))
+        h.end_headers()
+        h.wfile.write(body[: len(body) // 2])
+        h.wfile.flush()
+        h.connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
         pass
 
 

@@ -53,22 +53,40 @@ def _root(
     """kvcalc: engine-exact KV-cache capacity planning."""
 
 
-def _register_commands() -> None:
-    # Command modules keep heavy imports (huggingface_hub, yaml, torch) inside their functions.
-    from kvcalc.cli import cmd_inspect, cmd_models  # noqa: F401
+#: command -> the module that defines it
+COMMAND_MODULES = {
+    "inspect": "cmd_inspect",
+    "models": "cmd_models",
+    "gpus": "cmd_models",
+    "plan": "cmd_plan",
+    "check": "cmd_check",
+    "schema": "cmd_check",
+    "verify": "cmd_verify",
+    "curve": "cmd_curve",
+    "compare": "cmd_curve",
+    "throughput": "cmd_curve",
+}
 
-    for optional in ("cmd_plan", "cmd_check", "cmd_verify", "cmd_curve"):
-        try:
-            __import__(f"kvcalc.cli.{optional}")
-        except ModuleNotFoundError as exc:  # a command not built yet
-            if exc.name != f"kvcalc.cli.{optional}":
-                raise
+
+def _register_commands(args: Sequence[str] = ()) -> None:
+    """Import the module of the command being run, or every command module (help, unknown).
+
+    typer builds the whole command group on each run, so registering only the command in use
+    keeps start-up short. Command modules keep heavy imports inside their functions.
+    """
+    command = next((a for a in args if not a.startswith("-")), None)
+    wanted = COMMAND_MODULES.get(command) if command else None
+    if wanted is None and command is None and any(a in ("--version",) for a in args):
+        return
+    modules = [wanted] if wanted else sorted(set(COMMAND_MODULES.values()))
+    for name in modules:
+        __import__(f"kvcalc.cli.{name}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script and ``python -m kvcalc``."""
-    _register_commands()
     args = list(sys.argv[1:] if argv is None else argv)
+    _register_commands(args)
     console.register_secrets_from(args)
     try:
         code = app(args=args, prog_name="kvcalc", standalone_mode=False)
