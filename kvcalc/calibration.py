@@ -29,6 +29,11 @@ from kvcalc.errors import KvcalcError
 
 RECORD_KIND = "kvcalc-verify"
 RECORD_VERSION = 1
+#: a calibration file is a few kB per record; anything past this is not one
+MAX_FILE_BYTES = 16 * 1024 * 1024
+#: byte figures beyond this (a petabyte) are not from a GPU and are ignored
+MAX_RECORD_BYTES = 1 << 50
+_RECORDS_HINT = "pass the JSON Lines file that `kvcalc verify MODEL --fill --record FILE` wrote"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,29 +87,45 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
         with target.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, sort_keys=False) + "\n")
     except OSError as exc:
-        raise KvcalcError(f"cannot append to {target}: {exc.strerror}", code="record-unwritable") from None
+        raise KvcalcError(f"cannot append to {target}: {exc.strerror or exc}", hint="give --record a writable path",
+                          code="record-unwritable") from None  # fmt: skip
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     source = Path(path).expanduser()
     try:
-        lines = source.read_text(encoding="utf-8").splitlines()
+        with source.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise KvcalcError(f"cannot read calibration file {source}: {exc.strerror}",
+        raise KvcalcError(f"cannot read calibration file {source}: {exc.strerror or exc}",
                           hint="write one with: kvcalc verify MODEL --fill --record FILE",
                           code="calibration-not-found") from None  # fmt: skip
+    if len(data) > MAX_FILE_BYTES:
+        raise KvcalcError(f"{source} is over {MAX_FILE_BYTES >> 20} MiB: not a calibration file",
+                          hint=_RECORDS_HINT, code="calibration-invalid")  # fmt: skip
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise KvcalcError(f"{source}: not UTF-8 text", hint=_RECORDS_HINT, code="calibration-invalid") from None
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except ValueError:
-            raise KvcalcError(f"{source}:{number}: not a JSON object", code="calibration-invalid") from None
+        except (ValueError, RecursionError):
+            raise KvcalcError(f"{source}:{number}: not a JSON object", hint=_RECORDS_HINT,
+                              code="calibration-invalid") from None  # fmt: skip
         if not isinstance(record, dict) or record.get("kind") != RECORD_KIND:
-            raise KvcalcError(f"{source}:{number}: not a kvcalc verify record", code="calibration-invalid")
+            raise KvcalcError(f"{source}:{number}: not a kvcalc verify record", hint=_RECORDS_HINT,
+                              code="calibration-invalid")  # fmt: skip
         records.append(record)
     return records
+
+
+def _byte_count(value: Any) -> bool:
+    """A figure in bytes a record may hold: an int (not a bool) that a GPU could have."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_RECORD_BYTES
 
 
 def _key(name: str | None) -> str:
@@ -131,8 +152,8 @@ def load_calibration(
     """The correction for ``gpu_name`` (or, without a name, a card of ``total_memory_bytes``)."""
     usable = [
         r for r in read_records(path)
-        if isinstance(r.get("predicted_overhead_bytes"), int)
-        and isinstance(r.get("measured_overhead_bytes"), int)
+        if _byte_count(r.get("predicted_overhead_bytes"))
+        and _byte_count(r.get("measured_overhead_bytes"))
         and _same_gpu(r, gpu_name, total_memory_bytes)
     ]  # fmt: skip
     if not usable:

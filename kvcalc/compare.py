@@ -22,7 +22,8 @@ from typing import Any
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.layouts import FullAttention, MLALatent
 from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.plan_inputs import MAX_COUNT, PlanInputs
+from kvcalc.units import short_int
 
 #: the MLA variant's latent: DeepSeek-V2/V3's sizes
 MLA_KV_LORA_RANK = 512
@@ -130,6 +131,10 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
     if not entries:
         raise InputError("no models to compare", hint="kvcalc compare MODEL MODEL ... (see `kvcalc models`)",
                          code="missing-model")  # fmt: skip
+    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or not 1 <= max_model_len <= MAX_COUNT:
+        raise InputError(f"max_model_len must be an integer from 1 to {MAX_COUNT:,}, got "
+                         f"{short_int(max_model_len) if isinstance(max_model_len, int) else repr(max_model_len)}",
+                         code="invalid-input")  # fmt: skip
     base = replace(inputs, max_model_len=max_model_len) if inputs is not None else None
     rows, notes = [], []
     for entry in entries:

@@ -33,7 +33,7 @@ from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.plan_inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import cdiv
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
@@ -145,11 +145,13 @@ def parse_lengths(text: str) -> tuple[int, ...]:
         digits = low[:-1] if mult > 1 else low
         try:
             value = int(float(digits) * mult)
-        except ValueError:
-            raise InputError(f"cannot read {item!r} as a length", hint="write e.g. 4k,8k,32768 (k = 1,024 tokens)",
+        except (ValueError, OverflowError):  # not a number, nan, inf
+            raise InputError(f"cannot read {item[:40]!r} as a length", hint="write e.g. 4k,8k,32768 (k = 1,024 tokens)",
                              code="invalid-input") from None  # fmt: skip
         if value < 1:
-            raise InputError(f"lengths must be positive, got {item!r}", code="invalid-input")
+            raise InputError(f"lengths must be positive, got {item[:40]!r}", code="invalid-input")
+        if value > MAX_COUNT:
+            raise InputError(f"lengths must be at most {MAX_COUNT:,} tokens, got {item[:40]!r}", code="invalid-input")
         out.add(value)
     if not out:
         raise InputError("no lengths given", hint="write e.g. --lengths 4k,8k,32k", code="invalid-input")

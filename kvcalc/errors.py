@@ -60,7 +60,7 @@ class InputError(KvcalcError):
 
 
 class HubError(KvcalcError):
-    """A Hugging Face Hub failure (network, auth, missing repo...)."""
+    """A Hugging Face Hub failure (network, auth, missing repo...). Every raise names its
+    ``hub-*`` code (``kvcalc.hub.hub_error`` maps each client exception to one)."""
 
-    code = "hub-error"
     default_hint = "retry, or use --offline with a bundled model or a local config.json"

@@ -3,7 +3,9 @@
 Everything goes through ``huggingface_hub`` (``hf_hub_download``, ``get_hf_file_metadata``,
 ``HfApi.get_safetensors_metadata``), which is imported inside the functions so that commands on
 bundled models or local folders never load it. Every Hub failure leaves this module as one
-:class:`~kvcalc.errors.HubError` (or ``KvcalcError``) with a stable code; see :func:`hub_error`.
+:class:`~kvcalc.errors.HubError` (or ``KvcalcError``) with a stable code; see
+:mod:`kvcalc.hub_errors`. Sizes are checked before anything is downloaded: a ``config.json`` over
+16 MiB or a safetensors index over 64 MiB is refused from its ``HEAD`` answer.
 
 Settings are read from the environment on each call, because ``huggingface_hub.constants`` reads
 them once, when it is imported: ``HF_ENDPOINT``, ``HF_HUB_CACHE`` / ``HF_HOME``,
@@ -19,15 +21,35 @@ to the cache) within ``timeout_s``.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 import os
 import re
-import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from kvcalc.errors import HubError, KvcalcError
-from kvcalc.safetensors_meta import SafetensorsWeights, from_hub_metadata
+from kvcalc.hub_errors import (
+    bad_endpoint,
+    hub_error,
+    hub_exceptions,
+    is_transient,
+    missing_file,
+    not_cached,
+    shown_endpoint,  # noqa: F401  (re-exported: part of kvcalc.hub)
+    unparsable,
+)
+from kvcalc.resolve import MAX_CONFIG_BYTES  # refused before it is downloaded, too
+from kvcalc.safetensors_meta import (
+    INDEX_FILE,
+    MAX_INDEX_BYTES,
+    SafetensorsWeights,
+    from_hub_metadata,
+    invalid,
+)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TIMEOUT_S = 10.0
@@ -92,7 +114,7 @@ def env_timeout_s() -> float:
         value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", ""))
     except ValueError:
         return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    return value if 0 < value < math.inf else DEFAULT_TIMEOUT_S
 
 
 def default_cache_dir() -> str:
@@ -116,41 +138,55 @@ def download_config(repo_id: str, *, revision: str | None = None, access: HubAcc
     revision, no ``config.json``) is an error even when an older copy is cached.
     """
     rev = revision or DEFAULT_REVISION
+    import_client()
     if access.offline:
         cached = cached_file(repo_id, CONFIG_FILE, revision=rev, access=access)
         if cached is None:
             raise not_cached(repo_id, rev, access)
         return _hub_config(repo_id, rev, cached, from_cache=True)
+    check_endpoint(access.endpoint)
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub.errors import FileMetadataError
 
-    try:
-        # One bounded HEAD, no retries: fails fast where hf_hub_download would retry for minutes.
-        url = hf_hub_url(repo_id, CONFIG_FILE, revision=rev, endpoint=access.endpoint)
-        get_hf_file_metadata(
-            url,
-            token=access.token,
-            timeout=access.timeout_s,
-            endpoint=access.endpoint,
-            library_name="kvcalc",
-        )
-        path = hf_hub_download(
-            repo_id,
-            CONFIG_FILE,
-            revision=rev,
-            cache_dir=access.cache_dir,
-            token=access.token,
-            endpoint=access.endpoint,
-            etag_timeout=access.timeout_s,
-            library_name="kvcalc",
-        )
-    except _hub_exceptions() as exc:
-        if not _is_transient(exc):
-            raise hub_error(exc, repo_id=repo_id, revision=rev, access=access) from None
-        cached = cached_file(repo_id, CONFIG_FILE, revision=rev, access=access)
-        if cached is None:
-            raise hub_error(exc, repo_id=repo_id, revision=rev, access=access) from None
-        return _hub_config(repo_id, rev, cached, from_cache=True)
-    return _hub_config(repo_id, rev, Path(path), from_cache=False)
+    with quiet_client():  # its retry warnings would break the one-line error
+        try:
+            # One bounded HEAD, no retries: fails fast where hf_hub_download would retry for minutes.
+            url = hf_hub_url(repo_id, CONFIG_FILE, revision=rev, endpoint=access.endpoint)
+            meta = get_hf_file_metadata(
+                url,
+                token=access.token,
+                timeout=access.timeout_s,
+                endpoint=access.endpoint,
+                library_name="kvcalc",
+            )
+            if meta.etag is None and meta.commit_hash is None:
+                # an answer without the Hub's headers: a captive portal or a proxy's page
+                raise FileMetadataError(f"{url}: no ETag and no X-Repo-Commit in the answer")
+            if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
+                raise KvcalcError(
+                    f"{repo_id}@{rev}/config.json is {meta.size:,} bytes, over "
+                    f"{MAX_CONFIG_BYTES >> 20} MiB: not a config.json (not downloaded)",
+                    hint="check the repository; kvcalc needs a transformers config.json",
+                    code="config-too-large",
+                )
+            path = hf_hub_download(
+                repo_id,
+                CONFIG_FILE,
+                revision=rev,
+                cache_dir=access.cache_dir,
+                token=access.token,
+                endpoint=access.endpoint,
+                etag_timeout=access.timeout_s,
+                library_name="kvcalc",
+            )
+        except hub_exceptions() as exc:
+            if not is_transient(exc):
+                raise hub_error(exc, repo_id=repo_id, revision=rev, access=access) from None
+            cached = cached_file(repo_id, CONFIG_FILE, revision=rev, access=access)
+            if cached is None:
+                raise hub_error(exc, repo_id=repo_id, revision=rev, access=access) from None
+            return _hub_config(repo_id, rev, cached, from_cache=True)
+        return _hub_config(repo_id, rev, Path(path), from_cache=False)
 
 
 def cached_file(repo_id: str, filename: str, *, revision: str, access: HubAccess) -> Path | None:
@@ -192,218 +228,102 @@ def safetensors_weights(
     """
     if access.offline:
         return None
+    import_client()
+    check_endpoint(access.endpoint)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import NotASafetensorsRepoError
 
     rev = revision or DEFAULT_REVISION
     api = HfApi(endpoint=access.endpoint, token=access.token, library_name="kvcalc")
     try:
-        meta = api.get_safetensors_metadata(repo_id, revision=rev, timeout=access.timeout_s)
+        with quiet_client():
+            _check_index_size(repo_id, rev, access)
+            meta = api.get_safetensors_metadata(repo_id, revision=rev, timeout=access.timeout_s)
     except NotASafetensorsRepoError:
         return None
-    except _hub_exceptions() as exc:
+    except hub_exceptions() as exc:
         raise hub_error(
             exc, repo_id=repo_id, revision=rev, access=access, filename="model.safetensors"
         ) from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        # an index that is not the JSON object it should be (an HTML page, a list, deep nesting)
+        raise unparsable(repo_id, rev) from None
     return from_hub_metadata(meta, where=f"{repo_id}@{rev}")
 
 
-# -- errors ---------------------------------------------------------------------------------
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(timeouts, other network failures) of whichever HTTP library the client has loaded."""
-    timeouts: list[type[BaseException]] = [TimeoutError]
-    network: list[type[BaseException]] = [ConnectionError]
-    for module, timeout_name, network_name in (
-        ("httpx2", "TimeoutException", "TransportError"),
-        ("httpx", "TimeoutException", "TransportError"),
-        ("requests", "Timeout", "ConnectionError"),
-    ):
-        loaded = sys.modules.get(module)
-        if loaded is not None:
-            timeouts.append(getattr(loaded, timeout_name))
-            network.append(getattr(loaded, network_name))
-    return tuple(timeouts), tuple(network)
+def _check_index_size(repo_id: str, revision: str, access: HubAccess) -> None:
+    """Refuse a ``model.safetensors.index.json`` over ``MAX_INDEX_BYTES`` before
+    ``get_safetensors_metadata`` downloads it whole (one HEAD; none there is fine)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+    url = hf_hub_url(repo_id, INDEX_FILE, revision=revision, endpoint=access.endpoint)
+    try:
+        meta = get_hf_file_metadata(url, token=access.token, timeout=access.timeout_s,
+                                    endpoint=access.endpoint, library_name="kvcalc")  # fmt: skip
+    except EntryNotFoundError:
+        return
+    except HfHubHTTPError as exc:
+        if getattr(exc.response, "status_code", None) == 404:  # a mirror without the Hub's headers
+            return
+        raise
+    if meta.size is not None and meta.size > MAX_INDEX_BYTES:
+        raise invalid(f"{repo_id}@{revision}/{INDEX_FILE}", f"index of {meta.size:,} bytes, over "
+                      f"{MAX_INDEX_BYTES:,}: not downloaded")  # fmt: skip
 
 
-def _hub_exceptions() -> tuple[type[BaseException], ...]:
-    """Every exception a Hub call can raise for reasons outside kvcalc."""
-    from huggingface_hub import errors
+# -- the client -----------------------------------------------------------------------------
+def import_client() -> None:
+    """Import the parts of ``huggingface_hub`` kvcalc uses, directly (not through the package's
+    lazy attributes, which print to stdout when an import fails).
 
-    timeouts, network = _transport_errors()
-    return (
-        errors.HfHubHTTPError,
-        errors.EntryNotFoundError,
-        errors.OfflineModeIsEnabled,
-        errors.FileMetadataError,
-        errors.HFValidationError,
-        errors.SafetensorsParsingError,
-        *timeouts,
-        *network,
-    )
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """Network trouble or a Hub outage: worth falling back to the cache."""
-    from huggingface_hub import errors
-
-    timeouts, network = _transport_errors()
-    if isinstance(
-        exc, (*timeouts, *network, errors.OfflineModeIsEnabled, errors.FileMetadataError)
-    ):
-        return True
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    return isinstance(exc, errors.HfHubHTTPError) and status in (429, 500, 502, 503, 504)
-
-
-def shown_endpoint(endpoint: str) -> str:
-    """The endpoint without any ``user:password@`` part, for messages."""
-    parts = urlsplit(endpoint)
-    if "@" not in parts.netloc:
-        return endpoint
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-def not_cached(repo_id: str, revision: str, access: HubAccess) -> HubError:
-    return HubError(
-        f"{repo_id}@{revision} is not in the Hub cache ({access.cache_dir}) and offline mode is on",
-        hint="run once without --offline (and without HF_HUB_OFFLINE=1) to cache it, "
-        "or use a bundled model or a local folder",
-        code="hub-not-cached",
-    )
-
-
-def missing_file(repo_id: str, revision: str, filename: str) -> HubError:
-    if filename == CONFIG_FILE:
-        return HubError(
-            f"{repo_id}@{revision} has no config.json",
-            hint="kvcalc needs a transformers config.json (GGUF-only or diffusers "
-            "repositories have none); pass a local folder with one instead",
-            code="hub-no-config",
-        )
-    return HubError(f"{repo_id}@{revision} has no {filename}", code="hub-file-not-found")
-
-
-def hub_error(
-    exc: BaseException,
-    *,
-    repo_id: str,
-    revision: str,
-    access: HubAccess,
-    filename: str = CONFIG_FILE,
-) -> KvcalcError:
-    """One clear :class:`HubError` for a ``huggingface_hub`` or network exception.
-
-    Messages are built from the repo, revision and endpoint only, never from the exception's own
-    text (which carries URLs and request details), so no token can leak into them.
+    ``huggingface_hub.constants`` parses ``HF_*`` variables when it is imported and raises on a
+    value it cannot read (``HF_HUB_DOWNLOAD_TIMEOUT=abc``, ``HF_ENDPOINT=http://[x``): that is a
+    ``hub-bad-environment`` error, not a crash.
     """
-    from huggingface_hub import errors
-
-    where = f"{repo_id}@{revision}"
-    endpoint = shown_endpoint(access.endpoint)
-    page = f"{endpoint}/{repo_id}"
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    timeouts, network = _transport_errors()
-    offline_hint = (
-        "use --offline with a model already in the Hub cache, a bundled model, or a local folder"
-    )
-    if isinstance(exc, errors.GatedRepoError):
-        if status == 403:
-            hint = f"the token in use has no access: request it at {page} with that account"
-        else:
-            hint = (
-                f"request access at {page}, then pass --token, set HF_TOKEN or run `hf auth login`"
-            )
-        return HubError(
-            f"{repo_id} is a gated repository: access must be granted first",
-            hint=hint,
-            code="hub-gated",
-        )
-    if isinstance(exc, errors.RepositoryNotFoundError):
-        return HubError(
-            f"repository {repo_id} not found on {endpoint}",
-            hint="check the org/name spelling; a private repository needs --token, HF_TOKEN or "
-            "`hf auth login`",
-            code="hub-repo-not-found",
-        )
-    if isinstance(exc, errors.RevisionNotFoundError):
-        return HubError(
-            f"revision {revision!r} not found in {repo_id}",
-            hint="use an existing branch, tag or commit hash (org/name@revision)",
-            code="hub-revision-not-found",
-        )
-    if isinstance(exc, errors.EntryNotFoundError) and not isinstance(
-        exc, errors.LocalEntryNotFoundError
-    ):
-        return missing_file(repo_id, revision, filename)
-    if isinstance(exc, errors.LocalEntryNotFoundError) and exc.__cause__ is not None:
-        # hf_hub_download could not ask the Hub and found no cached copy: report why it could not
-        return hub_error(
-            exc.__cause__, repo_id=repo_id, revision=revision, access=access, filename=filename
-        )
-    if isinstance(exc, (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled)):
-        return not_cached(repo_id, revision, access)
-    if isinstance(exc, errors.HFValidationError):
-        return HubError(
-            f"{repo_id!r} is not a valid Hub repository id",
-            hint="use org/name, e.g. Qwen/Qwen3-8B",
-            code="hub-invalid-repo-id",
-        )
-    if isinstance(exc, errors.SafetensorsParsingError):
-        return KvcalcError(
-            f"{where}: a safetensors header could not be parsed",
-            hint="the checkpoint may be corrupt; weights were not sized",
-            code="safetensors-invalid",
-        )
-    if isinstance(exc, errors.FileMetadataError):
-        return HubError(
-            f"{endpoint} does not answer like a Hugging Face Hub",
-            hint="check HF_ENDPOINT, proxy and firewall settings; or " + offline_hint,
-            code="hub-bad-response",
-        )
-    if isinstance(exc, errors.HfHubHTTPError) and status is not None:
-        return _http_status_error(status, where, endpoint)
-    if isinstance(exc, timeouts):
-        return HubError(
-            f"the Hub at {endpoint} did not answer within {access.timeout_s:g} s "
-            f"(fetching {where})",
-            hint="retry, raise HF_HUB_ETAG_TIMEOUT, or " + offline_hint,
-            code="hub-timeout",
-        )
-    if isinstance(exc, network):
-        return HubError(
-            f"cannot reach the Hub at {endpoint} (fetching {where})",
-            hint="check the network and HF_ENDPOINT, or " + offline_hint,
-            code="hub-unreachable",
-        )
-    return HubError(
-        f"the Hub request for {where} failed ({type(exc).__name__})",
-        hint="retry, or " + offline_hint,
-        code="hub-error",
-    )
+    try:
+        import huggingface_hub.errors
+        import huggingface_hub.file_download
+        import huggingface_hub.hf_api  # noqa: F401  (imported for what importing it checks)
+    except ValueError as exc:
+        raise HubError(
+            f"huggingface_hub cannot start with this environment: {exc}",
+            hint="check the HF_* variables: HF_ENDPOINT must be an http(s) URL, "
+            "HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT whole seconds",
+            code="hub-bad-environment",
+        ) from None
 
 
-def _http_status_error(status: int, where: str, endpoint: str) -> HubError:
-    if status == 401:
-        return HubError(
-            f"the Hub rejected the token for {where} (HTTP 401)",
-            hint="check --token / HF_TOKEN, or run `hf auth login` again",
-            code="hub-unauthorized",
-        )
-    if status == 403:
-        return HubError(
-            f"the token in use may not read {where} (HTTP 403)",
-            hint="use a token with read access to this repository",
-            code="hub-forbidden",
-        )
-    if status == 429:
-        return HubError(
-            f"the Hub rate-limited the request for {where} (HTTP 429)",
-            hint="wait a minute, log in (`hf auth login`) for higher limits, or use --offline",
-            code="hub-rate-limited",
-        )
-    return HubError(
-        f"the Hub at {endpoint} answered HTTP {status} for {where}",
-        hint="retry later, or use --offline with a cached model or a bundled model",
-        code="hub-http-error",
+@contextlib.contextmanager
+def quiet_client() -> Iterator[None]:
+    """``huggingface_hub``'s own log (retry warnings: "Error while downloading ... Trying to
+    resume") and progress bars silenced while kvcalc calls it: kvcalc reports the outcome itself."""
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
     )
+
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    bars_were_off = are_progress_bars_disabled()
+    logger.setLevel(logging.ERROR + 1)
+    disable_progress_bars()  # "Parse safetensors files: 100%|███" on stderr, per sharded model
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if not bars_were_off:
+            enable_progress_bars()
+
+
+def check_endpoint(endpoint: str) -> None:
+    """An endpoint the client can use: an ``http(s)://host`` URL, else ``hub-bad-endpoint``."""
+    try:
+        parts = urlsplit(endpoint)
+        _ = parts.port  # raises for a port that is not a number
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed [IPv6 bracket, a port out of range
+        ok = False
+    if not ok or any(c.isspace() for c in endpoint):
+        raise bad_endpoint(endpoint)

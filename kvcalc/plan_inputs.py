@@ -11,11 +11,18 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.units import MAX_SIZE_BYTES, short_int
 
 #: verdicts, from best to worst
 VERDICTS = ("ok", "tight", "below-target", "wont-start", "weights-dont-fit")
 #: headroom below this fraction of the KV pool makes a plan "tight" (``--tight-threshold``)
 DEFAULT_TIGHT_FRACTION = 0.10
+#: the largest count (tokens, sequences, GPUs, block size) accepted, about 1.1 × 10^12: past it
+#: the arithmetic would only describe nonsense, and float conversions would overflow
+MAX_COUNT = 1 << 40
+_COUNTS = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "max_num_seqs",
+           "batch", "block_size", "max_num_batched_tokens", "prompt_len", "output_len", "shared_prefix")  # fmt: skip
+_BYTES = ("gpu_memory_bytes", "weights_memory_bytes", "kv_cache_memory_bytes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +74,11 @@ class PlanInputs:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"{name} must be a non-negative integer, got {value!r}", code="invalid-input")
+        for name in _COUNTS + _BYTES:
+            value = getattr(self, name)
+            limit = MAX_COUNT if name in _COUNTS else MAX_SIZE_BYTES
+            if value is not None and value > limit:
+                raise InputError(f"{name} must be at most {limit:,}, got {short_int(value)}", code="invalid-input")
         util = self.gpu_memory_utilization
         if util is not None and not (0 < util <= 1):
             raise InputError(
@@ -76,6 +88,10 @@ class PlanInputs:
             )
         if not (0 <= self.tight_fraction < 1):
             raise InputError(f"tight threshold must be in [0, 1), got {self.tight_fraction}", code="invalid-input")
+        for name in ("gpu", "engine", "engine_version", "kv_cache_dtype", "dtype", "quantization", "calibration"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InputError(f"{name} must not be empty", code="invalid-input")
         if self.gpu is None and self.gpu_memory_bytes is None and self.kv_cache_memory_bytes is None:
             raise InputError(
                 "no GPU given",

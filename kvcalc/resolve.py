@@ -40,6 +40,9 @@ CONFIG_FILE = "config.json"
 
 #: ``config.json`` files are a few kB; anything past this is not a config.
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
+#: real configs nest 3 or 4 levels (``text_config.rope_scaling...``); far deeper is not a config,
+#: and would exhaust the recursion limit of whatever prints it
+MAX_CONFIG_DEPTH = 64
 #: ``org/name`` as the Hub spells repository ids.
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
@@ -248,14 +251,41 @@ def read_config_json(
             code="config-not-utf8",
         ) from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
+        if text.lstrip()[:1] == "<":  # a login page or an error page from a proxy or mirror
+            problem = "an HTML page, not JSON"
+        else:
+            problem = f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise ConfigError(
-            f"{where}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            f"{where}: {problem}",
             hint="fix the file, or delete it from the cache to download it again",
             code="config-malformed-json",
         ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        reason = str(exc).split(";")[0]
+        raise ConfigError(f"{where}: unreadable JSON: {reason}", code="config-malformed-json") from None
     except RecursionError:
         raise ConfigError(
             f"{where}: JSON nested too deeply", code="config-malformed-json"
         ) from None
+    if _nested_deeper(data, MAX_CONFIG_DEPTH):
+        raise ConfigError(
+            f"{where}: JSON nested more than {MAX_CONFIG_DEPTH} levels deep: not a config.json",
+            code="config-malformed-json",
+        )
+    return data
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` levels (iteratively: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

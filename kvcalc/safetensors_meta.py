@@ -34,6 +34,8 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024
 #: The largest ``model.safetensors.index.json`` kvcalc reads (DeepSeek-V3's is about 9 MB).
 MAX_INDEX_BYTES = 64 * 1024 * 1024
 LENGTH_PREFIX_BYTES = 8
+#: dimensions, offsets and element counts are 64-bit in the format; larger numbers are corrupt
+MAX_COUNT = 1 << 64
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 SOURCE_HUB = "safetensors metadata (hub)"
@@ -133,6 +135,14 @@ def invalid(where: str, problem: str) -> KvcalcError:
     )
 
 
+def unreadable(path: Path, exc: OSError) -> KvcalcError:
+    return KvcalcError(
+        f"cannot read {path}: {exc.strerror or exc}",
+        hint="check the file's permissions; `inspect --no-weights` or `--weights-memory` skips it",
+        code="safetensors-unreadable",
+    )
+
+
 # -- pure parsing ---------------------------------------------------------------------------
 def header_length(prefix: bytes, *, where: str, file_size_bytes: int | None = None) -> int:
     """The JSON header's length from the first 8 bytes, checked against the bound and file size."""
@@ -160,6 +170,8 @@ def parse_header(
         raise invalid(where, "header is not UTF-8") from None
     except ValueError as exc:
         raise invalid(where, f"header is not JSON: {exc}") from None
+    except RecursionError:
+        raise invalid(where, "header JSON nested too deeply") from None
     if not isinstance(header, dict):
         raise invalid(where, "header is not a JSON object")
     return tuple(
@@ -173,35 +185,56 @@ def tensor_entry(
     name: str, info: Any, *, where: str, data_size_bytes: int | None = None
 ) -> TensorEntry:
     """Validate one header entry: dtype, shape, offsets, and bytes that match dtype x shape."""
+    shown = _shown(name)
     if not isinstance(info, Mapping):
-        raise invalid(where, f"entry {name!r} is not an object")
+        raise invalid(where, f"entry {shown} is not an object")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str) or not dtype:
-        raise invalid(where, f"tensor {name!r} has no dtype")
+        raise invalid(where, f"tensor {shown} has no dtype")
     if not isinstance(shape, (list, tuple)) or not all(_is_count(d) for d in shape):
-        raise invalid(where, f"tensor {name!r} has shape {shape!r}")
+        raise invalid(where, f"tensor {shown} has shape {_shown(shape)}")
     if (
         not isinstance(offsets, (list, tuple))
         or len(offsets) != 2
         or not all(_is_count(o) for o in offsets)
         or offsets[0] > offsets[1]
     ):
-        raise invalid(where, f"tensor {name!r} has data_offsets {offsets!r}")
+        raise invalid(where, f"tensor {shown} has data_offsets {_shown(offsets)}")
     if data_size_bytes is not None and offsets[1] > data_size_bytes:
-        raise invalid(where, f"tensor {name!r} ends at byte {offsets[1]:,}, past the data")
+        raise invalid(where, f"tensor {shown} ends at byte {offsets[1]:,}, past the data")
     entry = TensorEntry(name=name, dtype=dtype, shape=tuple(shape), nbytes=offsets[1] - offsets[0])
+    if any(d == 0 for d in shape):
+        elements = 0
+    elif sum(d.bit_length() for d in shape) > MAX_COUNT.bit_length() + 1:
+        raise invalid(where, f"tensor {shown} has shape {_shown(shape)}: too many elements")
+    else:
+        elements = entry.num_elements
+        if elements >= MAX_COUNT:
+            raise invalid(where, f"tensor {shown} has shape {_shown(shape)}: too many elements")
     bits = DTYPE_BITS.get(dtype)
-    if bits is not None and entry.num_elements * bits != entry.nbytes * 8:
+    if bits is not None and elements * bits != entry.nbytes * 8:
         raise invalid(
             where,
-            f"tensor {name!r}: {entry.num_elements:,} {dtype} elements need "
-            f"{entry.num_elements * bits / 8:,g} bytes, its offsets span {entry.nbytes:,}",
+            f"tensor {shown}: {elements:,} {_shown(dtype)} elements need "
+            f"{elements * bits / 8:,g} bytes, its offsets span {entry.nbytes:,}",
         )
     return entry
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A short ``repr`` for messages: names and lists in a header can be megabytes long."""
+    try:
+        if isinstance(value, (list, tuple)) and len(value) > 8:
+            text = "[" + ", ".join(repr(v) for v in value[:8]) + f", ... ({len(value):,} entries)]"
+        else:
+            text = repr(value)
+    except ValueError:  # an int too long to print
+        return "a number too large to show"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def summarize(
@@ -259,9 +292,7 @@ def read_header(path: Path) -> tuple[TensorEntry, ...]:
             )
             raw = f.read(length)
     except OSError as exc:
-        raise KvcalcError(
-            f"cannot read {path}: {exc.strerror or exc}", code="safetensors-unreadable"
-        ) from None
+        raise unreadable(path, exc) from None
     if len(raw) < length:
         raise invalid(str(path), "file is truncated")
     return parse_header(raw, where=str(path), data_size_bytes=size - LENGTH_PREFIX_BYTES - length)
@@ -273,10 +304,11 @@ def local_weight_files(folder: Path) -> list[Path]:
     index = folder / INDEX_FILE
     if index.is_file():
         shards = _index_shards(index)
-        missing = [name for name in shards if not (folder / name).is_file()]
+        missing = [name for name in shards if not _is_file(folder / name)]
         if missing:
             raise KvcalcError(
-                f"{index} lists {len(missing)} shard(s) missing from the folder, e.g. {missing[0]}",
+                f"{index} lists {len(missing)} shard(s) missing from the folder, "
+                f"e.g. {_shown(missing[0])}",
                 hint="download every shard, or remove the index to size only the files present",
                 code="safetensors-missing-shard",
             )
@@ -286,17 +318,24 @@ def local_weight_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.safetensors") if p.is_file())
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte...
+        return False
+
+
 def _index_shards(index: Path) -> list[str]:
     try:
         if index.stat().st_size > MAX_INDEX_BYTES:
             raise invalid(str(index), f"index over {MAX_INDEX_BYTES:,} bytes")
         data = json.loads(index.read_bytes().decode("utf-8"))
     except OSError as exc:
-        raise KvcalcError(
-            f"cannot read {index}: {exc.strerror or exc}", code="safetensors-unreadable"
-        ) from None
+        raise unreadable(index, exc) from None
     except ValueError as exc:  # includes UnicodeDecodeError
         raise invalid(str(index), f"index is not JSON: {exc}") from None
+    except RecursionError:
+        raise invalid(str(index), "index JSON nested too deeply") from None
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise invalid(str(index), "index has no weight_map of tensor -> file")

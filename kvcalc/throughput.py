@@ -29,6 +29,7 @@ from typing import Any
 
 from kvcalc.errors import InputError
 from kvcalc.model import ModelShape
+from kvcalc.plan_inputs import MAX_COUNT
 from kvcalc.roofline import (
     DecodePoint,
     PrefillEstimate,
@@ -41,6 +42,7 @@ from kvcalc.roofline import (
     prefill_estimate,
     step_cost,
 )
+from kvcalc.units import short_int
 
 __all__ = [
     "ASSUMPTIONS", "DecodePoint", "PrefillEstimate", "Roofline", "StepCost", "ThroughputReport",
@@ -141,6 +143,10 @@ def throughput_ceiling(
     """The decode ceiling at each batch (default: doubling up to the KV-limited maximum) (pure)."""
     if not 0 < efficiency <= 1.5:
         raise InputError(f"efficiency must be in (0, 1.5], got {efficiency}", code="invalid-input")
+    for b in batches or ():
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_COUNT:
+            shown = short_int(b) if isinstance(b, int) else repr(b)
+            raise InputError(f"batch sizes must be integers from 1 to {MAX_COUNT:,}, got {shown}", code="invalid-input")
     context, rule = context_for(inputs, result.max_model_len)
     limit = batch_limit(result)
     fits = limit > 0

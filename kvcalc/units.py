@@ -74,6 +74,15 @@ def parse_size(text: str | int | float, *, bare_unit: str = "b", what: str = "si
     return int(round(value))
 
 
+def short_int(value: int) -> str:
+    """An int for messages: ``1,048,576``, or ``1.00e40`` past 20 digits (never a page of digits)."""
+    digits = str(abs(value))
+    if len(digits) <= 20:
+        return f"{value:,}"
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
+
+
 def gib(num_bytes: int | float) -> float:
     """Bytes as GiB (a float, for display only)."""
     return num_bytes / GIB

@@ -17,3 +17,37 @@ def bundled_config(reference: str) -> dict:
     bundled = find_bundled(reference)
     assert bundled is not None, reference
     return bundled.load()
+
+
+def assert_clean(result, *, json_output: bool = False) -> None:
+    """The contract for any input: a result (exit 0 or 1, something on stdout, finite numbers in
+    JSON), or exactly one ``error[code]`` line plus its hint with exit 2. Never a traceback, never
+    ``error[internal]``."""
+    import json
+    import math
+
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert all(len(line) < 2000 for line in result.stderr.splitlines()), "a message of a megabyte"
+    if result.exit_code == 2:
+        lines = result.stderr.splitlines()
+        errors = [line for line in lines if line.startswith("error[")]
+        assert len(errors) == 1 and "error[internal]" not in errors[0], result.stderr
+        assert lines[-2] == errors[0] and lines[-1].startswith("hint: "), result.stderr
+        return
+    assert result.exit_code in (0, 1), (result.exit_code, result.stderr)
+    assert result.stdout, result.stderr
+    if json_output:
+
+        def refuse(name: str):
+            raise AssertionError(f"JSON output holds {name}")
+
+        data = json.loads(result.stdout, parse_constant=refuse)
+        stack = [data]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, float):
+                assert math.isfinite(value), value

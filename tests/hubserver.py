@@ -347,9 +347,9 @@ def _send(
 
 
 def _misbehave(h: BaseHTTPRequestHandler, fault: str, *, head: bool) -> None:
-    h.close_connection = True
     try:
         if fault == "reset":
+            h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return
         if fault == "redirect-loop":

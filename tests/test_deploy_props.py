@@ -3,11 +3,14 @@ and no traceback; and whatever the validator accepts, the published JSON Schema 
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 import pytest
 import yaml
 from conftest import FIXTURES
+from helpers import assert_clean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +162,107 @@ def test_whatever_the_validator_accepts_the_schema_accepts(tmp_path_factory, dat
     errors = list(jsonschema.Draft202012Validator(build_schema()).iter_errors(yaml.safe_load(text)))
     if not problems:
         assert errors == [], (data, [e.message for e in errors])
+
+
+# -- hostile deployment files through `kvcalc check` ------------------------------------------------
+_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+)
+_BASE = "model: llama-3.1-8b\ngpu: H100-80GB\n"
+#: name -> (file bytes, passes?) — None: exit 2 with file:line:column problems
+HOSTILE_YAML = {
+    "billion laughs": (_LAUGHS + _BASE, None),
+    "quadratic blow-up": ("s: &s " + "x" * 100_000 + "\nl: [" + ", ".join(["*s"] * 2000) + "]\n" + _BASE, None),
+    "merge-key bomb": ("x: &x {a: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*x{''.join(f', *m{j}' for j in range(i))}]}}\n"
+                                                   for i in range(40)) + _BASE, None),
+    "recursive anchor": ("a: &a [*a]\n" + _BASE, None),
+    "10,000 nested lists": ("x: " + "[" * 10_000 + "]" * 10_000 + "\n" + _BASE, None),
+    "10,000 nested maps": ("x: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n" + _BASE, None),
+    "python/object/apply os.system": ("x: !!python/object/apply:os.system ['echo pwned > /tmp/kvcalc-pwned']\n" + _BASE, None),
+    "python/name": ("x: !!python/name:os.system\n" + _BASE, None),
+    "python/object/new": ("x: !!python/object/new:subprocess.Popen [['true']]\n" + _BASE, None),
+    "custom tag": ("model: !include other.yaml\ngpu: H100-80GB\n", None),
+    "!!binary of 1 MB": ("x: !!binary " + "QUJD" * 250_000 + "\n" + _BASE, None),
+    "!!set": ("x: !!set {a, b}\n" + _BASE, None),
+    "duplicate keys": (_BASE + "gpu: L4\n", None),
+    "duplicate keys through a merge": ("b: &b {gpu: L4}\n<<: *b\n" + _BASE, None),
+    "max_model_len 10^400": (_BASE + "max_model_len: 1" + "0" * 400 + "\n", None),
+    "max_model_len 2^40 + 1": (_BASE + f"max_model_len: {2**40 + 1}\n", None),
+    "max_model_len 1e400": (_BASE + "max_model_len: 1e400\n", None),
+    "max_model_len 0x7fffffffffffffff": (_BASE + "max_model_len: 0x7fffffffffffffff\n", None),
+    "gpu_memory_utilization .nan": (_BASE + "gpu_memory_utilization: .nan\n", None),
+    "gpu_memory_utilization -.inf": (_BASE + "gpu_memory_utilization: -.inf\n", None),
+    "min_concurrency .inf": (_BASE + "requirements:\n  min_concurrency: .inf\n", None),
+    "min_concurrency 10^400": (_BASE + "requirements:\n  min_concurrency: 1" + "0" * 400 + "\n", None),
+    "a name of 4 MiB in a bad value": (_BASE + "max_model_len: '" + "x" * (4 << 20) + "'\n", None),
+    "gpu_memory 1e30": ("model: llama-3.1-8b\ngpu_memory: 1e30\n", None),
+    "negative counts": (_BASE + "tensor_parallel_size: -2\nmax_num_seqs: 0\n", None),
+    "NUL byte": (_BASE + "name: a\x00b\n", None),
+    "not UTF-8": (_BASE.encode() + b"name: caf\xe9\n", None),
+    "8 MiB + 1": (_BASE + "#" * (8 << 20) + "\n", None),
+    "a scalar of 4 MiB": (_BASE + "name: " + "x" * (4 << 20) + "\n", True),
+    "CRLF line ends": (_BASE.replace("\n", "\r\n"), True),
+    "anchors and aliases, valid": ("model: &m llama-3.1-8b\ngpu: &g H100-80GB\nname: *m\n", True),
+    "two documents": (_BASE + "---\n" + _BASE, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_YAML))
+def test_hostile_deployment_files(cli, tmp_path, monkeypatch, name):
+    body, passes = HOSTILE_YAML[name]
+    path = tmp_path / "d.yaml"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode("utf-8"))
+
+    def never(*args, **kwargs):
+        raise AssertionError("a YAML tag ran code")
+
+    monkeypatch.setattr(os, "system", never)
+    started = time.monotonic()
+    result = cli("check", str(path), "--offline", "--format", "json")
+    assert time.monotonic() - started < 10, name
+    assert_clean(result, json_output=True)
+    if passes:
+        assert result.exit_code in (0, 1), result.stderr
+    else:
+        assert result.exit_code == 2 and "error[invalid-deployment]" in result.stderr, result.stdout
+        assert re.search(rf"^{re.escape(str(path))}:\d+:\d+: ", result.stderr, re.MULTILINE) or "MiB" in result.stderr
+    assert not os.path.exists("/tmp/kvcalc-pwned")
+
+
+_SCALARS = st.sampled_from([
+    "0", "-1", "1", "8192", "32k", "1.5K", "1" + "0" * 400, str(2**40 + 1), "1e400", ".nan", ".inf", "-.inf", "0x10",
+    "0o17", "1_000", "yes", "~", "null", "''", "H100-80GB", "L4", "llama-3.1-8b", "fp8", "80GB", "1e30 GiB", "10%",
+    "150%", "2024-01-02", "!!python/object/apply:os.system ['true']", "!!binary aGk=", "!custom x", "!!float nan",
+    "!!int '99'", "*a", "*b", "*nowhere",
+])  # fmt: skip
+_KEYS = st.sampled_from([k.name for k in DEPLOYMENT_KEYS if k.kind != "section"] + ["typo", "<<"])
+_SECTION_KEYS = {name: st.sampled_from([k.name for k in keys] + ["typo"]) for name, keys in SECTIONS.items()}
+
+
+@st.composite
+def hostile_document(draw) -> str:
+    """A deployment assembled from adversarial pieces: every value kind, tags, anchors (&a, &b) and
+    the aliases that refer to them (or to nothing), duplicate keys, merges, nested flow values."""
+    lines = [draw(st.sampled_from(["model: llama-3.1-8b", "model: &a llama-3.1-8b", "model: *a"])),
+             draw(st.sampled_from(["gpu: H100-80GB", "gpu: &b L4", "gpu_memory: 24", "kv_cache_memory: 10GiB"]))]
+    for _ in range(draw(st.integers(0, 6))):
+        key = draw(_KEYS)
+        value = draw(st.one_of(_SCALARS, st.integers(1, 40).map(lambda d: "[" * d + "1" + "]" * d),
+                               st.just("{<<: *b}"), st.just("[*a, *a, *b]")))
+        lines.append(f"{key}: {value}")
+    if draw(st.booleans()):
+        lines.append(draw(st.sampled_from(lines)))  # a duplicate key
+    lines = list(draw(st.permutations(lines)))  # an alias may come before its anchor
+    for section, keys in _SECTION_KEYS.items():
+        if draw(st.booleans()):
+            lines.append(f"{section}:")
+            lines += [f"  {draw(keys)}: {draw(_SCALARS)}" for _ in range(draw(st.integers(1, 3)))]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile_document())
+def test_hostile_generated_documents(cli, tmp_path, text):
+    path = tmp_path / "d.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert_clean(cli("check", str(path), "--offline", "--format", "json"), json_output=True)

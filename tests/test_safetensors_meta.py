@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers import assert_clean
 from hubserver import (
     CHECKPOINT_LAYOUT,
     EXPECTED_BY_DTYPE,
@@ -17,7 +18,7 @@ from hubserver import (
     SHARD_2,
     checkpoint_files,
 )
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcalc.errors import KvcalcError
@@ -112,6 +113,10 @@ def test_sub_byte_and_scalar_and_unknown_dtypes():
         (header({"w": entry("BF16", [2, 2], 0, 6)}), "need 8 bytes, its offsets span 6"),
         (header({"w": entry("F4", [3], 0, 2)}), "need 1.5 bytes"),
         (header({"w": entry("BF16", [2, 2], 0, 8)}), "past the data"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (header({"w": entry("BF16", [2**64], 0, 2)}), "has shape"),
+        (header({"w": entry("X", [2**62, 2**62, 2**62], 0, 2)}), "too many elements"),
+        (header({"w" * 1_000_000: [1]}), "entry 'wwwww"),
     ],
 )
 def test_invalid_headers_are_one_clear_error(raw, problem):
@@ -120,7 +125,7 @@ def test_invalid_headers_are_one_clear_error(raw, problem):
     assert info.value.code == "safetensors-invalid"
     assert info.value.message.startswith("shard.safetensors: not a valid safetensors header")
     assert problem in info.value.message
-    assert "\n" not in info.value.message
+    assert "\n" not in info.value.message and len(info.value.message) < 400
 
 
 @pytest.mark.parametrize(
@@ -225,6 +230,7 @@ def test_index_naming_a_missing_shard(tmp_path):
         (b"{oops", "index is not JSON"),
         (b'{"weight_map": [1]}', "no weight_map"),
         (b'{"weight_map": {"w": "../../etc/x.safetensors"}}', "leaves the model folder"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ],
 )
 def test_bad_index(tmp_path, index, problem):
@@ -273,3 +279,70 @@ def test_hub_metadata_converts_like_local_headers(tmp_path):
     assert_checkpoint(w)
     assert w.files == (SHARD_1, SHARD_2)
     assert w.source == SOURCE_HUB == "safetensors metadata (hub)"
+
+
+# -- hostile checkpoints through `kvcalc inspect` (hypothesis) ------------------------------------
+TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "hidden_size": 64, "intermediate_size": 16, "vocab_size": 64, "max_position_embeddings": 128,
+               "torch_dtype": "bfloat16"}  # fmt: skip
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+                  st.text(max_size=4), st.lists(st.integers(-2, 2**65), max_size=3), st.just({"a": []}))  # fmt: skip
+
+
+@st.composite
+def hostile_safetensors(draw) -> bytes:
+    """A safetensors file, valid to begin with, then broken: truncated, a lying or huge length
+    prefix, a header that is not an object, out-of-range offsets, junk in any field."""
+    tensors, offset = {}, 0
+    for i in range(draw(st.integers(0, 5))):
+        dtype = draw(st.sampled_from([*_DTYPES, "X9"]))
+        shape = draw(st.lists(st.integers(0, 16), max_size=3))
+        numel = 1
+        for d in shape:
+            numel *= d
+        nbytes = numel * DTYPE_BITS.get(dtype, 8) // 8
+        tensors[f"model.layers.{i}.mlp.experts.w" if i % 2 else f"t{i}"] = entry(dtype, shape, offset, offset + nbytes)
+        offset += nbytes
+    raw = header(tensors)
+    data = b"\0" * offset
+    op = draw(st.sampled_from(["none", "truncate", "length", "not-object", "field", "offsets", "bytes", "deep"]))
+    if op == "not-object":
+        raw = json.dumps(draw(st.one_of(st.lists(_JUNK, max_size=3), _JUNK))).encode()
+    elif op == "field" and tensors:
+        name = draw(st.sampled_from(sorted(tensors)))
+        tensors[name][draw(st.sampled_from(["dtype", "shape", "data_offsets"]))] = draw(_JUNK)
+        raw = header(tensors)
+    elif op == "offsets" and tensors:
+        name = draw(st.sampled_from(sorted(tensors)))
+        tensors[name]["data_offsets"] = [draw(st.integers(-5, 2**66)), draw(st.integers(-5, 2**66))]
+        raw = header(tensors)
+    elif op == "bytes":
+        at = draw(st.integers(0, max(0, len(raw) - 1)))
+        raw = raw[:at] + draw(st.binary(min_size=1, max_size=4)) + raw[at + 1:]
+    elif op == "deep":
+        raw = b"[" * 50_000 + b"]" * 50_000
+    prefix = struct.pack("<Q", len(raw))
+    if op == "length":
+        prefix = struct.pack("<Q", draw(st.sampled_from([0, 1, len(raw) - 1, len(raw) + 1, len(raw) + offset + 1,
+                                                          MAX_HEADER_BYTES + 1, 2**63, 2**64 - 1])) % 2**64)  # fmt: skip
+    blob = prefix + raw + data
+    if op == "truncate":
+        blob = blob[: draw(st.integers(0, len(blob)))]
+    return blob
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blob=hostile_safetensors(), sharded=st.booleans(), index=st.sampled_from([
+    None, b'{"weight_map": {"w": "model-1.safetensors"}}', b"[]", b'{"weight_map": {"w": "../x.safetensors"}}',
+    b'{"weight_map": {"w": 3}}', b"\xff\xfe", b"[" * 50_000, b'{"weight_map": {"w": "' + b"x" * 5000 + b'"}}',
+]))  # fmt: skip
+def test_hostile_checkpoints_through_inspect(cli, tmp_path_factory, blob, sharded, index):
+    folder = tmp_path_factory.mktemp("st")
+    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    (folder / ("model-1.safetensors" if sharded else "model.safetensors")).write_bytes(blob)
+    if index is not None:
+        (folder / "model.safetensors.index.json").write_bytes(index)
+    result = cli("inspect", str(folder), "--json")
+    assert_clean(result, json_output=True)
+    if result.exit_code == 2:
+        assert result.stderr.startswith("error[safetensors-"), result.stderr

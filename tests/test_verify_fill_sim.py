@@ -124,3 +124,67 @@ def test_fill_refuses_cpu():
     with pytest.raises(KvcalcError) as err:
         verify_fill(bundled_shape("llama-3.1-8b"), VerifyOptions(), device="cpu")
     assert err.value.code == "needs-cuda"
+
+
+# -- errors and Ctrl-C: nothing stays allocated -----------------------------------------------------
+class Interrupting(FakeCuda):
+    """A GPU whose driver query raises ``exc`` on its ``after``-th call, mid-fill (as Ctrl-C would)."""
+
+    def __init__(self, total: int, context: int, *, after: int, exc: BaseException) -> None:
+        super().__init__(total, context)
+        self.calls, self.after, self.exc = 0, after, exc
+
+    def mem_get_info(self, device=None):
+        self.calls += 1
+        if self.calls == self.after:
+            raise self.exc
+        return super().mem_get_info(device)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("CUDA error: an illegal memory access")])
+@pytest.mark.parametrize("after", [4, 6, 12, 40])
+def test_an_interrupt_or_error_mid_fill_frees_everything(monkeypatch, exc, after):
+    cuda = Interrupting(H100_TOTAL, 500 * MIB, after=after, exc=exc)
+    monkeypatch.setattr(torchenv, "import_torch", lambda: fake_torch(cuda))
+    monkeypatch.setattr(torchenv, "resolve_device", lambda name: SimpleNamespace(type="cuda"))
+    with pytest.raises(type(exc)) as info:
+        fill()
+    assert cuda.calls == after  # it was interrupted where intended, with memory allocated
+    assert cuda.live == 0, f"{cuda.live:,} B still allocated while the exception is alive"
+    assert info.value is exc
+
+
+def test_an_interrupt_during_the_layout_check_frees_the_buffer_its_frames_held(monkeypatch):
+    """Ctrl-C while a buffer's views are built: the frame that held the buffer stays alive in the
+    traceback, so the check clears those frames before freeing (else the memory outlives it)."""
+    from kvcalc.verify import alloc
+    from kvcalc.verify.layout import allocation_plan
+
+    cuda = FakeCuda(H100_TOTAL, 500 * MIB)
+    monkeypatch.setattr(torchenv, "import_torch", lambda: fake_torch(cuda))
+    monkeypatch.setattr(torchenv, "probe", lambda device: torchenv.Probe())
+    monkeypatch.setattr(torchenv, "release", lambda device: None)
+    monkeypatch.setattr(alloc, "check_room", lambda nbytes, device: None)
+    monkeypatch.setattr(alloc, "_allocate", lambda torch, spec, device, touch: FakeTensor(cuda, spec.nbytes))
+    built = []
+
+    def views(torch, buffer, spec, sums, problems):
+        built.append(spec.name)
+        if len(built) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(alloc, "_views", views)
+    plan = allocation_plan(bundled_shape("llama-3.1-8b"), VerifyOptions())
+    with pytest.raises(KeyboardInterrupt) as info:
+        alloc.allocate_and_measure(plan, SimpleNamespace(type="cuda"))
+    assert len(built) == 3 and info.tb is not None  # the traceback (and its frames) is alive
+    assert cuda.live == 0, f"{cuda.live:,} B still allocated while the exception is alive"
+
+
+def test_ctrl_c_through_the_cli_is_aborted_and_freed(cli, monkeypatch):
+    cuda = Interrupting(H100_TOTAL, 500 * MIB, after=8, exc=KeyboardInterrupt())
+    monkeypatch.setattr(torchenv, "import_torch", lambda: fake_torch(cuda))
+    monkeypatch.setattr(torchenv, "resolve_device", lambda name: SimpleNamespace(type="cuda"))
+    result = cli("verify", "llama-3.1-8b", "--fill", "--max-model-len", "8192", "--json")
+    assert result.exit_code == 130 and result.stderr.strip() == "aborted" and result.stdout == ""
+    assert cuda.calls == 8 and cuda.live == 0

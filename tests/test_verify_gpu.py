@@ -2,7 +2,8 @@
 
 - allocated CUDA bytes (``memory_allocated`` delta) equal the prediction for every engine layout;
 - ``--fill`` never leaves memory allocated, also after an out-of-memory error (provoked through the
-  ``oversubscribe_bytes`` test hook) or an exception half-way.
+  ``oversubscribe_bytes`` test hook), an exception or a Ctrl-C (KeyboardInterrupt) half-way; nor
+  does the layout check after a Ctrl-C.
 """
 
 from __future__ import annotations
@@ -89,6 +90,39 @@ def test_fill_frees_after_an_exception(monkeypatch):
     before = allocated()
     with pytest.raises(RuntimeError, match="simulated"):
         fill.verify_fill(bundled_shape("llama-3.2-1b-instruct"), VerifyOptions(), device="cuda")
+    assert allocated() == before
+
+
+@pytest.mark.parametrize("where", ["fill", "layout"])
+def test_nothing_stays_allocated_after_an_interrupt(monkeypatch, where):
+    """Ctrl-C (KeyboardInterrupt) half-way, checked while the exception and its traceback are still
+    alive: the frames it passed through must not keep a CUDA buffer (CPU simulation:
+    test_verify_fill_sim.py)."""
+    from kvcalc.verify import alloc, fill
+    from kvcalc.verify.check import verify_layout
+
+    calls = []
+
+    def interrupt_on_the_second(real):
+        def wrapper(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    shape = bundled_shape("llama-3.2-1b-instruct")
+    before = allocated()
+    if where == "fill":
+        monkeypatch.setattr(fill._Pool, "take", interrupt_on_the_second(fill._Pool.take))
+        with pytest.raises(KeyboardInterrupt) as info:
+            fill.verify_fill(shape, VerifyOptions(), device="cuda")
+    else:
+        monkeypatch.setattr(alloc, "_views", interrupt_on_the_second(alloc._views))
+        with pytest.raises(KeyboardInterrupt) as info:
+            verify_layout(shape, VerifyOptions(num_blocks=64), device="cuda")
+    assert len(calls) == 2 and info.tb is not None
     assert allocated() == before
 
 

@@ -95,3 +95,24 @@ def test_plan_applies_the_calibration(cli, tmp_path):
     assert any(n.startswith("calibration: +1,024 MiB") for n in calibrated["notes"])
     r = cli(*args, "--calibration", str(tmp_path / "nope.jsonl"))
     assert r.exit_code == 2 and "error[calibration-not-found]" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (None, "calibration-invalid"),  # /dev/zero: endless, never read whole
+        (b"\xff\xfe not utf-8\n", "calibration-invalid"),
+        (b"[" * 100_000 + b"\n", "calibration-invalid"),
+        (b" " * (16 * 1024 * 1024 + 1), "calibration-invalid"),
+        (json.dumps(record(measured=10**400)).encode(), None),  # ignored: no GPU has that
+    ],
+)
+def test_hostile_calibration_files(cli, tmp_path, content, code):
+    path = "/dev/zero" if content is None else tmp_path / "cal.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    r = cli("plan", "llama-3.1-8b", "--gpu", "H100-80GB", "--calibration", str(path))
+    if code is None:
+        assert r.exit_code in (0, 1) and "no --fill record" in r.stdout, r.stderr
+    else:
+        assert r.exit_code == 2 and r.stderr.startswith(f"error[{code}]: "), r.stderr

@@ -53,3 +53,36 @@ def test_run_static_cache_windows(cli):
     data = r.json
     assert data["run"]["cache_class"] == "StaticCache"
     assert data["measured_bytes"] == data["predicted_bytes"] == 5 * 2 * 512 * 256 * 2 + 2 * 523 * 256 * 2
+
+
+def test_a_ctrl_c_after_generate_frees_the_cache(monkeypatch):
+    """Ctrl-C while the cache is measured: the frame holding the cache stays in the traceback, so
+    --run clears those frames (checked while the exception is still alive)."""
+    import gc
+    import weakref
+
+    from helpers import bundled_config
+
+    from kvcalc.verify import run_hf
+    from kvcalc.verify.reduce import slice_layers
+    from kvcalc.verify.spec import VerifyOptions
+
+    caches = []
+
+    def interrupted(cache, parts):
+        caches.append(weakref.ref(cache))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_hf, "measure_cache", interrupted)
+    raw = slice_layers(bundled_config("llama-3.2-1b-instruct"), 1)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_hf.verify_run(raw, "llama", VerifyOptions(engine="hf"), device="cpu", tolerance=0.01,
+                          prompt_tokens=8, new_tokens=2)  # fmt: skip
+    gc.collect()
+    assert info.tb is not None and caches and caches[0]() is None
+
+
+def test_absurd_prompt_tokens_are_refused_before_anything_is_built(cli):
+    r = cli("verify", "llama-3.2-1b-instruct", "--engine", "hf", "--run", "--layers", "1", "--device", "cpu",
+            "--prompt-tokens", str(10**12))  # fmt: skip
+    assert r.exit_code == 2 and r.stderr.startswith("error[too-large]: "), r.stderr

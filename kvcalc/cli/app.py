@@ -86,10 +86,18 @@ def _register_commands(args: Sequence[str] = ()) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script and ``python -m kvcalc``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _register_commands(args)
-    console.register_secrets_from(args)
+    with console.scrubbed_std_streams(args):
+        code = _run(args)
+    sys.exit(int(code or 0))
+
+
+def _run(args: list[str]) -> int:
+    """Run one command; every exception ends here as an exit status and at most two lines."""
     try:
+        _register_commands(args)
         code = app(args=args, prog_name="kvcalc", standalone_mode=False)
+        if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) in a command into exit code 130
+            console.err("aborted")
     except KvcalcError as exc:
         console.print_error(exc)
         code = ExitCode.ERROR
@@ -110,15 +118,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             if os.environ.get("KVCALC_DEBUG") == "1":
                 console.print_traceback()
+            text = " ".join(str(exc).split())
             console.print_error(
                 KvcalcError(
-                    f"unexpected {type(exc).__name__}: {exc}",
+                    f"unexpected {type(exc).__name__}: {text[:300]}",
                     hint="this is a bug in kvcalc; rerun with KVCALC_DEBUG=1 and report it",
                     code="internal",
                 )
             )
             code = ExitCode.ERROR
-    sys.exit(int(code or 0))
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO, Any
 
 from kvcalc.errors import KvcalcError
@@ -15,8 +17,13 @@ SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
 def add_secret(value: str | None) -> None:
+    """Scrub ``value`` from everything printed, also as a ``repr`` or a URL would spell it."""
     if value and len(value) >= 4:
-        _SECRETS.add(value)
+        from urllib.parse import quote
+
+        for form in (value, repr(value)[1:-1], quote(value, safe="")):
+            if len(form) >= 4:
+                _SECRETS.add(form)
 
 
 def register_secrets_from(args: list[str]) -> None:
@@ -31,9 +38,17 @@ def register_secrets_from(args: list[str]) -> None:
 
 
 def scrub(text: str) -> str:
-    for secret in _SECRETS:
+    for secret in sorted(_SECRETS, key=len, reverse=True):
         text = text.replace(secret, _MASK)
     return text
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of printable characters: line breaks, terminal escape sequences and
+    other control characters (from file names, config values...) are shown escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ScrubbedStream:
@@ -80,10 +95,26 @@ def err(text: str) -> None:
 
 
 def print_error(exc: KvcalcError) -> None:
-    """``error[code]: message`` and ``hint: ...`` on stderr, plain text, secrets scrubbed."""
-    err(f"error[{exc.code}]: {exc.message}")
+    """``error[code]: message`` and ``hint: ...`` on stderr: one line each, secrets scrubbed."""
+    err(f"error[{exc.code}]: {one_line(exc.message)}")
     if exc.hint:
-        err(f"hint: {exc.hint}")
+        err(f"hint: {one_line(exc.hint)}")
+
+
+@contextlib.contextmanager
+def scrubbed_std_streams(args: list[str]) -> Iterator[None]:
+    """While one command runs: the secrets of ``args`` and the environment registered, and
+    ``sys.stdout``/``sys.stderr`` scrubbed, so that what other code writes there (warnings, a
+    library's ``print`` or progress bar) cannot show a token either. Both are undone afterwards:
+    an argument of one run (``--token plan``) is not masked in the next one's output."""
+    saved, secrets = (sys.stdout, sys.stderr), set(_SECRETS)
+    register_secrets_from(args)
+    sys.stdout, sys.stderr = ScrubbedStream(saved[0]), ScrubbedStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        _SECRETS.intersection_update(secrets)
 
 
 def print_traceback() -> None:

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.plan_inputs import VERDICTS
+from kvcalc.plan_inputs import MAX_COUNT, VERDICTS
+from kvcalc.units import short_int
 
 #: the verdicts a deployment may be allowed to have; the others mean it would not start
 ALLOWABLE_VERDICTS = ("ok", "tight", "below-target")
@@ -140,10 +141,10 @@ def describe(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, int):
-        return str(value)
+        return str(value) if abs(value) < 10**20 else short_int(value)
     if isinstance(value, str):
-        return repr(value)
-    return f"{type(value).__name__} {value}"
+        return repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+    return f"{type(value).__name__} {str(value)[:60]}"
 
 
 def _int(value: Any, key: Key) -> int:
@@ -153,15 +154,23 @@ def _int(value: Any, key: Key) -> int:
         else:
             raise BadValue(f"expected a whole number, got {describe(value)}")
     if key.minimum is not None and value < key.minimum:
-        raise BadValue(f"must be at least {key.minimum}, got {value}")
+        raise BadValue(f"must be at least {key.minimum}, got {short_int(value)}")
+    if value > MAX_COUNT:
+        raise BadValue(f"must be at most {MAX_COUNT:,}, got {short_int(value)}")
     return value
 
 
 def _number(value: Any, key: Key) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadValue(f"expected a number, got {describe(value)}")
+    if isinstance(value, int) and abs(value) > MAX_COUNT:
+        raise BadValue(f"must be at most {MAX_COUNT:,}, got {short_int(value)}")
+    if not math.isfinite(value):
         raise BadValue(f"expected a number, got {describe(value)}")
     if key.minimum is not None and value < key.minimum:
         raise BadValue(f"must be at least {key.minimum}, got {describe(value)}")
+    if value > MAX_COUNT:
+        raise BadValue(f"must be at most {MAX_COUNT:,}, got {describe(value)}")
     return value
 
 

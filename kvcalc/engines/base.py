@@ -18,6 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from kvcalc.errors import InputError
 from kvcalc.model import ModelShape
+from kvcalc.units import MAX_SIZE_BYTES, short_int
+
+#: the largest integer an engine option takes (a petabyte, for the options in bytes)
+MAX_OPTION_INT = MAX_SIZE_BYTES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,11 +226,23 @@ def extra_int(
     value = extra.get(key, default)
     if value is None:
         return None
-    if not _is_int(value) or value < minimum:
+    if not _is_int(value) or not minimum <= value <= MAX_OPTION_INT:
+        shown = short_int(value) if _is_int(value) else repr(value)
         raise InputError(
-            f"{key} must be an integer >= {minimum}, got {value!r}", code="invalid-input"
+            f"{key} must be an integer from {minimum} to {MAX_OPTION_INT:,}, got {shown}",
+            code="invalid-input",
         )
     return value
+
+
+def extra_fraction(extra: Mapping[str, Any], key: str, default: float | None) -> float | None:
+    """A number in (0, 1] (sglang ``swa_full_tokens_ratio``, ``mem_fraction_static``)."""
+    value = extra.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise InputError(f"{key} must be a number in (0, 1], got {value!r}", code="invalid-input")
+    return float(value)
 
 
 def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None:

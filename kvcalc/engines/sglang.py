@@ -32,6 +32,7 @@ from kvcalc.engines.base import (
     KvCachePlan,
     check_extra,
     extra_bool,
+    extra_fraction,
     extra_int,
     unknown_version,
 )
@@ -202,7 +203,7 @@ def _plan(
     hybrid: bool, page: int, notes: list[str],
 ) -> KvCachePlan:  # fmt: skip
     L = request.max_model_len
-    ratio = float(request.extra.get("swa_full_tokens_ratio", 0.8))
+    ratio = extra_fraction(request.extra, "swa_full_tokens_ratio", 0.8)
     cap = extra_int(request.extra, "max_total_tokens", None)
     tokens = max(
         0,
@@ -215,7 +216,7 @@ def _plan(
         (swa_tokens + page) * widest.swa_bytes if hybrid else 0
     )
     kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer (unconfirmed)
-    fraction = request.extra.get("mem_fraction_static") or default_mem_fraction_static(
+    fraction = extra_fraction(request.extra, "mem_fraction_static", None) or default_mem_fraction_static(
         request.gpu_memory_bytes, request.tensor_parallel_size
     )
     logs = [_pool_line(model, tokens, page, widest)] if tokens > 0 and not hybrid else []

@@ -144,11 +144,25 @@ def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
     return _finish_v1(request, setup, groups, stages, logs, notes)
 
 
+def _partition(value: object) -> tuple[object, ...] | None:
+    """``pp_layer_partition`` as a tuple: a list, or vLLM's ``VLLM_PP_LAYER_PARTITION`` "16,16"."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts: list[object] = []
+        for item in value.split(","):
+            try:
+                parts.append(int(item))
+            except ValueError:
+                parts.append(item)
+        return tuple(parts)
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
 def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> list[_Stage]:
-    partition = request.extra.get("pp_layer_partition")
     ranges = pp_stages(
         setup.model.num_layers, request.pipeline_parallel_size,
-        tuple(partition) if partition is not None else None,
+        _partition(request.extra.get("pp_layer_partition")),
     )  # fmt: skip
     override = extra_int(request.extra, "num_gpu_blocks_override", None)
     out = []

@@ -242,9 +242,11 @@ def _split_buckets(specs: dict[int, LayerSpec]) -> tuple[list[Group], list[str]]
 def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
     """``get_pp_indices``: L // pp per stage, the remainder to stages -2, -3, ... (never the last)."""
     if partition is not None:
-        if len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
+        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in partition)
+        if not counts or len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
+            shown = list(partition) if len(partition) <= 16 else f"[{len(partition)} parts]"
             raise InputError(
-                f"pp_layer_partition {list(partition)} must have {pp} positive parts summing to "
+                f"pp_layer_partition {shown} must have {pp} positive integer parts summing to "
                 f"{num_layers}",
                 code="invalid-parallelism",
             )

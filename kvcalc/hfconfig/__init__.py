@@ -15,7 +15,7 @@ from typing import Any
 from kvcalc.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
-from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.layouts import (
     ChunkedLocal,
@@ -279,8 +279,10 @@ def _max_model_len(r: ConfigReader) -> tuple[int, str]:
             and not isinstance(factor, bool)
             and 0 < factor < 1e6
         ):
-            if rope_type == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
-                length = rope["original_max_position_embeddings"]
+            original = rope.get("original_max_position_embeddings")
+            if rope_type == "yarn" and isinstance(original, int) and not isinstance(original, bool) \
+                    and 1 <= original <= MAX_DIM * 1024:
+                length = original
                 note = f"rope_scaling.original_max_position_embeddings = {length}"
             length = int(length * factor)
             note += f" × rope_scaling.factor {factor} ({rope_type}) = {length}"

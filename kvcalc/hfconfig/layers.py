@@ -80,7 +80,7 @@ def _from_layer_types(
             f"{r.source}: {r.path('layer_types')} has {len(types)} entries for {num_layers} layers",
             code="config-invalid",
         )
-    unknown = sorted({str(t) for t in types if t not in _LAYER_TYPE_NAMES})
+    unknown = sorted({str(t)[:40] for t in types if not isinstance(t, str) or t not in _LAYER_TYPE_NAMES})
     if unknown:
         raise ConfigError(
             f"{r.source}: unknown layer_types {', '.join(unknown)}",

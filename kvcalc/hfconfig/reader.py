@@ -132,6 +132,13 @@ class ConfigReader:
         self.used[path] = value if len(value) <= 16 else f"[{len(value)} entries]"
         return value
 
+    def index_list(self, key: str) -> tuple[int, ...] | None:
+        """A list of layer indices (``mlp_only_layers``, ``moe_layers``): ints ``>= 0``."""
+        values = self.list(key)
+        if values is None:
+            return None
+        return tuple(self._as_int(self.path(key), v, 0) for v in values)
+
     def mapping(self, key: str) -> Mapping[str, Any] | None:
         path, value = self._lookup(key)
         if value is None:

@@ -23,11 +23,12 @@ built by transformers nor loaded by vLLM without speculative decoding; they are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.quant import QuantSpec, read_quant_spec
-from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
 _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
@@ -299,10 +300,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         flags = tuple(i >= first and i % freq == 0 for i in range(n))
     elif r.has("decoder_sparse_step") or r.has("mlp_only_layers"):
         step = r.int("decoder_sparse_step", default=1)
-        dense = set(r.list("mlp_only_layers") or ())
+        dense = set(r.index_list("mlp_only_layers") or ())
         flags = tuple(i not in dense and (i + 1) % step == 0 for i in range(n))
     elif r.has("moe_layers") or r.has("interleave_moe_layer_step"):
-        listed = r.list("moe_layers")
+        listed = r.index_list("moe_layers")
         step = r.int("interleave_moe_layer_step", default=1)
         chosen = set(listed) if listed is not None else set(range(step - 1, n, step))
         flags = tuple(i in chosen for i in range(n))
@@ -417,11 +418,21 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     positions = r.int("max_position_embeddings", default=0, minimum=0)
     rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}
     factor = rope.get("factor")
-    if rope.get("rope_type", rope.get("type")) == "yarn" and isinstance(factor, (int, float)):
+    if rope.get("rope_type", rope.get("type")) == "yarn" and _is_factor(factor):
         base = rope.get("original_max_position_embeddings")
-        positions = int((base if isinstance(base, int) else positions) * factor)
+        positions = int((base if _is_length(base) else positions) * factor)
     if mla is not None:
         return positions, mla.qk_rope_head_dim
     partial = r.value("partial_rotary_factor", 1.0)
     partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
     return positions, int(attention.head_dim * partial)
+
+
+def _is_factor(value: Any) -> bool:
+    """A RoPE scaling factor kvcalc multiplies by: a finite number in (0, 10^6)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e6
+
+
+def _is_length(value: Any) -> bool:
+    """A position count: an int from 1 to the reader's bound (``MAX_DIM * 1024``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_DIM * 1024

@@ -15,10 +15,12 @@ is reported as ``leaked_bytes``.
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.units import short_int
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import MemoryDeltas
 from kvcalc.verify.spec import AllocationPlan, BufferSpec, ViewSpec
@@ -42,7 +44,7 @@ def check_room(nbytes: int, device: Any) -> None:
     free = torchenv.free_memory_bytes(device)
     if free and nbytes > free * MAX_FREE_FRACTION:
         raise KvcalcError(
-            f"the check would allocate {nbytes:,} B but {device} has {free:,} B free",
+            f"the check would allocate {short_int(nbytes)} B but {device} has {free:,} B free",
             hint="lower --num-blocks, --tokens or --layers",
             code="too-large",
         )
@@ -99,6 +101,11 @@ def allocate_and_measure(plan: AllocationPlan, device: Any, *, touch: bool = Tru
             _views(torch, buffers[-1], spec, sums, problems)
         after = torchenv.probe(device)
         storage = sum(b.untyped_storage().nbytes() for b in buffers)
+    except BaseException as exc:  # an error, or Ctrl-C (KeyboardInterrupt)
+        # the frames it passed through (_allocate, _views) still hold the buffer they worked on,
+        # and the traceback keeps those frames alive: clear them so release() really frees it
+        traceback.clear_frames(exc.__traceback__)
+        raise
     finally:
         buffers.clear()
         torchenv.release(device)

@@ -118,9 +118,17 @@ def verify(
     from kvcalc.verify.layout import engine_key
 
     if not 0 <= tolerance < 1:
-        raise KvcalcError(f"--tolerance must be in [0, 1), got {tolerance}", code="invalid-input")
+        raise KvcalcError(f"--tolerance must be in [0, 1), got {tolerance}", hint="e.g. --tolerance 0.01",
+                          code="invalid-input")  # fmt: skip
+    from kvcalc.plan_inputs import MAX_COUNT
+
+    for what, value in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens), ("--layers", layers)):
+        if value is not None and value > MAX_COUNT:
+            raise KvcalcError(f"{what} must be at most {MAX_COUNT:,}", hint="verify allocates what it is asked "
+                              "for: keep the sizes small", code="invalid-input")  # fmt: skip
     if fill and run:
-        raise KvcalcError("choose --fill or --run, not both", code="conflicting-options")
+        raise KvcalcError("choose --fill or --run, not both", hint="run them one after the other",
+                          code="conflicting-options")  # fmt: skip
     if run and engine_key(opts.engine) != "hf":
         raise KvcalcError("--run generates with transformers and needs --engine hf",
                           hint="kvcalc verify MODEL --engine hf --run --layers 2", code="run-needs-hf")  # fmt: skip

@@ -130,7 +130,8 @@ def verify_fill(
     from kvcalc.verify.layout import engine_key
 
     if engine_key(opts.engine) != "vllm":
-        raise KvcalcError("--fill emulates vLLM's memory budget; use --engine vllm", code="unsupported-engine")
+        raise KvcalcError("--fill emulates vLLM's memory budget; use --engine vllm",
+                          hint="other engines: the layout check (without --fill)", code="unsupported-engine")  # fmt: skip
     torchenv.release(dev)
     allocated_before = torch.cuda.memory_allocated(dev)
     free0, total = (int(x) for x in torch.cuda.mem_get_info(dev))

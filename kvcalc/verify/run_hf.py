@@ -13,6 +13,7 @@ last ``torch.cat``, one token per layer more than its logical size (reported in 
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import replace
 from typing import Any
 
@@ -43,12 +44,14 @@ def build_model(raw: dict[str, Any], torch_dtype: str, device: Any) -> Any:
     """The model of ``raw`` with random weights (seed 0), in ``torch_dtype``, on ``device``."""
     torch = torchenv.import_torch()
     transformers = import_transformers()
-    config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(0)
     try:
+        config = transformers.AutoConfig.for_model(**raw)  # an unknown model_type raises here
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, torch_dtype))
-    except (ValueError, KeyError) as exc:
-        raise KvcalcError(f"transformers cannot build {raw.get('model_type')!r} as a causal LM: {exc}",
+    except (ValueError, KeyError, TypeError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise KvcalcError(f"transformers cannot build {raw.get('model_type')!r} as a causal LM: {reason}",
+                          hint="run the layout check instead (without --run)",
                           code="run-unsupported-model") from None  # fmt: skip
     return model.to(device).eval()
 
@@ -101,7 +104,7 @@ def verify_run(
 
     if new_tokens < 2:
         raise KvcalcError("--new-tokens must be at least 2 (one decode step after the prompt)",
-                          code="invalid-input")  # fmt: skip
+                          hint="e.g. --new-tokens 4", code="invalid-input")  # fmt: skip
     small, changed = shrink_for_run(raw)
     shape = parse_config(small, name=name, source=f"{name} (reduced for --run)")
     prompt = prompt_tokens or _default_prompt(shape)
@@ -112,10 +115,14 @@ def verify_run(
     torch = torchenv.import_torch()
     transformers = import_transformers()
     dev = torchenv.resolve_device(device)
+    from kvcalc.verify.alloc import check_room
+
+    check_room(plan.predicted_bytes, dev)  # before building anything: --prompt-tokens may be absurd
     parts = {(v.layer, b.name.rsplit(" ", 1)[1]): v.component for b in plan.buffers for v in b.views}
     from kvcalc.dtypes import CACHE_DTYPES
 
     model = build_model(small, CACHE_DTYPES[plan.kv_cache_dtype].torch_name, dev)  # caches what it computes in
+    ids = out = cache = None
     try:
         vocab = int(getattr(model.config.get_text_config(), "vocab_size", 1024))
         ids = torch.randint(1, vocab, (opts.batch_size, prompt), device=dev)
@@ -132,8 +139,11 @@ def verify_run(
             logical_bytes=logical, reduced=changed,
         )  # fmt: skip
         seq = cache.get_seq_length()
+    except BaseException as exc:  # an error, or Ctrl-C: generate()'s frames hold the cache
+        traceback.clear_frames(exc.__traceback__)
+        raise
     finally:
-        del model
+        del model, ids, out, cache
         torchenv.release(dev)
     if seq != cached:
         notes.append(f"transformers reports {seq} cached tokens, {cached} expected")
@@ -144,7 +154,7 @@ def verify_run(
         check="run", model=name, engine="hf", engine_version=plan.engine_version,
         kv_cache_dtype=plan.kv_cache_dtype, tensor_parallel_size=1, device=str(dev),
         device_name=torchenv.device_name(dev), total_device_memory_bytes=torchenv.total_memory_bytes(dev),
-        torch_version=str(torch.__version__), layout=f"transformers {type(cache).__name__} after generate()",
+        torch_version=str(torch.__version__), layout=f"transformers {info.cache_class} after generate()",
         block_size=1, num_blocks=plan.num_blocks, tokens=cached, num_layers=shape.num_layers,
         predicted_bytes=plan.predicted_bytes, measured_bytes=total, relative_error=error, tolerance=tolerance,
         passed=passed, judged_on="cache tensors' storage bytes (shared storage counted once)",

@@ -134,6 +134,20 @@ class VerifyOptions:
     max_model_len: int | None = None
     engine_options: tuple[tuple[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        from kvcalc.errors import InputError
+        from kvcalc.plan_inputs import MAX_COUNT
+        from kvcalc.units import short_int
+
+        for name in ("tensor_parallel_size", "block_size", "num_blocks", "tokens", "batch_size", "max_model_len"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+                shown = short_int(value) if isinstance(value, int) else repr(value)
+                raise InputError(f"{name} must be an integer from 1 to {MAX_COUNT:,}, got {shown}",
+                                 code="invalid-input")  # fmt: skip
+
 
 #: small defaults so a CPU check of any bundled model takes well under a second
 DEFAULT_NUM_BLOCKS = 4
