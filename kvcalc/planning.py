@@ -16,99 +16,19 @@ in, a frozen :class:`CapacityPlan` out. :func:`plan_reference` resolves a model 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from kvcalc.assess import FIXED_POOL_ENGINES, overhead_notes, workload
+from kvcalc.assess import verdict as judge_verdict
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import KvcalcError
 from kvcalc.gpus import GpuSpec, get_gpu
 from kvcalc.model import ModelShape
 from kvcalc.overhead import Overhead, estimate_overhead
 from kvcalc.plan_inputs import PlanInputs
-from kvcalc.units import cdiv
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryBreakdown:
-    """Per GPU, in bytes. ``free_bytes`` is what stays unused on the device."""
-
-    total_bytes: int
-    #: the engine's share of the device (vLLM ``ceil(total · gpu_memory_utilization)``)
-    budget_bytes: int
-    gpu_memory_utilization: float | None
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    cudagraph_bytes: int
-    kv_cache_bytes: int
-    free_bytes: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Suggestion:
-    """A change that was itself planned, and what it gives."""
-
-    text: str
-    change: dict[str, Any]
-    verdict: str
-    max_concurrency: float
-    kv_cache_tokens: int
-    max_model_len: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class CapacityPlan:
-    """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
-
-    model: str
-    model_source: str
-    engine: str
-    engine_version: str
-    gpu: str | None
-    num_gpus: int
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    data_parallel_replicas: int
-    kv_cache_dtype: str
-    block_size: int
-    num_blocks: int
-    kv_cache_bytes: int
-    kv_cache_tokens: int
-    max_concurrency: float
-    total_max_concurrency: float
-    available_kv_bytes: int
-    weights_bytes: int
-    weights_source: str
-    num_parameters: int | None
-    kv_bytes_per_token: int
-    kv_bytes_per_request: int
-    max_model_len: int
-    estimated_max_model_len: int | None
-    max_num_seqs: int | None
-    max_num_batched_tokens: int | None
-    target_concurrency: int | None
-    workload_tokens: int | None
-    workload_concurrency: float | None
-    headroom_bytes: int
-    headroom_fraction: float
-    verdict: str
-    verdict_reason: str
-    memory: MemoryBreakdown
-    suggestions: tuple[Suggestion, ...] = ()
-    groups: tuple[KvCacheGroup, ...] = ()
-    log_lines: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    #: decode throughput ceiling at this plan's concurrency (``kvcalc.throughput``), when computed
-    throughput: dict[str, Any] | None = None
-    inputs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict in ("ok", "tight")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+from kvcalc.plan_result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,46 +229,13 @@ def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaul
                         notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
 
 
-def _workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
-    """Expected concurrency for ``prompt_len + output_len`` tokens per request, with a shared prefix
-    counted once (prefix caching shares whole blocks of full-attention layers)."""
-    if inputs.prompt_len is None:
-        return None, None
-    tokens = min(max_len, inputs.prompt_len + (inputs.output_len or 0))
-    if not kv.groups or kv.num_blocks <= 0:
-        return tokens, 0.0
-    per_request = 0
-    shared = 0
-    for g in kv.groups:
-        need = _group_blocks(g, tokens, max_len)
-        per_request += need
-        if g.kind in ("full", "mla"):
-            shared += min(need, inputs.shared_prefix // g.block_size)
-    unique = per_request - shared
-    if unique <= 0:
-        return tokens, float(kv.num_blocks)
-    return tokens, max(0.0, (kv.num_blocks - shared) / unique)
-
-
-def _group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
-    """Blocks a request of ``tokens`` tokens takes in group ``g``; windowed and recurrent groups
-    need what they need at ``max_model_len`` at most (their need is capped)."""
-    if g.kind in ("full", "mla"):
-        return cdiv(tokens, g.block_size)
-    return min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1) if g.kind != "recurrent" else g.blocks_per_request
-
-
-#: engines whose KV pool is sized by their settings rather than by the memory left
-_FIXED_POOL_ENGINES = ("llamacpp", "hf")
-
-
 def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source) -> CapacityPlan:
     max_len = kv.max_model_len
-    workload_tokens, workload_conc = _workload(inputs, kv, max_len)
+    workload_tokens, workload_conc = workload(inputs, kv, max_len)
     target = inputs.target_concurrency
     conc = workload_conc if workload_conc is not None else kv.max_concurrency
     need = target or 1
-    if kv.engine in _FIXED_POOL_ENGINES:
+    if kv.engine in FIXED_POOL_ENGINES:
         # the pool is sized by the settings (slots × context, batch × length): headroom is memory
         headroom = available - kv.kv_cache_bytes
         headroom_fraction = headroom / available if available > 0 else -1.0
@@ -358,7 +245,7 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
         headroom = kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc) if conc > 0 else -kv.bytes_per_request
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
-    verdict, reason = _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
+    verdict, reason = judge_verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
     world = inputs.world_size
     num_gpus = inputs.num_gpus or world
     replicas = max(1, num_gpus // world)
@@ -409,50 +296,9 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
         ),
         groups=kv.groups,
         log_lines=kv.log_lines,
-        notes=tuple(dict.fromkeys((*weights.notes, *_overhead_notes(kv.engine, overhead), *kv.notes))),
+        notes=tuple(dict.fromkeys((*weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes))),
         inputs=inputs.to_dict(),
     )
-
-
-def _overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
-    if engine == "vllm":
-        return overhead.notes
-    return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
-
-
-def _verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction) -> tuple[str, str]:
-    gib = 1 << 30
-    if inputs.kv_cache_memory_bytes is None and weights.per_gpu_bytes > budget:
-        return "weights-dont-fit", (
-            f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
-            f"{budget / gib:.2f} GiB"
-        )
-    if available <= 0:
-        return "wont-start", (
-            f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "
-            f"and {overhead.total_bytes / gib:.2f} GiB of activations and runtime overhead)"
-        )
-    if not kv.fits and kv.engine == "hf" and (kv.max_num_seqs or 1) > 1:
-        return "wont-start", (
-            f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
-            f"{kv.kv_cache_bytes / gib:.2f} GiB but {kv.available_kv_bytes / gib:.2f} GiB are available"
-        )
-    if not kv.fits:
-        longest = kv.estimated_max_model_len or 0
-        return "wont-start", (
-            f"one request of {kv.max_model_len:,} tokens needs {kv.bytes_per_request / gib:.2f} GiB of KV "
-            f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
-            f"{longest:,} tokens"
-        )
-    target = inputs.target_concurrency
-    if target is not None and conc < target:
-        return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
-    if headroom_fraction < inputs.tight_fraction:
-        return "tight", (
-            f"only {headroom_fraction:.1%} of the KV cache is left beyond "
-            f"{target or 1} request(s) (threshold {inputs.tight_fraction:.1%})"
-        )
-    return "ok", f"{conc:.2f} requests of {kv.max_model_len:,} tokens fit per engine"
 
 
 def plan_reference(

@@ -23,7 +23,7 @@ from kvcalc.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.errors import InputError
-from kvcalc.layouts import FullAttention, GatedDeltaNetState, Layout, MLALatent, RecurrentState
+from kvcalc.layouts import FullAttention, Layout, MLALatent, RecurrentState
 from kvcalc.model import ModelShape
 from kvcalc.verify.spec import (
     DEFAULT_NUM_BLOCKS,

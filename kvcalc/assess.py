@@ -1,0 +1,85 @@
+"""Judging a plan: expected concurrency for a workload, headroom and the verdict. Pure."""
+
+from __future__ import annotations
+
+from kvcalc.engines.base import KvCacheGroup, KvCachePlan
+from kvcalc.overhead import Overhead
+from kvcalc.plan_inputs import PlanInputs
+from kvcalc.units import cdiv
+
+#: engines whose KV pool is sized by their settings rather than by the memory left
+FIXED_POOL_ENGINES = ("llamacpp", "hf")
+
+
+def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
+    """Expected concurrency for ``prompt_len + output_len`` tokens per request, with a shared prefix
+    counted once (prefix caching shares whole blocks of full-attention layers)."""
+    if inputs.prompt_len is None:
+        return None, None
+    tokens = min(max_len, inputs.prompt_len + (inputs.output_len or 0))
+    if not kv.groups or kv.num_blocks <= 0:
+        return tokens, 0.0
+    per_request = 0
+    shared = 0
+    for g in kv.groups:
+        need = group_blocks(g, tokens, max_len)
+        per_request += need
+        if g.kind in ("full", "mla"):
+            shared += min(need, inputs.shared_prefix // g.block_size)
+    unique = per_request - shared
+    if unique <= 0:
+        return tokens, float(kv.num_blocks)
+    return tokens, max(0.0, (kv.num_blocks - shared) / unique)
+
+
+def group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
+    """Blocks a request of ``tokens`` tokens takes in group ``g``; windowed and recurrent groups
+    need what they need at ``max_model_len`` at most (their need is capped)."""
+    if g.kind in ("full", "mla"):
+        return cdiv(tokens, g.block_size)
+    return min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1) if g.kind != "recurrent" else g.blocks_per_request
+
+
+#: engines whose KV pool is sized by their settings rather than by the memory left
+_FIXED_POOL_ENGINES = ("llamacpp", "hf")
+
+
+def overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
+    if engine == "vllm":
+        return overhead.notes
+    return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
+
+
+def verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction) -> tuple[str, str]:
+    gib = 1 << 30
+    if inputs.kv_cache_memory_bytes is None and weights.per_gpu_bytes > budget:
+        return "weights-dont-fit", (
+            f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
+            f"{budget / gib:.2f} GiB"
+        )
+    if available <= 0:
+        return "wont-start", (
+            f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "
+            f"and {overhead.total_bytes / gib:.2f} GiB of activations and runtime overhead)"
+        )
+    if not kv.fits and kv.engine == "hf" and (kv.max_num_seqs or 1) > 1:
+        return "wont-start", (
+            f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
+            f"{kv.kv_cache_bytes / gib:.2f} GiB but {kv.available_kv_bytes / gib:.2f} GiB are available"
+        )
+    if not kv.fits:
+        longest = kv.estimated_max_model_len or 0
+        return "wont-start", (
+            f"one request of {kv.max_model_len:,} tokens needs {kv.bytes_per_request / gib:.2f} GiB of KV "
+            f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
+            f"{longest:,} tokens"
+        )
+    target = inputs.target_concurrency
+    if target is not None and conc < target:
+        return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
+    if headroom_fraction < inputs.tight_fraction:
+        return "tight", (
+            f"only {headroom_fraction:.1%} of the KV cache is left beyond "
+            f"{target or 1} request(s) (threshold {inputs.tight_fraction:.1%})"
+        )
+    return "ok", f"{conc:.2f} requests of {kv.max_model_len:,} tokens fit per engine"

@@ -1,0 +1,90 @@
+"""What ``kvcalc plan`` answers: frozen result dataclasses (their fields are the ``--json`` keys)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kvcalc.engines.base import KvCacheGroup
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Per GPU, in bytes. ``free_bytes`` is what stays unused on the device."""
+
+    total_bytes: int
+    #: the engine's share of the device (vLLM ``ceil(total · gpu_memory_utilization)``)
+    budget_bytes: int
+    gpu_memory_utilization: float | None
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    kv_cache_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suggestion:
+    """A change that was itself planned, and what it gives."""
+
+    text: str
+    change: dict[str, Any]
+    verdict: str
+    max_concurrency: float
+    kv_cache_tokens: int
+    max_model_len: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityPlan:
+    """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
+
+    model: str
+    model_source: str
+    engine: str
+    engine_version: str
+    gpu: str | None
+    num_gpus: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_replicas: int
+    kv_cache_dtype: str
+    block_size: int
+    num_blocks: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    total_max_concurrency: float
+    available_kv_bytes: int
+    weights_bytes: int
+    weights_source: str
+    num_parameters: int | None
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    max_model_len: int
+    estimated_max_model_len: int | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    target_concurrency: int | None
+    workload_tokens: int | None
+    workload_concurrency: float | None
+    headroom_bytes: int
+    headroom_fraction: float
+    verdict: str
+    verdict_reason: str
+    memory: MemoryBreakdown
+    suggestions: tuple[Suggestion, ...] = ()
+    groups: tuple[KvCacheGroup, ...] = ()
+    log_lines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    #: decode throughput ceiling at this plan's concurrency (``kvcalc.throughput``), when computed
+    throughput: dict[str, Any] | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in ("ok", "tight")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
