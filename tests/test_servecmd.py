@@ -67,7 +67,7 @@ def test_env_assignments_continuations_and_folded_yaml():
 
 
 def test_docker_image_form():
-    cmd = parse_serve_command("docker run --gpus all -p 8000:8000 -v ~/.cache:/root/.cache "
+    cmd = parse_serve_command("docker run --gpus all -p 8000:8000 -v hf-cache:/data/hf-cache "
                               "vllm/vllm-openai:v0.10.0 --model mistralai/Mistral-7B-v0.1 -q fp8")
     assert cmd.model == "mistralai/Mistral-7B-v0.1"
     assert cmd.values == {"quantization": "fp8"}
