@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load_model", "inspect_model", "parse_config"]
+__all__ = ["__version__", "load_model", "inspect_model", "parse_config", "plan", "PlanInputs"]
 
 
 def __getattr__(name: str):  # lazy re-exports keep `import kvcalc` cheap
@@ -31,4 +31,8 @@ def __getattr__(name: str):  # lazy re-exports keep `import kvcalc` cheap
         from kvcalc.planning import plan
 
         return plan
+    if name == "PlanInputs":
+        from kvcalc.plan_inputs import PlanInputs
+
+        return PlanInputs
     raise AttributeError(name)

@@ -1,0 +1,33 @@
+"""The README stays true: its Python example runs, every command is documented and has help."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_python_example_runs():
+    block = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    lines = [line.split("#")[0] for line in block.splitlines()]
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)  # noqa: S102 - our own README
+    assert namespace["model"].bytes_per_token == 131_072
+
+
+def test_readme_opens_with_the_two_commands():
+    first = [line.strip() for line in README.splitlines() if line.startswith("    ")][:2]
+    assert first[0] == "pip install . && kvcalc plan llama-3.1-8b --gpu H100-80GB"
+    assert first[1].startswith('pip install ".[test') and first[1].endswith("python -m pytest -q")
+
+
+@pytest.mark.parametrize("command", ["inspect", "models", "gpus", "plan", "check", "schema", "verify",
+                                     "curve", "compare", "throughput"])  # fmt: skip
+def test_every_command_is_documented_and_has_help(cli, command):
+    assert f"kvcalc {command}" in README
+    result = cli(command, "-h")
+    assert result.exit_code == 0 and "Usage" in result.stdout
