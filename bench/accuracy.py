@@ -56,29 +56,50 @@ class Case:
 #: Per engine_logs id: the model, GPU and scheduler settings behind it.
 CASES = {
     "vllm-10517-llama31-8b-3090-29k": Case(
-        "llama-3.1-8b", "RTX-3090", 29000, max_num_seqs=256,
+        "llama-3.1-8b",
+        "RTX-3090",
+        29000,
+        max_num_seqs=256,
         assumption="V0 without chunked prefill profiles max_model_len (29,000) tokens, 256 seqs; the "
-        "log printed activation 2.99 GiB and non_torch 0.35 GiB"),
+        "log printed activation 2.99 GiB and non_torch 0.35 GiB",
+    ),
     "vllm-17122-llama31-8b-l40s": Case(
-        "llama-3.1-8b", "L40S", 2048,
+        "llama-3.1-8b",
+        "L40S",
+        2048,
         assumption="util 0.9 (default then); API-server defaults for a <70 GiB GPU (2,048 tokens, "
-        "256 seqs); actual KV = 158,656 tokens × 128 KiB (a lower bound within one block)"),
+        "256 seqs); actual KV = 158,656 tokens × 128 KiB (a lower bound within one block)",
+    ),
     "vllm-24577-qwen3-0.6b-a100-bf16-4k": Case(
-        "qwen3-0.6b", "A100-80GB", 8192,
-        assumption="lm_eval uses the LLM class: 8,192 tokens, 256 seqs (A100 tier); util 0.9"),
+        "qwen3-0.6b",
+        "A100-80GB",
+        8192,
+        assumption="lm_eval uses the LLM class: 8,192 tokens, 256 seqs (A100 tier); util 0.9",
+    ),
     "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
-        "llama-3.1-8b", "RTX-A6000", 8192, max_num_seqs=256,
+        "llama-3.1-8b",
+        "RTX-A6000",
+        8192,
+        max_num_seqs=256,
         config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
         assumption="Meta-Llama-3-8B = Llama-3.1-8B weights with 8,192 positions; V0 profiles 8,192 "
-        "tokens; A6000 total memory approximate; actual = 13,248 blocks × 2 MiB"),
+        "tokens; A6000 total memory approximate; actual = 13,248 blocks × 2 MiB",
+    ),
     "vllm-16570-qwen25-vl-72b-4xa100-40g": Case(
-        "qwen2.5-72b", "A100-40GB", 2048, tensor_parallel_size=4,
+        "qwen2.5-72b",
+        "A100-40GB",
+        2048,
+        tensor_parallel_size=4,
         assumption="the text model stands in for Qwen2.5-VL-72B (vision tower and its encoder "
-        "profiling not modelled); API-server defaults; actual = the minimum rank (0.04 GiB)"),
+        "profiling not modelled); API-server defaults; actual = the minimum rank (0.04 GiB)",
+    ),
     "vllm-27508-gpt-oss-120b-h100-gmu095": Case(
-        "gpt-oss-120b", "H100-SXM", 1024,
+        "gpt-oss-120b",
+        "H100-SXM",
+        1024,
         assumption="--max-num-batched-tokens 1024; API server on an H100: 1,024 seqs; no "
-        "printed weights (vLLM loads these mxfp4 experts padded: 64.4-66.0 GiB, see vllm-23278)"),
+        "printed weights (vLLM loads these mxfp4 experts padded: 64.4-66.0 GiB, see vllm-23278)",
+    ),
 }
 
 #: Public vLLM logs not (yet) in engine_logs.yaml, used the same way.
@@ -90,10 +111,14 @@ SUPPLEMENTARY = [
         "gpu_memory_utilization": 0.9,
         "figures": {"available_kv_cache_memory_gib": 53.29, "model_weights_gib": 14.96},
         "case": Case(
-            "llama-3.1-8b", "H100-SXM", 8192, max_num_seqs=256,
+            "llama-3.1-8b",
+            "H100-SXM",
+            8192,
+            max_num_seqs=256,
             config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
             assumption="Meta-Llama-3-8B; V0 profiles 8,192 tokens and 256 seqs; the log printed "
-            "activation 1.26 GiB and non_torch 1.79 GiB"),
+            "activation 1.26 GiB and non_torch 1.79 GiB",
+        ),
     },
     {
         "id": "vllm-23278-gpt-oss-120b-h100 (supplementary)",
@@ -102,8 +127,11 @@ SUPPLEMENTARY = [
         "gpu_memory_utilization": 0.9,
         "figures": {"available_kv_cache_memory_gib": -2.14, "model_loading_gib": 65.9651},
         "case": Case(
-            "gpt-oss-120b", "H100-SXM", 8192,
-            assumption="API-server defaults on an H100 (8,192 tokens, 1,024 seqs); util 0.9"),
+            "gpt-oss-120b",
+            "H100-SXM",
+            8192,
+            assumption="API-server defaults on an H100 (8,192 tokens, 1,024 seqs); util 0.9",
+        ),
     },
 ]
 
@@ -182,8 +210,10 @@ def main() -> int:
     rows += [(s, s["case"]) for s in SUPPLEMENTARY]
     shown = os.path.relpath(path, ROOT) if path else "not found (supplementary records only)"
     print(f"engine logs: {shown}\n")
-    head = (f"{'record':46} {'GPU':10} {'weights':>8} {'act':>6} {'nontorch':>8} {'predicted':>9} "
-            f"{'actual':>7} {'error':>7} {'%GPU':>6} {'w/ printed weights':>19}")
+    head = (
+        f"{'record':46} {'GPU':10} {'weights':>8} {'act':>6} {'nontorch':>8} {'predicted':>9} "
+        f"{'actual':>7} {'error':>7} {'%GPU':>6} {'w/ printed weights':>19}"
+    )
     print(head)
     print("-" * len(head))
     errors, errors_printed = [], []
@@ -207,10 +237,12 @@ def main() -> int:
     if errors:
         abs_gib = [abs(e) for e, _ in errors]
         pct = [abs(e) / m * 100 for e, m in errors]
-        print(f"\nsummary: {len(errors)} records; |error| mean {sum(abs_gib) / len(abs_gib):.2f} GiB, "
-              f"median {sorted(abs_gib)[len(abs_gib) // 2]:.2f} GiB, max {max(abs_gib):.2f} GiB "
-              f"({max(pct):.1f}% of GPU memory); with printed weights ({len(errors_printed)} records): "
-              f"mean |error| {sum(map(abs, errors_printed)) / max(1, len(errors_printed)):.2f} GiB")
+        print(
+            f"\nsummary: {len(errors)} records; |error| mean {sum(abs_gib) / len(abs_gib):.2f} GiB, "
+            f"median {sorted(abs_gib)[len(abs_gib) // 2]:.2f} GiB, max {max(abs_gib):.2f} GiB "
+            f"({max(pct):.1f}% of GPU memory); with printed weights ({len(errors_printed)} records): "
+            f"mean |error| {sum(map(abs, errors_printed)) / max(1, len(errors_printed)):.2f} GiB"
+        )
     return 0
 
 

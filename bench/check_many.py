@@ -33,7 +33,7 @@ DTYPES = ("auto", "fp8")
 def write_file(path: Path, count: int) -> None:
     combos = itertools.cycle(itertools.product(MODELS, GPUS, LENGTHS, DTYPES))
     lines = ["deployments:"]
-    for i, (model, gpu, length, dtype) in zip(range(count), combos):
+    for i, (model, gpu, length, dtype) in zip(range(count), combos, strict=False):
         tp = 2 if "70b" in model else 1
         lines += [
             f"  - name: d{i}",
@@ -83,20 +83,30 @@ def main() -> None:
         bare = time.perf_counter() - start
         p, w = statistics.median(parse), statistics.median(whole)
         passed = sum(r.passed for r in report.results)
-        print(f"{ns.count} deployments ({len({r.plan.model for r in report.results})} models, "
-              f"{passed} pass), median of {ns.runs} runs after start-up:")
+        print(
+            f"{ns.count} deployments ({len({r.plan.model for r in report.results})} models, "
+            f"{passed} pass), median of {ns.runs} runs after start-up:"
+        )
         print(f"  read + validate  {p * 1000:8.1f} ms")
         print(f"  whole check      {w * 1000:8.1f} ms   {ns.count / w:,.0f} deployments/s")
         failing = sum(not r.passed for r in report.results)
-        print(f"    of which: one plan each, no suggestions {bare * 1000:8.1f} ms; computed "
-              f"suggestions for the {failing} failing deployments, the rest")
+        print(
+            f"    of which: one plan each, no suggestions {bare * 1000:8.1f} ms; computed "
+            f"suggestions for the {failing} failing deployments, the rest"
+        )
 
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "kvcalc", "check", str(path), "--format", "json"],
-                              cwd=ROOT, capture_output=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "kvcalc", "check", str(path), "--format", "json"],
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        )
         cli = time.perf_counter() - start
-        print(f"  CLI, fresh interpreter (start-up included, JSON out) {cli * 1000:8.1f} ms "
-              f"(exit {done.returncode})")
+        print(
+            f"  CLI, fresh interpreter (start-up included, JSON out) {cli * 1000:8.1f} ms "
+            f"(exit {done.returncode})"
+        )
 
 
 if __name__ == "__main__":

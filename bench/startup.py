@@ -18,7 +18,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "huggingface_hub", "yaml", "transformers", "safetensors", "numpy", "requests", "httpx")
+HEAVY = (
+    "torch",
+    "huggingface_hub",
+    "yaml",
+    "transformers",
+    "safetensors",
+    "numpy",
+    "requests",
+    "httpx",
+)
 
 COMMANDS = {
     "inspect": ["inspect", "llama-3.1-8b"],
@@ -50,7 +59,9 @@ def main() -> None:
     parser.add_argument("--command", choices=sorted(COMMANDS), default="inspect")
     ns = parser.parse_args()
     args = COMMANDS[ns.command]
-    kvcalc_code = f"from kvcalc.cli.app import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass"
+    kvcalc_code = (
+        f"from kvcalc.cli.app import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass"
+    )
     hello = (
         "import typer\napp = typer.Typer()\n@app.command()\ndef hello(name: str = 'x'):\n    print(name)\n"
         "try:\n    app(['--name', 'y'])\nexcept SystemExit:\n    pass"

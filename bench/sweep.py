@@ -14,11 +14,24 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout, not an installed copy
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # this checkout, not an installed copy
 
 MODELS = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen2.5-7b", "llama-3.1-8b", "mistral-7b-v0.1",
           "gemma-2-9b-it", "gpt-oss-20b", "qwen3-30b-a3b", "mixtral-8x7b-v0.1")  # fmt: skip
-GPUS = ("H100-SXM", "H200", "B200", "A100-40GB", "A100-80GB", "L40S", "L4", "A10G", "RTX-4090", "MI300X")
+GPUS = (
+    "H100-SXM",
+    "H200",
+    "B200",
+    "A100-40GB",
+    "A100-80GB",
+    "L40S",
+    "L4",
+    "A10G",
+    "RTX-4090",
+    "MI300X",
+)
 DTYPES = ("auto", "fp8")
 NUM_LENGTHS = 50
 
@@ -38,7 +51,9 @@ def main(argv: list[str]) -> int:
     from kvcalc.plan_inputs import PlanInputs
     from kvcalc.planning import resolve_model_cached
 
-    shapes = [resolve_model_cached(m).shape for m in MODELS]  # config parsing is not part of the sweep
+    shapes = [
+        resolve_model_cached(m).shape for m in MODELS
+    ]  # config parsing is not part of the sweep
     start = time.perf_counter()
     points = 0
     curves = []
@@ -49,8 +64,10 @@ def main(argv: list[str]) -> int:
             points += sum(len(s.points) for s in c.series)
             curves.append((shape, gpu, c))
     elapsed = time.perf_counter() - start
-    print(f"{points:,} points (models × GPUs × dtypes × lengths = {len(MODELS)} × {len(GPUS)} × "
-          f"{len(DTYPES)} × {NUM_LENGTHS}) in {elapsed:.3f} s: {points / elapsed:,.0f} points/s")
+    print(
+        f"{points:,} points (models × GPUs × dtypes × lengths = {len(MODELS)} × {len(GPUS)} × "
+        f"{len(DTYPES)} × {NUM_LENGTHS}) in {elapsed:.3f} s: {points / elapsed:,.0f} points/s"
+    )
     if "--check" in argv:
         _check(curves)
     return 0
@@ -66,7 +83,9 @@ def _check(curves) -> None:
     for shape, gpu, c in curves:
         for s in c.series:
             for p in s.points[::50]:
-                inputs = PlanInputs(gpu=gpu, kv_cache_dtype=s.kv_cache_dtype, max_model_len=p.length_tokens)
+                inputs = PlanInputs(
+                    gpu=gpu, kv_cache_dtype=s.kv_cache_dtype, max_model_len=p.length_tokens
+                )
                 r = plan(shape, replace(inputs), with_suggestions=False)
                 conc = r.max_concurrency if r.verdict != "weights-dont-fit" else 0.0
                 checked += 1

@@ -37,7 +37,11 @@ def group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
     need what they need at ``max_model_len`` at most (their need is capped)."""
     if g.kind in ("full", "mla"):
         return cdiv(tokens, g.block_size)
-    return min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1) if g.kind != "recurrent" else g.blocks_per_request
+    return (
+        min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1)
+        if g.kind != "recurrent"
+        else g.blocks_per_request
+    )
 
 
 #: engines whose KV pool is sized by their settings rather than by the memory left
@@ -50,7 +54,9 @@ def overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
     return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
 
 
-def verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction) -> tuple[str, str]:
+def verdict(
+    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction
+) -> tuple[str, str]:
     gib = 1 << 30
     if inputs.kv_cache_memory_bytes is None and weights.per_gpu_bytes > budget:
         return "weights-dont-fit", (

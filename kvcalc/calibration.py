@@ -106,7 +106,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
-        raise KvcalcError(f"{source}: not UTF-8 text", hint=_RECORDS_HINT, code="calibration-invalid") from None
+        raise KvcalcError(
+            f"{source}: not UTF-8 text", hint=_RECORDS_HINT, code="calibration-invalid"
+        ) from None
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -158,17 +160,23 @@ def load_calibration(
     ]  # fmt: skip
     if not usable:
         return None
-    extra = statistics.median_low(r["measured_overhead_bytes"] - r["predicted_overhead_bytes"] for r in usable)
+    extra = statistics.median_low(
+        r["measured_overhead_bytes"] - r["predicted_overhead_bytes"] for r in usable
+    )
     return Calibration(gpu_name=str(usable[0].get("gpu_name")), num_records=len(usable),
                        extra_overhead_bytes=int(extra), source=str(path))  # fmt: skip
 
 
-def calibrate_overhead(overhead: Any, path: str, *, gpu_name: str | None, total_memory_bytes: int | None) -> Any:
+def calibrate_overhead(
+    overhead: Any, path: str, *, gpu_name: str | None, total_memory_bytes: int | None
+) -> Any:
     """``overhead`` (:class:`kvcalc.overhead.Overhead`) corrected by the records in ``path``."""
     found = load_calibration(path, gpu_name, total_memory_bytes)
     if found is None:
         what = gpu_name or (f"a {total_memory_bytes:,} B GPU" if total_memory_bytes else "this GPU")
-        return replace(overhead, notes=(*overhead.notes, f"calibration: no --fill record for {what} in {path}"))
+        return replace(
+            overhead, notes=(*overhead.notes, f"calibration: no --fill record for {what} in {path}")
+        )
     non_torch = max(0, overhead.non_torch_bytes + found.extra_overhead_bytes)
     note = (f"calibration: {found.extra_overhead_bytes / (1 << 20):+,.0f} MiB overhead from "
             f"{found.num_records} verify --fill record(s) for {found.gpu_name} in {path}")  # fmt: skip

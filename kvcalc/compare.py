@@ -131,7 +131,11 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
     if not entries:
         raise InputError("no models to compare", hint="kvcalc compare MODEL MODEL ... (see `kvcalc models`)",
                          code="missing-model")  # fmt: skip
-    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or not 1 <= max_model_len <= MAX_COUNT:
+    if (
+        isinstance(max_model_len, bool)
+        or not isinstance(max_model_len, int)
+        or not 1 <= max_model_len <= MAX_COUNT
+    ):
         raise InputError(f"max_model_len must be an integer from 1 to {MAX_COUNT:,}, got "
                          f"{short_int(max_model_len) if isinstance(max_model_len, int) else repr(max_model_len)}",
                          code="invalid-input")  # fmt: skip
@@ -169,11 +173,14 @@ def _with_mla(model: ModelShape, head_dim: int) -> ModelShape:
     from kvcalc.hfconfig.weights import MlaWeights
 
     heads = model.num_attention_heads
+
     def latent(layer):
         return MLALatent(dtype=layer.dtype, kv_lora_rank=MLA_KV_LORA_RANK, rope_dim=MLA_ROPE_DIM,
                          num_heads=heads, qk_nope_dim=head_dim, v_head_dim=head_dim)  # fmt: skip
 
-    layers = tuple(latent(layer) if isinstance(layer, FullAttention) else layer for layer in model.layers)
+    layers = tuple(
+        latent(layer) if isinstance(layer, FullAttention) else layer for layer in model.layers
+    )
     weights = model.weights
     if weights is not None and getattr(weights, "attention", None) is not None:
         mla = MlaWeights(num_heads=heads, q_lora_rank=0, kv_lora_rank=MLA_KV_LORA_RANK,
@@ -197,9 +204,14 @@ def attention_variants(model: ModelShape) -> tuple[CompareEntry, ...]:
     mla_note = " (windows dropped)" if sliding else ""
     return (
         CompareEntry(label=f"MHA (kv={heads})", model=_with_kv_heads(model, heads, "MHA")),
-        CompareEntry(label=f"{model.attention_kind.split(',')[0]} (kv={own}, as published)", model=model),
+        CompareEntry(
+            label=f"{model.attention_kind.split(',')[0]} (kv={own}, as published)", model=model
+        ),
         CompareEntry(label="MQA (kv=1)", model=_with_kv_heads(model, 1, "MQA")),
-        CompareEntry(label=f"MLA ({MLA_KV_LORA_RANK}+{MLA_ROPE_DIM}){mla_note}", model=_with_mla(model, head_dim)),
+        CompareEntry(
+            label=f"MLA ({MLA_KV_LORA_RANK}+{MLA_ROPE_DIM}){mla_note}",
+            model=_with_mla(model, head_dim),
+        ),
     )
 
 
@@ -213,7 +225,11 @@ def compare_references(references: Sequence[str], inputs: PlanInputs | None, *, 
     for ref in references:
         loaded = resolve_model_cached(ref, revision=revision, token=token, offline=offline)
         exact = None
-        if loaded.source != "bundled" and inputs is not None and inputs.weights_memory_bytes is None:
+        if (
+            loaded.source != "bundled"
+            and inputs is not None
+            and inputs.weights_memory_bytes is None
+        ):
             exact = loaded.weights_metadata()
         if attention_variants_of:
             entries += attention_variants(loaded.shape)

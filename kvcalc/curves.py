@@ -151,10 +151,15 @@ def parse_lengths(text: str) -> tuple[int, ...]:
         if value < 1:
             raise InputError(f"lengths must be positive, got {item[:40]!r}", code="invalid-input")
         if value > MAX_COUNT:
-            raise InputError(f"lengths must be at most {MAX_COUNT:,} tokens, got {item[:40]!r}", code="invalid-input")
+            raise InputError(
+                f"lengths must be at most {MAX_COUNT:,} tokens, got {item[:40]!r}",
+                code="invalid-input",
+            )
         out.add(value)
     if not out:
-        raise InputError("no lengths given", hint="write e.g. --lengths 4k,8k,32k", code="invalid-input")
+        raise InputError(
+            "no lengths given", hint="write e.g. --lengths 4k,8k,32k", code="invalid-input"
+        )
     return tuple(sorted(out))
 
 
@@ -183,14 +188,23 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
     )  # fmt: skip
     if result.verdict == "weights-dont-fit" or result.available_kv_bytes <= 0:
         return replace(basis, fast=True, notes=(result.verdict_reason,))
-    if result.engine not in _POOLED_ENGINES or not result.groups or result.data_parallel_replicas < 1:
+    if (
+        result.engine not in _POOLED_ENGINES
+        or not result.groups
+        or result.data_parallel_replicas < 1
+    ):
         return basis
     fast = replace(basis, fast=True)
     # full/MLA groups need cdiv(L, block) at every length; capped groups are checked below the cap too
     capped = any(g.kind.split("/")[0] not in ("full", "mla") for g in result.groups)
-    if _agrees(model, fast, result, ref) and (not capped or _agrees(model, fast, None, min(ref, 1024))):
+    if _agrees(model, fast, result, ref) and (
+        not capped or _agrees(model, fast, None, min(ref, 1024))
+    ):
         return fast
-    return replace(basis, notes=("block arithmetic disagrees with the engine here: every length planned in full",))
+    return replace(
+        basis,
+        notes=("block arithmetic disagrees with the engine here: every length planned in full",),
+    )
 
 
 def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
@@ -211,7 +225,10 @@ def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> b
         result = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
     point = curve_point(basis, length, model_max_len=model.max_model_len)
     fits = result.verdict not in ("wont-start", "weights-dont-fit")
-    return math.isclose(point.max_concurrency, result.max_concurrency, rel_tol=1e-12) and point.fits == fits
+    return (
+        math.isclose(point.max_concurrency, result.max_concurrency, rel_tol=1e-12)
+        and point.fits == fits
+    )
 
 
 def _group_blocks(group: KvCacheGroup, length: int, reference: int) -> int:
@@ -240,7 +257,9 @@ def curve_point(basis: CurveBasis, length: int, *, model_max_len: int | None = N
     if basis.fit_budget_bytes is None:
         fits = blocks <= basis.num_blocks
     else:
-        fits = 0 < basis.fit_budget_bytes and basis.bytes_per_block * blocks <= basis.fit_budget_bytes
+        fits = (
+            0 < basis.fit_budget_bytes and basis.bytes_per_block * blocks <= basis.fit_budget_bytes
+        )
     return CurvePoint(length_tokens=length, max_concurrency=conc, kv_cache_tokens=int(conc * length),
                       fits=fits, beyond_model_max=beyond)  # fmt: skip
 
@@ -251,14 +270,22 @@ def planned_point(model: ModelShape, basis: CurveBasis, length: int) -> CurvePoi
 
     r = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
     fits = r.verdict not in ("wont-start", "weights-dont-fit")
-    conc = r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0
+    conc = (
+        r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0
+    )
     if conc and r.engine == "llamacpp":  # slots of `length` tokens the memory holds
-        conc = r.available_kv_bytes / r.kv_cache_bytes if r.kv_cache_bytes and r.available_kv_bytes > 0 else 0.0
+        conc = (
+            r.available_kv_bytes / r.kv_cache_bytes
+            if r.kv_cache_bytes and r.available_kv_bytes > 0
+            else 0.0
+        )
     return CurvePoint(length_tokens=length, max_concurrency=conc, kv_cache_tokens=int(conc * length), fits=fits,
                       beyond_model_max=length > model.max_model_len)  # fmt: skip
 
 
-def series_points(model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]) -> tuple[CurvePoint, ...]:
+def series_points(
+    model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]
+) -> tuple[CurvePoint, ...]:
     if basis.fast:
         return tuple(curve_point(basis, n, model_max_len=model.max_model_len) for n in lengths)
     return tuple(planned_point(model, basis, n) for n in lengths)
@@ -286,7 +313,11 @@ def capacity_curve(
     """Concurrency per length for every (engine, KV dtype) pair (pure)."""
     from kvcalc.errors import InputError
 
-    lengths = tuple(sorted(set(lengths))) if lengths else default_lengths(inputs.max_model_len or model.max_model_len)
+    lengths = (
+        tuple(sorted(set(lengths)))
+        if lengths
+        else default_lengths(inputs.max_model_len or model.max_model_len)
+    )
     dtypes = tuple(dict.fromkeys(kv_cache_dtypes)) or (inputs.kv_cache_dtype,)
     engine_names = tuple(dict.fromkeys(engines)) or (inputs.engine,)
     if len(dtypes) * len(engine_names) > MAX_SERIES:

@@ -49,7 +49,9 @@ class ConfigError(KvcalcError):
 
 class ModelNotFoundError(KvcalcError):
     code = "model-not-found"
-    default_hint = "`kvcalc models` lists the bundled models; a path or a Hub id org/name also works"
+    default_hint = (
+        "`kvcalc models` lists the bundled models; a path or a Hub id org/name also works"
+    )
 
 
 class InputError(KvcalcError):

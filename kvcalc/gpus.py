@@ -60,7 +60,9 @@ class GpuSpec:
         name without ``a100`` → max_num_batched_tokens 16,384 (LLM class) / 8,192 (API server) and
         max_num_seqs 1,024; otherwise 8,192 / 2,048 and 256.
         """
-        large = self.memory_bytes >= VLLM_LARGE_GPU_MIN_BYTES and "a100" not in self.device_name.lower()
+        large = (
+            self.memory_bytes >= VLLM_LARGE_GPU_MIN_BYTES and "a100" not in self.device_name.lower()
+        )
         return "large" if large else "default"
 
     def vllm_default_max_num_batched_tokens(self, *, api_server: bool = True) -> int:
@@ -102,5 +104,9 @@ def get_gpu(name: str) -> GpuSpec:
     names = [gpu.name for gpu in list_gpus()]
     close = difflib.get_close_matches(_key(name), list(_index()), n=3, cutoff=0.6)
     suggestions = list(dict.fromkeys(_index()[c].name for c in close))
-    hint = (f"did you mean {' or '.join(suggestions)}? " if suggestions else "") + "known GPUs: " + ", ".join(names)
+    hint = (
+        (f"did you mean {' or '.join(suggestions)}? " if suggestions else "")
+        + "known GPUs: "
+        + ", ".join(names)
+    )
     raise InputError(f"unknown GPU {name!r}", hint=hint, code="unknown-gpu")

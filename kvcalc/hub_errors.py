@@ -44,7 +44,9 @@ def _protocol_errors() -> tuple[type[BaseException], ...]:
     for module in ("httpx2", "httpx"):
         loaded = sys.modules.get(module)
         if loaded is not None:
-            found += [getattr(loaded, n) for n in ("TooManyRedirects", "DecodingError", "InvalidURL")]
+            found += [
+                getattr(loaded, n) for n in ("TooManyRedirects", "DecodingError", "InvalidURL")
+            ]
     loaded = sys.modules.get("requests")
     if loaded is not None:
         found += [loaded.TooManyRedirects, loaded.exceptions.InvalidURL]
@@ -74,7 +76,9 @@ def is_transient(exc: BaseException) -> bool:
     from huggingface_hub import errors
 
     timeouts, network = _transport_errors()
-    if isinstance(exc, (*timeouts, *network, errors.OfflineModeIsEnabled, errors.FileMetadataError)):
+    if isinstance(
+        exc, (*timeouts, *network, errors.OfflineModeIsEnabled, errors.FileMetadataError)
+    ):
         return True
     if isinstance(exc, _protocol_errors()) and "InvalidURL" not in type(exc).__name__:
         return True  # a proxy or portal in the way: the cached copy is still good
@@ -222,7 +226,9 @@ def hub_error(
     if name == "InvalidURL":
         return bad_endpoint(access.endpoint)
     if name in ("TooManyRedirects", "DecodingError"):
-        what = "redirects in a loop" if name == "TooManyRedirects" else "sent a body it cannot decode"
+        what = (
+            "redirects in a loop" if name == "TooManyRedirects" else "sent a body it cannot decode"
+        )
         return HubError(
             f"{endpoint} {what} (fetching {where}): it does not answer like a Hugging Face Hub",
             hint="check HF_ENDPOINT, proxy and firewall settings; or " + offline_hint,

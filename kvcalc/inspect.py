@@ -126,7 +126,7 @@ def applicable_dtypes(model: ModelShape) -> tuple[CacheDtype, ...]:
         if dtype.mla_record_bytes and not model.is_mla:
             continue
         try:
-            model.with_cache_dtype(dtype).bytes_per_token
+            _ = model.with_cache_dtype(dtype).bytes_per_token
         except KvcalcError:
             continue
         found.append(dtype)
@@ -189,7 +189,9 @@ def inspect_loaded(
         loaded.shape,
         kv_cache_dtype=kv_cache_dtype,
         max_model_len=max_model_len,
-        source="bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}",
+        source="bundled config"
+        if loaded.source == "bundled"
+        else f"{loaded.source}: {loaded.location}",
     )
     if not with_weights:
         return result
@@ -210,7 +212,9 @@ def estimated_weights(model: ModelShape) -> dict[str, Any] | None:
     return {
         "total_bytes": est.weights_bytes,
         "num_parameters": est.num_parameters,
-        "by_dtype": {k: {"num_parameters": None, "total_bytes": v} for k, v in est.by_dtype.items()},
+        "by_dtype": {
+            k: {"num_parameters": None, "total_bytes": v} for k, v in est.by_dtype.items()
+        },
         "experts_bytes": est.experts_bytes,
         "non_expert_bytes": est.weights_bytes - est.experts_bytes,
         "num_tensors": None,

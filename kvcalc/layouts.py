@@ -284,7 +284,9 @@ class GatedDeltaNetState(RecurrentState):
         tp = self.tp
         conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
         return (
-            StateTensor(name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype),
+            StateTensor(
+                name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype
+            ),
             StateTensor(
                 name="ssm",
                 shape=(max(1, self.num_v_heads // tp), self.head_v_dim, self.head_k_dim),

@@ -128,7 +128,9 @@ class ModelShape:
         return self._derived(
             ("dtype", dtype),
             lambda: replace(
-                self, layers=tuple(layer.with_dtype(target) for layer in self.layers), cache_dtype=dtype
+                self,
+                layers=tuple(layer.with_dtype(target) for layer in self.layers),
+                cache_dtype=dtype,
             ),
         )
 

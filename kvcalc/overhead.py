@@ -97,21 +97,27 @@ def estimate_overhead(
     for what, value in (("max_num_batched_tokens", max_num_batched_tokens),
                         ("tensor_parallel_size", tensor_parallel_size)):  # fmt: skip
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"{what} must be a positive integer, got {value!r}", code="invalid-input")
+            raise InputError(
+                f"{what} must be a positive integer, got {value!r}", code="invalid-input"
+            )
     tp = tensor_parallel_size
     notes: list[str] = []
     if max_num_seqs is None:
         max_num_seqs = gpu.vllm_default_max_num_seqs if gpu else DEFAULT_MAX_NUM_SEQS
-        notes.append(f"max_num_seqs {max_num_seqs}: vLLM's default for "
-                     + (f"{gpu.name} ({gpu.mnbt_tier} tier)" if gpu else "GPUs under 70 GiB"))
+        notes.append(
+            f"max_num_seqs {max_num_seqs}: vLLM's default for "
+            + (f"{gpu.name} ({gpu.mnbt_tier} tier)" if gpu else "GPUs under 70 GiB")
+        )
     width = _live_width_per_token(w, tp)
     forward = cdiv(FORWARD_PERCENT * max_num_batched_tokens * ACT_BYTES * width, 100)
     sampler = max_num_seqs * w.vocab_size * SAMPLER_BYTES_PER_LOGIT
     non_torch = NON_TORCH_BYTES + (NON_TORCH_TP_EXTRA_BYTES if tp > 1 else 0)
     graphs = 0 if enforce_eager else CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * w.num_layers
-    notes.append(f"forward: {FORWARD_PERCENT}% × {max_num_batched_tokens:,} tokens × {ACT_BYTES} B × "
-                 f"{width:,} values live per token; sampler: {max_num_seqs:,} rows × {w.vocab_size:,} "
-                 f"logits × {SAMPLER_BYTES_PER_LOGIT} B")
+    notes.append(
+        f"forward: {FORWARD_PERCENT}% × {max_num_batched_tokens:,} tokens × {ACT_BYTES} B × "
+        f"{width:,} values live per token; sampler: {max_num_seqs:,} rows × {w.vocab_size:,} "
+        f"logits × {SAMPLER_BYTES_PER_LOGIT} B"
+    )
     if not enforce_eager:
         notes.append("CUDA-graph pool is an uncalibrated estimate")
     return Overhead(
@@ -157,7 +163,9 @@ def _live_width_per_token(w: WeightShape, tp: int) -> int:
     if "moe" in w.ffns and w.moe:
         m = w.moe
         shared = 3 * cdiv(m.shared_intermediate_size, tp)
-        widths.append(m.experts_per_token * (3 * cdiv(m.expert_intermediate_size, tp) + h) + shared + 2 * h)
+        widths.append(
+            m.experts_per_token * (3 * cdiv(m.expert_intermediate_size, tp) + h) + shared + 2 * h
+        )
     if w.attention:
         a = w.attention
         q = cdiv(a.num_heads, tp) * a.head_dim * (2 if a.output_gate else 1)

@@ -62,23 +62,41 @@ class PlanInputs:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
-                raise InputError(f"{f.name} must be a finite number, got {value}", code="invalid-input")
+                raise InputError(
+                    f"{f.name} must be a finite number, got {value}", code="invalid-input"
+                )
         positive = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
                     "max_num_seqs", "batch", "block_size", "max_num_batched_tokens", "gpu_memory_bytes",
                     "prompt_len")  # fmt: skip
         for name in positive:
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputError(f"{name} must be a positive integer, got {value!r}", code="invalid-input")
-        for name in ("weights_memory_bytes", "kv_cache_memory_bytes", "output_len", "shared_prefix"):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InputError(
+                    f"{name} must be a positive integer, got {value!r}", code="invalid-input"
+                )
+        for name in (
+            "weights_memory_bytes",
+            "kv_cache_memory_bytes",
+            "output_len",
+            "shared_prefix",
+        ):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise InputError(f"{name} must be a non-negative integer, got {value!r}", code="invalid-input")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InputError(
+                    f"{name} must be a non-negative integer, got {value!r}", code="invalid-input"
+                )
         for name in _COUNTS + _BYTES:
             value = getattr(self, name)
             limit = MAX_COUNT if name in _COUNTS else MAX_SIZE_BYTES
             if value is not None and value > limit:
-                raise InputError(f"{name} must be at most {limit:,}, got {short_int(value)}", code="invalid-input")
+                raise InputError(
+                    f"{name} must be at most {limit:,}, got {short_int(value)}",
+                    code="invalid-input",
+                )
         util = self.gpu_memory_utilization
         if util is not None and not (0 < util <= 1):
             raise InputError(
@@ -87,12 +105,27 @@ class PlanInputs:
                 code="invalid-input",
             )
         if not (0 <= self.tight_fraction < 1):
-            raise InputError(f"tight threshold must be in [0, 1), got {self.tight_fraction}", code="invalid-input")
-        for name in ("gpu", "engine", "engine_version", "kv_cache_dtype", "dtype", "quantization", "calibration"):
+            raise InputError(
+                f"tight threshold must be in [0, 1), got {self.tight_fraction}",
+                code="invalid-input",
+            )
+        for name in (
+            "gpu",
+            "engine",
+            "engine_version",
+            "kv_cache_dtype",
+            "dtype",
+            "quantization",
+            "calibration",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InputError(f"{name} must not be empty", code="invalid-input")
-        if self.gpu is None and self.gpu_memory_bytes is None and self.kv_cache_memory_bytes is None:
+        if (
+            self.gpu is None
+            and self.gpu_memory_bytes is None
+            and self.kv_cache_memory_bytes is None
+        ):
             raise InputError(
                 "no GPU given",
                 hint="pass --gpu NAME (see `kvcalc gpus`), --gpu-memory GiB, or --kv-cache-memory",

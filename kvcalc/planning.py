@@ -79,7 +79,9 @@ def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
             raise
         return _Weights(
             per_gpu_bytes=inputs.weights_memory_bytes or 0,
-            source="given (--weights-memory)" if inputs.weights_memory_bytes else "not needed (--kv-cache-memory)",
+            source="given (--weights-memory)"
+            if inputs.weights_memory_bytes
+            else "not needed (--kv-cache-memory)",
             num_parameters=None,
             notes=(f"no weight estimate: {exc.message}",),
         )
@@ -87,15 +89,22 @@ def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
     if inputs.weights_memory_bytes is not None:
         return _Weights(per_gpu_bytes=inputs.weights_memory_bytes, source="given (--weights-memory)",
                         num_parameters=est.num_parameters)  # fmt: skip
-    if exact is not None and inputs.dtype is None and inputs.quantization is None and est.weights_bytes:
+    if (
+        exact is not None
+        and inputs.dtype is None
+        and inputs.quantization is None
+        and est.weights_bytes
+    ):
         # the checkpoint's exact bytes, split across GPUs in the estimate's proportions
         share = round(est.weights_bytes_per_gpu * exact.total_bytes / est.weights_bytes)
         return _Weights(
             per_gpu_bytes=share + est.buffers_bytes_per_gpu,
             source=exact.source,
             num_parameters=est.num_parameters,
-            notes=(f"weights: {exact.total_bytes:,} B in the checkpoint, split over TP/PP as the "
-                   "config estimate splits them",),  # fmt: skip
+            notes=(
+                f"weights: {exact.total_bytes:,} B in the checkpoint, split over TP/PP as the "
+                "config estimate splits them",
+            ),  # fmt: skip
         )
     return _Weights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
                     notes=est.notes)  # fmt: skip
@@ -128,7 +137,9 @@ def plan(
     util = inputs.gpu_memory_utilization
     if util is None:
         util = engine.default_gpu_memory_utilization(
-            inputs.engine_version, gpu_memory_bytes=memory, tensor_parallel_size=inputs.tensor_parallel_size
+            inputs.engine_version,
+            gpu_memory_bytes=memory,
+            tensor_parallel_size=inputs.tensor_parallel_size,
         )
     if inputs.kv_cache_memory_bytes is not None:
         available = inputs.kv_cache_memory_bytes
@@ -144,11 +155,15 @@ def plan(
             tensor_parallel_size=inputs.tensor_parallel_size,
         )
     kv = engine.plan_kv_cache(replace(request, available_kv_bytes=max(0, available)))
-    result = _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source)
+    result = _assemble(
+        model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source
+    )
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.suggest import suggestions
 
-        result = replace(result, suggestions=tuple(suggestions(model, inputs, result, exact_weights)))
+        result = replace(
+            result, suggestions=tuple(suggestions(model, inputs, result, exact_weights))
+        )
     if with_throughput:
         from kvcalc.throughput import attach_throughput
 
@@ -156,7 +171,9 @@ def plan(
     return result
 
 
-def engine_request(model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int) -> EngineRequest:
+def engine_request(
+    model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int
+) -> EngineRequest:
     """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
     gpu, memory = _gpu(inputs)
     return EngineRequest(
@@ -210,7 +227,9 @@ def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None
     return probe.max_num_batched_tokens, probe.max_num_seqs
 
 
-def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple) -> Overhead:
+def _overhead(
+    model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple
+) -> Overhead:
     if inputs.kv_cache_memory_bytes is not None:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
@@ -229,7 +248,9 @@ def _overhead(model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaul
                         notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
 
 
-def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source) -> CapacityPlan:
+def _assemble(
+    model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source
+) -> CapacityPlan:
     max_len = kv.max_model_len
     workload_tokens, workload_conc = workload(inputs, kv, max_len)
     target = inputs.target_concurrency
@@ -242,10 +263,16 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
     else:
         # the engine fills its budget with blocks: headroom is concurrency beyond the target
         headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
-        headroom = kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc) if conc > 0 else -kv.bytes_per_request
+        headroom = (
+            kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc)
+            if conc > 0
+            else -kv.bytes_per_request
+        )
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
-    verdict, reason = judge_verdict(inputs, kv, weights, overhead, budget, available, conc, headroom_fraction)
+    verdict, reason = judge_verdict(
+        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction
+    )
     world = inputs.world_size
     num_gpus = inputs.num_gpus or world
     replicas = max(1, num_gpus // world)
@@ -296,7 +323,9 @@ def _assemble(model, inputs, gpu, memory, util, weights, overhead, available, kv
         ),
         groups=kv.groups,
         log_lines=kv.log_lines,
-        notes=tuple(dict.fromkeys((*weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes))),
+        notes=tuple(
+            dict.fromkeys((*weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes))
+        ),
         inputs=inputs.to_dict(),
     )
 
@@ -318,9 +347,17 @@ def plan_reference(
     exact = None
     if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
         exact = loaded.weights_metadata()
-    source = "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
-    result = plan(loaded.shape, inputs, exact_weights=exact, model_source=source,
-                  with_throughput=with_throughput, with_suggestions=with_suggestions)
+    source = (
+        "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
+    )
+    result = plan(
+        loaded.shape,
+        inputs,
+        exact_weights=exact,
+        model_source=source,
+        with_throughput=with_throughput,
+        with_suggestions=with_suggestions,
+    )
     return replace(result, notes=(*notes, *result.notes)) if notes else result
 
 

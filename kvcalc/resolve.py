@@ -264,7 +264,9 @@ def read_config_json(
         ) from None
     except ValueError as exc:  # an integer of more than 4,300 digits
         reason = str(exc).split(";")[0]
-        raise ConfigError(f"{where}: unreadable JSON: {reason}", code="config-malformed-json") from None
+        raise ConfigError(
+            f"{where}: unreadable JSON: {reason}", code="config-malformed-json"
+        ) from None
     except RecursionError:
         raise ConfigError(
             f"{where}: JSON nested too deeply", code="config-malformed-json"
@@ -282,7 +284,9 @@ def _nested_deeper(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
         if children is None:
             continue
         if depth > limit:

@@ -27,11 +27,16 @@ class Roofline:
     peak_flops_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not (self.memory_bandwidth_bytes_per_s > 0 and math.isfinite(self.memory_bandwidth_bytes_per_s)):
+        if not (
+            self.memory_bandwidth_bytes_per_s > 0
+            and math.isfinite(self.memory_bandwidth_bytes_per_s)
+        ):
             raise InputError(f"memory bandwidth must be positive, got {self.memory_bandwidth_bytes_per_s!r}",
                              code="invalid-input")  # fmt: skip
         if self.peak_flops_per_s is not None and not self.peak_flops_per_s > 0:
-            raise InputError(f"peak FLOP/s must be positive, got {self.peak_flops_per_s!r}", code="invalid-input")
+            raise InputError(
+                f"peak FLOP/s must be positive, got {self.peak_flops_per_s!r}", code="invalid-input"
+            )
 
 
 def gpu_roofline(gpu: Any, *, fp8_compute: bool = False) -> Roofline:
@@ -69,10 +74,15 @@ class StepCost:
         return 1.0 - (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** batch
 
     def weight_bytes(self, batch: int) -> int:
-        return self.dense_weight_bytes + round(self.expert_weight_bytes * self.expert_fraction(batch))
+        return self.dense_weight_bytes + round(
+            self.expert_weight_bytes * self.expert_fraction(batch)
+        )
 
     def attention_flops_per_token(self, context_tokens: int) -> float:
-        return sum(c * (context_tokens if w is None else min(context_tokens, w)) for c, w in self.attention_layers)
+        return sum(
+            c * (context_tokens if w is None else min(context_tokens, w))
+            for c, w in self.attention_layers
+        )
 
     @property
     def flops_per_token(self) -> float:
@@ -138,16 +148,28 @@ def step_cost(
     skip_bytes = (untied_embedding + params.vision) * dtype_bytes
     whole = max(1, est.weights_bytes)
     buffers = est.buffers_bytes_per_gpu
-    per_gpu = weights_bytes_per_gpu if weights_bytes_per_gpu is not None else est.weights_bytes_per_gpu + buffers
+    per_gpu = (
+        weights_bytes_per_gpu
+        if weights_bytes_per_gpu is not None
+        else est.weights_bytes_per_gpu + buffers
+    )
     # the plan's per-GPU bytes include vLLM's RoPE buffers: scale the split to the weights alone
-    per_gpu_weights = per_gpu * est.weights_bytes_per_gpu / max(1, est.weights_bytes_per_gpu + buffers)
+    per_gpu_weights = (
+        per_gpu * est.weights_bytes_per_gpu / max(1, est.weights_bytes_per_gpu + buffers)
+    )
     expert = round(per_gpu_weights * est.experts_bytes / whole)
-    dense = round(per_gpu_weights * (whole - est.experts_bytes - min(skip_bytes, whole - est.experts_bytes)) / whole)
+    dense = round(
+        per_gpu_weights
+        * (whole - est.experts_bytes - min(skip_bytes, whole - est.experts_bytes))
+        / whole
+    )
     moe = model.weights.moe
     cached = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype)).per_rank(tp)
     attn = [layer for layer in cached.layers if layer.bytes_per_token]
     per_token = sum(layer.bytes_per_token for layer in attn)
-    scale = kv_bytes_per_token / per_token if kv_bytes_per_token is not None and per_token else 1 / pp
+    scale = (
+        kv_bytes_per_token / per_token if kv_bytes_per_token is not None and per_token else 1 / pp
+    )
     held = sum(layer.bytes_per_token * layer.tokens_held(context_tokens) for layer in attn)
     state = cached.state_bytes_per_sequence / pp if context_tokens else 0
     return StepCost(
@@ -171,7 +193,12 @@ def _attention_coefficients(model: ModelShape) -> list[tuple[float, int | None]]
             heads = layer.num_heads or model.num_attention_heads
             out.append((2.0 * heads * (layer.latent_dim + layer.kv_lora_rank), None))
         elif layer.kind in ("full", "sliding", "chunked"):
-            out.append((2.0 * model.num_attention_heads * (layer.head_dim_k + layer.head_dim_v), layer.window))
+            out.append(
+                (
+                    2.0 * model.num_attention_heads * (layer.head_dim_k + layer.head_dim_v),
+                    layer.window,
+                )
+            )
     return out
 
 
@@ -183,7 +210,9 @@ def decode_point(cost: StepCost, roof: Roofline, batch: int, *, efficiency: floa
     weights = cost.weight_bytes(batch)
     kv = batch * cost.kv_bytes_per_sequence
     memory_s = (weights + kv) / roof.memory_bandwidth_bytes_per_s
-    compute_s = batch * cost.flops_per_token / roof.peak_flops_per_s if roof.peak_flops_per_s else None
+    compute_s = (
+        batch * cost.flops_per_token / roof.peak_flops_per_s if roof.peak_flops_per_s else None
+    )
     step = max(memory_s, compute_s or 0.0)
     tokens = efficiency * batch / step if step > 0 else 0.0
     return DecodePoint(
@@ -207,7 +236,9 @@ def causal_context_sum(prompt_tokens: int, window: int | None) -> int:
     return window * (window + 1) // 2 + (p - window) * window
 
 
-def prefill_estimate(cost: StepCost, roof: Roofline, prompt_tokens: int, *, efficiency: float = 1.0) -> PrefillEstimate:
+def prefill_estimate(
+    cost: StepCost, roof: Roofline, prompt_tokens: int, *, efficiency: float = 1.0
+) -> PrefillEstimate:
     """One prompt's prefill: compute-bound when the peak is known, weights + KV writes otherwise."""
     flops = cost.matmul_flops_per_token * prompt_tokens + sum(
         c * causal_context_sum(prompt_tokens, w) for c, w in cost.attention_layers

@@ -60,8 +60,11 @@ def parse_human_int(text: str, *, what: str = "value") -> int:
         if suffix in _DECIMAL:
             return int(float(number) * _DECIMAL[suffix])
         if "." in number:
-            raise InputError(f"{what}: decimals are not allowed with binary suffix {suffix!r} "
-                             f"in {value!r}; did you mean {number}{suffix.lower()}?", code=CODE)
+            raise InputError(
+                f"{what}: decimals are not allowed with binary suffix {suffix!r} "
+                f"in {value!r}; did you mean {number}{suffix.lower()}?",
+                code=CODE,
+            )
         return int(number) * _BINARY[suffix]
     if _PLAIN_INT.fullmatch(value):
         return int(value)
@@ -119,10 +122,59 @@ FLAGS: dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, ...]]] = {
 _BY_FLAG = {name: fld for fld, (_, names) in FLAGS.items() for name in names}
 
 #: flags with no effect on memory: ignored without a note
-_SILENT = frozenset(["--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--tokenizer-mode", "--tokenizer-revision", "--chat-template", "--uvicorn-log-level", "--download-dir", "--load-format", "--seed", "--response-role", "--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--root-path", "--tool-call-parser", "--reasoning-parser", "--hf-token", "--allowed-origins", "--allowed-methods", "--allowed-headers", "--max-log-len", "--code-revision", "--config-format", "--api-server-count", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-log-requests", "--disable-uvicorn-access-log", "--enable-auto-tool-choice", "--disable-fastapi-docs", "--enable-request-id-headers", "--generation-config", "--chat-template-content-format", "--log-level"])
+_SILENT = frozenset(
+    [
+        "--host",
+        "--port",
+        "--served-model-name",
+        "--api-key",
+        "--tokenizer",
+        "--tokenizer-mode",
+        "--tokenizer-revision",
+        "--chat-template",
+        "--uvicorn-log-level",
+        "--download-dir",
+        "--load-format",
+        "--seed",
+        "--response-role",
+        "--ssl-keyfile",
+        "--ssl-certfile",
+        "--ssl-ca-certs",
+        "--root-path",
+        "--tool-call-parser",
+        "--reasoning-parser",
+        "--hf-token",
+        "--allowed-origins",
+        "--allowed-methods",
+        "--allowed-headers",
+        "--max-log-len",
+        "--code-revision",
+        "--config-format",
+        "--api-server-count",
+        "--trust-remote-code",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enable-log-requests",
+        "--disable-uvicorn-access-log",
+        "--enable-auto-tool-choice",
+        "--disable-fastapi-docs",
+        "--enable-request-id-headers",
+        "--generation-config",
+        "--chat-template-content-format",
+        "--log-level",
+    ]
+)
 #: switches that never take a value (besides ``--no-*``, ``--enable-*``, ``--disable-*``)
-_SWITCHES = frozenset({"--trust-remote-code", "--headless", "--async-scheduling",
-                       "--skip-tokenizer-init", "--calculate-kv-scales", "--enforce-eager"})
+_SWITCHES = frozenset(
+    {
+        "--trust-remote-code",
+        "--headless",
+        "--async-scheduling",
+        "--skip-tokenizer-init",
+        "--calculate-kv-scales",
+        "--enforce-eager",
+    }
+)
 _STOP = frozenset({"&&", "||", ";", "|", "&"})
 _WRAPPERS = frozenset({"env", "exec", "nohup", "time"})
 _API_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
@@ -157,8 +209,9 @@ def _tokens(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:  # "No closing quotation", "No escaped character"
-        raise InputError(f"cannot split the command: {str(exc).lower()}",
-                         hint="check its quotes", code=CODE) from None
+        raise InputError(
+            f"cannot split the command: {str(exc).lower()}", hint="check its quotes", code=CODE
+        ) from None
 
 
 def _skip_prefix(tokens: list[str]) -> int:
@@ -180,19 +233,21 @@ def _program(tokens: list[str]) -> tuple[int, bool]:
     if head == "vllm":
         if i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return i + 2, True
-        raise InputError("only `vllm serve` starts a server", hint="write `vllm serve MODEL ...`",
-                         code=CODE)
+        raise InputError(
+            "only `vllm serve` starts a server", hint="write `vllm serve MODEL ...`", code=CODE
+        )
     if _PYTHON.fullmatch(head):
         for j in range(i + 1, len(tokens) - 1):
             if tokens[j] == "-m":
                 module = tokens[j + 1]
                 if module in _API_MODULES:
                     return j + 2, False
-                if module == "vllm.entrypoints.cli.main" and tokens[j + 2:j + 3] == ["serve"]:
+                if module == "vllm.entrypoints.cli.main" and tokens[j + 2 : j + 3] == ["serve"]:
                     return j + 3, True
                 break
-        raise InputError("a python command must run `-m vllm.entrypoints.openai.api_server`",
-                         code=CODE)
+        raise InputError(
+            "a python command must run `-m vllm.entrypoints.openai.api_server`", code=CODE
+        )
     if head in ("docker", "podman"):
         for j in range(i + 1, len(tokens)):
             if tokens[j].split(":")[0].split("@")[0].endswith("vllm/vllm-openai"):
@@ -231,7 +286,9 @@ class _Reader:
             if old != value:
                 raise InputError(
                     f"conflicting flags: {_shown(old_flag, old)} and {_shown(spelled, value)}",
-                    hint="give each setting once", code="conflicting-flags")
+                    hint="give each setting once",
+                    code="conflicting-flags",
+                )
             return
         if name == "model":
             self.model, self.model_flag = value, spelled
@@ -260,8 +317,10 @@ class _Reader:
             raise InputError(f"{raw} needs a value", code=CODE)
         converted = convert(value, raw)
         if converted is None:  # --max-model-len auto
-            self.notes.append(f"{raw} {value}: vLLM fits the length to memory; kvcalc plans with "
-                              "the model's default and reports the longest length that fits")
+            self.notes.append(
+                f"{raw} {value}: vLLM fits the length to memory; kvcalc plans with "
+                "the model's default and reports the longest length that fits"
+            )
             return after
         self.set(fld, converted, raw)
         return after
@@ -311,5 +370,10 @@ def parse_serve_command(text: str) -> ServeCommand:
         reader.notes.append(f"ignored {len(reader.extra)} extra argument(s)")
     revision = reader.values.pop("revision", None)
     reader.flags.pop("revision", None)
-    return ServeCommand(model=reader.model, values=reader.values, notes=tuple(reader.notes),
-                        revision=revision, flags=reader.flags)
+    return ServeCommand(
+        model=reader.model,
+        values=reader.values,
+        notes=tuple(reader.notes),
+        revision=revision,
+        flags=reader.flags,
+    )

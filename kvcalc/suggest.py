@@ -40,10 +40,21 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
     out = []
     verdict = base.verdict
     compact = _COMPACT_KV.get(inputs.engine)
-    if compact and base.kv_cache_dtype not in ("fp8", "fp8_e5m2", "fp8_e4m3", "nvfp4", "int4", "q4_0"):
+    if compact and base.kv_cache_dtype not in (
+        "fp8",
+        "fp8_e5m2",
+        "fp8_e4m3",
+        "nvfp4",
+        "int4",
+        "q4_0",
+    ):
         r = _try(model, inputs, exact, kv_cache_dtype=compact)
         if r and r.max_concurrency > base.max_concurrency:
-            gain = f" ({r.max_concurrency / base.max_concurrency:.2f}× more)" if base.max_concurrency > 0 else ""
+            gain = (
+                f" ({r.max_concurrency / base.max_concurrency:.2f}× more)"
+                if base.max_concurrency > 0
+                else ""
+            )
             out.append(_make(f"--kv-cache-dtype {compact}: {r.max_concurrency:.2f}x concurrency, "
                              f"{r.kv_cache_tokens:,} tokens{gain} → {r.verdict}", {"kv_cache_dtype": compact}, r))  # fmt: skip
     if verdict == "wont-start" and base.estimated_max_model_len:
@@ -61,7 +72,10 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
                                  {"max_model_len": length}, r))  # fmt: skip
     tp = inputs.tensor_parallel_size * 2
     r = _try(model, inputs, exact, tensor_parallel_size=tp, num_gpus=None)
-    if r and (r.max_concurrency > base.max_concurrency or (verdict == "weights-dont-fit" and r.verdict != verdict)):
+    if r and (
+        r.max_concurrency > base.max_concurrency
+        or (verdict == "weights-dont-fit" and r.verdict != verdict)
+    ):
         out.append(_make(f"--tensor-parallel-size {tp} ({tp * inputs.pipeline_parallel_size} GPUs): "
                          f"{r.max_concurrency:.2f}x concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
     if verdict == "weights-dont-fit" and inputs.quantization is None:
@@ -70,7 +84,12 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
             out.append(_make(f"--quantization fp8 (weights): {r.max_concurrency:.2f}x → {r.verdict}",
                              {"quantization": "fp8"}, r))  # fmt: skip
     util = base.memory.gpu_memory_utilization
-    if inputs.engine == "vllm" and util is not None and util < 0.95 and inputs.kv_cache_memory_bytes is None:
+    if (
+        inputs.engine == "vllm"
+        and util is not None
+        and util < 0.95
+        and inputs.kv_cache_memory_bytes is None
+    ):
         r = _try(model, inputs, exact, gpu_memory_utilization=0.95)
         if r and r.max_concurrency > base.max_concurrency:
             out.append(_make(f"--gpu-memory-utilization 0.95: {r.max_concurrency:.2f}x → {r.verdict}",

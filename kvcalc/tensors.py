@@ -72,9 +72,15 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
     """All tensors of the model transformers builds (MTP layers excluded)."""
     out: list[Tensor] = []
     h = w.hidden_size
-    out.append(Tensor(name="model.embed_tokens", rows=w.vocab_size, cols=h, role="embedding", split="vocab"))
+    out.append(
+        Tensor(
+            name="model.embed_tokens", rows=w.vocab_size, cols=h, role="embedding", split="vocab"
+        )
+    )
     if w.learned_positions:
-        out.append(Tensor(name="model.embed_positions", rows=w.learned_positions, cols=h, role="position"))
+        out.append(
+            Tensor(name="model.embed_positions", rows=w.learned_positions, cols=h, role="position")
+        )
     for i in range(w.num_layers):
         p = f"model.layers.{i}"
         out += _norm(w, f"{p}.input_layernorm", h, i, count=w.norms_per_layer)
@@ -102,14 +108,18 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
 
 def _linear(name: str, rows: int, cols: int, layer: int | None, split: str, *, bias: bool = False,
             heads: int = 1, role: str = "linear") -> list[Tensor]:  # fmt: skip
-    out = [Tensor(name=name, rows=rows, cols=cols, role=role, layer=layer, split=split, heads=heads)]
+    out = [
+        Tensor(name=name, rows=rows, cols=cols, role=role, layer=layer, split=split, heads=heads)
+    ]
     if bias:  # a column-parallel bias is split with its rows; a row-parallel one is replicated
         out.append(Tensor(name=f"{name}.bias", rows=rows, role="bias", layer=layer,
                           split="replicated" if split == "row" else split, heads=heads))  # fmt: skip
     return out
 
 
-def _norm(w: WeightShape, name: str, width: int, layer: int | None, *, count: int = 1) -> list[Tensor]:
+def _norm(
+    w: WeightShape, name: str, width: int, layer: int | None, *, count: int = 1
+) -> list[Tensor]:
     per = 2 if w.norm == "layer" else 1  # LayerNorm: weight + bias
     return [Tensor(name=name, rows=width, copies=count * per, role="norm", layer=layer)]
 
@@ -117,14 +127,18 @@ def _norm(w: WeightShape, name: str, width: int, layer: int | None, *, count: in
 def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     q_rows = a.num_heads * a.head_dim
     kv_rows = a.num_kv_heads * a.head_dim
-    out = _linear(f"{p}.q_proj", q_rows * (2 if a.output_gate else 1), h, i, "column", bias=a.qkv_bias)
+    out = _linear(
+        f"{p}.q_proj", q_rows * (2 if a.output_gate else 1), h, i, "column", bias=a.qkv_bias
+    )
     out += _linear(f"{p}.k_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     out += _linear(f"{p}.v_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     out += _linear(f"{p}.o_proj", h, q_rows, i, "row", bias=a.o_bias)
     if a.qk_norm:
         out.append(Tensor(name=f"{p}.qk_norm", rows=a.head_dim, copies=2, role="norm", layer=i))
     if a.sinks:
-        out.append(Tensor(name=f"{p}.sinks", rows=a.num_heads, role="vector", layer=i, split="column"))
+        out.append(
+            Tensor(name=f"{p}.sinks", rows=a.num_heads, role="vector", layer=i, split="column")
+        )
     return out
 
 
@@ -136,7 +150,9 @@ def _mla(m: MlaWeights, h: int, p: str, i: int) -> list[Tensor]:
         out += _linear(f"{p}.q_b_proj", m.num_heads * qk_head, m.q_lora_rank, i, "column")
     else:
         out = _linear(f"{p}.q_proj", m.num_heads * qk_head, h, i, "column")
-    out += _linear(f"{p}.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_head_dim, h, i, "replicated")
+    out += _linear(
+        f"{p}.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_head_dim, h, i, "replicated"
+    )
     out.append(Tensor(name=f"{p}.kv_a_layernorm", rows=m.kv_lora_rank, role="norm", layer=i))
     kv_b_rows = m.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
     out += _linear(f"{p}.kv_b_proj", kv_b_rows, m.kv_lora_rank, i, "column")
@@ -182,10 +198,25 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
     # in_proj emits z (gate), x, B, C and dt: 2·inter + 2·groups·state + heads
     in_rows = 2 * inter + 2 * m.n_groups * m.state_size + m.num_heads
     out = _linear(f"{p}.in_proj", in_rows, h, i, "column", bias=m.proj_bias)
-    out.append(Tensor(name=f"{p}.conv1d", rows=m.conv_dim, cols=m.conv_kernel, role="conv", layer=i, split="column"))
+    out.append(
+        Tensor(
+            name=f"{p}.conv1d",
+            rows=m.conv_dim,
+            cols=m.conv_kernel,
+            role="conv",
+            layer=i,
+            split="column",
+        )
+    )
     if m.conv_bias:
-        out.append(Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i, split="column"))
-    out.append(Tensor(name=f"{p}.dt_A_D", rows=m.num_heads, copies=3, role="vector", layer=i, split="column"))
+        out.append(
+            Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i, split="column")
+        )
+    out.append(
+        Tensor(
+            name=f"{p}.dt_A_D", rows=m.num_heads, copies=3, role="vector", layer=i, split="column"
+        )
+    )
     out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))
     return out + _linear(f"{p}.out_proj", h, inter, i, "row", bias=m.proj_bias)
 
@@ -195,8 +226,26 @@ def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:
     out = _linear(f"{p}.in_proj_qkvz", 2 * key_dim + 2 * value_dim, h, i, "column")
     out += _linear(f"{p}.in_proj_ba", 2 * g.num_v_heads, h, i, "column")
     conv_dim = 2 * key_dim + value_dim
-    out.append(Tensor(name=f"{p}.conv1d", rows=conv_dim, cols=g.conv_kernel, role="conv", layer=i, split="column"))
-    out.append(Tensor(name=f"{p}.dt_bias_A_log", rows=g.num_v_heads, copies=2, role="vector", layer=i, split="column"))
+    out.append(
+        Tensor(
+            name=f"{p}.conv1d",
+            rows=conv_dim,
+            cols=g.conv_kernel,
+            role="conv",
+            layer=i,
+            split="column",
+        )
+    )
+    out.append(
+        Tensor(
+            name=f"{p}.dt_bias_A_log",
+            rows=g.num_v_heads,
+            copies=2,
+            role="vector",
+            layer=i,
+            split="column",
+        )
+    )
     out.append(Tensor(name=f"{p}.norm", rows=g.v_head_dim, role="norm", layer=i))
     return out + _linear(f"{p}.out_proj", h, value_dim, i, "row")
 
@@ -223,6 +272,12 @@ def _vision(v: VisionWeights) -> list[Tensor]:
     shuffled = int(hv / v.pixel_shuffle_ratio**2)
     out += _linear(f"{p}.adapter.fc1", v.projector_input_dim, shuffled, None, "column")
     out += _linear(f"{p}.adapter.fc2", v.projector_output_dim, v.projector_input_dim, None, "row")
-    out += _linear("multi_modal_projector", v.text_hidden_size, v.vision_output_dim, None, "column",
-                   bias=v.projector_bias)
+    out += _linear(
+        "multi_modal_projector",
+        v.text_hidden_size,
+        v.vision_output_dim,
+        None,
+        "column",
+        bias=v.projector_bias,
+    )
     return [replace(t, vision=True) for t in out]

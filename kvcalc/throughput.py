@@ -117,7 +117,11 @@ def batch_limit(result: Any) -> int:
     """``min(floor(concurrency), max_num_seqs)``, at least 1 when the plan fits, else 0."""
     if result.verdict in ("wont-start", "weights-dont-fit"):
         return 0
-    conc = result.workload_concurrency if result.workload_concurrency is not None else result.max_concurrency
+    conc = (
+        result.workload_concurrency
+        if result.workload_concurrency is not None
+        else result.max_concurrency
+    )
     limit = max(1, math.floor(conc + 1e-9))
     return min(limit, result.max_num_seqs) if result.max_num_seqs else limit
 
@@ -146,7 +150,10 @@ def throughput_ceiling(
     for b in batches or ():
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_COUNT:
             shown = short_int(b) if isinstance(b, int) else repr(b)
-            raise InputError(f"batch sizes must be integers from 1 to {MAX_COUNT:,}, got {shown}", code="invalid-input")
+            raise InputError(
+                f"batch sizes must be integers from 1 to {MAX_COUNT:,}, got {shown}",
+                code="invalid-input",
+            )
     context, rule = context_for(inputs, result.max_model_len)
     limit = batch_limit(result)
     fits = limit > 0
@@ -157,8 +164,14 @@ def throughput_ceiling(
         dtype=inputs.dtype, quantization=inputs.quantization,
     )  # fmt: skip
     wanted = (batches or default_batches(limit)) if fits else ()
-    kv_cap = result.workload_concurrency if result.workload_concurrency is not None else result.max_concurrency
-    points = tuple(decode_point(cost, roof, b, efficiency=efficiency, kv_limit=kv_cap) for b in wanted)
+    kv_cap = (
+        result.workload_concurrency
+        if result.workload_concurrency is not None
+        else result.max_concurrency
+    )
+    points = tuple(
+        decode_point(cost, roof, b, efficiency=efficiency, kv_limit=kv_cap) for b in wanted
+    )
     prompt = inputs.prompt_len or 0
     return ThroughputReport(
         model=result.model, gpu=result.gpu or roof.name or None, engine=result.engine,
@@ -239,14 +252,18 @@ def attach_throughput(result: Any, inputs: Any, model: ModelShape | None = None)
     return replace(result, throughput=summary)
 
 
-def resolve_roofline(inputs: Any, *, bandwidth: str | float | None = None, tflops: float | None = None) -> Roofline:
+def resolve_roofline(
+    inputs: Any, *, bandwidth: str | float | None = None, tflops: float | None = None
+) -> Roofline:
     """The catalog GPU's roofs, with ``--bandwidth``/``--tflops`` overrides; an error without a bandwidth."""
     gpu = None
     if inputs.gpu:
         from kvcalc.gpus import get_gpu
 
         gpu = get_gpu(inputs.gpu)
-    roof = gpu_roofline(gpu, fp8_compute=(inputs.quantization or "").lower() == "fp8") if gpu else None
+    roof = (
+        gpu_roofline(gpu, fp8_compute=(inputs.quantization or "").lower() == "fp8") if gpu else None
+    )
     if bandwidth is None and roof is None:
         raise InputError(
             "the GPU's memory bandwidth is unknown",
@@ -256,7 +273,9 @@ def resolve_roofline(inputs: Any, *, bandwidth: str | float | None = None, tflop
     bw = (parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else float(bandwidth)) if bandwidth is not None \
         else roof.memory_bandwidth_bytes_per_s  # fmt: skip
     peak = tflops * 1e12 if tflops else (roof.peak_flops_per_s if roof else None)
-    return Roofline(name=gpu.name if gpu else "", memory_bandwidth_bytes_per_s=bw, peak_flops_per_s=peak)
+    return Roofline(
+        name=gpu.name if gpu else "", memory_bandwidth_bytes_per_s=bw, peak_flops_per_s=peak
+    )
 
 
 def throughput_reference(

@@ -144,18 +144,26 @@ def weight_bytes(
     )
 
 
-def _layout_notes(shape: WeightShape, spec: QuantSpec | None, tp: int, rope_bytes: int) -> list[str]:
+def _layout_notes(
+    shape: WeightShape, spec: QuantSpec | None, tp: int, rope_bytes: int
+) -> list[str]:
     notes = []
     if spec and spec.method == "mxfp4" and shape.moe and shape.hidden_size % 256:
-        notes.append(f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
-                     f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
-                     "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)")
+        notes.append(
+            f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
+            f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
+            "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)"
+        )
     if rope_bytes > 256 * (1 << 20):
-        notes.append(f"RoPE cache of {shape.rope_cache_positions:,} positions: {rope_bytes / (1 << 30):.2f} "
-                     "GiB (vLLM sizes it by max_position_embeddings; unconfirmed that it does not cap it)")
+        notes.append(
+            f"RoPE cache of {shape.rope_cache_positions:,} positions: {rope_bytes / (1 << 30):.2f} "
+            "GiB (vLLM sizes it by max_position_embeddings; unconfirmed that it does not cap it)"
+        )
     if tp > 1 and shape.attention and shape.attention.num_kv_heads < tp:
-        notes.append(f"{shape.attention.num_kv_heads} KV heads < TP {tp}: each rank keeps one "
-                     "replicated KV head (vLLM QKVParallelLinear)")
+        notes.append(
+            f"{shape.attention.num_kv_heads} KV heads < TP {tp}: each rank keeps one "
+            "replicated KV head (vLLM QKVParallelLinear)"
+        )
     return notes
 
 
@@ -179,7 +187,12 @@ class _Pricer:
 
     def quantized(self, t: Tensor) -> bool:
         s = self.spec
-        if s is None or t.role not in QUANTIZABLE_ROLES or t.vision or (s.experts_only and not t.expert):
+        if (
+            s is None
+            or t.role not in QUANTIZABLE_ROLES
+            or t.vision
+            or (s.experts_only and not t.expert)
+        ):
             return False
         return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
 
@@ -235,10 +248,14 @@ def _matches(name: str, pattern: str) -> bool:
     return pattern in name
 
 
-def _stage_bytes(shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str]) -> list[int]:
+def _stage_bytes(
+    shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str]
+) -> list[int]:
     counts = pp_layer_counts(shape.num_layers, pp)
     starts = [sum(counts[:i]) for i in range(pp)]
-    stage_of_layer = {layer: s for s in range(pp) for layer in range(starts[s], starts[s] + counts[s])}
+    stage_of_layer = {
+        layer: s for s in range(pp) for layer in range(starts[s], starts[s] + counts[s])
+    }
     stages = [0] * pp
     for t in tensors:
         if t.layer is not None:
@@ -249,8 +266,10 @@ def _stage_bytes(shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, 
             stage = 0
         stages[stage] += sum(price(t, tp).values())
     if pp > 1:
-        notes.append(f"pipeline stages hold {list(counts)} layers (vLLM get_pp_indices); "
-                     "embeddings on the first stage, final norm and lm_head on the last")
+        notes.append(
+            f"pipeline stages hold {list(counts)} layers (vLLM get_pp_indices); "
+            "embeddings on the first stage, final norm and lm_head on the last"
+        )
         if shape.tie_word_embeddings:
             head = Tensor(name="lm_head", rows=shape.vocab_size, cols=shape.hidden_size,
                           role="lm_head", split="vocab")  # fmt: skip
@@ -280,14 +299,18 @@ def _resolve_dtype(model: ModelShape, dtype: str | None, notes: list[str]) -> tu
                              code="unknown-dtype") from None  # fmt: skip
     name = model.dtype.name
     if name == "fp32":  # also configs without torch_dtype (gpt-oss, gpt2)
-        notes.append("no 16-bit torch_dtype in config: priced as bf16, as vLLM's dtype 'auto' serves "
-                     "float32 checkpoints in 16 bits (older vLLM picked fp16; same bytes); "
-                     "pass dtype='fp32' to keep 4 bytes")
+        notes.append(
+            "no 16-bit torch_dtype in config: priced as bf16, as vLLM's dtype 'auto' serves "
+            "float32 checkpoints in 16 bits (older vLLM picked fp16; same bytes); "
+            "pass dtype='fp32' to keep 4 bytes"
+        )
         return "bf16", 2
     return name, model.dtype.block_bytes
 
 
-def _resolve_quant(checkpoint: QuantSpec | None, override: str | None, notes: list[str]) -> QuantSpec | None:
+def _resolve_quant(
+    checkpoint: QuantSpec | None, override: str | None, notes: list[str]
+) -> QuantSpec | None:
     if override is None:
         if checkpoint is not None and not checkpoint.supported:
             raise InputError(f"checkpoint quantization {checkpoint.method!r} cannot be sized",
@@ -302,13 +325,17 @@ def _resolve_quant(checkpoint: QuantSpec | None, override: str | None, notes: li
                          code="unknown-quantization")  # fmt: skip
     if key == "none":
         if checkpoint is not None:
-            notes.append(f"checkpoint quantization {checkpoint.method} ignored: weights priced unquantized")
+            notes.append(
+                f"checkpoint quantization {checkpoint.method} ignored: weights priced unquantized"
+            )
         return None
     if checkpoint is not None and checkpoint.method == key:
         return checkpoint
     spec = DEFAULT_SPECS[key]
-    notes.append(f"hypothetical {key} weights: {_describe(spec)}"
-                 + (f" (the checkpoint itself is {checkpoint.method})" if checkpoint else ""))
+    notes.append(
+        f"hypothetical {key} weights: {_describe(spec)}"
+        + (f" (the checkpoint itself is {checkpoint.method})" if checkpoint else "")
+    )
     return spec
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -26,4 +26,6 @@ def assert_golden(name: str, result) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     expected = path.read_text(encoding="utf-8")
-    assert text == expected, f"golden {path.name} differs; rerun with KVCALC_UPDATE_GOLDEN=1 and review"
+    assert text == expected, (
+        f"golden {path.name} differs; rerun with KVCALC_UPDATE_GOLDEN=1 and review"
+    )

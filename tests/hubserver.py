@@ -51,7 +51,9 @@ FAULTS = {
     # every request: the connection is closed before any answer
     "reset": "the connection closed before any answer",
 }
-HTML_PAGE = b"<!doctype html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
+HTML_PAGE = (
+    b"<!doctype html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
+)
 
 
 def commit_sha(text: str) -> str:

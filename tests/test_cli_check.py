@@ -28,7 +28,9 @@ def _repo_root(monkeypatch):
 
 
 def _run(args, cwd, env, *, shell: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=env, shell=shell, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        args, cwd=cwd, env=env, shell=shell, capture_output=True, text=True, check=False
+    )
 
 
 GOLDEN = {
@@ -64,7 +66,13 @@ def test_json_contract(cli):
     result = cli("check", f"{DEPLOY}/good/multi.yaml", "--format", "json")
     assert result.exit_code == 1, result.stderr
     data = result.json
-    assert [d["name"] for d in data] == ["chat-8b", "chat-8b-tight", "rag-70b", "long-context-70b", "qwen-fp8"]
+    assert [d["name"] for d in data] == [
+        "chat-8b",
+        "chat-8b-tight",
+        "rag-70b",
+        "long-context-70b",
+        "qwen-fp8",
+    ]
     assert [d["passed"] for d in data] == [True, True, False, False, False]
     first = data[0]
     assert list(first)[:6] == ["name", "file", "line", "passed", "failures", "requirements"]
@@ -78,7 +86,10 @@ def test_json_contract(cli):
     rag = data[2]
     assert [f["requirement"] for f in rag["failures"]] == ["allow_verdicts", "min_concurrency"]
     assert set(rag["failures"][0]) == {"requirement", "expected", "actual", "message", "line"}
-    assert rag["failures"][0]["expected"] == ["ok", "tight"] and rag["failures"][0]["actual"] == "below-target"
+    assert (
+        rag["failures"][0]["expected"] == ["ok", "tight"]
+        and rag["failures"][0]["actual"] == "below-target"
+    )
     assert rag["suggestions"], "failing deployments carry computed suggestions"
 
 
@@ -97,9 +108,12 @@ def test_paths_folders_and_globs(cli):
     by_folder = cli("check", "examples/deployments", "-f", "json").json
     by_glob = cli("check", "examples/**/*.yaml", "-f", "json").json
     assert [d["name"] for d in by_folder] == [d["name"] for d in by_glob]
-    assert [d["file"] for d in by_glob] == ["examples/deployments/chat.yaml"] + \
-        ["examples/deployments/fleet.yaml"] * 4 + ["examples/deployments/vllm-command.yaml"]
-    twice = cli("check", "examples/deployments/chat.yaml", "examples/deployments/chat.yaml", "-f", "json").json
+    assert [d["file"] for d in by_glob] == ["examples/deployments/chat.yaml"] + [
+        "examples/deployments/fleet.yaml"
+    ] * 4 + ["examples/deployments/vllm-command.yaml"]
+    twice = cli(
+        "check", "examples/deployments/chat.yaml", "examples/deployments/chat.yaml", "-f", "json"
+    ).json
     assert len(twice) == 1
 
 
@@ -154,8 +168,13 @@ def _shim(tmp_path: Path) -> dict[str, str]:
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kvcalc "$@"\n', encoding="utf-8")
     script.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "KVCALC_DEBUG")}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(ROOT),
-               HF_HUB_OFFLINE="1", COLUMNS="120", NO_COLOR="1")
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        PYTHONPATH=str(ROOT),
+        HF_HUB_OFFLINE="1",
+        COLUMNS="120",
+        NO_COLOR="1",
+    )
     return env
 
 
@@ -169,7 +188,9 @@ def _ci_workflow() -> tuple[dict, list[str]]:
     text = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
     workflow = yaml.safe_load(next(b for b in blocks if "jobs:" in b))
-    sample = re.search(r"fails \(exit 1\) with:\n\n```text\n(.*?)```", text, flags=re.DOTALL).group(1)
+    sample = re.search(r"fails \(exit 1\) with:\n\n```text\n(.*?)```", text, flags=re.DOTALL).group(
+        1
+    )
     return workflow, sample.strip().splitlines()
 
 
@@ -177,7 +198,9 @@ def test_ci_workflow_runs_as_written_on_the_examples(tmp_path):
     workflow, sample = _ci_workflow()
     steps = workflow["jobs"]["check"]["steps"]
     runs = [s["run"] for s in steps if "run" in s]
-    assert runs[0] == "pip install kvcalc"  # the install step is not run here: this checkout is used
+    assert (
+        runs[0] == "pip install kvcalc"
+    )  # the install step is not run here: this checkout is used
     checks = [r for r in runs if r.startswith("kvcalc ")]
     assert checks == ["kvcalc check deployments/*.yaml --format github"]
     repo = _example_repo(tmp_path)
@@ -199,9 +222,13 @@ def test_ci_workflow_runs_as_written_on_the_examples(tmp_path):
     # the same repository after fixing the failing deployments: the step passes
     fleet = repo / "deployments" / "fleet.yaml"
     text = fleet.read_text(encoding="utf-8")
-    text = text.replace("    max_num_seqs: 16\n    requirements:\n      min_concurrency: 16\n",
-                        "    max_num_seqs: 8\n    requirements:\n      min_concurrency: 8\n")
-    fleet.write_text(text.replace("max_model_len: 131072", "max_model_len: 16384"), encoding="utf-8")
+    text = text.replace(
+        "    max_num_seqs: 16\n    requirements:\n      min_concurrency: 16\n",
+        "    max_num_seqs: 8\n    requirements:\n      min_concurrency: 8\n",
+    )
+    fleet.write_text(
+        text.replace("max_model_len: 131072", "max_model_len: 16384"), encoding="utf-8"
+    )
     done = _run(checks[0], repo, env, shell=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -218,8 +245,12 @@ def test_pre_commit_hook_runs_on_the_examples(tmp_path):
     # what pre-commit does: filter by `files` (re.search) and `types: [yaml]`, then run entry + files
     pattern = re.compile(hook["files"])
     staged = [f for f in files if pattern.search(f) and f.endswith((".yaml", ".yml"))]
-    assert staged == ["deployments/chat.yaml", "deployments/fleet.yaml", "deployments/vllm-command.yaml",
-                      "serving.kvcalc.yaml"]
+    assert staged == [
+        "deployments/chat.yaml",
+        "deployments/fleet.yaml",
+        "deployments/vllm-command.yaml",
+        "serving.kvcalc.yaml",
+    ]
     env = _shim(tmp_path)
     done = _run(hook["entry"].split() + staged, repo, env)
     assert done.returncode == 1, done.stderr

@@ -40,7 +40,12 @@ def test_curve_json(cli):
     assert result.exit_code == 0, result.stderr
     data = result.json
     assert data["lengths_tokens"] == [4096, 8192, 16384, 32768]
-    assert [s["label"] for s in data["series"]] == ["vllm bf16", "vllm fp8", "sglang bf16", "sglang fp8"]
+    assert [s["label"] for s in data["series"]] == [
+        "vllm bf16",
+        "vllm fp8",
+        "sglang bf16",
+        "sglang fp8",
+    ]
     series = data["series"][0]
     for key in ("engine", "engine_version", "kv_cache_dtype", "available_kv_bytes", "kv_bytes_per_token",
                 "max_num_seqs", "verdict", "method", "points"):  # fmt: skip
@@ -87,7 +92,10 @@ def test_plan_json_carries_the_ceiling(cli):
     assert result.exit_code == 0, result.stderr
     t = result.json["throughput"]
     assert t["batch"] == 17 and t["bound"] == "memory" and t["upper_bound"] is True
-    assert cli("plan", "qwen3-1.7b", "--gpu", "L4", "--no-throughput", "--json").json["throughput"] is None
+    assert (
+        cli("plan", "qwen3-1.7b", "--gpu", "L4", "--no-throughput", "--json").json["throughput"]
+        is None
+    )
     assert cli("plan", "qwen3-1.7b", "--gpu-memory", "24", "--json").json["throughput"] is None
 
 

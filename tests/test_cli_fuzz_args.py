@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 HUGE = ["1" + "0" * 40, "1" + "0" * 400, str(2**63), str(10**12), str(2**40), str(2**40 + 1)]
-INTS = st.sampled_from(["0", "-1", "1", "2", "3", "7", "64", "4096", "131072", *HUGE, "1.5", "abc", "", "nan"])
+INTS = st.sampled_from(
+    ["0", "-1", "1", "2", "3", "7", "64", "4096", "131072", *HUGE, "1.5", "abc", "", "nan"]
+)
 #: verify allocates what it is asked for: tiny or absurd (refused before allocating), never in between
 VERIFY_INTS = st.sampled_from(["0", "-1", "1", "2", "8", *HUGE, "x"])
 FLOATS = st.sampled_from(["0", "-0.0", "0.5", "0.92", "1", "1.0000001", "2", "-1", "nan", "NaN", "inf", "-inf",
@@ -20,8 +22,12 @@ SIZES = st.sampled_from(["80GB", "79.2GiB", "24", "0", "0.5", "1B", "1e30", "80 
                          "inf GiB", "999999999999999999999GiB", "1125899906842624", "1TiB", " 8 gib ", "GiB", ""])  # fmt: skip
 GPUS = st.sampled_from(["H100-80GB", "L4", "a100-80gb", "H1000", "", "🙂", "x" * 300])
 ENGINES = st.sampled_from(["vllm", "sglang", "llamacpp", "hf", "trtllm", "llama.cpp", "nope", ""])
-DTYPES = st.sampled_from(["auto", "fp8", "bf16", "int8", "nvfp4", "q4_0", "fp8_ds_mla", "fp9", "", "FP8"])
-TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["0.33", "0.6", "none", "awq", "fp8", "bfloat16"]))
+DTYPES = st.sampled_from(
+    ["auto", "fp8", "bf16", "int8", "nvfp4", "q4_0", "fp8_ds_mla", "fp9", "", "FP8"]
+)
+TEXT = st.one_of(
+    st.text(max_size=12), st.sampled_from(["0.33", "0.6", "none", "awq", "fp8", "bfloat16"])
+)
 LENGTHS = st.one_of(
     st.lists(st.sampled_from(["1k", "4K", "32k", "1m", "0", "-4k", "1e30", "inf", "nan", "k", "1.5k", HUGE[0]]),
              min_size=0, max_size=4).map(",".join),
@@ -83,14 +89,18 @@ def invocation(draw, name: str) -> tuple[list[str], bool]:
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_any_option_values(cli, command, data):
     args, json_out = data.draw(invocation(command))
     assert_clean(cli(*args), json_output=json_out)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(args=st.lists(st.one_of(st.sampled_from(["plan", "inspect", "check", "-h", "--json", "--gpu", "-tp", "--",
                                                 "--token", "-E", "llama-3.1-8b", "--version", "="]),
                                st.text(max_size=8)), max_size=6))  # fmt: skip
@@ -123,7 +133,9 @@ REGRESSIONS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("args", "code"), REGRESSIONS, ids=[" ".join(a)[:70] for a, _ in REGRESSIONS])
+@pytest.mark.parametrize(
+    ("args", "code"), REGRESSIONS, ids=[" ".join(a)[:70] for a, _ in REGRESSIONS]
+)
 def test_inputs_that_crashed_before(cli, args, code):
     result = cli(*args)
     assert_clean(result, json_output="--json" in args)

@@ -22,7 +22,9 @@ junk = st.one_of(
 )  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(alias=st.sampled_from(ALIASES), data=st.data(), command=st.sampled_from(["inspect", "plan"]))
 def test_mutated_config_through_cli(cli, tmp_path_factory, alias, data, command):
     raw = copy.deepcopy(bundled_config(alias))
@@ -35,7 +37,9 @@ def test_mutated_config_through_cli(cli, tmp_path_factory, alias, data, command)
             target[key] = data.draw(junk)
     folder = tmp_path_factory.mktemp("cfg")
     (folder / "config.json").write_text(json.dumps(raw, allow_nan=True))
-    args = [command, str(folder)] + (["--kv-cache-memory", "10GiB", "--max-model-len", "4096"] if command == "plan" else [])
+    args = [command, str(folder)] + (
+        ["--kv-cache-memory", "10GiB", "--max-model-len", "4096"] if command == "plan" else []
+    )
     result = cli(*args)
     assert "Traceback" not in result.stderr + result.stdout
     if result.exit_code == 2:
@@ -46,7 +50,9 @@ def test_mutated_config_through_cli(cli, tmp_path_factory, alias, data, command)
         assert result.exit_code in (0, 1) and result.stdout
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(blob=st.binary(max_size=300))
 def test_random_bytes_as_config(cli, tmp_path_factory, blob):
     folder = tmp_path_factory.mktemp("bytes")
@@ -87,7 +93,9 @@ KEYS = ["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidd
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(alias=st.sampled_from(ALIASES), data=st.data())
 def test_any_config_through_every_command(cli, tmp_path_factory, command, alias, data):
     raw = copy.deepcopy(bundled_config(alias))

@@ -46,4 +46,6 @@ def test_second_plan_runs_offline_from_the_cache(cli, fake_hub, monkeypatch):
 def test_unknown_repo_is_one_error_line(cli, fake_hub):
     result = cli("plan", "acme/missing", "--gpu", "L4")
     assert result.exit_code == 2
-    assert result.stderr.startswith("error[hub-repo-not-found]") and "Traceback" not in result.stderr
+    assert (
+        result.stderr.startswith("error[hub-repo-not-found]") and "Traceback" not in result.stderr
+    )

@@ -35,7 +35,14 @@ def test_inspect_json_keys(cli):
         assert key in data
     assert data["num_layers"] == 26 == len(data["layers"])
     for layer in data["layers"]:
-        assert set(layer) >= {"kind", "num_kv_heads", "head_dim_k", "head_dim_v", "window", "bytes_per_token"}
+        assert set(layer) >= {
+            "kind",
+            "num_kv_heads",
+            "head_dim_k",
+            "head_dim_v",
+            "window",
+            "bytes_per_token",
+        }
     assert data["layers"][5]["kind"] == "full" and data["layers"][5]["window"] is None
     assert data["layers"][0]["window"] == 512
     # 4 full · 32,768 · 1,024 B + 22 sliding · 512 · 1,024 B = 145,752,064
@@ -45,7 +52,9 @@ def test_inspect_json_keys(cli):
 
 
 def test_inspect_json_state(cli):
-    data = cli("inspect", "nvidia-nemotron-3-nano-30b-a3b-bf16", "--json", "--max-model-len", "1000").json
+    data = cli(
+        "inspect", "nvidia-nemotron-3-nano-30b-a3b-bf16", "--json", "--max-model-len", "1000"
+    ).json
     # 23 Mamba2 layers · 2,134,016 B
     assert data["state_bytes_per_sequence"] == 49_082_368
     # 6 attention layers · 2 · 2 · 128 · 2 = 6,144 B/token · 1,000 + state
@@ -114,7 +123,9 @@ def test_debug_shows_traceback_for_internal_errors(cli, monkeypatch):
 
     monkeypatch.setattr(mod, "inspect_loaded", boom)
     result = cli("inspect", "llama-3.1-8b")
-    assert result.exit_code == 2 and result.stderr.startswith("error[internal]: unexpected RuntimeError: kaboom")
+    assert result.exit_code == 2 and result.stderr.startswith(
+        "error[internal]: unexpected RuntimeError: kaboom"
+    )
     assert "Traceback" not in result.stderr
     monkeypatch.setenv("KVCALC_DEBUG", "1")
     result = cli("inspect", "llama-3.1-8b")
@@ -145,4 +156,8 @@ def test_inspect_weights_from_local_safetensors(cli, tmp_path):
 def test_inspect_weights_estimated_for_bundled(cli):
     w = cli("inspect", "llama-3.1-8b", "--json").json["weights"]
     # 8,030,261,248 parameters × 2 B (bf16)
-    assert (w["num_parameters"], w["total_bytes"], w["source"]) == (8_030_261_248, 16_060_522_496, "config estimate")
+    assert (w["num_parameters"], w["total_bytes"], w["source"]) == (
+        8_030_261_248,
+        16_060_522_496,
+        "config estimate",
+    )

@@ -36,13 +36,19 @@ def test_plan_golden(cli, name):
 
 
 def test_plan_json_contract(cli):
-    result = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10GiB", "--max-model-len", "8192", "--json")
+    result = cli(
+        "plan", "llama-3.1-8b", "--kv-cache-memory", "10GiB", "--max-model-len", "8192", "--json"
+    )
     assert result.exit_code == 0, result.stderr
     data = result.json
     for key in PLAN_KEYS:
         assert key in data, key
     # 10 GiB // 65,536 B pages // 32 layers = 5,120 blocks of 16 tokens
-    assert (data["num_blocks"], data["kv_cache_tokens"], data["max_concurrency"]) == (5120, 81920, 10.0)
+    assert (data["num_blocks"], data["kv_cache_tokens"], data["max_concurrency"]) == (
+        5120,
+        81920,
+        10.0,
+    )
     assert data["kv_cache_bytes"] == 10 * 2**30 and data["kv_bytes_per_token"] == 131072
     assert data["verdict"] == "ok" and data["estimated_max_model_len"] is None
 
@@ -50,7 +56,9 @@ def test_plan_json_contract(cli):
 def test_plan_json_exit_1_when_it_does_not_fit(cli):
     result = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10GiB", "--json")
     assert result.exit_code == 1
-    assert result.json["verdict"] == "wont-start" and result.json["estimated_max_model_len"] == 81904
+    assert (
+        result.json["verdict"] == "wont-start" and result.json["estimated_max_model_len"] == 81904
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,10 @@ def _entries(names):
 def test_variants_bytes_per_token(llama):
     mha, gqa, mqa, mla = attention_variants(llama)
     assert [v.label for v in (mha, gqa, mqa, mla)] == [
-        "MHA (kv=32)", "GQA (kv=8, as published)", "MQA (kv=1)", "MLA (512+64)"
+        "MHA (kv=32)",
+        "GQA (kv=8, as published)",
+        "MQA (kv=1)",
+        "MLA (512+64)",
     ]
     assert mha.model.bytes_per_token == 2 * 32 * 32 * 128 * 2 == 524_288
     assert gqa.model is llama and gqa.model.bytes_per_token == 131_072

@@ -75,13 +75,19 @@ def test_capacity_curve_series_and_labels(llama):
     bf16, fp8 = curve.series[0], curve.series[1]
     assert bf16.kv_bytes_per_token == 131_072 and fp8.kv_bytes_per_token == 65_536
     # same memory, half the bytes per token: twice the blocks
-    assert fp8.points[0].max_concurrency == pytest.approx(2 * bf16.points[0].max_concurrency, rel=1e-3)
-    only_dtypes = capacity_curve(llama, PlanInputs(gpu="H100"), lengths=(4096,), kv_cache_dtypes=("auto", "fp8"))
+    assert fp8.points[0].max_concurrency == pytest.approx(
+        2 * bf16.points[0].max_concurrency, rel=1e-3
+    )
+    only_dtypes = capacity_curve(
+        llama, PlanInputs(gpu="H100"), lengths=(4096,), kv_cache_dtypes=("auto", "fp8")
+    )
     assert [s.label for s in only_dtypes.series] == ["auto", "fp8"]
 
 
 def test_a_model_that_does_not_fit_is_a_flat_zero_series():
-    curve = capacity_curve(bundled_shape("llama-3.1-70b"), PlanInputs(gpu="L4"), lengths=(4096, 8192))
+    curve = capacity_curve(
+        bundled_shape("llama-3.1-70b"), PlanInputs(gpu="L4"), lengths=(4096, 8192)
+    )
     (series,) = curve.series
     assert series.verdict == "weights-dont-fit"
     assert all(p.max_concurrency == 0 and not p.fits for p in series.points)
@@ -127,7 +133,9 @@ def bases():
     out = {}
     for name, engine, gpu, tp in CASES:
         model = bundled_shape(name)
-        inputs = PlanInputs(gpu=gpu, engine=engine, tensor_parallel_size=tp, max_model_len=model.max_model_len)
+        inputs = PlanInputs(
+            gpu=gpu, engine=engine, tensor_parallel_size=tp, max_model_len=model.max_model_len
+        )
         out[(name, engine)] = (model, curve_basis(model, inputs))
     return out
 

@@ -25,7 +25,10 @@ def _check(tmp_path, text: str, **kw):
 
 
 def test_worked_example_passes(tmp_path):
-    r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 5\n  min_headroom: 1.9GiB\n")
+    r = _check(
+        tmp_path,
+        BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 5\n  min_headroom: 1.9GiB\n",
+    )
     assert r.plan.kv_cache_tokens == 81_920
     assert r.plan.max_concurrency == pytest.approx(5.0)
     # headroom beyond 4 requests: 1 - 4/5 = 20% of the 10 GiB pool (the planner's float may lose a byte)
@@ -47,8 +50,11 @@ def test_min_concurrency_counts_data_parallel_replicas(tmp_path):
 
 def test_min_concurrency_uses_the_workload_when_given(tmp_path):
     # 4,096 tokens a request: 256 blocks each → 5,120 / 256 = 20 requests
-    r = _check(tmp_path, BASE + "workload: {prompt_len: 3072, output_len: 1024}\n"
-                                "requirements: {min_concurrency: 21}\n")
+    r = _check(
+        tmp_path,
+        BASE + "workload: {prompt_len: 3072, output_len: 1024}\n"
+        "requirements: {min_concurrency: 21}\n",
+    )
     (f,) = r.failures
     assert f.actual == pytest.approx(20.0)
     assert "at the workload's 4,096 tokens" in f.message
@@ -59,8 +65,9 @@ def test_min_headroom_bytes_and_percent(tmp_path):
     (f,) = r.failures
     assert (f.requirement, f.expected, f.line) == ("min_headroom", 3 * GIB, 6)
     assert f.actual == pytest.approx(2 * GIB, abs=1)
-    assert f.message == ("KV headroom is 2.00 GiB beyond the target concurrency; "
-                         "min_headroom is 3.00 GiB")
+    assert f.message == (
+        "KV headroom is 2.00 GiB beyond the target concurrency; min_headroom is 3.00 GiB"
+    )
     r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_headroom: 25%\n")
     (f,) = r.failures
     assert (f.expected, f.actual) == (0.25, pytest.approx(0.2))
@@ -94,7 +101,9 @@ def test_tight_passes_by_default_and_fails_on_request(tmp_path):
 def test_below_target_can_be_allowed(tmp_path):
     text = BASE + "max_num_seqs: 6\n"
     assert _check(tmp_path, text).failures[0].actual == "below-target"
-    assert _check(tmp_path, text + "requirements: {allow_verdicts: [ok, tight, below-target]}\n").passed
+    assert _check(
+        tmp_path, text + "requirements: {allow_verdicts: [ok, tight, below-target]}\n"
+    ).passed
 
 
 def test_identical_deployments_are_planned_once(tmp_path):

@@ -18,7 +18,10 @@ from kvcalc.deploy import read_file
 from kvcalc.deploy.keys import DEPLOYMENT_KEYS, SECTIONS
 from kvcalc.deploy.schema import build_schema
 
-SEEDS = [p.read_text(encoding="utf-8") for p in sorted((FIXTURES / "deployments" / "good").glob("*.yaml"))]
+SEEDS = [
+    p.read_text(encoding="utf-8")
+    for p in sorted((FIXTURES / "deployments" / "good").glob("*.yaml"))
+]
 TOKENS = [
     ":", "-", " ", "  ", "\n", "[", "]", "{", "}", ",", "&a ", "*a", "<<: *a", "'", '"', "#", "\t",
     "|", ">", "%", "@", "`", "---", "...", "? ", "!!python/object:os.system ", "!x ", "!!set ",
@@ -38,9 +41,9 @@ def mutated(draw) -> str:
         if op == "insert":
             text = text[:at] + draw(st.sampled_from(TOKENS)) + text[at:]
         elif op == "delete":
-            text = text[:at] + text[at + draw(st.integers(1, 12)):]
+            text = text[:at] + text[at + draw(st.integers(1, 12)) :]
         elif op == "replace":
-            text = text[:at] + draw(st.text(max_size=8)) + text[at + draw(st.integers(0, 8)):]
+            text = text[:at] + draw(st.text(max_size=8)) + text[at + draw(st.integers(0, 8)) :]
         else:
             i, j = draw(st.integers(0, len(lines) - 1)), draw(st.integers(0, len(lines) - 1))
             if op == "dup":
@@ -58,14 +61,18 @@ def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=mutated())
 def test_mutated_files_never_crash_and_every_problem_has_a_line(cli, tmp_path, text):
     path = tmp_path / "d.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     result = cli("check", str(path), "--offline")
     assert result.exit_code in (0, 1, 2)
-    assert "Traceback" not in result.stderr and "error[internal]" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "error[internal]" not in result.stderr, (
+        result.stderr
+    )
     if result.exit_code != 2:
         assert re.search(r"(pass|passes)\n$", result.stdout), result.stdout
         return
@@ -87,13 +94,17 @@ _VALUES = {
     "gpu": st.sampled_from(["H100-80GB", "L4", "H1000", 7]),
     "count": st.one_of(st.integers(-2, 70_000), st.sampled_from([1.0, 2.5, "4", True])),
     "number": st.one_of(st.integers(-1, 100), st.floats(allow_nan=True), st.just("8")),
-    "tokens": st.one_of(st.integers(-1, 200_000), st.sampled_from(["32k", "32K", "1.5K", "abc", 4096.0])),
+    "tokens": st.one_of(
+        st.integers(-1, 200_000), st.sampled_from(["32k", "32K", "1.5K", "abc", 4096.0])
+    ),
     "fraction": st.one_of(st.floats(-1, 2), st.sampled_from([0, 1, "0.9"])),
     "threshold": st.one_of(st.floats(-1, 2), st.sampled_from(["10%", "100%", "x%"])),
     "bool": st.sampled_from([True, False, "yes", 1]),
     "size": st.sampled_from([80, 0, -1, 1.5, "80GB", "79.2 GiB", "20gib", "80 GX", "", True]),
     "headroom": st.sampled_from([2, "2GiB", "10%", "150%", "x", -1]),
-    "verdicts": st.sampled_from([["ok"], ["ok", "tight", "below-target"], "ok", [], ["wont-start"], ["nope"]]),
+    "verdicts": st.sampled_from(
+        [["ok"], ["ok", "tight", "below-target"], "ok", [], ["wont-start"], ["nope"]]
+    ),
     "choice": st.sampled_from(["vllm", "sglang", "llama.cpp", "bfloat16", "half", "nope", 3]),
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "q8_0", "fp9", 8]),
     "options": st.sampled_from([{}, {"n_seq_max": 4}, {"x": [1]}, "a"]),
@@ -107,8 +118,11 @@ def _section(keys):
 _DEPLOYMENT = st.fixed_dictionaries(
     {"model": st.just("llama-3.1-8b")},
     optional={
-        **{k.name: _VALUES[k.kind] for k in DEPLOYMENT_KEYS
-           if k.kind != "section" and k.name not in ("command", "model")},
+        **{
+            k.name: _VALUES[k.kind]
+            for k in DEPLOYMENT_KEYS
+            if k.kind != "section" and k.name not in ("command", "model")
+        },
         "workload": _section(SECTIONS["workload"]),
         "requirements": _section(SECTIONS["requirements"]),
         "typo_key": st.just(1),
@@ -126,7 +140,9 @@ _VALID = {
     "bool": st.booleans(),
     "size": st.sampled_from([80, 0.5, "80GB", "79.2 GiB", "20gib", "512MiB", "1000000000B"]),
     "headroom": st.sampled_from([2, 0, "2GiB", "10%", "0.5 GiB", "99%"]),
-    "verdicts": st.sampled_from([["ok"], ["ok", "tight", "below-target"], "tight", ["tight", "tight"]]),
+    "verdicts": st.sampled_from(
+        [["ok"], ["ok", "tight", "below-target"], "tight", ["tight", "tight"]]
+    ),
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "bf16", "int8"]),
     "options": st.just({}),
 }
@@ -143,10 +159,17 @@ def _valid(key):
 _VALID_DEPLOYMENT = st.fixed_dictionaries(
     {"model": st.just("llama-3.1-8b"), "gpu": _VALID["gpu"]},
     optional={
-        **{k.name: _valid(k) for k in DEPLOYMENT_KEYS
-           if k.kind != "section" and k.name not in ("command", "model", "gpu", "num_gpus")},
-        "workload": st.fixed_dictionaries({}, optional={k.name: _valid(k) for k in SECTIONS["workload"]}),
-        "requirements": st.fixed_dictionaries({}, optional={k.name: _valid(k) for k in SECTIONS["requirements"]}),
+        **{
+            k.name: _valid(k)
+            for k in DEPLOYMENT_KEYS
+            if k.kind != "section" and k.name not in ("command", "model", "gpu", "num_gpus")
+        },
+        "workload": st.fixed_dictionaries(
+            {}, optional={k.name: _valid(k) for k in SECTIONS["workload"]}
+        ),
+        "requirements": st.fixed_dictionaries(
+            {}, optional={k.name: _valid(k) for k in SECTIONS["requirements"]}
+        ),
     },
 )
 
@@ -166,7 +189,8 @@ def test_whatever_the_validator_accepts_the_schema_accepts(tmp_path_factory, dat
 
 # -- hostile deployment files through `kvcalc check` ------------------------------------------------
 _LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+    for p, n in zip("abcdefgh", "bcdefghi", strict=False)
 )
 _BASE = "model: llama-3.1-8b\ngpu: H100-80GB\n"
 #: name -> (file bytes, passes?) — None: exit 2 with file:line:column problems
@@ -225,7 +249,10 @@ def test_hostile_deployment_files(cli, tmp_path, monkeypatch, name):
         assert result.exit_code in (0, 1), result.stderr
     else:
         assert result.exit_code == 2 and "error[invalid-deployment]" in result.stderr, result.stdout
-        assert re.search(rf"^{re.escape(str(path))}:\d+:\d+: ", result.stderr, re.MULTILINE) or "MiB" in result.stderr
+        assert (
+            re.search(rf"^{re.escape(str(path))}:\d+:\d+: ", result.stderr, re.MULTILINE)
+            or "MiB" in result.stderr
+        )
     assert not os.path.exists("/tmp/kvcalc-pwned")
 
 
@@ -236,19 +263,33 @@ _SCALARS = st.sampled_from([
     "!!int '99'", "*a", "*b", "*nowhere",
 ])  # fmt: skip
 _KEYS = st.sampled_from([k.name for k in DEPLOYMENT_KEYS if k.kind != "section"] + ["typo", "<<"])
-_SECTION_KEYS = {name: st.sampled_from([k.name for k in keys] + ["typo"]) for name, keys in SECTIONS.items()}
+_SECTION_KEYS = {
+    name: st.sampled_from([k.name for k in keys] + ["typo"]) for name, keys in SECTIONS.items()
+}
 
 
 @st.composite
 def hostile_document(draw) -> str:
     """A deployment assembled from adversarial pieces: every value kind, tags, anchors (&a, &b) and
     the aliases that refer to them (or to nothing), duplicate keys, merges, nested flow values."""
-    lines = [draw(st.sampled_from(["model: llama-3.1-8b", "model: &a llama-3.1-8b", "model: *a"])),
-             draw(st.sampled_from(["gpu: H100-80GB", "gpu: &b L4", "gpu_memory: 24", "kv_cache_memory: 10GiB"]))]
+    lines = [
+        draw(st.sampled_from(["model: llama-3.1-8b", "model: &a llama-3.1-8b", "model: *a"])),
+        draw(
+            st.sampled_from(
+                ["gpu: H100-80GB", "gpu: &b L4", "gpu_memory: 24", "kv_cache_memory: 10GiB"]
+            )
+        ),
+    ]
     for _ in range(draw(st.integers(0, 6))):
         key = draw(_KEYS)
-        value = draw(st.one_of(_SCALARS, st.integers(1, 40).map(lambda d: "[" * d + "1" + "]" * d),
-                               st.just("{<<: *b}"), st.just("[*a, *a, *b]")))
+        value = draw(
+            st.one_of(
+                _SCALARS,
+                st.integers(1, 40).map(lambda d: "[" * d + "1" + "]" * d),
+                st.just("{<<: *b}"),
+                st.just("[*a, *a, *b]"),
+            )
+        )
         lines.append(f"{key}: {value}")
     if draw(st.booleans()):
         lines.append(draw(st.sampled_from(lines)))  # a duplicate key
@@ -260,7 +301,9 @@ def hostile_document(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=hostile_document())
 def test_hostile_generated_documents(cli, tmp_path, text):
     path = tmp_path / "d.yaml"

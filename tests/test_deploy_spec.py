@@ -44,22 +44,30 @@ def test_every_problem_is_reported_at_once_with_its_line():
         "19:29: gpu_memory_utilization: must be in (0, 1], got 1.5 (a fraction: 0.9 is 90%)",
         "20:15: num_gpus: must be at least 1, got 0",
         "22:21: requirements.min_headroom: a share of the KV pool must be under 100%, got '150%'",
-        ("23:23: requirements.allow_verdicts: 'wont-start' cannot be allowed: a deployment that would "
-        "not start always fails (use --exit-zero for a report-only run)"),
+        (
+            "23:23: requirements.allow_verdicts: 'wont-start' cannot be allowed: a deployment that would "
+            "not start always fails (use --exit-zero for a report-only run)"
+        ),
         "26:10: gpu: unknown GPU 'H1000'; did you mean H100-SXM or V100-16GB? (see `kvcalc gpus`)",
         "27:21: kv_cache_dtype: unknown kv_cache_dtype 'fp9'; did you mean 'fp8'?",
-        ("28:13: engine: unknown engine 'vllmm'; did you mean 'vllm'? (choose from: vllm, sglang, "
-        "llamacpp, hf, trtllm, llama.cpp, transformers, tensorrt-llm)"),
-        ("29:12: dtype: unknown dtype 'float8'; did you mean 'float'? (choose from: auto, bfloat16, "
-        "float16, half, float32, float, bf16, fp16, fp32)"),
+        (
+            "28:13: engine: unknown engine 'vllmm'; did you mean 'vllm'? (choose from: vllm, sglang, "
+            "llamacpp, hf, trtllm, llama.cpp, transformers, tensorrt-llm)"
+        ),
+        (
+            "29:12: dtype: unknown dtype 'float8'; did you mean 'float'? (choose from: auto, bfloat16, "
+            "float16, half, float32, float, bf16, fp16, fp32)"
+        ),
         "30:5: no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`",
         "30:5: no GPU: add `gpu:` (see `kvcalc gpus`), `gpu_memory:` or `kv_cache_memory:`",
         "36:15: num_gpus: 2 is fewer than tensor_parallel_size × pipeline_parallel_size = 4",
         "40:27: tensor_parallel_size: 4 disagrees with -tp 2 in `command` (line 39)",
         "43:14: command: conflicting flags: --max-num-seqs 8 and --max-num-seqs 16 (give each setting once)",
         "46:14: command: no vllm/vllm-openai image in this docker command",
-        ("49:17: gpu_memory: cannot read '80 GB of HBM' as a size: write 80GB (10^9 bytes), 79.2GiB "
-        "(2^30 bytes) or a bare number of GiB"),
+        (
+            "49:17: gpu_memory: cannot read '80 GB of HBM' as a size: write 80GB (10^9 bytes), 79.2GiB "
+            "(2^30 bytes) or a bare number of GiB"
+        ),
         "50:22: kv_cache_memory: must not be negative, got -4",
         "51:11: duplicate deployment name 'typos' (first at line 3)",
         "54:5: deployments[11]: expected a deployment (a mapping), got 'just a string'",
@@ -101,7 +109,11 @@ def test_single_deployment_becomes_plan_inputs():
     (dep,), problems = read_file(str(GOOD / "single.yaml"))
     assert problems == []
     assert (dep.name, dep.model, dep.line, dep.column) == ("chat-8b", "llama-3.1-8b", 2, 1)
-    assert (dep.inputs.gpu, dep.inputs.max_model_len, dep.inputs.max_num_seqs) == ("H100-80GB", 8192, 32)
+    assert (dep.inputs.gpu, dep.inputs.max_model_len, dep.inputs.max_num_seqs) == (
+        "H100-80GB",
+        8192,
+        32,
+    )
     assert dep.requirements.min_concurrency == 32
     assert dep.requirements.min_headroom == ("fraction", 0.10)
     assert dep.requirements.allow_verdicts == ("ok", "tight")
@@ -117,8 +129,17 @@ def test_values_as_vllm_and_kvcalc_plan_read_them():
         "requirements: {min_headroom: 2, allow_verdicts: below-target}\n"
     )
     i = dep.inputs
-    assert (i.gpu_memory_bytes, i.kv_cache_memory_bytes, i.weights_memory_bytes) == (80 * 10**9, 20 * GIB, int(1.5 * GIB))
-    assert (i.max_model_len, i.max_num_batched_tokens, i.dtype, i.tight_fraction) == (32768, 8000, "float16", 0.05)
+    assert (i.gpu_memory_bytes, i.kv_cache_memory_bytes, i.weights_memory_bytes) == (
+        80 * 10**9,
+        20 * GIB,
+        int(1.5 * GIB),
+    )
+    assert (i.max_model_len, i.max_num_batched_tokens, i.dtype, i.tight_fraction) == (
+        32768,
+        8000,
+        "float16",
+        0.05,
+    )
     assert (i.engine, i.engine_options) == ("llama.cpp", (("n_seq_max", 4),))
     assert (i.prompt_len, i.output_len, i.shared_prefix) == (100, 0, 50)
     assert dep.has_workload
@@ -127,7 +148,9 @@ def test_values_as_vllm_and_kvcalc_plan_read_them():
 
 
 def test_default_names():
-    deps, _ = _parse("deployments:\n  - {model: m, gpu: L4}\n  - {model: m, gpu: L4}\n", file="dir/prod.yaml")
+    deps, _ = _parse(
+        "deployments:\n  - {model: m, gpu: L4}\n  - {model: m, gpu: L4}\n", file="dir/prod.yaml"
+    )
     assert [d.name for d in deps] == ["prod#1", "prod#2"]
     (single,), _ = _parse("model: m\ngpu: L4\n", file="dir/prod.yaml")
     assert single.name == "prod"
@@ -138,10 +161,17 @@ def test_command_fills_unwritten_keys_and_agrees_with_written_ones():
     assert problems == []
     assert dep.model == "meta-llama/Llama-3.1-8B"
     i = dep.inputs
-    assert (i.max_model_len, i.max_num_seqs, i.gpu_memory_utilization, i.gpu) == (32768, 12, 0.92, "H100-80GB")
+    assert (i.max_model_len, i.max_num_seqs, i.gpu_memory_utilization, i.gpu) == (
+        32768,
+        12,
+        0.92,
+        "H100-80GB",
+    )
     assert dep.notes == ("command: ignored flags kvcalc does not model: --swap-space",)
-    (same,), problems = _parse("gpu: L4\nkv_cache_dtype: fp8_e4m3\ndtype: bf16\n"
-                               "command: vllm serve m --kv-cache-dtype fp8 --dtype bfloat16\n")
+    (same,), problems = _parse(
+        "gpu: L4\nkv_cache_dtype: fp8_e4m3\ndtype: bf16\n"
+        "command: vllm serve m --kv-cache-dtype fp8 --dtype bfloat16\n"
+    )
     assert problems == [] and same.inputs.kv_cache_dtype == "fp8_e4m3"
 
 
@@ -172,12 +202,16 @@ def test_relative_model_paths_are_relative_to_the_file(tmp_path, monkeypatch):
 
 def test_plan_inputs_errors_point_at_their_key():
     _, problems = _parse("model: m\ngpu: L4\nworkload:\n  prompt_len: 0\n")
-    assert [str(p) for p in problems] == ["d.yaml:4:15: workload.prompt_len: must be at least 1, got 0"]
+    assert [str(p) for p in problems] == [
+        "d.yaml:4:15: workload.prompt_len: must be at least 1, got 0"
+    ]
 
 
 # -- the key table, the schema and the docs agree --------------------------------------------------
 def test_published_schema_is_the_built_one():
-    published = json.loads((ROOT / "kvcalc" / "data" / "deployment.schema.json").read_text(encoding="utf-8"))
+    published = json.loads(
+        (ROOT / "kvcalc" / "data" / "deployment.schema.json").read_text(encoding="utf-8")
+    )
     if os.environ.get("KVCALC_UPDATE_GOLDEN") == "1":
         text = json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n"
         (ROOT / "kvcalc" / "data" / "deployment.schema.json").write_text(text, encoding="utf-8")
@@ -202,11 +236,17 @@ def test_schema_agrees_with_the_validator_on_the_fixtures():
     for name in ("every_problem", "empty", "top_level_list", "yes_key"):
         data = yaml.safe_load((BAD / f"{name}.yaml").read_text())
         assert list(validator.iter_errors(data)), name
-    for text in ("model: m\ngpu: L4\nmax_model_len: 32k\nrequirements: {min_headroom: 10%}\n",
-                 "model: m\ngpu_memory: 79.2 GiB\ntight_threshold: 0.05\n"):
+    for text in (
+        "model: m\ngpu: L4\nmax_model_len: 32k\nrequirements: {min_headroom: 10%}\n",
+        "model: m\ngpu_memory: 79.2 GiB\ntight_threshold: 0.05\n",
+    ):
         assert list(validator.iter_errors(yaml.safe_load(text))) == [], text
-    for text in ("model: m\nmax_model_len: 32kb\n", "gpu: L4\n", "model: m\nmin_concurrency: 4\n",
-                 "model: m\ngpu_memory_utilization: 0\n"):
+    for text in (
+        "model: m\nmax_model_len: 32kb\n",
+        "gpu: L4\n",
+        "model: m\nmin_concurrency: 4\n",
+        "model: m\ngpu_memory_utilization: 0\n",
+    ):
         assert list(validator.iter_errors(yaml.safe_load(text))), text
 
 

@@ -84,7 +84,7 @@ def test_vllm_10517_v0_failing_start():
     p = vllm(model, 29000, available, engine_version="0.6")
     assert (p.num_blocks, p.kv_cache_tokens, p.fits) == (1478, 23_648, False)
     assert list(p.log_lines) == [tail(line, marker) for line, marker in zip(
-        record["log_lines"][2:], ("# GPU", "Maximum", "The model's"))]  # fmt: skip
+        record["log_lines"][2:], ("# GPU", "Maximum", "The model's"), strict=False)]  # fmt: skip
     # The budget rule from the printed (rounded) figures: 23.58·0.90 − 17.98 − 0.35 = 2.892 GiB
     budget = VLLM.available_kv_bytes(
         total_memory_bytes=round(23.58 * GIB), utilization=0.90, weights_bytes=round(17.98 * GIB),
@@ -135,7 +135,9 @@ def test_vllm_16570_qwen25_vl_72b_near_zero_kv():
     record = RECORDS["vllm-16570-qwen25-vl-72b-4xa100-40g"]["figures"]
     # The old (0.8.3) budget rule per rank, from the printed figures (each ±0.005 GiB):
     # 39.38·0.95 = 37.41; 37.41 − 34.43 − 2.51 − non-torch = 0.13 / 0.04 / 0.09 GiB
-    for non_torch, kv in zip(record["non_torch_memory_gib"], record["kv_cache_gib_per_rank"]):
+    for non_torch, kv in zip(
+        record["non_torch_memory_gib"], record["kv_cache_gib_per_rank"], strict=False
+    ):
         budget = VLLM.available_kv_bytes(
             total_memory_bytes=round(39.38 * GIB), utilization=0.95, weights_bytes=round(34.43 * GIB),
             activation_bytes=round(2.51 * GIB), non_torch_bytes=round(non_torch * GIB), cudagraph_bytes=0,

@@ -67,9 +67,12 @@ def test_every_raise_names_its_code_and_a_hint():
             if name in bare and code is None:
                 problems.append(f"{where}: {name}(...) without code=")
             if name == "KvcalcError" and not any(k.arg == "hint" for k in node.keywords):
-                problems.append(f"{where}: KvcalcError(...) without hint=")  # subclasses have defaults
+                problems.append(
+                    f"{where}: KvcalcError(...) without hint="
+                )  # subclasses have defaults
             if code is not None and not (
-                isinstance(code, ast.Constant) or (isinstance(code, ast.Name) and code.id in constants)
+                isinstance(code, ast.Constant)
+                or (isinstance(code, ast.Name) and code.id in constants)
             ):
                 problems.append(f"{where}: code= is computed, the catalogue cannot see it")
     assert problems == []
@@ -193,7 +196,17 @@ def _torch_missing(c: Ctx):
 def _transformers_missing(c: Ctx):
     pytest.importorskip("torch")
     c.without_module("transformers")
-    return c.cli("verify", "llama-3.2-1b-instruct", "--engine", "hf", "--run", "--layers", "1", "--device", "cpu")
+    return c.cli(
+        "verify",
+        "llama-3.2-1b-instruct",
+        "--engine",
+        "hf",
+        "--run",
+        "--layers",
+        "1",
+        "--device",
+        "cpu",
+    )
 
 
 def _run_unsupported(c: Ctx):
@@ -206,7 +219,14 @@ def _run_unsupported(c: Ctx):
 def _record_unwritable(c: Ctx):
     pytest.importorskip("torch")
     (c.tmp / "file").write_text("")
-    return c.cli("verify", "llama-3.2-1b-instruct", "--device", "cpu", "--record", str(c.tmp / "file" / "r.jsonl"))
+    return c.cli(
+        "verify",
+        "llama-3.2-1b-instruct",
+        "--device",
+        "cpu",
+        "--record",
+        str(c.tmp / "file" / "r.jsonl"),
+    )
 
 
 def _plot(c: Ctx, *, missing: bool = False):
@@ -215,7 +235,9 @@ def _plot(c: Ctx, *, missing: bool = False):
     else:
         pytest.importorskip("matplotlib")
     target = c.tmp / ("chart.png" if missing else "no-such-folder/chart.png")
-    return c.cli("curve", "llama-3.2-1b-instruct", "--gpu", "L4", "--lengths", "4k", "--plot", str(target))
+    return c.cli(
+        "curve", "llama-3.2-1b-instruct", "--gpu", "L4", "--lengths", "4k", "--plot", str(target)
+    )
 
 
 ST_HEADER_LIE = (10**6).to_bytes(8, "little") + b"{}"  # declares 1 MB, holds 2 bytes

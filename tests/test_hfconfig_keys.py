@@ -9,7 +9,12 @@ from kvcalc.hfconfig import parse_config
 
 
 def cfg(**keys):
-    base = {"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 1024, "torch_dtype": "bfloat16"}
+    base = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "hidden_size": 1024,
+        "torch_dtype": "bfloat16",
+    }
     base.update(keys)
     return base
 
@@ -31,7 +36,10 @@ def kv_heads(shape):
         ({"n_head_kv": 1}, 1),  # Falcon-7B style
         ({"multi_query_group_num": 2}, 2),  # ChatGLM
         ({"multi_query": True}, 1),  # GPT-BigCode, old Falcon
-        ({"multi_query": True, "new_decoder_architecture": True, "num_kv_heads": 8}, 8),  # Falcon-40B
+        (
+            {"multi_query": True, "new_decoder_architecture": True, "num_kv_heads": 8},
+            8,
+        ),  # Falcon-40B
         ({"n_head_kv": 2, "num_key_value_heads": 4}, 2),  # vLLM's order: n_head_kv first
     ],
 )
@@ -46,7 +54,9 @@ def test_explicit_head_dim_beats_hidden_over_heads():
 
 
 def test_chatglm_kv_channels():
-    shape = parse(cfg(multi_query_group_num=2, kv_channels=128, hidden_size=4096, num_attention_heads=32))
+    shape = parse(
+        cfg(multi_query_group_num=2, kv_channels=128, hidden_size=4096, num_attention_heads=32)
+    )
     assert (shape.layers[0].num_kv_heads, shape.layers[0].head_dim_k) == (2, 128)
 
 
@@ -58,7 +68,11 @@ def test_gpt2_style_names():
 
 
 def test_text_config_nesting():
-    raw = {"model_type": "gemma3", "torch_dtype": "bfloat16", "text_config": cfg(num_key_value_heads=4)}
+    raw = {
+        "model_type": "gemma3",
+        "torch_dtype": "bfloat16",
+        "text_config": cfg(num_key_value_heads=4),
+    }
     shape = parse(raw)
     assert shape.num_layers == 4 and set(kv_heads(shape)) == {4}
     assert "text_config.num_key_value_heads" in shape.config_keys
@@ -72,7 +86,11 @@ def test_layer_types():
 
 def test_unknown_layer_type_is_named():
     with pytest.raises(ConfigError) as info:
-        parse(cfg(layer_types=["full_attention", "warp_attention", "full_attention", "full_attention"]))
+        parse(
+            cfg(
+                layer_types=["full_attention", "warp_attention", "full_attention", "full_attention"]
+            )
+        )
     assert "warp_attention" in info.value.message
     assert info.value.code == "config-unsupported"
 
@@ -105,7 +123,9 @@ def test_plain_sliding_window_applies_to_all():
 
 
 def test_llama4_chunks_with_explicit_no_rope_layers():
-    shape = parse(cfg(model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[1, 1, 0, 1]))
+    shape = parse(
+        cfg(model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[1, 1, 0, 1])
+    )
     assert [lay.kind for lay in shape.layers] == ["chunked", "chunked", "full", "chunked"]
     assert shape.layers[0].window == 8192
 
@@ -129,7 +149,15 @@ def test_per_layer_kv_heads_list():
 
 
 def test_falcon_multi_query_with_n_head():
-    shape = parse({"n_layer": 2, "n_head": 71, "hidden_size": 4544, "multi_query": True, "torch_dtype": "bfloat16"})
+    shape = parse(
+        {
+            "n_layer": 2,
+            "n_head": 71,
+            "hidden_size": 4544,
+            "multi_query": True,
+            "torch_dtype": "bfloat16",
+        }
+    )
     assert set(kv_heads(shape)) == {1} and shape.layers[0].head_dim_k == 64
 
 

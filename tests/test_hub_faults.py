@@ -105,13 +105,17 @@ def test_an_oversized_config_is_refused_before_download(cli, fake_hub):
 
 def test_an_oversized_safetensors_index_is_refused_before_download(cli, fake_hub):
     files = checkpoint_files(sharded=True)
-    files["model.safetensors.index.json"] = b" " * (64 << 20) + files["model.safetensors.index.json"]
+    files["model.safetensors.index.json"] = (
+        b" " * (64 << 20) + files["model.safetensors.index.json"]
+    )
     fake_hub.add("acme/x", {"config.json": TINY, **files})
     assert_one_error(cli("inspect", "acme/x"), "safetensors-invalid")
     assert fake_hub.count(method="GET", contains="index.json") == 0
 
 
-@pytest.mark.parametrize("fault", ["refused", "timeout", "html", "redirect-loop", "reset", "500", "429"])
+@pytest.mark.parametrize(
+    "fault", ["refused", "timeout", "html", "redirect-loop", "reset", "500", "429"]
+)
 def test_a_misbehaving_hub_falls_back_to_the_cache(cli, fake_hub, fault):
     """Once config.json is cached, a Hub that cannot answer properly costs at most one timeout."""
     fake_hub.add("acme/x", {"config.json": TINY})

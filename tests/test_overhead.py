@@ -23,7 +23,9 @@ def test_dense_forward_and_sampler_by_hand():
     # Llama-3.1-8B: widest layer is the MLP: 3 × 14,336 + 2 × 4,096 = 51,200 values per token
     # forward = 87% × 29,000 tokens × 2 B × 51,200 = 2,583,552,000 B
     # sampler = 256 rows × 128,256 logits × 27 B = 886,505,472 B
-    o = estimate_overhead(bundled_shape("llama-3.1-8b"), max_num_batched_tokens=29_000, max_num_seqs=256)
+    o = estimate_overhead(
+        bundled_shape("llama-3.1-8b"), max_num_batched_tokens=29_000, max_num_seqs=256
+    )
     assert o.forward_bytes == 2_583_552_000
     assert o.sampler_bytes == 886_505_472
     assert o.activation_bytes == 2_583_552_000 + 886_505_472
@@ -45,7 +47,9 @@ def test_tensor_parallel_splits_the_mlp_and_adds_nccl():
 def test_moe_width_uses_top_k_experts():
     # gpt-oss: 4 experts × (3 × 2,880 + 2,880) + 2 × 2,880 = 51,840 values per token
     # 87% × 1,024 × 2 × 51,840 = 92,366,438.4 → 92,366,439 B; sampler 1,024 × 201,088 × 27 B (H100 default seqs)
-    o = estimate_overhead(bundled_shape("gpt-oss-120b"), max_num_batched_tokens=1_024, gpu=get_gpu("H100"))
+    o = estimate_overhead(
+        bundled_shape("gpt-oss-120b"), max_num_batched_tokens=1_024, gpu=get_gpu("H100")
+    )
     assert o.forward_bytes == 92_366_439
     assert o.sampler_bytes == 1_024 * 201_088 * 27
 
@@ -53,14 +57,19 @@ def test_moe_width_uses_top_k_experts():
 def test_default_max_num_seqs_follows_the_gpu_tier():
     model = bundled_shape("qwen3-0.6b")
     assert estimate_overhead(model, max_num_batched_tokens=2048).sampler_bytes == 256 * 151_936 * 27
-    assert estimate_overhead(model, max_num_batched_tokens=2048, gpu=get_gpu("H200")).sampler_bytes == (
-        1024 * 151_936 * 27
-    )
+    assert estimate_overhead(
+        model, max_num_batched_tokens=2048, gpu=get_gpu("H200")
+    ).sampler_bytes == (1024 * 151_936 * 27)
 
 
 def test_available_kv_arithmetic_and_cudagraph_switch():
     o = Overhead(activation_bytes=2 * GIB, non_torch_bytes=GIB // 2, cudagraph_bytes=GIB)
-    kw = {"total_memory_bytes": 80 * GIB, "gpu_memory_utilization": 0.9, "weights_bytes": 15 * GIB, "overhead": o}
+    kw = {
+        "total_memory_bytes": 80 * GIB,
+        "gpu_memory_utilization": 0.9,
+        "weights_bytes": 15 * GIB,
+        "overhead": o,
+    }
     # ceil(80 GiB × 0.9) = 72 GiB − 15 − 2 − 0.5 = 54.5 GiB; v0.21+ also − 1 GiB of graphs
     assert vllm_available_kv_bytes(**kw, subtract_cudagraph=False) == 54 * GIB + GIB // 2
     assert vllm_available_kv_bytes(**kw, subtract_cudagraph=True) == 53 * GIB + GIB // 2

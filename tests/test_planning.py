@@ -93,15 +93,21 @@ def test_qwen3_06b_a100_record():
     # vllm-24577: "Available KV cache memory: 69.66 GiB" → 652,144 tokens, 159.21x at 4,096.
     # 112 KiB/token; the printed GiB is rounded to 0.01, so the exact bytes lie in ±0.005 GiB.
     model = bundled_shape("qwen3-0.6b")
-    lo = kv_plan(model, max_model_len=4096, kv_cache_memory_bytes=int(69.655 * GIB), gpu="A100-80GB")
-    hi = kv_plan(model, max_model_len=4096, kv_cache_memory_bytes=int(69.665 * GIB), gpu="A100-80GB")
+    lo = kv_plan(
+        model, max_model_len=4096, kv_cache_memory_bytes=int(69.655 * GIB), gpu="A100-80GB"
+    )
+    hi = kv_plan(
+        model, max_model_len=4096, kv_cache_memory_bytes=int(69.665 * GIB), gpu="A100-80GB"
+    )
     assert lo.kv_cache_tokens <= 652_144 <= hi.kv_cache_tokens
 
 
 def test_llama31_8b_l40s_record():
     # vllm-17122: 158,656 tokens = 9,916 blocks of 16; 4.84x at 32,768 (9,916 / 2,048 = 4.8418)
     model = bundled_shape("llama-3.1-8b")
-    r = kv_plan(model, max_model_len=32768, kv_cache_memory_bytes=9_916 * 32 * 65_536, engine_version="0.8")
+    r = kv_plan(
+        model, max_model_len=32768, kv_cache_memory_bytes=9_916 * 32 * 65_536, engine_version="0.8"
+    )
     assert r.kv_cache_tokens == 158_656 and round(r.max_concurrency, 2) == 4.84
 
 
@@ -109,7 +115,9 @@ def test_llama31_8b_l40s_record():
 def test_seed_40gb_llama2_13b():
     model = bundled_shape("llama-2-13b-hf")
     # weights: 13,015,864,320 parameters × 2 B (fp16) ≈ 26.0 GB
-    r = plan(model, PlanInputs(gpu_memory_bytes=40 * 10**9, max_model_len=4096), with_suggestions=False)
+    r = plan(
+        model, PlanInputs(gpu_memory_bytes=40 * 10**9, max_model_len=4096), with_suggestions=False
+    )
     assert 25.9e9 < r.weights_bytes < 26.2e9
     # the naive figure: (40 GB − 26 GB) / (819,200 B · 4,096) = 14e9 / 3,355,443,200 ≈ 4.17 requests
     naive = kv_plan(model, max_model_len=4096, kv_cache_memory_bytes=14 * 10**9)
@@ -141,7 +149,10 @@ def test_verdicts():
 
 def test_suggestions_are_planned():
     model = bundled_shape("llama-3.1-8b")
-    r = plan(model, PlanInputs(kv_cache_memory_bytes=TEN_GIB, max_model_len=131072, engine_version="0.21"))
+    r = plan(
+        model,
+        PlanInputs(kv_cache_memory_bytes=TEN_GIB, max_model_len=131072, engine_version="0.21"),
+    )
     by_change = {tuple(s.change.items()): s for s in r.suggestions}
     fp8 = by_change[(("kv_cache_dtype", "fp8"),)]
     assert fp8.verdict == "ok" and fp8.max_concurrency == pytest.approx(1.25)

@@ -301,11 +301,17 @@ def hostile_safetensors(draw) -> bytes:
         for d in shape:
             numel *= d
         nbytes = numel * DTYPE_BITS.get(dtype, 8) // 8
-        tensors[f"model.layers.{i}.mlp.experts.w" if i % 2 else f"t{i}"] = entry(dtype, shape, offset, offset + nbytes)
+        tensors[f"model.layers.{i}.mlp.experts.w" if i % 2 else f"t{i}"] = entry(
+            dtype, shape, offset, offset + nbytes
+        )
         offset += nbytes
     raw = header(tensors)
     data = b"\0" * offset
-    op = draw(st.sampled_from(["none", "truncate", "length", "not-object", "field", "offsets", "bytes", "deep"]))
+    op = draw(
+        st.sampled_from(
+            ["none", "truncate", "length", "not-object", "field", "offsets", "bytes", "deep"]
+        )
+    )
     if op == "not-object":
         raw = json.dumps(draw(st.one_of(st.lists(_JUNK, max_size=3), _JUNK))).encode()
     elif op == "field" and tensors:
@@ -318,7 +324,7 @@ def hostile_safetensors(draw) -> bytes:
         raw = header(tensors)
     elif op == "bytes":
         at = draw(st.integers(0, max(0, len(raw) - 1)))
-        raw = raw[:at] + draw(st.binary(min_size=1, max_size=4)) + raw[at + 1:]
+        raw = raw[:at] + draw(st.binary(min_size=1, max_size=4)) + raw[at + 1 :]
     elif op == "deep":
         raw = b"[" * 50_000 + b"]" * 50_000
     prefix = struct.pack("<Q", len(raw))
@@ -331,7 +337,9 @@ def hostile_safetensors(draw) -> bytes:
     return blob
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(blob=hostile_safetensors(), sharded=st.booleans(), index=st.sampled_from([
     None, b'{"weight_map": {"w": "model-1.safetensors"}}', b"[]", b'{"weight_map": {"w": "../x.safetensors"}}',
     b'{"weight_map": {"w": 3}}', b"\xff\xfe", b"[" * 50_000, b'{"weight_map": {"w": "' + b"x" * 5000 + b'"}}',

@@ -47,8 +47,12 @@ def _scenarios(fake_hub, tmp_path):
     fake_hub.add("acme/down", {"config.json": TINY}, fail_status=401,
                  fail_headers={"X-Error-Message": f"Invalid credentials: {TOKEN}"})  # fmt: skip
     deploy = tmp_path / "d.yaml"
-    deploy.write_text("model: llama-3.1-8b\ngpu: H100-80GB\nmax_model_len: 8192\n", encoding="utf-8")
-    nothing = lambda mp: None
+    deploy.write_text(
+        "model: llama-3.1-8b\ngpu: H100-80GB\nmax_model_len: 8192\n", encoding="utf-8"
+    )
+
+    def nothing(mp):
+        return None
 
     def warn_with_token(mp):
         # a library warning (or print) during the command, quoting the token

@@ -41,7 +41,12 @@ def test_deepseek_v3_latent_vs_mha_equivalent():
     assert shape.bytes_per_token == 61 * 576 * 2 == 70_272
     # the MHA equivalent caches 128 heads · (192 K + 128 V) · 2 B per layer: 61 · 81,920 = 4,997,120
     layer = shape.layers[0]
-    mha = shape.num_layers * layer.num_heads * (layer.qk_nope_dim + layer.rope_dim + layer.v_head_dim) * 2
+    mha = (
+        shape.num_layers
+        * layer.num_heads
+        * (layer.qk_nope_dim + layer.rope_dim + layer.v_head_dim)
+        * 2
+    )
     assert mha == 4_997_120
     assert mha / shape.bytes_per_token > 71
 

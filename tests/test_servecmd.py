@@ -61,14 +61,19 @@ def test_python_api_server_equals_form_and_underscores():
 def test_env_assignments_continuations_and_folded_yaml():
     text = "CUDA_VISIBLE_DEVICES=0,1 HF_HOME=/x vllm serve qwen3-8b \\\n  --max-model-len 8192 \\\n  -tp 2"
     cmd = parse_serve_command(text)
-    assert (cmd.model, cmd.values) == ("qwen3-8b", {"max_model_len": 8192, "tensor_parallel_size": 2})
+    assert (cmd.model, cmd.values) == (
+        "qwen3-8b",
+        {"max_model_len": 8192, "tensor_parallel_size": 2},
+    )
     folded = parse_serve_command("vllm serve qwen3-8b\n--max-model-len 8192\n-tp 2\n")
     assert folded.values == cmd.values
 
 
 def test_docker_image_form():
-    cmd = parse_serve_command("docker run --gpus all -p 8000:8000 -v hf-cache:/data/hf-cache "
-                              "vllm/vllm-openai:v0.10.0 --model mistralai/Mistral-7B-v0.1 -q fp8")
+    cmd = parse_serve_command(
+        "docker run --gpus all -p 8000:8000 -v hf-cache:/data/hf-cache "
+        "vllm/vllm-openai:v0.10.0 --model mistralai/Mistral-7B-v0.1 -q fp8"
+    )
     assert cmd.model == "mistralai/Mistral-7B-v0.1"
     assert cmd.values == {"quantization": "fp8"}
 

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "huggingface_hub", "yaml", "transformers", "safetensors", "numpy", "httpx", "requests")
+HEAVY = (
+    "torch",
+    "huggingface_hub",
+    "yaml",
+    "transformers",
+    "safetensors",
+    "numpy",
+    "httpx",
+    "requests",
+)
 
 
 def imported_heavy(args: list[str]) -> list[str]:
@@ -22,7 +31,9 @@ def imported_heavy(args: list[str]) -> list[str]:
         f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 

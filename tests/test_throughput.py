@@ -161,7 +161,14 @@ def test_plan_attaches_the_ceiling_at_its_concurrency(qwen):
     inputs = PlanInputs(gpu="L4", max_model_len=8192)
     result = plan(qwen, inputs, with_suggestions=False, with_throughput=True)
     t = result.throughput
-    assert set(t) >= {"batch", "tokens_per_s", "per_request_tokens_per_s", "bound", "bytes_per_step", "assumptions"}
+    assert set(t) >= {
+        "batch",
+        "tokens_per_s",
+        "per_request_tokens_per_s",
+        "bound",
+        "bytes_per_step",
+        "assumptions",
+    }
     # batch = min(floor(max_concurrency), max_num_seqs)
     assert t["batch"] == min(math.floor(result.max_concurrency), result.max_num_seqs)
     # every sequence at max_model_len: 8,192 × 114,688 = 939,524,096 B each; L4 reads 300 GB/s
@@ -212,9 +219,14 @@ def test_calibration_record_scales_the_ceiling(qwen, monkeypatch):
     inputs = PlanInputs(gpu="L4", max_model_len=8192)
     result = plan(qwen, inputs, with_suggestions=False, with_throughput=True)
     assert result.throughput["efficiency"] == 1.0
-    assert calibrated_efficiency(replace(inputs, calibration="rec.jsonl"), "L4") == (0.5, "measured (rec.jsonl)")
+    assert calibrated_efficiency(replace(inputs, calibration="rec.jsonl"), "L4") == (
+        0.5,
+        "measured (rec.jsonl)",
+    )
     assert seen["args"] == ("rec.jsonl", "L4")
-    halved = attach_throughput(replace(result, throughput=None), replace(inputs, calibration="rec.jsonl"), qwen)
+    halved = attach_throughput(
+        replace(result, throughput=None), replace(inputs, calibration="rec.jsonl"), qwen
+    )
     assert halved.throughput["tokens_per_s"] == pytest.approx(result.throughput["tokens_per_s"] / 2)
 
 

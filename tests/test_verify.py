@@ -41,7 +41,9 @@ def layout(alias: str, engine: str = "vllm", dtype: str = "auto", **kw):
 
 def test_torch_is_installed_in_ci():
     if IN_CI:
-        assert HAS_TORCH, "CI must install torch (pip install 'kvcalc[verify]'): verify tests would be skipped"
+        assert HAS_TORCH, (
+            "CI must install torch (pip install 'kvcalc[verify]'): verify tests would be skipped"
+        )
     elif not HAS_TORCH:
         pytest.skip("torch not installed")
 
@@ -56,14 +58,18 @@ def test_every_engine_and_dtype_measures_the_prediction(alias):
         for dtype in dtypes:
             try:
                 result = layout(alias, engine, dtype)
-            except KvcalcError as exc:  # the engine refuses: a dtype for MLA only, recurrent models...
+            except (
+                KvcalcError
+            ) as exc:  # the engine refuses: a dtype for MLA only, recurrent models...
                 assert exc.code in ("unsupported-dtype", "unsupported-model"), (engine, dtype, exc)
                 continue
             ran += 1
             exact = result.measured_bytes == result.predicted_bytes and all(
                 c.measured_bytes == c.predicted_bytes for c in result.components
             )
-            if not (result.passed and exact and result.memory.storage_bytes == result.predicted_bytes):
+            if not (
+                result.passed and exact and result.memory.storage_bytes == result.predicted_bytes
+            ):
                 failed.append((engine, dtype, result.relative_error, result.notes))
     assert ran >= 6, "too few layouts ran"
     assert not failed, failed
@@ -78,7 +84,9 @@ def test_hf_recurrent_state_as_transformers_keeps_it(alias):
 
 # -- hand-computed layouts ----------------------------------------------------------------------
 def shapes(alias, engine="vllm", dtype="auto", **kw):
-    plan = allocation_plan(bundled_shape(alias), VerifyOptions(engine=engine, kv_cache_dtype=dtype, **kw))
+    plan = allocation_plan(
+        bundled_shape(alias), VerifyOptions(engine=engine, kv_cache_dtype=dtype, **kw)
+    )
     return plan, {(b.shape, b.torch_dtype) for b in plan.buffers}
 
 
@@ -89,7 +97,9 @@ def test_vllm_flash_attention_tensor_per_layer():
     assert plan.predicted_bytes == 32 * 262_144
     _, fp8 = shapes("llama-3.1-8b", dtype="fp8")
     assert fp8 == {((2, 4, 16, 8, 128), "uint8")}  # vLLM stores fp8 as uint8
-    plan, int8 = shapes("llama-3.1-8b", dtype="int8_per_token_head")  # + one float32 scale per token per head
+    plan, int8 = shapes(
+        "llama-3.1-8b", dtype="int8_per_token_head"
+    )  # + one float32 scale per token per head
     assert int8 == {((4 * 16 * 8 * (132 + 132),), "uint8")} and plan.predicted_bytes == 32 * 135_168
     plan, _ = shapes("llama-3.1-8b", dtype="nvfp4")  # per head 128/2 + 128/16 = 72 B per side
     assert plan.predicted_bytes == 32 * 4 * 16 * 8 * 144
@@ -99,7 +109,9 @@ def test_vllm_mla_latent():
     plan, found = shapes("deepseek-v3")
     assert found == {((4, 16, 576), "bfloat16")} and plan.predicted_bytes == 61 * 4 * 16 * 576 * 2
     plan, found = shapes("deepseek-v3", dtype="fp8_ds_mla")
-    assert found == {((4, 64, 656), "uint8")}  # the 656-byte sparse-MLA record, FlashMLA's 64-token blocks
+    assert found == {
+        ((4, 64, 656), "uint8")
+    }  # the 656-byte sparse-MLA record, FlashMLA's 64-token blocks
 
 
 def test_vllm_hybrid_groups_share_tensors():
@@ -133,7 +145,9 @@ def test_hf_windows_capped():
     _, found = shapes("gemma-3-1b-it", "hf", tokens=2048)
     assert ((1, 1, 511, 256), "bfloat16") in found  # DynamicSlidingWindowLayer keeps window − 1
     assert ((1, 1, 2048, 256), "bfloat16") in found
-    _, found = shapes("gemma-3-1b-it", "hf", tokens=2048, engine_options=(("cache_implementation", "static"),))
+    _, found = shapes(
+        "gemma-3-1b-it", "hf", tokens=2048, engine_options=(("cache_implementation", "static"),)
+    )
     assert ((1, 1, 512, 256), "bfloat16") in found  # StaticSlidingWindowLayer: the window
 
 
@@ -162,7 +176,10 @@ def test_cli_json(cli):
     assert data["memory"]["storage_bytes"] == data["measured_bytes"]
     assert data["memory"]["rss_delta_bytes"] is not None  # reported, not judged
     assert {c["name"] for c in data["components"]} == {"full K", "full V"}
-    assert all(set(c) >= {"predicted_bytes", "measured_bytes", "relative_error"} for c in data["components"])
+    assert all(
+        set(c) >= {"predicted_bytes", "measured_bytes", "relative_error"}
+        for c in data["components"]
+    )
 
 
 @needs_torch
@@ -185,7 +202,18 @@ def test_cli_layers_keep_the_pattern(cli):
 @needs_torch
 def test_cli_beyond_tolerance_exits_1(cli):
     # DynamicCache's sliding layers keep one token more than the window − 1 view (+0.16 % here)
-    r = cli("verify", "gemma-3-1b-it", "--engine", "hf", "--run", "--layers", "6", "--tolerance", "0.0001", "--json")
+    r = cli(
+        "verify",
+        "gemma-3-1b-it",
+        "--engine",
+        "hf",
+        "--run",
+        "--layers",
+        "6",
+        "--tolerance",
+        "0.0001",
+        "--json",
+    )
     assert r.exit_code == 1, r.stderr
     assert r.json["passed"] is False
 
@@ -229,12 +257,18 @@ def test_cli_record_appends_json_lines(cli, tmp_path):
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(lines) == 2
     rec = lines[0]
-    assert rec["kind"] == "kvcalc-verify" and rec["model"] == "Qwen/Qwen3-0.6B" and rec["check"] == "layout"
+    assert (
+        rec["kind"] == "kvcalc-verify"
+        and rec["model"] == "Qwen/Qwen3-0.6B"
+        and rec["check"] == "layout"
+    )
     assert rec["predicted_bytes"] == rec["measured_bytes"] and rec["date"]
     assert rec["predicted_overhead_bytes"] is None  # only --fill measures overhead
 
 
-@pytest.mark.parametrize("args", [["verify", "-h"], ["verify", "llama-3.1-8b", "--engine", "trtllm"]])
+@pytest.mark.parametrize(
+    "args", [["verify", "-h"], ["verify", "llama-3.1-8b", "--engine", "trtllm"]]
+)
 def test_torch_is_imported_only_when_allocating(args):
     from test_startup import imported_heavy
 

@@ -60,7 +60,9 @@ def fake_torch(cuda: FakeCuda):
         dims = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
         return FakeTensor(cuda, math.prod(dims) * (2 if dtype == "bfloat16" else 1))
 
-    return SimpleNamespace(cuda=cuda, empty=empty, uint8="uint8", bfloat16="bfloat16", __version__="fake")
+    return SimpleNamespace(
+        cuda=cuda, empty=empty, uint8="uint8", bfloat16="bfloat16", __version__="fake"
+    )
 
 
 @pytest.fixture
@@ -68,7 +70,11 @@ def gpu(monkeypatch):
     def make(context: int) -> FakeCuda:
         cuda = FakeCuda(H100_TOTAL, context)
         monkeypatch.setattr(torchenv, "import_torch", lambda: fake_torch(cuda))
-        monkeypatch.setattr(torchenv, "resolve_device", lambda name: SimpleNamespace(type="cuda", __str__=lambda s: "cuda:0"))
+        monkeypatch.setattr(
+            torchenv,
+            "resolve_device",
+            lambda name: SimpleNamespace(type="cuda", __str__=lambda s: "cuda:0"),
+        )
         return cuda
 
     return make
@@ -77,7 +83,9 @@ def gpu(monkeypatch):
 def fill(**kw):
     from kvcalc.verify.fill import verify_fill
 
-    return verify_fill(bundled_shape("llama-3.1-8b"), VerifyOptions(max_model_len=8192), device="cuda", **kw)
+    return verify_fill(
+        bundled_shape("llama-3.1-8b"), VerifyOptions(max_model_len=8192), device="cuda", **kw
+    )
 
 
 @pytest.mark.parametrize("context_mib", [200, 358, 600])
@@ -89,9 +97,14 @@ def test_allocatable_blocks_follow_the_real_context(gpu, context_mib):
     reserve = f.weights_bytes + f.activation_bytes + f.cudagraph_bytes
     assert f.budget_bytes == math.ceil(H100_TOTAL * 0.92)
     # every block that fits under the budget once the real context, weights and reserve are in use
-    assert f.allocatable_num_blocks == (f.budget_bytes - cuda.context - reserve) // f.bytes_per_block
+    assert (
+        f.allocatable_num_blocks == (f.budget_bytes - cuda.context - reserve) // f.bytes_per_block
+    )
     # the plan booked its own non-torch estimate instead of the context
-    assert f.planned_num_blocks == (f.budget_bytes - f.predicted_non_torch_bytes - reserve) // f.bytes_per_block
+    assert (
+        f.planned_num_blocks
+        == (f.budget_bytes - f.predicted_non_torch_bytes - reserve) // f.bytes_per_block
+    )
     assert f.measured_non_torch_bytes == cuda.context and f.leaked_bytes == 0 and cuda.live == 0
     assert 0 <= f.headroom_bytes < f.bytes_per_block
     gap = (f.planned_num_blocks - f.allocatable_num_blocks) * f.bytes_per_block
@@ -141,7 +154,9 @@ class Interrupting(FakeCuda):
         return super().mem_get_info(device)
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("CUDA error: an illegal memory access")])
+@pytest.mark.parametrize(
+    "exc", [KeyboardInterrupt(), RuntimeError("CUDA error: an illegal memory access")]
+)
 @pytest.mark.parametrize("after", [4, 6, 12, 40])
 def test_an_interrupt_or_error_mid_fill_frees_everything(monkeypatch, exc, after):
     cuda = Interrupting(H100_TOTAL, 500 * MIB, after=after, exc=exc)
@@ -165,7 +180,9 @@ def test_an_interrupt_during_the_layout_check_frees_the_buffer_its_frames_held(m
     monkeypatch.setattr(torchenv, "probe", lambda device: torchenv.Probe())
     monkeypatch.setattr(torchenv, "release", lambda device: None)
     monkeypatch.setattr(alloc, "check_room", lambda nbytes, device: None)
-    monkeypatch.setattr(alloc, "_allocate", lambda torch, spec, device, touch: FakeTensor(cuda, spec.nbytes))
+    monkeypatch.setattr(
+        alloc, "_allocate", lambda torch, spec, device, touch: FakeTensor(cuda, spec.nbytes)
+    )
     built = []
 
     def views(torch, buffer, spec, sums, problems):

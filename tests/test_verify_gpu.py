@@ -14,7 +14,10 @@ from verify_helpers import cuda_available
 
 from kvcalc.verify.spec import VerifyOptions
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU (CUDA)")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU (CUDA)"),
+]
 
 CASES = [
     ("llama-3.1-8b", "vllm", "auto"),

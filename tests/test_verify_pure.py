@@ -21,7 +21,10 @@ def test_slice_layers_keeps_the_pattern():
     assert [x.kind for x in shape.layers] == ["sliding"] * 5 + ["full", "sliding"]
     nemotron = slice_layers(bundled_config("nvidia-nemotron-3-nano-30b-a3b-bf16"), 6)
     assert nemotron["hybrid_override_pattern"] == "MEMEM*"
-    assert [x.kind for x in parse_config(nemotron, name="n").layers] == ["recurrent", "none"] * 2 + ["recurrent", "full"]
+    assert [x.kind for x in parse_config(nemotron, name="n").layers] == [
+        "recurrent",
+        "none",
+    ] * 2 + ["recurrent", "full"]
     with pytest.raises(KvcalcError) as err:
         slice_layers(bundled_config("gpt2"), 13)
     assert err.value.code == "invalid-input"
@@ -30,19 +33,34 @@ def test_slice_layers_keeps_the_pattern():
 def test_shrink_keeps_the_cache_dimensions():
     raw = slice_layers(bundled_config("deepseek-v3"), 2)
     small, changed = shrink_for_run(raw)
-    assert small["vocab_size"] == 1024 and small["n_routed_experts"] == 4 and small["num_experts_per_tok"] == 2
+    assert (
+        small["vocab_size"] == 1024
+        and small["n_routed_experts"] == 4
+        and small["num_experts_per_tok"] == 2
+    )
     assert "quantization_config" not in small and changed["quantization_config"] == "dropped"
-    for key in ("kv_lora_rank", "qk_rope_head_dim", "num_attention_heads", "hidden_size", "num_key_value_heads"):
+    for key in (
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "num_attention_heads",
+        "hidden_size",
+        "num_key_value_heads",
+    ):
         assert small[key] == raw[key]
     before, after = parse_config(raw, name="a"), parse_config(small, name="b")
     assert before.layers == after.layers  # the cache cannot tell them apart
     gpt_oss, _ = shrink_for_run(slice_layers(bundled_config("gpt-oss-20b"), 2))
-    assert parse_config(gpt_oss, name="g").layers == parse_config(slice_layers(bundled_config("gpt-oss-20b"), 2), name="h").layers
+    assert (
+        parse_config(gpt_oss, name="g").layers
+        == parse_config(slice_layers(bundled_config("gpt-oss-20b"), 2), name="h").layers
+    )
 
 
 def test_judge_and_errors():
     assert relative_error(100, 101) == 0.01 and relative_error(0, 0) == 0.0
-    comp = ComponentResult(name="x", predicted_bytes=100, measured_bytes=102, relative_error=0.02, tensors=1)
+    comp = ComponentResult(
+        name="x", predicted_bytes=100, measured_bytes=102, relative_error=0.02, tensors=1
+    )
     assert judge(1000, 1005, (comp,), 0.01) == (0.005, False)  # every component counts
     assert judge(1000, 1005, (), 0.01) == (0.005, True)
 
@@ -67,7 +85,9 @@ def test_load_calibration_median_per_gpu(tmp_path):
     assert load_calibration(path, "NVIDIA L4") is None
     assert load_calibration(path, None, 85_029_158_912).num_records == 3  # by memory when unnamed
     base = Overhead(activation_bytes=1, non_torch_bytes=100, cudagraph_bytes=2)
-    fixed = calibrate_overhead(base, str(path), gpu_name="NVIDIA H100 80GB HBM3", total_memory_bytes=None)
+    fixed = calibrate_overhead(
+        base, str(path), gpu_name="NVIDIA H100 80GB HBM3", total_memory_bytes=None
+    )
     assert fixed.non_torch_bytes == 100 + (256 << 20) and "calibration: +256 MiB" in fixed.notes[-1]
     none = calibrate_overhead(base, str(path), gpu_name="NVIDIA L4", total_memory_bytes=None)
     assert none.non_torch_bytes == 100 and "no --fill record" in none.notes[-1]

@@ -14,7 +14,11 @@ pytestmark = needs_transformers
     ("model", "layers", "kinds"),
     [
         ("llama-3.2-1b-instruct", 2, {"full K", "full V"}),  # GQA: 8 KV heads of 64
-        ("gemma-3-1b-it", 6, {"sliding K", "sliding V", "full K", "full V"}),  # 5 sliding (512) + 1 full
+        (
+            "gemma-3-1b-it",
+            6,
+            {"sliding K", "sliding V", "full K", "full V"},
+        ),  # 5 sliding (512) + 1 full
         ("deepseek-v3", 2, {"mla latent", "mla rope"}),  # transformers 5 caches the 512 + 64 latent
     ],
 )
@@ -41,7 +45,16 @@ def test_run_matches_the_hf_prediction(cli, model, layers, kinds):
 
 def test_run_gated_deltanet_state(cli):
     """transformers keeps conv_kernel columns and a float32 Gated DeltaNet state (the hf engine models it)."""
-    r = cli("verify", "qwen3-next-80b-a3b-thinking", "--engine", "hf", "--run", "--layers", "4", "--json")
+    r = cli(
+        "verify",
+        "qwen3-next-80b-a3b-thinking",
+        "--engine",
+        "hf",
+        "--run",
+        "--layers",
+        "4",
+        "--json",
+    )
     assert r.exit_code == 0, r.stdout + r.stderr
 
 
@@ -52,7 +65,11 @@ def test_run_static_cache_windows(cli):
     assert r.exit_code == 0, r.stdout + r.stderr
     data = r.json
     assert data["run"]["cache_class"] == "StaticCache"
-    assert data["measured_bytes"] == data["predicted_bytes"] == 5 * 2 * 512 * 256 * 2 + 2 * 523 * 256 * 2
+    assert (
+        data["measured_bytes"]
+        == data["predicted_bytes"]
+        == 5 * 2 * 512 * 256 * 2 + 2 * 523 * 256 * 2
+    )
 
 
 def test_a_ctrl_c_after_generate_frees_the_cache(monkeypatch):

@@ -36,7 +36,11 @@ def test_llama_2_13b():
     # MHA, 40 layers, hidden 5,120, MLP 13,824, vocab 32,000
     # layer: 4 × 5,120² = 104,857,600 + 3 × 5,120 × 13,824 = 212,336,640 + norms 10,240 = 317,204,480
     # 40 × 317,204,480 + 2 × 32,000 × 5,120 + 5,120 = 13,015,864,320
-    assert params("llama-2-13b-hf").total == 40 * 317_204_480 + 2 * 163_840_000 + 5_120 == 13_015_864_320
+    assert (
+        params("llama-2-13b-hf").total
+        == 40 * 317_204_480 + 2 * 163_840_000 + 5_120
+        == 13_015_864_320
+    )
 
 
 def test_qwen3_8b_counts_qk_norm():
@@ -167,10 +171,15 @@ def test_hypothetical_awq_gptq_bnb_fp8_on_llama_8b():
     # 1,050,939,392 stays bf16 = 2,101,878,784 B
     m, lin, rest = bundled_shape("llama-3.1-8b"), 6_979_321_856, 2_101_878_784
     # AWQ: 4 bits = lin/2; fp16 scale + 4-bit zero per 128 values: lin/128 · 2.5 B
-    assert weight_bytes(m, quantization="awq").weights_bytes == lin // 2 + lin // 128 * 5 // 2 + rest
+    assert (
+        weight_bytes(m, quantization="awq").weights_bytes == lin // 2 + lin // 128 * 5 // 2 + rest
+    )
     # GPTQ adds an int32 g_idx per input column: q, k, v, o, gate, up read 4,096 inputs, down 14,336
     gidx = 32 * 4 * (6 * 4_096 + 14_336)
-    assert weight_bytes(m, quantization="gptq").weights_bytes == lin // 2 + lin // 128 * 5 // 2 + gidx + rest
+    assert (
+        weight_bytes(m, quantization="gptq").weights_bytes
+        == lin // 2 + lin // 128 * 5 // 2 + gidx + rest
+    )
     # bitsandbytes nf4: 4 bits + fp32 absmax per 64 values; lm_head skipped (stays bf16 in `rest`)
     assert weight_bytes(m, quantization="bnb").weights_bytes == lin // 2 + lin // 64 * 4 + rest
     # online fp8: 1 byte + one fp32 scale per matrix (q, k, v, o, gate, up, down × 32 layers)
@@ -180,11 +189,16 @@ def test_hypothetical_awq_gptq_bnb_fp8_on_llama_8b():
 
 def test_mxfp4_override_leaves_dense_models_unquantized():
     # vLLM's Mxfp4Config has no linear method: a dense model keeps every weight in bf16
-    assert weight_bytes(bundled_shape("qwen3-8b"), quantization="mxfp4").weights_bytes == 2 * 8_190_735_360
+    assert (
+        weight_bytes(bundled_shape("qwen3-8b"), quantization="mxfp4").weights_bytes
+        == 2 * 8_190_735_360
+    )
 
 
 def test_dtype_override_and_float32_configs():
-    assert weight_bytes(bundled_shape("llama-3.1-8b"), dtype="fp32").weights_bytes == 4 * 8_030_261_248
+    assert (
+        weight_bytes(bundled_shape("llama-3.1-8b"), dtype="fp32").weights_bytes == 4 * 8_030_261_248
+    )
     w = weight_bytes(bundled_shape("gpt2"))  # no torch_dtype: served in 16 bits
     assert w.weights_bytes == 2 * 124_439_808 and w.dtype == "bf16"
 
@@ -212,7 +226,9 @@ def test_checkpoint_skip_modules_and_unsupported_method():
     with pytest.raises(InputError) as err:
         weight_bytes(_with_quant("llama-3.1-8b", {"quant_method": "hqq"}))
     assert err.value.code == "unsupported-quantization"
-    assert weight_bytes(_with_quant("llama-3.1-8b", {"quant_method": "hqq"}), quantization="none").weights_bytes
+    assert weight_bytes(
+        _with_quant("llama-3.1-8b", {"quant_method": "hqq"}), quantization="none"
+    ).weights_bytes
 
 
 # -- bytes per GPU: tensor and pipeline parallelism ------------------------------------------------
@@ -221,7 +237,9 @@ def test_llama_70b_tp4_pp2():
     # norms 2 × 8,192 replicated → 213,925,888 values = 427,851,776 B; 40 layers per stage
     layers = 40 * 427_851_776
     embed = 128_256 * 8_192 // 4 * 2  # vocab-split embedding (first stage) and lm_head (last)
-    w = weight_bytes(bundled_shape("llama-3.1-70b"), tensor_parallel_size=4, pipeline_parallel_size=2)
+    w = weight_bytes(
+        bundled_shape("llama-3.1-70b"), tensor_parallel_size=4, pipeline_parallel_size=2
+    )
     assert w.stage_bytes_per_gpu == (layers + embed, layers + embed + 2 * 8_192)
     assert w.weights_bytes_per_gpu == layers + embed + 16_384 == 17_639_424_000
 

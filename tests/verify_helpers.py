@@ -8,7 +8,6 @@ import os
 import pytest
 
 
-
 def _importable(name: str) -> bool:
     try:
         __import__(name)
@@ -22,9 +21,12 @@ HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 IN_CI = os.environ.get("CI") == "true"
 
 #: torch tests run everywhere torch is installed; in CI they never skip (a missing torch fails them)
-needs_torch = pytest.mark.skipif(not HAS_TORCH and not IN_CI, reason="torch not installed (pip install 'kvcalc[verify]')")
+needs_torch = pytest.mark.skipif(
+    not HAS_TORCH and not IN_CI, reason="torch not installed (pip install 'kvcalc[verify]')"
+)
 needs_transformers = pytest.mark.skipif(
-    not (HAS_TORCH and HAS_TRANSFORMERS) and not IN_CI, reason="torch and transformers needed for --run"
+    not (HAS_TORCH and HAS_TRANSFORMERS) and not IN_CI,
+    reason="torch and transformers needed for --run",
 )
 
 

@@ -107,7 +107,9 @@ def _run(args: list[str]) -> int:
         console.err("aborted")
         code = 130
     except Exception as exc:  # the boundary: never a traceback unless asked for
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+        if callable(getattr(exc, "show", None)) and isinstance(
+            getattr(exc, "exit_code", None), int
+        ):
             # click's (or typer's vendored click's) usage errors
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "kvcalc"

@@ -34,9 +34,11 @@ def _fail_on(values: list[str] | None) -> tuple[str, ...]:
         for item in value.split(","):
             item = item.strip()
             if item not in ALLOWABLE_VERDICTS:
-                raise InputError(f"--fail-on: unknown verdict {item!r}",
-                                 hint="choose from: " + ", ".join(ALLOWABLE_VERDICTS),
-                                 code="usage")
+                raise InputError(
+                    f"--fail-on: unknown verdict {item!r}",
+                    hint="choose from: " + ", ".join(ALLOWABLE_VERDICTS),
+                    code="usage",
+                )
             out.append(item)
     return tuple(out)
 
@@ -45,26 +47,40 @@ def _fail_on(values: list[str] | None) -> tuple[str, ...]:
 def check(
     paths: Annotated[
         list[str],
-        typer.Argument(help="Deployment files, folders (their *.yaml, *.yml) or globs "
-                       "('deploy/**/*.yaml').", show_default=False),
+        typer.Argument(
+            help="Deployment files, folders (their *.yaml, *.yml) or globs ('deploy/**/*.yaml').",
+            show_default=False,
+        ),
     ],
     *,
     output_format: Annotated[
         Format,
-        typer.Option("--format", "-f", help="table (the default, terminal or not), json, markdown "
-                     "(for $GITHUB_STEP_SUMMARY) or github (workflow annotations).",
-                     rich_help_panel=OUTPUT_PANEL),
+        typer.Option(
+            "--format",
+            "-f",
+            help="table (the default, terminal or not), json, markdown "
+            "(for $GITHUB_STEP_SUMMARY) or github (workflow annotations).",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = Format.table,
     fail_on: Annotated[
         list[str] | None,
-        typer.Option("--fail-on", help="Also fail on this verdict (tight or below-target) even "
-                     "where a file allows it; repeatable.", rich_help_panel=OUTPUT_PANEL,
-                     show_default=False),
+        typer.Option(
+            "--fail-on",
+            help="Also fail on this verdict (tight or below-target) even "
+            "where a file allows it; repeatable.",
+            rich_help_panel=OUTPUT_PANEL,
+            show_default=False,
+        ),
     ] = None,
     exit_zero: Annotated[
         bool,
-        typer.Option("--exit-zero", help="Exit 0 even when deployments fail (report-only runs); "
-                     "a check that cannot run still exits 2.", rich_help_panel=OUTPUT_PANEL),
+        typer.Option(
+            "--exit-zero",
+            help="Exit 0 even when deployments fail (report-only runs); "
+            "a check that cannot run still exits 2.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = False,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
@@ -132,11 +148,13 @@ def _report_problems(report, fmt: str) -> int:
     for line in check_view.problem_lines(report):
         console.err(line)
     n = len(report.problems)
-    console.print_error(KvcalcError(
-        f"{n} problem{'s' if n != 1 else ''} in the deployment files; the check could not run",
-        hint="fix the lines above; `kvcalc schema` prints the file format",
-        code="invalid-deployment",
-    ))
+    console.print_error(
+        KvcalcError(
+            f"{n} problem{'s' if n != 1 else ''} in the deployment files; the check could not run",
+            hint="fix the lines above; `kvcalc schema` prints the file format",
+            code="invalid-deployment",
+        )
+    )
     return int(ExitCode.ERROR)
 
 

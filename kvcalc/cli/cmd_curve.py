@@ -8,7 +8,6 @@ import typer
 
 from kvcalc.cli.app import app
 from kvcalc.cli.options import (
-    opt,
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
@@ -17,6 +16,7 @@ from kvcalc.cli.options import (
     OfflineOpt,
     RevisionOpt,
     TokenOpt,
+    opt,
 )
 
 WORKLOAD_PANEL = "Workload"
@@ -30,14 +30,73 @@ _PLAN_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-GpuOpt = Annotated[str | None, opt("--gpu", help="GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", panel=HARDWARE_PANEL)]
-GpuMemoryOpt = Annotated[str | None, opt("--gpu-memory", help="Memory per GPU instead of --gpu: 80GB, 79.2GiB; a bare number means GiB.", panel=HARDWARE_PANEL)]
-TpOpt = Annotated[int, opt("--tensor-parallel-size", "-tp", min=1, help="Tensor-parallel ranks.", panel=HARDWARE_PANEL, show_default=True)]
-EngineVersionOpt = Annotated[str | None, opt("--engine-version", help="Engine version whose defaults apply; default newest.", panel=SERVING_PANEL)]
-UtilOpt = Annotated[float | None, opt("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (default: the engine's).", panel=SERVING_PANEL)]
-MaxSeqsOpt = Annotated[int | None, opt("--max-num-seqs", min=1, help="The engine's cap on running requests (default: the engine's).", panel=SERVING_PANEL)]
-QuantOpt = Annotated[str | None, opt("--quantization", "-q", help="Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none (default: the checkpoint's).", panel=SERVING_PANEL)]
-WeightsMemoryOpt = Annotated[str | None, opt("--weights-memory", help="Weight bytes per GPU you already know; a bare number means GiB.", panel=SERVING_PANEL)]
+GpuOpt = Annotated[
+    str | None,
+    opt(
+        "--gpu", help="GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", panel=HARDWARE_PANEL
+    ),
+]
+GpuMemoryOpt = Annotated[
+    str | None,
+    opt(
+        "--gpu-memory",
+        help="Memory per GPU instead of --gpu: 80GB, 79.2GiB; a bare number means GiB.",
+        panel=HARDWARE_PANEL,
+    ),
+]
+TpOpt = Annotated[
+    int,
+    opt(
+        "--tensor-parallel-size",
+        "-tp",
+        min=1,
+        help="Tensor-parallel ranks.",
+        panel=HARDWARE_PANEL,
+        show_default=True,
+    ),
+]
+EngineVersionOpt = Annotated[
+    str | None,
+    opt(
+        "--engine-version",
+        help="Engine version whose defaults apply; default newest.",
+        panel=SERVING_PANEL,
+    ),
+]
+UtilOpt = Annotated[
+    float | None,
+    opt(
+        "--gpu-memory-utilization",
+        help="Fraction of GPU memory the engine may use (default: the engine's).",
+        panel=SERVING_PANEL,
+    ),
+]
+MaxSeqsOpt = Annotated[
+    int | None,
+    opt(
+        "--max-num-seqs",
+        min=1,
+        help="The engine's cap on running requests (default: the engine's).",
+        panel=SERVING_PANEL,
+    ),
+]
+QuantOpt = Annotated[
+    str | None,
+    opt(
+        "--quantization",
+        "-q",
+        help="Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none (default: the checkpoint's).",
+        panel=SERVING_PANEL,
+    ),
+]
+WeightsMemoryOpt = Annotated[
+    str | None,
+    opt(
+        "--weights-memory",
+        help="Weight bytes per GPU you already know; a bare number means GiB.",
+        panel=SERVING_PANEL,
+    ),
+]
 
 
 def _inputs(model: str | None, **given: Any):
@@ -48,20 +107,50 @@ def _inputs(model: str | None, **given: Any):
 
 @app.command()
 def curve(
-    model: Annotated[str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)],
+    model: Annotated[
+        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
+    ],
     *,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     tensor_parallel_size: TpOpt = 1,
-    engine: Annotated[list[str] | None, opt("--engine", help="Engine, repeatable: vllm, sglang, llamacpp, hf, trtllm (default vllm).", panel=SERVING_PANEL)] = None,
+    engine: Annotated[
+        list[str] | None,
+        opt(
+            "--engine",
+            help="Engine, repeatable: vllm, sglang, llamacpp, hf, trtllm (default vllm).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     engine_version: EngineVersionOpt = None,
-    kv_cache_dtype: Annotated[list[str] | None, opt("--kv-cache-dtype", help="Cache dtype, repeatable: auto, bf16, fp8, int8, nvfp4, q8_0... (default auto).", panel=SERVING_PANEL)] = None,
-    lengths: Annotated[str | None, opt("--lengths", help="Context lengths, comma-separated, k = 1,024: 4k,8k,32k (default: doubling from 1k to the model's max).", panel=SERVING_PANEL)] = None,
+    kv_cache_dtype: Annotated[
+        list[str] | None,
+        opt(
+            "--kv-cache-dtype",
+            help="Cache dtype, repeatable: auto, bf16, fp8, int8, nvfp4, q8_0... (default auto).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    lengths: Annotated[
+        str | None,
+        opt(
+            "--lengths",
+            help="Context lengths, comma-separated, k = 1,024: 4k,8k,32k (default: doubling from 1k to the model's max).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     gpu_memory_utilization: UtilOpt = None,
     max_num_seqs: MaxSeqsOpt = None,
     quantization: QuantOpt = None,
     weights_memory: WeightsMemoryOpt = None,
-    plot: Annotated[str | None, opt("--plot", help="Also write the chart to FILE.png or FILE.svg (needs the `plot` extra: matplotlib).", panel=OUTPUT_PANEL)] = None,
+    plot: Annotated[
+        str | None,
+        opt(
+            "--plot",
+            help="Also write the chart to FILE.png or FILE.svg (needs the `plot` extra: matplotlib).",
+            panel=OUTPUT_PANEL,
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
@@ -101,17 +190,52 @@ def curve(
 
 @app.command()
 def compare(
-    models: Annotated[list[str], typer.Argument(help="Models to compare (bundled, paths or Hub ids).", show_default=False)],
+    models: Annotated[
+        list[str],
+        typer.Argument(help="Models to compare (bundled, paths or Hub ids).", show_default=False),
+    ],
     *,
-    max_model_len: Annotated[int, opt("--max-model-len", min=1, help="Tokens per request for every model.", panel=SERVING_PANEL, show_default=True)] = 32768,
+    max_model_len: Annotated[
+        int,
+        opt(
+            "--max-model-len",
+            min=1,
+            help="Tokens per request for every model.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = 32768,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     tensor_parallel_size: TpOpt = 1,
-    engine: Annotated[str, opt("--engine", help="vllm, sglang, llamacpp, hf or trtllm.", panel=SERVING_PANEL, show_default=True)] = "vllm",
+    engine: Annotated[
+        str,
+        opt(
+            "--engine",
+            help="vllm, sglang, llamacpp, hf or trtllm.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "vllm",
     engine_version: EngineVersionOpt = None,
-    kv_cache_dtype: Annotated[str, opt("--kv-cache-dtype", help="Cache dtype: auto, bf16, fp8, int8...", panel=SERVING_PANEL, show_default=True)] = "auto",
+    kv_cache_dtype: Annotated[
+        str,
+        opt(
+            "--kv-cache-dtype",
+            help="Cache dtype: auto, bf16, fp8, int8...",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "auto",
     gpu_memory_utilization: UtilOpt = None,
-    attention_variants: Annotated[bool, opt("--attention-variants", help="Compare one model's dimensions as MHA, its own GQA, MQA and MLA (latent 512 + rope 64).", panel=SERVING_PANEL)] = False,
+    attention_variants: Annotated[
+        bool,
+        opt(
+            "--attention-variants",
+            help="Compare one model's dimensions as MHA, its own GQA, MQA and MLA (latent 512 + rope 64).",
+            panel=SERVING_PANEL,
+        ),
+    ] = False,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
@@ -151,26 +275,94 @@ def compare(
 
 @app.command()
 def throughput(
-    model: Annotated[str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)],
+    model: Annotated[
+        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
+    ],
     *,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    bandwidth: Annotated[str | None, opt("--bandwidth", help="Memory bandwidth per GPU, e.g. 448GB/s (overrides the catalog's; needed with --gpu-memory).", panel=HARDWARE_PANEL)] = None,
-    tflops: Annotated[float | None, opt("--tflops", min=0.001, help="Dense 16-bit tensor TFLOP/s per GPU (overrides the catalog's; without it only the memory roof applies).", panel=HARDWARE_PANEL)] = None,
+    bandwidth: Annotated[
+        str | None,
+        opt(
+            "--bandwidth",
+            help="Memory bandwidth per GPU, e.g. 448GB/s (overrides the catalog's; needed with --gpu-memory).",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    tflops: Annotated[
+        float | None,
+        opt(
+            "--tflops",
+            min=0.001,
+            help="Dense 16-bit tensor TFLOP/s per GPU (overrides the catalog's; without it only the memory roof applies).",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
     tensor_parallel_size: TpOpt = 1,
-    engine: Annotated[str, opt("--engine", help="vllm, sglang, llamacpp, hf or trtllm.", panel=SERVING_PANEL, show_default=True)] = "vllm",
+    engine: Annotated[
+        str,
+        opt(
+            "--engine",
+            help="vllm, sglang, llamacpp, hf or trtllm.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "vllm",
     engine_version: EngineVersionOpt = None,
     max_model_len: MaxModelLenOpt = None,
-    kv_cache_dtype: Annotated[str, opt("--kv-cache-dtype", help="Cache dtype: auto, bf16, fp8, int8...", panel=SERVING_PANEL, show_default=True)] = "auto",
+    kv_cache_dtype: Annotated[
+        str,
+        opt(
+            "--kv-cache-dtype",
+            help="Cache dtype: auto, bf16, fp8, int8...",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "auto",
     gpu_memory_utilization: UtilOpt = None,
     max_num_seqs: MaxSeqsOpt = None,
     quantization: QuantOpt = None,
     weights_memory: WeightsMemoryOpt = None,
-    batch: Annotated[list[int] | None, opt("--batch", min=1, help="Batch sizes, repeatable (default: 1, 2, 4... up to the KV-limited maximum).", panel=WORKLOAD_PANEL)] = None,
-    prompt_len: Annotated[int | None, opt("--prompt-len", min=1, help="Prompt tokens per request (context = prompt + output/2; also the prefill estimate).", panel=WORKLOAD_PANEL)] = None,
-    output_len: Annotated[int | None, opt("--output-len", min=0, help="Output tokens per request.", panel=WORKLOAD_PANEL)] = None,
-    efficiency: Annotated[float | None, opt("--efficiency", min=0.01, max=1.5, help="Measured fraction of the ceiling to apply (default 1.0, or a --calibration record's).", panel=SERVING_PANEL)] = None,
-    calibration: Annotated[str | None, opt("--calibration", help="A `kvcalc verify --record` file with a measured decode efficiency.", panel=SERVING_PANEL)] = None,
+    batch: Annotated[
+        list[int] | None,
+        opt(
+            "--batch",
+            min=1,
+            help="Batch sizes, repeatable (default: 1, 2, 4... up to the KV-limited maximum).",
+            panel=WORKLOAD_PANEL,
+        ),
+    ] = None,
+    prompt_len: Annotated[
+        int | None,
+        opt(
+            "--prompt-len",
+            min=1,
+            help="Prompt tokens per request (context = prompt + output/2; also the prefill estimate).",
+            panel=WORKLOAD_PANEL,
+        ),
+    ] = None,
+    output_len: Annotated[
+        int | None,
+        opt("--output-len", min=0, help="Output tokens per request.", panel=WORKLOAD_PANEL),
+    ] = None,
+    efficiency: Annotated[
+        float | None,
+        opt(
+            "--efficiency",
+            min=0.01,
+            max=1.5,
+            help="Measured fraction of the ceiling to apply (default 1.0, or a --calibration record's).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        opt(
+            "--calibration",
+            help="A `kvcalc verify --record` file with a measured decode efficiency.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,

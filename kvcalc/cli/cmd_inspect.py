@@ -27,7 +27,11 @@ def inspect(
     max_model_len: MaxModelLenOpt = None,
     explain: Annotated[
         bool,
-        typer.Option("--explain", help="Show which config keys each figure came from.", rich_help_panel=OUTPUT_PANEL),
+        typer.Option(
+            "--explain",
+            help="Show which config keys each figure came from.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = False,
     weights: Annotated[
         bool,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvcalc.cli.app import app
 from kvcalc.cli.options import (
-    opt,
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
@@ -18,6 +17,7 @@ from kvcalc.cli.options import (
     OfflineOpt,
     RevisionOpt,
     TokenOpt,
+    opt,
 )
 
 WORKLOAD_PANEL = "Workload"
@@ -26,41 +26,219 @@ WORKLOAD_PANEL = "Workload"
 @app.command()
 def plan(
     model: Annotated[
-        Optional[str],
-        typer.Argument(help="Bundled model, config path or Hub id (optional with --from-command).", show_default=False),
+        str | None,
+        typer.Argument(
+            help="Bundled model, config path or Hub id (optional with --from-command).",
+            show_default=False,
+        ),
     ] = None,
     *,
-    gpu: Annotated[Optional[str], opt("--gpu", help="GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", panel=HARDWARE_PANEL)] = None,
-    gpu_memory: Annotated[Optional[str], opt("--gpu-memory", help="Memory per GPU instead of --gpu: 80GB, 79.2GiB; a bare number means GiB.", panel=HARDWARE_PANEL)] = None,
-    num_gpus: Annotated[Optional[int], opt("--num-gpus", min=1, help="GPUs in all (default TP × PP); more make data-parallel replicas.", panel=HARDWARE_PANEL)] = None,
-    tensor_parallel_size: Annotated[int, opt("--tensor-parallel-size", "-tp", min=1, help="Tensor-parallel ranks.", panel=HARDWARE_PANEL, show_default=True)] = 1,
-    pipeline_parallel_size: Annotated[int, opt("--pipeline-parallel-size", "-pp", min=1, help="Pipeline stages.", panel=HARDWARE_PANEL, show_default=True)] = 1,
-    engine: Annotated[str, opt("--engine", help="vllm, sglang, llamacpp, hf (transformers) or trtllm.", panel=SERVING_PANEL, show_default=True)] = "vllm",
-    engine_version: Annotated[Optional[str], opt("--engine-version", help="Engine version whose defaults apply (vLLM: 0.33, 0.21, 0.10, 0.8, 0.6); default newest.", panel=SERVING_PANEL)] = None,
+    gpu: Annotated[
+        str | None,
+        opt(
+            "--gpu",
+            help="GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    gpu_memory: Annotated[
+        str | None,
+        opt(
+            "--gpu-memory",
+            help="Memory per GPU instead of --gpu: 80GB, 79.2GiB; a bare number means GiB.",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    num_gpus: Annotated[
+        int | None,
+        opt(
+            "--num-gpus",
+            min=1,
+            help="GPUs in all (default TP × PP); more make data-parallel replicas.",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int,
+        opt(
+            "--tensor-parallel-size",
+            "-tp",
+            min=1,
+            help="Tensor-parallel ranks.",
+            panel=HARDWARE_PANEL,
+            show_default=True,
+        ),
+    ] = 1,
+    pipeline_parallel_size: Annotated[
+        int,
+        opt(
+            "--pipeline-parallel-size",
+            "-pp",
+            min=1,
+            help="Pipeline stages.",
+            panel=HARDWARE_PANEL,
+            show_default=True,
+        ),
+    ] = 1,
+    engine: Annotated[
+        str,
+        opt(
+            "--engine",
+            help="vllm, sglang, llamacpp, hf (transformers) or trtllm.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "vllm",
+    engine_version: Annotated[
+        str | None,
+        opt(
+            "--engine-version",
+            help="Engine version whose defaults apply (vLLM: 0.33, 0.21, 0.10, 0.8, 0.6); default newest.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     max_model_len: MaxModelLenOpt = None,
-    max_num_seqs: Annotated[Optional[int], opt("--max-num-seqs", min=1, help="Concurrent requests wanted (the engine's cap).", panel=SERVING_PANEL)] = None,
-    batch: Annotated[Optional[int], opt("--batch", min=1, help="Concurrent requests wanted (overrides --max-num-seqs as the target).", panel=SERVING_PANEL)] = None,
+    max_num_seqs: Annotated[
+        int | None,
+        opt(
+            "--max-num-seqs",
+            min=1,
+            help="Concurrent requests wanted (the engine's cap).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    batch: Annotated[
+        int | None,
+        opt(
+            "--batch",
+            min=1,
+            help="Concurrent requests wanted (overrides --max-num-seqs as the target).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     kv_cache_dtype: KvCacheDtypeOpt = "auto",
-    dtype: Annotated[Optional[str], opt("--dtype", help="Weight dtype: auto, bfloat16, float16, float32.", panel=SERVING_PANEL)] = None,
-    quantization: Annotated[Optional[str], opt("--quantization", "-q", help="Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none (default: the checkpoint's).", panel=SERVING_PANEL)] = None,
-    weights_memory: Annotated[Optional[str], opt("--weights-memory", help="Weight bytes per GPU you already know (e.g. vLLM's 'Model loading took X GiB'); a bare number means GiB.", panel=SERVING_PANEL)] = None,
-    gpu_memory_utilization: Annotated[Optional[float], opt("--gpu-memory-utilization", help="Fraction of total GPU memory the engine may use (vLLM default 0.92; 0.9 before).", panel=SERVING_PANEL)] = None,
-    block_size: Annotated[Optional[int], opt("--block-size", min=1, help="Tokens per KV block (default: the engine's).", panel=SERVING_PANEL)] = None,
-    max_num_batched_tokens: Annotated[Optional[int], opt("--max-num-batched-tokens", min=1, help="Tokens per scheduler step (default: the engine's, by GPU).", panel=SERVING_PANEL)] = None,
-    enforce_eager: Annotated[bool, opt("--enforce-eager", help="No CUDA graphs (no graph memory).", panel=SERVING_PANEL)] = False,
-    kv_cache_memory: Annotated[Optional[str], opt("--kv-cache-memory", help="KV-cache bytes per GPU, skipping the memory estimate (vLLM kv_cache_memory_bytes); a bare number means GiB.", panel=SERVING_PANEL)] = None,
-    prompt_len: Annotated[Optional[int], opt("--prompt-len", min=1, help="Expected prompt tokens per request.", panel=WORKLOAD_PANEL)] = None,
-    output_len: Annotated[Optional[int], opt("--output-len", min=0, help="Expected output tokens per request.", panel=WORKLOAD_PANEL)] = None,
-    shared_prefix: Annotated[int, opt("--shared-prefix", min=0, help="Prompt tokens shared by all requests (prefix caching).", panel=WORKLOAD_PANEL)] = 0,
-    tight_threshold: Annotated[float, opt("--tight-threshold", min=0.0, max=0.99, help="Headroom below this fraction of the KV cache is 'tight'.", panel=SERVING_PANEL, show_default=True)] = 0.10,
-    engine_option: Annotated[Optional[list[str]], opt("--engine-option", "-E", help="Engine-specific KEY=VALUE, repeatable: llama.cpp n_seq_max, n_ubatch, kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm usage_context=llm.", panel=SERVING_PANEL)] = None,
-    calibration: Annotated[Optional[str], opt("--calibration", help="A `kvcalc verify --record` file correcting the overhead estimate.", panel=SERVING_PANEL)] = None,
-    from_command: Annotated[Optional[str], opt("--from-command", help="Read the settings from a serving command: 'vllm serve MODEL --max-model-len 32768 -tp 2'.", panel=SERVING_PANEL)] = None,
+    dtype: Annotated[
+        str | None,
+        opt("--dtype", help="Weight dtype: auto, bfloat16, float16, float32.", panel=SERVING_PANEL),
+    ] = None,
+    quantization: Annotated[
+        str | None,
+        opt(
+            "--quantization",
+            "-q",
+            help="Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none (default: the checkpoint's).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    weights_memory: Annotated[
+        str | None,
+        opt(
+            "--weights-memory",
+            help="Weight bytes per GPU you already know (e.g. vLLM's 'Model loading took X GiB'); a bare number means GiB.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        opt(
+            "--gpu-memory-utilization",
+            help="Fraction of total GPU memory the engine may use (vLLM default 0.92; 0.9 before).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    block_size: Annotated[
+        int | None,
+        opt(
+            "--block-size",
+            min=1,
+            help="Tokens per KV block (default: the engine's).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        opt(
+            "--max-num-batched-tokens",
+            min=1,
+            help="Tokens per scheduler step (default: the engine's, by GPU).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    enforce_eager: Annotated[
+        bool, opt("--enforce-eager", help="No CUDA graphs (no graph memory).", panel=SERVING_PANEL)
+    ] = False,
+    kv_cache_memory: Annotated[
+        str | None,
+        opt(
+            "--kv-cache-memory",
+            help="KV-cache bytes per GPU, skipping the memory estimate (vLLM kv_cache_memory_bytes); a bare number means GiB.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    prompt_len: Annotated[
+        int | None,
+        opt(
+            "--prompt-len", min=1, help="Expected prompt tokens per request.", panel=WORKLOAD_PANEL
+        ),
+    ] = None,
+    output_len: Annotated[
+        int | None,
+        opt(
+            "--output-len", min=0, help="Expected output tokens per request.", panel=WORKLOAD_PANEL
+        ),
+    ] = None,
+    shared_prefix: Annotated[
+        int,
+        opt(
+            "--shared-prefix",
+            min=0,
+            help="Prompt tokens shared by all requests (prefix caching).",
+            panel=WORKLOAD_PANEL,
+        ),
+    ] = 0,
+    tight_threshold: Annotated[
+        float,
+        opt(
+            "--tight-threshold",
+            min=0.0,
+            max=0.99,
+            help="Headroom below this fraction of the KV cache is 'tight'.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = 0.10,
+    engine_option: Annotated[
+        list[str] | None,
+        opt(
+            "--engine-option",
+            "-E",
+            help="Engine-specific KEY=VALUE, repeatable: llama.cpp n_seq_max, n_ubatch, kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm usage_context=llm.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        opt(
+            "--calibration",
+            help="A `kvcalc verify --record` file correcting the overhead estimate.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    from_command: Annotated[
+        str | None,
+        opt(
+            "--from-command",
+            help="Read the settings from a serving command: 'vllm serve MODEL --max-model-len 32768 -tp 2'.",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
-    no_throughput: Annotated[bool, opt("--no-throughput", help="Skip the decode-throughput ceiling.", panel=OUTPUT_PANEL)] = False,
+    no_throughput: Annotated[
+        bool, opt("--no-throughput", help="Skip the decode-throughput ceiling.", panel=OUTPUT_PANEL)
+    ] = False,
 ) -> int:
     """Plan a deployment: memory per GPU, KV blocks, token capacity, concurrency and a verdict.
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvcalc.cli.app import app
 from kvcalc.cli.options import (
-    opt,
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
@@ -18,6 +17,7 @@ from kvcalc.cli.options import (
     OfflineOpt,
     RevisionOpt,
     TokenOpt,
+    opt,
 )
 
 CHECK_PANEL = "Check"
@@ -25,27 +25,161 @@ CHECK_PANEL = "Check"
 
 @app.command()
 def verify(
-    model: Annotated[str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)],
+    model: Annotated[
+        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
+    ],
     *,
-    engine: Annotated[str, opt("--engine", help="vllm, hf (transformers), llamacpp or sglang.", panel=SERVING_PANEL, show_default=True)] = "vllm",
-    engine_version: Annotated[Optional[str], opt("--engine-version", help="Engine version whose layout applies (default newest; hf: the installed transformers).", panel=SERVING_PANEL)] = None,
+    engine: Annotated[
+        str,
+        opt(
+            "--engine",
+            help="vllm, hf (transformers), llamacpp or sglang.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = "vllm",
+    engine_version: Annotated[
+        str | None,
+        opt(
+            "--engine-version",
+            help="Engine version whose layout applies (default newest; hf: the installed transformers).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     kv_cache_dtype: KvCacheDtypeOpt = "auto",
-    tensor_parallel_size: Annotated[int, opt("--tensor-parallel-size", "-tp", min=1, help="Verify one rank's share of this many.", panel=SERVING_PANEL, show_default=True)] = 1,
-    block_size: Annotated[Optional[int], opt("--block-size", min=1, help="Tokens per block (default: the engine's).", panel=SERVING_PANEL)] = None,
+    tensor_parallel_size: Annotated[
+        int,
+        opt(
+            "--tensor-parallel-size",
+            "-tp",
+            min=1,
+            help="Verify one rank's share of this many.",
+            panel=SERVING_PANEL,
+            show_default=True,
+        ),
+    ] = 1,
+    block_size: Annotated[
+        int | None,
+        opt(
+            "--block-size",
+            min=1,
+            help="Tokens per block (default: the engine's).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
     max_model_len: MaxModelLenOpt = None,
-    engine_option: Annotated[Optional[list[str]], opt("--engine-option", "-E", help="Engine-specific KEY=VALUE, repeatable (as for plan).", panel=SERVING_PANEL)] = None,
-    num_blocks: Annotated[Optional[int], opt("--num-blocks", min=1, help="vLLM blocks to allocate (default 4).", panel=CHECK_PANEL)] = None,
-    tokens: Annotated[Optional[int], opt("--tokens", min=1, help="Tokens per sequence for hf, llamacpp and sglang (default 64; llama.cpp pads to 256).", panel=CHECK_PANEL)] = None,
-    batch: Annotated[int, opt("--batch", min=1, help="Sequences in the transformers cache.", panel=CHECK_PANEL, show_default=True)] = 1,
-    layers: Annotated[Optional[int], opt("--layers", min=1, help="Keep only the first N layers (their pattern kept).", panel=CHECK_PANEL)] = None,
-    device: Annotated[str, opt("--device", help="auto (CUDA if available), cpu, cuda or cuda:N.", panel=HARDWARE_PANEL, show_default=True)] = "auto",
-    tolerance: Annotated[float, opt("--tolerance", min=0.0, max=0.99, help="Largest relative error that passes.", panel=CHECK_PANEL, show_default=True)] = 0.01,
-    fill: Annotated[bool, opt("--fill", help="CUDA only: emulate the deployment (weights, reserve, cache blocks up to the budget).", panel=CHECK_PANEL)] = False,
-    gpu_memory_utilization: Annotated[Optional[float], opt("--gpu-memory-utilization", help="--fill budget fraction (default: the engine's).", panel=CHECK_PANEL)] = None,
-    run: Annotated[bool, opt("--run", help="hf only: build the model with random weights, generate, measure transformers' own cache.", panel=CHECK_PANEL)] = False,
-    prompt_tokens: Annotated[Optional[int], opt("--prompt-tokens", min=1, help="--run prompt length (default: past every sliding window).", panel=CHECK_PANEL)] = None,
-    new_tokens: Annotated[int, opt("--new-tokens", min=2, help="--run tokens to generate.", panel=CHECK_PANEL, show_default=True)] = 4,
-    record: Annotated[Optional[str], opt("--record", help="Append a calibration record (JSON line) to FILE, for plan --calibration.", panel=OUTPUT_PANEL)] = None,
+    engine_option: Annotated[
+        list[str] | None,
+        opt(
+            "--engine-option",
+            "-E",
+            help="Engine-specific KEY=VALUE, repeatable (as for plan).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    num_blocks: Annotated[
+        int | None,
+        opt("--num-blocks", min=1, help="vLLM blocks to allocate (default 4).", panel=CHECK_PANEL),
+    ] = None,
+    tokens: Annotated[
+        int | None,
+        opt(
+            "--tokens",
+            min=1,
+            help="Tokens per sequence for hf, llamacpp and sglang (default 64; llama.cpp pads to 256).",
+            panel=CHECK_PANEL,
+        ),
+    ] = None,
+    batch: Annotated[
+        int,
+        opt(
+            "--batch",
+            min=1,
+            help="Sequences in the transformers cache.",
+            panel=CHECK_PANEL,
+            show_default=True,
+        ),
+    ] = 1,
+    layers: Annotated[
+        int | None,
+        opt(
+            "--layers",
+            min=1,
+            help="Keep only the first N layers (their pattern kept).",
+            panel=CHECK_PANEL,
+        ),
+    ] = None,
+    device: Annotated[
+        str,
+        opt(
+            "--device",
+            help="auto (CUDA if available), cpu, cuda or cuda:N.",
+            panel=HARDWARE_PANEL,
+            show_default=True,
+        ),
+    ] = "auto",
+    tolerance: Annotated[
+        float,
+        opt(
+            "--tolerance",
+            min=0.0,
+            max=0.99,
+            help="Largest relative error that passes.",
+            panel=CHECK_PANEL,
+            show_default=True,
+        ),
+    ] = 0.01,
+    fill: Annotated[
+        bool,
+        opt(
+            "--fill",
+            help="CUDA only: emulate the deployment (weights, reserve, cache blocks up to the budget).",
+            panel=CHECK_PANEL,
+        ),
+    ] = False,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        opt(
+            "--gpu-memory-utilization",
+            help="--fill budget fraction (default: the engine's).",
+            panel=CHECK_PANEL,
+        ),
+    ] = None,
+    run: Annotated[
+        bool,
+        opt(
+            "--run",
+            help="hf only: build the model with random weights, generate, measure transformers' own cache.",
+            panel=CHECK_PANEL,
+        ),
+    ] = False,
+    prompt_tokens: Annotated[
+        int | None,
+        opt(
+            "--prompt-tokens",
+            min=1,
+            help="--run prompt length (default: past every sliding window).",
+            panel=CHECK_PANEL,
+        ),
+    ] = None,
+    new_tokens: Annotated[
+        int,
+        opt(
+            "--new-tokens",
+            min=2,
+            help="--run tokens to generate.",
+            panel=CHECK_PANEL,
+            show_default=True,
+        ),
+    ] = 4,
+    record: Annotated[
+        str | None,
+        opt(
+            "--record",
+            help="Append a calibration record (JSON line) to FILE, for plan --calibration.",
+            panel=OUTPUT_PANEL,
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,

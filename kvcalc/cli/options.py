@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,11 +20,13 @@ ModelArg = Annotated[
     ),
 ]
 RevisionOpt = Annotated[
-    Optional[str],
-    typer.Option("--revision", help="Hub revision (branch, tag or commit).", rich_help_panel=MODEL_PANEL),
+    str | None,
+    typer.Option(
+        "--revision", help="Hub revision (branch, tag or commit).", rich_help_panel=MODEL_PANEL
+    ),
 ]
 TokenOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--token",
         help="Hugging Face token (default: HF_TOKEN or the stored login). Never printed.",
@@ -50,7 +52,7 @@ KvCacheDtypeOpt = Annotated[
     ),
 ]
 MaxModelLenOpt = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--max-model-len",
         min=1,
@@ -66,4 +68,6 @@ JsonOpt = Annotated[
 
 def opt(*names: str, help: str, panel: str, **kw):
     """A ``typer.Option`` in a help panel, without a shown default unless asked for."""
-    return typer.Option(*names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw)
+    return typer.Option(
+        *names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw
+    )

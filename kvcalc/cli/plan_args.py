@@ -95,11 +95,19 @@ def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
                              code="conflicting-options")  # fmt: skip
         revision = revision or command_revision
     if not reference:
-        raise InputError("no model given", hint="kvcalc plan MODEL --gpu NAME (see `kvcalc models`)", code="missing-model")
-    return PlanRequest(reference=reference, revision=revision, inputs=PlanInputs(**values), notes=notes)
+        raise InputError(
+            "no model given",
+            hint="kvcalc plan MODEL --gpu NAME (see `kvcalc models`)",
+            code="missing-model",
+        )
+    return PlanRequest(
+        reference=reference, revision=revision, inputs=PlanInputs(**values), notes=notes
+    )
 
 
-def _merge_command(text: str, reference: str | None, values: dict[str, Any]) -> tuple[str, str | None, tuple[str, ...]]:
+def _merge_command(
+    text: str, reference: str | None, values: dict[str, Any]
+) -> tuple[str, str | None, tuple[str, ...]]:
     """Flags from a ``vllm serve ...`` command fill what the options left at their defaults."""
     from kvcalc.servecmd import parse_serve_command
 

@@ -59,13 +59,15 @@ def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[F
     allowed = [v for v in req.allow_verdicts if v not in refused]
     if plan.verdict not in allowed:
         why = f" (--fail-on {plan.verdict})" if plan.verdict in req.allow_verdicts else ""
-        failures.append(Failure(
-            requirement="allow_verdicts",
-            expected=allowed,
-            actual=plan.verdict,
-            message=f"verdict {plan.verdict}{why}: {plan.verdict_reason}",
-            line=dep.line_of(*_VERDICT_KEYS.get(plan.verdict, ())),
-        ))
+        failures.append(
+            Failure(
+                requirement="allow_verdicts",
+                expected=allowed,
+                actual=plan.verdict,
+                message=f"verdict {plan.verdict}{why}: {plan.verdict_reason}",
+                line=dep.line_of(*_VERDICT_KEYS.get(plan.verdict, ())),
+            )
+        )
     if req.min_concurrency is not None:
         replicas = max(1, plan.data_parallel_replicas)
         per_engine = plan.max_concurrency
@@ -76,23 +78,27 @@ def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[F
         actual = per_engine * replicas
         if actual < req.min_concurrency:
             across = f" across {replicas} replicas" if replicas > 1 else ""
-            failures.append(Failure(
-                requirement="min_concurrency",
-                expected=req.min_concurrency,
-                actual=round(actual, 2),
-                message=f"{actual:.2f} concurrent requests fit {where}{across}; "
-                        f"min_concurrency is {req.min_concurrency:g}",
-                line=dep.line_of("requirements.min_concurrency"),
-            ))
+            failures.append(
+                Failure(
+                    requirement="min_concurrency",
+                    expected=req.min_concurrency,
+                    actual=round(actual, 2),
+                    message=f"{actual:.2f} concurrent requests fit {where}{across}; "
+                    f"min_concurrency is {req.min_concurrency:g}",
+                    line=dep.line_of("requirements.min_concurrency"),
+                )
+            )
     if req.min_max_model_len is not None and plan.max_model_len < req.min_max_model_len:
-        failures.append(Failure(
-            requirement="min_max_model_len",
-            expected=req.min_max_model_len,
-            actual=plan.max_model_len,
-            message=f"max_model_len is {plan.max_model_len:,} tokens; min_max_model_len is "
-                    f"{req.min_max_model_len:,}",
-            line=dep.line_of("requirements.min_max_model_len", "max_model_len"),
-        ))
+        failures.append(
+            Failure(
+                requirement="min_max_model_len",
+                expected=req.min_max_model_len,
+                actual=plan.max_model_len,
+                message=f"max_model_len is {plan.max_model_len:,} tokens; min_max_model_len is "
+                f"{req.min_max_model_len:,}",
+                line=dep.line_of("requirements.min_max_model_len", "max_model_len"),
+            )
+        )
     if req.min_headroom is not None:
         failures.extend(_headroom(dep, plan))
     return tuple(failures)
@@ -104,21 +110,25 @@ def _headroom(dep: Deployment, plan: Any) -> list[Failure]:
     if unit == "bytes":
         if plan.headroom_bytes >= minimum:
             return []
-        return [Failure(
-            requirement="min_headroom",
-            expected=int(minimum),
-            actual=plan.headroom_bytes,
-            message=f"KV headroom is {_gib(plan.headroom_bytes)} beyond the target concurrency; "
-                    f"min_headroom is {_gib(minimum)}",
-            line=line,
-        )]
+        return [
+            Failure(
+                requirement="min_headroom",
+                expected=int(minimum),
+                actual=plan.headroom_bytes,
+                message=f"KV headroom is {_gib(plan.headroom_bytes)} beyond the target concurrency; "
+                f"min_headroom is {_gib(minimum)}",
+                line=line,
+            )
+        ]
     if plan.headroom_fraction >= minimum:
         return []
-    return [Failure(
-        requirement="min_headroom",
-        expected=minimum,
-        actual=round(plan.headroom_fraction, 4),
-        message=f"KV headroom is {plan.headroom_fraction:.1%} of the KV cache beyond the target "
-                f"concurrency; min_headroom is {minimum:.1%}",
-        line=line,
-    )]
+    return [
+        Failure(
+            requirement="min_headroom",
+            expected=minimum,
+            actual=round(plan.headroom_fraction, 4),
+            message=f"KV headroom is {plan.headroom_fraction:.1%} of the KV cache beyond the target "
+            f"concurrency; min_headroom is {minimum:.1%}",
+            line=line,
+        )
+    ]

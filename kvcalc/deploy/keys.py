@@ -58,49 +58,140 @@ def _k(name: str, kind: str, help: str, **kw: Any) -> Key:
 
 DEPLOYMENT_KEYS: tuple[Key, ...] = (
     _k("name", "text", "Name shown in reports (default: the file name, with the entry's index)."),
-    _k("model", "text", "Bundled model (`kvcalc models`), config path (relative to this file) or "
-       "Hub id `org/name[@revision]`.", examples=("llama-3.1-8b", "Qwen/Qwen3-8B")),
+    _k(
+        "model",
+        "text",
+        "Bundled model (`kvcalc models`), config path (relative to this file) or "
+        "Hub id `org/name[@revision]`.",
+        examples=("llama-3.1-8b", "Qwen/Qwen3-8B"),
+    ),
     _k("revision", "text", "Hub revision (branch, tag or commit) of a Hub model."),
-    _k("command", "text", "The serving command, e.g. `vllm serve MODEL --max-model-len 32k -tp 2`;"
-       " its flags fill the keys not given here (and must agree with those given)."),
+    _k(
+        "command",
+        "text",
+        "The serving command, e.g. `vllm serve MODEL --max-model-len 32k -tp 2`;"
+        " its flags fill the keys not given here (and must agree with those given).",
+    ),
     _k("engine", "choice", "Serving engine.", field="engine", choices=ENGINES + ENGINE_ALIASES),
-    _k("engine_version", "text", "Engine version whose defaults apply (vLLM 0.33, 0.21, ...).",
-       field="engine_version", examples=("0.33",)),
+    _k(
+        "engine_version",
+        "text",
+        "Engine version whose defaults apply (vLLM 0.33, 0.21, ...).",
+        field="engine_version",
+        examples=("0.33",),
+    ),
     _k("gpu", "gpu", "GPU from the catalog (`kvcalc gpus`).", field="gpu", examples=("H100-80GB",)),
-    _k("gpu_memory", "size", "Memory per GPU instead of `gpu`: `80GB`, `79.2GiB`; a bare number is "
-       "GiB.", field="gpu_memory_bytes", minimum=1),
-    _k("num_gpus", "count", "GPUs in all (default tensor_parallel_size × pipeline_parallel_size).",
-       field="num_gpus", minimum=1),
-    _k("tensor_parallel_size", "count", "Tensor-parallel ranks (vLLM -tp).",
-       field="tensor_parallel_size", minimum=1),
-    _k("pipeline_parallel_size", "count", "Pipeline stages (vLLM -pp).",
-       field="pipeline_parallel_size", minimum=1),
-    _k("max_model_len", "tokens", "Tokens per request (default: the model's); `32k` = 32000, "
-       "`32K` = 32768, as vLLM reads them.", field="max_model_len", minimum=1),
-    _k("max_num_seqs", "count", "Concurrent requests wanted (the engine's cap).",
-       field="max_num_seqs", minimum=1),
-    _k("batch", "count", "Concurrent requests wanted (overrides max_num_seqs as the target).",
-       field="batch", minimum=1),
-    _k("max_num_batched_tokens", "tokens", "Tokens per scheduler step (default: the engine's).",
-       field="max_num_batched_tokens", minimum=1),
-    _k("kv_cache_dtype", "cache_dtype", "KV-cache dtype: auto, fp8, fp16, bf16, int8, ...",
-       field="kv_cache_dtype"),
+    _k(
+        "gpu_memory",
+        "size",
+        "Memory per GPU instead of `gpu`: `80GB`, `79.2GiB`; a bare number is GiB.",
+        field="gpu_memory_bytes",
+        minimum=1,
+    ),
+    _k(
+        "num_gpus",
+        "count",
+        "GPUs in all (default tensor_parallel_size × pipeline_parallel_size).",
+        field="num_gpus",
+        minimum=1,
+    ),
+    _k(
+        "tensor_parallel_size",
+        "count",
+        "Tensor-parallel ranks (vLLM -tp).",
+        field="tensor_parallel_size",
+        minimum=1,
+    ),
+    _k(
+        "pipeline_parallel_size",
+        "count",
+        "Pipeline stages (vLLM -pp).",
+        field="pipeline_parallel_size",
+        minimum=1,
+    ),
+    _k(
+        "max_model_len",
+        "tokens",
+        "Tokens per request (default: the model's); `32k` = 32000, "
+        "`32K` = 32768, as vLLM reads them.",
+        field="max_model_len",
+        minimum=1,
+    ),
+    _k(
+        "max_num_seqs",
+        "count",
+        "Concurrent requests wanted (the engine's cap).",
+        field="max_num_seqs",
+        minimum=1,
+    ),
+    _k(
+        "batch",
+        "count",
+        "Concurrent requests wanted (overrides max_num_seqs as the target).",
+        field="batch",
+        minimum=1,
+    ),
+    _k(
+        "max_num_batched_tokens",
+        "tokens",
+        "Tokens per scheduler step (default: the engine's).",
+        field="max_num_batched_tokens",
+        minimum=1,
+    ),
+    _k(
+        "kv_cache_dtype",
+        "cache_dtype",
+        "KV-cache dtype: auto, fp8, fp16, bf16, int8, ...",
+        field="kv_cache_dtype",
+    ),
     _k("dtype", "choice", "Weight dtype.", field="dtype", choices=WEIGHT_DTYPES),
-    _k("quantization", "text", "Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none.",
-       field="quantization"),
-    _k("gpu_memory_utilization", "fraction", "Fraction of GPU memory the engine may use.",
-       field="gpu_memory_utilization"),
-    _k("block_size", "count", "Tokens per KV block (default: the engine's).", field="block_size",
-       minimum=1),
+    _k(
+        "quantization",
+        "text",
+        "Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, none.",
+        field="quantization",
+    ),
+    _k(
+        "gpu_memory_utilization",
+        "fraction",
+        "Fraction of GPU memory the engine may use.",
+        field="gpu_memory_utilization",
+    ),
+    _k(
+        "block_size",
+        "count",
+        "Tokens per KV block (default: the engine's).",
+        field="block_size",
+        minimum=1,
+    ),
     _k("enforce_eager", "bool", "No CUDA graphs.", field="enforce_eager"),
-    _k("kv_cache_memory", "size", "KV-cache bytes per GPU, skipping the memory estimate (vLLM "
-       "kv_cache_memory_bytes); a bare number is GiB.", field="kv_cache_memory_bytes", minimum=0),
-    _k("weights_memory", "size", "Weight bytes per GPU you already know; a bare number is GiB.",
-       field="weights_memory_bytes", minimum=0),
-    _k("tight_threshold", "threshold", "Headroom under this share of the KV cache is `tight` "
-       "(0.1 or `10%`).", field="tight_fraction"),
-    _k("engine_options", "options", "Engine-specific knobs (kvcalc plan -E KEY=VALUE).",
-       field="engine_options"),
+    _k(
+        "kv_cache_memory",
+        "size",
+        "KV-cache bytes per GPU, skipping the memory estimate (vLLM "
+        "kv_cache_memory_bytes); a bare number is GiB.",
+        field="kv_cache_memory_bytes",
+        minimum=0,
+    ),
+    _k(
+        "weights_memory",
+        "size",
+        "Weight bytes per GPU you already know; a bare number is GiB.",
+        field="weights_memory_bytes",
+        minimum=0,
+    ),
+    _k(
+        "tight_threshold",
+        "threshold",
+        "Headroom under this share of the KV cache is `tight` (0.1 or `10%`).",
+        field="tight_fraction",
+    ),
+    _k(
+        "engine_options",
+        "options",
+        "Engine-specific knobs (kvcalc plan -E KEY=VALUE).",
+        field="engine_options",
+    ),
     _k("workload", "section", "Expected request lengths."),
     _k("requirements", "section", "What this deployment must achieve."),
 )
@@ -108,19 +199,37 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
 WORKLOAD_KEYS: tuple[Key, ...] = (
     _k("prompt_len", "count", "Expected prompt tokens per request.", field="prompt_len", minimum=1),
     _k("output_len", "count", "Expected output tokens per request.", field="output_len", minimum=0),
-    _k("shared_prefix", "count", "Prompt tokens all requests share (prefix caching).",
-       field="shared_prefix", minimum=0),
+    _k(
+        "shared_prefix",
+        "count",
+        "Prompt tokens all requests share (prefix caching).",
+        field="shared_prefix",
+        minimum=0,
+    ),
 )
 
 REQUIREMENT_KEYS: tuple[Key, ...] = (
-    _k("min_concurrency", "number", "Concurrent requests that must fit (at the workload's lengths "
-       "if a workload is given, else at max_model_len).", minimum=0),
+    _k(
+        "min_concurrency",
+        "number",
+        "Concurrent requests that must fit (at the workload's lengths "
+        "if a workload is given, else at max_model_len).",
+        minimum=0,
+    ),
     _k("min_max_model_len", "tokens", "The context length that must be served.", minimum=1),
-    _k("min_headroom", "headroom", "KV memory that must stay free beyond the target concurrency: "
-       "a size (`2GiB`; a bare number is GiB) or a share of the KV pool (`10%`).",
-       examples=("2GiB", "10%")),
-    _k("allow_verdicts", "verdicts", "Verdicts that pass (default [ok, tight]); a deployment that "
-       "would not start never passes.", choices=ALLOWABLE_VERDICTS),
+    _k(
+        "min_headroom",
+        "headroom",
+        "KV memory that must stay free beyond the target concurrency: "
+        "a size (`2GiB`; a bare number is GiB) or a share of the KV pool (`10%`).",
+        examples=("2GiB", "10%"),
+    ),
+    _k(
+        "allow_verdicts",
+        "verdicts",
+        "Verdicts that pass (default [ok, tight]); a deployment that would not start never passes.",
+        choices=ALLOWABLE_VERDICTS,
+    ),
 )
 
 SECTIONS: dict[str, tuple[Key, ...]] = {"workload": WORKLOAD_KEYS, "requirements": REQUIREMENT_KEYS}
@@ -182,8 +291,9 @@ def _tokens(value: Any, key: Key) -> int:
         try:
             value = parse_human_int(value, what=key.name)
         except InputError:
-            raise BadValue(f"expected a token count like 32768, 32k or 32K, got {describe(value)}"
-                           ) from None
+            raise BadValue(
+                f"expected a token count like 32768, 32k or 32K, got {describe(value)}"
+            ) from None
     return _int(value, key)
 
 
@@ -224,8 +334,10 @@ def _size(value: Any, key: Key) -> int:
     except InputError as exc:
         if "too large" in exc.message:
             raise BadValue(f"{describe(value)} is too large") from None
-        raise BadValue(f"cannot read {describe(value)} as a size: write 80GB (10^9 bytes), "
-                       "79.2GiB (2^30 bytes) or a bare number of GiB") from None
+        raise BadValue(
+            f"cannot read {describe(value)} as a size: write 80GB (10^9 bytes), "
+            "79.2GiB (2^30 bytes) or a bare number of GiB"
+        ) from None
     if key.minimum is not None and size < key.minimum:
         raise BadValue(f"must be more than 0, got {describe(value)}")
     return size
@@ -251,8 +363,11 @@ def _text(value: Any, key: Key) -> str:
 def _choice(value: Any, key: Key) -> str:
     text = _text(value, key)
     if text.lower() not in key.choices:
-        raise BadValue(f"unknown {key.name} {text!r}" + suggest(text.lower(), key.choices)
-                       + f" (choose from: {', '.join(key.choices)})")
+        raise BadValue(
+            f"unknown {key.name} {text!r}"
+            + suggest(text.lower(), key.choices)
+            + f" (choose from: {', '.join(key.choices)})"
+        )
     return text.lower()
 
 
@@ -271,8 +386,10 @@ def _cache_dtype(value: Any, key: Key) -> str:
         parse_cache_dtype(text)
     except InputError:
         close = suggest(text.lower(), ("auto", *CACHE_DTYPES, *ALIASES))
-        raise BadValue(f"unknown kv_cache_dtype {text!r}"
-                       + (close or f" (choose from: auto, {', '.join(CACHE_DTYPES)})")) from None
+        raise BadValue(
+            f"unknown kv_cache_dtype {text!r}"
+            + (close or f" (choose from: auto, {', '.join(CACHE_DTYPES)})")
+        ) from None
     return text
 
 
@@ -286,8 +403,9 @@ def _gpu(value: Any, key: Key) -> str:
     except KvcalcError as exc:
         hint = exc.hint or ""
         close = re.match(r"(did you mean [^?]*\?)", hint)
-        raise BadValue(exc.message + (f"; {close.group(1)}" if close else "")
-                       + " (see `kvcalc gpus`)") from None
+        raise BadValue(
+            exc.message + (f"; {close.group(1)}" if close else "") + " (see `kvcalc gpus`)"
+        ) from None
     return text
 
 
@@ -299,12 +417,16 @@ def _verdicts(value: Any, key: Key) -> tuple[str, ...]:
     out = []
     for item in value:
         if not isinstance(item, str) or item not in VERDICTS:
-            raise BadValue(f"unknown verdict {describe(item)}"
-                           + (suggest(item, VERDICTS) if isinstance(item, str) else "")
-                           + f" (verdicts: {', '.join(VERDICTS)})")
+            raise BadValue(
+                f"unknown verdict {describe(item)}"
+                + (suggest(item, VERDICTS) if isinstance(item, str) else "")
+                + f" (verdicts: {', '.join(VERDICTS)})"
+            )
         if item not in ALLOWABLE_VERDICTS:
-            raise BadValue(f"{item!r} cannot be allowed: a deployment that would not start always "
-                           "fails (use --exit-zero for a report-only run)")
+            raise BadValue(
+                f"{item!r} cannot be allowed: a deployment that would not start always "
+                "fails (use --exit-zero for a report-only run)"
+            )
         out.append(item)
     return tuple(dict.fromkeys(out))
 

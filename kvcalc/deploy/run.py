@@ -24,8 +24,10 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml")
 #: error-code prefixes → the key whose line a planning error points at
 _CODE_KEYS = (
-    (("model", "config", "hub", "path", "repo", "gated", "revision", "entry", "safetensors"),
-     ("model", "command")),
+    (
+        ("model", "config", "hub", "path", "repo", "gated", "revision", "entry", "safetensors"),
+        ("model", "command"),
+    ),
     (("unknown-gpu",), ("gpu",)),
     (("unknown-quantization", "unsupported-quantization"), ("quantization", "model", "command")),
     (("unknown-engine-option",), ("engine_options",)),
@@ -97,7 +99,9 @@ def expand_paths(patterns: Sequence[str]) -> tuple[list[str], list[Problem]]:
                 if name.endswith(YAML_SUFFIXES)
             )
             if not found:
-                problems.append(Problem(pattern, None, None, "no .yaml or .yml files in this folder"))
+                problems.append(
+                    Problem(pattern, None, None, "no .yaml or .yml files in this folder")
+                )
         elif os.path.isfile(pattern):
             found = [pattern]
         else:
@@ -117,8 +121,14 @@ def read_file(path: str) -> tuple[list[Deployment], list[Problem]]:
     except OSError as exc:
         return [], [Problem(path, None, None, f"cannot read it: {exc.strerror or exc}")]
     if len(data) > MAX_FILE_BYTES:
-        return [], [Problem(path, None, None, f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB: "
-                            "not a deployment file")]
+        return [], [
+            Problem(
+                path,
+                None,
+                None,
+                f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB: not a deployment file",
+            )
+        ]
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -152,8 +162,13 @@ def _problem_for(dep: Deployment, exc: KvcalcError) -> Problem:
     return Problem(dep.file, line, column, f"{dep.name}: {exc.message}{extra}")
 
 
-def plan_deployment(dep: Deployment, *, token: str | None = None, offline: bool | None = None,
-                    with_suggestions: bool = True) -> Any:
+def plan_deployment(
+    dep: Deployment,
+    *,
+    token: str | None = None,
+    offline: bool | None = None,
+    with_suggestions: bool = True,
+) -> Any:
     """The deployment's :class:`~kvcalc.planning.CapacityPlan`, as ``plan_reference`` makes it.
 
     Each model is loaded once per process (``resolve_model_cached``). ``with_suggestions=False``
@@ -162,17 +177,30 @@ def plan_deployment(dep: Deployment, *, token: str | None = None, offline: bool 
     """
     from kvcalc.planning import plan_reference
 
-    return plan_reference(dep.model, dep.inputs, revision=dep.revision, token=token, offline=offline,
-                          with_suggestions=with_suggestions)
+    return plan_reference(
+        dep.model,
+        dep.inputs,
+        revision=dep.revision,
+        token=token,
+        offline=offline,
+        with_suggestions=with_suggestions,
+    )
 
 
-def _judged(dep: Deployment, fail_on: tuple[str, ...], token: str | None, offline: bool | None,
-            plans: dict[Any, Any]) -> DeploymentResult:
+def _judged(
+    dep: Deployment,
+    fail_on: tuple[str, ...],
+    token: str | None,
+    offline: bool | None,
+    plans: dict[Any, Any],
+) -> DeploymentResult:
     """Plan and judge ``dep``; identical inputs are planned once (suggestions only on failure)."""
     key = (dep.model, dep.revision, dep.inputs)
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = plan_deployment(dep, token=token, offline=offline, with_suggestions=False)
+        plan = plans[key] = plan_deployment(
+            dep, token=token, offline=offline, with_suggestions=False
+        )
     failures = judge(dep, plan, fail_on=fail_on)
     if failures and plan.verdict != "ok" and not plan.suggestions:
         plan = plans[key] = plan_deployment(dep, token=token, offline=offline)

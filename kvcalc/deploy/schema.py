@@ -58,8 +58,12 @@ def _fragment(key: Key) -> dict[str, Any]:
     if kind == "fraction":
         return {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
     if kind == "threshold":
-        return {"oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                          {"type": "string", "pattern": PERCENT_PATTERN}]}
+        return {
+            "oneOf": [
+                {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                {"type": "string", "pattern": PERCENT_PATTERN},
+            ]
+        }
     if kind == "bool":
         return {"type": "boolean"}
     if kind == "size":
@@ -72,8 +76,10 @@ def _fragment(key: Key) -> dict[str, Any]:
         return {"type": "string", "enum": _cache_dtypes()}
     if kind == "verdicts":
         item = {"type": "string", "enum": list(key.choices)}
-        return {"oneOf": [item, {"type": "array", "items": item, "minItems": 1}],
-                "default": list(DEFAULT_ALLOWED)}
+        return {
+            "oneOf": [item, {"type": "array", "items": item, "minItems": 1}],
+            "default": list(DEFAULT_ALLOWED),
+        }
     if kind == "options":
         return {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
     if kind == "section":
@@ -103,7 +109,11 @@ def build_schema() -> dict[str, Any]:
         },
     }
     for name, keys in SECTIONS.items():
-        defs[name] = {"type": "object", "properties": _properties(keys), "additionalProperties": False}
+        defs[name] = {
+            "type": "object",
+            "properties": _properties(keys),
+            "additionalProperties": False,
+        }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -114,8 +124,11 @@ def build_schema() -> dict[str, Any]:
             {
                 "type": "object",
                 "properties": {
-                    "deployments": {"type": "array", "items": {"$ref": "#/$defs/deployment"},
-                                    "minItems": 1},
+                    "deployments": {
+                        "type": "array",
+                        "items": {"$ref": "#/$defs/deployment"},
+                        "minItems": 1,
+                    },
                 },
                 "required": ["deployments"],
                 "additionalProperties": False,

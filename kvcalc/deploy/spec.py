@@ -34,7 +34,12 @@ from kvcalc.plan_inputs import PlanInputs
 #: a PlanInputs field → the file key that sets it
 FIELD_KEYS: dict[str, str] = {
     **{key.field: key.name for key in DEPLOYMENT_KEYS if key.field},
-    **{key.field: f"{sec}.{key.name}" for sec, keys in SECTIONS.items() for key in keys if key.field},
+    **{
+        key.field: f"{sec}.{key.name}"
+        for sec, keys in SECTIONS.items()
+        for key in keys
+        if key.field
+    },
 }
 _DTYPE_NAMES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
                 "fp32": "float32"}  # fmt: skip
@@ -55,7 +60,12 @@ class Problem:
         return f"{self.file}:{self.line}:{self.column}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +83,9 @@ class Requirements:
             "min_concurrency": self.min_concurrency,
             "min_max_model_len": self.min_max_model_len,
             "min_headroom_bytes": int(headroom[1]) if headroom and headroom[0] == "bytes" else None,
-            "min_headroom_fraction": headroom[1] if headroom and headroom[0] == "fraction" else None,
+            "min_headroom_fraction": headroom[1]
+            if headroom and headroom[0] == "fraction"
+            else None,
             "allow_verdicts": list(self.allow_verdicts),
         }
 
@@ -98,7 +110,9 @@ class Deployment:
 
     def position_of(self, *keys: str) -> tuple[int, int]:
         """Where the first of ``keys`` written in the file is, else where the deployment starts."""
-        return next((self.positions[k] for k in keys if k in self.positions), (self.line, self.column))
+        return next(
+            (self.positions[k] for k in keys if k in self.positions), (self.line, self.column)
+        )
 
     def line_of(self, *keys: str) -> int:
         return self.position_of(*keys)[0]
@@ -118,18 +132,30 @@ class _Ctx:
         self.problems.append(Problem(self.file, node.line, node.column, message))
 
 
-def parse_document(root: Node | None, *, file: str, base_dir: str = ".") -> tuple[list[Deployment], list[Problem]]:
+def parse_document(
+    root: Node | None, *, file: str, base_dir: str = "."
+) -> tuple[list[Deployment], list[Problem]]:
     """The deployments in one file's YAML tree, and every problem found in it."""
     ctx = _Ctx(file, base_dir)
     deployments: list[Deployment] = []
     if root is None:
-        ctx.problems.append(Problem(file, 1, 1, "the file is empty: expected a deployment "
-                                    "(model:, gpu:, ...) or a `deployments:` list"))
+        ctx.problems.append(
+            Problem(
+                file,
+                1,
+                1,
+                "the file is empty: expected a deployment "
+                "(model:, gpu:, ...) or a `deployments:` list",
+            )
+        )
         return deployments, ctx.problems
     if root.kind != "map":
         if root.kind != "bad":
-            ctx.at(root, f"expected a deployment (a mapping with model:, gpu:, ...) or a "
-                   f"`deployments:` list, got {_kind(root)}")
+            ctx.at(
+                root,
+                f"expected a deployment (a mapping with model:, gpu:, ...) or a "
+                f"`deployments:` list, got {_kind(root)}",
+            )
         return deployments, ctx.problems
     stem = PurePath(file).stem
     entries: list[tuple[int, Node]] = []
@@ -155,8 +181,10 @@ def _duplicate_names(entries: list[Node], ctx: _Ctx) -> None:
         if name is None or name.kind != "scalar" or not isinstance(name.value, str):
             continue
         if name.value in seen:
-            ctx.at(name, f"duplicate deployment name {name.value!r} (first at line "
-                   f"{seen[name.value].line})")
+            ctx.at(
+                name,
+                f"duplicate deployment name {name.value!r} (first at line {seen[name.value].line})",
+            )
         seen.setdefault(name.value, name)
 
 
@@ -175,8 +203,11 @@ def _kind(node: Node) -> str:
 def _entries(root: Node, ctx: _Ctx) -> list[tuple[int, Node]]:
     for name, (key_node, _) in root.value.items():
         if name != "deployments":
-            ctx.at(key_node, f"unknown key {name!r} beside `deployments:` (each deployment's keys "
-                   "go inside its list entry)")
+            ctx.at(
+                key_node,
+                f"unknown key {name!r} beside `deployments:` (each deployment's keys "
+                "go inside its list entry)",
+            )
     node = root.value["deployments"][1]
     if node.kind != "seq":
         if node.kind != "bad":
@@ -189,13 +220,21 @@ def _entries(root: Node, ctx: _Ctx) -> list[tuple[int, Node]]:
         if entry.kind == "map":
             out.append((index, entry))
         elif entry.kind != "bad":
-            ctx.at(entry, f"deployments[{index}]: expected a deployment (a mapping), got "
-                   f"{_kind(entry)}")
+            ctx.at(
+                entry,
+                f"deployments[{index}]: expected a deployment (a mapping), got {_kind(entry)}",
+            )
     return out
 
 
-def _read_keys(node: Node, keys: tuple[Key, ...], ctx: _Ctx, prefix: str, where: dict[str, Node],
-               extra_names: tuple[str, ...] = ()) -> dict[str, Any]:
+def _read_keys(
+    node: Node,
+    keys: tuple[Key, ...],
+    ctx: _Ctx,
+    prefix: str,
+    where: dict[str, Node],
+    extra_names: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Convert each key of a mapping; report unknown keys and bad values."""
     table = {key.name: key for key in keys}
     values: dict[str, Any] = {}
@@ -203,8 +242,9 @@ def _read_keys(node: Node, keys: tuple[Key, ...], ctx: _Ctx, prefix: str, where:
         key = table.get(name)
         if key is None:
             inside = f" in {prefix.rstrip('.')}" if prefix else ""
-            ctx.at(key_node, f"unknown key {name!r}{inside}"
-                   + suggest(name, [*table, *extra_names]))
+            ctx.at(
+                key_node, f"unknown key {name!r}{inside}" + suggest(name, [*table, *extra_names])
+            )
             continue
         where[prefix + name] = value_node
         if value_node.kind == "bad":  # already reported by the YAML reader
@@ -212,8 +252,11 @@ def _read_keys(node: Node, keys: tuple[Key, ...], ctx: _Ctx, prefix: str, where:
             continue
         if key.kind == "section":
             if value_node.kind != "map":
-                ctx.at(value_node, f"{name}: expected a mapping of "
-                       f"{', '.join(k.name for k in SECTIONS[name])}, got {_kind(value_node)}")
+                ctx.at(
+                    value_node,
+                    f"{name}: expected a mapping of "
+                    f"{', '.join(k.name for k in SECTIONS[name])}, got {_kind(value_node)}",
+                )
                 continue
             values[name] = _read_keys(value_node, SECTIONS[name], ctx, f"{name}.", where)
             continue
@@ -224,7 +267,9 @@ def _read_keys(node: Node, keys: tuple[Key, ...], ctx: _Ctx, prefix: str, where:
     return values
 
 
-def _deployment(node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = False) -> Deployment | None:
+def _deployment(
+    node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = False
+) -> Deployment | None:
     before = len(ctx.problems), ctx.bad
     where: dict[str, Node] = {}
     extra = ("deployments",) if top_level else ()
@@ -238,18 +283,26 @@ def _deployment(node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = F
             fields_[key.field] = value
     command_ok = "command" not in node.value
     if "command" in values:
-        model, revision, command_ok = _merge_command(values, node, fields_, ctx, notes, model, revision)
+        model, revision, command_ok = _merge_command(
+            values, node, fields_, ctx, notes, model, revision
+        )
     if model is None and "model" not in node.value and command_ok:
         if "command" in node.value:
             ctx.at(where["command"], "command: it names no model; add `model:`")
         else:
-            ctx.at(node, "no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`")
+            ctx.at(
+                node, "no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`"
+            )
     _check_required(node, ctx, fields_)
     if (len(ctx.problems), ctx.bad) != before:
         return None
     fields_.update(values.get("workload", {}))
     if fields_.get("dtype") is not None:
-        fields_["dtype"] = None if fields_["dtype"] == "auto" else _DTYPE_NAMES.get(fields_["dtype"], fields_["dtype"])
+        fields_["dtype"] = (
+            None
+            if fields_["dtype"] == "auto"
+            else _DTYPE_NAMES.get(fields_["dtype"], fields_["dtype"])
+        )
     try:
         inputs = PlanInputs(**fields_)
     except InputError as exc:
@@ -280,8 +333,11 @@ def _check_required(node: Node, ctx: _Ctx, fields_: dict[str, Any]) -> None:
     world = fields_.get("tensor_parallel_size", 1) * fields_.get("pipeline_parallel_size", 1)
     if isinstance(fields_.get("num_gpus"), int) and fields_["num_gpus"] < world:
         num_node = node.value["num_gpus"][1]
-        ctx.at(num_node, f"num_gpus: {fields_['num_gpus']} is fewer than tensor_parallel_size × "
-               f"pipeline_parallel_size = {world}")
+        ctx.at(
+            num_node,
+            f"num_gpus: {fields_['num_gpus']} is fewer than tensor_parallel_size × "
+            f"pipeline_parallel_size = {world}",
+        )
 
 
 def _written(node: Node, names: tuple[str, ...]) -> bool:
@@ -300,13 +356,19 @@ def _merge_command(values, node, fields_, ctx, notes, model, revision):
     notes.extend(f"command: {note}" for note in cmd.notes)
     if cmd.model is not None:
         if model is not None and model != cmd.model:
-            ctx.at(node.value["model"][1], f"model: {model!r} disagrees with the command's model "
-                   f"{cmd.model!r} (line {command_node.line})")
+            ctx.at(
+                node.value["model"][1],
+                f"model: {model!r} disagrees with the command's model "
+                f"{cmd.model!r} (line {command_node.line})",
+            )
         model = model or cmd.model
     if cmd.revision is not None:
         if revision is not None and revision != cmd.revision:
-            ctx.at(node.value["revision"][1], f"revision: {revision!r} disagrees with the "
-                   f"command's --revision {cmd.revision!r} (line {command_node.line})")
+            ctx.at(
+                node.value["revision"][1],
+                f"revision: {revision!r} disagrees with the "
+                f"command's --revision {cmd.revision!r} (line {command_node.line})",
+            )
         revision = revision or cmd.revision
     for name, value in cmd.values.items():
         if name not in fields_:
@@ -315,8 +377,11 @@ def _merge_command(values, node, fields_, ctx, notes, model, revision):
         if _same(name, fields_[name], value):
             continue
         key = FIELD_KEYS[name]
-        ctx.at(node.value[key][1], f"{key}: {describe(values[key])} disagrees with "
-               f"{cmd.describe(name)} in `command` (line {command_node.line})")
+        ctx.at(
+            node.value[key][1],
+            f"{key}: {describe(values[key])} disagrees with "
+            f"{cmd.describe(name)} in `command` (line {command_node.line})",
+        )
     return model, revision, True
 
 
@@ -329,7 +394,9 @@ def _same(name: str, a: Any, b: Any) -> bool:
         except InputError:
             return False
     if name == "dtype":
-        return _DTYPE_NAMES.get(str(a).lower(), str(a).lower()) == _DTYPE_NAMES.get(str(b).lower(), str(b).lower())
+        return _DTYPE_NAMES.get(str(a).lower(), str(a).lower()) == _DTYPE_NAMES.get(
+            str(b).lower(), str(b).lower()
+        )
     if isinstance(a, str) and isinstance(b, str):
         return a.lower() == b.lower()
     return a == b
@@ -347,6 +414,10 @@ def _model_path(model: str, base_dir: str) -> str:
     """A relative path is relative to the deployment file's folder; other references unchanged."""
     from kvcalc.resolve import looks_like_path
 
-    if looks_like_path(model) and not os.path.isabs(os.path.expanduser(model)) and not model.startswith("~"):
+    if (
+        looks_like_path(model)
+        and not os.path.isabs(os.path.expanduser(model))
+        and not model.startswith("~")
+    ):
         return os.path.normpath(os.path.join(base_dir, model))
     return model

@@ -75,7 +75,7 @@ def _at(mark: Any) -> tuple[int, int]:
 
 
 def _tag_name(tag: str) -> str:
-    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+    return "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
 
 
 class _Builder:
@@ -95,8 +95,14 @@ class _Builder:
     def count(self, size: int, line: int, column: int) -> None:
         self.total += size
         if self.total > MAX_VALUES:
-            raise _Fatal(YamlProblem(line, column, f"the document expands to more than "
-                                     f"{MAX_VALUES:,} values (through aliases?); refusing it"))
+            raise _Fatal(
+                YamlProblem(
+                    line,
+                    column,
+                    f"the document expands to more than "
+                    f"{MAX_VALUES:,} values (through aliases?); refusing it",
+                )
+            )
 
     def scalar(self, event: Any) -> Node:
         import yaml
@@ -116,15 +122,22 @@ class _Builder:
             return Node("merge", "<<", line, column)
         constructor = self.loader.yaml_constructors.get(tag)
         if constructor is None:
-            self.problem(line, column, f"tag {_tag_name(tag)} is not allowed: deployment files "
-                         "hold plain values only")
+            self.problem(
+                line,
+                column,
+                f"tag {_tag_name(tag)} is not allowed: deployment files hold plain values only",
+            )
             return Node("bad", None, line, column)
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         try:
             value = constructor(self.loader, node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-            self.problem(line, column, f"cannot read {event.value!r} as {_tag_name(tag)}: "
-                         f"{getattr(exc, 'problem', None) or exc}")
+            self.problem(
+                line,
+                column,
+                f"cannot read {event.value!r} as {_tag_name(tag)}: "
+                f"{getattr(exc, 'problem', None) or exc}",
+            )
             return Node("bad", None, line, column)
         result = Node("scalar", value, line, column)
         if event.anchor is not None:
@@ -138,8 +151,12 @@ class _Builder:
         self.count(1, line, column)
         expected = _MAP if kind == "map" else _SEQ
         if event.tag not in (None, "!", expected):
-            self.problem(line, column, f"tag {_tag_name(event.tag)} is not allowed: deployment "
-                         "files hold plain mappings and lists only")
+            self.problem(
+                line,
+                column,
+                f"tag {_tag_name(event.tag)} is not allowed: deployment "
+                "files hold plain mappings and lists only",
+            )
             kind = "bad"
         node = Node(kind, {} if kind == "map" else [], line, column)
         self.stack.append([node, event.anchor, None, {}])
@@ -161,8 +178,11 @@ class _Builder:
         node = self.anchors.get(event.anchor)
         if node is None:
             open_anchors = {frame[1] for frame in self.stack}
-            why = "refers to a value that contains it" if event.anchor in open_anchors else \
-                "is not defined above"
+            why = (
+                "refers to a value that contains it"
+                if event.anchor in open_anchors
+                else "is not defined above"
+            )
             self.problem(line, column, f"alias *{event.anchor} {why}")
             return Node("bad", None, line, column)
         self.count(node.size, line, column)
@@ -191,16 +211,29 @@ class _Builder:
         if key.kind == "bad":
             return
         if key.kind != "scalar" or not isinstance(key.value, str):
-            shown = "a mapping" if key.kind == "map" else "a list" if key.kind == "seq" else \
-                repr(key.value)
-            self.problem(key.line, key.column, f"keys must be strings, not {shown}"
-                         + (" (YAML reads yes/no/on/off as booleans: quote the key)"
-                            if isinstance(key.value, bool) else ""))
+            shown = (
+                "a mapping"
+                if key.kind == "map"
+                else "a list"
+                if key.kind == "seq"
+                else repr(key.value)
+            )
+            self.problem(
+                key.line,
+                key.column,
+                f"keys must be strings, not {shown}"
+                + (
+                    " (YAML reads yes/no/on/off as booleans: quote the key)"
+                    if isinstance(key.value, bool)
+                    else ""
+                ),
+            )
             return
         if key.value in explicit:
             first = explicit[key.value]
-            self.problem(key.line, key.column, f"duplicate key {key.value!r} (first at line "
-                         f"{first.line})")
+            self.problem(
+                key.line, key.column, f"duplicate key {key.value!r} (first at line {first.line})"
+            )
             return
         explicit[key.value] = key
         parent.value[key.value] = (key, value)
@@ -245,8 +278,12 @@ def read_yaml(text: str) -> tuple[Node | None, list[YamlProblem]]:
                 documents += 1
                 if documents > 1:
                     line, column = _at(event.start_mark)
-                    builder.problem(line, column, "a second YAML document (---): put several "
-                                    "deployments in one `deployments:` list instead")
+                    builder.problem(
+                        line,
+                        column,
+                        "a second YAML document (---): put several "
+                        "deployments in one `deployments:` list instead",
+                    )
                     break
             elif event is None or kind is yaml.StreamEndEvent:
                 break

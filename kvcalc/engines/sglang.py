@@ -216,9 +216,9 @@ def _plan(
         (swa_tokens + page) * widest.swa_bytes if hybrid else 0
     )
     kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer (unconfirmed)
-    fraction = extra_fraction(request.extra, "mem_fraction_static", None) or default_mem_fraction_static(
-        request.gpu_memory_bytes, request.tensor_parallel_size
-    )
+    fraction = extra_fraction(
+        request.extra, "mem_fraction_static", None
+    ) or default_mem_fraction_static(request.gpu_memory_bytes, request.tensor_parallel_size)
     logs = [_pool_line(model, tokens, page, widest)] if tokens > 0 and not hybrid else []
     if tokens <= 0:
         logs = [

@@ -129,7 +129,7 @@ def _stages(num_layers: int, pp: int) -> list[range]:
     base, extra = divmod(num_layers, pp)
     sizes = [base + (1 if i < extra else 0) for i in range(pp)]
     starts = [sum(sizes[:i]) for i in range(pp)]
-    return [range(s, s + n) for s, n in zip(starts, sizes)]
+    return [range(s, s + n) for s, n in zip(starts, sizes, strict=False)]
 
 
 def _stage_bytes(model: ModelShape, stage: range) -> int:

@@ -141,7 +141,11 @@ class Group:
 
     def stage_page_bytes(self, stage_layers: range) -> int:
         """Bytes one block takes in this group's layers on one pipeline stage."""
-        return sum(sp.page_bytes for i, sp in zip(self.layers, self.specs) if i in stage_layers)
+        return sum(
+            sp.page_bytes
+            for i, sp in zip(self.layers, self.specs, strict=False)
+            if i in stage_layers
+        )
 
 
 def promote_local_specs(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
@@ -256,7 +260,7 @@ def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None
         for i in range(2, num_layers % pp + 2):
             parts[-i] += 1
     starts = [sum(parts[:i]) for i in range(pp)]
-    return [range(s, s + n) for s, n in zip(starts, parts)]
+    return [range(s, s + n) for s, n in zip(starts, parts, strict=False)]
 
 
 # -- hybrid attention + mamba block alignment ------------------------------------------------

@@ -51,16 +51,24 @@ def parse_config(raw: Mapping[str, Any], *, name: str, source: str | None = None
     num_layers = r.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     if num_layers > 100_000:
         raise r.bad(r.path("num_hidden_layers"), num_layers, "a layer count under 100,000")
-    prov["num_layers"] = f"{_first_path(r, 'num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')} = {num_layers}"
+    prov["num_layers"] = (
+        f"{_first_path(r, 'num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')} = {num_layers}"
+    )
     heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
     hidden = r.int("hidden_size", "n_embd", "d_model", "dim", default=0, minimum=0)
     dtype, dtype_name = _model_dtype(r)
     if dtype_name is None:
-        prov["dtype"] = "no torch_dtype in config: served in bf16 (vLLM's auto; transformers' from_config uses float32)"
+        prov["dtype"] = (
+            "no torch_dtype in config: served in bf16 (vLLM's auto; transformers' from_config uses float32)"
+        )
     elif dtype_name.lower() in ("float32", "fp32", "float"):
-        prov["dtype"] = f"torch_dtype = {dtype_name}: served in bf16 (vLLM's auto for float32 checkpoints)"
+        prov["dtype"] = (
+            f"torch_dtype = {dtype_name}: served in bf16 (vLLM's auto for float32 checkpoints)"
+        )
     else:
-        prov["dtype"] = f"{r.path('torch_dtype') if r.has('torch_dtype') else 'dtype'} = {dtype_name}"
+        prov["dtype"] = (
+            f"{r.path('torch_dtype') if r.has('torch_dtype') else 'dtype'} = {dtype_name}"
+        )
     kinds, pattern_note = L.layer_kinds(r, num_layers)
     prov["layer pattern"] = pattern_note
     layouts = _layouts(r, kinds, heads, hidden, dtype, prov)
@@ -126,11 +134,15 @@ def _kv_heads(r: ConfigReader, heads: int, n: int, prov: dict[str, str]) -> tupl
     return (heads,) * n
 
 
-def _head_dims(r: ConfigReader, heads: int, hidden: int, n: int, prov: dict[str, str]) -> tuple[int, ...]:
+def _head_dims(
+    r: ConfigReader, heads: int, hidden: int, n: int, prov: dict[str, str]
+) -> tuple[int, ...]:
     for key in ("head_dim", "kv_channels", "attention_head_dim"):
         values = r.int_or_list(key, n)
         if values is not None:
-            prov["head_dim"] = f"{r.path(key)} = {values[0] if len(set(values)) == 1 else list(values)}"
+            prov["head_dim"] = (
+                f"{r.path(key)} = {values[0] if len(set(values)) == 1 else list(values)}"
+            )
             return values
     if hidden <= 0:
         raise r.missing(("head_dim", "hidden_size"))
@@ -145,7 +157,12 @@ def _head_dims(r: ConfigReader, heads: int, hidden: int, n: int, prov: dict[str,
 
 
 def _layouts(
-    r: ConfigReader, kinds: list[str], heads: int, hidden: int, dtype: CacheDtype, prov: dict[str, str]
+    r: ConfigReader,
+    kinds: list[str],
+    heads: int,
+    hidden: int,
+    dtype: CacheDtype,
+    prov: dict[str, str],
 ) -> list[Layout]:
     n = len(kinds)
     attn = any(k in (L.FULL, L.SLIDING, L.CHUNKED) for k in kinds)
@@ -170,10 +187,16 @@ def _layouts(
             out.append(FullAttention(dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i]))
         elif kind == L.SLIDING:
             out.append(
-                SlidingWindow(dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], sliding_window=window)
+                SlidingWindow(
+                    dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], sliding_window=window
+                )
             )
         elif kind == L.CHUNKED:
-            out.append(ChunkedLocal(dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], chunk_size=chunk))
+            out.append(
+                ChunkedLocal(
+                    dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], chunk_size=chunk
+                )
+            )
         elif kind == L.MAMBA2:
             out.append(mamba)
         elif kind == L.GDN:
@@ -188,7 +211,9 @@ def _mla(r: ConfigReader, heads: int, dtype: CacheDtype, prov: dict[str, str]) -
         return None
     rank = r.int("kv_lora_rank")
     rope = r.int("qk_rope_head_dim")
-    prov["mla"] = f"kv_lora_rank + qk_rope_head_dim = {rank} + {rope} = {rank + rope} (one latent, no separate K/V)"
+    prov["mla"] = (
+        f"kv_lora_rank + qk_rope_head_dim = {rank} + {rope} = {rank + rope} (one latent, no separate K/V)"
+    )
     return MLALatent(
         dtype=dtype,
         kv_lora_rank=rank,
@@ -280,8 +305,12 @@ def _max_model_len(r: ConfigReader) -> tuple[int, str]:
             and 0 < factor < 1e6
         ):
             original = rope.get("original_max_position_embeddings")
-            if rope_type == "yarn" and isinstance(original, int) and not isinstance(original, bool) \
-                    and 1 <= original <= MAX_DIM * 1024:
+            if (
+                rope_type == "yarn"
+                and isinstance(original, int)
+                and not isinstance(original, bool)
+                and 1 <= original <= MAX_DIM * 1024
+            ):
                 length = original
                 note = f"rope_scaling.original_max_position_embeddings = {length}"
             length = int(length * factor)

@@ -80,7 +80,9 @@ def _from_layer_types(
             f"{r.source}: {r.path('layer_types')} has {len(types)} entries for {num_layers} layers",
             code="config-invalid",
         )
-    unknown = sorted({str(t)[:40] for t in types if not isinstance(t, str) or t not in _LAYER_TYPE_NAMES})
+    unknown = sorted(
+        {str(t)[:40] for t in types if not isinstance(t, str) or t not in _LAYER_TYPE_NAMES}
+    )
     if unknown:
         raise ConfigError(
             f"{r.source}: unknown layer_types {', '.join(unknown)}",
@@ -132,7 +134,10 @@ def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[st
     pattern = r.int("sliding_window_pattern", default=None)
     if pattern is not None:
         kinds = [FULL if (i + 1) % pattern == 0 else SLIDING for i in range(num_layers)]
-        return kinds, f"sliding_window_pattern = {pattern}: layer i slides unless (i+1) % {pattern} == 0"
+        return (
+            kinds,
+            f"sliding_window_pattern = {pattern}: layer i slides unless (i+1) % {pattern} == 0",
+        )
     if model_type == "gemma2":
         kinds = [SLIDING if i % 2 == 0 else FULL for i in range(num_layers)]
         return kinds, "Gemma 2 alternates: even layers slide, odd layers full"

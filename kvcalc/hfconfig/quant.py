@@ -69,8 +69,15 @@ DEFAULT_SPECS: dict[str, QuantSpec] = {
                               skip_modules=("lm_head",)),
 }  # fmt: skip
 
-_NVFP4 = QuantSpec(method="nvfp4", weight_bits=4, weight_format="float", scale_granularity="group",
-                   group_size=16, scale_bytes=1, per_matrix_bytes=4)
+_NVFP4 = QuantSpec(
+    method="nvfp4",
+    weight_bits=4,
+    weight_format="float",
+    scale_granularity="group",
+    group_size=16,
+    scale_bytes=1,
+    per_matrix_bytes=4,
+)
 
 
 def read_quant_spec(r: ConfigReader) -> QuantSpec | None:
@@ -133,7 +140,9 @@ def _bnb(q: ConfigReader) -> QuantSpec:
         return QuantSpec(method="bitsandbytes", weight_bits=8, scale_granularity="channel",
                          scale_bytes=4, skip_modules=skips)  # fmt: skip
     double = q.bool("bnb_4bit_use_double_quant")
-    return replace(DEFAULT_SPECS["bitsandbytes"], scale_bytes=1 if double else 4, skip_modules=skips)
+    return replace(
+        DEFAULT_SPECS["bitsandbytes"], scale_bytes=1 if double else 4, skip_modules=skips
+    )
 
 
 def _compressed_tensors(q: ConfigReader) -> QuantSpec:
@@ -160,7 +169,9 @@ def _compressed_tensors(q: ConfigReader) -> QuantSpec:
         return replace(spec, scale_granularity="group", group_size=w.int("group_size", default=128))
     if strategy == "block":
         block = w.list("block_structure") or [128, 128]
-        return replace(spec, scale_granularity="block", block_rows=int(block[0]), block_cols=int(block[1]))
+        return replace(
+            spec, scale_granularity="block", block_rows=int(block[0]), block_cols=int(block[1])
+        )
     if strategy == "channel":
         return replace(spec, scale_granularity="channel")
     return spec

@@ -212,17 +212,23 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     tie = _tie(r, model_type, notes)
     mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
     if mtp:
-        notes.append(f"{mtp} MTP layer(s) in the checkpoint are not counted (transformers and vLLM "
-                     "without speculative decoding do not load them)")
+        notes.append(
+            f"{mtp} MTP layer(s) in the checkpoint are not counted (transformers and vLLM "
+            "without speculative decoding do not load them)"
+        )
     positions, rotary = _rope_cache(r, model_type, attention, mla)
     return WeightShape(
         model_type=model_type,
         num_layers=num_layers,
         hidden_size=hidden,
         vocab_size=r.int("vocab_size", "padded_vocab_size", default=0, minimum=0),
-        intermediate_size=r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0),
+        intermediate_size=r.int(
+            "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
+        ),
         tie_word_embeddings=tie,
-        learned_positions=r.int("n_positions", default=0, minimum=0) if model_type in _ALWAYS_BIASED else 0,
+        learned_positions=r.int("n_positions", default=0, minimum=0)
+        if model_type in _ALWAYS_BIASED
+        else 0,
         norm="layer" if model_type in _LAYER_NORM else "rms",
         norms_per_layer=4 if model_type in _FOUR_NORMS else 1 if model_type == "nemotron_h" else 2,
         mixers=mixers,
@@ -376,12 +382,16 @@ def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
     if r.has("tie_word_embeddings"):
         return r.bool("tie_word_embeddings")
     default = _TIE_DEFAULT.get(model_type, True)
-    notes.append(f"no tie_word_embeddings in config: {str(default).lower()}, transformers' default "
-                 f"for model_type {model_type or '(none)'}")
+    notes.append(
+        f"no tie_word_embeddings in config: {str(default).lower()}, transformers' default "
+        f"for model_type {model_type or '(none)'}"
+    )
     return default
 
 
-def _vision(r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]) -> VisionWeights | None:
+def _vision(
+    r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]
+) -> VisionWeights | None:
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None
@@ -397,7 +407,9 @@ def _vision(r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]
         image_size=vr.int("image_size"),
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
-        pixel_shuffle_ratio=float(ratio) if isinstance(ratio, (int, float)) and 0 < ratio <= 1 else 0.5,
+        pixel_shuffle_ratio=float(ratio)
+        if isinstance(ratio, (int, float)) and 0 < ratio <= 1
+        else 0.5,
         projector_input_dim=vr.int("projector_input_dim"),
         projector_output_dim=vr.int("projector_output_dim"),
         vision_output_dim=vr.int("vision_output_dim"),

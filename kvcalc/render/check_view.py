@@ -29,10 +29,14 @@ def _gpus(plan: Any) -> str:
 
 def _pass_text(result: Any) -> str:
     plan = result.plan
-    text = (f"{result.deployment.name} passes: {plan.verdict}; {plan.max_concurrency:,.2f} concurrent "
-            f"requests fit at max_model_len {plan.max_model_len:,}")
+    text = (
+        f"{result.deployment.name} passes: {plan.verdict}; {plan.max_concurrency:,.2f} concurrent "
+        f"requests fit at max_model_len {plan.max_model_len:,}"
+    )
     if result.deployment.has_workload and plan.workload_concurrency is not None:
-        text += f", {plan.workload_concurrency:,.2f} at the workload's {plan.workload_tokens:,} tokens"
+        text += (
+            f", {plan.workload_concurrency:,.2f} at the workload's {plan.workload_tokens:,} tokens"
+        )
     if plan.data_parallel_replicas > 1:
         text += f", per replica (×{plan.data_parallel_replicas})"
     return text + f"; KV headroom {_headroom(plan)}"
@@ -40,8 +44,11 @@ def _pass_text(result: Any) -> str:
 
 def _headroom(plan: Any) -> str:
     share = plan.headroom_fraction
-    return f"{fmt.size(plan.headroom_bytes)} ({share:.1%})" if abs(share) < 0.1 else \
-        f"{fmt.size(plan.headroom_bytes)} ({share:.0%})"
+    return (
+        f"{fmt.size(plan.headroom_bytes)} ({share:.1%})"
+        if abs(share) < 0.1
+        else f"{fmt.size(plan.headroom_bytes)} ({share:.0%})"
+    )
 
 
 def _where(file: str, line: int | None) -> str:
@@ -52,7 +59,9 @@ def summary(report: Any) -> str:
     """``2 of 3 deployments pass``, or why the check could not run."""
     if report.problems:
         n = len(report.problems)
-        return f"the check could not run: {n} problem{'s' if n != 1 else ''} in the deployment files"
+        return (
+            f"the check could not run: {n} problem{'s' if n != 1 else ''} in the deployment files"
+        )
     total = len(report.results)
     passed = sum(r.passed for r in report.results)
     noun = "deployment" if total == 1 else "deployments"
@@ -89,8 +98,13 @@ def _table_rows(report: Any) -> tuple[list[str], list[list[Any]]]:
     for r in report.results:
         plan = r.plan
         replicas = f" ×{plan.data_parallel_replicas}" if plan.data_parallel_replicas > 1 else ""
-        row = [r.deployment.name, plan.model.rsplit("/", 1)[-1], _gpus(plan), fmt.int_(plan.max_model_len),
-               f"{plan.max_concurrency:,.2f}{replicas}"]
+        row = [
+            r.deployment.name,
+            plan.model.rsplit("/", 1)[-1],
+            _gpus(plan),
+            fmt.int_(plan.max_model_len),
+            f"{plan.max_concurrency:,.2f}{replicas}",
+        ]
         if workload:
             at = plan.workload_concurrency if r.deployment.has_workload else None
             row.append("-" if at is None else f"{at:,.2f}{replicas}")
@@ -117,15 +131,18 @@ def render_table(report: Any) -> None:
     for name in names:
         right = name in _RIGHT
         table.add_column(name, justify="right" if right else "left")
-    for r, row in zip(report.results, rows):
+    for r, row in zip(report.results, rows, strict=False):
         verdict = Text(row[-1], style=VERDICT_STYLE.get(row[-1], ""))
         result = Text(PASS if r.passed else FAIL, style="bold green" if r.passed else "bold red")
         table.add_row(result, *row[:-1], verdict)
     console.print(table)
     for r in report.results:
         for f in r.failures:
-            console.print(f"[bold red]{FAIL}[/] {r.deployment.name} "
-                          f"({_where(r.deployment.file, f.line)}): {f.message}", soft_wrap=True)
+            console.print(
+                f"[bold red]{FAIL}[/] {r.deployment.name} "
+                f"({_where(r.deployment.file, f.line)}): {f.message}",
+                soft_wrap=True,
+            )
         for text in _tries(r):
             console.print(f"  try: {text}", soft_wrap=True, markup=False)
     for r in report.results:
@@ -150,7 +167,7 @@ def markdown(report: Any) -> str:
     right = _RIGHT
     lines.append("| | " + " | ".join(n[:1].upper() + n[1:] for n in names) + " |")
     lines.append("|:-:|" + "|".join("--:" if n in right else "---" for n in names) + "|")
-    for r, row in zip(report.results, rows):
+    for r, row in zip(report.results, rows, strict=False):
         row[0] = f"**{_md(row[0])}**<br>`{_md(_where(r.deployment.file, r.deployment.line))}`"
         row[1] = f"`{_md(r.plan.model)}`"
         row[-1] = f"`{row[-1]}`"
@@ -159,8 +176,11 @@ def markdown(report: Any) -> str:
     if _failure_lines(report):
         lines += ["", "**Failures**", ""]
     for r in report.results:
-        lines += [f"- **{_md(r.deployment.name)}** (`{_md(_where(r.deployment.file, f.line))}`, "
-                  f"{f.requirement}): {_md(f.message)}" for f in r.failures]
+        lines += [
+            f"- **{_md(r.deployment.name)}** (`{_md(_where(r.deployment.file, f.line))}`, "
+            f"{f.requirement}): {_md(f.message)}"
+            for f in r.failures
+        ]
         lines += [f"  - try: {_md(text)}" for text in _tries(r)]
     notes = [(r, n) for r in report.results for n in r.deployment.notes]
     if notes:
@@ -179,8 +199,9 @@ def _gh_prop(text: str) -> str:
     return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _annotation(level: str, file: str, line: int | None, title: str, message: str,
-                column: int | None = None) -> str:
+def _annotation(
+    level: str, file: str, line: int | None, title: str, message: str, column: int | None = None
+) -> str:
     props = [f"file={_gh_prop(file)}"]
     if line is not None:
         props.append(f"line={line}")
@@ -194,18 +215,36 @@ def github(report: Any) -> str:
     """Workflow annotations: ``::error`` at each failing line, ``::notice`` for each pass."""
     out = []
     for p in report.problems:
-        out.append(_annotation("error", p.file, p.line, "kvcalc check: invalid deployment file",
-                               p.message, p.column))
+        out.append(
+            _annotation(
+                "error",
+                p.file,
+                p.line,
+                "kvcalc check: invalid deployment file",
+                p.message,
+                p.column,
+            )
+        )
     for r in report.results if not report.problems else ():
         dep = r.deployment
         tries = _tries(r)
         for f in r.failures:
             hint = f"; try {tries[0]}" if tries and f.requirement == "allow_verdicts" else ""
-            out.append(_annotation("error", dep.file, f.line, f"kvcalc check: {dep.name}",
-                                   f"{dep.name}: {f.message}{hint}"))
+            out.append(
+                _annotation(
+                    "error",
+                    dep.file,
+                    f.line,
+                    f"kvcalc check: {dep.name}",
+                    f"{dep.name}: {f.message}{hint}",
+                )
+            )
         if r.passed:
-            out.append(_annotation("notice", dep.file, dep.line, f"kvcalc check: {dep.name}",
-                                   _pass_text(r)))
+            out.append(
+                _annotation(
+                    "notice", dep.file, dep.line, f"kvcalc check: {dep.name}", _pass_text(r)
+                )
+            )
     out.append(f"kvcalc check: {summary(report)}")
     return "\n".join(out) + "\n"
 

@@ -57,7 +57,7 @@ def axis_line(lo: float, hi: float, width: int = CHART_WIDTH) -> str:
     decades = round(math.log10(hi / lo))
     cells = [" "] * (width + 12)
     for i in range(decades + 1):
-        label = f"{lo * 10 ** i:,.10g}"
+        label = f"{lo * 10**i:,.10g}"
         pos = round(width * i / decades) if decades else 0
         start = min(max(0, pos - len(label) // 2), len(cells) - len(label))
         cells[start : start + len(label)] = list(label)
@@ -81,7 +81,10 @@ def render(curve) -> None:
         cells = [f"{length:,}{mark}"]
         for s in curve.series:
             p = s.points[i]
-            cells.append(_conc(p.max_concurrency, p.fits) + (f"\n{p.kv_cache_tokens:,} tok" if p.fits else ""))
+            cells.append(
+                _conc(p.max_concurrency, p.fits)
+                + (f"\n{p.kv_cache_tokens:,} tok" if p.fits else "")
+            )
         table.add_row(*cells)
     console.print(table)
     _chart(console, curve)
@@ -116,7 +119,10 @@ def _chart(console, curve) -> None:
             cells = bar_cells(p.max_concurrency, lo, hi)
             value = f"{p.max_concurrency:,.1f}" if p.max_concurrency > 0 else "doesn't fit"
             style = STYLES[j % len(STYLES)]
-            console.print(f"{head} {s.label.ljust(label_width)} │[{style}]{'█' * cells}[/] {value}", highlight=False)
+            console.print(
+                f"{head} {s.label.ljust(label_width)} │[{style}]{'█' * cells}[/] {value}",
+                highlight=False,
+            )
     pad = " " * (length_width + label_width + 2)
     console.print(f"{pad}└{'─' * CHART_WIDTH}", highlight=False)
     console.print(f"{pad} {axis_line(lo, hi)}", highlight=False, markup=False)
@@ -171,7 +177,11 @@ def render_throughput(report) -> None:
     from rich.table import Table
 
     console = stdout_console()
-    peak = f", {report.peak_flops_per_s / 1e12:,.1f} TFLOP/s" if report.peak_flops_per_s else ", no compute roof"
+    peak = (
+        f", {report.peak_flops_per_s / 1e12:,.1f} TFLOP/s"
+        if report.peak_flops_per_s
+        else ", no compute roof"
+    )
     console.print(
         f"[bold]{report.model}[/] on {report.gpu or 'the given GPU'} "
         f"({report.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s{peak}), {report.engine}, KV {report.kv_cache_dtype}",
@@ -195,7 +205,10 @@ def render_throughput(report) -> None:
         console.print(f"KV-limited concurrency {report.max_concurrency:,.2f}; largest batch that runs: "
                       f"{report.batch_limit:,}{cap}", highlight=False)  # fmt: skip
     else:
-        console.print(f"[bold red]Nothing runs[/] ({report.verdict}): {report.verdict_reason}", highlight=False)
+        console.print(
+            f"[bold red]Nothing runs[/] ({report.verdict}): {report.verdict_reason}",
+            highlight=False,
+        )
     if any(p.beyond_kv_limit for p in report.points):
         console.print("  * more sequences than the KV cache holds at this context", highlight=False)
     if report.prefill:
@@ -203,8 +216,12 @@ def render_throughput(report) -> None:
         console.print(f"Prefill of {f.prompt_tokens:,} tokens: {f.seconds * 1e3:,.1f} ms ({f.bound}-bound, "
                       f"{f.tokens_per_s:,.0f} tok/s)", highlight=False)  # fmt: skip
     elif report.peak_flops_per_s is None:
-        console.print("Prefill: not estimated without a compute roof (pass --tflops)", highlight=False)
-    console.print(f"Efficiency factor: {report.efficiency:g}, {report.efficiency_source}", highlight=False)
+        console.print(
+            "Prefill: not estimated without a compute roof (pass --tflops)", highlight=False
+        )
+    console.print(
+        f"Efficiency factor: {report.efficiency:g}, {report.efficiency_source}", highlight=False
+    )
     console.print("[dim]Assumptions:[/]")
     for a in report.assumptions:
         console.print(f"  [dim]- {a}[/]", highlight=False)

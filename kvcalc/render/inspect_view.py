@@ -11,8 +11,12 @@ def _indices(indices: tuple[int, ...]) -> str:
     if len(indices) <= 6:
         return ",".join(map(str, indices))
     step = indices[1] - indices[0]
-    if all(b - a == step for a, b in zip(indices, indices[1:])):
-        return f"{indices[0]}..{indices[-1]} step {step}" if step > 1 else f"{indices[0]}..{indices[-1]}"
+    if all(b - a == step for a, b in zip(indices, indices[1:], strict=False)):
+        return (
+            f"{indices[0]}..{indices[-1]} step {step}"
+            if step > 1
+            else f"{indices[0]}..{indices[-1]}"
+        )
     return ",".join(map(str, indices[:5])) + f",... ({len(indices)})"
 
 
@@ -23,7 +27,11 @@ def _shape(layer: LayerInfo) -> str:
         return f"latent {layer.head_dim_k}"
     if layer.kind == "none":
         return "-"
-    dims = str(layer.head_dim_k) if layer.head_dim_k == layer.head_dim_v else f"{layer.head_dim_k}/{layer.head_dim_v}"
+    dims = (
+        str(layer.head_dim_k)
+        if layer.head_dim_k == layer.head_dim_v
+        else f"{layer.head_dim_k}/{layer.head_dim_v}"
+    )
     return f"{layer.num_kv_heads} KV heads × {dims}"
 
 
@@ -67,7 +75,11 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     dtypes.add_column("bytes / token", justify="right")
     dtypes.add_column(f"per sequence @ {result.max_model_len:,}", justify="right")
     for row in result.by_dtype:
-        dtypes.add_row(row.kv_cache_dtype, fmt.int_(row.kv_bytes_per_token), fmt.size(row.kv_bytes_per_sequence))
+        dtypes.add_row(
+            row.kv_cache_dtype,
+            fmt.int_(row.kv_bytes_per_token),
+            fmt.size(row.kv_bytes_per_sequence),
+        )
     console.print(dtypes)
     if result.weights:
         _weights(console, result.weights)
@@ -89,8 +101,16 @@ def _weights(console, weights: dict) -> None:
     table.add_column("bytes", justify="right")
     for dtype, entry in (weights.get("by_dtype") or {}).items():
         params = entry.get("num_parameters")
-        table.add_row(str(dtype), "" if params is None else fmt.int_(int(params)), fmt.size(int(entry["total_bytes"])))
-    table.add_row("[bold]total[/]", fmt.int_(int(weights.get("num_parameters", 0))), fmt.size(int(weights.get("total_bytes", 0))))
+        table.add_row(
+            str(dtype),
+            "" if params is None else fmt.int_(int(params)),
+            fmt.size(int(entry["total_bytes"])),
+        )
+    table.add_row(
+        "[bold]total[/]",
+        fmt.int_(int(weights.get("num_parameters", 0))),
+        fmt.size(int(weights.get("total_bytes", 0))),
+    )
     if weights.get("experts_bytes"):
         table.add_row("  experts", "", fmt.size(int(weights["experts_bytes"])))
         table.add_row("  rest", "", fmt.size(int(weights.get("non_expert_bytes", 0))))

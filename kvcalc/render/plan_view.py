@@ -71,15 +71,22 @@ def render(result) -> None:
     kv.add_column("value", justify="right")
     kv.add_row("available for KV per GPU", fmt.size(result.available_kv_bytes))
     kv.add_row("KV per token (per GPU)", fmt.bytes_and_size(result.kv_bytes_per_token))
-    kv.add_row(f"KV per request at {result.max_model_len:,} tokens", fmt.size(result.kv_bytes_per_request))
+    kv.add_row(
+        f"KV per request at {result.max_model_len:,} tokens", fmt.size(result.kv_bytes_per_request)
+    )
     kv.add_row("block size (tokens)", fmt.int_(result.block_size))
     kv.add_row("blocks", fmt.int_(result.num_blocks))
     kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
-    kv.add_row(f"max concurrency at {result.max_model_len:,} tokens", f"{result.max_concurrency:.2f}x")
+    kv.add_row(
+        f"max concurrency at {result.max_model_len:,} tokens", f"{result.max_concurrency:.2f}x"
+    )
     if result.data_parallel_replicas > 1:
         kv.add_row("… over all replicas", f"{result.total_max_concurrency:.2f}x")
     if result.workload_concurrency is not None:
-        kv.add_row(f"concurrency for the workload ({result.workload_tokens:,} tokens)", f"{result.workload_concurrency:.2f}x")
+        kv.add_row(
+            f"concurrency for the workload ({result.workload_tokens:,} tokens)",
+            f"{result.workload_concurrency:.2f}x",
+        )
     if result.target_concurrency is not None:
         kv.add_row("target concurrency", fmt.int_(result.target_concurrency))
     kv.add_row("headroom", f"{fmt.size(result.headroom_bytes)} ({result.headroom_fraction:.0%})")

@@ -77,7 +77,9 @@ def _fill(console, f) -> None:
         return
     from rich.table import Table
 
-    table = Table(title=f"Deployment emulated on {f.gpu_name}", title_justify="left", show_header=False)
+    table = Table(
+        title=f"Deployment emulated on {f.gpu_name}", title_justify="left", show_header=False
+    )
     table.add_column("what")
     table.add_column("value", justify="right")
     util = f" (× {f.gpu_memory_utilization:g})" if f.gpu_memory_utilization else ""
@@ -86,9 +88,15 @@ def _fill(console, f) -> None:
         (f"budget{util}", fmt.size(f.budget_bytes)),
         ("weights placeholder", fmt.size(f.weights_bytes)),
         ("activation + CUDA-graph reserve", fmt.size(f.activation_bytes + f.cudagraph_bytes)),
-        ("non-torch: predicted / measured", f"{fmt.size(f.predicted_non_torch_bytes)} / {fmt.size(f.measured_non_torch_bytes)}"),
+        (
+            "non-torch: predicted / measured",
+            f"{fmt.size(f.predicted_non_torch_bytes)} / {fmt.size(f.measured_non_torch_bytes)}",
+        ),
         ("bytes per block", fmt.bytes_and_size(f.bytes_per_block)),
-        ("blocks: planned / allocatable", f"{f.planned_num_blocks:,} / {f.allocatable_num_blocks:,}"),
+        (
+            "blocks: planned / allocatable",
+            f"{f.planned_num_blocks:,} / {f.allocatable_num_blocks:,}",
+        ),
         ("headroom left", fmt.size(f.headroom_bytes)),
         ("out-of-memory caught", "yes" if f.oom_caught else "no"),
         ("left allocated after the fill", fmt.size(f.leaked_bytes)),

@@ -62,7 +62,9 @@ def _views(torch: Any, buffer: Any, spec: BufferSpec, sums: dict, problems: list
         try:
             tensor = make_view(torch, buffer, view)
         except RuntimeError as exc:
-            problems.append(f"{spec.name}: layer {view.layer} {view.component} view does not fit: {exc}")
+            problems.append(
+                f"{spec.name}: layer {view.layer} {view.component} view does not fit: {exc}"
+            )
             continue
         nbytes = tensor.numel() * tensor.element_size()
         total, count = sums.get(view.component, (0, 0))
@@ -112,7 +114,11 @@ def allocate_and_measure(plan: AllocationPlan, device: Any, *, touch: bool = Tru
     leaked = None
     if device.type == "cuda":
         leaked = torchenv.probe(device).cuda_allocated_bytes - before.cuda_allocated_bytes
-    return Measured(memory=_deltas(before, after, storage, leaked, touch), components=sums, problems=tuple(problems))
+    return Measured(
+        memory=_deltas(before, after, storage, leaked, touch),
+        components=sums,
+        problems=tuple(problems),
+    )
 
 
 def _delta(a: int | None, b: int | None) -> int | None:

@@ -55,7 +55,9 @@ def load_config(
     return LoadedConfig(raw=raw, shape=shape, name=name, full_num_layers=full)
 
 
-def components_from(plan: AllocationPlan, measured: dict[str, tuple[int, int]]) -> tuple[ComponentResult, ...]:
+def components_from(
+    plan: AllocationPlan, measured: dict[str, tuple[int, int]]
+) -> tuple[ComponentResult, ...]:
     """Predicted vs measured per component, in the plan's order, measured-only ones last."""
     rows = []
     for c in plan.components:
@@ -72,7 +74,11 @@ def components_from(plan: AllocationPlan, measured: dict[str, tuple[int, int]]) 
 
 
 def verify_layout(
-    model: ModelShape, opts: VerifyOptions, *, device: str = "auto", tolerance: float = DEFAULT_TOLERANCE,
+    model: ModelShape,
+    opts: VerifyOptions,
+    *,
+    device: str = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
     touch: bool = True,
 ) -> VerifyResult:
     """Allocate ``opts.engine``'s cache for ``model`` on ``device`` and compare with the prediction.
@@ -122,7 +128,11 @@ def verify(
                           code="invalid-input")  # fmt: skip
     from kvcalc.plan_inputs import MAX_COUNT
 
-    for what, value in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens), ("--layers", layers)):
+    for what, value in (
+        ("--prompt-tokens", prompt_tokens),
+        ("--new-tokens", new_tokens),
+        ("--layers", layers),
+    ):
         if value is not None and value > MAX_COUNT:
             raise KvcalcError(f"{what} must be at most {MAX_COUNT:,}", hint="verify allocates what it is asked "
                               "for: keep the sizes small", code="invalid-input")  # fmt: skip

@@ -52,7 +52,9 @@ class _Pool:
         if not force and nbytes > self.free_bytes() - SAFETY_MARGIN_BYTES:
             return False
         try:
-            self.tensors.append(self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device))
+            self.tensors.append(
+                self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+            )
         except self.torch.cuda.OutOfMemoryError:
             self.oom_caught = True
             self.oom = self.oom or not force
@@ -68,7 +70,9 @@ class _Pool:
         self.drop_from(0)
 
 
-def _plan_for_this_gpu(shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None):
+def _plan_for_this_gpu(
+    shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None
+):
     from kvcalc.errors import InputError
     from kvcalc.gpus import get_gpu
     from kvcalc.plan_inputs import PlanInputs
@@ -99,7 +103,11 @@ def _cache_layout(shape: ModelShape, cplan, opts: VerifyOptions):
     from kvcalc.dtypes import parse_cache_dtype
     from kvcalc.verify.layout_vllm import build_from_plan
 
-    layers = shape.with_cache_dtype(parse_cache_dtype(cplan.kv_cache_dtype)).per_rank(opts.tensor_parallel_size).layers
+    layers = (
+        shape.with_cache_dtype(parse_cache_dtype(cplan.kv_cache_dtype))
+        .per_rank(opts.tensor_parallel_size)
+        .layers
+    )
     return build_from_plan(cplan, layers)
 
 
@@ -149,7 +157,9 @@ def verify_fill(
             notes.append("the weights placeholder does not fit on this GPU")
         elif not pool.take(m.activation_bytes + m.cudagraph_bytes):
             notes.append("the activation/CUDA-graph reserve does not fit on this GPU")
-        blocks = _fill_cache(pool, shape, cplan, opts, bpb, m.budget_bytes, notes) if not notes else 0
+        blocks = (
+            _fill_cache(pool, shape, cplan, opts, bpb, m.budget_bytes, notes) if not notes else 0
+        )
         headroom = m.budget_bytes - pool.used_bytes()
     finally:
         pool.release()
@@ -162,7 +172,9 @@ def verify_fill(
         allocatable_num_blocks=blocks, relative_error=0.0, headroom_bytes=headroom, oom_caught=pool.oom_caught,
         leaked_bytes=leaked,
     )  # fmt: skip
-    return _result(shape, opts, cplan, fill, tolerance, notes, str(dev), total, str(torch.__version__))
+    return _result(
+        shape, opts, cplan, fill, tolerance, notes, str(dev), total, str(torch.__version__)
+    )
 
 
 def _fill_cache(pool: _Pool, shape, cplan, opts, bpb: int, budget: int, notes: list[str]) -> int:
@@ -176,15 +188,21 @@ def _fill_cache(pool: _Pool, shape, cplan, opts, bpb: int, budget: int, notes: l
         else:
             pool.drop_from(start)
             pool.oom = False
-            notes.append("the planned cache tensors did not all fit; blocks counted in chunks instead")
+            notes.append(
+                "the planned cache tensors did not all fit; blocks counted in chunks instead"
+            )
     elif cplan.num_blocks:
-        notes.append(f"the planned {cplan.num_blocks:,} blocks exceed the budget left after weights and reserve")
+        notes.append(
+            f"the planned {cplan.num_blocks:,} blocks exceed the budget left after weights and reserve"
+        )
     if pool.oom:
         return blocks
     return blocks + _extra_blocks(pool, bpb, budget)
 
 
-def _result(shape, opts, cplan, fill: FillResult, tolerance, notes, device, total, torch_version) -> VerifyResult:
+def _result(
+    shape, opts, cplan, fill: FillResult, tolerance, notes, device, total, torch_version
+) -> VerifyResult:
     from dataclasses import replace
 
     predicted = fill.planned_num_blocks * fill.bytes_per_block

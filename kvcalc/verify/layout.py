@@ -65,7 +65,9 @@ def allocation_plan(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     )
 
 
-def _request(model: ModelShape, opts: VerifyOptions, max_len: int, available: int, **extra) -> EngineRequest:
+def _request(
+    model: ModelShape, opts: VerifyOptions, max_len: int, available: int, **extra
+) -> EngineRequest:
     return EngineRequest(
         model=model, kv_cache_dtype=opts.kv_cache_dtype, engine_version=opts.engine_version,
         max_model_len=max_len, tensor_parallel_size=opts.tensor_parallel_size,
@@ -99,7 +101,9 @@ def _add(predicted: dict[str, list[int]], name: str, nbytes: int, new_layer: boo
     entry[1] += int(new_layer)
 
 
-def _tensor(name: str, component: str, layer: int, dtype: str, shape: tuple[int, ...]) -> BufferSpec:
+def _tensor(
+    name: str, component: str, layer: int, dtype: str, shape: tuple[int, ...]
+) -> BufferSpec:
     view = ViewSpec(component=component, layer=layer, torch_dtype=dtype, shape=shape, exact=True)
     return BufferSpec(name=name, shape=shape, torch_dtype=dtype, views=(view,))
 
@@ -126,7 +130,9 @@ def _hf_kind(layer: Layout) -> str:
     return getattr(layer, "variant", layer.kind)
 
 
-def _hf_tensors(layer: Layout, profile: str, tp: int, b: int, t: int) -> list[tuple[str, str, tuple, int]]:
+def _hf_tensors(
+    layer: Layout, profile: str, tp: int, b: int, t: int
+) -> list[tuple[str, str, tuple, int]]:
     """(part, torch dtype, shape, predicted bytes) for one layer holding ``t`` tokens."""
     name = layer.dtype.torch_name
     if isinstance(layer, RecurrentState):
@@ -183,7 +189,10 @@ def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> Allocation
                 if plan.engine_version == "b5452":
                     widths["V"] = layer.kv_lora_rank
             else:
-                widths = {"K": layer.num_kv_heads * layer.head_dim_k, "V": layer.num_kv_heads * layer.head_dim_v}
+                widths = {
+                    "K": layer.num_kv_heads * layer.head_dim_k,
+                    "V": layer.num_kv_heads * layer.head_dim_v,
+                }
             for part, width in widths.items():
                 dtype = type_k if part == "K" else type_v
                 torch_dtype, shape = _ggml_shape(dtype, cells, width)
@@ -198,10 +207,16 @@ def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> Allocation
 # -- SGLang -------------------------------------------------------------------------------------
 def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     tokens = opts.tokens or DEFAULT_TOKENS
-    request = _request(model, opts, opts.max_model_len or model.max_model_len, _HUGE, max_total_tokens=tokens)
+    request = _request(
+        model, opts, opts.max_model_len or model.max_model_len, _HUGE, max_total_tokens=tokens
+    )
     plan = get_engine("sglang").plan_kv_cache(request)
     page = plan.block_size
-    layers = model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype)).per_rank(opts.tensor_parallel_size).layers
+    layers = (
+        model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype))
+        .per_rank(opts.tensor_parallel_size)
+        .layers
+    )
     pools = {g.kind: g.num_blocks * page for g in plan.groups}  # full (and sliding) token pools
     buffers: list[BufferSpec] = []
     predicted: dict[str, list[int]] = {}

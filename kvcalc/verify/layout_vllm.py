@@ -49,7 +49,9 @@ def vllm_allocation(model: ModelShape, opts: VerifyOptions, num_blocks: int) -> 
     )
     plan = VllmEngine().plan_kv_cache(request)
     if not plan.groups:
-        raise InputError(f"{model.name} has no KV cache in vLLM (attention-free)", code="nothing-to-verify")
+        raise InputError(
+            f"{model.name} has no KV cache in vLLM (attention-free)", code="nothing-to-verify"
+        )
     layers = resolve_setup(request).model.layers  # per rank, cache dtype applied
     return build_from_plan(plan, layers)
 
@@ -72,10 +74,13 @@ def build_from_plan(plan: KvCachePlan, layers: tuple[Layout, ...]) -> Allocation
     else:
         buffers += _shared_buffers(plan.groups, layers, nb)
     components = tuple(
-        PredictedComponent(name=k, predicted_bytes=v[0], num_layers=v[1]) for k, v in predicted.items()
+        PredictedComponent(name=k, predicted_bytes=v[0], num_layers=v[1])
+        for k, v in predicted.items()
     )
     num_layers = sum(len(g.layer_indices) for g in plan.groups)
-    notes = [f"{len(buffers)} tensors for {num_layers} layers, {len(plan.groups)} KV-cache group(s)"]
+    notes = [
+        f"{len(buffers)} tensors for {num_layers} layers, {len(plan.groups)} KV-cache group(s)"
+    ]
     return AllocationPlan(
         engine="vllm", engine_version=plan.engine_version, kv_cache_dtype=plan.kv_cache_dtype,
         layout=LAYOUT, block_size=plan.block_size, num_blocks=nb, tokens=nb * plan.block_size,
@@ -119,7 +124,9 @@ def _page_split(layer: Layout, page: int) -> dict[str, int]:
     if isinstance(layer, FullAttention):
         k, v = layer.dtype.row_bytes(layer.k_dim), layer.dtype.row_bytes(layer.v_dim)
         return {"K": page * k // (k + v), "V": page * v // (k + v)}
-    raise InputError(f"layer kind {layer.kind!r} has no vLLM cache layout", code="unsupported-model")
+    raise InputError(
+        f"layer kind {layer.kind!r} has no vLLM cache layout", code="unsupported-model"
+    )
 
 
 # -- buffers and views --------------------------------------------------------------------------
@@ -158,14 +165,19 @@ def _mla_view(index: int, layer: MLALatent, bs: int, nb: int, exact: bool) -> Vi
                     shape=(nb, bs, width), exact=exact)  # fmt: skip
 
 
-def _state_views(index: int, layer: RecurrentState, kind: str, nb: int, page: int) -> list[ViewSpec]:
+def _state_views(
+    index: int, layer: RecurrentState, kind: str, nb: int, page: int
+) -> list[ViewSpec]:
     """vLLM's mamba views: each state tensor strided by the (padded) page, one after the other."""
     views, pos = [], 0
     for t in layer.state_tensors():
         dtype = t.dtype.torch_name
         size = ITEMSIZE[dtype]
         if page % size or pos % size:
-            raise InputError(f"layer {index}: state {t.name} is not aligned in its page", code="unsupported-model")
+            raise InputError(
+                f"layer {index}: state {t.name} is not aligned in its page",
+                code="unsupported-model",
+            )
         views.append(ViewSpec(component=f"{kind} {t.name}", layer=index, torch_dtype=dtype,
                               shape=(nb, *t.shape), stride=(page // size, *contiguous_strides(t.shape)),
                               offset=pos // size))  # fmt: skip
@@ -176,28 +188,43 @@ def _state_views(index: int, layer: RecurrentState, kind: str, nb: int, page: in
     return views
 
 
-def _views(index: int, layer: Layout, kind: str, bs: int, nb: int, page: int, exact: bool) -> list[ViewSpec]:
+def _views(
+    index: int, layer: Layout, kind: str, bs: int, nb: int, page: int, exact: bool
+) -> list[ViewSpec]:
     if isinstance(layer, RecurrentState):
         return _state_views(index, layer, kind, nb, page)
     if isinstance(layer, MLALatent):
         return [_mla_view(index, layer, bs, nb, exact)]
     if isinstance(layer, FullAttention):
         return _attention_views(index, layer, kind, bs, nb, exact)
-    raise InputError(f"layer kind {layer.kind!r} has no vLLM cache layout", code="unsupported-model")
+    raise InputError(
+        f"layer kind {layer.kind!r} has no vLLM cache layout", code="unsupported-model"
+    )
 
 
 def _own_buffer(index: int, layer: Layout, kind: str, bs: int, nb: int, page: int) -> BufferSpec:
     """A layer's own tensor, in the shape and dtype the attention backend gives it."""
     views = tuple(_views(index, layer, kind, bs, nb, page, exact=True))
     first = views[0]
-    if isinstance(layer, FullAttention) and first.stride is None:  # FlashAttention (2, nb, bs, h, d)
-        return BufferSpec(name=f"layer {index}", shape=(2, *first.shape), torch_dtype=first.torch_dtype, views=views)
+    if (
+        isinstance(layer, FullAttention) and first.stride is None
+    ):  # FlashAttention (2, nb, bs, h, d)
+        return BufferSpec(
+            name=f"layer {index}",
+            shape=(2, *first.shape),
+            torch_dtype=first.torch_dtype,
+            views=views,
+        )
     if isinstance(layer, MLALatent):
-        return BufferSpec(name=f"layer {index}", shape=first.shape, torch_dtype=first.torch_dtype, views=views)
+        return BufferSpec(
+            name=f"layer {index}", shape=first.shape, torch_dtype=first.torch_dtype, views=views
+        )
     return BufferSpec(name=f"layer {index}", shape=(nb * page,), torch_dtype="uint8", views=views)
 
 
-def _shared_buffers(groups: tuple[KvCacheGroup, ...], layers: tuple[Layout, ...], nb: int) -> list[BufferSpec]:
+def _shared_buffers(
+    groups: tuple[KvCacheGroup, ...], layers: tuple[Layout, ...], nb: int
+) -> list[BufferSpec]:
     pages = {g.page_bytes for g in groups}
     if len(pages) != 1:
         raise InputError(f"hybrid groups with different pages {sorted(pages)}: vLLM unifies them",

@@ -100,7 +100,9 @@ def shrink_for_run(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     return out, changed
 
 
-def _set(part: dict[str, Any], changed: dict[str, Any], key: str, value: int, *, shrink_only: bool) -> None:
+def _set(
+    part: dict[str, Any], changed: dict[str, Any], key: str, value: int, *, shrink_only: bool
+) -> None:
     old = part.get(key)
     if isinstance(old, bool) or not isinstance(old, int):
         return

@@ -47,7 +47,9 @@ def build_model(raw: dict[str, Any], torch_dtype: str, device: Any) -> Any:
     torch.manual_seed(0)
     try:
         config = transformers.AutoConfig.for_model(**raw)  # an unknown model_type raises here
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, torch_dtype))
+        model = transformers.AutoModelForCausalLM.from_config(
+            config, dtype=getattr(torch, torch_dtype)
+        )
     except (ValueError, KeyError, TypeError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise KvcalcError(f"transformers cannot build {raw.get('model_type')!r} as a causal LM: {reason}",
@@ -66,7 +68,9 @@ def _tensors(layer: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def measure_cache(cache: Any, part_names: dict[tuple[int, str], str]) -> tuple[dict[str, tuple[int, int]], int, list[str]]:
+def measure_cache(
+    cache: Any, part_names: dict[tuple[int, str], str]
+) -> tuple[dict[str, tuple[int, int]], int, list[str]]:
     """(component → (storage bytes, tensors), logical bytes, notes) of a transformers cache."""
     sums: dict[str, tuple[int, int]] = {}
     seen: set[int] = set()
@@ -118,10 +122,14 @@ def verify_run(
     from kvcalc.verify.alloc import check_room
 
     check_room(plan.predicted_bytes, dev)  # before building anything: --prompt-tokens may be absurd
-    parts = {(v.layer, b.name.rsplit(" ", 1)[1]): v.component for b in plan.buffers for v in b.views}
+    parts = {
+        (v.layer, b.name.rsplit(" ", 1)[1]): v.component for b in plan.buffers for v in b.views
+    }
     from kvcalc.dtypes import CACHE_DTYPES
 
-    model = build_model(small, CACHE_DTYPES[plan.kv_cache_dtype].torch_name, dev)  # caches what it computes in
+    model = build_model(
+        small, CACHE_DTYPES[plan.kv_cache_dtype].torch_name, dev
+    )  # caches what it computes in
     ids = out = cache = None
     try:
         vocab = int(getattr(model.config.get_text_config(), "vocab_size", 1024))

@@ -139,7 +139,14 @@ class VerifyOptions:
         from kvcalc.plan_inputs import MAX_COUNT
         from kvcalc.units import short_int
 
-        for name in ("tensor_parallel_size", "block_size", "num_blocks", "tokens", "batch_size", "max_model_len"):
+        for name in (
+            "tensor_parallel_size",
+            "block_size",
+            "num_blocks",
+            "tokens",
+            "batch_size",
+            "max_model_len",
+        ):
             value = getattr(self, name)
             if value is None:
                 continue

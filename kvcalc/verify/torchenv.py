@@ -42,7 +42,9 @@ def resolve_device(name: str) -> Any:
     try:
         return torch.device(key)
     except RuntimeError as exc:
-        raise KvcalcError(f"unknown device {name!r}: {exc}", hint="cpu, cuda or cuda:N", code="invalid-input") from None
+        raise KvcalcError(
+            f"unknown device {name!r}: {exc}", hint="cpu, cuda or cuda:N", code="invalid-input"
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True)
