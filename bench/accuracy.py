@@ -6,7 +6,7 @@ enough to derive it, plus two supplementary public logs listed below, it predict
 
     ceil(total · util) − weights − activation − non_torch − cudagraph   (cudagraph only for v0.21+)
 
-with :func:`kvcalc.weights.weight_bytes` and :func:`kvcalc.overhead.estimate_overhead`, and prints the
+with :func:`kvcalc.estimate.weights.weight_bytes` and :func:`kvcalc.estimate.overhead.estimate_overhead`, and prints the
 prediction, the engine's figure and the error. Where the record prints the loaded weights, a second
 prediction uses them, isolating the overhead estimate's error from the weight estimate's.
 The records' unstated settings (usage context, defaults of the day) are written down per record.
@@ -25,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 import yaml
 
-from kvcalc.gpus import GpuSpec, get_gpu
+from kvcalc.estimate.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
+from kvcalc.estimate.weights import weight_bytes
 from kvcalc.hfconfig import parse_config
-from kvcalc.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
-from kvcalc.registry import find_bundled
+from kvcalc.model.gpus import GpuSpec, get_gpu
+from kvcalc.sources.bundled import find_bundled
 from kvcalc.units import GIB
-from kvcalc.weights import weight_bytes
 
 #: the repo's copy of the reference logs first, then the shared reference folder beside the checkout
 LOGS = [ROOT / "tests" / "fixtures" / "engine_logs.yaml",

@@ -1,8 +1,8 @@
 """Sweep capacity curves in-process and print points per second.
 
 10 bundled models × 10 catalog GPUs × 2 KV dtypes × 50 context lengths = 10,000 points. Each
-(model, GPU, dtype) is planned once (:func:`kvcalc.curves.curve_basis`); the 50 lengths are priced
-with the engine's block arithmetic (:func:`kvcalc.curves.curve_point`).
+(model, GPU, dtype) is planned once (:func:`kvcalc.planning.curves.curve_basis`); the 50 lengths are priced
+with the engine's block arithmetic (:func:`kvcalc.planning.curves.curve_point`).
 
     python bench/sweep.py            # prints points, seconds and points per second
     python bench/sweep.py --check    # also re-plans 1 point in 50 in full and compares
@@ -47,9 +47,9 @@ def lengths(max_len: int, count: int = NUM_LENGTHS) -> tuple[int, ...]:
 
 
 def main(argv: list[str]) -> int:
-    from kvcalc.curves import capacity_curve
-    from kvcalc.plan_inputs import PlanInputs
-    from kvcalc.planning import resolve_model_cached
+    from kvcalc.planning.core import resolve_model_cached
+    from kvcalc.planning.curves import capacity_curve
+    from kvcalc.planning.inputs import PlanInputs
 
     shapes = [
         resolve_model_cached(m).shape for m in MODELS
@@ -76,8 +76,8 @@ def main(argv: list[str]) -> int:
 def _check(curves) -> None:
     from dataclasses import replace
 
-    from kvcalc.plan_inputs import PlanInputs
-    from kvcalc.planning import plan
+    from kvcalc.planning.core import plan
+    from kvcalc.planning.inputs import PlanInputs
 
     checked = bad = 0
     for shape, gpu, c in curves:

@@ -16,11 +16,11 @@ __all__ = ["__version__", "load_model", "inspect_model", "parse_config", "plan",
 
 def __getattr__(name: str):  # lazy re-exports keep `import kvcalc` cheap
     if name == "load_model":
-        from kvcalc.resolve import load_model
+        from kvcalc.sources.resolve import load_model
 
         return load_model
     if name == "inspect_model":
-        from kvcalc.inspect import inspect_model
+        from kvcalc.planning.inspect import inspect_model
 
         return inspect_model
     if name == "parse_config":
@@ -28,11 +28,11 @@ def __getattr__(name: str):  # lazy re-exports keep `import kvcalc` cheap
 
         return parse_config
     if name == "plan":
-        from kvcalc.planning import plan
+        from kvcalc.planning.core import plan
 
         return plan
     if name == "PlanInputs":
-        from kvcalc.plan_inputs import PlanInputs
+        from kvcalc.planning.inputs import PlanInputs
 
         return PlanInputs
     raise AttributeError(name)

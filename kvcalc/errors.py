@@ -63,6 +63,6 @@ class InputError(KvcalcError):
 
 class HubError(KvcalcError):
     """A Hugging Face Hub failure (network, auth, missing repo...). Every raise names its
-    ``hub-*`` code (``kvcalc.hub.hub_error`` maps each client exception to one)."""
+    ``hub-*`` code (``kvcalc.sources.hub.hub_error`` maps each client exception to one)."""
 
     default_hint = "retry, or use --offline with a bundled model or a local config.json"

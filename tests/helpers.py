@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvcalc.hfconfig import parse_config
-from kvcalc.registry import find_bundled
+from kvcalc.sources.bundled import find_bundled
 
 
 def bundled_shape(reference: str):

@@ -1,4 +1,4 @@
-"""A tiny Hugging Face Hub on 127.0.0.1, for testing ``kvcalc.hub`` with the real client.
+"""A tiny Hugging Face Hub on 127.0.0.1, for testing ``kvcalc.sources.hub`` with the real client.
 
 It answers the requests ``huggingface_hub`` makes for ``hf_hub_download``, ``get_hf_file_metadata``
 and ``get_safetensors_metadata``, with the headers the client reads:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import bundled_shape
 
-from kvcalc.registry import bundled_models
+from kvcalc.sources.bundled import bundled_models
 
 # alias -> (layers, {kind: count}, kv heads of attention layers, head dim, window, bytes/token (auto),
 #           state bytes/sequence)

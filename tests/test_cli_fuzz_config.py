@@ -13,7 +13,7 @@ from helpers import assert_clean, bundled_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcalc.registry import bundled_models
+from kvcalc.sources.bundled import bundled_models
 
 ALIASES = [m.alias for m in bundled_models()]
 junk = st.one_of(

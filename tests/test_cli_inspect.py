@@ -116,7 +116,7 @@ def test_broken_local_config(cli, tmp_path):
 
 
 def test_debug_shows_traceback_for_internal_errors(cli, monkeypatch):
-    import kvcalc.inspect as mod
+    import kvcalc.planning.inspect as mod
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")

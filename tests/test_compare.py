@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.compare import CompareEntry, attention_variants, compare
 from kvcalc.errors import InputError
-from kvcalc.plan_inputs import PlanInputs
-from kvcalc.weights import count_parameters
+from kvcalc.estimate.weights import count_parameters
+from kvcalc.planning.compare import CompareEntry, attention_variants, compare
+from kvcalc.planning.inputs import PlanInputs
 from tests.helpers import bundled_shape
 
 GIB = 1 << 30

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.curves import (
+from kvcalc.errors import InputError
+from kvcalc.planning.curves import (
     capacity_curve,
     curve_basis,
     curve_point,
@@ -17,8 +18,7 @@ from kvcalc.curves import (
     parse_lengths,
     planned_point,
 )
-from kvcalc.errors import InputError
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.planning.inputs import PlanInputs
 from tests.helpers import bundled_shape
 
 GIB = 1 << 30
@@ -154,7 +154,7 @@ def test_fast_points_equal_full_plans(bases, name, engine, fraction):
 
 
 def test_disagreeing_arithmetic_falls_back_to_full_plans(llama, monkeypatch):
-    from kvcalc import curves
+    from kvcalc.planning import curves
 
     monkeypatch.setattr(curves, "_group_blocks", lambda g, n, ref: 1)  # a wrong formula
     basis = curves.curve_basis(llama, PlanInputs(gpu="H100", max_model_len=8192))

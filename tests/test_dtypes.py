@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc import dtypes as D
 from kvcalc.errors import InputError
+from kvcalc.model import dtypes as D
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.vllm_groups import LayerSpec, group_layers, pp_stages, unify_page_sizes
+from kvcalc.engines.vllm.groups import LayerSpec, group_layers, pp_stages, unify_page_sizes
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB

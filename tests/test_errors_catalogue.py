@@ -150,7 +150,7 @@ def _deployment(c: Ctx):
 
 
 def _internal(c: Ctx):
-    from kvcalc import planning
+    from kvcalc.planning import core as planning
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")

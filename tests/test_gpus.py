@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 
 from kvcalc.errors import InputError
-from kvcalc.gpus import get_gpu, list_gpus
+from kvcalc.model.gpus import get_gpu, list_gpus
 
 GIB = 1 << 30
 REQUIRED = ["H100-SXM", "H100-PCIe", "H100-NVL", "H200", "H20", "GH200", "B200", "A100-40GB", "A100-80GB",

@@ -21,9 +21,9 @@ from hubserver import (
     serve_fake_hub,
 )
 
-from kvcalc import hub
 from kvcalc.errors import KvcalcError
-from kvcalc.resolve import load_model
+from kvcalc.sources import hub
+from kvcalc.sources.resolve import load_model
 
 TINY = {
     "model_type": "llama",
@@ -377,7 +377,7 @@ def test_hub_module_alone_does_not_import_the_client():
     import subprocess
     import sys
 
-    code = "import sys, kvcalc.hub, kvcalc.resolve; assert 'huggingface_hub' not in sys.modules"
+    code = "import sys, kvcalc.sources.hub, kvcalc.sources.resolve; assert 'huggingface_hub' not in sys.modules"
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60

@@ -150,7 +150,7 @@ def test_a_bad_endpoint_is_named(cli, fake_hub, monkeypatch, endpoint, code):
 
 @pytest.mark.parametrize("value", ["inf", "1e309", "nan", "-1", "0", "abc", ""])
 def test_a_timeout_that_is_not_a_positive_finite_number_is_not_used(monkeypatch, value):
-    from kvcalc import hub
+    from kvcalc.sources import hub
 
     monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", value)
     assert hub.env_timeout_s() == hub.DEFAULT_TIMEOUT_S

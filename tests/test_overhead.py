@@ -11,9 +11,9 @@ import pytest
 from helpers import bundled_config, bundled_shape
 
 from kvcalc.errors import InputError
-from kvcalc.gpus import get_gpu
+from kvcalc.estimate.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
 from kvcalc.hfconfig import parse_config
-from kvcalc.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
+from kvcalc.model.gpus import get_gpu
 
 GIB = 1 << 30
 MIB = 1 << 20

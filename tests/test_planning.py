@@ -7,8 +7,8 @@ from helpers import bundled_shape
 
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
-from kvcalc.plan_inputs import PlanInputs
-from kvcalc.planning import plan
+from kvcalc.planning.core import plan
+from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import GIB
 
 TEN_GIB = 10 * GIB  # 10,737,418,240 B, the worked examples' KV memory

@@ -9,11 +9,11 @@ from helpers import bundled_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcalc.dtypes import CACHE_DTYPES
 from kvcalc.errors import KvcalcError
 from kvcalc.hfconfig import parse_config
-from kvcalc.layouts import ChunkedLocal, FullAttention, MLALatent, SlidingWindow
-from kvcalc.registry import bundled_models
+from kvcalc.model.dtypes import CACHE_DTYPES
+from kvcalc.model.layouts import ChunkedLocal, FullAttention, MLALatent, SlidingWindow
+from kvcalc.sources.bundled import bundled_models
 
 plain_dtypes = st.sampled_from([d for d in CACHE_DTYPES.values() if not d.mla_record_bytes])
 dims = st.sampled_from([32, 64, 96, 128, 192, 256])

@@ -11,7 +11,7 @@ import pytest
 from hubserver import EXPECTED_BY_DTYPE, EXPECTED_TOTAL_BYTES, checkpoint_files
 
 from kvcalc.errors import ConfigError, InputError, KvcalcError, ModelNotFoundError
-from kvcalc.resolve import (
+from kvcalc.sources.resolve import (
     MAX_CONFIG_BYTES,
     LoadedModel,
     load_model,
@@ -263,7 +263,7 @@ def test_bundled_and_local_never_import_the_hub_client(tmp_path):
     folder = model_dir(tmp_path, files=checkpoint_files(sharded=False))
     code = (
         "import sys\n"
-        "from kvcalc.resolve import load_model\n"
+        "from kvcalc.sources.resolve import load_model\n"
         "assert load_model('qwen3-8b').weights_metadata() is None\n"
         f"assert load_model({str(folder)!r}).weights_metadata().total_bytes == 8900\n"
         "heavy = ('huggingface_hub', 'safetensors', 'torch', 'httpx2')\n"

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcalc.errors import KvcalcError
-from kvcalc.safetensors_meta import (
+from kvcalc.sources.safetensors_meta import (
     DTYPE_BITS,
     MAX_HEADER_BYTES,
     SOURCE_HUB,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers import bundled_shape
 
-from kvcalc.dtypes import FP8, parse_cache_dtype
+from kvcalc.model.dtypes import FP8, parse_cache_dtype
 from kvcalc.units import GIB
 
 

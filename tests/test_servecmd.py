@@ -1,12 +1,12 @@
-"""``kvcalc.servecmd``: vLLM serving commands read as plan inputs."""
+"""``kvcalc.planning.servecmd``: vLLM serving commands read as plan inputs."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvcalc.errors import InputError
-from kvcalc.plan_inputs import PlanInputs
-from kvcalc.servecmd import FLAGS, parse_human_int, parse_serve_command
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.servecmd import FLAGS, parse_human_int, parse_serve_command
 
 
 @pytest.mark.parametrize(

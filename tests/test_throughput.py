@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.errors import InputError
-from kvcalc.plan_inputs import PlanInputs
-from kvcalc.planning import plan
-from kvcalc.throughput import (
+from kvcalc.planning.core import plan
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.throughput import (
     Roofline,
     attach_throughput,
     batch_limit,
@@ -207,7 +207,7 @@ def test_batch_limit_is_zero_when_nothing_fits():
 
 
 def test_calibration_record_scales_the_ceiling(qwen, monkeypatch):
-    import kvcalc.calibration
+    import kvcalc.sources.calibration
 
     seen = {}
 
@@ -215,7 +215,7 @@ def test_calibration_record_scales_the_ceiling(qwen, monkeypatch):
         seen["args"] = (path, gpu_name)
         return types.SimpleNamespace(decode_efficiency=0.5)
 
-    monkeypatch.setattr(kvcalc.calibration, "load_calibration", load_calibration)
+    monkeypatch.setattr(kvcalc.sources.calibration, "load_calibration", load_calibration)
     inputs = PlanInputs(gpu="L4", max_model_len=8192)
     result = plan(qwen, inputs, with_suggestions=False, with_throughput=True)
     assert result.throughput["efficiency"] == 1.0

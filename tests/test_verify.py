@@ -14,7 +14,7 @@ from helpers import bundled_shape
 from verify_helpers import HAS_TORCH, IN_CI, needs_torch
 
 from kvcalc.errors import KvcalcError
-from kvcalc.registry import bundled_models
+from kvcalc.sources.bundled import bundled_models
 from kvcalc.verify.layout import allocation_plan
 from kvcalc.verify.spec import VerifyOptions
 

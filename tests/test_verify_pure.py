@@ -7,11 +7,16 @@ import json
 import pytest
 from helpers import bundled_config
 
-from kvcalc.calibration import RECORD_KIND, calibrate_overhead, load_calibration, read_records
 from kvcalc.errors import KvcalcError
+from kvcalc.estimate.overhead import Overhead
 from kvcalc.hfconfig import parse_config
-from kvcalc.overhead import Overhead
-from kvcalc.verify.reduce import shrink_for_run, slice_layers
+from kvcalc.hfconfig.reduce import shrink_for_run, slice_layers
+from kvcalc.sources.calibration import (
+    RECORD_KIND,
+    calibrate_overhead,
+    load_calibration,
+    read_records,
+)
 from kvcalc.verify.result import ComponentResult, judge, relative_error
 
 

@@ -80,8 +80,8 @@ def test_a_ctrl_c_after_generate_frees_the_cache(monkeypatch):
 
     from helpers import bundled_config
 
+    from kvcalc.hfconfig.reduce import slice_layers
     from kvcalc.verify import run_hf
-    from kvcalc.verify.reduce import slice_layers
     from kvcalc.verify.spec import VerifyOptions
 
     caches = []

@@ -9,9 +9,9 @@ import pytest
 from helpers import bundled_config, bundled_shape
 
 from kvcalc.errors import InputError
+from kvcalc.estimate.weights import count_parameters, pp_layer_counts, weight_bytes
 from kvcalc.hfconfig import parse_config
-from kvcalc.registry import bundled_models
-from kvcalc.weights import count_parameters, pp_layer_counts, weight_bytes
+from kvcalc.sources.bundled import bundled_models
 
 GIB = 1 << 30
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import typer
 
 from kvcalc import __version__
-from kvcalc.cli import console
 from kvcalc.errors import ExitCode, KvcalcError
+from kvcalc.render import console
 
 EXIT_CODES_HELP = (
     "Exit status: 0 the command ran and the deployment passes; 1 it ran and the deployment "

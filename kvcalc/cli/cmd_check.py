@@ -116,7 +116,7 @@ def check(
 
 
 def _write(text: str) -> None:
-    from kvcalc.cli import console
+    from kvcalc.render import console
 
     console.out(text.rstrip("\n"))
 
@@ -130,15 +130,14 @@ def _step_summary(text: str) -> None:
         with open(path, "a", encoding="utf-8") as f:
             f.write(text + "\n")
     except OSError as exc:
-        from kvcalc.cli import console
+        from kvcalc.render import console
 
         console.err(f"warning: cannot append to $GITHUB_STEP_SUMMARY: {exc.strerror or exc}")
 
 
 def _report_problems(report, fmt: str) -> int:
-    from kvcalc.cli import console
     from kvcalc.errors import KvcalcError
-    from kvcalc.render import check_view
+    from kvcalc.render import check_view, console
 
     if fmt == "github":
         _write(check_view.github(report))
@@ -166,8 +165,8 @@ def schema() -> int:
     """
     import json
 
-    from kvcalc.cli import console
     from kvcalc.deploy.schema import build_schema
+    from kvcalc.render import console
 
     console.out(json.dumps(build_schema(), indent=2, ensure_ascii=False))
     return 0

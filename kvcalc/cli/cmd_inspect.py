@@ -50,9 +50,9 @@ def inspect(
 
     Example: kvcalc inspect llama-3.1-8b --max-model-len 32768
     """
-    from kvcalc.inspect import inspect_loaded
+    from kvcalc.planning.inspect import inspect_loaded
     from kvcalc.render import inspect_view, to_json
-    from kvcalc.resolve import load_model
+    from kvcalc.sources.resolve import load_model
 
     loaded = load_model(model, revision=revision, token=token, offline=offline or None)
     result = inspect_loaded(

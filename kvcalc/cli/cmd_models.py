@@ -12,9 +12,9 @@ def models(json_: JsonOpt = False) -> int:
 
     Example: kvcalc models
     """
-    from kvcalc.catalog import list_bundled
     from kvcalc.render import to_json
     from kvcalc.render.tables import models_table
+    from kvcalc.sources.catalog import list_bundled
 
     rows = list_bundled()
     if json_:
@@ -30,7 +30,7 @@ def gpus(json_: JsonOpt = False) -> int:
 
     Example: kvcalc gpus
     """
-    from kvcalc.gpus import list_gpus
+    from kvcalc.model.gpus import list_gpus
     from kvcalc.render import to_json
     from kvcalc.render.tables import gpus_table
 

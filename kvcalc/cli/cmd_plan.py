@@ -247,7 +247,7 @@ def plan(
     Example: kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32768
     """
     from kvcalc.cli.plan_args import build_inputs
-    from kvcalc.planning import plan_reference
+    from kvcalc.planning.core import plan_reference
 
     request = build_inputs(locals())
     result = plan_reference(

@@ -208,7 +208,7 @@ def verify(
         revision=revision, token=token, offline=offline or None,
     )  # fmt: skip
     if record:
-        from kvcalc.calibration import append_record, make_record
+        from kvcalc.sources.calibration import append_record, make_record
 
         append_record(record, make_record(result))
     if json_:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import InputError
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import parse_size
 
 #: option name -> PlanInputs field, for the values a serving command can also set
@@ -109,7 +109,7 @@ def _merge_command(
     text: str, reference: str | None, values: dict[str, Any]
 ) -> tuple[str, str | None, tuple[str, ...]]:
     """Flags from a ``vllm serve ...`` command fill what the options left at their defaults."""
-    from kvcalc.servecmd import parse_serve_command
+    from kvcalc.planning.servecmd import parse_serve_command
 
     cmd = parse_serve_command(text)
     if reference and cmd.model and reference != cmd.model:

@@ -1,6 +1,6 @@
 """Judge a plan against a deployment's requirements: a list of :class:`Failure`, empty if it passes.
 
-Pure arithmetic on a :class:`~kvcalc.planning.CapacityPlan`:
+Pure arithmetic on a :class:`~kvcalc.planning.core.CapacityPlan`:
 
 - ``allow_verdicts`` (default ``[ok, tight]``): the plan's verdict must be one of them, minus the
   verdicts named by ``--fail-on``. ``wont-start`` and ``weights-dont-fit`` always fail.

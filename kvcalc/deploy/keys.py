@@ -1,7 +1,7 @@
 """Every key a deployment file may hold, in one table: the validator and the JSON Schema both read it.
 
 A :class:`Key` names its kind (how a value is read), its range, the
-:class:`~kvcalc.plan_inputs.PlanInputs` field it fills, and a help line. :func:`convert` turns a
+:class:`~kvcalc.planning.inputs.PlanInputs` field it fills, and a help line. :func:`convert` turns a
 YAML value into that field's value or raises :class:`BadValue` with a one-line reason;
 :mod:`kvcalc.deploy.schema` turns the same table into the published JSON Schema, so the two cannot
 drift apart.
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.plan_inputs import MAX_COUNT, VERDICTS
+from kvcalc.planning.inputs import MAX_COUNT, VERDICTS
 from kvcalc.units import short_int
 
 #: the verdicts a deployment may be allowed to have; the others mean it would not start
@@ -286,7 +286,7 @@ def _number(value: Any, key: Key) -> float:
 def _tokens(value: Any, key: Key) -> int:
     if isinstance(value, str):
         from kvcalc.errors import InputError
-        from kvcalc.servecmd import parse_human_int
+        from kvcalc.planning.servecmd import parse_human_int
 
         try:
             value = parse_human_int(value, what=key.name)
@@ -378,8 +378,8 @@ def _bool(value: Any, key: Key) -> bool:
 
 
 def _cache_dtype(value: Any, key: Key) -> str:
-    from kvcalc.dtypes import ALIASES, CACHE_DTYPES, parse_cache_dtype
     from kvcalc.errors import InputError
+    from kvcalc.model.dtypes import ALIASES, CACHE_DTYPES, parse_cache_dtype
 
     text = _text(value, key)
     try:
@@ -395,7 +395,7 @@ def _cache_dtype(value: Any, key: Key) -> str:
 
 def _gpu(value: Any, key: Key) -> str:
     from kvcalc.errors import KvcalcError
-    from kvcalc.gpus import get_gpu
+    from kvcalc.model.gpus import get_gpu
 
     text = _text(value, key)
     try:

@@ -1,7 +1,7 @@
 """``kvcalc check`` as a library call: files in, a :class:`CheckReport` out.
 
 :func:`check_paths` expands the paths (files, folders, globs), reads and validates every file
-(:mod:`kvcalc.deploy.spec`), plans each valid deployment (:func:`kvcalc.planning.plan_reference`,
+(:mod:`kvcalc.deploy.spec`), plans each valid deployment (:func:`kvcalc.planning.core.plan_reference`,
 which loads each model once per process) and judges it (:mod:`kvcalc.deploy.judge`). Problems that
 stop a check — unreadable files, invalid values, an unknown model — are collected from every file
 and deployment, not just the first, and returned as :class:`~kvcalc.deploy.spec.Problem` values.
@@ -39,7 +39,7 @@ _CODE_KEYS = (
 @dataclass(frozen=True, kw_only=True)
 class DeploymentResult:
     deployment: Deployment
-    plan: Any  # kvcalc.planning.CapacityPlan
+    plan: Any  # kvcalc.planning.core.CapacityPlan
     failures: tuple[Failure, ...]
 
     @property
@@ -155,7 +155,7 @@ def _problem_for(dep: Deployment, exc: KvcalcError) -> Problem:
     extra = own_hint(exc)
     if exc.code == "model-not-found":
         from kvcalc.deploy.keys import suggest
-        from kvcalc.registry import bundled_models
+        from kvcalc.sources.bundled import bundled_models
 
         names = [m.alias for m in bundled_models()] + [m.hf_id for m in bundled_models()]
         extra = suggest(dep.model, names) or extra
@@ -169,13 +169,13 @@ def plan_deployment(
     offline: bool | None = None,
     with_suggestions: bool = True,
 ) -> Any:
-    """The deployment's :class:`~kvcalc.planning.CapacityPlan`, as ``plan_reference`` makes it.
+    """The deployment's :class:`~kvcalc.planning.core.CapacityPlan`, as ``plan_reference`` makes it.
 
     Each model is loaded once per process (``resolve_model_cached``). ``with_suggestions=False``
     skips the computed suggestions (several more plans each); the check asks for them only for
     deployments that fail.
     """
-    from kvcalc.planning import plan_reference
+    from kvcalc.planning.core import plan_reference
 
     return plan_reference(
         dep.model,

@@ -38,7 +38,7 @@ def _size(key: Key) -> dict[str, Any]:
 
 
 def _cache_dtypes() -> list[str]:
-    from kvcalc.dtypes import ALIASES, CACHE_DTYPES
+    from kvcalc.model.dtypes import ALIASES, CACHE_DTYPES
 
     return ["auto", *CACHE_DTYPES, *ALIASES]
 

@@ -29,7 +29,7 @@ from kvcalc.deploy.keys import (
 )
 from kvcalc.deploy.yamlread import Node
 from kvcalc.errors import InputError, KvcalcError
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.planning.inputs import PlanInputs
 
 #: a PlanInputs field → the file key that sets it
 FIELD_KEYS: dict[str, str] = {
@@ -345,7 +345,7 @@ def _written(node: Node, names: tuple[str, ...]) -> bool:
 
 
 def _merge_command(values, node, fields_, ctx, notes, model, revision):
-    from kvcalc.servecmd import parse_serve_command
+    from kvcalc.planning.servecmd import parse_serve_command
 
     command_node = node.value["command"][1]
     try:
@@ -387,7 +387,7 @@ def _merge_command(values, node, fields_, ctx, notes, model, revision):
 
 def _same(name: str, a: Any, b: Any) -> bool:
     if name == "kv_cache_dtype":
-        from kvcalc.dtypes import parse_cache_dtype
+        from kvcalc.model.dtypes import parse_cache_dtype
 
         try:
             return parse_cache_dtype(a) == parse_cache_dtype(b)
@@ -412,7 +412,7 @@ def _mentioned_key(message: str, written: Mapping[str, Any]) -> str | None:
 
 def _model_path(model: str, base_dir: str) -> str:
     """A relative path is relative to the deployment file's folder; other references unchanged."""
-    from kvcalc.resolve import looks_like_path
+    from kvcalc.sources.resolve import looks_like_path
 
     if (
         looks_like_path(model)

@@ -1,5 +1,11 @@
 """Serving-engine KV-cache accounting behind one interface (:class:`~kvcalc.engines.base.Engine`).
 
+This layer owns everything an engine does differently: how it picks its cache dtype and block
+size, how it groups layers, how much memory it hands the cache and how many blocks or tokens that
+makes. One module per engine (``sglang``, ``llamacpp``, ``hf``, ``trtllm``) and the
+:mod:`~kvcalc.engines.vllm` subpackage, each a pure model of the engine's own code on a
+:class:`~kvcalc.model.shape.ModelShape` and an :class:`~kvcalc.engines.base.EngineRequest`.
+
 >>> get_engine("vllm").versions[0]
 '0.33'
 """
@@ -20,7 +26,7 @@ def get_engine(name: str) -> Engine:
     key = str(name).strip().lower().replace(".", "").replace("-", "")
     key = {"transformers": "hf", "tensorrtllm": "trtllm", "llamacpp": "llamacpp"}.get(key, key)
     if key == "vllm":
-        from kvcalc.engines.vllm import VllmEngine
+        from kvcalc.engines.vllm.engine import VllmEngine
 
         return VllmEngine()
     if key == "sglang":

@@ -1,6 +1,6 @@
 """The interface every serving-engine model shares: one request in, one frozen plan out.
 
-An engine module turns an :class:`EngineRequest` (a parsed :class:`~kvcalc.model.ModelShape` plus
+An engine module turns an :class:`EngineRequest` (a parsed :class:`~kvcalc.model.shape.ModelShape` plus
 plain serving numbers) into a :class:`KvCachePlan`: the block/page size, the number of blocks, the
 token capacity and concurrency *exactly as that engine computes and prints them*, whether one
 request at ``max_model_len`` fits, and the engine's own log or error text for those numbers.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kvcalc.errors import InputError
-from kvcalc.model import ModelShape
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import MAX_SIZE_BYTES, short_int
 
 #: the largest integer an engine option takes (a petabyte, for the options in bytes)

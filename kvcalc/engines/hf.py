@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvcalc.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -37,8 +36,9 @@ from kvcalc.engines.base import (
     version_tuple,
 )
 from kvcalc.errors import InputError
-from kvcalc.layouts import GatedDeltaNetState, Layout, MLALatent, RecurrentState, StateTensor
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
+from kvcalc.model.layouts import GatedDeltaNetState, Layout, MLALatent, RecurrentState, StateTensor
+from kvcalc.model.shape import ModelShape
 
 VERSIONS = ("5", "4")
 EXTRA_KEYS = ("batch_size", "cache_implementation", "dynamic_cache_with_config")

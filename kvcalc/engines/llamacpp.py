@@ -30,7 +30,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kvcalc.dtypes import FP16, CacheDtype, parse_cache_dtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -42,8 +41,9 @@ from kvcalc.engines.base import (
     unknown_version,
 )
 from kvcalc.errors import InputError
-from kvcalc.layouts import Layout, MLALatent, RecurrentState
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
+from kvcalc.model.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import round_up
 
 VERSIONS = ("latest", "b5452")

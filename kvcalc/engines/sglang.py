@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -36,11 +35,12 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
-from kvcalc.engines.vllm_defaults import is_float32_config
-from kvcalc.engines.vllm_groups import pp_stages
+from kvcalc.engines.vllm.defaults import is_float32_config
+from kvcalc.engines.vllm.groups import pp_stages
 from kvcalc.errors import InputError
-from kvcalc.layouts import Layout, MLALatent, RecurrentState
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
+from kvcalc.model.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, MIB
 
 VERSIONS = ("latest", "2025.03")

@@ -16,7 +16,6 @@ Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 toke
 
 from __future__ import annotations
 
-from kvcalc.dtypes import BF16, FP8, FP16, CacheDtype
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -26,9 +25,10 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
-from kvcalc.engines.vllm_defaults import is_float32_config
+from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.errors import InputError
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import BF16, FP8, FP16, CacheDtype
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
 VERSIONS = ("latest",)

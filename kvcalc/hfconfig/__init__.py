@@ -1,4 +1,4 @@
-"""``config.json`` → :class:`~kvcalc.model.ModelShape`. The only code that reads config keys.
+"""``config.json`` → :class:`~kvcalc.model.shape.ModelShape`. The only code that reads config keys.
 
 Head counts and widths follow vLLM's ``ModelArchConfigConvertor`` (``engine-accounting.md`` §1.10):
 KV heads from the first of ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvcalc.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
-from kvcalc.layouts import (
+from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
+from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
     GatedDeltaNetState,
@@ -27,7 +27,7 @@ from kvcalc.layouts import (
     NoCache,
     SlidingWindow,
 )
-from kvcalc.model import ModelShape
+from kvcalc.model.shape import ModelShape
 
 __all__ = ["parse_config", "ConfigReader"]
 

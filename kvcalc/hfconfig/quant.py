@@ -1,6 +1,6 @@
 """A checkpoint's ``quantization_config`` as a frozen :class:`QuantSpec` (how weights are stored).
 
-Storage of one quantized ``rows × cols`` (out × in) matrix, which :mod:`kvcalc.weights` computes:
+Storage of one quantized ``rows × cols`` (out × in) matrix, which :mod:`kvcalc.estimate.weights` computes:
 
     data   = rows · cols · weight_bits / 8
     scales = one per tensor | per output row | per ``group_size`` inputs of a row | per block

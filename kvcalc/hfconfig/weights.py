@@ -1,7 +1,7 @@
-"""Weight-related dimensions from ``config.json``, for the parameter counter in :mod:`kvcalc.weights`.
+"""Weight-related dimensions from ``config.json``, for the parameter counter in :mod:`kvcalc.estimate.weights`.
 
 Everything a parameter count needs is read here, through :class:`ConfigReader` (which records
-provenance); :mod:`kvcalc.weights` only does arithmetic on the frozen :class:`WeightShape`.
+provenance); :mod:`kvcalc.estimate.weights` only does arithmetic on the frozen :class:`WeightShape`.
 
 Per-layer structure is two tuples: ``mixers`` (what mixes tokens: ``attention``, ``mla``, ``mamba2``,
 ``gdn`` or ``none``) and ``ffns`` (``dense``, ``moe`` or ``none``). MoE placement follows each
@@ -191,7 +191,7 @@ def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...
     """The weight dimensions; never raises, so a config that sizes the KV cache still parses.
 
     A config lacking what a parameter count needs yields a shape whose ``problem`` says why;
-    :func:`kvcalc.weights.weight_bytes` then refuses with that message.
+    :func:`kvcalc.estimate.weights.weight_bytes` then refuses with that message.
     """
     try:
         return _read(r, num_layers, kinds)

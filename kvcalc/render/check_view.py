@@ -120,7 +120,7 @@ def render_table(report: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvcalc.cli.console import stdout_console
+    from kvcalc.render.console import stdout_console
     from kvcalc.render.plan_view import VERDICT_STYLE
 
     wide = {} if sys.stdout.isatty() or os.environ.get("COLUMNS") else {"width": 160}

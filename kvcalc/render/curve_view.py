@@ -1,15 +1,15 @@
 """``kvcalc curve`` (table, terminal chart, matplotlib file) and ``kvcalc throughput`` reports.
 
-No arithmetic beyond scaling bars: the numbers come from :mod:`kvcalc.curves` and
-:mod:`kvcalc.throughput`.
+No arithmetic beyond scaling bars: the numbers come from :mod:`kvcalc.planning.curves` and
+:mod:`kvcalc.planning.throughput`.
 """
 
 from __future__ import annotations
 
 import math
 
-from kvcalc.cli.console import stdout_console
 from kvcalc.render import fmt
+from kvcalc.render.console import stdout_console
 
 CHART_WIDTH = 48
 #: one style per series, cycled

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvcalc.cli.console import stdout_console
-from kvcalc.inspect import InspectResult, LayerInfo
+from kvcalc.planning.inspect import InspectResult, LayerInfo
 from kvcalc.render import fmt
+from kvcalc.render.console import stdout_console
 
 
 def _indices(indices: tuple[int, ...]) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvcalc.cli.console import stdout_console
 from kvcalc.render import fmt
+from kvcalc.render.console import stdout_console
 
 VERDICT_STYLE = {
     "ok": "bold green",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.cli.console import stdout_console
 from kvcalc.render import fmt
+from kvcalc.render.console import stdout_console
 
 
 def models_table(rows: list[Any]) -> None:

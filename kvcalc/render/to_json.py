@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from kvcalc.cli import console
+from kvcalc.render import console
 
 
 def _clean(value: Any) -> Any:

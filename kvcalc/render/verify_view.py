@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.cli.console import stdout_console
 from kvcalc.render import fmt
+from kvcalc.render.console import stdout_console
 
 
 def percent(error: float) -> str:

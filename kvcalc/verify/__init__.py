@@ -1,9 +1,9 @@
 """``kvcalc verify``: prove the KV-cache prediction by allocating the engine's real tensors with torch.
 
 Only this package imports torch, and only inside functions (:mod:`kvcalc.verify.torchenv`). The
-layout of every engine (:mod:`~kvcalc.verify.layout`, :mod:`~kvcalc.verify.layout_vllm`), the
-results (:mod:`~kvcalc.verify.result`) and the config reduction (:mod:`~kvcalc.verify.reduce`) are
-pure. Entry point: :func:`kvcalc.verify.check.verify`.
+layout of every engine (:mod:`~kvcalc.verify.layout`, :mod:`~kvcalc.verify.layout_vllm`) and the
+results (:mod:`~kvcalc.verify.result`) are pure; the smaller configs it builds come from
+:mod:`kvcalc.hfconfig.reduce`. Entry point: :func:`kvcalc.verify.check.verify`.
 """
 
 from __future__ import annotations

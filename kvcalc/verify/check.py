@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model import ModelShape
+from kvcalc.model.shape import ModelShape
 from kvcalc.verify.result import (
     DEFAULT_TOLERANCE,
     ComponentResult,
@@ -40,9 +40,9 @@ def load_config(
     token: str | None = None, offline: bool | None = None,
 ) -> LoadedConfig:  # fmt: skip
     from kvcalc.hfconfig import parse_config
-    from kvcalc.planning import resolve_model_cached
-    from kvcalc.resolve import read_config_json
-    from kvcalc.verify.reduce import slice_layers
+    from kvcalc.hfconfig.reduce import slice_layers
+    from kvcalc.planning.core import resolve_model_cached
+    from kvcalc.sources.resolve import read_config_json
 
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
     raw = read_config_json(loaded.config_path) if loaded.config_path else {}
@@ -126,7 +126,7 @@ def verify(
     if not 0 <= tolerance < 1:
         raise KvcalcError(f"--tolerance must be in [0, 1), got {tolerance}", hint="e.g. --tolerance 0.01",
                           code="invalid-input")  # fmt: skip
-    from kvcalc.plan_inputs import MAX_COUNT
+    from kvcalc.planning.inputs import MAX_COUNT
 
     for what, value in (
         ("--prompt-tokens", prompt_tokens),

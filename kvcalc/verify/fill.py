@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model import ModelShape
+from kvcalc.model.shape import ModelShape
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import ComponentResult, FillResult, VerifyResult, judge
 from kvcalc.verify.spec import VerifyOptions
@@ -74,9 +74,9 @@ def _plan_for_this_gpu(
     shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None
 ):
     from kvcalc.errors import InputError
-    from kvcalc.gpus import get_gpu
-    from kvcalc.plan_inputs import PlanInputs
-    from kvcalc.planning import plan
+    from kvcalc.model.gpus import get_gpu
+    from kvcalc.planning.core import plan
+    from kvcalc.planning.inputs import PlanInputs
 
     try:
         gpu = get_gpu(name).name
@@ -100,7 +100,7 @@ def _bytes_per_block(cplan) -> int:
 
 def _cache_layout(shape: ModelShape, cplan, opts: VerifyOptions):
     """The engine's tensors at the plan's block count (same groups and pages as the plan)."""
-    from kvcalc.dtypes import parse_cache_dtype
+    from kvcalc.model.dtypes import parse_cache_dtype
     from kvcalc.verify.layout_vllm import build_from_plan
 
     layers = (

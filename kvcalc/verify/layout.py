@@ -19,12 +19,12 @@ size and lays out the tensors the engine's own code would allocate for it (``eng
 
 from __future__ import annotations
 
-from kvcalc.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.errors import InputError
-from kvcalc.layouts import FullAttention, Layout, MLALatent, RecurrentState
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
+from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
+from kvcalc.model.shape import ModelShape
 from kvcalc.verify.spec import (
     DEFAULT_NUM_BLOCKS,
     DEFAULT_TOKENS,

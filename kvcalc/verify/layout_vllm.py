@@ -18,11 +18,11 @@ Worked example (Gemma-3-1B, bf16, 4 blocks): 22 sliding + 4 full layers; 22 ≥ 
 from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
-from kvcalc.engines.vllm import VllmEngine
-from kvcalc.engines.vllm_setup import resolve_setup
+from kvcalc.engines.vllm.engine import VllmEngine
+from kvcalc.engines.vllm.setup import resolve_setup
 from kvcalc.errors import InputError
-from kvcalc.layouts import FullAttention, Layout, MLALatent, RecurrentState
-from kvcalc.model import ModelShape
+from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
+from kvcalc.model.shape import ModelShape
 from kvcalc.verify.spec import (
     ITEMSIZE,
     AllocationPlan,

@@ -2,7 +2,7 @@
 generates with its own cache, and the cache's real tensors are measured against the ``hf`` engine's
 prediction for the installed transformers version.
 
-The config is made cheap (:func:`kvcalc.verify.reduce.shrink_for_run`: small vocabulary, MLP and
+The config is made cheap (:func:`kvcalc.hfconfig.reduce.shrink_for_run`: small vocabulary, MLP and
 expert count; ``--layers`` keeps the first N layers and their pattern) while every number the cache
 depends on stays the model's own. Measured: each cache layer's ``keys``/``values`` (linear attention:
 ``conv_states``/``recurrent_states``), Σ ``untyped_storage().nbytes()`` with shared storages counted
@@ -102,9 +102,9 @@ def verify_run(
     prompt_tokens: int | None, new_tokens: int,
 ) -> VerifyResult:  # fmt: skip
     from kvcalc.hfconfig import parse_config
+    from kvcalc.hfconfig.reduce import shrink_for_run
     from kvcalc.verify.check import components_from
     from kvcalc.verify.layout import allocation_plan
-    from kvcalc.verify.reduce import shrink_for_run
 
     if new_tokens < 2:
         raise KvcalcError("--new-tokens must be at least 2 (one decode step after the prompt)",
@@ -125,7 +125,7 @@ def verify_run(
     parts = {
         (v.layer, b.name.rsplit(" ", 1)[1]): v.component for b in plan.buffers for v in b.views
     }
-    from kvcalc.dtypes import CACHE_DTYPES
+    from kvcalc.model.dtypes import CACHE_DTYPES
 
     model = build_model(
         small, CACHE_DTYPES[plan.kv_cache_dtype].torch_name, dev

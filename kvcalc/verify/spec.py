@@ -136,7 +136,7 @@ class VerifyOptions:
 
     def __post_init__(self) -> None:
         from kvcalc.errors import InputError
-        from kvcalc.plan_inputs import MAX_COUNT
+        from kvcalc.planning.inputs import MAX_COUNT
         from kvcalc.units import short_int
 
         for name in (

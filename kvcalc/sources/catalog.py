@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvcalc.hfconfig import parse_config
-from kvcalc.registry import bundled_models
+from kvcalc.sources.bundled import bundled_models
 
 
 @dataclass(frozen=True, kw_only=True)

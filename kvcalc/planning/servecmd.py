@@ -186,7 +186,7 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?")
 class ServeCommand:
     """What a serving command says about KV-cache sizing.
 
-    ``values`` is keyed by :class:`~kvcalc.plan_inputs.PlanInputs` field names
+    ``values`` is keyed by :class:`~kvcalc.planning.inputs.PlanInputs` field names
     (``kv_cache_memory_bytes`` in bytes), holding only the flags the command gave.
     ``flags`` says how each was spelled (``{"tensor_parallel_size": "-tp"}``), for messages.
     """

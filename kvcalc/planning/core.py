@@ -1,16 +1,16 @@
 """``kvcalc plan``: how many requests fit on these GPUs, as the engine itself will compute it.
 
-:func:`plan` is pure: a :class:`~kvcalc.model.ModelShape` and :class:`~kvcalc.plan_inputs.PlanInputs`
+:func:`plan` is pure: a :class:`~kvcalc.model.shape.ModelShape` and :class:`~kvcalc.planning.inputs.PlanInputs`
 in, a frozen :class:`CapacityPlan` out. :func:`plan_reference` resolves a model reference first
 (the only I/O). The steps:
 
 1. the GPU and its memory as the driver reports it (``--gpu`` catalog or ``--gpu-memory``);
 2. weights per GPU: ``--weights-memory`` if given, else safetensors metadata when known, else the
-   config-based estimate (``kvcalc.weights``);
-3. activation peak, non-torch and CUDA-graph memory (``kvcalc.overhead``, calibrated on vLLM);
+   config-based estimate (``kvcalc.estimate.weights``);
+3. activation peak, non-torch and CUDA-graph memory (``kvcalc.estimate.overhead``, calibrated on vLLM);
 4. the engine's own KV budget rule (``Engine.available_kv_bytes``), or ``--kv-cache-memory``;
 5. the engine's block/token/concurrency arithmetic (``Engine.plan_kv_cache``);
-6. the verdict and computed suggestions (``kvcalc.suggest``).
+6. the verdict and computed suggestions (``kvcalc.planning.suggest``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvcalc.assess import FIXED_POOL_ENGINES, overhead_notes, workload
-from kvcalc.assess import verdict as judge_verdict
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import KvcalcError
-from kvcalc.gpus import GpuSpec, get_gpu
-from kvcalc.model import ModelShape
-from kvcalc.overhead import Overhead, estimate_overhead
-from kvcalc.plan_inputs import PlanInputs
-from kvcalc.plan_result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
+from kvcalc.estimate.overhead import Overhead, estimate_overhead
+from kvcalc.model.gpus import GpuSpec, get_gpu
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
+from kvcalc.planning.verdict import FIXED_POOL_ENGINES, overhead_notes, workload
+from kvcalc.planning.verdict import verdict as judge_verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +49,8 @@ _WEIGHTS_MEMO: dict[tuple, Any] = {}
 
 
 def _weight_estimate(model: ModelShape, inputs: PlanInputs):
-    """``kvcalc.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
-    from kvcalc.weights import weight_bytes
+    """``kvcalc.estimate.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
+    from kvcalc.estimate.weights import weight_bytes
 
     key = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
            inputs.tensor_parallel_size, inputs.pipeline_parallel_size)  # fmt: skip
@@ -122,7 +122,7 @@ def plan(
     """Plan ``model`` under ``inputs``. Pure: no I/O.
 
     ``with_throughput`` adds the decode-throughput ceiling at the plan's concurrency
-    (:func:`kvcalc.throughput.attach_throughput`; skipped when the GPU's bandwidth is unknown).
+    (:func:`kvcalc.planning.throughput.attach_throughput`; skipped when the GPU's bandwidth is unknown).
     """
     engine = get_engine(inputs.engine)
     gpu, memory = _gpu(inputs)
@@ -130,7 +130,7 @@ def plan(
     weights = _weights(model, inputs, exact_weights)
     overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request))
     if inputs.calibration and inputs.kv_cache_memory_bytes is None:  # `verify --record` corrections
-        from kvcalc.calibration import calibrate_overhead
+        from kvcalc.sources.calibration import calibrate_overhead
 
         overhead = calibrate_overhead(overhead, inputs.calibration, gpu_name=gpu.device_name if gpu else None,
                                       total_memory_bytes=memory)  # fmt: skip
@@ -159,13 +159,13 @@ def plan(
         model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source
     )
     if with_suggestions and result.verdict not in ("ok",):
-        from kvcalc.suggest import suggestions
+        from kvcalc.planning.suggest import suggestions
 
         result = replace(
             result, suggestions=tuple(suggestions(model, inputs, result, exact_weights))
         )
     if with_throughput:
-        from kvcalc.throughput import attach_throughput
+        from kvcalc.planning.throughput import attach_throughput
 
         result = attach_throughput(result, inputs, model)
     return result
@@ -365,8 +365,8 @@ _CACHE: dict[tuple, Any] = {}
 
 
 def resolve_model_cached(reference: str, *, revision=None, token=None, offline=None):
-    """``kvcalc.resolve.load_model``, memoised per process (``kvcalc check`` plans many deployments)."""
-    from kvcalc.resolve import load_model
+    """``kvcalc.sources.resolve.load_model``, memoised per process (``kvcalc check`` plans many deployments)."""
+    from kvcalc.sources.resolve import load_model
 
     key = (reference, revision, bool(token), offline)
     if key not in _CACHE:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvcalc.dtypes import CacheDtype
-from kvcalc.layouts import Layout
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import Layout
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """``kvcalc inspect``: a model's cache layout and its engine-independent KV bytes.
 
-:func:`inspect_model` is pure given a :class:`~kvcalc.model.ModelShape`; it returns an
+:func:`inspect_model` is pure given a :class:`~kvcalc.model.shape.ModelShape`; it returns an
 :class:`InspectResult` that both the rich table and ``--json`` render.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kvcalc.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
 from kvcalc.errors import InputError, KvcalcError
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
+from kvcalc.model.shape import ModelShape
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +90,7 @@ def _layer_dict(layer: LayerInfo) -> dict[str, Any]:
 
 
 def _layer_infos(model: ModelShape, *, grouped: bool) -> tuple[LayerInfo, ...]:
-    from kvcalc.model import LayerGroup
+    from kvcalc.model.shape import LayerGroup
 
     infos = []
     if grouped:
@@ -203,7 +203,7 @@ def inspect_loaded(
 
 def estimated_weights(model: ModelShape) -> dict[str, Any] | None:
     """The config-based weight estimate in the same shape as the safetensors summary."""
-    from kvcalc.weights import weight_bytes
+    from kvcalc.estimate.weights import weight_bytes
 
     try:
         est = weight_bytes(model)

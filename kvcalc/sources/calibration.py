@@ -139,7 +139,7 @@ def _same_gpu(record: dict[str, Any], gpu_name: str | None, total_memory_bytes: 
         if _key(record.get("gpu_name")) == _key(gpu_name):
             return True
         from kvcalc.errors import InputError
-        from kvcalc.gpus import get_gpu
+        from kvcalc.model.gpus import get_gpu
 
         try:
             return get_gpu(str(record.get("gpu_name"))).name == get_gpu(gpu_name).name
@@ -170,7 +170,7 @@ def load_calibration(
 def calibrate_overhead(
     overhead: Any, path: str, *, gpu_name: str | None, total_memory_bytes: int | None
 ) -> Any:
-    """``overhead`` (:class:`kvcalc.overhead.Overhead`) corrected by the records in ``path``."""
+    """``overhead`` (:class:`kvcalc.estimate.overhead.Overhead`) corrected by the records in ``path``."""
     found = load_calibration(path, gpu_name, total_memory_bytes)
     if found is None:
         what = gpu_name or (f"a {total_memory_bytes:,} B GPU" if total_memory_bytes else "this GPU")

@@ -1,13 +1,13 @@
 """Models side by side: KV bytes per token and per request, weights, and how many requests fit.
 
 :func:`compare` is pure: model shapes in, a frozen :class:`Comparison` out. With a GPU every model
-is planned (:func:`kvcalc.planning.plan`, suggestions off) and the engine's own figures are shown;
+is planned (:func:`kvcalc.planning.core.plan`, suggestions off) and the engine's own figures are shown;
 without one, the layout's bytes (per tensor-parallel rank) and the config-estimated weights. A
 model that does not fit is a row that says so, not an error.
 
 :func:`attention_variants` builds, from one model's dimensions, the same model with MHA
 (``kv_heads = heads``), its own GQA, MQA (``kv_heads = 1``) and MLA (one latent of
-``kv_lora_rank 512 + rope 64`` per token per layer) as :class:`~kvcalc.model.ModelShape` copies with
+``kv_lora_rank 512 + rope 64`` per token per layer) as :class:`~kvcalc.model.shape.ModelShape` copies with
 replaced layouts and attention weights. Worked example (Llama-3.1-8B, bf16, per token):
 MHA 2·32·32·128·2 = 524,288 B; GQA 2·32·8·128·2 = 131,072 B; MQA 2·32·1·128·2 = 16,384 B;
 MLA 32·(512 + 64)·2 = 36,864 B.
@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kvcalc.errors import InputError, KvcalcError
-from kvcalc.layouts import FullAttention, MLALatent
-from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import MAX_COUNT, PlanInputs
+from kvcalc.model.layouts import FullAttention, MLALatent
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import short_int
 
 #: the MLA variant's latent: DeepSeek-V2/V3's sizes
@@ -90,8 +90,8 @@ def kv_heads_text(model: ModelShape) -> str:
 
 
 def _no_gpu_row(entry: CompareEntry, length: int, kv_cache_dtype: str, tp: int) -> CompareRow:
-    from kvcalc.dtypes import parse_cache_dtype
-    from kvcalc.weights import weight_bytes
+    from kvcalc.estimate.weights import weight_bytes
+    from kvcalc.model.dtypes import parse_cache_dtype
 
     model = entry.model
     rank = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype)).per_rank(tp)
@@ -109,7 +109,7 @@ def _no_gpu_row(entry: CompareEntry, length: int, kv_cache_dtype: str, tp: int) 
 
 
 def _planned_row(entry: CompareEntry, inputs: PlanInputs) -> CompareRow:
-    from kvcalc.planning import plan
+    from kvcalc.planning.core import plan
 
     model = entry.model
     r = plan(model, inputs, exact_weights=entry.exact_weights, with_suggestions=False)
@@ -219,7 +219,7 @@ def compare_references(references: Sequence[str], inputs: PlanInputs | None, *, 
                        attention_variants_of: bool = False, revision=None, token=None, offline=None,
                        **kwargs: Any) -> Comparison:  # fmt: skip
     """Resolve each reference (bundled, path or Hub id) and :func:`compare` them."""
-    from kvcalc.planning import resolve_model_cached
+    from kvcalc.planning.core import resolve_model_cached
 
     entries: list[CompareEntry] = []
     for ref in references:

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
 from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
 from kvcalc.errors import InputError
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
 
 DEFAULT_BLOCK_SIZE = 16

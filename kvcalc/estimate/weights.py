@@ -1,6 +1,6 @@
-"""Parameter counts and weight bytes per GPU, from a :class:`~kvcalc.model.ModelShape` (pure; no torch).
+"""Parameter counts and weight bytes per GPU, from a :class:`~kvcalc.model.shape.ModelShape` (pure; no torch).
 
-:func:`count_parameters` sums the tensor inventory of :mod:`kvcalc.tensors` and matches what
+:func:`count_parameters` sums the tensor inventory of :mod:`kvcalc.estimate.tensors` and matches what
 transformers builds (``sum(p.numel() for p in model.parameters())``; tied embeddings counted once,
 MTP layers excluded). Worked example, Llama-3.1-8B::
 
@@ -13,7 +13,7 @@ MTP layers excluded). Worked example, Llama-3.1-8B::
 quantizable tensors (linear projections, experts) follow the quantization method; embeddings,
 lm_head, norms, routers, biases, convolutions and per-head vectors stay in the model dtype, as do
 modules a checkpoint lists in ``modules_to_not_convert``/``ignore`` and, for checkpoint methods, the
-vision tower. Per-GPU bytes split each tensor as vLLM does (:class:`kvcalc.tensors.Tensor`) and
+vision tower. Per-GPU bytes split each tensor as vLLM does (:class:`kvcalc.estimate.tensors.Tensor`) and
 layers across pipeline stages as vLLM's ``get_pp_indices``; the result is the largest stage.
 """
 
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kvcalc.errors import InputError
+from kvcalc.estimate.tensors import QUANTIZABLE_ROLES, Tensor, inventory
 from kvcalc.hfconfig.quant import DEFAULT_SPECS, QuantSpec
 from kvcalc.hfconfig.weights import WeightShape
-from kvcalc.model import ModelShape
-from kvcalc.tensors import QUANTIZABLE_ROLES, Tensor, inventory
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
 _WEIGHT_DTYPES = {"bf16": ("bf16", 2), "bfloat16": ("bf16", 2), "fp16": ("fp16", 2),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
-from kvcalc.overhead import Overhead
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.estimate.overhead import Overhead
+from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import cdiv
 
 #: engines whose KV pool is sized by their settings rather than by the memory left

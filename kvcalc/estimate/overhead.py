@@ -36,9 +36,9 @@ import math
 from dataclasses import dataclass, field
 
 from kvcalc.errors import InputError
-from kvcalc.gpus import GpuSpec
 from kvcalc.hfconfig.weights import WeightShape
-from kvcalc.model import ModelShape
+from kvcalc.model.gpus import GpuSpec
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, MIB, cdiv
 
 # -- calibration constants ---------------------------------------------------------------------

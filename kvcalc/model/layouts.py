@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import ClassVar
 
-from kvcalc.dtypes import CacheDtype
 from kvcalc.errors import InputError
+from kvcalc.model.dtypes import CacheDtype
 
 
 @dataclass(frozen=True, kw_only=True)

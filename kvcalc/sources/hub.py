@@ -4,7 +4,7 @@ Everything goes through ``huggingface_hub`` (``hf_hub_download``, ``get_hf_file_
 ``HfApi.get_safetensors_metadata``), which is imported inside the functions so that commands on
 bundled models or local folders never load it. Every Hub failure leaves this module as one
 :class:`~kvcalc.errors.HubError` (or ``KvcalcError``) with a stable code; see
-:mod:`kvcalc.hub_errors`. Sizes are checked before anything is downloaded: a ``config.json`` over
+:mod:`kvcalc.sources.hub_errors`. Sizes are checked before anything is downloaded: a ``config.json`` over
 16 MiB or a safetensors index over 64 MiB is refused from its ``HEAD`` answer.
 
 Settings are read from the environment on each call, because ``huggingface_hub.constants`` reads
@@ -32,18 +32,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvcalc.errors import HubError, KvcalcError
-from kvcalc.hub_errors import (
+from kvcalc.sources.hub_errors import (
     bad_endpoint,
     hub_error,
     hub_exceptions,
     is_transient,
     missing_file,
     not_cached,
-    shown_endpoint,  # noqa: F401  (re-exported: part of kvcalc.hub)
+    shown_endpoint,  # noqa: F401  (re-exported: part of kvcalc.sources.hub)
     unparsable,
 )
-from kvcalc.resolve import MAX_CONFIG_BYTES  # refused before it is downloaded, too
-from kvcalc.safetensors_meta import (
+from kvcalc.sources.resolve import MAX_CONFIG_BYTES  # refused before it is downloaded, too
+from kvcalc.sources.safetensors_meta import (
     INDEX_FILE,
     MAX_INDEX_BYTES,
     SafetensorsWeights,

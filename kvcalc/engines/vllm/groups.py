@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from kvcalc.errors import InputError
-from kvcalc.layouts import (
+from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
     Layout,

@@ -34,7 +34,7 @@ def configs_dir() -> Path:
     packaged = resources.files("kvcalc") / "model_configs"
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "model_configs"
+    return Path(__file__).resolve().parents[2] / "model_configs"
 
 
 @lru_cache(maxsize=1)

@@ -6,15 +6,15 @@ from dataclasses import replace
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import PlanInputs
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import PlanInputs
 
 #: cache dtypes tried, per engine, as "the compact option"
 _COMPACT_KV = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llamacpp": "q8_0", "hf": None}
 
 
 def _try(model: ModelShape, inputs: PlanInputs, exact: Any, **change: Any):
-    from kvcalc.planning import plan
+    from kvcalc.planning.core import plan
 
     try:
         return plan(model, replace(inputs, **change), exact_weights=exact, with_suggestions=False)
@@ -23,7 +23,7 @@ def _try(model: ModelShape, inputs: PlanInputs, exact: Any, **change: Any):
 
 
 def _make(text: str, change: dict[str, Any], result) -> Any:
-    from kvcalc.planning import Suggestion
+    from kvcalc.planning.core import Suggestion
 
     return Suggestion(
         text=text,
@@ -101,7 +101,7 @@ def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target:
     """The longest max_model_len at which ``target`` requests fit. The KV budget does not depend on
     the length, so this binary search asks only the engine's block arithmetic, not the whole plan."""
     from kvcalc.engines import get_engine
-    from kvcalc.planning import engine_request
+    from kvcalc.planning.core import engine_request
 
     engine = get_engine(inputs.engine)
     request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes))

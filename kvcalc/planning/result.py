@@ -78,7 +78,7 @@ class CapacityPlan:
     groups: tuple[KvCacheGroup, ...] = ()
     log_lines: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    #: decode throughput ceiling at this plan's concurrency (``kvcalc.throughput``), when computed
+    #: decode throughput ceiling at this plan's concurrency (``kvcalc.planning.throughput``), when computed
     throughput: dict[str, Any] | None = None
     inputs: dict[str, Any] = field(default_factory=dict)
 

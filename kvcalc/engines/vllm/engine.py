@@ -1,8 +1,8 @@
 """vLLM (V1 engine, and the V0 engine for old releases): blocks, capacity line, fit check.
 
 The arithmetic is vLLM's, step by step (``engine-accounting.md`` §1, checked against the vLLM 0.33.0
-wheel where the module docstrings of :mod:`~kvcalc.engines.vllm_defaults` and
-:mod:`~kvcalc.engines.vllm_groups` say so):
+wheel where the module docstrings of :mod:`~kvcalc.engines.vllm.defaults` and
+:mod:`~kvcalc.engines.vllm.groups` say so):
 
 1. resolve the cache dtype, the block size (backend choice, hybrid mamba alignment) and
    ``max_num_batched_tokens``;
@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc.engines import vllm_defaults as D
 from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
@@ -35,7 +34,8 @@ from kvcalc.engines.base import (
     extra_choice,
     extra_int,
 )
-from kvcalc.engines.vllm_groups import (
+from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
     Group,
     Sizing,
@@ -44,8 +44,8 @@ from kvcalc.engines.vllm_groups import (
     pp_stages,
     promote_local_specs,
 )
-from kvcalc.engines.vllm_setup import VllmSetup, resolve_setup
-from kvcalc.model import ModelShape
+from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
 
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
@@ -106,7 +106,7 @@ class VllmEngine:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         setup = resolve_setup(request)
         if not setup.profile.v1:
-            from kvcalc.engines.vllm_v0 import plan_v0
+            from kvcalc.engines.vllm.v0 import plan_v0
 
             return plan_v0(request, setup)
         return _plan_v1(request, setup)

@@ -1,6 +1,6 @@
 """Every weight tensor a model has, as plain records, from a :class:`WeightShape` (pure arithmetic).
 
-This is the inventory :mod:`kvcalc.weights` counts and prices. Each :class:`Tensor` says how many
+This is the inventory :mod:`kvcalc.estimate.weights` counts and prices. Each :class:`Tensor` says how many
 values it holds, which role it plays (decides whether a quantization method touches it), which
 decoder layer owns it (decides its pipeline stage) and how tensor parallelism splits it, following
 vLLM's parallel layers:

@@ -1,8 +1,8 @@
 """The memory-bandwidth roofline of one decode step, and of one prefill (pure arithmetic).
 
-:func:`step_cost` turns a :class:`~kvcalc.model.ModelShape` into what one decode step costs on the
+:func:`step_cost` turns a :class:`~kvcalc.model.shape.ModelShape` into what one decode step costs on the
 busiest GPU (weights read, KV read per sequence, FLOPs per token); :func:`decode_point` prices a
-batch on a :class:`Roofline`; :func:`prefill_estimate` one prompt. :mod:`kvcalc.throughput` builds
+batch on a :class:`Roofline`; :func:`prefill_estimate` one prompt. :mod:`kvcalc.planning.throughput` builds
 the reports and the plan integration on top. The formulas are documented there and in
 ``docs/throughput.md``.
 """
@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.dtypes import parse_cache_dtype
 from kvcalc.errors import InputError
-from kvcalc.model import ModelShape
+from kvcalc.model.dtypes import parse_cache_dtype
+from kvcalc.model.shape import ModelShape
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +40,7 @@ class Roofline:
 
 
 def gpu_roofline(gpu: Any, *, fp8_compute: bool = False) -> Roofline:
-    """A :class:`~kvcalc.gpus.GpuSpec`'s roofs: bf16 (else fp16) peak; fp8 peak for fp8 weights."""
+    """A :class:`~kvcalc.model.gpus.GpuSpec`'s roofs: bf16 (else fp16) peak; fp8 peak for fp8 weights."""
     tflops = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     if fp8_compute and gpu.fp8_dense_tflops:
         tflops = gpu.fp8_dense_tflops
@@ -134,7 +134,7 @@ def step_cost(
     proportions of the config estimate; ``kv_bytes_per_token`` (the engine's per-GPU figure) scales
     the layout's per-token bytes, so engine dtypes and padding carry over.
     """
-    from kvcalc.weights import count_parameters, weight_bytes
+    from kvcalc.estimate.weights import count_parameters, weight_bytes
 
     if context_tokens < 0:
         raise InputError(f"context must be >= 0 tokens, got {context_tokens}", code="invalid-input")

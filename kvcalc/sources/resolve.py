@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kvcalc.errors import ConfigError, InputError, ModelNotFoundError
 from kvcalc.hfconfig import parse_config
-from kvcalc.model import ModelShape
-from kvcalc.registry import BundledModel, find_bundled
+from kvcalc.model.shape import ModelShape
+from kvcalc.sources.bundled import BundledModel, find_bundled
 
 if TYPE_CHECKING:  # the Hub client and safetensors reading load only on the paths that need them
-    from kvcalc import hub
-    from kvcalc.safetensors_meta import SafetensorsWeights
+    from kvcalc.sources import hub
+    from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
-#: the file a model folder must hold (also ``kvcalc.hub.CONFIG_FILE``)
+#: the file a model folder must hold (also ``kvcalc.sources.hub.CONFIG_FILE``)
 CONFIG_FILE = "config.json"
 
 #: ``config.json`` files are a few kB; anything past this is not a config.
@@ -119,7 +119,7 @@ def load_model(
     if rev is None and (bundled := find_bundled(name)) is not None:
         return load_bundled(bundled)
     if _REPO_ID.match(name):
-        from kvcalc import hub
+        from kvcalc.sources import hub
 
         access = hub.HubAccess.from_env(
             token=token, cache_dir=cache_dir, offline=offline, timeout_s=timeout_s
@@ -193,13 +193,13 @@ def load_bundled(model: BundledModel) -> LoadedModel:
 
 
 def _read_local_weights(folder: Path) -> SafetensorsWeights | None:
-    from kvcalc.safetensors_meta import read_local_weights
+    from kvcalc.sources.safetensors_meta import read_local_weights
 
     return read_local_weights(folder)
 
 
 def load_hub(repo_id: str, *, revision: str | None, access: hub.HubAccess) -> LoadedModel:
-    from kvcalc import hub
+    from kvcalc.sources import hub
 
     found = hub.download_config(repo_id, revision=revision, access=access)
     label = f"{repo_id}@{found.revision}/config.json"

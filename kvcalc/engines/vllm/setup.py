@@ -1,18 +1,18 @@
 """Everything vLLM resolves before sizing: cache dtype, block size, mamba mode, batch size, TP checks.
 
-See :mod:`kvcalc.engines.vllm_defaults` for the defaults and what was confirmed from vLLM 0.33.0.
+See :mod:`kvcalc.engines.vllm.defaults` for the defaults and what was confirmed from vLLM 0.33.0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines import vllm_defaults as D
 from kvcalc.engines.base import EngineRequest, extra_choice, extra_int
-from kvcalc.engines.vllm_groups import Sizing, align_hybrid_block_size
+from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.errors import InputError
-from kvcalc.layouts import FullAttention, GatedDeltaNetState, Mamba2State, RecurrentState
-from kvcalc.model import ModelShape
+from kvcalc.model.layouts import FullAttention, GatedDeltaNetState, Mamba2State, RecurrentState
+from kvcalc.model.shape import ModelShape
 
 
 @dataclass(frozen=True, kw_only=True)

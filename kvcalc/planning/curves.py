@@ -1,7 +1,7 @@
 """Capacity curves: maximum concurrency and token capacity as a function of context length.
 
 The work is split so that a sweep stays cheap. :func:`curve_basis` plans once per
-(model, GPU, engine, KV dtype) with :func:`kvcalc.planning.plan` (suggestions off) at the longest
+(model, GPU, engine, KV dtype) with :func:`kvcalc.planning.core.plan` (suggestions off) at the longest
 length asked for; that plan fixes the KV bytes the engine has, the block pool and the KV-cache
 groups, none of which depend on the context length (the pool is sized from memory alone). Each
 length is then priced by :func:`curve_point` with the engine's block arithmetic:
@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
-from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import MAX_COUNT, PlanInputs
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import cdiv
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
@@ -171,7 +171,7 @@ def _label(engine: str, dtype: str, engines: int, dtypes: int) -> str:
 
 def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> CurveBasis:
     """Plan once at ``inputs.max_model_len`` (the longest length) and keep what every length shares."""
-    from kvcalc.planning import plan
+    from kvcalc.planning.core import plan
 
     ref = inputs.max_model_len or model.max_model_len
     result = plan(model, replace(inputs, max_model_len=ref), with_suggestions=False)
@@ -212,7 +212,7 @@ def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
     from 0.33 on; SGLang and TensorRT-LLM compare blocks (``None`` here)."""
     if result.engine != "vllm":
         return None
-    from kvcalc.engines.vllm_defaults import resolve_profile
+    from kvcalc.engines.vllm.defaults import resolve_profile
 
     null = bytes_per_block if resolve_profile(result.engine_version)[0].reserves_null_block else 0
     return result.available_kv_bytes - null
@@ -220,7 +220,7 @@ def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
 
 def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> bool:
     if result is None:
-        from kvcalc.planning import plan
+        from kvcalc.planning.core import plan
 
         result = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
     point = curve_point(basis, length, model_max_len=model.max_model_len)
@@ -266,7 +266,7 @@ def curve_point(basis: CurveBasis, length: int, *, model_max_len: int | None = N
 
 def planned_point(model: ModelShape, basis: CurveBasis, length: int) -> CurvePoint:
     """The exact, slower path: a full plan at ``length``."""
-    from kvcalc.planning import plan
+    from kvcalc.planning.core import plan
 
     r = plan(model, replace(basis.inputs, max_model_len=length), with_suggestions=False)
     fits = r.verdict not in ("wont-start", "weights-dont-fit")
@@ -340,7 +340,7 @@ def capacity_curve(
 def capacity_curve_reference(reference: str, inputs: PlanInputs, *, revision=None, token=None, offline=None,
                              **kwargs: Any) -> CapacityCurve:  # fmt: skip
     """Resolve ``reference`` and :func:`capacity_curve` it."""
-    from kvcalc.planning import resolve_model_cached
+    from kvcalc.planning.core import resolve_model_cached
 
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
     return capacity_curve(loaded.shape, inputs, **kwargs)

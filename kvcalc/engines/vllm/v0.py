@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, extra_int
 from kvcalc.errors import InputError
-from kvcalc.layouts import RecurrentState
+from kvcalc.model.layouts import RecurrentState
 from kvcalc.units import GIB, cdiv
 
 if TYPE_CHECKING:
-    from kvcalc.engines.vllm_setup import VllmSetup
+    from kvcalc.engines.vllm.setup import VllmSetup
 
 
 def plan_v0(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:

@@ -28,9 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvcalc.errors import InputError
-from kvcalc.model import ModelShape
-from kvcalc.plan_inputs import MAX_COUNT
-from kvcalc.roofline import (
+from kvcalc.estimate.roofline import (
     DecodePoint,
     PrefillEstimate,
     Roofline,
@@ -42,6 +40,8 @@ from kvcalc.roofline import (
     prefill_estimate,
     step_cost,
 )
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import MAX_COUNT
 from kvcalc.units import short_int
 
 __all__ = [
@@ -193,16 +193,16 @@ def throughput_ceiling(
 def calibrated_efficiency(inputs: Any, gpu_name: str | None) -> tuple[float, str]:
     """The measured decode efficiency of a ``kvcalc verify --record`` file, when one applies.
 
-    Reads ``kvcalc.calibration.load_calibration(path, gpu_name)`` if that module exists; the record's
+    Reads ``kvcalc.sources.calibration.load_calibration(path, gpu_name)`` if that module exists; the record's
     ``decode_efficiency`` (attribute or key) is used. Without it: 1.0, the pure ceiling.
     """
     path = getattr(inputs, "calibration", None)
     if not path:
         return 1.0, "none (pure ceiling)"
     try:
-        from kvcalc.calibration import load_calibration  # type: ignore[import-not-found]
+        from kvcalc.sources.calibration import load_calibration  # type: ignore[import-not-found]
     except ModuleNotFoundError as exc:
-        if exc.name != "kvcalc.calibration":
+        if exc.name != "kvcalc.sources.calibration":
             raise
         return 1.0, "none (no calibration support installed)"
     record = load_calibration(path, gpu_name)
@@ -219,12 +219,12 @@ def attach_throughput(result: Any, inputs: Any, model: ModelShape | None = None)
     GPU's bandwidth is unknown (only ``--gpu-memory`` given). Idempotent."""
     if result.throughput is not None or not inputs.gpu or batch_limit(result) == 0:
         return result
-    from kvcalc.gpus import get_gpu
+    from kvcalc.model.gpus import get_gpu
 
     gpu = get_gpu(inputs.gpu)
     if model is None:  # prefer plan(..., with_throughput=True), which passes the model
         from kvcalc.errors import KvcalcError
-        from kvcalc.planning import resolve_model_cached
+        from kvcalc.planning.core import resolve_model_cached
 
         try:
             model = resolve_model_cached(result.model, offline=True).shape
@@ -258,7 +258,7 @@ def resolve_roofline(
     """The catalog GPU's roofs, with ``--bandwidth``/``--tflops`` overrides; an error without a bandwidth."""
     gpu = None
     if inputs.gpu:
-        from kvcalc.gpus import get_gpu
+        from kvcalc.model.gpus import get_gpu
 
         gpu = get_gpu(inputs.gpu)
     roof = (
@@ -291,7 +291,7 @@ def throughput_reference(
     offline: bool | None = None,
 ) -> ThroughputReport:
     """Resolve ``reference``, plan it (suggestions off) and compute the ceiling per batch."""
-    from kvcalc.planning import plan, resolve_model_cached
+    from kvcalc.planning.core import plan, resolve_model_cached
 
     roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
