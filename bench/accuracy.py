@@ -1,21 +1,18 @@
-"""How well kvcalc predicts vLLM's "available KV cache memory" from the GPU, utilization, weights
-and overhead alone. Run from the repo root: ``python bench/accuracy.py``.
+"""How well kvcalc predicts vLLM's "Available KV cache memory" from the GPU and the flags alone.
+Run from the repo root: ``python bench/accuracy.py``.
 
-For every vLLM record of ``tests/fixtures/engine_logs.yaml`` that prints the available KV memory, or
-enough to derive it, plus two supplementary public logs listed below, it predicts
-
-    ceil(total · util) − weights − activation − non_torch − cudagraph   (cudagraph only for v0.21+)
-
-with :func:`kvcalc.estimate.weights.weight_bytes` and :func:`kvcalc.estimate.overhead.estimate_overhead`, and prints the
-prediction, the engine's figure and the error. Where the record prints the loaded weights, a second
-prediction uses them, isolating the overhead estimate's error from the weight estimate's.
-The records' unstated settings (usage context, defaults of the day) are written down per record.
+Every vLLM record of ``tests/fixtures/engine_logs.yaml`` whose inputs are known (plus two public
+logs listed in ``SUPPLEMENTARY``) is planned with :func:`kvcalc.plan` — the GPU from the catalog,
+the flags the log states, the engine defaults of the record's version — and the predicted budget is
+compared with the one the engine printed (for pipeline parallelism: the last stage's, which sets the
+printed token count). The error is reported per record, then the median and worst per engine era,
+separately for the records a constant was fitted on (``kvcalc.estimate.overhead.ERAS``) and the
+others. Records whose inputs are not known are listed with the reason.
 """
 
 from __future__ import annotations
 
-import os
-import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,147 +22,154 @@ sys.path.insert(0, str(ROOT))
 
 import yaml
 
-from kvcalc.estimate.overhead import Overhead, estimate_overhead, vllm_available_kv_bytes
-from kvcalc.estimate.weights import weight_bytes
+from kvcalc import PlanInputs, plan
 from kvcalc.hfconfig import parse_config
-from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.sources.bundled import find_bundled
 from kvcalc.units import GIB
 
-#: the repo's copy of the reference logs first, then the shared reference folder beside the checkout
-LOGS = [ROOT / "tests" / "fixtures" / "engine_logs.yaml",
-        ROOT.parent / "shared" / "reference" / "engine_logs.yaml"]  # fmt: skip
-#: vLLM started subtracting its CUDA-graph estimate by default in v0.21.0 (engine-accounting §1.8)
-CUDAGRAPH_SINCE = (0, 21)
+LOGS = ROOT / "tests" / "fixtures" / "engine_logs.yaml"
+#: "small pool": below this the target is an absolute error (1 GiB), above it a relative one (8%)
+SMALL_POOL_GIB = 12.5
+
+#: Instruct checkpoints of Qwen2/Qwen2.5 have 32,768 positions (the bundled base configs 131,072)
+QWEN_INSTRUCT = (("max_position_embeddings", 32768), ("rope_scaling", None))
+META_LLAMA_3 = (("max_position_embeddings", 8192), ("rope_scaling", None))
+#: RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic: compressed-tensors fp8, one fp32 scale per row
+FP8_DYNAMIC = {
+    "quant_method": "compressed-tensors",
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+        "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}}},
+    "ignore": ["lm_head"],
+}  # fmt: skip
+#: google/gemma-3-27b-it: the text and vision sizes of its published config.json
+GEMMA3_27B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
+                    "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
+                    "head_dim": 128, "vocab_size": 262208, "sliding_window": 1024, "sliding_window_pattern": 6,
+                    "max_position_embeddings": 131072, "query_pre_attn_scalar": 168,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                      "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},
+}  # fmt: skip
+#: RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8 (int8 per-row weights; the vision
+#: tower and lm_head stay bf16)
+MISTRAL_SMALL_W8A8 = {
+    "architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "mistral", "hidden_size": 5120, "intermediate_size": 32768,
+                    "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+                    "head_dim": 128, "vocab_size": 131072, "max_position_embeddings": 131072},
+    "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                      "num_hidden_layers": 24, "image_size": 1540, "patch_size": 14},
+    "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel",
+                                           "symmetric": True}}},
+        "ignore": ["lm_head", "re:vision_tower.*", "re:multi_modal_projector.*"]},
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Case:
-    """The inputs a record implies, with the assumptions kvcalc had to make."""
+    """The inputs a record states or implies."""
 
-    model: str
+    model: str | dict
     gpu: str
-    max_num_batched_tokens: int
-    max_num_seqs: int | None = None  # None: vLLM's default for the GPU tier
-    tensor_parallel_size: int = 1
-    #: config overrides, for a published model whose bundled sibling differs only there
-    config_patch: tuple[tuple[str, object], ...] = ()
+    version: str
+    util: float
+    tokens: int | None = None  # max_num_batched_tokens; None = the version's default
+    seqs: int | None = None
+    tp: int = 1
+    pp: int = 1
+    quantization: str | None = None
+    patch: tuple = ()
+    fitted: bool = False
+    #: for records that do not print the available memory: how it is derived
+    actual: str = ""
     assumption: str = ""
 
 
-#: Per engine_logs id: the model, GPU and scheduler settings behind it.
 CASES = {
-    "vllm-10517-llama31-8b-3090-29k": Case(
-        "llama-3.1-8b",
-        "RTX-3090",
-        29000,
-        max_num_seqs=256,
-        assumption="V0 without chunked prefill profiles max_model_len (29,000) tokens, 256 seqs; the "
-        "log printed activation 2.99 GiB and non_torch 0.35 GiB",
-    ),
-    "vllm-17122-llama31-8b-l40s": Case(
-        "llama-3.1-8b",
-        "L40S",
-        2048,
-        assumption="util 0.9 (default then); API-server defaults for a <70 GiB GPU (2,048 tokens, "
-        "256 seqs); actual KV = 158,656 tokens × 128 KiB (a lower bound within one block)",
-    ),
-    "vllm-24577-qwen3-0.6b-a100-bf16-4k": Case(
-        "qwen3-0.6b",
-        "A100-80GB",
-        8192,
-        assumption="lm_eval uses the LLM class: 8,192 tokens, 256 seqs (A100 tier); util 0.9",
-    ),
-    "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
-        "llama-3.1-8b",
-        "RTX-A6000",
-        8192,
-        max_num_seqs=256,
-        config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
-        assumption="Meta-Llama-3-8B = Llama-3.1-8B weights with 8,192 positions; V0 profiles 8,192 "
-        "tokens; A6000 total memory approximate; actual = 13,248 blocks × 2 MiB",
-    ),
+    # -- vLLM 0.19 H100 sweep (one source) --------------------------------------------------------
+    "repolog-llmd-llama31-8b-h100-tp1-8k": Case("llama-3.1-8b", "H100", "0.19.0", 0.95, fitted=True),
+    "repolog-llmd-llama31-8b-h100-tp1-fp8kv": Case("llama-3.1-8b", "H100", "0.19.0", 0.95),
+    "repolog-llmd-llama31-8b-h100-tp1-onlinefp8": Case("llama-3.1-8b", "H100", "0.19.0", 0.95, quantization="fp8"),
+    "repolog-llmd-llama31-8b-4xh100-pp4": Case(
+        "llama-3.1-8b", "H100", "0.19.0", 0.95, pp=4, fitted=True,
+        actual="2,257,264 tokens × 32 KiB: the last stage's budget (the printed 69.8 GiB is PP0's)"),
+    "repolog-llmd-qwen25-7b-4xh100-tp4": Case("qwen2.5-7b", "H100", "0.19.0", 0.95, tp=4, patch=QWEN_INSTRUCT),
+    "repolog-llmd-qwen25-72b-2xh100-tp2": Case("qwen2.5-72b", "H100", "0.19.0", 0.95, tp=2, patch=QWEN_INSTRUCT,
+                                              fitted=True),
+    "repolog-llmd-llama33-70b-fp8dyn-4xh100-tp4": Case(
+        "llama-3.1-70b", "H100", "0.19.0", 0.95, tp=4, patch=(("quantization_config", FP8_DYNAMIC),),
+        assumption="Llama-3.1-70B's config with the checkpoint's fp8-dynamic quantization_config"),
+    "repolog-llmd-mixtral-8x7b-2xh100-tp2": Case("mixtral-8x7b-v0.1", "H100", "0.19.0", 0.95, tp=2),
+    "repolog-llmd-gemma3-27b-h100-tp1": Case(GEMMA3_27B, "H100", "0.19.0", 0.95,
+                                            assumption="SigLIP tower not counted (vision band)"),
+    "repolog-llmd-gpt-oss-20b-2xh100-tp2": Case("gpt-oss-20b", "H100", "0.19.0", 0.90, tp=2),
+    "repolog-llmd-qwen3-30b-a3b-h100-tp1": Case("qwen3-30b-a3b", "H100", "0.19.0", 0.95),
+    "repolog-llmd-mistral-small31-24b-w8a8-h100-tp1": Case(MISTRAL_SMALL_W8A8, "H100", "0.19.0", 0.95,
+                                                          assumption="Pixtral tower not counted (vision band)"),
+    # -- vLLM 0.10-0.11 ---------------------------------------------------------------------------
+    "repofile-llama32-1b-debug-memory-profiling-44gib-gpu": Case(
+        "llama-3.2-1b-instruct", "L40S", "0.10.1", 0.9, fitted=True,
+        assumption="GPU not named: its 44.3 GiB total ≈ an L40S (the log's requested 39.88 GiB / 0.9)"),
+    "repolog-dennislee22-qwen2-7b-a100-80g-gmu025": Case("qwen2.5-7b", "A100-80GB", "0.10.1", 0.25,
+                                                        patch=QWEN_INSTRUCT, assumption="Qwen2-7B = Qwen2.5-7B's shape"),
+    "repolog-dennislee22-qwen2-7b-a100-80g-gmu050": Case("qwen2.5-7b", "A100-80GB", "0.10.1", 0.5, patch=QWEN_INSTRUCT),
+    "repolog-dennislee22-qwen2-7b-2xa100-80g-tp2-gmu025": Case("qwen2.5-7b", "A100-80GB", "0.10.1", 0.25, tp=2,
+                                                              patch=QWEN_INSTRUCT, fitted=True),
+    "repolog-dennislee22-qwen2-7b-2xa100-80g-tp2-gmu050": Case("qwen2.5-7b", "A100-80GB", "0.10.1", 0.5, tp=2,
+                                                              patch=QWEN_INSTRUCT),
+    "repolog-dennislee22-qwen2-7b-2xa100-40g-tp2-2nodes-gmu050": Case(
+        "qwen2.5-7b", "A100-40GB", "0.10.1", 0.5, tp=2, patch=QWEN_INSTRUCT,
+        assumption="two nodes (Ray): cross-node NCCL buffers are not modelled"),
+    "vllm-24577-qwen3-0.6b-a100-bf16-4k": Case("qwen3-0.6b", "A100-80GB", "0.10", 0.9, tokens=8192, seqs=256,
+                                               assumption="lm_eval uses the LLM class (8,192 tokens)"),
+    "vllm-27508-gpt-oss-120b-h100-gmu095": Case("gpt-oss-120b", "H100", "0.11", 0.95, tokens=1024,
+                                                assumption="Oct 2025: vLLM 0.11 assumed"),
+    # -- early V1 (0.8) ---------------------------------------------------------------------------
+    "vllm-17122-llama31-8b-l40s": Case("llama-3.1-8b", "L40S", "0.8", 0.9,
+                                       actual="158,656 tokens × 128 KiB", assumption="util 0.9 (default)"),
+    "vllm-17327-qwen3-30b-a3b-4xa10-tp4": Case("qwen3-30b-a3b", "A10", "0.8.5", 0.9, tp=4,
+                                               actual="198,784 tokens × 24 KiB", assumption="util 0.9 (default)"),
     "vllm-16570-qwen25-vl-72b-4xa100-40g": Case(
-        "qwen2.5-72b",
-        "A100-40GB",
-        2048,
-        tensor_parallel_size=4,
-        assumption="the text model stands in for Qwen2.5-VL-72B (vision tower and its encoder "
-        "profiling not modelled); API-server defaults; actual = the minimum rank (0.04 GiB)",
-    ),
-    "vllm-27508-gpt-oss-120b-h100-gmu095": Case(
-        "gpt-oss-120b",
-        "H100-SXM",
-        1024,
-        assumption="--max-num-batched-tokens 1024; API server on an H100: 1,024 seqs; no "
-        "printed weights (vLLM loads these mxfp4 experts padded: 64.4-66.0 GiB, see vllm-23278)",
-    ),
+        "qwen2.5-72b", "A100-40GB", "0.8.3", 0.95, tp=4,
+        patch=(*QWEN_INSTRUCT, ("vision_config", {"hidden_size": 1280})),
+        actual="the smallest rank's 0.04 GiB",
+        assumption="Qwen2.5-72B's text model for the VL model (its vision tower not counted)"),
+    # -- V0 ---------------------------------------------------------------------------------------
+    "vllm-10517-llama31-8b-3090-29k": Case("llama-3.1-8b", "RTX-3090", "0.6", 0.9, tokens=29000, seqs=256,
+                                           fitted=True, assumption="V0 profiles max_model_len tokens"),
+    "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
+        "llama-3.1-8b", "RTX-A6000", "0.4.1", 0.9, tokens=8192, seqs=256, patch=META_LLAMA_3,
+        actual="13,248 blocks × 2 MiB", assumption="Meta-Llama-3-8B = Llama-3.1-8B with 8,192 positions"),
+}  # fmt: skip
+
+#: Public vLLM logs not in engine_logs.yaml, used the same way.
+SUPPLEMENTARY = {
+    "vllm-pr10511-llama3-8b-h100": ({"available_kv_cache_memory_gib": 53.29}, Case(
+        "llama-3.1-8b", "H100", "0.6", 0.9, tokens=8192, seqs=256, patch=META_LLAMA_3, fitted=True,
+        assumption="https://github.com/vllm-project/vllm/pull/10511 (V0, Dec 2024)")),
+    "vllm-23278-gpt-oss-120b-h100": ({"available_kv_cache_memory_gib": -2.14}, Case(
+        "gpt-oss-120b", "H100", "0.10.1", 0.9,
+        assumption="https://github.com/vllm-project/vllm/issues/23278 (Aug 2025, vLLM 0.10.1 assumed)")),
+}  # fmt: skip
+
+#: vLLM records not run, and why.
+NOT_RUN = {
+    "seed-qwen3-1.7b-8gb-gpu": "GPU, utilization and max_model_len not stated",
+    "repofile-ibm-codeengine-granite-4.0-micro-fp8-l40s": "no bundled granite-4.0 config",
+    "repofile-kagaho-llama31-8b-jetson-thor-eager-gmu085": "unified memory: the total is not printed",
+    "repofile-gemma4-e2b-l4-eager-8k": "no bundled Gemma 4 config",
+    "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no bundled Gemma 4 config; patched attention kernels",
 }
-
-#: Public vLLM logs not (yet) in engine_logs.yaml, used the same way.
-SUPPLEMENTARY = [
-    {
-        "id": "vllm-pr10511-llama3-8b-h100 (supplementary)",
-        "source_url": "https://github.com/vllm-project/vllm/pull/10511",
-        "engine_version": "V0 (Dec 2024)",
-        "gpu_memory_utilization": 0.9,
-        "figures": {"available_kv_cache_memory_gib": 53.29, "model_weights_gib": 14.96},
-        "case": Case(
-            "llama-3.1-8b",
-            "H100-SXM",
-            8192,
-            max_num_seqs=256,
-            config_patch=(("max_position_embeddings", 8192), ("rope_scaling", None)),
-            assumption="Meta-Llama-3-8B; V0 profiles 8,192 tokens and 256 seqs; the log printed "
-            "activation 1.26 GiB and non_torch 1.79 GiB",
-        ),
-    },
-    {
-        "id": "vllm-23278-gpt-oss-120b-h100 (supplementary)",
-        "source_url": "https://github.com/vllm-project/vllm/issues/23278",
-        "engine_version": "V1 (Aug 2025)",
-        "gpu_memory_utilization": 0.9,
-        "figures": {"available_kv_cache_memory_gib": -2.14, "model_loading_gib": 65.9651},
-        "case": Case(
-            "gpt-oss-120b",
-            "H100-SXM",
-            8192,
-            assumption="API-server defaults on an H100 (8,192 tokens, 1,024 seqs); util 0.9",
-        ),
-    },
-]
-
-
-def actual_available_gib(rec: dict) -> float | None:
-    f = rec.get("figures") or {}
-    for key in ("available_kv_cache_memory_gib", "kv_cache_size_gib"):
-        if f.get(key) is not None:
-            return float(f[key])
-    if f.get("kv_cache_gib_per_rank"):
-        return min(f["kv_cache_gib_per_rank"])
-    if rec["id"].startswith("vllm-17122") and f.get("gpu_kv_cache_tokens"):
-        return f["gpu_kv_cache_tokens"] * 131072 / GIB
-    if rec["id"].startswith("vllm-4454") and f.get("gpu_blocks"):
-        return f["gpu_blocks"] * 16 * 131072 / GIB
-    return None
-
-
-def printed_weights_gib(rec: dict) -> float | None:
-    f = rec.get("figures") or {}
-    for key in ("model_loading_gib", "model_weights_gib", "model_weights_gb"):
-        if f.get(key) is not None:
-            return float(f[key])  # vLLM's "GB" in these lines is GiB
-    return None
-
-
-def subtracts_cudagraph(rec: dict) -> bool:
-    match = re.match(r"^\s*v?(\d+)\.(\d+)", str(rec.get("engine_version") or ""))
-    return bool(match) and (int(match[1]), int(match[2])) >= CUDAGRAPH_SINCE
 
 
 def load_model(case: Case):
+    if isinstance(case.model, dict):
+        return parse_config(case.model, name=case.model["architectures"][0])
     raw = dict(find_bundled(case.model).load())
-    for key, value in case.config_patch:
+    for key, value in case.patch:
         if value is None:
             raw.pop(key, None)
         else:
@@ -173,76 +177,119 @@ def load_model(case: Case):
     return parse_config(raw, name=case.model)
 
 
+def actual_gib(figures: dict, case: Case) -> float:
+    for key in (
+        "available_kv_cache_memory_gib",
+        "available_kv_cache_memory_gib_per_gpu",
+        "kv_cache_size_gib",
+    ):
+        if figures.get(key) is not None and not case.actual:
+            return float(figures[key])
+    if figures.get("kv_cache_gib_per_rank"):
+        return min(figures["kv_cache_gib_per_rank"])
+    if figures.get("gpu_blocks"):
+        return figures["gpu_blocks"] * 16 * 131072 / GIB
+    per_token = {"repolog-llmd-llama31-8b-4xh100-pp4": 32768, "vllm-17122-llama31-8b-l40s": 131072,
+                 "vllm-17327-qwen3-30b-a3b-4xa10-tp4": 24576}  # fmt: skip
+    rid = next(k for k, c in CASES.items() if c is case)
+    return figures["gpu_kv_cache_tokens"] * per_token[rid] / GIB
+
+
 @dataclass(frozen=True)
-class Prediction:
-    gpu: GpuSpec
-    weights_gib: float
-    overhead: Overhead
+class Row:
+    record: str
+    era: str
+    fitted: bool
     predicted_gib: float
-    #: the prediction with the weights the engine printed, when it printed them
-    with_printed_weights_gib: float | None
+    low_gib: float
+    high_gib: float
+    actual_gib: float
+    verdict: str
+
+    @property
+    def error_gib(self) -> float:
+        return self.predicted_gib - self.actual_gib
+
+    @property
+    def error_pct(self) -> float | None:
+        return 100 * self.error_gib / self.actual_gib if self.actual_gib >= SMALL_POOL_GIB else None
+
+    @property
+    def within_target(self) -> bool:
+        pct = self.error_pct
+        return abs(self.error_gib) <= 1.0 if pct is None else abs(pct) <= 8.0
+
+    @property
+    def inside_band(self) -> bool:
+        return self.low_gib - 0.005 <= self.actual_gib <= self.high_gib + 0.005
 
 
-def predict(rec: dict, case: Case) -> Prediction:
-    model = load_model(case)
-    gpu = get_gpu(case.gpu)
-    tp = case.tensor_parallel_size
-    w = weight_bytes(model, tensor_parallel_size=tp)
-    weights = w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu
-    over = estimate_overhead(model, max_num_batched_tokens=case.max_num_batched_tokens,
-                             tensor_parallel_size=tp, gpu=gpu, max_num_seqs=case.max_num_seqs)  # fmt: skip
-    util = rec.get("gpu_memory_utilization") or 0.9  # vLLM's default before 0.92
+def run_case(rid: str, figures: dict, case: Case, max_model_len: int | None) -> Row:
+    inputs = PlanInputs(
+        gpu=case.gpu, engine_version=case.version, gpu_memory_utilization=case.util,
+        max_num_batched_tokens=case.tokens, max_num_seqs=case.seqs, tensor_parallel_size=case.tp,
+        pipeline_parallel_size=case.pp, quantization=case.quantization, max_model_len=max_model_len,
+    )  # fmt: skip
+    result = plan(load_model(case), inputs, with_suggestions=False)
+    from kvcalc.estimate.overhead import era_for
 
-    def avail(weights_bytes: int) -> float:
-        return vllm_available_kv_bytes(total_memory_bytes=gpu.memory_bytes, gpu_memory_utilization=util,
-                                       weights_bytes=weights_bytes, overhead=over,
-                                       subtract_cudagraph=subtracts_cudagraph(rec)) / GIB  # fmt: skip
+    return Row(
+        record=rid, era=era_for(case.version).name, fitted=case.fitted,
+        predicted_gib=result.available_kv_bytes / GIB, low_gib=result.available_kv_bytes_low / GIB,
+        high_gib=result.available_kv_bytes_high / GIB, actual_gib=actual_gib(figures, case),
+        verdict=result.verdict,
+    )  # fmt: skip
 
-    printed = printed_weights_gib(rec)
-    return Prediction(gpu=gpu, weights_gib=weights / GIB, overhead=over, predicted_gib=avail(weights),
-                      with_printed_weights_gib=None if printed is None else avail(round(printed * GIB)))  # fmt: skip
+
+def rows() -> list[Row]:
+    records = {r["id"]: r for r in yaml.safe_load(LOGS.read_text())}
+    out = [run_case(rid, records[rid]["figures"], case, records[rid].get("max_model_len"))
+           for rid, case in CASES.items()]  # fmt: skip
+    out += [run_case(rid, figures, case, None) for rid, (figures, case) in SUPPLEMENTARY.items()]
+    return out
+
+
+def _summary(label: str, group: list[Row]) -> str:
+    if not group:
+        return f"{label:28} (none)"
+    errs = [abs(r.error_gib) for r in group]
+    pcts = [abs(r.error_pct) for r in group if r.error_pct is not None]
+    pct = (
+        f"median {statistics.median(pcts):4.1f}%, worst {max(pcts):4.1f}%"
+        if pcts
+        else "(small pools only)"
+    )
+    inside = sum(r.inside_band for r in group)
+    return (f"{label:28} {len(group):2} records: |error| median {statistics.median(errs):.2f} GiB, worst "
+            f"{max(errs):.2f} GiB; {pct}; inside the band {inside}/{len(group)}")  # fmt: skip
 
 
 def main() -> int:
-    path = next((p for p in LOGS if p.exists()), None)
-    records = yaml.safe_load(path.read_text()) if path else []
-    rows = [(r, CASES[r["id"]]) for r in records if r["id"] in CASES]
-    rows += [(s, s["case"]) for s in SUPPLEMENTARY]
-    shown = os.path.relpath(path, ROOT) if path else "not found (supplementary records only)"
-    print(f"engine logs: {shown}\n")
-    head = (
-        f"{'record':46} {'GPU':10} {'weights':>8} {'act':>6} {'nontorch':>8} {'predicted':>9} "
-        f"{'actual':>7} {'error':>7} {'%GPU':>6} {'w/ printed weights':>19}"
-    )
+    table = rows()
+    head = (f"{'record':52} {'era':4} {'fit':3} {'predicted (band)':>24} {'printed':>8} {'error':>7} "
+            f"{'%':>6}  verdict")  # fmt: skip
     print(head)
     print("-" * len(head))
-    errors, errors_printed = [], []
-    for rec, case in rows:
-        actual = actual_available_gib(rec)
-        if actual is None:
-            continue
-        p = predict(rec, case)
-        err = p.predicted_gib - actual
-        errors.append((err, p.gpu.memory_gib))
-        extra = ""
-        if p.with_printed_weights_gib is not None:
-            err2 = p.with_printed_weights_gib - actual
-            errors_printed.append(err2)
-            extra = f"{p.with_printed_weights_gib:7.2f} ({err2:+.2f})"
-        o = p.overhead
-        print(f"{rec['id'][:46]:46} {p.gpu.name:10} {p.weights_gib:8.2f} {o.activation_bytes / GIB:6.2f} "
-              f"{o.non_torch_bytes / GIB:8.2f} {p.predicted_gib:9.2f} {actual:7.2f} {err:+7.2f} "
-              f"{100 * err / p.gpu.memory_gib:+5.1f}% {extra:>19}")  # fmt: skip
-        print(f"{'':4}assumed: {case.assumption}")
-    if errors:
-        abs_gib = [abs(e) for e, _ in errors]
-        pct = [abs(e) / m * 100 for e, m in errors]
-        print(
-            f"\nsummary: {len(errors)} records; |error| mean {sum(abs_gib) / len(abs_gib):.2f} GiB, "
-            f"median {sorted(abs_gib)[len(abs_gib) // 2]:.2f} GiB, max {max(abs_gib):.2f} GiB "
-            f"({max(pct):.1f}% of GPU memory); with printed weights ({len(errors_printed)} records): "
-            f"mean |error| {sum(map(abs, errors_printed)) / max(1, len(errors_printed)):.2f} GiB"
-        )
+    for r in table:
+        band = f"{r.predicted_gib:6.2f} ({r.low_gib:.2f}..{r.high_gib:.2f})"
+        pct = f"{r.error_pct:+5.1f}%" if r.error_pct is not None else "   (1)"
+        print(f"{r.record[:52]:52} {r.era:4} {'yes' if r.fitted else '':3} {band:>24} {r.actual_gib:8.2f} "
+              f"{r.error_gib:+7.2f} {pct:>6}  {r.verdict}")  # fmt: skip
+    print(
+        "\n(1) pool under 12.5 GiB: judged by the absolute error (target 1 GiB). The verdict is "
+        "kvcalc's at the record's max_model_len (its default where the log does not say),\n"
+        "judged at the pessimistic end of the band.\n"
+    )
+    for era in dict.fromkeys(r.era for r in table):
+        for fitted in (False, True):
+            group = [r for r in table if r.era == era and r.fitted == fitted]
+            print(_summary(f"vLLM {era} era, {'fitted' if fitted else 'not fitted'}", group))
+    unfitted = [r for r in table if not r.fitted]
+    print("\n" + _summary("all records not fitted on", unfitted))
+    print(_summary("all records", table))
+    print(f"within the target (8%, or 1 GiB for small pools): {sum(r.within_target for r in unfitted)}"
+          f"/{len(unfitted)} of the records not fitted on")  # fmt: skip
+    print("\nnot run: " + "; ".join(f"{k} ({v})" for k, v in NOT_RUN.items()))
     return 0
 
 

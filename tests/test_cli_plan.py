@@ -6,7 +6,8 @@ import pytest
 from golden import assert_golden
 
 PLAN_KEYS = ("engine", "kv_cache_dtype", "block_size", "num_blocks", "kv_cache_bytes", "kv_cache_tokens",
-             "max_concurrency", "available_kv_bytes", "weights_bytes", "num_parameters", "kv_bytes_per_token",
+             "max_concurrency", "available_kv_bytes", "available_kv_bytes_low", "available_kv_bytes_high",
+             "weights_bytes", "num_parameters", "kv_bytes_per_token",
              "verdict", "max_model_len", "estimated_max_model_len")  # fmt: skip
 
 GOLDEN_PLANS = {

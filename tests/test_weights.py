@@ -166,6 +166,38 @@ def test_gpt_oss_mxfp4_experts_only():
     assert 12.7 * GIB < 13_761_264_768 < 12.9 * GIB
 
 
+def test_gpt_oss_loaded_as_vllm_pads_it():
+    # vLLM's Marlin/TRT-LLM mxfp4 MoE tiles: hidden 2,880 → 3,072, expert width 2,880 → 2,944.
+    # One expert: gate_up 5,888 × 3,072 at 4 bits = 9,043,968 B + 5,888 × 96 scales = 565,248;
+    # down 3,072 × 2,944 = 4,521,984 + 3,072 × 92 = 282,624; bf16 biases (5,888 + 3,072) × 2 = 17,920
+    # → 14,431,744 B vs the checkpoint's 13,236,480: × 128 experts × 36 layers = +5,507,776,512 B
+    w = weight_bytes(bundled_shape("gpt-oss-120b"))
+    assert w.layout_padding_bytes_per_gpu == (14_431_744 - 13_236_480) * 128 * 36 == 5_507_776_512
+    assert w.weights_bytes_per_gpu == 65_248_815_744 + 5_507_776_512
+    # + the 16 MiB RoPE cache = 65.91 GiB; vLLM logged "Model loading took 65.9651 GiB" (vllm-23278)
+    assert abs((w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB - 65.9651) <= 0.06
+    # gpt-oss-20b at TP 2 (expert width 1,440 per rank → 1,536): 7.08 GiB; logged 7.01
+    # (repolog-llmd-gpt-oss-20b-2xh100-tp2); the checkpoint's share alone would be 6.43
+    w = weight_bytes(bundled_shape("gpt-oss-20b"), tensor_parallel_size=2)
+    assert abs((w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB - 7.01) <= 0.08
+    assert any("mxfp4 experts as vLLM loads them" in n for n in w.notes)
+
+
+def test_vocabulary_padded_per_rank():
+    # gpt2: 50,257 rows → 50,304 (a multiple of 64) → 25,152 per rank at TP 2 instead of 25,129:
+    # 23 rows × 768 × 2 B = 35,328 B more on each GPU; the whole-checkpoint figure is unchanged
+    w = weight_bytes(bundled_shape("gpt2"), tensor_parallel_size=2)
+    assert w.layout_padding_bytes_per_gpu == 23 * 768 * 2 == 35_328
+    assert weight_bytes(bundled_shape("gpt2")).weights_bytes == w.weights_bytes
+    # Llama's 128,256 rows are already a multiple of 64: no padding
+    assert (
+        weight_bytes(
+            bundled_shape("llama-3.1-8b"), tensor_parallel_size=4
+        ).layout_padding_bytes_per_gpu
+        == 0
+    )
+
+
 def test_hypothetical_awq_gptq_bnb_fp8_on_llama_8b():
     # linear values: 32 × 218,103,808 = 6,979,321,856; the rest (embed, lm_head, norms)
     # 1,050,939,392 stays bf16 = 2,101,878,784 B

@@ -62,6 +62,9 @@ class EngineRequest:
     max_num_seqs: int | None = None
     #: per-GPU bytes the engine has for KV (vLLM "Available KV cache memory", SGLang rest_memory)
     available_kv_bytes: int
+    #: per pipeline stage, first to last, where the stages differ (vLLM profiles each stage);
+    #: empty: every stage has ``available_kv_bytes``
+    stage_available_kv_bytes: tuple[int, ...] = ()
     #: total device memory, for defaults that depend on it
     gpu_memory_bytes: int | None = None
     gpu_name: str | None = None

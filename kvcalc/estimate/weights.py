@@ -65,6 +65,9 @@ class WeightBytes:
     stage_bytes_per_gpu: tuple[int, ...]
     #: RoPE cos/sin cache vLLM allocates with the weights ("Model loading took" includes it)
     buffers_bytes_per_gpu: int
+    #: of ``weights_bytes_per_gpu``: padding of the loaded layout beyond the checkpoint's share
+    #: (vocabulary rows to a multiple of 64, mxfp4 expert dimensions to the MoE kernels' tiles)
+    layout_padding_bytes_per_gpu: int = 0
     #: the whole model's bytes per storage dtype (``bf16``, ``fp8``, ``fp32`` scales, ``e8m0``...)
     by_dtype: Mapping[str, int]
     #: routed experts of the whole model, in their storage format
@@ -126,14 +129,16 @@ def weight_bytes(
             by_dtype[key] = by_dtype.get(key, 0) + value
     experts = sum(sum(price(t, 1).values()) for t in tensors if t.expert)
     stages = _stage_bytes(shape, tensors, price, tp, pp, notes)
+    unpadded = _stage_bytes(shape, tensors, price, tp, pp, [], loaded=False)
     rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
-    notes += _layout_notes(shape, spec, tp, rope_bytes)
+    notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
     return WeightBytes(
         num_parameters=sum(t.numel for t in tensors),
         weights_bytes=sum(by_dtype.values()),
         weights_bytes_per_gpu=max(stages),
         stage_bytes_per_gpu=tuple(stages),
         buffers_bytes_per_gpu=rope_bytes,
+        layout_padding_bytes_per_gpu=max(stages) - max(unpadded),
         by_dtype=dict(sorted(by_dtype.items())),
         experts_bytes=experts,
         dtype=dtype_name,
@@ -145,14 +150,20 @@ def weight_bytes(
 
 
 def _layout_notes(
-    shape: WeightShape, spec: QuantSpec | None, tp: int, rope_bytes: int
+    shape: WeightShape, spec: QuantSpec | None, tp: int, rope_bytes: int, padding: int
 ) -> list[str]:
     notes = []
-    if spec and spec.method == "mxfp4" and shape.moe and shape.hidden_size % 256:
+    if spec and spec.method == "mxfp4" and shape.moe and padding:
         notes.append(
-            f"checkpoint layout; vLLM's Marlin/Triton MoE kernels pad the expert hidden size "
-            f"{shape.hidden_size} towards a multiple of 256, so it loads more (gpt-oss-120b on "
-            "an H100: 64.38-65.97 GiB logged vs 60.77 GiB here)"
+            f"mxfp4 experts as vLLM loads them: hidden size to a multiple of {MXFP4_HIDDEN_ALIGN}, "
+            f"expert width per rank to {MXFP4_INTERMEDIATE_ALIGN} (Marlin and TRT-LLM MoE kernels, "
+            f"vllm fused_moe/oracle/mxfp4.py): +{padding / (1 << 30):.2f} GiB per GPU over the "
+            "checkpoint (gpt-oss-120b on an H100: 65.97 GiB logged)"
+        )
+    elif padding:
+        notes.append(
+            f"vocabulary padded to a multiple of {VOCAB_PADDING} rows as vLLM loads it: "
+            f"+{padding:,} B per GPU"
         )
     if rope_bytes > 256 * (1 << 20):
         notes.append(
@@ -179,11 +190,40 @@ def pp_layer_counts(num_layers: int, pp: int) -> tuple[int, ...]:
     return tuple(parts)
 
 
+#: vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding and lm_head rows padded before the TP split
+VOCAB_PADDING = 64
+#: mxfp4 MoE tiles (vLLM ``mxfp4_round_up_hidden_size_and_intermediate_size``, Marlin and TRT-LLM
+#: backends). The Triton backend pads the width to 64 only, but both H100 logs load as these tiles
+#: say: gpt-oss-120b 65.91 GiB predicted vs 65.97 logged; gpt-oss-20b TP 2 7.08 vs 7.01.
+MXFP4_HIDDEN_ALIGN = 256
+MXFP4_INTERMEDIATE_ALIGN = 128
+
+
+def _round_up(n: int, k: int) -> int:
+    return cdiv(n, k) * k
+
+
 class _Pricer:
     """Bytes of one tensor (one TP rank's share), per storage dtype."""
 
     def __init__(self, spec: QuantSpec | None, dtype_name: str, dtype_bytes: int) -> None:
         self.spec, self.dtype_name, self.dtype_bytes = spec, dtype_name, dtype_bytes
+
+    def loaded_shape(self, t: Tensor, tp: int) -> tuple[int, int]:
+        """One rank's ``(rows, cols)`` as vLLM allocates it (padded), not as the checkpoint has it."""
+        rows, cols = t.shape_per_rank(tp)
+        if t.split == "vocab":
+            return cdiv(_round_up(t.rows, VOCAB_PADDING), tp), cols
+        if not (t.expert and self.spec and self.spec.method == "mxfp4"):
+            return rows, cols
+        h, w = MXFP4_HIDDEN_ALIGN, MXFP4_INTERMEDIATE_ALIGN
+        if ".gate_up_proj" in t.name:  # rows: gate and up halves of the rank's width
+            half = rows // 2 if rows % 2 == 0 else rows
+            rows = (2 if half != rows else 1) * _round_up(half, w)
+            return rows, _round_up(cols, h) if cols > 1 else cols
+        if ".down_proj" in t.name:  # rows: hidden; cols: the rank's width
+            return _round_up(rows, h), _round_up(cols, w) if cols > 1 else cols
+        return rows, cols
 
     def quantized(self, t: Tensor) -> bool:
         s = self.spec
@@ -196,8 +236,8 @@ class _Pricer:
             return False
         return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
 
-    def __call__(self, t: Tensor, tp: int) -> dict[str, int]:
-        rows, cols = t.shape_per_rank(tp)
+    def __call__(self, t: Tensor, tp: int, *, loaded: bool = False) -> dict[str, int]:
+        rows, cols = self.loaded_shape(t, tp) if loaded else t.shape_per_rank(tp)
         if not self.quantized(t):
             return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}
         s = self.spec
@@ -249,8 +289,9 @@ def _matches(name: str, pattern: str) -> bool:
 
 
 def _stage_bytes(
-    shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str]
-) -> list[int]:
+    shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str],
+    *, loaded: bool = True,
+) -> list[int]:  # fmt: skip
     counts = pp_layer_counts(shape.num_layers, pp)
     starts = [sum(counts[:i]) for i in range(pp)]
     stage_of_layer = {
@@ -264,7 +305,7 @@ def _stage_bytes(
             stage = pp - 1
         else:  # embeddings, position tables, the vision tower
             stage = 0
-        stages[stage] += sum(price(t, tp).values())
+        stages[stage] += sum(price(t, tp, loaded=loaded).values())
     if pp > 1:
         notes.append(
             f"pipeline stages hold {list(counts)} layers (vLLM get_pp_indices); "
@@ -273,7 +314,7 @@ def _stage_bytes(
         if shape.tie_word_embeddings:
             head = Tensor(name="lm_head", rows=shape.vocab_size, cols=shape.hidden_size,
                           role="lm_head", split="vocab")  # fmt: skip
-            stages[-1] += sum(price(head, tp).values())
+            stages[-1] += sum(price(head, tp, loaded=loaded).values())
             notes.append("tied embeddings under PP: the last stage keeps its own lm_head copy")
     return stages
 

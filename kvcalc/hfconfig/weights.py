@@ -176,6 +176,8 @@ class WeightShape:
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
     vision: VisionWeights | None = None
+    #: the config has a vision tower (vLLM profiles its encoder too), counted in ``vision`` or not
+    vision_encoder: bool = False
     quantization: QuantSpec | None = None
     #: MTP layers in the checkpoint that transformers and vLLM (without speculation) do not load
     mtp_layers: int = 0
@@ -240,6 +242,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mamba2=_mamba2(r) if "mamba2" in mixers else None,
         gdn=_gdn(r) if "gdn" in mixers else None,
         vision=_vision(r, model_type, hidden, notes),
+        vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),
         mtp_layers=mtp,
         rope_cache_positions=positions,

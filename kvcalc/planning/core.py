@@ -25,10 +25,12 @@ from kvcalc.errors import KvcalcError
 from kvcalc.estimate.overhead import Overhead, estimate_overhead
 from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.model.shape import ModelShape
+from kvcalc.planning.budget import KvBudget, kv_budget, shifted
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
 from kvcalc.planning.verdict import FIXED_POOL_ENGINES, overhead_notes, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
+from kvcalc.units import GIB
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +39,8 @@ class _Weights:
     source: str
     num_parameters: int | None
     notes: tuple[str, ...] = ()
+    #: per pipeline stage, first to last (empty: every stage holds ``per_gpu_bytes``)
+    stage_bytes: tuple[int, ...] = ()
 
 
 def _gpu(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
@@ -86,6 +90,7 @@ def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
             notes=(f"no weight estimate: {exc.message}",),
         )
     per_gpu = est.weights_bytes_per_gpu + est.buffers_bytes_per_gpu
+    stages = tuple(s + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu)
     if inputs.weights_memory_bytes is not None:
         return _Weights(per_gpu_bytes=inputs.weights_memory_bytes, source="given (--weights-memory)",
                         num_parameters=est.num_parameters)  # fmt: skip
@@ -95,19 +100,26 @@ def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
         and inputs.quantization is None
         and est.weights_bytes
     ):
-        # the checkpoint's exact bytes, split across GPUs in the estimate's proportions
-        share = round(est.weights_bytes_per_gpu * exact.total_bytes / est.weights_bytes)
+        # the checkpoint's exact bytes, split across GPUs (and padded) as the estimate lays them out
+        ratio = exact.total_bytes / est.weights_bytes
+        shares = tuple(
+            round(s * ratio) + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu
+        )
+        padding = est.layout_padding_bytes_per_gpu
         return _Weights(
-            per_gpu_bytes=share + est.buffers_bytes_per_gpu,
+            per_gpu_bytes=max(shares),
             source=exact.source,
             num_parameters=est.num_parameters,
+            stage_bytes=shares,
             notes=(
-                f"weights: {exact.total_bytes:,} B in the checkpoint, split over TP/PP as the "
-                "config estimate splits them",
+                f"weights: {exact.total_bytes:,} B in the checkpoint ({exact.source}), split over "
+                "TP/PP as vLLM loads them (config layout"
+                + (f", {padding:,} B of kernel padding per GPU" if padding else "")
+                + f"), plus {est.buffers_bytes_per_gpu:,} B of RoPE cache",
             ),  # fmt: skip
         )
     return _Weights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
-                    notes=est.notes)  # fmt: skip
+                    notes=est.notes, stage_bytes=stages)  # fmt: skip
 
 
 def plan(
@@ -128,7 +140,7 @@ def plan(
     gpu, memory = _gpu(inputs)
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = _weights(model, inputs, exact_weights)
-    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request))
+    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine)
     if inputs.calibration and inputs.kv_cache_memory_bytes is None:  # `verify --record` corrections
         from kvcalc.sources.calibration import calibrate_overhead
 
@@ -141,22 +153,15 @@ def plan(
             gpu_memory_bytes=memory,
             tensor_parallel_size=inputs.tensor_parallel_size,
         )
-    if inputs.kv_cache_memory_bytes is not None:
-        available = inputs.kv_cache_memory_bytes
-    else:
-        available = engine.available_kv_bytes(
-            total_memory_bytes=memory,
-            utilization=util,
-            weights_bytes=weights.per_gpu_bytes,
-            activation_bytes=overhead.activation_bytes,
-            non_torch_bytes=overhead.non_torch_bytes,
-            cudagraph_bytes=overhead.cudagraph_bytes,
-            version=inputs.engine_version,
-            tensor_parallel_size=inputs.tensor_parallel_size,
-        )
-    kv = engine.plan_kv_cache(replace(request, available_kv_bytes=max(0, available)))
+    budget = kv_budget(engine, inputs=inputs, memory=memory, util=util, overhead=overhead,
+                       stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
+    available = budget.available_bytes
+    kv = engine.plan_kv_cache(_with_budget(request, budget, 0))
+    low_kv = kv
+    if budget.low_bytes != available:  # judge the deployment on the pessimistic end
+        low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
     result = _assemble(
-        model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source
+        model, inputs, gpu, memory, util, weights, overhead, budget, kv, low_kv, model_source
     )
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
@@ -228,7 +233,7 @@ def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None
 
 
 def _overhead(
-    model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple
+    model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple, engine: Any = None
 ) -> Overhead:
     if inputs.kv_cache_memory_bytes is not None:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -242,37 +247,88 @@ def _overhead(
             enforce_eager=inputs.enforce_eager,
             gpu=gpu,
             max_num_seqs=inputs.max_num_seqs or defaults[1],
+            pipeline_parallel_size=inputs.pipeline_parallel_size,
+            engine_version=inputs.engine_version if inputs.engine == "vllm" else None,
+            quantization=inputs.quantization,
+            subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
 
 
-def _assemble(
-    model, inputs, gpu, memory, util, weights, overhead, available, kv, model_source
-) -> CapacityPlan:
-    max_len = kv.max_model_len
-    workload_tokens, workload_conc = workload(inputs, kv, max_len)
-    target = inputs.target_concurrency
+def _subtracts_cudagraph(engine: Any, version: str | None) -> bool:
+    ask = getattr(engine, "subtracts_cudagraph", None)
+    return bool(ask(version)) if ask is not None else False
+
+
+def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> EngineRequest:
+    """``request`` with the budget moved by ``delta`` (0, or to the band's low end)."""
+    stages = shifted(budget.stage_bytes, delta)
+    return replace(request, available_kv_bytes=max(0, budget.available_bytes + delta),
+                   stage_available_kv_bytes=stages if len(stages) > 1 else ())  # fmt: skip
+
+
+def _headroom(
+    inputs: PlanInputs, kv: Any, available: int
+) -> tuple[int | None, float | None, float, int, float]:
+    """(workload tokens, workload concurrency, concurrency, headroom bytes, headroom fraction)."""
+    workload_tokens, workload_conc = workload(inputs, kv, kv.max_model_len)
     conc = workload_conc if workload_conc is not None else kv.max_concurrency
-    need = target or 1
+    need = inputs.target_concurrency or 1
     if kv.engine in FIXED_POOL_ENGINES:
         # the pool is sized by the settings (slots × context, batch × length): headroom is memory
         headroom = available - kv.kv_cache_bytes
-        headroom_fraction = headroom / available if available > 0 else -1.0
+        fraction = headroom / available if available > 0 else -1.0
     else:
         # the engine fills its budget with blocks: headroom is concurrency beyond the target
-        headroom_fraction = 1.0 - need / conc if conc > 0 else -1.0
+        fraction = 1.0 - need / conc if conc > 0 else -1.0
         headroom = (
             kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc)
             if conc > 0
             else -kv.bytes_per_request
         )
+    return workload_tokens, workload_conc, conc, headroom, fraction
+
+
+def _assemble(
+    model,
+    inputs,
+    gpu,
+    memory,
+    util,
+    weights,
+    overhead,
+    kv_budget: KvBudget,
+    kv,
+    low_kv,
+    model_source,
+) -> CapacityPlan:
+    available = kv_budget.available_bytes
+    max_len = kv.max_model_len
+    target = inputs.target_concurrency
+    workload_tokens, workload_conc, conc, headroom, headroom_fraction = _headroom(
+        inputs, kv, available
+    )
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     verdict, reason = judge_verdict(
         inputs, kv, weights, overhead, budget, available, conc, headroom_fraction
     )
+    if low_kv is not kv:  # judged on the pessimistic end of the band
+        low = kv_budget.low_bytes
+        _, _, low_conc, _, low_fraction = _headroom(inputs, low_kv, low)
+        low_verdict, low_reason = judge_verdict(
+            inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction
+        )
+        if low_verdict != verdict:
+            verdict, reason = (
+                low_verdict,
+                (
+                    f"at the pessimistic end of the estimate ({low / GIB:.2f} GiB for KV instead of "
+                    f"{available / GIB:.2f}): {low_reason}"
+                ),
+            )
     world = inputs.world_size
     num_gpus = inputs.num_gpus or world
     replicas = max(1, num_gpus // world)
@@ -294,6 +350,8 @@ def _assemble(
         max_concurrency=kv.max_concurrency,
         total_max_concurrency=kv.max_concurrency * replicas,
         available_kv_bytes=available,
+        available_kv_bytes_low=kv_budget.low_bytes,
+        available_kv_bytes_high=kv_budget.high_bytes,
         weights_bytes=weights.per_gpu_bytes,
         weights_source=weights.source,
         num_parameters=weights.num_parameters,

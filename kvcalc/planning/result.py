@@ -57,6 +57,10 @@ class CapacityPlan:
     max_concurrency: float
     total_max_concurrency: float
     available_kv_bytes: int
+    #: the band around ``available_kv_bytes`` measured on the engine's records (equal to it when the
+    #: KV memory was given or the engine's band is not measured); verdicts use the low end
+    available_kv_bytes_low: int
+    available_kv_bytes_high: int
     weights_bytes: int
     weights_source: str
     num_parameters: int | None

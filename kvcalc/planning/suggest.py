@@ -57,8 +57,9 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
             )
             out.append(_make(f"--kv-cache-dtype {compact}: {r.max_concurrency:.2f}x concurrency, "
                              f"{r.kv_cache_tokens:,} tokens{gain} → {r.verdict}", {"kv_cache_dtype": compact}, r))  # fmt: skip
-    if verdict == "wont-start" and base.estimated_max_model_len:
-        length = base.estimated_max_model_len
+    longest = _longest_fitting(model, inputs, base) if verdict == "wont-start" else None
+    if longest:
+        length = longest
         r = _try(model, inputs, exact, max_model_len=length)
         if r:
             out.append(_make(f"--max-model-len {length:,}: the longest request that fits "
@@ -104,7 +105,8 @@ def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target:
     from kvcalc.planning.core import engine_request
 
     engine = get_engine(inputs.engine)
-    request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes))
+    # the pessimistic end of the budget: the verdict is judged there (kvcalc.planning.budget)
+    request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes_low))
     lo, hi, best = 1, base.max_model_len, None
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -117,3 +119,17 @@ def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target:
         else:
             hi = mid - 1
     return best
+
+
+def _longest_fitting(model: ModelShape, inputs: PlanInputs, base) -> int | None:
+    """The longest max_model_len one request fits in, at the pessimistic end of the budget."""
+    if base.available_kv_bytes_low == base.available_kv_bytes:
+        return base.estimated_max_model_len
+    from kvcalc.engines import get_engine
+    from kvcalc.planning.core import engine_request
+
+    request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes_low))
+    try:
+        return get_engine(inputs.engine).plan_kv_cache(request).estimated_max_model_len
+    except KvcalcError:
+        return None

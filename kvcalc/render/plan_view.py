@@ -69,7 +69,7 @@ def render(result) -> None:
     kv = Table(title="KV cache", title_justify="left", show_header=False)
     kv.add_column("what")
     kv.add_column("value", justify="right")
-    kv.add_row("available for KV per GPU", fmt.size(result.available_kv_bytes))
+    kv.add_row("available for KV per GPU", _with_band(result))
     kv.add_row("KV per token (per GPU)", fmt.bytes_and_size(result.kv_bytes_per_token))
     kv.add_row(
         f"KV per request at {result.max_model_len:,} tokens", fmt.size(result.kv_bytes_per_request)
@@ -111,3 +111,14 @@ def render(result) -> None:
         console.print("[dim]Notes:[/]")
         for note in result.notes:
             console.print(f"  [dim]- {note}[/]", highlight=False)
+
+
+def _with_band(result) -> str:
+    """``53.10 GiB ± 0.80`` (or ``-0.26/+0.25``); the bare figure when no band applies."""
+    value = result.available_kv_bytes
+    down, up = value - result.available_kv_bytes_low, result.available_kv_bytes_high - value
+    if not down and not up:
+        return fmt.size(value)
+    if down == up:
+        return f"{fmt.size(value)} ± {down / (1 << 30):.2f}"
+    return f"{fmt.size(value)} -{down / (1 << 30):.2f}/+{up / (1 << 30):.2f}"

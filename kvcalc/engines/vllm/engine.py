@@ -78,6 +78,10 @@ class VllmEngine:
     ) -> float | None:
         return D.resolve_profile(version)[0].gpu_memory_utilization
 
+    def subtracts_cudagraph(self, version: str | None = None) -> bool:
+        """vLLM subtracts its CUDA-graph estimate from the KV budget (v0.21 on)."""
+        return D.resolve_profile(version)[0].subtracts_cudagraph
+
     def available_kv_bytes(
         self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
         activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
@@ -166,11 +170,15 @@ def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> li
     )  # fmt: skip
     override = extra_int(request.extra, "num_gpu_blocks_override", None)
     out = []
-    for layers in ranges:
+    per_stage = request.stage_available_kv_bytes
+    for index, layers in enumerate(ranges):
         bpb = max(g.stage_page_bytes(layers) for g in groups)
         if bpb == 0:
             continue  # a stage without cache layers does not bound num_blocks
-        available = override * bpb if override else request.available_kv_bytes
+        stage_memory = (
+            per_stage[index] if len(per_stage) == len(ranges) else request.available_kv_bytes
+        )
+        available = override * bpb if override else stage_memory
         check = available - bpb if setup.profile.reserves_null_block else available
         out.append(
             _Stage(

@@ -1,0 +1,82 @@
+"""The KV budget per GPU: the engine's rule applied to every pipeline stage, and its error band.
+
+vLLM sizes each stage's cache from that stage's own profile (its layers' weights, its activation
+peak; the last stage also holds ``lm_head`` and runs the sampler) and then gives every stage the
+smallest block count (engine-accounting §1.9). The printed token count therefore comes from the stage
+with the least memory left. Llama-3.1-8B at PP 4 on H100s (vLLM 0.19): the first stage prints
+"Available KV cache memory: 69.8 GiB", but 2,257,264 tokens × 32 KiB = 68.89 GiB is the last stage's
+75.23 − 6.34 GiB (repolog-llmd-llama31-8b-4xh100-pp4).
+
+The band (``low``/``high``) is the error measured on the engine's records for the terms kvcalc had
+to estimate (``kvcalc.estimate.overhead``); it is zero when the KV memory was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.estimate.overhead import Overhead
+
+#: engines whose overhead band was measured on their own records
+BANDED_ENGINES = ("vllm",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvBudget:
+    """Per GPU, in bytes (negative when nothing is left)."""
+
+    #: the binding stage's budget: what the engine's block count comes from
+    available_bytes: int
+    #: the pessimistic and optimistic ends of the estimate
+    low_bytes: int
+    high_bytes: int
+    #: every pipeline stage's budget, first to last (one entry without PP)
+    stage_bytes: tuple[int, ...]
+    #: the band was measured for this engine (else low = high = the prediction)
+    measured: bool
+
+
+def kv_budget(
+    engine: Any,
+    *,
+    inputs: Any,
+    memory: int | None,
+    util: float | None,
+    stage_weights_bytes: tuple[int, ...],
+    overhead: Overhead,
+) -> KvBudget:
+    """The engine's KV budget for every stage and the band around it (see the module doc)."""
+    if inputs.kv_cache_memory_bytes is not None:
+        given = inputs.kv_cache_memory_bytes
+        return KvBudget(available_bytes=given, low_bytes=given, high_bytes=given, stage_bytes=(given,),
+                        measured=True)  # fmt: skip
+    stages = overhead.per_stage()
+    # a calibration (`plan --calibration`) corrects the last stage's non-torch: apply it to all
+    shift = overhead.non_torch_bytes - stages[-1].non_torch_bytes
+    weights = stage_weights_bytes if len(stage_weights_bytes) == len(stages) else (
+        (stage_weights_bytes[-1],) * len(stages))  # fmt: skip
+    per_stage = tuple(
+        engine.available_kv_bytes(
+            total_memory_bytes=memory,
+            utilization=util,
+            weights_bytes=w,
+            activation_bytes=s.activation_bytes,
+            non_torch_bytes=s.non_torch_bytes + shift,
+            cudagraph_bytes=s.cudagraph_bytes,
+            version=inputs.engine_version,
+            tensor_parallel_size=inputs.tensor_parallel_size,
+        )
+        for w, s in zip(weights, stages, strict=True)
+    )
+    available = min(per_stage)
+    measured = getattr(engine, "name", "") in BANDED_ENGINES
+    low = available - overhead.band_low_bytes if measured else available
+    high = available + overhead.band_high_bytes if measured else available
+    return KvBudget(available_bytes=available, low_bytes=low, high_bytes=high, stage_bytes=per_stage,
+                    measured=measured)  # fmt: skip
+
+
+def shifted(stage_bytes: tuple[int, ...], delta: int) -> tuple[int, ...]:
+    """Every stage's budget moved by ``delta`` (the band's end), floored at 0 for the engine."""
+    return tuple(max(0, s + delta) for s in stage_bytes)
