@@ -47,7 +47,7 @@ GOLDEN = {
     "check/every_problem": (2, [f"{DEPLOY}/bad/every_problem.yaml"]),
     "check/every_problem_github": (2, [f"{DEPLOY}/bad/every_problem.yaml", "-f", "github"]),
     "check/unknown_model_json": (2, [f"{DEPLOY}/bad/unknown_model.yaml", "-f", "json"]),
-    "check/several_bad_files": (2, [f"{DEPLOY}/bad/syntax.yaml", f"{DEPLOY}/bad/tags.yaml",
+    "check/several_bad_files": (2, [f"{DEPLOY}/bad/too_deep.yaml", f"{DEPLOY}/bad/tags.yaml",
                                     f"{DEPLOY}/bad/duplicate_key.yaml", "no/such/file.yaml",
                                     "no/*.yaml"]),
 }  # fmt: skip

@@ -7,9 +7,16 @@ when installed), so that it controls what ``safe_load`` leaves open:
 - a tag that would construct an object (``!!python/object:...``, ``!custom``) is a problem, as are
   ``!!set``/``!!omap`` and keys that are not strings;
 - duplicate keys are a problem (``safe_load`` silently keeps the last);
-- anchors and aliases work (and ``<<`` merge keys), but the document may expand to at most
-  :data:`MAX_VALUES` values and nest :data:`MAX_DEPTH` deep, so "billion laughs" files and
-  pathological nesting stop at once instead of eating memory or the C stack.
+- anchors and aliases work (and ``<<`` merge keys), but the document may hold at most
+  :data:`MAX_CHARS` characters, expand to at most :data:`MAX_VALUES` values and nest
+  :data:`MAX_DEPTH` deep, so "billion laughs" files and pathological nesting stop at once instead
+  of eating memory or the C stack.
+
+These limits are kvcalc's own, whatever the PyYAML version: libyaml (the fast path) has limits of
+its own in some releases (PyYAML 6.0.4 refuses flow nesting past 1000 levels while scanning ahead,
+before the events reach kvcalc). So when libyaml refuses a document, the pure-Python parser, which
+has none, reads it again: kvcalc's limits apply as they would without libyaml, and only a document
+both parsers refuse is a :attr:`YamlCode.SYNTAX` problem, at the line and column the parser gives.
 
 Problems are returned, not raised, so a file reports all of them at once; a syntax error (after
 which nothing can be trusted) is the one exception and ends the file. ``yaml`` is imported inside
@@ -19,8 +26,11 @@ the functions: commands that never read YAML never load it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
+#: characters a document may hold (``kvcalc check`` refuses files over 8 MiB before decoding them)
+MAX_CHARS = 8 * 1024 * 1024
 #: values a document may expand to, aliases counted each time they are used
 MAX_VALUES = 100_000
 #: nesting depth of mappings and sequences
@@ -32,13 +42,30 @@ _MERGE = "tag:yaml.org,2002:merge"
 _STR = "tag:yaml.org,2002:str"
 
 
+class YamlCode(str, Enum):
+    """What kind of problem a :class:`YamlProblem` is: kvcalc's classification, not PyYAML's."""
+
+    SYNTAX = "syntax"  # PyYAML's parser refused the text; nothing after it can be trusted
+    TOO_LARGE = "too-large"  # more than MAX_CHARS characters
+    TOO_MANY_VALUES = "too-many-values"  # expands past MAX_VALUES (aliases counted each use)
+    TOO_DEEP = "too-deep"  # nested past MAX_DEPTH
+    DUPLICATE_KEY = "duplicate-key"
+    TAG = "tag"  # an explicit tag other than the plain types
+    BAD_VALUE = "bad-value"  # an explicitly tagged scalar that does not read as its tag
+    KEY_TYPE = "key-type"  # a key that is not a string
+    ALIAS = "alias"  # undefined or self-containing alias
+    MERGE = "merge"  # ``<<`` of something that is not a mapping
+    SECOND_DOCUMENT = "second-document"
+
+
 @dataclass(frozen=True)
 class YamlProblem:
-    """A problem at a 1-based ``line`` and ``column``."""
+    """A problem of kind ``code`` at a 1-based ``line`` and ``column``."""
 
     line: int
     column: int
     message: str
+    code: YamlCode
 
 
 class Node:
@@ -89,8 +116,8 @@ class _Builder:
         # each open collection: [node, anchor, pending key node (maps), explicit keys seen]
         self.stack: list[list[Any]] = []
 
-    def problem(self, line: int, column: int, message: str) -> None:
-        self.problems.append(YamlProblem(line, column, message))
+    def problem(self, code: YamlCode, line: int, column: int, message: str) -> None:
+        self.problems.append(YamlProblem(line, column, message, code))
 
     def count(self, size: int, line: int, column: int) -> None:
         self.total += size
@@ -101,6 +128,7 @@ class _Builder:
                     column,
                     f"the document expands to more than "
                     f"{MAX_VALUES:,} values (through aliases?); refusing it",
+                    YamlCode.TOO_MANY_VALUES,
                 )
             )
 
@@ -123,6 +151,7 @@ class _Builder:
         constructor = self.loader.yaml_constructors.get(tag)
         if constructor is None:
             self.problem(
+                YamlCode.TAG,
                 line,
                 column,
                 f"tag {_tag_name(tag)} is not allowed: deployment files hold plain values only",
@@ -133,6 +162,7 @@ class _Builder:
             value = constructor(self.loader, node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             self.problem(
+                YamlCode.BAD_VALUE,
                 line,
                 column,
                 f"cannot read {event.value!r} as {_tag_name(tag)}: "
@@ -147,11 +177,16 @@ class _Builder:
     def start(self, event: Any, kind: str) -> None:
         line, column = _at(event.start_mark)
         if len(self.stack) >= MAX_DEPTH:
-            raise _Fatal(YamlProblem(line, column, f"nested more than {MAX_DEPTH} levels deep"))
+            raise _Fatal(
+                YamlProblem(
+                    line, column, f"nested more than {MAX_DEPTH} levels deep", YamlCode.TOO_DEEP
+                )
+            )
         self.count(1, line, column)
         expected = _MAP if kind == "map" else _SEQ
         if event.tag not in (None, "!", expected):
             self.problem(
+                YamlCode.TAG,
                 line,
                 column,
                 f"tag {_tag_name(event.tag)} is not allowed: deployment "
@@ -183,7 +218,7 @@ class _Builder:
                 if event.anchor in open_anchors
                 else "is not defined above"
             )
-            self.problem(line, column, f"alias *{event.anchor} {why}")
+            self.problem(YamlCode.ALIAS, line, column, f"alias *{event.anchor} {why}")
             return Node("bad", None, line, column)
         self.count(node.size, line, column)
         return node
@@ -219,6 +254,7 @@ class _Builder:
                 else repr(key.value)
             )
             self.problem(
+                YamlCode.KEY_TYPE,
                 key.line,
                 key.column,
                 f"keys must be strings, not {shown}"
@@ -232,7 +268,10 @@ class _Builder:
         if key.value in explicit:
             first = explicit[key.value]
             self.problem(
-                key.line, key.column, f"duplicate key {key.value!r} (first at line {first.line})"
+                YamlCode.DUPLICATE_KEY,
+                key.line,
+                key.column,
+                f"duplicate key {key.value!r} (first at line {first.line})",
             )
             return
         explicit[key.value] = key
@@ -244,7 +283,7 @@ class _Builder:
             if source.kind == "bad":
                 continue
             if source.kind != "map":
-                self.problem(value.line, value.column, "<< merges mappings only")
+                self.problem(YamlCode.MERGE, value.line, value.column, "<< merges mappings only")
                 return
             for name, entry in source.value.items():
                 if name not in explicit:
@@ -255,8 +294,36 @@ def read_yaml(text: str) -> tuple[Node | None, list[YamlProblem]]:
     """The single document in ``text`` (``None`` when empty) and every problem found."""
     import yaml
 
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(text)
+    if len(text) > MAX_CHARS:
+        return None, [
+            YamlProblem(
+                1,
+                1,
+                f"longer than {MAX_CHARS // (1 << 20)} MiB of text: not a deployment file",
+                YamlCode.TOO_LARGE,
+            )
+        ]
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is None:
+        return _read_with(yaml.SafeLoader, text)[:2]
+    root, problems, refused = _read_with(fast, text)
+    if not refused:
+        return root, problems
+    # libyaml refused the text: the pure-Python parser, which has no limits of its own, reads it
+    # again; kvcalc's limits or its acceptance decide, and where it too finds a syntax error,
+    # libyaml's report (usually the clearer one) stands.
+    again, again_problems, refused_again = _read_with(yaml.SafeLoader, text)
+    return (root, problems) if refused_again else (again, again_problems)
+
+
+def _read_with(loader_class: Any, text: str) -> tuple[Node | None, list[YamlProblem], bool]:
+    """Read ``text`` with ``loader_class``; the last item says whether PyYAML itself refused it."""
+    import yaml
+
+    try:
+        loader = loader_class(text)
+    except yaml.YAMLError as exc:  # the pure-Python reader checks the characters up front
+        return None, [_syntax_problem(exc, text)], True
     builder = _Builder(loader)
     root: Node | None = None
     documents = 0
@@ -279,6 +346,7 @@ def read_yaml(text: str) -> tuple[Node | None, list[YamlProblem]]:
                 if documents > 1:
                     line, column = _at(event.start_mark)
                     builder.problem(
+                        YamlCode.SECOND_DOCUMENT,
                         line,
                         column,
                         "a second YAML document (---): put several "
@@ -288,12 +356,12 @@ def read_yaml(text: str) -> tuple[Node | None, list[YamlProblem]]:
             elif event is None or kind is yaml.StreamEndEvent:
                 break
     except _Fatal as fatal:
-        return None, [*builder.problems, fatal.problem]
+        return None, [*builder.problems, fatal.problem], False
     except yaml.YAMLError as exc:
-        return None, [*builder.problems, _syntax_problem(exc, text)]
+        return None, [*builder.problems, _syntax_problem(exc, text)], True
     finally:
         loader.dispose()
-    return root, builder.problems
+    return root, builder.problems, False
 
 
 def _syntax_problem(exc: Any, text: str) -> YamlProblem:
@@ -311,4 +379,4 @@ def _syntax_problem(exc: Any, text: str) -> YamlProblem:
     if context and context_mark is not None and context_mark is not mark:
         context += f" that starts at line {context_mark.line + 1}"
     message = f"YAML syntax error: {problem}" + (f" ({context})" if context else "")
-    return YamlProblem(line, column, message)
+    return YamlProblem(line, column, message, YamlCode.SYNTAX)
