@@ -1,8 +1,13 @@
-"""Shared fixtures: run the CLI in-process with its real error boundary."""
+"""Shared fixtures: run the CLI in-process with its real error boundary.
+
+With ``KVCALC_NO_SKIPS=1`` (as CI sets it) a skipped test that does not carry the ``gpu`` marker
+fails the run: a missing test dependency must not pass as a green suite.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +16,34 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+#: "nodeid: reason" of each skipped test that is not marked ``gpu``
+_SKIPPED_OUTSIDE_GPU: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("gpu") is None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _SKIPPED_OUTSIDE_GPU.append(f"{item.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("KVCALC_NO_SKIPS") == "1" and _SKIPPED_OUTSIDE_GPU and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("KVCALC_NO_SKIPS") == "1" and _SKIPPED_OUTSIDE_GPU:
+        terminalreporter.write_sep("=", "skipped without the gpu marker (KVCALC_NO_SKIPS=1 fails)")
+        for line in _SKIPPED_OUTSIDE_GPU:
+            terminalreporter.write_line(line)
 
 
 @dataclass

@@ -30,4 +30,10 @@ def test_readme_opens_with_the_two_commands():
 def test_every_command_is_documented_and_has_help(cli, command):
     assert f"kvcalc {command}" in README
     result = cli(command, "-h")
-    assert result.exit_code == 0 and "Usage" in result.stdout
+    assert result.exit_code == 0, result.stderr
+    # the command's own summary (its docstring's first line), however typer lays the page out
+    from kvcalc.cli.app import app
+
+    (info,) = [c for c in app.registered_commands if (c.name or c.callback.__name__) == command]
+    summary = " ".join((info.help or info.callback.__doc__).split("\n\n")[0].split())
+    assert summary in " ".join(result.stdout.split())
