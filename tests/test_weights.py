@@ -183,6 +183,40 @@ def test_gpt_oss_loaded_as_vllm_pads_it():
     assert any("mxfp4 experts as vLLM loads them" in n for n in w.notes)
 
 
+def test_siglip_and_pixtral_towers_counted():
+    # Gemma 3 27B's SigLIP: per layer 4 × (1,152² + 1,152) attention + 2 × 1,152 × 4,304 + 5,456
+    # MLP + 4 × 1,152 norms = 15,239,504, × 27 = 411,466,608; patch 677,376 + 1,152, positions
+    # 4,096 × 1,152 = 4,718,592, post-LN 2,304; projector 5,376 × 1,152 + 1,152 → 423,060,336
+    gemma = parse_config({
+        "model_type": "gemma3", "torch_dtype": "bfloat16",
+        "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
+                        "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
+                        "head_dim": 128, "vocab_size": 262208, "sliding_window": 1024},
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                          "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},
+    }, name="gemma-3-27b")  # fmt: skip
+    assert count_parameters(gemma.weights).vision == 423_060_336
+    # 51.13 GiB in all; vLLM logged 51.45 (repolog-llmd-gemma3-27b-h100-tp1); 50.34 without the tower
+    # Mistral Small 3.1's Pixtral: per layer 4 × 1,024² + 3 × 1,024 × 4,096 + 2 × 1,024 = 16,779,264,
+    # × 24 = 402,702,336; patch 602,112, ln_pre 1,024; projector norm 1,024, merger 1,024 × 4,096,
+    # linear_1 5,120 × 1,024, linear_2 5,120² → 438,958,080, kept bf16 by the w8a8 checkpoint
+    mistral = parse_config({
+        "model_type": "mistral3", "torch_dtype": "bfloat16", "spatial_merge_size": 2,
+        "text_config": {"model_type": "mistral", "hidden_size": 5120, "intermediate_size": 32768,
+                        "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+                        "head_dim": 128, "vocab_size": 131072, "max_position_embeddings": 131072},
+        "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                          "num_hidden_layers": 24, "image_size": 1540, "patch_size": 14},
+        "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {
+            "weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}}},
+            "ignore": ["lm_head"]},
+    }, name="mistral-small-3.1-w8a8")  # fmt: skip
+    assert count_parameters(mistral.weights).vision == 438_958_080
+    w = weight_bytes(mistral)
+    # logged "Model loading took 24.07 GiB" (repolog-llmd-mistral-small31-24b-w8a8-h100-tp1)
+    assert abs((w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB - 24.07) <= 0.02
+
+
 def test_vocabulary_padded_per_rank():
     # gpt2: 50,257 rows → 50,304 (a multiple of 64) → 25,152 per rank at TP 2 instead of 25,129:
     # 23 rows × 768 × 2 B = 35,328 B more on each GPU; the whole-checkpoint figure is unchanged

@@ -251,7 +251,11 @@ def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:
 
 
 def _vision(v: VisionWeights) -> list[Tensor]:
-    """Llama 4's vision encoder, adapter and projector (all on the first pipeline stage)."""
+    """The vision encoder and projector (all on the first pipeline stage)."""
+    if v.family == "siglip":
+        return [replace(t, vision=True) for t in _siglip(v)]
+    if v.family == "pixtral":
+        return [replace(t, vision=True) for t in _pixtral(v)]
     hv, p = v.hidden_size, "vision_model"
     patches = (v.image_size // v.patch_size) ** 2
     out = [
@@ -281,3 +285,56 @@ def _vision(v: VisionWeights) -> list[Tensor]:
         bias=v.projector_bias,
     )
     return [replace(t, vision=True) for t in out]
+
+
+def _siglip(v: VisionWeights) -> list[Tensor]:
+    """SigLIP (Gemma 3): biased attention and fc1/fc2 MLP, LayerNorms, a learned position table, and
+    Gemma 3's projector (one vision × text matrix and an RMSNorm)."""
+    hv, p = v.hidden_size, "vision_tower.vision_model"
+    out = [
+        Tensor(name=f"{p}.embeddings.patch_embedding", rows=hv, cols=v.num_channels * v.patch_size**2,
+               role="linear", split="column"),
+        Tensor(name=f"{p}.embeddings.patch_embedding.bias", rows=hv, role="bias"),
+        Tensor(name=f"{p}.embeddings.position_embedding", rows=(v.image_size // v.patch_size) ** 2, cols=hv,
+               role="position"),
+        Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.self_attn.out_proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out.append(Tensor(name="multi_modal_projector.mm_input_projection_weight", rows=v.text_hidden_size,
+                      cols=hv, role="linear"))  # fmt: skip
+    out.append(Tensor(name="multi_modal_projector.mm_soft_emb_norm", rows=hv, role="norm"))
+    return out
+
+
+def _pixtral(v: VisionWeights) -> list[Tensor]:
+    """Pixtral (Mistral 3): unbiased attention, gated MLP, RMSNorms, no position table (2D RoPE);
+    Mistral 3's projector: RMSNorm, patch merger (``n² · h → h``), two linear layers."""
+    hv, p, h = v.hidden_size, "vision_tower", v.text_hidden_size
+    out = [
+        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear",
+               split="column"),
+        Tensor(name=f"{p}.ln_pre", rows=hv, role="norm"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True)
+    for i in range(v.num_layers):
+        q = f"{p}.transformer.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.attention.{proj}", hv, hv, None, "column")
+        out += _linear(f"{q}.attention.o_proj", hv, hv, None, "row")
+        out += _mlp(block, hv, f"{q}.feed_forward", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))
+    m = "multi_modal_projector"
+    out.append(Tensor(name=f"{m}.norm", rows=hv, role="norm"))
+    out += _linear(
+        f"{m}.patch_merger.merging_layer", hv, hv * v.spatial_merge_size**2, None, "replicated"
+    )
+    out += _linear(f"{m}.linear_1", h, hv, None, "column", bias=v.projector_bias)
+    out += _linear(f"{m}.linear_2", h, h, None, "row", bias=v.projector_bias)
+    return out

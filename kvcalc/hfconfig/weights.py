@@ -137,20 +137,25 @@ class GdnWeights:
 
 @dataclass(frozen=True, kw_only=True)
 class VisionWeights:
-    """Llama 4's ViT tower, pixel-shuffle adapter and projector."""
+    """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3) or
+    Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger)."""
 
+    #: ``llama4``, ``siglip`` or ``pixtral``
+    family: str = "llama4"
     hidden_size: int
     intermediate_size: int
     num_layers: int
     image_size: int
     patch_size: int
     num_channels: int
-    pixel_shuffle_ratio: float
-    projector_input_dim: int
-    projector_output_dim: int
-    vision_output_dim: int
     text_hidden_size: int
+    pixel_shuffle_ratio: float = 0.5
+    projector_input_dim: int = 0
+    projector_output_dim: int = 0
+    vision_output_dim: int = 0
     projector_bias: bool = False
+    #: Pixtral's patch merger folds ``n × n`` patches
+    spatial_merge_size: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,10 +403,26 @@ def _vision(
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None
+    vr = ConfigReader(v, source=f"{r.source}: vision_config")
+    family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(
+        str(vr.str("model_type", "") or "")
+    )
+    if family is not None:
+        return VisionWeights(
+            family=family,
+            hidden_size=vr.int("hidden_size"),
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("num_hidden_layers"),
+            image_size=vr.int("image_size"),
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("num_channels", default=3),
+            text_hidden_size=text_hidden,
+            projector_bias=r.bool("multimodal_projector_bias", False),
+            spatial_merge_size=r.int("spatial_merge_size", default=2) if family == "pixtral" else 1,
+        )
     if not model_type.startswith("llama4"):
         notes.append(f"vision tower of model_type {model_type!r} is not counted")
         return None
-    vr = ConfigReader(v, source=f"{r.source}: vision_config")
     ratio = vr.value("pixel_shuffle_ratio", 0.5)
     return VisionWeights(
         hidden_size=vr.int("hidden_size"),
