@@ -51,3 +51,16 @@ def assert_clean(result, *, json_output: bool = False) -> None:
                 stack.extend(value)
             elif isinstance(value, float):
                 assert math.isfinite(value), value
+
+
+def fixture_config(name: str) -> dict:
+    """A published config kept as test data (``tests/fixtures/configs/<org>--<name>.json``)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "configs" / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def fixture_shape(name: str):
+    return parse_config(fixture_config(name), name=name)

@@ -36,6 +36,9 @@ EXPECTED = {
     # MLA: 61 · (512 + 64) · 2 = 70,272
     "deepseek-v3": (61, {"mla": 61}, 1, 576, None, 70_272, 0),
     "kimi-k2-instruct": (61, {"mla": 61}, 1, 576, None, 70_272, 0),
+    # sparse MLA: latent (512 + 64) · 2 = 1,152 B + indexer keys 128 + 128/128 · 4 = 132 B;
+    # 78 · 1,284 = 100,152
+    "glm-5": (78, {"mla": 78}, 1, 576, None, 100_152, 0),
     # Gemma 2: even layers slide (window 4096); 42 · 2 · 8 · 256 · 2 = 344,064
     "gemma-2-9b-it": (42, {"sliding": 21, "full": 21}, 8, 256, 4096, 344_064, 0),
     # Gemma 3: pattern 6 → layers 5, 11, 17, 23 full, 22 sliding (512); 26 · 2 · 1 · 256 · 2 = 26,624

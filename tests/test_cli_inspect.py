@@ -65,10 +65,12 @@ def test_models_lists_every_bundled(cli):
     result = cli("models", "--json")
     assert result.exit_code == 0
     rows = result.json
-    assert len(rows) == 29
+    assert len(rows) == 30
     by_alias = {r["alias"]: r for r in rows}
     assert by_alias["deepseek-v3"]["attention_kind"] == "MLA"
     assert by_alias["llama-3.1-8b"]["kv_bytes_per_token"] == 131_072
+    # GLM-5: 78 layers · (1,152 B latent + 132 B indexer keys)
+    assert by_alias["glm-5"]["kv_bytes_per_token"] == 100_152
 
 
 def test_models_table(cli):

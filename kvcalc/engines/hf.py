@@ -35,6 +35,7 @@ from kvcalc.engines.base import (
     unknown_version,
     version_tuple,
 )
+from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.layouts import GatedDeltaNetState, Layout, MLALatent, RecurrentState, StateTensor
@@ -112,6 +113,7 @@ class HfEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        refuse_unmodelled(self.name, request.model)
         profile, version_note = _major(request.engine_version)
         notes = [version_note]
         dtype = _dtype(request, profile, notes)

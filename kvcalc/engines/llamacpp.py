@@ -40,6 +40,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import Layout, MLALatent, RecurrentState
@@ -112,6 +113,7 @@ class LlamaCppEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        refuse_unmodelled(self.name, request.model)
         version = request.engine_version or VERSIONS[0]
         if version not in VERSIONS:
             raise unknown_version(self.name, version, VERSIONS)

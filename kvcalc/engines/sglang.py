@@ -35,6 +35,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.engines.vllm.groups import pp_stages
 from kvcalc.errors import InputError
@@ -130,6 +131,7 @@ class SglangEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        refuse_unmodelled(self.name, request.model)
         version = _version(request.engine_version)
         notes: list[str] = []
         dtype = _cache_dtype(request, notes)

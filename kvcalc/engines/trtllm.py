@@ -25,6 +25,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP16, CacheDtype
@@ -78,6 +79,7 @@ class TrtllmEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        refuse_unmodelled(self.name, request.model)
         version = _version(request.engine_version)
         notes = ["block count details of the C++ KV cache manager are unconfirmed"]
         dtype = _dtype(request, notes)

@@ -14,6 +14,8 @@ from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.attention_families import FAMILY_TYPES, family_layouts
+from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
@@ -69,9 +71,17 @@ def parse_config(raw: Mapping[str, Any], *, name: str, source: str | None = None
         prov["dtype"] = (
             f"{r.path('torch_dtype') if r.has('torch_dtype') else 'dtype'} = {dtype_name}"
         )
-    kinds, pattern_note = L.layer_kinds(r, num_layers)
-    prov["layer pattern"] = pattern_note
-    layouts = _layouts(r, kinds, heads, hidden, dtype, prov)
+    model_type = str(r.str("model_type", "") or "")
+    family = family_layouts(
+        r, model_type, num_layers, heads, _plain_head_dim(r, heads, hidden), dtype, prov
+    )
+    if family is not None:
+        layouts, kinds = family
+    else:
+        kind_list, pattern_note = L.layer_kinds(r, num_layers)
+        prov["layer pattern"] = pattern_note
+        layouts = _layouts(r, kind_list, heads, hidden, dtype, prov)
+        kinds = tuple(kind_list)
     max_len, max_len_note = _max_model_len(r)
     prov["max_model_len"] = max_len_note
     arch = r.value("architectures") or ()
@@ -87,9 +97,38 @@ def parse_config(raw: Mapping[str, Any], *, name: str, source: str | None = None
         max_model_len=max_len,
         config_keys=dict(r.used),
         provenance=prov,
-        weights=read_weight_shape(r, num_layers=num_layers, kinds=tuple(kinds)),
+        weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
         quantization=_quantization(r),
+        mm_prefix_attention=_mm_prefix(r, model_type),
     )
+
+
+#: top-level model types vLLM treats as mm-prefix LMs (``is_mm_prefix_lm``, vLLM 0.33.0)
+_MM_PREFIX_TYPES = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
+
+
+def _mm_prefix(r: ConfigReader, model_type: str) -> bool:
+    """vLLM's ``ModelArchConfigConvertor.is_mm_prefix_lm``: an explicit ``is_mm_prefix_lm``, Gemma 4's
+    ``use_bidirectional_attention == "vision"``, or a listed top-level model type."""
+    top = r.raw.get("model_type")
+    explicit = r.raw.get("is_mm_prefix_lm")
+    if isinstance(explicit, bool):
+        r.used["is_mm_prefix_lm"] = explicit
+        return explicit
+    if model_type in GEMMA4_TYPES:
+        return r.str("use_bidirectional_attention") == "vision"
+    return top in _MM_PREFIX_TYPES
+
+
+def _plain_head_dim(r: ConfigReader, heads: int, hidden: int) -> int | None:
+    """``head_dim`` if set, else ``hidden_size // num_attention_heads`` (None for family readers
+    that do not need it, or when neither is known)."""
+    if r.str("model_type", "") not in FAMILY_TYPES:
+        return None
+    explicit = r.int("head_dim", default=None)
+    if explicit is not None:
+        return explicit
+    return hidden // heads if hidden > 0 and hidden % heads == 0 else None
 
 
 def _first_path(r: ConfigReader, *keys: str) -> str:

@@ -51,6 +51,9 @@ class ModelShape:
     quantization: Mapping[str, Any] | None = None
     #: the KV cache dtype the layers currently hold (``None``: the model dtype, i.e. ``auto``)
     cache_dtype: CacheDtype | None = None
+    #: image tokens attend bidirectionally (vLLM ``is_mm_prefix_lm``: Gemma 3/4, PaliGemma, ...),
+    #: which selects vLLM's mm-prefix attention backends
+    mm_prefix_attention: bool = False
 
     # -- derived ----------------------------------------------------------------------------
     @property
@@ -73,9 +76,11 @@ class ModelShape:
     @property
     def attention_kind(self) -> str:
         """A one-word summary for listings: MHA, GQA, MQA, MLA, SWA, hybrid..."""
-        kinds = set(self.kinds) - {"none"}
+        kinds = set(self.kinds) - {"none", "shared"}
+        if "compressed" in kinds:
+            return "compressed sparse MLA"
         if "mla" in kinds:
-            return "MLA"
+            return "MLA + sparse indexer" if self._sparse_mla else "MLA"
         if "recurrent" in kinds:
             return "hybrid (linear/SSM + attention)"
         attn = [layer for layer in self.layers if layer.kind in ("full", "sliding", "chunked")]
@@ -93,6 +98,10 @@ class ModelShape:
         if "chunked" in kinds:
             return f"{base}, chunked local/full"
         return base
+
+    @property
+    def _sparse_mla(self) -> bool:
+        return any(getattr(layer, "index_head_dim", 0) for layer in self.layers)
 
     @property
     def bytes_per_token(self) -> int:

@@ -23,8 +23,10 @@ def _indices(indices: tuple[int, ...]) -> str:
 def _shape(layer: LayerInfo) -> str:
     if layer.kind == "recurrent":
         return "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
-    if layer.kind == "mla":
+    if layer.kind in ("mla", "compressed"):
         return f"latent {layer.head_dim_k}"
+    if layer.kind == "shared":
+        return "an earlier layer's KV"
     if layer.kind == "none":
         return "-"
     dims = (

@@ -21,6 +21,7 @@ from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
 from kvcalc.engines.vllm.engine import VllmEngine
 from kvcalc.engines.vllm.setup import resolve_setup
 from kvcalc.errors import InputError
+from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.spec import (
@@ -53,7 +54,29 @@ def vllm_allocation(model: ModelShape, opts: VerifyOptions, num_blocks: int) -> 
             f"{model.name} has no KV cache in vLLM (attention-free)", code="nothing-to-verify"
         )
     layers = resolve_setup(request).model.layers  # per rank, cache dtype applied
+    _refuse_unbuilt(plan, layers)
     return build_from_plan(plan, layers)
+
+
+def _refuse_unbuilt(plan: KvCachePlan, layers: tuple[Layout, ...]) -> None:
+    """Layouts whose vLLM tensors are not built here: the sparse-attention indexer beside the MLA
+    latent, DeepSeek-V4's caches, and attention pages padded to a larger group page."""
+    if any(isinstance(x, (SparseMLA, CompressedSparseAttention)) for x in layers):
+        raise InputError(
+            "verify does not build vLLM's sparse-attention caches (indexer keys, compressed "
+            "latents) yet", code="unsupported-model",
+        )  # fmt: skip
+    for group in plan.groups:
+        if group.kind.endswith("/uniform-type"):
+            continue
+        real = {layers[i].bytes_per_token * group.block_size for i in group.layer_indices}
+        if real != {group.page_bytes} and all(
+            isinstance(layers[i], FullAttention) for i in group.layer_indices
+        ):
+            raise InputError(
+                "verify does not build attention pages padded to a larger group page yet",
+                code="unsupported-model",
+            )
 
 
 def build_from_plan(plan: KvCachePlan, layers: tuple[Layout, ...]) -> AllocationPlan:

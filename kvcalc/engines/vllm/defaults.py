@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
+from kvcalc.engines.vllm.backends import attention_block_size
+from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
 from kvcalc.model.shape import ModelShape
@@ -166,6 +168,11 @@ def resolve_cache_dtype(
         dtype, note = model_dtype(request.model, profile, request.gpu_compute_capability)
         if note:
             notes.append(note)
+    dtype, sparse_note = sparse_cache_dtype(
+        request.model, name, dtype, request.gpu_compute_capability
+    )
+    if sparse_note:
+        notes.append(sparse_note)
     if request.model.is_mla and (dtype.row_scale_bytes or dtype.block_format):
         raise InputError(
             f"cache dtype {dtype.name} is not modelled for MLA models in vLLM",
@@ -180,8 +187,13 @@ def default_block_size(
     model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None, profile: VllmProfile
 ) -> tuple[int, str | None, str | None]:
     """(block size, attention backend name when it decides, note). Hybrid alignment comes later."""
-    if not profile.v1 or not model.is_mla:
+    if not profile.v1:
         return DEFAULT_BLOCK_SIZE, None, None
+    if not model.is_mla:
+        chosen = attention_block_size(model, dtype, cc) if profile.in_flight_batches else None
+        return chosen if chosen else (DEFAULT_BLOCK_SIZE, None, None)
+    if is_sparse_mla(model):
+        return sparse_block_size(model, dtype, cc)
     assumed = cc is None
     major = 9 if assumed else cc[0]
     if dtype.mla_record_bytes:

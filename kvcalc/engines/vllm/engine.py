@@ -35,6 +35,7 @@ from kvcalc.engines.base import (
     extra_int,
 )
 from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.dsv4 import is_deepseek_v4, packed_groups
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
     Group,
@@ -135,8 +136,11 @@ def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
                 "outside the sliding window). The compute of layers like sliding window is still saved."
             )
             specs = promoted
-    groups, group_logs = group_layers(specs)
-    logs += group_logs
+    if is_deepseek_v4(setup.model):
+        groups = packed_groups(setup.model)
+    else:
+        groups, group_logs = group_layers(specs)
+        logs += group_logs
     if not groups:
         return _attention_free(request, setup, notes)
     stages = _stages(request, setup, groups)
@@ -213,7 +217,7 @@ def _finish_v1(
     logs += [error] if error else _capacity_lines(setup.profile, tokens, L, concurrency)
     return KvCachePlan(
         engine="vllm", engine_version=setup.profile.name, kv_cache_dtype=setup.dtype_name,
-        block_size=setup.block_size, num_blocks=num_blocks,
+        block_size=_block_size(setup, groups), num_blocks=num_blocks,
         kv_cache_bytes=num_blocks * widest.bytes_per_block, kv_cache_tokens=tokens,
         max_concurrency=concurrency, kv_bytes_per_token=_bytes_per_token(setup.model, stages),
         bytes_per_request=needed, fits=fits, estimated_max_model_len=estimate,
@@ -250,6 +254,14 @@ def _check_fit(
                 ),
             )
     return True, None, None
+
+
+def _block_size(setup: VllmSetup, groups: list[Group]) -> int:
+    """The scheduler's block size: the smallest group block where groups differ (DeepSeek-V4's
+    compressor states: 4), else the resolved block size."""
+    if is_deepseek_v4(setup.model):
+        return min(g.block_size for g in groups)
+    return setup.block_size
 
 
 def _no_memory_text(profile: D.VllmProfile) -> str:

@@ -1,0 +1,45 @@
+"""Layouts an engine module does not size: refused by name instead of sized by a generic rule.
+
+vLLM models every layout in :mod:`kvcalc.model.attention_layouts`. The other engines were not checked
+against their code for these families, so they refuse them (``unsupported-model``):
+
+- transformers: DeepSeek Sparse Attention (its ``DynamicIndexedLayer`` keeps the indexer keys in the
+  model dtype), DeepSeek-V4's compressed caches, MiMo-V2 (transformers widens the window to
+  ``sliding_window_size + 1``);
+- SGLang, llama.cpp, TensorRT-LLM: DeepSeek-V4's compressed caches and the sparse-attention indexer.
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import InputError
+from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
+from kvcalc.model.shape import ModelShape
+
+_WHAT = {
+    CompressedSparseAttention: "DeepSeek-V4 compressed sparse attention",
+    SparseMLA: "DeepSeek sparse attention (MLA + indexer key cache)",
+}
+#: model types whose cache an engine keeps differently from the shared layouts
+_BY_TYPE = {
+    "hf": {"mimo_v2": "MiMo-V2 sliding windows", "mimo_v2_flash": "MiMo-V2 sliding windows"}
+}
+
+
+def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] = ()) -> None:
+    """Raise ``unsupported-model`` when ``model`` has a layout ``engine`` does not size."""
+    for cls, what in _WHAT.items():
+        if cls in skip:
+            continue
+        if any(isinstance(layer, cls) for layer in model.layers):
+            raise InputError(
+                f"{engine}: {what} ({model.model_type}) is not modelled for this engine",
+                hint="plan it with --engine vllm, whose sizing of this layout is checked",
+                code="unsupported-model",
+            )
+    by_type = _BY_TYPE.get(engine, {}).get(model.model_type)
+    if by_type:
+        raise InputError(
+            f"{engine}: {by_type} ({model.model_type}) are not modelled for this engine",
+            hint="plan it with --engine vllm, whose sizing of this layout is checked",
+            code="unsupported-model",
+        )

@@ -1,0 +1,60 @@
+"""vLLM 0.33 attention-backend block sizes for non-MLA models whose kernels need a larger block.
+
+The default is 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``; FLASH_ATTN, TRITON_ATTN and FlashInfer accept
+it). Read in the vLLM 0.33.0 wheel and measured with its own selector and block-size update
+(``Platform.update_block_size_for_backend``):
+
+- **mm-prefix models** (image tokens attend bidirectionally: Gemma 3/4, ``is_mm_prefix_lm``) get a
+  composite backend: TRITON_FLASH_ATTN on SM 9.x, TRITON_FLASHINFER on SM 10.x
+  (``v1/attention/backends/triton_flashinfer.py``: ``kernel_block_sizes=(64,)``, so block 64 for
+  any cache dtype);
+- **512-wide heads with an fp8 cache on SM 9.x** (Gemma 4's global layers): block 64, FA4's
+  FP8-KV kernel pages (``FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size``, keyed on the
+  model's head size 512). A 16-bit cache keeps 16.
+
+Gemma-4-31B (auto = fp8 from its ``kv_cache_scheme``): 64 on an H100 and a B200; a bf16 cache: 16
+on an H100, 64 on a B200.
+"""
+
+from __future__ import annotations
+
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import FullAttention
+from kvcalc.model.shape import ModelShape
+
+FA4_FP8_HEAD_SIZE = 512
+BLOCK_64 = 64
+#: head sizes the mm-prefix composites serve (``head_sizes=(256, 512)``)
+MM_PREFIX_HEAD_SIZES = (256, 512)
+
+
+def attention_block_size(
+    model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None
+) -> tuple[int, str, str] | None:
+    """(block size, backend, note) where the backend needs other than 16; None otherwise."""
+    heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
+    if not heads:
+        return None
+    major = 9 if cc is None else cc[0]
+    assumed = " (no compute capability given: Hopper SM 9.0 assumed)" if cc is None else ""
+    mm = model.mm_prefix_attention and heads <= set(MM_PREFIX_HEAD_SIZES)
+    if major == 10 and mm:
+        return (
+            BLOCK_64,
+            "TRITON_FLASHINFER",
+            (
+                "image-prefix attention on SM 10.x: the TRITON_FLASHINFER backend runs 64-token blocks"
+            ),
+        )
+    fp8 = dtype.name in ("fp8", "fp8_e4m3")
+    if major == 9 and fp8 and FA4_FP8_HEAD_SIZE in heads:
+        backend = "TRITON_FLASH_ATTN" if mm else "FLASH_ATTN"
+        return (
+            BLOCK_64,
+            backend,
+            (
+                f"{FA4_FP8_HEAD_SIZE}-wide heads with an fp8 cache on SM 9.x: {backend} runs FA4's "
+                f"FP8-KV kernel on 64-token blocks{assumed}"
+            ),
+        )
+    return None

@@ -1,0 +1,60 @@
+"""Readers of the architecture families whose layers differ by type, chosen by ``model_type``.
+
+Each reader returns one layout per layer; the generic reader in :mod:`kvcalc.hfconfig` handles
+every other model. The per-family modules say which engine code they follow.
+"""
+
+from __future__ import annotations
+
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.dsa_family import DSA_TYPES, read_dsa
+from kvcalc.hfconfig.dsv4_family import DSV4_TYPES, read_deepseek_v4
+from kvcalc.hfconfig.gemma_family import GEMMA3N_TYPES, GEMMA4_TYPES, read_gemma3n, read_gemma4
+from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
+from kvcalc.hfconfig.nas_family import NAS_TYPES, read_nemotron_nas
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.attention_layouts import CompressedSparseAttention, SharedKV
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import Layout, MLALatent, SlidingWindow
+
+#: model types with a family reader
+FAMILY_TYPES = (
+    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *NAS_TYPES, *DSA_TYPES, *DSV4_TYPES,
+)  # fmt: skip
+
+
+def family_layouts(
+    r: ConfigReader,
+    model_type: str,
+    num_layers: int,
+    heads: int,
+    head_dim: int | None,
+    dtype: CacheDtype,
+    prov: dict[str, str],
+) -> tuple[list[Layout], tuple[str, ...]] | None:
+    """(layouts, layer kinds for the weight count), or None when no family reader applies."""
+    if model_type in GEMMA4_TYPES:
+        layouts = read_gemma4(r, num_layers, dtype, prov)
+    elif model_type in GEMMA3N_TYPES:
+        layouts = read_gemma3n(r, num_layers, dtype, prov)
+    elif model_type in MIMO_V2_TYPES:
+        layouts = read_mimo_v2(r, num_layers, dtype, prov)
+    elif model_type in NAS_TYPES:
+        if head_dim is None:
+            raise r.missing(("head_dim", "hidden_size"))
+        layouts = read_nemotron_nas(r, num_layers, heads, head_dim, dtype, prov)
+    elif model_type in DSA_TYPES:
+        layouts = read_dsa(r, num_layers, heads, dtype, prov)
+    elif model_type in DSV4_TYPES:
+        layouts = read_deepseek_v4(r, num_layers, dtype, prov)
+    else:
+        return None
+    return layouts, tuple(_weight_kind(x) for x in layouts)
+
+
+def _weight_kind(layout: Layout) -> str:
+    if isinstance(layout, SlidingWindow):
+        return L.SLIDING
+    if layout.has_cache or isinstance(layout, (SharedKV, MLALatent, CompressedSparseAttention)):
+        return L.FULL
+    return L.NONE
