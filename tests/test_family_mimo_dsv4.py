@@ -117,3 +117,27 @@ def test_dsv4_other_dtypes_refused(dsv4):
     with pytest.raises(InputError) as err:
         plan(dsv4, kv_cache_dtype="bfloat16")
     assert err.value.code == "unsupported-dtype"
+
+
+def test_mimo_fp8_refused_on_b200(mimo):
+    # vLLM 0.33 on SM 10.x: FLASH_ATTN_DIFFKV → "FlashAttention does not support fp8 kv-cache on this
+    # device." (NotImplementedError when the model is built); auto is sized as usual
+    with pytest.raises(InputError) as err:
+        plan(mimo, gpu=B200, kv_cache_dtype="fp8")
+    assert err.value.code == "unsupported-dtype"
+    # bf16 with 2 · 16,384 tokens in flight: 5·(cdiv(min(127 + 32,768, 32,768), 16) + 1) + 1,024
+    # = 5·2,049 + 1,024 = 11,269 blocks per request → 29,127 / 11,269 = 2.5847x → 84,695 tokens
+    assert plan(mimo, gpu=B200).kv_cache_tokens == 84_695
+
+
+def test_vllm_refuses_step_3p7_flash():
+    raw = {
+        "architectures": ["Step3p7FlashForCausalLM"], "model_type": "step3p7",
+        "num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 65536,
+        "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(InputError) as err:
+        plan(parse_config(raw, name="step"), max_model_len=4096)
+    assert err.value.code == "unsupported-model"
+    assert "['Step3p7FlashForCausalLM'] are not supported for now" in err.value.message

@@ -18,6 +18,7 @@ on an H100, 64 on a B200.
 
 from __future__ import annotations
 
+from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention
 from kvcalc.model.shape import ModelShape
@@ -58,3 +59,21 @@ def attention_block_size(
             ),
         )
     return None
+
+
+def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None) -> None:
+    """What the attention backend refuses when the model is built (measured with vLLM 0.33.0).
+
+    K and V of different widths (MiMo-V2) run on FLASH_ATTN_DIFFKV, whose FlashAttention 4 path on
+    SM 10.x has no fp8 cache: ``NotImplementedError: FlashAttention does not support fp8 kv-cache on
+    this device.`` (``flash_attn.py``, ``FlashAttentionImpl.__init__``).
+    """
+    diff_kv = any(isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers)
+    if diff_kv and dtype.is_quantized and cc is not None and cc[0] == 10:
+        name = "fp8" if dtype.name == "fp8" else dtype.name
+        raise InputError(
+            f"vLLM refuses this model: FlashAttention does not support {name} kv-cache on this "
+            "device (K and V widths differ: FLASH_ATTN_DIFFKV on SM 10.x)",
+            hint="use --kv-cache-dtype auto on this GPU",
+            code="unsupported-dtype",
+        )

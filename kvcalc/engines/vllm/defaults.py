@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
-from kvcalc.engines.vllm.backends import attention_block_size
+from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
@@ -190,6 +190,8 @@ def default_block_size(
     if not profile.v1:
         return DEFAULT_BLOCK_SIZE, None, None
     if not model.is_mla:
+        if profile.in_flight_batches:
+            refuse_unsupported(model, dtype, cc)
         chosen = attention_block_size(model, dtype, cc) if profile.in_flight_batches else None
         return chosen if chosen else (DEFAULT_BLOCK_SIZE, None, None)
     if is_sparse_mla(model):

@@ -45,6 +45,7 @@ from kvcalc.engines.vllm.groups import (
     pp_stages,
     promote_local_specs,
 )
+from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
@@ -109,6 +110,8 @@ class VllmEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        if D.resolve_profile(request.engine_version)[0].in_flight_batches:  # the 0.33 profile
+            refuse_unbuildable(request.model, "0.33")
         setup = resolve_setup(request)
         if not setup.profile.v1:
             from kvcalc.engines.vllm.v0 import plan_v0

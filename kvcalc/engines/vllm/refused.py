@@ -1,0 +1,42 @@
+"""Models vLLM 0.33 itself refuses to build, with the reason it gives (checked with its own code).
+
+``EngineArgs.create_engine_config`` validates the architecture against vLLM's model registry; an
+architecture it does not register is refused before anything is sized:
+``Model architectures ['Step3p7FlashForCausalLM'] are not supported for now.`` (vLLM 0.33.0 registers
+``Step3p7ForConditionalGeneration`` only). The ``minimax_m3`` model type has no text-only model class
+in 0.33 either.
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import InputError
+from kvcalc.model.shape import ModelShape
+
+#: architecture → vLLM 0.33's refusal
+REFUSED_ARCHITECTURES = {
+    "Step3p7FlashForCausalLM": (
+        "Model architectures ['Step3p7FlashForCausalLM'] are not supported for now."
+    ),
+}
+#: model type → vLLM 0.33's refusal (architectures named in the config are quoted)
+REFUSED_MODEL_TYPES = {"minimax_m3": "Model architectures {archs} are not supported for now."}
+
+
+def refuse_unbuildable(model: ModelShape, version: str) -> None:
+    """Raise with vLLM's reason when vLLM ``version`` (a 0.33 profile) cannot build ``model``."""
+    for arch in model.architectures:
+        reason = REFUSED_ARCHITECTURES.get(arch)
+        if reason:
+            raise InputError(
+                f"vLLM {version} refuses to start: {reason}",
+                hint="vLLM does not register this architecture; plan it with another --engine",
+                code="unsupported-model",
+            )
+    template = REFUSED_MODEL_TYPES.get(model.model_type)
+    if template:
+        archs = "[" + ", ".join(repr(a) for a in model.architectures) + "]"
+        raise InputError(
+            f"vLLM {version} refuses to start: {template.format(archs=archs)}",
+            hint="vLLM does not register this architecture; plan it with another --engine",
+            code="unsupported-model",
+        )
