@@ -47,7 +47,7 @@ GEMMA3_27B = {
     "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
                     "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
                     "head_dim": 128, "vocab_size": 262208, "sliding_window": 1024, "sliding_window_pattern": 6,
-                    "max_position_embeddings": 131072, "query_pre_attn_scalar": 168,
+                    "max_position_embeddings": 131072, "query_pre_attn_scalar": 168, "rope_local_base_freq": 10000.0,
                     "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
     "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
                       "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},

@@ -196,7 +196,6 @@ def test_siglip_and_pixtral_towers_counted():
                           "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},
     }, name="gemma-3-27b")  # fmt: skip
     assert count_parameters(gemma.weights).vision == 423_060_336
-    # 51.13 GiB in all; vLLM logged 51.45 (repolog-llmd-gemma3-27b-h100-tp1); 50.34 without the tower
     # Mistral Small 3.1's Pixtral: per layer 4 × 1,024² + 3 × 1,024 × 4,096 + 2 × 1,024 = 16,779,264,
     # × 24 = 402,702,336; patch 602,112, ln_pre 1,024; projector norm 1,024, merger 1,024 × 4,096,
     # linear_1 5,120 × 1,024, linear_2 5,120² → 438,958,080, kept bf16 by the w8a8 checkpoint
@@ -215,6 +214,25 @@ def test_siglip_and_pixtral_towers_counted():
     w = weight_bytes(mistral)
     # logged "Model loading took 24.07 GiB" (repolog-llmd-mistral-small31-24b-w8a8-h100-tp1)
     assert abs((w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB - 24.07) <= 0.02
+
+
+def test_rope_caches_linear_scaling_and_gemma3_local():
+    # vLLM's LinearScalingRotaryEmbedding caches max_position × factor rows; Gemma 3's sliding layers
+    # keep a second, unscaled cache: (131,072 × 8 + 131,072) × 128 × 2 B = 301,989,888 B (288 MiB).
+    # With it Gemma 3 27B loads 51.38 GiB; vLLM logged 51.45 (repolog-llmd-gemma3-27b-h100-tp1)
+    gemma = parse_config({
+        "model_type": "gemma3", "torch_dtype": "bfloat16",
+        "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
+                        "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
+                        "head_dim": 128, "vocab_size": 262208, "sliding_window": 1024,
+                        "max_position_embeddings": 131072, "rope_local_base_freq": 10000.0,
+                        "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                          "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},
+    }, name="gemma-3-27b")  # fmt: skip
+    w = weight_bytes(gemma)
+    assert w.buffers_bytes_per_gpu == (131_072 * 8 + 131_072) * 128 * 2 == 301_989_888
+    assert abs((w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB - 51.45) <= 0.08
 
 
 def test_vocabulary_padded_per_rank():

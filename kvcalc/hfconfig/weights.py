@@ -454,9 +454,17 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     positions = r.int("max_position_embeddings", default=0, minimum=0)
     rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}
     factor = rope.get("factor")
-    if rope.get("rope_type", rope.get("type")) == "yarn" and _is_factor(factor):
+    kind = rope.get("rope_type", rope.get("type"))
+    if kind == "yarn" and _is_factor(factor):
         base = rope.get("original_max_position_embeddings")
         positions = int((base if _is_length(base) else positions) * factor)
+    elif kind in ("linear", "dynamic") and _is_factor(factor):
+        # vLLM's Linear/DynamicNTKScalingRotaryEmbedding cache max_position × factor rows
+        positions = int(positions * factor)
+    if r.has("rope_local_base_freq"):
+        # Gemma 3: sliding layers get their own unscaled RoPE (vLLM gemma3.py, one cache per layer
+        # type). Gemma 3 27B: 131,072 × 8 + 131,072 rows × 128 × 2 B = 288 MiB with the weights
+        positions += r.int("max_position_embeddings", default=0, minimum=0)
     if mla is not None:
         return positions, mla.qk_rope_head_dim
     partial = r.value("partial_rotary_factor", 1.0)
