@@ -160,8 +160,8 @@ NOT_RUN = {
     "seed-qwen3-1.7b-8gb-gpu": "GPU, utilization and max_model_len not stated",
     "repofile-ibm-codeengine-granite-4.0-micro-fp8-l40s": "no bundled granite-4.0 config",
     "repofile-kagaho-llama31-8b-jetson-thor-eager-gmu085": "unified memory: the total is not printed",
-    "repofile-gemma4-e2b-l4-eager-8k": "no bundled Gemma 4 config",
-    "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no bundled Gemma 4 config; patched attention kernels",
+    "repofile-gemma4-e2b-l4-eager-8k": "no google/gemma-4-E2B config here",
+    "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no google/gemma-4-E2B config here; patched attention kernels",
 }
 
 

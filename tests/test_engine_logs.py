@@ -292,8 +292,8 @@ VLLM_TOKEN_RECORDS = {
 OTHER_RECORDS = {
     "repofile-ibm-codeengine-granite-4.0-micro-fp8-l40s": "no bundled granite-4.0 config",
     "repolog-llmd-llama31-8b-4xh100-pp4": "test_vllm_pp4_tokens_come_from_the_last_stage",
-    "repofile-gemma4-e2b-l4-eager-8k": "Gemma 4 (shared-KV tail layers) is not modelled by kvcalc",
-    "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "Gemma 4 (shared-KV tail layers) is not modelled by kvcalc",
+    "repofile-gemma4-e2b-l4-eager-8k": "no google/gemma-4-E2B config.json here (its per-layer embeddings and shared-KV tail need the real one)",
+    "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no google/gemma-4-E2B config.json here (its per-layer embeddings and shared-KV tail need the real one)",
     "vllm-17327-qwen3-30b-a3b-4xa10-tp4": "test_vllm_17327_tokens_and_concurrency",
     "repofile-sglang-qwq-32b-4xl4-tp4-mfs085": "SGLang: its engineer's tests",
     "repofile-sglang-r1-distill-qwen-7b-3090-mfs088": "SGLang: its engineer's tests",
