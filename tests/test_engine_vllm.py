@@ -498,12 +498,6 @@ def test_qwen3_next_without_prefix_caching_keeps_one_state_block():
     assert [g.blocks_per_request for g in p.groups] == [1, 1, 1, 61]
 
 
-def test_qwen3_next_fp32_ssm_state():
-    p = plan(qwen3_next(mamba_ssm_cache_dtype="float32"), 32768, engine_version="0.21", **H100)
-    # 49,152 + 32·128·128·4 = 2,146,304 → block 16·cdiv(2,146,304, 32,768) = 1,056; page 2,162,688
-    assert p.block_size == 1_056 and p.groups[0].page_bytes == 2_162_688
-
-
 def test_hybrid_alignment_overrides_a_user_block_size():
     assert plan(qwen3_next(), 32768, block_size=16, engine_version="0.21", **H100).block_size == 544
 

@@ -114,6 +114,7 @@ class HfEngine:
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         refuse_unmodelled(self.name, request.model)
+        _check_state_layouts(request.model)
         profile, version_note = _major(request.engine_version)
         notes = [version_note]
         dtype = _dtype(request, profile, notes)
@@ -128,6 +129,26 @@ class HfEngine:
             notes.append("DynamicCache built without a config: sliding layers keep every token")
         notes.append(_cache_note(cache))
         return _plan(request, profile, dtype, layers, cache, windows, notes)
+
+
+#: recurrent layouts whose transformers cache was measured (``verify --engine hf --run``), by the
+#: model types it was measured for; every other recurrent layer is refused by name
+_MEASURED_STATE = {
+    "Mamba2State": ("nemotron_h",),
+    "GatedDeltaNetState": ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"),
+}
+
+
+def _check_state_layouts(model: ModelShape) -> None:
+    for layout in {type(x) for x in model.layers if isinstance(x, RecurrentState)}:
+        if model.model_type not in _MEASURED_STATE.get(layout.__name__, ()):
+            raise InputError(
+                f"transformers' cache for the {layout.__name__} layers of model_type "
+                f"{model.model_type!r} is not modelled",
+                hint="kvcalc sizes transformers' recurrent caches only where measured "
+                "(Nemotron-H, Qwen3-Next, Qwen3.5); use --engine vllm",
+                code="unsupported-model",
+            )
 
 
 def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype:

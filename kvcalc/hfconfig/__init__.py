@@ -16,6 +16,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.attention_families import FAMILY_TYPES, family_layouts
 from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
+from kvcalc.hfconfig.hybrid_families import hybrid_layouts
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
@@ -75,8 +76,17 @@ def parse_config(raw: Mapping[str, Any], *, name: str, source: str | None = None
     family = family_layouts(
         r, model_type, num_layers, heads, _plain_head_dim(r, heads, hidden), dtype, prov
     )
+    hybrid = (
+        hybrid_layouts(
+            r, str(r.raw.get("model_type") or ""), num_layers, heads, hidden, dtype, prov
+        )
+        if family is None
+        else None
+    )
     if family is not None:
         layouts, kinds = family
+    elif hybrid is not None:
+        layouts, kinds = hybrid
     else:
         kind_list, pattern_note = L.layer_kinds(r, num_layers)
         prov["layer pattern"] = pattern_note
@@ -297,16 +307,43 @@ def _mamba2(r: ConfigReader, hidden: int, dtype: CacheDtype, prov: dict[str, str
     )
 
 
+#: architectures whose vLLM config hook takes the SSM state dtype from ``mamba_ssm_dtype``
+#: (``Qwen3_5ForConditionalGenerationConfig`` in ``vllm/model_executor/models/config.py``, 0.33.0)
+_QWEN3_5_ARCHITECTURES = (
+    "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration",
+)  # fmt: skip
+
+
+def _gdn_state_dtype(r: ConfigReader, dtype: CacheDtype) -> tuple[CacheDtype, str]:
+    """The recurrent-state dtype vLLM 0.33 uses for Gated DeltaNet layers, and where it came from.
+
+    Qwen3.5/3.6 (by architecture, as vLLM's config hook is keyed): the text config's
+    ``mamba_ssm_dtype`` (float32 in the published configs). Qwen3-Next has no such hook: vLLM keeps
+    ``mamba_ssm_cache_dtype = auto``, the model dtype, whatever the config carries.
+    """
+    arch = r.raw.get("architectures")
+    if isinstance(arch, list) and set(arch) & set(_QWEN3_5_ARCHITECTURES):
+        if r.has("mamba_ssm_dtype"):
+            ssm = _state_dtype(r, "mamba_ssm_dtype", dtype)
+            return ssm, f"recurrent state {ssm.name} ({r.path('mamba_ssm_dtype')})"
+        return dtype, f"recurrent state {dtype.name} (no mamba_ssm_dtype: the model dtype)"
+    return (
+        dtype,
+        f"recurrent state {dtype.name} (the model dtype: vLLM's mamba_ssm_cache_dtype auto)",
+    )
+
+
 def _gdn(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDeltaNetState:
     k_heads = r.int("linear_num_key_heads")
     v_heads = r.int("linear_num_value_heads")
     k_dim = r.int("linear_key_head_dim")
     v_dim = r.int("linear_value_head_dim")
     kernel = r.int("linear_conv_kernel_dim", default=4)
-    ssm = _state_dtype(r, "mamba_ssm_cache_dtype", dtype)
+    ssm, ssm_note = _gdn_state_dtype(r, dtype)
     prov["gated_deltanet"] = (
         f"linear_num_key_heads {k_heads}, linear_num_value_heads {v_heads}, key/value head dims "
-        f"{k_dim}/{v_dim}, linear_conv_kernel_dim {kernel}"
+        f"{k_dim}/{v_dim}, linear_conv_kernel_dim {kernel}; {ssm_note}"
     )
     return GatedDeltaNetState(
         dtype=dtype,

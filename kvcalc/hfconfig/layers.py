@@ -21,6 +21,8 @@ from kvcalc.hfconfig.reader import ConfigReader
 
 #: layer kinds produced here
 FULL, SLIDING, CHUNKED, MAMBA2, GDN, NONE = "full", "sliding", "chunked", "mamba2", "gdn", "none"
+#: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
+UNCOUNTED = "uncounted"
 
 _LAYER_TYPE_NAMES = {
     "full_attention": FULL,

@@ -225,6 +225,10 @@ class RecurrentState(Layout):
     def state_tensors(self) -> tuple[StateTensor, ...]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        """The dimensions vLLM splits over ``tensor_parallel_size`` ranks (each must divide)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
     @cached_property
     def state_bytes(self) -> int:
         return sum(t.nbytes for t in self.state_tensors())
@@ -250,6 +254,12 @@ class Mamba2State(RecurrentState):
     state_size: int
     num_heads: int
     head_dim: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        tp = tensor_parallel_size
+        groups = self.n_groups if self.n_groups % tp == 0 else self.n_groups + (tp - self.n_groups)
+        conv_dim = self.intermediate_size + 2 * groups * self.state_size
+        return {"conv channels": conv_dim, "heads": self.num_heads}
 
     def state_tensors(self) -> tuple[StateTensor, ...]:
         tp = self.tp
@@ -279,6 +289,10 @@ class GatedDeltaNetState(RecurrentState):
     num_v_heads: int
     head_k_dim: int
     head_v_dim: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
+        return {"conv channels": conv_dim, "value heads": self.num_v_heads}
 
     def state_tensors(self) -> tuple[StateTensor, ...]:
         tp = self.tp

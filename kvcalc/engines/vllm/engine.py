@@ -41,12 +41,16 @@ from kvcalc.engines.vllm.groups import (
     Group,
     Sizing,
     group_layers,
-    layer_spec,
     pp_stages,
     promote_local_specs,
 )
+from kvcalc.engines.vllm.hybrid import layer_specs
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
+from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
+from kvcalc.errors import InputError
+from kvcalc.model.layouts import Layout
+from kvcalc.model.recurrent_layouts import ParallelHybrid
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
 
@@ -112,6 +116,13 @@ class VllmEngine:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         if D.resolve_profile(request.engine_version)[0].in_flight_batches:  # the 0.33 profile
             refuse_unbuildable(request.model, "0.33")
+            reason = unbuildable_reason(request.model)
+            if reason:
+                raise InputError(
+                    f"vLLM 0.33 refuses to start: {reason}",
+                    hint=unbuildable_hint(request.model),
+                    code="unsupported-model",
+                )
         setup = resolve_setup(request)
         if not setup.profile.v1:
             from kvcalc.engines.vllm.v0 import plan_v0
@@ -123,13 +134,16 @@ class VllmEngine:
 # -- V1 ---------------------------------------------------------------------------------------
 def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
     logs, notes = list(setup.logs), list(setup.notes)
-    specs = {}
-    for index, layout in enumerate(setup.model.layers):
-        spec = layer_spec(
-            layout, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks
+    specs, owner = layer_specs(
+        setup.model.layers, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks
+    )
+    if owner and any(k != i for k, i in owner.items()) and request.pipeline_parallel_size > 1:
+        raise InputError(
+            "pipeline parallelism over layers that run attention and Mamba side by side "
+            "(Falcon-H1) is not modelled",
+            hint="plan it with --pipeline-parallel-size 1",
+            code="unsupported-model",
         )
-        if spec is not None:
-            specs[index] = spec
     if request.disable_hybrid_kv_cache_manager:
         promoted = promote_local_specs(specs)
         if promoted != specs:
@@ -179,7 +193,9 @@ def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> li
     out = []
     per_stage = request.stage_available_kv_bytes
     for index, layers in enumerate(ranges):
-        bpb = max(g.stage_page_bytes(layers) for g in groups)
+        # one stage holds every cache layer, Falcon-H1's mixer keys (n + i) included
+        keys = range(len(setup.model.layers) * 2) if len(ranges) == 1 else layers
+        bpb = max(g.stage_page_bytes(keys) for g in groups)
         if bpb == 0:
             continue  # a stage without cache layers does not bound num_blocks
         stage_memory = (
@@ -224,7 +240,7 @@ def _finish_v1(
         kv_cache_bytes=num_blocks * widest.bytes_per_block, kv_cache_tokens=tokens,
         max_concurrency=concurrency, kv_bytes_per_token=_bytes_per_token(setup.model, stages),
         bytes_per_request=needed, fits=fits, estimated_max_model_len=estimate,
-        groups=tuple(_group_row(g, setup.sizing, num_blocks) for g in groups),
+        groups=tuple(_group_row(g, setup.sizing, num_blocks, setup.model.num_layers) for g in groups),
         log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=widest.check_bytes,
         max_num_batched_tokens=setup.mnbt, max_num_seqs=setup.max_num_seqs,
@@ -315,21 +331,22 @@ def _capacity_lines(profile: D.VllmProfile, tokens: int, L: int, concurrency: fl
 def _bytes_per_token(model: ModelShape, stages: list[_Stage]) -> int:
     """Attention bytes per token on the most loaded stage (recurrent state is per sequence)."""
     return max(
-        sum(
-            model.layers[i].bytes_per_token
-            for i in s.layers
-            if model.layers[i].kind in ATTENTION_KINDS
-        )
+        sum(model.layers[i].bytes_per_token for i in s.layers if _holds_kv(model.layers[i]))
         for s in stages
     )
 
 
-def _group_row(group: Group, sizing: Sizing, num_blocks: int) -> KvCacheGroup:
+def _holds_kv(layout: Layout) -> bool:
+    return layout.kind in ATTENTION_KINDS or isinstance(layout, ParallelHybrid)
+
+
+def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCacheGroup:
     kind = f"{group.kind}/uniform-type" if group.uniform_type else group.kind
     return KvCacheGroup(
         kind=kind, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
-        num_blocks=num_blocks, layer_indices=group.layers, padding_layers=group.padding_layers,
+        num_blocks=num_blocks, layer_indices=tuple(i % n for i in group.layers),
+        padding_layers=group.padding_layers,
     )  # fmt: skip
 
 

@@ -10,8 +10,14 @@ from dataclasses import dataclass
 from kvcalc.engines.base import EngineRequest, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
+from kvcalc.engines.vllm.hybrid import (
+    attention_layers,
+    cache_layers,
+    mixers,
+    prefill_checkpoints,
+)
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import FullAttention, GatedDeltaNetState, Mamba2State, RecurrentState
+from kvcalc.model.layouts import FullAttention, RecurrentState
 from kvcalc.model.shape import ModelShape
 
 
@@ -84,7 +90,7 @@ def _block_size(
     if not profile.v1:
         return block, None, logs
     aligned = align_hybrid_block_size(
-        model.layers,
+        tuple(layout for _, _, layout in cache_layers(model.layers)),
         block,
         mla_align_128=profile.mla_hybrid_align_128,
         checkpoint_alignment=checkpoint_alignment,
@@ -119,7 +125,12 @@ def _check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
             f"{model.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}",
             code="invalid-parallelism",
         )
-    heads = {x.kv_heads for x in model.layers if isinstance(x, FullAttention) and x.kv_heads}
+    _check_tp_state(model, tp)
+    heads = {
+        x.kv_heads
+        for x in attention_layers(model.layers)
+        if isinstance(x, FullAttention) and x.kv_heads
+    }
     for kv in sorted(heads):
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
             raise InputError(
@@ -133,6 +144,19 @@ def _check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
             )
     if model.is_mla:
         notes.append("MLA latent is not split by TP: every rank stores the whole latent")
+
+
+def _check_tp_state(model: ModelShape, tp: int) -> None:
+    """vLLM's ``divide`` asserts that every TP-split state dimension divides evenly."""
+    for layout in {x for x in mixers(model.layers)}:
+        for name, size in layout.tp_split_dims(tp).items():
+            if size % tp:
+                raise InputError(
+                    f"{type(layout).__name__} {name} {size} is not divisible by "
+                    f"tensor_parallel_size {tp}",
+                    hint="vLLM splits recurrent state over TP ranks evenly (its divide() asserts)",
+                    code="invalid-parallelism",
+                )
 
 
 def _mamba_mode(request: EngineRequest, model: ModelShape, notes: list[str]) -> str:
@@ -152,27 +176,16 @@ def _mamba_mode(request: EngineRequest, model: ModelShape, notes: list[str]) -> 
 def _prefill_checkpoints(
     request: EngineRequest, profile: D.VllmProfile, model: ModelShape, mode: str, notes: list[str]
 ) -> tuple[int, int]:
-    """vLLM 0.33 align mode: (checkpoint blocks per mamba layer, block alignment they need).
-
-    ``mamba_mixer2.py``: Mamba2 specs always carry one prefill-checkpoint block (alignment 1).
-    ``qwen_gdn_linear_attn.py``: Gated DeltaNet exports checkpoints with the FlashInfer prefill
-    kernel, chosen on SM 9.x (on SM 10/12 only with CUDA >= 13, not assumed), aligned to 64 tokens.
-    """
+    """vLLM 0.33 align mode: (checkpoint blocks per mamba layer, block alignment they need); the
+    rules per mixer are in :mod:`kvcalc.engines.vllm.hybrid`."""
     if mode != "align" or not profile.prefill_checkpoints:
         return 0, 1
-    recurrent = [x for x in model.layers if isinstance(x, RecurrentState)]
-    if any(isinstance(x, Mamba2State) for x in recurrent):
-        notes.append("Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)")
-        return 1, 1
-    cc = request.gpu_compute_capability
-    if any(isinstance(x, GatedDeltaNetState) for x in recurrent) and (cc is None or cc[0] == 9):
-        notes.append(
-            "Gated DeltaNet with the FlashInfer prefill kernel (SM 9.x"
-            + (", assumed" if cc is None else "")
-            + "): 1 prefill-checkpoint block and 64-token alignment in align mode (vLLM 0.33)"
-        )
-        return 1, 64
-    return 0, 1
+    blocks, alignment, note = prefill_checkpoints(
+        model.layers, model.dtype, request.gpu_compute_capability
+    )
+    if note:
+        notes.append(note)
+    return blocks, alignment
 
 
 def _concurrent_batches(request: EngineRequest, profile: D.VllmProfile) -> int:

@@ -1,0 +1,109 @@
+"""Per-layer specs of hybrid models, and what vLLM 0.33 does for each recurrent mixer.
+
+A Falcon-H1 layer (:class:`~kvcalc.model.recurrent_layouts.ParallelHybrid`) registers two cache
+layers in vLLM (``model.layers.i.self_attn.attn`` then ``model.layers.i.mamba``), so specs are keyed
+by *cache layer*: layer ``i``'s attention keeps key ``i``, its mixer gets ``num_layers + i``; ``owner``
+maps every key back to its transformer layer (pipeline stages split transformer layers).
+
+Prefill checkpoints in align mode (``MambaSpec.num_prefill_checkpoint_blocks``, vLLM 0.33.0): the
+platform aligns blocks to them only when *every* mamba layer declares an alignment
+(``get_mamba_prefill_checkpoint_alignment``):
+
+- Mamba2 (``mamba_mixer2.py``): 1 checkpoint block, alignment 1;
+- Gated DeltaNet (``qwen_gdn_linear_attn.py``): with the FlashInfer prefill kernel (SM 9.x), 1 block
+  aligned to 64 tokens;
+- Kimi Delta Attention (``kimi_k3/nvidia/kda.py``): with FlashKDA (SM 9/10/12, head_dim 128, bf16
+  activations, a bounded gate), 1 block aligned to 16; Triton otherwise, none;
+- Mamba1 (``mamba_mixer.py``) and short convolution (``short_conv.py``): none.
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines.vllm.groups import LayerSpec, layer_spec
+from kvcalc.model.dtypes import BF16
+from kvcalc.model.layouts import GatedDeltaNetState, Layout, Mamba2State, RecurrentState
+from kvcalc.model.recurrent_layouts import KimiDeltaState, ParallelHybrid
+
+
+def cache_layers(layers: tuple[Layout, ...]) -> list[tuple[int, int, Layout]]:
+    """``(key, transformer layer, layout)`` for every cache layer, in vLLM's registration order."""
+    n = len(layers)
+    out: list[tuple[int, int, Layout]] = []
+    for index, layout in enumerate(layers):
+        if isinstance(layout, ParallelHybrid):
+            out += [(index, index, layout.attention), (n + index, index, layout.mixer)]
+        else:
+            out.append((index, index, layout))
+    return out
+
+
+def layer_specs(
+    layers: tuple[Layout, ...], block_size: int, mamba_page_padded: int | None,
+    checkpoint_blocks: int,
+) -> tuple[dict[int, LayerSpec], dict[int, int]]:  # fmt: skip
+    """(spec per cache-layer key, transformer layer per key)."""
+    specs: dict[int, LayerSpec] = {}
+    owner: dict[int, int] = {}
+    for key, index, layout in cache_layers(layers):
+        spec = layer_spec(layout, block_size, mamba_page_padded, checkpoint_blocks)
+        if spec is not None:
+            specs[key] = spec
+            owner[key] = index
+    return specs, owner
+
+
+def mixers(layers: tuple[Layout, ...]) -> list[RecurrentState]:
+    """The recurrent mixers (a Falcon-H1 layer's Mamba2 part included)."""
+    return [
+        x.mixer if isinstance(x, ParallelHybrid) else x
+        for x in layers
+        if isinstance(x, RecurrentState)
+    ]
+
+
+def attention_layers(layers: tuple[Layout, ...]) -> list[Layout]:
+    """The layers holding K/V per token (a Falcon-H1 layer's attention part included)."""
+    return [
+        x.attention if isinstance(x, ParallelHybrid) else x
+        for x in layers
+        if isinstance(x, ParallelHybrid) or not isinstance(x, RecurrentState)
+    ]
+
+
+def prefill_checkpoints(
+    layers: tuple[Layout, ...], model_dtype, cc: tuple[int, int] | None
+) -> tuple[int, int, str | None]:
+    """(checkpoint blocks per mamba layer, block alignment, note) in align mode."""
+    found = mixers(layers)
+    if not found:
+        return 0, 1, None
+    if all(isinstance(x, Mamba2State) for x in found):
+        return 1, 1, "Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)"
+    if all(isinstance(x, GatedDeltaNetState) for x in found) and (cc is None or cc[0] == 9):
+        return (
+            1,
+            64,
+            (
+                "Gated DeltaNet with the FlashInfer prefill kernel (SM 9.x"
+                + (", assumed" if cc is None else "")
+                + "): 1 prefill-checkpoint block and 64-token alignment in align mode (vLLM 0.33)"
+            ),
+        )
+    if all(isinstance(x, KimiDeltaState) and _flashkda(x, model_dtype, cc) for x in found):
+        return (
+            1,
+            16,
+            (
+                "KDA with the FlashKDA prefill kernel (SM 9/10/12, head_dim 128, bf16, bounded gate): "
+                "1 prefill-checkpoint block and 16-token alignment in align mode (vLLM 0.33)"
+            ),
+        )
+    return 0, 1, None
+
+
+def _flashkda(x: KimiDeltaState, model_dtype, cc: tuple[int, int] | None) -> bool:
+    """``is_flashkda_supported`` (the recurrent state is float32 or bf16 in every kvcalc layout)."""
+    return (
+        cc is not None and cc[0] in (9, 10, 12) and x.head_dim == 128 and model_dtype == BF16
+        and x.bounded_gate
+    )  # fmt: skip

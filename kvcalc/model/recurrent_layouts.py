@@ -1,0 +1,151 @@
+"""Recurrent layers beyond Mamba2 and Gated DeltaNet: Mamba1, short convolution, Kimi Delta Attention.
+
+Each layer keeps a constant state per sequence, no per-token cache. The state tensors are the ones
+vLLM 0.33 allocates (``vllm/model_executor/layers/mamba/mamba_utils.py``,
+``MambaStateShapeCalculator``), in its default ``SD`` orientation (``(state_len, dim)`` for the
+convolution state), split over tensor-parallel ranks with vLLM's ``divide``:
+
+- Mamba1 (Jamba): conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``;
+- short convolution (LFM2): conv ``(L − 1, D/tp)`` only;
+- Kimi Delta Attention (Kimi-Linear): conv ``(k − 1, 3·H·Dh/tp)``, recurrent ``(H/tp, Dh, Dh)``.
+
+The conv state is stored in ``dtype`` (vLLM's ``mamba_cache_dtype``, ``auto`` = the model dtype), the
+SSM/recurrent state in ``ssm_dtype`` (``mamba_ssm_cache_dtype``; KDA's ``auto`` is float32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import FullAttention, Layout, RecurrentState, StateTensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba1State(RecurrentState):
+    """Mamba (v1) mixer: conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``.
+
+    Jamba-1.5-Mini (I = 2 · 4,096 = 8,192, N = 16, k = 4, bf16): conv 3 · 8,192 · 2 = 49,152 B,
+    SSM 8,192 · 16 · 2 = 262,144 B; 311,296 B per sequence per layer.
+    """
+
+    variant: ClassVar[str] = "mamba1"
+    intermediate_size: int
+    state_size: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        return {"channels": self.intermediate_size}
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        inner = self.intermediate_size // self.tp
+        return (
+            StateTensor(name="conv", shape=(self.conv_kernel - 1, inner), dtype=self.dtype),
+            StateTensor(name="ssm", shape=(inner, self.state_size), dtype=self.ssm_dtype),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShortConvState(RecurrentState):
+    """LFM2's gated short convolution: one conv state ``(L − 1, D/tp)``, no SSM state.
+
+    LFM2-2.6B (D = 2,048, L = 3, bf16): 2 · 2,048 · 2 = 8,192 B per sequence per layer.
+    """
+
+    variant: ClassVar[str] = "short_conv"
+    conv_dim: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        return {"conv channels": self.conv_dim}
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        shape = (self.conv_kernel - 1, self.conv_dim // self.tp)
+        return (StateTensor(name="conv", shape=shape, dtype=self.dtype),)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KimiDeltaState(RecurrentState):
+    """Kimi Delta Attention: conv ``(k − 1, 3·H·Dh/tp)`` (q, k and v convolved), state ``(H/tp, Dh, Dh)``.
+
+    Kimi-Linear-48B (H = 32, Dh = 128, k = 4): conv 3 · 12,288 · 2 = 73,728 B (bf16), recurrent
+    32 · 128 · 128 · 4 = 2,097,152 B (float32); 2,170,880 B per sequence per layer.
+    """
+
+    variant: ClassVar[str] = "kda"
+    num_heads: int
+    head_dim: int
+    #: ``linear_attn_config.gate_lower_bound`` is set (FlashKDA's prefill needs a bounded gate)
+    bounded_gate: bool = False
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        return {"conv channels": 3 * self.num_heads * self.head_dim, "heads": self.num_heads}
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        tp = self.tp
+        conv_dim = 3 * self.num_heads * self.head_dim
+        return (
+            StateTensor(
+                name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype
+            ),
+            StateTensor(
+                name="ssm",
+                shape=(self.num_heads // tp, self.head_dim, self.head_dim),
+                dtype=self.ssm_dtype,
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelHybrid(RecurrentState):
+    """A layer running attention and a recurrent mixer side by side (Falcon-H1): both caches.
+
+    It is a recurrent layer (engines that cannot hold recurrent state refuse it) that also keeps
+    ``attention``'s K/V for every token; ``mixer`` holds the state. ``dtype`` follows the KV-cache
+    dtype (the attention part); the mixer's states keep their own dtypes.
+    """
+
+    variant: ClassVar[str] = "parallel"
+    attention: FullAttention
+    mixer: RecurrentState
+    ssm_dtype: CacheDtype = field(init=False)
+    conv_kernel: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ssm_dtype", self.mixer.ssm_dtype)
+        object.__setattr__(self, "conv_kernel", self.mixer.conv_kernel)
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        return self.mixer.state_tensors()
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        return self.mixer.tp_split_dims(tensor_parallel_size)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.attention.bytes_per_token
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.attention.kv_heads
+
+    @property
+    def head_dim_k(self) -> int:
+        return self.attention.k_dim
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.attention.v_dim
+
+    def tokens_held(self, num_tokens: int) -> int:
+        return num_tokens
+
+    def with_dtype(self, dtype: CacheDtype) -> Layout:
+        attention = self.attention.with_dtype(dtype)
+        assert isinstance(attention, FullAttention)  # with_dtype keeps the class
+        return replace(self, dtype=dtype, attention=attention)
+
+    def per_rank(self, tensor_parallel_size: int) -> Layout:
+        attention = self.attention.per_rank(tensor_parallel_size)
+        mixer = self.mixer.per_rank(tensor_parallel_size)
+        assert isinstance(attention, FullAttention) and isinstance(mixer, RecurrentState)
+        return replace(self, attention=attention, mixer=mixer)

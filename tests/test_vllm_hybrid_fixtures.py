@@ -1,0 +1,84 @@
+"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the recurrent / linear-attention hybrids.
+
+``fixtures/vllm_0_33/hybrid_families.json`` was recorded with the vLLM reference harness (vLLM's
+``create_engine_config``, model construction on the meta device, spec collection, grouping and
+capacity code; an emulated H100) over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU.
+Each model carries its config and where that config came from. Block size, blocks and tokens must
+be equal, concurrency within 0.005, the groups equal, and every refusal refused with vLLM's reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.errors import ConfigError, InputError
+from kvcalc.hfconfig import parse_config
+from kvcalc.units import GIB
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "hybrid_families.json"
+DATA = json.loads(FIXTURE.read_text())
+H100 = {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
+        "gpu_compute_capability": (9, 0)}  # fmt: skip
+KINDS = {"mamba": "mamba", "full_attention": "full", "mla_attention": "mla"}
+CASES = [
+    pytest.param(
+        name,
+        row,
+        id=f"{name[:-5]}-{row['kv_cache_dtype']}-tp{row['tensor_parallel_size']}"
+        f"-{row['max_model_len']}",
+    )  # fmt: skip
+    for name, model in DATA["models"].items()
+    for row in model["scenarios"]
+]
+
+
+def _plan(name: str, row: dict):
+    model = parse_config(DATA["models"][name]["config"], name=name)
+    return get_engine("vllm").plan_kv_cache(
+        EngineRequest(
+            model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
+            tensor_parallel_size=row["tensor_parallel_size"],
+            available_kv_bytes=row["available_kv_bytes"], **H100,
+        )
+    )  # fmt: skip
+
+
+def test_every_family_is_recorded():
+    types = {m["config"]["model_type"] for m in DATA["models"].values()}
+    assert types == {
+        "jamba", "kimi_linear", "bamba", "falcon_h1", "lfm2", "lfm2_moe", "granitemoehybrid",
+        "minimax", "qwen3_next",
+    }  # fmt: skip
+    assert all(m["source"] for m in DATA["models"].values())
+
+
+@pytest.mark.parametrize(("name", "row"), CASES)
+def test_matches_vllm(name, row):
+    if "error" in row:
+        with pytest.raises((InputError, ConfigError)) as refused:
+            _plan(name, row)
+        if isinstance(refused.value, InputError):  # the engine refuses with vLLM's own text
+            assert refused.value.code == "unsupported-model"
+            assert refused.value.message == f"vLLM 0.33 refuses to start: {row['error']}"
+        else:  # MiniMax-01's lightning attention: refused by name when the config is read
+            assert refused.value.code == "config-unsupported"
+            assert "model_type 'minimax'" in refused.value.message
+        return
+    p = _plan(name, row)
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert abs(p.max_concurrency - row["max_concurrency"]) <= 0.005
+    # vLLM's group sizes count real layers; kvcalc's num_layers includes the padding layers
+    got = Counter(
+        (g.kind, g.num_layers - g.padding_layers, g.page_bytes, g.blocks_per_request)
+        for g in p.groups
+    )
+    want = Counter((KINDS[k], n, page, blocks) for k, n, page, blocks in row["groups"])
+    assert got == want
