@@ -6,6 +6,8 @@ and ``get_safetensors_metadata``, with the headers the client reads:
 * ``HEAD|GET /{org}/{name}/resolve/{revision}/{path}``: ``X-Repo-Commit``, ``ETag``,
   ``Content-Length``, ``Accept-Ranges``; ``Range: bytes=a-b`` gives ``206`` and ``Content-Range``.
 * ``GET /api/models/{org}/{name}[/revision/{revision}]``: ``{"id", "sha", "siblings"}``.
+* GGUF files are served like any other file; ``HfFileSystem`` reads them with ``Range`` requests,
+  and :attr:`FakeHub.requests` shows how many bytes each asked for (``range`` header).
 * Errors as the Hub sends them: unknown repo ``401`` + ``X-Error-Code: RepoNotFound``; gated repo
   ``401`` (no token) or ``403`` (a token without access) + ``X-Error-Code: GatedRepo``; unknown
   revision ``404`` + ``RevisionNotFound``; missing file ``404`` + ``EntryNotFound`` (with the
@@ -399,6 +401,7 @@ def serve_fake_hub(tmp_path, monkeypatch) -> Iterator[FakeHub]:
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("KVCALC_CACHE_DIR", str(tmp_path / "kvcalc-cache"))  # GGUF headers
     for name in (
         "HF_TOKEN",
         "HUGGING_FACE_HUB_TOKEN",

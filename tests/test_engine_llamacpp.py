@@ -102,3 +102,87 @@ def test_refusals():
         plan(bundled_shape("llama-3.1-8b"), tensor_parallel_size=2)
     assert err.value.code == "invalid-parallelism"
     assert LLAMACPP.default_gpu_memory_utilization() is None
+
+
+# -- the modelled version (0c1e570): batch limits, flash attention, offloading, lines ------------
+def test_context_lines_and_small_n_ctx_limits_the_ubatch():
+    # gemma-3-1b: 26 layers, 1 KV head · 256, window 512, 5 sliding : 1 full.
+    # -c 100: n_batch = min(100, 2048) = 100, n_ubatch = min(100, 512) = 100, n_ctx = 256;
+    # SWA cells = PAD(min(256, 512 + 100), 256) = 256
+    p = plan(bundled_shape("gemma-3-1b-it"), 100, extra={"n_ctx": 100})
+    assert p.log_lines[:3] == (
+        "llama_context: n_seq_max             = 1",
+        "llama_context: n_ctx                 = 256",
+        "llama_context: n_ctx_seq             = 256",
+    )
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 256 cells" in p.log_lines
+    big = plan(bundled_shape("gemma-3-1b-it"), 8192, extra={"n_ctx": 8192})
+    # n_ubatch 512: PAD(min(8,192, 512 + 512), 256) = 1,024
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells" in big.log_lines
+
+
+def test_swa_full_prints_its_warning_and_sizes_the_swa_cache_fully():
+    p = plan(bundled_shape("gemma-3-1b-it"), 4096, extra={"n_ctx": 4096, "swa_full": True})
+    assert p.log_lines[3].startswith("llama_kv_cache_iswa: using full-size SWA cache (ref: ")
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 4096 cells" in p.log_lines
+
+
+def test_quantized_v_needs_flash_attention():
+    model = bundled_shape("llama-3.1-8b")
+    auto = plan(model, 4096, kv_cache_dtype="q4_0")
+    assert auto.log_lines[0] == (
+        "llama_init_from_model: enabling flash_attn since it is required for quantized V cache"
+    )
+    with pytest.raises(InputError) as err:
+        plan(model, 4096, kv_cache_dtype="q4_0", extra={"flash_attn": "off"})
+    assert err.value.code == "unsupported-dtype" and "flash attention" in err.value.message
+    # a quantized K with an f16 V is fine without flash attention
+    ok = plan(model, 4096, kv_cache_dtype="q8_0", extra={"flash_attn": "off", "type_v": "f16"})
+    assert ok.kv_bytes_per_token == 32 * (1024 // 32 * 34 + 2048)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "block_bytes"),
+    [("q4_0", 18), ("q4_1", 20), ("iq4_nl", 18), ("q5_0", 22), ("q5_1", 24)],
+)
+def test_four_and_five_bit_cache_types(dtype, block_bytes):
+    p = plan(bundled_shape("llama-3.1-8b"), 4096, kv_cache_dtype=dtype)
+    # 32 layers · 2 · (8 · 128 / 32 blocks · block_bytes) per token
+    assert p.kv_bytes_per_token == 32 * 2 * 32 * block_bytes
+    assert p.kv_cache_bytes == 4096 * p.kv_bytes_per_token
+    assert p.log_lines[-1].endswith(f"V ({dtype}): {4096 * 32 * 32 * block_bytes / 2**20:7.2f} MiB")
+
+
+def test_block_must_divide_the_head_width_with_flash_attention():
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 4, "hidden_size": 320, "head_dim": 80}  # fmt: skip
+    model = parse_config(cfg, name="odd")
+    with pytest.raises(InputError) as err:
+        plan(model, 512, kv_cache_dtype="q8_0")
+    assert "n_embd_head_k=80" in err.value.message
+    # without flash attention a quantized K only needs whole rows: 4 · 80 = 320 = 10 blocks
+    assert plan(
+        model, 512, kv_cache_dtype="q8_0", extra={"flash_attn": "off", "type_v": "f16"}
+    ).fits
+
+
+def test_layers_left_on_the_cpu_keep_their_kv_in_host_memory():
+    model = bundled_shape("llama-3.1-8b")  # 32 layers, 128 KiB per cell
+    # -ngl 10: layers from 32 + 1 - 10 = 23 on the GPU (9 layers), 0..22 (23 layers) on the CPU
+    p = plan(model, 4096, extra={"n_gpu_layers": 10})
+    per_layer = 4096 * 4096  # 4,096 cells · 8 · 128 · 2 · 2 B = 16 MiB
+    assert p.kv_cache_bytes == 9 * per_layer
+    assert p.log_lines[-3:-1] == (
+        "llama_kv_cache:        CPU KV buffer size =   368.00 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =   144.00 MiB",
+    )
+    assert any("in host memory" in n for n in p.notes)
+    no_offload = plan(model, 4096, extra={"offload_kqv": False})
+    assert no_offload.kv_cache_bytes == 0
+    assert no_offload.log_lines[-2] == "llama_kv_cache:        CPU KV buffer size =   512.00 MiB"
+
+
+def test_mla_needs_one_type():
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("deepseek-v3"), 4096, kv_cache_dtype="q8_0", extra={"type_v": "f16"})
+    assert "different K (q8_0) and V (f16)" in err.value.message

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +134,45 @@ class Ctx:
     def without_module(self, name: str) -> None:
         """``import name`` fails, as where the package is not installed."""
         self.mp.setitem(sys.modules, name, None)
+
+
+def _gguf(c: Ctx, damage: str):
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import llama_keys, write_gguf
+
+    path = c.tmp / "m.gguf"
+    if damage == "magic":
+        path.write_bytes(b"GGML" + bytes(64))
+    elif damage == "type":  # one key of value type 99
+        path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k"
+                         + struct.pack("<I", 99) + bytes(16))  # fmt: skip
+    elif damage == "truncated":
+        write_gguf(path, "llama", llama_keys(), [("t", (32, 32), Q.F16)])
+        path.write_bytes(path.read_bytes()[:100])
+    else:  # a split model without its second shard
+        write_gguf(path, "llama", llama_keys(), [(f"t{i}", (32, 32), Q.F16) for i in range(2)],
+                   split_max_tensors=1)  # fmt: skip
+        (c.tmp / "m-00002-of-00002.gguf").unlink()
+        path = c.tmp / "m-00001-of-00002.gguf"
+    return c.cli("inspect", str(path))
+
+
+def _gguf_repo(c: Ctx, reference: str):
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import llama_keys, write_gguf
+
+    body = write_gguf(
+        c.tmp / "w.gguf", "llama", llama_keys(), [("t", (32, 32), Q.Q8_0)]
+    ).read_bytes()
+    c.hub().add("acme/x", {"a-Q4_0.gguf": body, "b-Q4_0.gguf": body, "c-Q8_0.gguf": body})
+    return c.cli("inspect", reference)
+
+
+def _llamacpp_missing(c: Ctx):
+    c.without_module("llama_cpp")
+    return c.cli(
+        "verify", "llama-3.2-1b-instruct", "--engine", "llamacpp", "--run", "--layers", "1"
+    )
 
 
 def _hub_case(setup: Callable[[object], None], *args: str):
@@ -316,6 +356,14 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "run-needs-hf": lambda c: c.cli("verify", "llama-3.2-1b-instruct", "--run"),
     "run-unsupported-model": _run_unsupported,
     "nothing-to-verify": _nemotron_without_attention,
+    "llamacpp-missing": _llamacpp_missing,
+    # GGUF
+    "gguf-not-gguf": lambda c: _gguf(c, "magic"),
+    "gguf-truncated": lambda c: _gguf(c, "truncated"),
+    "gguf-invalid": lambda c: _gguf(c, "type"),
+    "gguf-missing-shard": lambda c: _gguf(c, "shard"),
+    "gguf-file-not-found": lambda c: _gguf_repo(c, "acme/x:Q2_K"),
+    "gguf-ambiguous": lambda c: _gguf_repo(c, "acme/x:Q4_0"),
     # curve --plot
     "matplotlib-missing": lambda c: _plot(c, missing=True),
     "plot-write-failed": lambda c: _plot(c),

@@ -19,6 +19,8 @@ HEAVY = (
     "transformers",
     "safetensors",
     "numpy",
+    "gguf",
+    "llama_cpp",
     "httpx",
     "requests",
 )

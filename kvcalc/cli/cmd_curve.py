@@ -11,6 +11,7 @@ from kvcalc.cli.options import (
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
+    GgufFileOpt,
     JsonOpt,
     MaxModelLenOpt,
     OfflineOpt,
@@ -152,6 +153,7 @@ def curve(
         ),
     ] = None,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -166,8 +168,10 @@ def curve(
                      engine=(engine or ["vllm"])[0], engine_version=engine_version,
                      gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                      quantization=quantization, weights_memory=weights_memory)  # fmt: skip
+    from kvcalc.cli.options import with_gguf_file
+
     result = capacity_curve_reference(
-        model, inputs, revision=revision, token=token, offline=offline or None,
+        with_gguf_file(model, gguf_file), inputs, revision=revision, token=token, offline=offline or None,
         lengths=parse_lengths(lengths) if lengths else None,
         kv_cache_dtypes=tuple(kv_cache_dtype or ()), engines=tuple(engine or ()),
     )  # fmt: skip
@@ -237,6 +241,7 @@ def compare(
         ),
     ] = False,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -257,6 +262,12 @@ def compare(
         inputs = _inputs(models[0], gpu=gpu, gpu_memory=gpu_memory, tensor_parallel_size=tensor_parallel_size,
                          engine=engine, engine_version=engine_version, kv_cache_dtype=kv_cache_dtype,
                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len)  # fmt: skip
+    from kvcalc.cli.options import with_gguf_file
+
+    if gguf_file and len(models) != 1:
+        raise InputError("--gguf-file takes exactly one model (or write each as MODEL:FILE.gguf)",
+                         code="invalid-input")  # fmt: skip
+    models = [with_gguf_file(m, gguf_file) for m in models]
     result = compare_references(
         models, inputs, max_model_len=max_model_len, attention_variants_of=attention_variants,
         revision=revision, token=token, offline=offline or None,
@@ -364,6 +375,7 @@ def throughput(
         ),
     ] = None,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -381,8 +393,10 @@ def throughput(
                      kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
                      max_num_seqs=max_num_seqs, quantization=quantization, weights_memory=weights_memory,
                      prompt_len=prompt_len, output_len=output_len, calibration=calibration)  # fmt: skip
+    from kvcalc.cli.options import with_gguf_file
+
     result = throughput_reference(
-        model, inputs, bandwidth=bandwidth, tflops=tflops, batches=tuple(batch or ()), efficiency=efficiency,
+        with_gguf_file(model, gguf_file), inputs, bandwidth=bandwidth, tflops=tflops, batches=tuple(batch or ()), efficiency=efficiency,
         revision=revision, token=token, offline=offline or None,
     )  # fmt: skip
     if json_:

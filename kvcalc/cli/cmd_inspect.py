@@ -9,6 +9,7 @@ import typer
 from kvcalc.cli.app import app
 from kvcalc.cli.options import (
     OUTPUT_PANEL,
+    GgufFileOpt,
     JsonOpt,
     KvCacheDtypeOpt,
     MaxModelLenOpt,
@@ -42,6 +43,7 @@ def inspect(
         ),
     ] = True,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -50,11 +52,14 @@ def inspect(
 
     Example: kvcalc inspect llama-3.1-8b --max-model-len 32768
     """
+    from kvcalc.cli.options import with_gguf_file
     from kvcalc.planning.inspect import inspect_loaded
     from kvcalc.render import inspect_view, to_json
     from kvcalc.sources.resolve import load_model
 
-    loaded = load_model(model, revision=revision, token=token, offline=offline or None)
+    loaded = load_model(
+        with_gguf_file(model, gguf_file), revision=revision, token=token, offline=offline or None
+    )
     result = inspect_loaded(
         loaded, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, with_weights=weights
     )

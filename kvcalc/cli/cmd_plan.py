@@ -11,6 +11,7 @@ from kvcalc.cli.options import (
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
+    GgufFileOpt,
     JsonOpt,
     KvCacheDtypeOpt,
     MaxModelLenOpt,
@@ -233,6 +234,7 @@ def plan(
         ),
     ] = None,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -246,12 +248,13 @@ def plan(
 
     Example: kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32768
     """
+    from kvcalc.cli.options import with_gguf_file
     from kvcalc.cli.plan_args import build_inputs
     from kvcalc.planning.core import plan_reference
 
-    request = build_inputs(locals())
+    request = build_inputs({k: v for k, v in locals().items() if k != "gguf_file"})
     result = plan_reference(
-        request.reference,
+        with_gguf_file(request.reference, gguf_file),
         request.inputs,
         revision=request.revision,
         token=token,

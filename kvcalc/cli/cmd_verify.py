@@ -11,6 +11,7 @@ from kvcalc.cli.options import (
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
+    GgufFileOpt,
     JsonOpt,
     KvCacheDtypeOpt,
     MaxModelLenOpt,
@@ -149,7 +150,7 @@ def verify(
         bool,
         opt(
             "--run",
-            help="hf only: build the model with random weights, generate, measure transformers' own cache.",
+            help="hf: transformers generates with random weights; llamacpp: llama.cpp loads a GGUF in the model's layout (CPU). Their own cache measured.",
             panel=CHECK_PANEL,
         ),
     ] = False,
@@ -181,6 +182,7 @@ def verify(
         ),
     ] = None,
     revision: RevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
@@ -202,8 +204,10 @@ def verify(
         tokens=tokens, batch_size=batch, max_model_len=max_model_len,
         engine_options=parse_engine_options(engine_option or ()),
     )  # fmt: skip
+    from kvcalc.cli.options import with_gguf_file
+
     result = run_verify(
-        model, opts, layers=layers, device=device, tolerance=tolerance, fill=fill, run=run,
+        with_gguf_file(model, gguf_file), opts, layers=layers, device=device, tolerance=tolerance, fill=fill, run=run,
         prompt_tokens=prompt_tokens, new_tokens=new_tokens, gpu_memory_utilization=gpu_memory_utilization,
         revision=revision, token=token, offline=offline or None,
     )  # fmt: skip

@@ -25,6 +25,28 @@ RevisionOpt = Annotated[
         "--revision", help="Hub revision (branch, tag or commit).", rich_help_panel=MODEL_PANEL
     ),
 ]
+GgufFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gguf-file",
+        help="The GGUF file of a Hub repo to read (same as MODEL:FILE.gguf; MODEL:Q4_K_M picks by quant tag).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+
+
+def with_gguf_file(model: str, gguf_file: str | None) -> str:
+    """``org/name`` + ``--gguf-file F`` → ``org/name:F``, the reference form the resolver reads."""
+    if not gguf_file:
+        return model
+    from kvcalc.errors import InputError
+
+    if ":" in model or not gguf_file.lower().endswith(".gguf"):
+        raise InputError(f"--gguf-file {gguf_file!r} with {model!r}: give a Hub id without a tag "
+                         "and a file name ending in .gguf", code="conflicting-options")  # fmt: skip
+    return f"{model}:{gguf_file}"
+
+
 TokenOpt = Annotated[
     str | None,
     typer.Option(

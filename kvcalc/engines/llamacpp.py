@@ -1,34 +1,47 @@
 """llama.cpp: one cell per token per stream; interleaved-SWA models get a second, smaller cache.
 
-Newest sources (``src/llama-context.cpp``, ``llama-kv-cache.cpp``, ``llama-kv-cache-iswa.cpp``,
-read through copies found by exact-string search, and the engine-accounting doc §3):
+``latest`` is llama.cpp commit ``0c1e570`` (2026-10-01), the one vendored by llama-cpp-python
+0.3.36, read in ``src/llama-context.cpp``, ``llama-kv-cache.cpp``, ``llama-kv-cache-iswa.cpp``,
+``llama-model.cpp`` and checked by ``kvcalc verify --engine llamacpp --run`` against that build:
 
-- ``n_ctx = GGML_PAD(n_ctx, 256)``; unified KV: ``n_ctx_seq = n_ctx``, one stream; otherwise
-  ``n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256)``, ``n_ctx = n_ctx_seq · n_seq_max`` ("rounding down"
-  warning) and ``n_seq_max`` streams; each cache gets ``kv_size = n_ctx_seq`` cells per stream;
-- SWA cache: ``GGML_PAD(min(kv_size, n_swa · (unified ? n_seq_max : 1) + n_ubatch), 256)``, or
-  ``kv_size`` with ``--swa-full``;
-- bytes per layer per cell: ``row_size(type_k, heads·head_dim_k) + row_size(type_v, heads·head_dim_v)``;
-  MLA (DeepSeek2 family) has **no V tensor** (``has_v = !is_mla``), K is ``kv_lora_rank + rope`` wide.
+- ``n_batch = min(n_ctx, n_batch)`` (the requested ``n_ctx``, before padding), ``n_ubatch =
+  min(n_batch, n_ubatch)``; then ``n_ctx = GGML_PAD(n_ctx, 256)``;
+- unified KV: ``n_ctx_seq = n_ctx``, one stream; otherwise ``n_ctx_seq = GGML_PAD(n_ctx /
+  n_seq_max, 256)``, ``n_ctx = n_ctx_seq · n_seq_max`` ("rounding down" warning) and
+  ``n_seq_max`` streams (one stream when ``n_seq_max`` is 1); every cache has ``n_ctx_seq`` cells
+  per stream (``n_pad`` is 1 since the context pads);
+- SWA cache: ``GGML_PAD(min(n_ctx_seq, n_swa · (unified ? n_seq_max : 1) + n_ubatch), 256)``, or
+  ``n_ctx_seq`` with ``swa_full`` (llama-cli/llama-server default false; the C library's
+  ``llama_context_default_params`` says true);
+- per layer: K ``ggml_row_size(type_k, heads · head_dim_k) · cells · streams``, V likewise; without
+  flash attention V is stored transposed with the widest layer's width (``n_embd_v_gqa_max``);
+  MLA (DeepSeek-2 family) has **no V tensor** (``has_v = !is_mla``), K ``kv_lora_rank + rope`` wide;
+- a quantized V cache needs flash attention (``flash_attn`` ``auto`` turns it on and says so,
+  ``off`` fails); with flash attention a quantized type's block must divide each head's width;
+  MLA needs ``type_k == type_v``;
+- offloading: with ``n_gpu_layers = N`` (default all) layer ``i`` is on the GPU when ``i >=
+  n_layer + 1 − N``; the KV of the other layers (and all of it with ``offload_kqv`` false,
+  ``--no-kv-offload``) is in a ``CPU`` buffer — host memory, not counted against the GPU.
 
 Version ``"b5452"`` (May 2025, the llamacpp-13703 record): one unified cache of ``n_ctx`` cells
 padded to 256 with flash attention (32 without), ``n_ctx_per_seq = n_ctx / n_seq_max``, SWA size
-``min(n_ctx, GGML_PAD(n_swa · n_seq_max + n_batch, n_pad))`` (a copy of that era's
-``llama_kv_cache_unified_iswa`` reads ``n_batch``; later ones ``n_ubatch``), log prefixes
+``min(n_ctx, GGML_PAD(n_swa · n_seq_max + n_batch, n_pad))``, log prefixes
 ``llama_kv_cache_unified``. **Unconfirmed** there: the MLA V width (512 assumed).
 
 Capacity: ``kv_cache_tokens`` is the full-attention cells (all streams). One request fits when
-``max_model_len <= n_ctx_seq`` (a slot's context) and the cache fits ``available_kv_bytes``;
-``max_concurrency`` is ``n_seq_max`` slots for separate streams, and ``min(n_seq_max, cells / L)``
-for a unified cache. Not modelled: recurrent layers (``llama_memory_recurrent``), KV on several
-devices, tensor alignment padding in buffer sizes, plain-sliding models (booked full, as for
-architectures without SWA support).
+``max_model_len <= n_ctx_seq`` and the GPU part of the cache fits ``available_kv_bytes``;
+``max_concurrency`` is ``n_seq_max`` slots for separate streams, ``min(n_seq_max, cells / L)`` for a
+unified cache. Not modelled: recurrent layers (``llama_memory_recurrent``), several GPUs, the
+compute buffer (estimated like the other engines' activations), llama-server's automatic choices
+(``-np`` unset means 4 unified slots; ``--fit`` may shrink ``-c``) — pass ``n_seq_max`` and
+``kv_unified`` as the server ends up using them.
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kvcalc.engines.base import (
     EngineRequest,
@@ -37,9 +50,11 @@ from kvcalc.engines.base import (
     binary_search_max_len,
     check_extra,
     extra_bool,
+    extra_choice,
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.llamacpp_log import log_lines
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
@@ -48,40 +63,43 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.units import round_up
 
 VERSIONS = ("latest", "b5452")
+#: the llama.cpp commit ``latest`` models (vendored in llama-cpp-python 0.3.36)
+LATEST_COMMIT = "0c1e570"
 EXTRA_KEYS = (
-    "n_ctx",
-    "n_seq_max",
-    "n_ubatch",
-    "n_batch",
-    "kv_unified",
-    "swa_full",
-    "flash_attn",
-    "type_v",
-    "buffer_name",
-)
+    "n_ctx", "n_seq_max", "n_ubatch", "n_batch", "kv_unified", "swa_full", "flash_attn", "type_v",
+    "buffer_name", "n_gpu_layers", "offload_kqv",
+)  # fmt: skip
 #: ggml cache types (``-ctk``/``-ctv``)
 GGML_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 _GGML_NAME = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+FLASH_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Context:
+class Context:
     n_ctx: int
     n_ctx_seq: int
     n_stream: int
     n_seq_max: int
+    n_ubatch: int
     kv_size: int
     swa_size: int
+    flash_attn: bool
+    #: flash attention turned on because V is quantized (``auto``)
+    flash_forced: bool
+    swa_full: bool
     warning: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Cache:
+class Cache:
     label: str  # "non-SWA" / "SWA" / "" (single cache)
     cells: int  # per stream
     layers: tuple[int, ...]
     k_bytes: int  # all layers, all streams
     v_bytes: int
+    #: the part of k_bytes + v_bytes in host (CPU) buffers
+    host_bytes: int = 0
 
 
 class LlamaCppEngine:
@@ -120,17 +138,18 @@ class LlamaCppEngine:
         if request.tensor_parallel_size > 1 or request.pipeline_parallel_size > 1:
             raise InputError("llama.cpp has no tensor/pipeline parallel KV split to model",
                              code="invalid-parallelism")  # fmt: skip
-        type_k, type_v = _types(request)
+        type_k, type_v = cache_types(request)
         model = request.model
         if any(isinstance(x, RecurrentState) for x in model.layers):
             raise InputError("llama.cpp recurrent memory is not modelled", code="unsupported-model")
-        iswa = _is_iswa(model)
-        ctx = _context(request, version, model, iswa)
-        caches = _caches(model, ctx, type_k, type_v, version, iswa)
+        iswa = is_iswa(model)
+        ctx = context(request, version, model, iswa, type_v)
+        check_types(model, ctx, type_k, type_v)
+        caches = build_caches(request, model, ctx, type_k, type_v, version, iswa)
         return _plan(request, version, ctx, caches, type_k, type_v)
 
 
-def _types(request: EngineRequest) -> tuple[CacheDtype, CacheDtype]:
+def cache_types(request: EngineRequest) -> tuple[CacheDtype, CacheDtype]:
     def one(name: str) -> CacheDtype:
         key = name.strip().lower()
         if key == "auto":
@@ -149,7 +168,7 @@ def ggml_name(dtype: CacheDtype) -> str:
     return _GGML_NAME.get(dtype.name, dtype.name)
 
 
-def _is_iswa(model: ModelShape) -> bool:
+def is_iswa(model: ModelShape) -> bool:
     kinds = set(model.kinds)
     return bool(kinds & {"sliding", "chunked"}) and bool(kinds & {"full", "mla"})
 
@@ -158,25 +177,48 @@ def _window(model: ModelShape) -> int:
     return max(x.window or 0 for x in model.layers if x.kind in ("sliding", "chunked"))
 
 
-def _context(request: EngineRequest, version: str, model: ModelShape, iswa: bool) -> _Context:
+def _flash(request: EngineRequest, type_v: CacheDtype) -> tuple[bool, bool]:
+    """(flash attention on, turned on for the quantized V cache) — ``llama_init_from_model``."""
+    raw = request.extra.get("flash_attn", "auto")
+    choice = {True: "on", False: "off"}.get(raw, raw) if isinstance(raw, bool) else raw
+    choice = extra_choice({"flash_attn": choice}, "flash_attn", "auto", FLASH_CHOICES)
+    if type_v.is_quantized and choice == "off":
+        raise InputError(f"llama.cpp: a quantized V cache ({ggml_name(type_v)}) requires flash attention",
+                         hint="use -E flash_attn=auto (or on), or an f16 V cache (-E type_v=f16)",
+                         code="unsupported-dtype")  # fmt: skip
+    return choice != "off", type_v.is_quantized and choice == "auto"
+
+
+def _int(extra: Mapping[str, Any], key: str, default: int) -> int:
+    value = extra_int(extra, key, default)
+    return default if value is None else value
+
+
+def context(
+    request: EngineRequest, version: str, model: ModelShape, iswa: bool, type_v: CacheDtype = FP16
+) -> Context:
     x = request.extra
-    n_ctx = extra_int(x, "n_ctx", request.max_model_len)
-    n_seq = extra_int(x, "n_seq_max", 1)
-    ubatch = extra_int(x, "n_ubatch", 512)
-    flash = extra_bool(x, "flash_attn", True)
-    warning = None
+    asked = _int(x, "n_ctx", request.max_model_len)
+    n_seq = _int(x, "n_seq_max", 1)
+    batch = _int(x, "n_batch", 2048)
+    flash, forced = (
+        _flash(request, type_v)
+        if version != "b5452"
+        else (extra_bool(x, "flash_attn", True), False)
+    )
+    swa_full = bool(extra_bool(x, "swa_full", False))
     if version == "b5452":
         pad = 256 if flash else 32
-        n_ctx = round_up(n_ctx, pad)
-        swa = (
-            min(n_ctx, round_up(_window(model) * n_seq + extra_int(x, "n_batch", 2048), pad))
-            if iswa
-            else 0
-        )
-        return _Context(n_ctx=n_ctx, n_ctx_seq=n_ctx // n_seq, n_stream=1, n_seq_max=n_seq,
-                        kv_size=n_ctx, swa_size=swa, warning=None)  # fmt: skip
-    n_ctx = round_up(n_ctx, 256)
+        n_ctx = round_up(asked, pad)
+        swa = min(n_ctx, round_up(_window(model) * n_seq + batch, pad)) if iswa else 0
+        return Context(n_ctx=n_ctx, n_ctx_seq=n_ctx // n_seq, n_stream=1, n_seq_max=n_seq,
+                       n_ubatch=_int(x, "n_ubatch", 512), kv_size=n_ctx, swa_size=swa,
+                       flash_attn=bool(flash), flash_forced=False, swa_full=swa_full, warning=None)  # fmt: skip
+    batch = min(asked, batch)  # with causal attention the batch is limited by the context
+    ubatch = min(batch, _int(x, "n_ubatch", 512))
+    n_ctx = round_up(asked, 256)
     unified = extra_bool(x, "kv_unified", False)
+    warning = None
     if unified or n_seq == 1:
         ctx_seq, streams = n_ctx, 1
     else:
@@ -188,41 +230,82 @@ def _context(request: EngineRequest, version: str, model: ModelShape, iswa: bool
             )
     swa = 0
     if iswa:
-        swa = round_up(min(ctx_seq, _window(model) * (n_seq if streams == 1 else 1) + ubatch), 256)
-    if extra_bool(x, "swa_full", False):
-        swa = ctx_seq if iswa else 0
-    return _Context(n_ctx=n_ctx, n_ctx_seq=ctx_seq, n_stream=streams, n_seq_max=n_seq,
-                    kv_size=ctx_seq, swa_size=swa, warning=warning)  # fmt: skip
+        swa = round_up(min(ctx_seq, _window(model) * (n_seq if unified else 1) + ubatch), 256)
+        if swa_full:
+            swa = ctx_seq
+    return Context(n_ctx=n_ctx, n_ctx_seq=ctx_seq, n_stream=streams, n_seq_max=n_seq, n_ubatch=ubatch,
+                   kv_size=ctx_seq, swa_size=swa, flash_attn=bool(flash), flash_forced=forced,
+                   swa_full=swa_full and iswa, warning=warning)  # fmt: skip
+
+
+def check_types(model: ModelShape, ctx: Context, type_k: CacheDtype, type_v: CacheDtype) -> None:
+    """``llama_init_from_model``'s refusals for these cache types."""
+    if model.is_mla and type_k != type_v:
+        raise InputError(f"llama.cpp: this model does not support different K ({ggml_name(type_k)}) and "
+                         f"V ({ggml_name(type_v)}) cache types", hint="give one type (drop -E type_v)",
+                         code="unsupported-dtype")  # fmt: skip
+    if not ctx.flash_attn:
+        return
+    for side, dtype in (("K", type_k), ("V", type_v)):
+        if not dtype.block_format:
+            continue
+        widths = {
+            x.head_dim_k if side == "K" else x.head_dim_v for x in model.layers if x.bytes_per_token
+        }
+        bad = sorted(w for w in widths if w % dtype.block_values)
+        if bad:
+            raise InputError(f"llama.cpp: {side} cache type {ggml_name(dtype)} with block size "
+                             f"{dtype.block_values} does not divide n_embd_head_{side.lower()}={bad[0]}",
+                             hint="choose f16 or q8_0 with a head width that is a multiple of 32",
+                             code="unsupported-dtype")  # fmt: skip
 
 
 def _row_bytes(
-    layer: Layout, type_k: CacheDtype, type_v: CacheDtype, version: str
+    layer: Layout, type_k: CacheDtype, type_v: CacheDtype, version: str, v_width: int | None = None
 ) -> tuple[int, int]:
     """K and V bytes of one cell in one layer: rows of ``heads · head_dim`` values."""
     if isinstance(layer, MLALatent):
         v = type_v.row_bytes(layer.kv_lora_rank) if version == "b5452" else 0
         return type_k.row_bytes(layer.latent_dim), v
-    return (type_k.row_bytes(layer.num_kv_heads * layer.head_dim_k),
-            type_v.row_bytes(layer.num_kv_heads * layer.head_dim_v))  # fmt: skip
+    v_values = layer.num_kv_heads * layer.head_dim_v if v_width is None else v_width
+    return type_k.row_bytes(layer.num_kv_heads * layer.head_dim_k), type_v.row_bytes(v_values)
 
 
-def _caches(
+def on_host(request: EngineRequest, model: ModelShape) -> set[int]:
+    """Layers whose KV sits in host memory (``n_gpu_layers``, ``offload_kqv``)."""
+    n = model.num_layers
+    if not extra_bool(request.extra, "offload_kqv", True):
+        return set(range(n))
+    ngl = extra_int(request.extra, "n_gpu_layers", None, minimum=0)
+    if ngl is None:
+        return set()
+    start = max(n + 1 - ngl, 0)  # i_gpu_start: the +1 is the output layer
+    return set(range(min(start, n)))
+
+
+def build_caches(
+    request: EngineRequest,
     model: ModelShape,
-    ctx: _Context,
+    ctx: Context,
     type_k: CacheDtype,
     type_v: CacheDtype,
     version: str,
     iswa: bool,
-) -> list[_Cache]:
-    def build(label: str, cells: int, swa: bool) -> _Cache:
+) -> list[Cache]:
+    host = on_host(request, model)
+    # [TAG_V_CACHE_VARIABLE] without flash attention V is transposed and as wide as the widest layer
+    v_max = None
+    if not ctx.flash_attn and version != "b5452" and not model.is_mla:
+        v_max = max(x.num_kv_heads * x.head_dim_v for x in model.layers)
+
+    def build(label: str, cells: int, swa: bool) -> Cache:
         layers = tuple(i for i, x in enumerate(model.layers)
-                       if x.bytes_per_token and (x.kind in ("sliding", "chunked")) == swa)  # fmt: skip
-        if not iswa:
-            layers = tuple(i for i, x in enumerate(model.layers) if x.bytes_per_token)
-        rows = [_row_bytes(model.layers[i], type_k, type_v, version) for i in layers]
+                       if x.bytes_per_token and (not iswa or (x.kind in ("sliding", "chunked")) == swa))  # fmt: skip
+        rows = [_row_bytes(model.layers[i], type_k, type_v, version, v_max) for i in layers]
         total = cells * ctx.n_stream
-        return _Cache(label=label, cells=cells, layers=layers,
-                      k_bytes=sum(k for k, _ in rows) * total, v_bytes=sum(v for _, v in rows) * total)  # fmt: skip
+        host_bytes = sum(k + v for i, (k, v) in zip(layers, rows, strict=True) if i in host) * total
+        return Cache(label=label, cells=cells, layers=layers, k_bytes=sum(k for k, _ in rows) * total,
+                     v_bytes=sum(v for _, v in rows) * total, host_bytes=host_bytes)  # fmt: skip
 
     if not iswa:
         return [build("", ctx.kv_size, False)]
@@ -232,27 +315,35 @@ def _caches(
 def _plan(
     request: EngineRequest,
     version: str,
-    ctx: _Context,
-    caches: list[_Cache],
+    ctx: Context,
+    caches: list[Cache],
     type_k: CacheDtype,
     type_v: CacheDtype,
 ) -> KvCachePlan:
     L = request.max_model_len
     kv_bytes = sum(c.k_bytes + c.v_bytes for c in caches)
+    host_bytes = sum(c.host_bytes for c in caches)
+    device_bytes = kv_bytes - host_bytes
     cells = ctx.kv_size * ctx.n_stream
     if ctx.n_stream == 1 and version != "b5452":
         concurrency = min(float(ctx.n_seq_max), cells / L) if L <= ctx.n_ctx_seq else 0.0
     else:
         concurrency = float(ctx.n_seq_max) if L <= ctx.n_ctx_seq else 0.0
-    memory_ok = kv_bytes <= request.available_kv_bytes
+    memory_ok = device_bytes <= request.available_kv_bytes
     fits = L <= ctx.n_ctx_seq and memory_ok
     estimate = None if fits else _estimate(request, version, ctx, type_k, type_v, memory_ok)
     notes = [
         f"{ctx.n_seq_max} sequence slot(s), {ctx.n_stream} stream(s), {ctx.n_ctx_seq:,} cells per slot"
     ]
+    if version == "latest":
+        notes.append(f"llama.cpp {LATEST_COMMIT} (llama-cpp-python 0.3.36)")
+    if host_bytes:
+        notes.append(
+            f"{host_bytes:,} B of the KV cache are in host memory (layers left on the CPU)"
+        )
     if not memory_ok:
         notes.append(
-            f"the cache needs {kv_bytes:,} B but {request.available_kv_bytes:,} B are available"
+            f"the cache needs {device_bytes:,} B but {request.available_kv_bytes:,} B are available"
         )
     per_token = sum(
         sum(_row_bytes(request.model.layers[i], type_k, type_v, version))
@@ -266,20 +357,20 @@ def _plan(
                      layer_indices=c.layers)
         for c in caches
     )  # fmt: skip
+    lines = log_lines(request, version, ctx, caches, ggml_name(type_k), ggml_name(type_v))
     return KvCachePlan(
         engine="llamacpp", engine_version=version, kv_cache_dtype=ggml_name(type_k), block_size=1,
-        num_blocks=cells, kv_cache_bytes=kv_bytes, kv_cache_tokens=cells, max_concurrency=concurrency,
-        kv_bytes_per_token=per_token, bytes_per_request=kv_bytes, fits=fits, estimated_max_model_len=estimate,
-        groups=groups, log_lines=tuple(_log_lines(request, version, ctx, caches, type_k, type_v)),
-        notes=tuple(notes), max_model_len=L, available_kv_bytes=request.available_kv_bytes,
-        fit_budget_bytes=request.available_kv_bytes,
+        num_blocks=cells, kv_cache_bytes=device_bytes, kv_cache_tokens=cells, max_concurrency=concurrency,
+        kv_bytes_per_token=per_token, bytes_per_request=device_bytes, fits=fits, estimated_max_model_len=estimate,
+        groups=groups, log_lines=tuple(lines), notes=tuple(notes), max_model_len=L,
+        available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=request.available_kv_bytes,
     )  # fmt: skip
 
 
 def _estimate(
     request: EngineRequest,
     version: str,
-    ctx: _Context,
+    ctx: Context,
     type_k: CacheDtype,
     type_v: CacheDtype,
     memory_ok: bool,
@@ -287,56 +378,14 @@ def _estimate(
     """The longest per-slot context whose cache (same slots) fits the available memory."""
     if memory_ok:
         return ctx.n_ctx_seq
-    model, iswa = request.model, _is_iswa(request.model)
+    model, iswa = request.model, is_iswa(request.model)
     slots = 1 if ctx.n_stream == 1 and version != "b5452" else ctx.n_seq_max
 
     def fits(length: int) -> bool:
-        extra = {**request.extra, "n_ctx": length * slots}
-        c = _context(_with_extra(request, extra), version, model, iswa)
-        size = sum(x.k_bytes + x.v_bytes for x in _caches(model, c, type_k, type_v, version, iswa))
+        probe = replace(request, extra={**request.extra, "n_ctx": length * slots})
+        c = context(probe, version, model, iswa, type_v)
+        size = sum(x.k_bytes + x.v_bytes - x.host_bytes
+                   for x in build_caches(probe, model, c, type_k, type_v, version, iswa))  # fmt: skip
         return size <= request.available_kv_bytes
 
     return binary_search_max_len(request.max_model_len, fits)
-
-
-def _with_extra(request: EngineRequest, extra: dict) -> EngineRequest:
-    from dataclasses import replace
-
-    return replace(request, extra=extra)
-
-
-def _f32_mib(num_bytes: int) -> float:
-    """``(float)bytes / (1024.0f * 1024.0f)``: llama.cpp formats the cache sizes in float32."""
-    as_f32 = struct.unpack("f", struct.pack("f", float(num_bytes)))[0]
-    return struct.unpack("f", struct.pack("f", as_f32 / 1048576.0))[0]
-
-
-def _log_lines(
-    request: EngineRequest,
-    version: str,
-    ctx: _Context,
-    caches: list[_Cache],
-    type_k: CacheDtype,
-    type_v: CacheDtype,
-) -> list[str]:
-    old = version == "b5452"
-    kv, iswa = (
-        ("llama_kv_cache_unified", "llama_kv_cache_unified_iswa")
-        if old
-        else ("llama_kv_cache", "llama_kv_cache_iswa")
-    )
-    buffer = str(request.extra.get("buffer_name", "CUDA0"))
-    lines = [ctx.warning] if ctx.warning else []
-    lines += [f"llama_context: n_seq_max     = {ctx.n_seq_max}", f"llama_context: n_ctx         = {ctx.n_ctx}",
-              f"llama_context: n_ctx_per_seq = {ctx.n_ctx_seq}" if old else f"llama_context: n_ctx_seq     = {ctx.n_ctx_seq}"]  # fmt: skip
-    for cache in caches:
-        if cache.label:
-            lines.append(f"{iswa}: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
-        size = cache.k_bytes + cache.v_bytes
-        seqs = "" if old else f", {ctx.n_seq_max:2d}/{ctx.n_stream} seqs"
-        lines.append(f"{kv}: {buffer:>10} KV buffer size = {size / 1024.0 / 1024.0:8.2f} MiB")
-        lines.append(
-            f"{kv}: size = {_f32_mib(size):7.2f} MiB ({cache.cells:6d} cells, {len(cache.layers):3d} layers{seqs}), "
-            f"K ({ggml_name(type_k)}): {_f32_mib(cache.k_bytes):7.2f} MiB, V ({ggml_name(type_v)}): {_f32_mib(cache.v_bytes):7.2f} MiB"
-        )
-    return lines

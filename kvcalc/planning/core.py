@@ -79,6 +79,11 @@ def _weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> _Weights:
     try:
         est = _weight_estimate(model, inputs)
     except KvcalcError as exc:
+        single = inputs.tensor_parallel_size * inputs.pipeline_parallel_size == 1
+        if exact is not None and single and inputs.weights_memory_bytes is None:
+            # a GGUF file: its tensor infos give the bytes; there is no config to estimate from
+            return _Weights(per_gpu_bytes=exact.total_bytes, source=exact.source, num_parameters=exact.num_parameters,
+                            notes=(f"weights: {exact.total_bytes:,} B in the file's tensors",))  # fmt: skip
         if inputs.weights_memory_bytes is None and inputs.kv_cache_memory_bytes is None:
             raise
         return _Weights(

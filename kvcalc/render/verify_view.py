@@ -23,7 +23,8 @@ def render(result) -> None:
     console.print(
         f"[bold]{result.model}[/] ({result.num_layers} layers), {result.engine} {result.engine_version}, "
         f"KV cache {result.kv_cache_dtype}, TP {result.tensor_parallel_size}: {result.check} check on "
-        f"{result.device} ({result.device_name}), torch {result.torch_version}",
+        f"{result.device} ({result.device_name})"
+        + (f", torch {result.torch_version}" if result.torch_version else ""),
         highlight=False,
     )
     console.print(f"layout: {result.layout}; block size {result.block_size}, {result.num_blocks:,} blocks, "
@@ -47,6 +48,8 @@ def render(result) -> None:
         console.print(f"transformers {r.transformers_version}: {r.cache_class} ({', '.join(r.layer_classes)}), "
                       f"{r.prompt_tokens} prompt + {r.new_tokens} new tokens → {r.cached_tokens} cached; "
                       f"logical (view) bytes {fmt.bytes_and_size(r.logical_bytes)}", highlight=False)  # fmt: skip
+    if result.llamacpp:
+        _llamacpp(console, result.llamacpp)
     style = "bold green" if result.passed else "bold red"
     verdict = "passed" if result.passed else "FAILED"
     console.print(f"Verdict: [{style}]{verdict}[/] — error {percent(result.relative_error)}, tolerance "
@@ -55,6 +58,18 @@ def render(result) -> None:
         console.print("[dim]Notes:[/]")
         for note in result.notes:
             console.print(f"  [dim]- {note}[/]", highlight=False)
+
+
+def _llamacpp(console, run) -> None:
+    """llama.cpp's own lines, each marked against the predicted one."""
+    same = "=" if run.lines_match else "≠"
+    console.print(f"llama.cpp {run.llama_cpp_version} printed ({same} predicted):", highlight=False)
+    for line in run.measured_lines:
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+    if not run.lines_match:
+        console.print("predicted:", highlight=False)
+        for line in run.predicted_lines:
+            console.print(f"  {line}", highlight=False, soft_wrap=True)
 
 
 def _memory(console, result) -> None:

@@ -108,7 +108,21 @@ def load_model(
     if _exists(path):
         if revision:
             raise InputError(f"{text} is a local path; --revision only applies to Hub models")
+        if path.suffix.lower() == ".gguf" and path.is_file():
+            from kvcalc.sources.gguf.load import load_gguf_path
+
+            return load_gguf_path(path)
         return load_path(path)
+    if ":" in text and "\\" not in text:  # org/name:Q4_K_M or org/name:FILE.gguf
+        from kvcalc.sources.gguf.load import HUB_GGUF, load_gguf_hub
+
+        name, rev = split_revision(text, revision)
+        if match := HUB_GGUF.match(name):
+            from kvcalc.sources import hub
+
+            access = hub.HubAccess.from_env(token=token, cache_dir=cache_dir, offline=offline,
+                                            timeout_s=timeout_s)  # fmt: skip
+            return load_gguf_hub(match["repo"], match["choice"], revision=rev, access=access)
     if looks_like_path(text):
         raise ModelNotFoundError(
             f"no such file or folder: {text}",
@@ -169,9 +183,12 @@ def load_path(path: Path) -> LoadedModel:
     """A model folder (its ``config.json``) or a config file."""
     config = path / CONFIG_FILE if path.is_dir() else path
     if not config.is_file():
+        ggufs = sorted(p.name for p in path.glob("*.gguf")) if path.is_dir() else []
         raise ModelNotFoundError(
             f"{path} has no config.json",
-            hint="pass the folder of a transformers checkpoint, or the config file itself",
+            hint=f"pass one of its GGUF files, e.g. {path / ggufs[0]}"
+            if ggufs
+            else "pass the folder of a transformers checkpoint, the config file itself, or a .gguf file",
             code="config-missing",
         )
     raw = read_config_json(config)

@@ -92,7 +92,11 @@ class TensorEntry:
 
     @property
     def is_routed_expert(self) -> bool:
-        return "experts" in self.name and "shared_experts" not in self.name
+        # safetensors: ``...mlp.experts.3.w1``; GGUF: ``blk.3.ffn_gate_exps.weight`` (shared
+        # experts: ``shared_experts`` / ``ffn_gate_shexp``)
+        return (
+            "experts" in self.name and "shared_experts" not in self.name
+        ) or "_exps." in self.name
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,6 +55,21 @@ def load_config(
     return LoadedConfig(raw=raw, shape=shape, name=name, full_num_layers=full)
 
 
+def load_shape(
+    reference: str, *, layers: int | None = None, revision: str | None = None,
+    token: str | None = None, offline: bool | None = None,
+) -> ModelShape:  # fmt: skip
+    """A model's shape, its first ``layers`` layers kept (config.json or GGUF alike)."""
+    from dataclasses import replace
+
+    from kvcalc.planning.core import resolve_model_cached
+
+    shape = resolve_model_cached(reference, revision=revision, token=token, offline=offline).shape
+    if layers is None or layers >= shape.num_layers:
+        return shape
+    return replace(shape, layers=shape.layers[:layers], name=shape.name)
+
+
 def components_from(
     plan: AllocationPlan, measured: dict[str, tuple[int, int]]
 ) -> tuple[ComponentResult, ...]:
@@ -139,9 +154,16 @@ def verify(
     if fill and run:
         raise KvcalcError("choose --fill or --run, not both", hint="run them one after the other",
                           code="conflicting-options")  # fmt: skip
-    if run and engine_key(opts.engine) != "hf":
-        raise KvcalcError("--run generates with transformers and needs --engine hf",
+    if run and engine_key(opts.engine) not in ("hf", "llamacpp"):
+        raise KvcalcError("--run runs transformers or llama.cpp and needs --engine hf or llamacpp",
                           hint="kvcalc verify MODEL --engine hf --run --layers 2", code="run-needs-hf")  # fmt: skip
+    if run and engine_key(opts.engine) == "llamacpp":
+        from kvcalc.verify.run_llamacpp import verify_run_llamacpp
+
+        shape = load_shape(
+            reference, layers=layers, revision=revision, token=token, offline=offline
+        )
+        return verify_run_llamacpp(shape, opts, tolerance=tolerance)
     loaded = load_config(reference, layers=layers, revision=revision, token=token, offline=offline)
     if fill:
         from kvcalc.verify.fill import verify_fill

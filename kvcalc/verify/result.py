@@ -101,6 +101,21 @@ class RunInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LlamaCppRun:
+    """``--run --engine llamacpp``: llama.cpp loaded the model and reported its cache."""
+
+    llama_cpp_version: str
+    #: the llama.cpp architecture of the GGUF written for the run
+    architecture: str
+    predicted_lines: tuple[str, ...]
+    #: llama.cpp's own lines with the same prefixes, in its order
+    measured_lines: tuple[str, ...]
+    lines_match: bool
+    #: llama.cpp's compute-buffer lines (reported, not predicted)
+    compute_lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class VerifyResult:
     """``kvcalc verify``'s answer."""
 
@@ -130,6 +145,7 @@ class VerifyResult:
     memory: MemoryDeltas | None = None
     fill: FillResult | None = None
     run: RunInfo | None = None
+    llamacpp: LlamaCppRun | None = None
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

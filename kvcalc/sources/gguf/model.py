@@ -1,0 +1,234 @@
+"""GGUF metadata → :class:`~kvcalc.model.shape.ModelShape`: the only code that reads GGUF keys.
+
+The keys and their defaults are llama.cpp's own (``llama_model_base::load_hparams`` and each
+architecture's ``load_arch_hparams`` in the version kvcalc models, see
+:mod:`kvcalc.engines.llamacpp`):
+
+- ``{arch}.block_count`` layers, of which the last ``{arch}.nextn_predict_layers`` are
+  multi-token-prediction heads that the main context never caches (they are left out);
+- ``{arch}.attention.head_count`` and ``head_count_kv`` (a number, or one per layer;
+  ``head_count_kv`` defaults to ``head_count``);
+- ``{arch}.attention.key_length`` / ``value_length`` (default ``embedding_length / head_count``),
+  ``key_length_swa`` / ``value_length_swa`` on sliding layers;
+- sliding windows only where llama.cpp reads them: ``{arch}.attention.sliding_window`` and the
+  pattern from ``{arch}.attention.sliding_window_pattern`` (one bool per layer, or a period ``n``:
+  layer ``i`` slides when ``i % n < n - 1``), else the architecture's default period (Gemma-2 and
+  gpt-oss 2, Gemma-3 6). Llama, Mistral and Qwen architectures ignore a ``sliding_window`` key;
+- MLA (DeepSeek-2 family): ``key_length_mla`` and ``value_length_mla`` set; the cache holds
+  ``key_length × head_count_kv`` = ``kv_lora_rank + rope.dimension_count`` values per token and no V;
+- Mamba-2 state from ``{arch}.ssm.*`` (llama.cpp keeps it in float32).
+
+Any other architecture is refused by name: its keys may mean something else there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvcalc.errors import ConfigError
+from kvcalc.model.dtypes import FP16, FP32
+from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent, SlidingWindow
+from kvcalc.model.shape import ModelShape
+
+#: architectures whose keys kvcalc reads, and llama.cpp's default SWA period (0: no SWA support)
+ARCHITECTURES: Mapping[str, int] = {
+    "llama": 0, "mistral3": 0, "qwen2": 0, "qwen2moe": 0, "qwen3": 0, "qwen3moe": 0,
+    "gemma": 0, "gemma2": 2, "gemma3": 6, "gpt-oss": 2, "deepseek2": 0, "mamba2": 0,
+}  # fmt: skip
+#: architectures that always have sliding layers; for gemma3 only when ``sliding_window`` is set
+_SWA_ALWAYS = {"gemma2": 4096, "gpt-oss": 0}
+_MAX_DIM = 1 << 24
+
+
+class GgufKeys:
+    """Typed, recorded reads of ``{arch}.*`` keys (like :class:`~kvcalc.hfconfig.ConfigReader`)."""
+
+    def __init__(self, metadata: Mapping[str, Any], *, arch: str, where: str) -> None:
+        self.metadata = metadata
+        self.arch = arch
+        self.where = where
+        self.used: dict[str, Any] = {}
+
+    def raw(self, key: str) -> Any:
+        name = f"{self.arch}.{key}"
+        value = self.metadata.get(name)
+        if value is not None:
+            self.used[name] = value
+        return value
+
+    def num(self, key: str, default: int | None = None, *, minimum: int = 0) -> int:
+        value = self.raw(key)
+        if value is None:
+            if default is None:
+                raise ConfigError(f"{self.where}: {self.arch}.{key} is missing",
+                                  hint="the GGUF was not written by llama.cpp's converter, or is damaged",
+                                  code="config-missing-key")  # fmt: skip
+            return default
+        return self._check(key, value, minimum)
+
+    def per_layer(self, key: str, n: int, default: int) -> tuple[int, ...]:
+        """A number for every layer, or an array of exactly ``n`` (``get_key_or_arr``)."""
+        value = self.raw(key)
+        if value is None:
+            return (default,) * n
+        if isinstance(value, tuple):
+            if len(value) != n:
+                raise self.bad(key, value, f"{n} values, one per layer")
+            return tuple(self._check(key, v, 0) for v in value)
+        return (self._check(key, value, 0),) * n
+
+    def _check(self, key: str, value: Any, minimum: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value < _MAX_DIM:
+            raise self.bad(key, value, f"a whole number from {minimum} to {_MAX_DIM:,}")
+        return value
+
+    def bad(self, key: str, value: Any, expected: str) -> ConfigError:
+        shown = repr(value) if not isinstance(value, tuple) else f"an array of {len(value)}"
+        return ConfigError(f"{self.where}: {self.arch}.{key} = {shown[:60]}, expected {expected}",
+                           code="config-invalid")  # fmt: skip
+
+
+def architecture(metadata: Mapping[str, Any], *, where: str) -> str:
+    arch = metadata.get("general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise ConfigError(f"{where}: no general.architecture key",
+                          hint="a GGUF model file names its architecture; this one does not",
+                          code="config-missing-key")  # fmt: skip
+    if arch not in ARCHITECTURES:
+        raise ConfigError(
+            f"{where}: GGUF architecture {arch!r} is not supported: kvcalc does not know what "
+            f"its {arch}.* keys mean for the cache",
+            hint="supported: " + ", ".join(ARCHITECTURES),
+            code="config-unsupported",
+        )
+    return arch
+
+
+def parse_gguf(metadata: Mapping[str, Any], *, name: str, where: str) -> ModelShape:
+    """The model a GGUF header describes. Raises :class:`ConfigError` naming the bad keys."""
+    arch = architecture(metadata, where=where)
+    k = GgufKeys(metadata, arch=arch, where=where)
+    prov: dict[str, str] = {}
+    total = k.num("block_count", minimum=1)
+    nextn = k.num("nextn_predict_layers", 0)
+    if nextn >= total:
+        raise k.bad("nextn_predict_layers", nextn, f"fewer than block_count ({total})")
+    n = total - nextn
+    prov["num_layers"] = f"{arch}.block_count = {total}" + (
+        f", less {nextn} next-token-prediction layer(s) the main context does not cache"
+        if nextn
+        else ""
+    )
+    hidden = k.num("embedding_length", minimum=1)
+    if arch == "mamba2":
+        layers: list[Layout] = [_mamba2(k)] * n
+        heads = 0
+        prov["layer pattern"] = f"{n} Mamba-2 layers ({arch}.ssm.*), state in float32"
+    else:
+        heads_per_layer = k.per_layer("attention.head_count", total, 0)
+        heads = heads_per_layer[0]
+        if heads < 1:
+            raise k.bad("attention.head_count", heads, "at least one head")
+        kv_heads = k.per_layer("attention.head_count_kv", total, heads)
+        layers = _attention_layers(k, n, heads, hidden, kv_heads, prov)
+    context = k.num("context_length", minimum=1)
+    k.num("expert_count", 0)  # recorded (config_keys) for the MoE layout; no cache effect
+    k.num("expert_used_count", 0)
+    return ModelShape(
+        name=name,
+        model_type=arch,
+        architectures=(arch,),
+        layers=tuple(layers),
+        dtype=FP16,
+        config_dtype=None,
+        num_attention_heads=heads,
+        hidden_size=hidden,
+        max_model_len=context,
+        config_keys={"general.architecture": arch, **k.used},
+        provenance={
+            **prov,
+            "dtype": "GGUF: llama.cpp caches K and V in f16 unless told otherwise",
+            "max_model_len": f"{arch}.context_length = {context}",
+        },
+    )
+
+
+def _attention_layers(
+    k: GgufKeys, n: int, heads: int, hidden: int, kv_heads: tuple[int, ...], prov: dict[str, str]
+) -> list[Layout]:
+    head_k = k.num("attention.key_length", hidden // heads)
+    head_v = k.num("attention.value_length", hidden // heads)
+    swa = _sliding(k, n)
+    head_k_swa = k.num("attention.key_length_swa", head_k)
+    head_v_swa = k.num("attention.value_length_swa", head_v)
+    mla = k.raw("attention.key_length_mla") and k.raw("attention.value_length_mla")
+    if mla:
+        rank = k.num("attention.kv_lora_rank", minimum=1)
+        rope = k.num("rope.dimension_count", minimum=1)
+        if any(h != 1 for h in kv_heads[:n]) or head_k != rank + rope:
+            raise k.bad("attention.key_length", head_k,
+                        f"kv_lora_rank + rope.dimension_count = {rank + rope} with one KV head (MLA)")  # fmt: skip
+        prov["layer pattern"] = (
+            f"MLA: {k.arch}.attention.key_length = {head_k} = kv_lora_rank {rank} + rope "
+            f"{rope}, one KV head, no V (key_length_mla and value_length_mla are set)"
+        )
+        return [MLALatent(dtype=FP16, kv_lora_rank=rank, rope_dim=rope, num_heads=heads)] * n
+    layers: list[Layout] = []
+    for i in range(n):
+        if swa is not None and swa[1][i]:
+            layers.append(SlidingWindow(dtype=FP16, kv_heads=kv_heads[i], k_dim=head_k_swa,
+                                        v_dim=head_v_swa, sliding_window=swa[0]))  # fmt: skip
+        else:
+            layers.append(
+                FullAttention(dtype=FP16, kv_heads=kv_heads[i], k_dim=head_k, v_dim=head_v)
+            )
+    sliding = sum(x.kind == "sliding" for x in layers)
+    prov["layer pattern"] = (
+        f"{sliding} sliding-window layers ({swa[2]}), {n - sliding} full"
+        if swa
+        else "all full attention"
+    ) + f"; KV heads from {k.arch}.attention.head_count_kv"
+    return layers
+
+
+def _sliding(k: GgufKeys, n: int) -> tuple[int, tuple[bool, ...], str] | None:
+    """(window, is_swa per layer, how) as llama.cpp decides it for this architecture."""
+    period = ARCHITECTURES[k.arch]
+    if not period:
+        return None
+    if k.arch in _SWA_ALWAYS:
+        window = k.num("attention.sliding_window", _SWA_ALWAYS[k.arch] or None, minimum=1)
+    else:  # gemma3: only with a sliding_window key > 0
+        window = k.num("attention.sliding_window", 0)
+        if window == 0:
+            return None
+    pattern = k.raw("attention.sliding_window_pattern")
+    if isinstance(pattern, tuple):
+        if len(pattern) < n or not all(isinstance(x, bool) for x in pattern):
+            raise k.bad("attention.sliding_window_pattern", pattern, f"{n} booleans")
+        return window, tuple(pattern[:n]), f"window {window}, per-layer pattern"
+    if pattern is not None:
+        period = k._check("attention.sliding_window_pattern", pattern, 0)
+        how = f"window {window}, period {period} from {k.arch}.attention.sliding_window_pattern"
+    else:
+        how = f"window {window}, llama.cpp's period {period} for {k.arch}"
+    flags = tuple(period == 0 or i % period < period - 1 for i in range(n))
+    return window, flags, how
+
+
+def _mamba2(k: GgufKeys) -> Mamba2State:
+    inner = k.num("ssm.inner_size", minimum=1)
+    heads = k.num("ssm.time_step_rank", minimum=1)
+    if inner % heads:
+        raise k.bad("ssm.time_step_rank", heads, f"a divisor of ssm.inner_size ({inner})")
+    return Mamba2State(
+        dtype=FP32,
+        ssm_dtype=FP32,
+        conv_kernel=k.num("ssm.conv_kernel", minimum=1),
+        intermediate_size=inner,
+        n_groups=k.num("ssm.group_count", minimum=1),
+        state_size=k.num("ssm.state_size", minimum=1),
+        num_heads=heads,
+        head_dim=inner // heads,
+    )

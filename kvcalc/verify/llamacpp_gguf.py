@@ -1,0 +1,181 @@
+"""A small GGUF with random weights in a model's real KV layout, for llama.cpp to load.
+
+Everything the KV cache depends on is the model's own: layer count (or ``--layers``), attention
+heads, KV heads, head widths, the sliding-window pattern and window, the expert count. What only
+sizes weights is made small: a 64-wide embedding, a 64-wide MLP (32 per expert), a 384-token
+SentencePiece-style vocabulary. The architecture is the one llama.cpp would use for the model
+(``llama``, ``qwen3``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
+(``load_arch_tensors`` in the modelled version) and the sliding pattern written as one bool per
+layer (``{arch}.attention.sliding_window_pattern``), which every SWA loader reads first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+from kvcalc.model.shape import ModelShape
+
+HIDDEN = 64
+FFN = 64
+EXPERT_FFN = 32
+VOCAB = 384
+
+
+@dataclass(frozen=True, kw_only=True)
+class GgufSpec:
+    arch: str
+    num_layers: int
+    heads: int
+    kv_heads: int
+    head_k: int
+    head_v: int
+    context_length: int
+    sliding: tuple[bool, ...] | None = None
+    window: int = 0
+    experts: int = 0
+    experts_used: int = 0
+
+
+def unsupported(model: ModelShape, why: str) -> KvcalcError:
+    return KvcalcError(f"verify --run cannot write {model.name} as a llama.cpp model: {why}",
+                       hint="run the layout check instead (without --run)",
+                       code="run-unsupported-model")  # fmt: skip
+
+
+def spec_for(model: ModelShape) -> GgufSpec:
+    """The llama.cpp architecture and numbers that reproduce ``model``'s cache."""
+    kinds = set(model.kinds)
+    if kinds - {"full", "sliding"}:
+        raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
+    attn = list(model.layers)
+    shapes = {(x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}
+    if len(shapes) != 1:
+        raise unsupported(model, "KV heads or head widths differ between layers")
+    (kv_heads, head_k, head_v), = shapes  # fmt: skip
+    if head_k != head_v:
+        raise unsupported(model, f"K width {head_k} differs from V width {head_v}")
+    experts, used = _experts(model)
+    sliding = tuple(x.kind == "sliding" for x in attn) if "sliding" in kinds else None
+    windows = {x.window for x in attn if x.kind == "sliding"}
+    if len(windows) > 1:
+        raise unsupported(model, "sliding layers with different windows")
+    mtype = model.model_type.lower()
+    if sliding is not None:
+        if not any(not s for s in sliding):
+            raise unsupported(model, "every layer slides (llama.cpp books such models as full)")
+        arch = "gemma2" if mtype == "gemma2" else "gemma3"
+    elif mtype in ("qwen3", "qwen3moe", "qwen3_moe"):
+        arch = "qwen3moe" if experts else "qwen3"
+    else:
+        arch = "llama"
+    return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads,
+                    kv_heads=kv_heads, head_k=head_k, head_v=head_v, context_length=model.max_model_len,
+                    sliding=sliding, window=windows.pop() or 0 if windows else 0, experts=experts,
+                    experts_used=used)  # fmt: skip
+
+
+def _experts(model: ModelShape) -> tuple[int, int]:
+    moe = getattr(model.weights, "moe", None)
+    if moe is not None:
+        return moe.num_experts, moe.experts_per_token
+    keys = model.config_keys
+    arch = model.model_type
+    return int(keys.get(f"{arch}.expert_count", 0) or 0), int(
+        keys.get(f"{arch}.expert_used_count", 0) or 0
+    )
+
+
+def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
+    """Write ``spec`` as a loadable GGUF (random f16 weights, f32 norms) at ``path``."""
+    import numpy as np
+    from gguf import GGUFWriter
+    from gguf.constants import TokenType
+
+    rng = np.random.default_rng(seed)
+    a = spec.arch
+    w = GGUFWriter(path, a)
+    w.add_name(f"kvcalc verify {a}")
+    for key, value in _int_keys(spec).items():
+        w.add_uint32(f"{a}.{key}", value)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_float32(f"{a}.rope.freq_base", 10000.0)
+    if spec.sliding is not None:
+        w.add_uint32(f"{a}.attention.sliding_window", spec.window)
+        w.add_array(f"{a}.attention.sliding_window_pattern", list(spec.sliding))
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tokens += [f"\u2581t{i}" for i in range(VOCAB - len(tokens))]
+    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    types += [TokenType.NORMAL] * (VOCAB - len(types))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(VOCAB)])
+    w.add_token_types([int(t) for t in types])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    for name, shape in _tensors(spec):
+        if len(shape) == 1 or name.endswith("ffn_gate_inp.weight"):
+            data: Any = (1.0 + 0.02 * rng.standard_normal(shape)).astype(np.float32)
+        else:
+            data = (0.02 * rng.standard_normal(shape)).astype(np.float16)
+        w.add_tensor(name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _int_keys(spec: GgufSpec) -> dict[str, int]:
+    keys = {
+        "context_length": spec.context_length,
+        "embedding_length": HIDDEN,
+        "block_count": spec.num_layers,
+        "feed_forward_length": FFN,
+        "attention.head_count": spec.heads,
+        "attention.head_count_kv": spec.kv_heads,
+        "attention.key_length": spec.head_k,
+        "attention.value_length": spec.head_v,
+        "rope.dimension_count": spec.head_k,
+    }
+    if spec.experts:
+        keys |= {"expert_count": spec.experts, "expert_used_count": spec.experts_used,
+                 "expert_feed_forward_length": EXPERT_FFN}  # fmt: skip
+    return keys
+
+
+def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape) of every tensor ``spec.arch``'s loader requires (ggml ``ne`` reversed)."""
+    h, q = HIDDEN, spec.heads * spec.head_k
+    gemma = spec.arch in ("gemma2", "gemma3")
+    out: list[tuple[str, tuple[int, ...]]] = [
+        ("token_embd.weight", (VOCAB, h)),
+        ("output_norm.weight", (h,)),
+    ]
+    if spec.arch != "gemma2":  # gemma2 always reuses token_embd as the output
+        out.append(("output.weight", (VOCAB, h)))
+    ff = EXPERT_FFN if spec.arch == "qwen3moe" else FFN
+    for i in range(spec.num_layers):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (q, h)),
+                (b + "attn_k.weight", (spec.kv_heads * spec.head_k, h)),
+                (b + "attn_v.weight", (spec.kv_heads * spec.head_v, h)),
+                (b + "attn_output.weight", (h, q)), (b + "ffn_norm.weight", (h,))]  # fmt: skip
+        if spec.arch in ("qwen3", "qwen3moe", "gemma3"):
+            out += [
+                (b + "attn_q_norm.weight", (spec.head_k,)),
+                (b + "attn_k_norm.weight", (spec.head_k,)),
+            ]
+        if gemma:
+            out += [(b + "post_attention_norm.weight", (h,)), (b + "post_ffw_norm.weight", (h,))]
+        if spec.experts:
+            e = spec.experts
+            out += [(b + "ffn_gate_inp.weight", (e, h)), (b + "ffn_gate_exps.weight", (e, ff, h)),
+                    (b + "ffn_up_exps.weight", (e, ff, h)), (b + "ffn_down_exps.weight", (e, h, ff))]  # fmt: skip
+        else:
+            out += [(b + "ffn_gate.weight", (ff, h)), (b + "ffn_up.weight", (ff, h)),
+                    (b + "ffn_down.weight", (h, ff))]  # fmt: skip
+    return out

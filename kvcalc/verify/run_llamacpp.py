@@ -1,0 +1,280 @@
+"""``verify --engine llamacpp --run``: llama.cpp itself loads a GGUF in the model's layout on the CPU.
+
+:mod:`kvcalc.verify.llamacpp_gguf` writes the model (random weights, the real KV layout, cut to
+``--layers``); llama.cpp's Python binding (``pip install 'kvcalc[llamacpp]'``) loads it with the
+context parameters of the prediction, through its C API (``llama_init_from_model``). Two things
+llama.cpp reports are compared with the ``llamacpp`` engine's prediction:
+
+- its log lines for the context and the cache (``llama_kv_cache: size = … MiB (… cells, … layers,
+  …/… seqs), K (f16): … MiB, V (f16): … MiB`` and the others of
+  :mod:`kvcalc.engines.llamacpp_log`), captured through ``llama_log_set``, text for text;
+- the bytes: one token is decoded and the sequence's state (``llama_state_seq_get_data``) is read
+  back; it holds each cache layer's ``ggml_row_size`` of K and V as llama.cpp computed it, so
+  ``cells × streams × Σ rows`` — the K and V tensors' ``ggml_nbytes`` — is known to the byte.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.llamacpp import (
+    LlamaCppEngine,
+    build_caches,
+    cache_types,
+    context,
+    ggml_name,
+    is_iswa,
+)
+from kvcalc.engines.llamacpp_log import is_predicted_line
+from kvcalc.errors import KvcalcError
+from kvcalc.model.shape import ModelShape
+from kvcalc.verify.llamacpp_gguf import spec_for, write_model
+from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
+from kvcalc.verify.spec import VerifyOptions
+
+_HUGE = 1 << 50
+#: ``io_magic`` of ``llama_context::state_seq_get_data``
+STATE_MAGIC = 0xAF143CD8
+_FLASH = {"auto": -1, "off": 0, "on": 1, True: 1, False: 0}
+
+
+def import_binding() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise KvcalcError("--run --engine llamacpp needs llama.cpp's Python binding, which is not installed",
+                          hint="pip install 'kvcalc[llamacpp]' (it compiles llama.cpp: minutes)",
+                          code="llamacpp-missing") from None  # fmt: skip
+    return llama_cpp
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Measured:
+    lines: tuple[str, ...]
+    #: per cache: streams, then per layer (K row bytes, V row bytes)
+    caches: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    compute_lines: tuple[str, ...]
+    version: str
+
+
+def _request(model: ModelShape, opts: VerifyOptions) -> EngineRequest:
+    extra = dict(opts.engine_options)
+    extra.setdefault("n_ctx", opts.tokens or 64)
+    extra["buffer_name"] = "CPU"
+    return EngineRequest(model=model, kv_cache_dtype=opts.kv_cache_dtype, engine_version=opts.engine_version,
+                         max_model_len=int(extra["n_ctx"]), available_kv_bytes=_HUGE, extra=extra)  # fmt: skip
+
+
+def verify_run_llamacpp(
+    model: ModelShape, opts: VerifyOptions, *, tolerance: float
+) -> VerifyResult:
+    request = _request(model, opts)
+    if (request.engine_version or "latest") != "latest":
+        raise KvcalcError("--run checks the llama.cpp version kvcalc models as latest",
+                          hint="drop --engine-version", code="invalid-input")  # fmt: skip
+    plan = LlamaCppEngine().plan_kv_cache(request)  # bad options fail before anything is built
+    type_k, type_v = cache_types(request)
+    ctx = context(request, "latest", model, is_iswa(model), type_v)
+    caches = build_caches(request, model, ctx, type_k, type_v, "latest", is_iswa(model))
+    spec = spec_for(model)
+    binding = import_binding()
+    with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
+        path = write_model(spec, Path(tmp) / "model.gguf")
+        measured = _run(binding, path, request, ctx, ggml_name(type_k), ggml_name(type_v))
+    predicted_lines = tuple(plan.log_lines)
+    components, total_predicted, total_measured = _components(caches, ctx, measured)
+    error, passed = judge(total_predicted, total_measured, components, tolerance)
+    lines_match = measured.lines == predicted_lines
+    notes = [f"llama.cpp {measured.version}: {spec.arch} GGUF, {spec.num_layers} layers, random weights; "
+             f"the embedding, MLP and vocabulary are small, the KV layout is the model's",
+             "bytes: llama.cpp's own ggml_row_size per layer (from the sequence state) × cells × streams",
+             *(f"not modelled (reported): {line}" for line in measured.compute_lines)]  # fmt: skip
+    if not lines_match:
+        notes.append("llama.cpp's log lines differ from the predicted ones")
+    run = LlamaCppRun(llama_cpp_version=measured.version, architecture=spec.arch,
+                      predicted_lines=predicted_lines, measured_lines=measured.lines,
+                      lines_match=lines_match, compute_lines=measured.compute_lines)  # fmt: skip
+    return VerifyResult(
+        check="run", model=model.name, engine="llamacpp", engine_version="latest",
+        kv_cache_dtype=plan.kv_cache_dtype, tensor_parallel_size=1, device="cpu",
+        device_name="llama.cpp CPU backend", total_device_memory_bytes=0, torch_version="",
+        layout="llama.cpp K and V tensors per layer: ggml_row_size × cells × streams",
+        block_size=1, num_blocks=plan.num_blocks, tokens=ctx.n_ctx, num_layers=model.num_layers,
+        predicted_bytes=total_predicted, measured_bytes=total_measured, relative_error=error,
+        tolerance=tolerance, passed=passed and lines_match,
+        judged_on="llama.cpp's log lines (text) and row bytes from its sequence state",
+        components=components, llamacpp=run, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _components(caches, ctx, measured: _Measured) -> tuple[tuple[ComponentResult, ...], int, int]:
+    rows = []
+    total_p = total_m = 0
+    if len(measured.caches) != len(caches):
+        raise KvcalcError(f"llama.cpp made {len(measured.caches)} KV cache(s), kvcalc predicts {len(caches)}",
+                          hint="please report this with the command line", code="internal")  # fmt: skip
+    for cache, (streams, layer_rows) in zip(caches, measured.caches, strict=True):
+        label = {"": "full", "non-SWA": "full", "SWA": "sliding"}[cache.label]
+        cells = cache.cells * streams
+        for part, predicted, index in (("K", cache.k_bytes, 0), ("V", cache.v_bytes, 1)):
+            got = cells * sum(r[index] for r in layer_rows)
+            rows.append(ComponentResult(name=f"{label} {part}", predicted_bytes=predicted, measured_bytes=got,
+                                        relative_error=relative_error(predicted, got), tensors=len(layer_rows),
+                                        num_layers=len(layer_rows)))  # fmt: skip
+            total_p += predicted
+            total_m += got
+    return tuple(rows), total_p, total_m
+
+
+def _run(
+    binding: Any, path: Path, request: EngineRequest, ctx, k_name: str, v_name: str
+) -> _Measured:
+    lc = binding
+    text: list[str] = []
+
+    @lc.llama_log_callback
+    def on_log(level: int, message: bytes, user_data: Any) -> None:
+        if level != 4:  # GGML_LOG_LEVEL_DEBUG
+            text.append(message.decode("utf-8", "replace"))
+
+    lc.llama_log_set(on_log, ctypes.c_void_p(0))
+    lc.llama_backend_init()
+    mparams = lc.llama_model_default_params()
+    mparams.n_gpu_layers = 0
+    model = lc.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        raise KvcalcError(f"llama.cpp could not load the GGUF kvcalc wrote: {_last_error(text)}",
+                          hint="run the layout check instead (without --run)", code="run-unsupported-model")  # fmt: skip
+    try:
+        text.clear()
+        cparams = _context_params(lc, request, k_name, v_name)
+        lctx = lc.llama_init_from_model(model, cparams)
+        if not lctx:
+            raise KvcalcError(
+                f"llama.cpp refused the context: {_last_error(text)}",
+                hint="check the -E options against llama.cpp's rules",
+                code="run-unsupported-model",
+            )
+        try:
+            lines = _kv_lines("".join(text))
+            compute = tuple(
+                line for line in "".join(text).splitlines() if "compute buffer size" in line
+            )
+            caches = _state_rows(lc, lctx, ctx)
+        finally:
+            lc.llama_free(lctx)
+    finally:
+        lc.llama_model_free(model)
+        lc.llama_log_set(_quiet(lc), ctypes.c_void_p(0))
+    version = getattr(lc, "__version__", "?")
+    return _Measured(lines=lines, caches=caches, compute_lines=compute,
+                     version=f"0c1e570 (llama-cpp-python {version})")  # fmt: skip
+
+
+_SILENT: list[Any] = []
+
+
+def _quiet(lc: Any) -> Any:
+    """A log callback that drops everything (kept alive here: llama.cpp holds on to it)."""
+    if not _SILENT:
+        _SILENT.append(lc.llama_log_callback(lambda level, message, user_data: None))
+    return _SILENT[0]
+
+
+def _context_params(lc: Any, request: EngineRequest, k_name: str, v_name: str) -> Any:
+    x = request.extra
+    p = lc.llama_context_default_params()
+    p.n_ctx = int(x["n_ctx"])
+    p.n_seq_max = int(x.get("n_seq_max", 1))
+    p.n_batch = int(x.get("n_batch", 2048))
+    p.n_ubatch = int(x.get("n_ubatch", 512))
+    p.type_k = getattr(lc, f"GGML_TYPE_{k_name.upper()}")
+    p.type_v = getattr(lc, f"GGML_TYPE_{v_name.upper()}")
+    p.flash_attn_type = _FLASH[x.get("flash_attn", "auto")]
+    p.swa_full = bool(
+        x.get("swa_full", False)
+    )  # the C library defaults to true, llama-cli to false
+    p.kv_unified = bool(x.get("kv_unified", False))
+    p.offload_kqv = bool(x.get("offload_kqv", True))
+    p.n_threads = p.n_threads_batch = 2
+    return p
+
+
+def _kv_lines(log: str) -> tuple[str, ...]:
+    lines = (line.rstrip() for line in log.splitlines())
+    return tuple(line for line in lines if is_predicted_line(line))
+
+
+def _last_error(text: list[str]) -> str:
+    lines = [line for line in "".join(text).splitlines() if line.strip()]
+    return (lines[-1] if lines else "no message")[:300]
+
+
+def _state_rows(lc: Any, lctx: Any, ctx) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+    """Decode one token in sequence 0 and read every cache's rows from the sequence state."""
+    tokens = (lc.llama_token * 1)(3)
+    if lc.llama_decode(lctx, lc.llama_batch_get_one(tokens, 1)) != 0:
+        raise KvcalcError("llama.cpp could not decode a token", hint="run the layout check instead (without --run)",
+                          code="run-unsupported-model")  # fmt: skip
+    size = lc.llama_state_seq_get_size(lctx, 0)
+    buf = (ctypes.c_uint8 * size)()
+    written = lc.llama_state_seq_get_data(lctx, buf, size, 0)
+    return parse_state(bytes(buf)[:written])
+
+
+def parse_state(blob: bytes) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+    """(streams, ((K row, V row) per layer)) per cache of a one-cell ``llama_state_seq_get_data``
+    blob: ``io_magic`` and the sequence id, then per cache (``llama_kv_cache::state_write``) the
+    stream count, each stream's cell count, the cells' meta, and each layer's type, row size, data."""
+    pos, caches = 8, []
+    if struct.unpack_from("<I", blob)[0] != STATE_MAGIC:
+        raise KvcalcError(
+            "llama.cpp's sequence state does not start with its magic",
+            hint="please report this with the command line",
+            code="internal",
+        )
+
+    def take(fmt: str) -> Any:
+        nonlocal pos
+        value = struct.unpack_from("<" + fmt, blob, pos)
+        pos += struct.calcsize(fmt)
+        return value[0]
+
+    while pos < len(blob):
+        n_stream = take("I")
+        rows: tuple[tuple[int, int], ...] = ()
+        for _ in range(n_stream):
+            cells = take("I")
+            if not cells:
+                continue
+            for _ in range(cells):
+                take("i")  # pos
+                n_seq = take("I")
+                pos += 4 * n_seq  # the seq ids
+            v_trans, n_layer = take("I"), take("I")
+            k_rows = []
+            for _ in range(n_layer):
+                take("i")
+                k_rows.append(take("Q"))
+                pos += cells * k_rows[-1]
+            v_rows = []
+            for _ in range(n_layer):
+                if pos >= len(blob):
+                    break
+                take("i")
+                if v_trans:
+                    el, width = take("I"), take("I")
+                    v_rows.append(el * width)
+                else:
+                    v_rows.append(take("Q"))
+                pos += cells * v_rows[-1]
+            v_rows += [0] * (n_layer - len(v_rows))  # MLA: no V tensors
+            rows = tuple(zip(k_rows, v_rows, strict=True))
+        caches.append((n_stream, rows))
+    return tuple(caches)

@@ -1,0 +1,138 @@
+"""``verify --engine llamacpp --run``: llama.cpp (its Python binding, CPU) loads a GGUF in the
+model's layout; its own log lines and row bytes are compared with the ``llamacpp`` engine."""
+
+from __future__ import annotations
+
+import pytest
+from gguf import GGMLQuantizationType as Q
+from gguf_helpers import llama_keys, write_gguf
+from helpers import assert_clean
+
+from kvcalc.engines.base import EngineRequest
+from kvcalc.errors import KvcalcError
+from kvcalc.verify.check import verify
+from kvcalc.verify.spec import VerifyOptions
+
+pytestmark = pytest.mark.llamacpp
+
+
+def run(model: str, layers: int | None, dtype: str = "auto", **extra):
+    opts = VerifyOptions(
+        engine="llamacpp", kv_cache_dtype=dtype, engine_options=tuple(extra.items())
+    )
+    result = verify(model, opts, layers=layers, run=True)
+    assert result.llamacpp is not None
+    assert result.llamacpp.measured_lines == result.llamacpp.predicted_lines
+    assert result.measured_bytes == result.predicted_bytes and result.passed
+    return result
+
+
+def test_gqa_llama_prints_what_kvcalc_predicts():
+    r = run("llama-3.1-8b", 3, n_ctx=2048)
+    # 2,048 cells · 3 layers · 8 KV heads · 128 · 2 B · 2 = 24 MiB
+    assert r.measured_bytes == 2048 * 3 * 8 * 128 * 2 * 2 == 25_165_824
+    assert r.llamacpp.measured_lines[-1] == (
+        "llama_kv_cache: size =   24.00 MiB (  2048 cells,   3 layers,  1/1 seqs), "
+        "K (f16):   12.00 MiB, V (f16):   12.00 MiB"
+    )
+    assert r.llamacpp.architecture == "llama"
+
+
+def test_qwen3_and_its_head_width():
+    r = run("qwen3-8b", 2)
+    # 64 tokens asked → 256 cells; 2 layers · 8 · 128 · 2 · 2 B · 256 = 2 MiB
+    assert r.llamacpp.architecture == "qwen3" and r.measured_bytes == 2 * 4096 * 256
+
+
+def test_gemma2_sliding_window_cache():
+    r = run("gemma-2-9b-it", 4, n_ctx=8192)
+    # 2 full layers · 8,192 cells and 2 sliding (window 4,096): PAD(min(8,192, 4,096 + 512), 256)
+    # = 4,608 cells; 8 KV heads · 256 · 2 · 2 B = 8,192 B per layer per cell
+    assert r.measured_bytes == 2 * 8192 * 8192 + 2 * 4608 * 8192
+    assert (
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 4608 cells"
+        in r.llamacpp.measured_lines
+    )
+
+
+def test_gemma3_streams_and_unified():
+    separate = run("gemma-3-1b-it", 7, n_ctx=2000, n_seq_max=3)
+    assert separate.llamacpp.measured_lines[0] == (
+        "llama_context: n_ctx is not divisible by n_seq_max - rounding down to 2304"
+    )
+    unified = run("gemma-3-1b-it", 7, n_ctx=2000, n_seq_max=3, kv_unified=True)
+    # one stream of 2,048 cells; SWA PAD(min(2,048, 512 · 3 + 512), 256) = 2,048
+    assert (
+        "llama_kv_cache: size =    2.00 MiB (  2048 cells,   1 layers,  3/1 seqs), K (f16):    1.00 MiB, V (f16):    1.00 MiB"
+        in unified.llamacpp.measured_lines
+    )
+
+
+def test_swa_full_and_q8_0():
+    r = run("gemma-3-1b-it", 6, "q8_0", n_ctx=1000, swa_full=True)
+    assert any(
+        line.startswith("llama_kv_cache_iswa: using full-size SWA cache")
+        for line in r.llamacpp.measured_lines
+    )
+
+
+def test_moe():
+    r = run("qwen3-30b-a3b", 2, "q8_0")
+    assert r.llamacpp.architecture == "qwen3moe"
+    # 4 KV heads · 128 = 512 values = 16 blocks · 34 B = 544 B per side; 2 layers · 256 cells
+    assert r.measured_bytes == 2 * 2 * 544 * 256
+    assert run("mixtral-8x7b-v0.1", 2).llamacpp.architecture == "llama"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "block_bytes"),
+    [("q4_0", 18), ("q4_1", 20), ("iq4_nl", 18), ("q5_0", 22), ("q5_1", 24)],
+)
+def test_four_and_five_bit_cache_types(dtype, block_bytes):
+    r = run("llama-3.1-8b", 2, dtype, n_seq_max=2, n_ctx=600)
+    # 2 streams of PAD(768 / 2, 256) = 512 cells... n_ctx PAD(600) = 768 → n_ctx_seq PAD(384) = 512
+    assert r.measured_bytes == 2 * 512 * 2 * 2 * (1024 // 32) * block_bytes
+    assert r.llamacpp.measured_lines[0].startswith("llama_init_from_model: enabling flash_attn")
+
+
+def test_quantized_v_without_flash_attention_is_refused_by_llama_cpp_too():
+    # kvcalc refuses it ...
+    with pytest.raises(KvcalcError) as err:
+        run("llama-3.1-8b", 2, "q4_0", flash_attn="off")
+    assert err.value.code == "unsupported-dtype"
+    # ... and so does llama.cpp, asked directly with the same parameters
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    from helpers import bundled_shape
+
+    from kvcalc.verify import run_llamacpp as R
+    from kvcalc.verify.llamacpp_gguf import spec_for, write_model
+
+    model = bundled_shape("llama-3.1-8b")
+    request = EngineRequest(model=model, max_model_len=256, available_kv_bytes=1 << 40,
+                            extra={"n_ctx": 256, "flash_attn": "off"})  # fmt: skip
+    with TemporaryDirectory() as tmp:
+        from dataclasses import replace
+
+        path = write_model(replace(spec_for(model), num_layers=2), Path(tmp) / "m.gguf")
+        with pytest.raises(KvcalcError) as refused:
+            R._run(R.import_binding(), path, request, None, "q4_0", "q4_0")
+    assert "refused the context" in refused.value.message
+
+
+def test_a_gguf_file_verifies(tmp_path):
+    keys = {**llama_keys("qwen3", layers=3, heads=8, kv_heads=2, hidden=512, head_dim=128)}
+    path = write_gguf(tmp_path / "q.gguf", "qwen3", keys, [("token_embd.weight", (32, 512), Q.F16)])
+    r = run(str(path), None, "q8_0")
+    assert r.llamacpp.architecture == "qwen3" and r.num_layers == 3
+
+
+def test_cli_prints_llama_cpp_lines(cli):
+    result = cli("verify", "llama-3.1-8b", "--engine", "llamacpp", "--run", "--layers", "2")
+    assert_clean(result)
+    assert result.exit_code == 0
+    assert "printed (= predicted)" in result.stdout
+    assert (
+        "llama_kv_cache: size =    2.00 MiB (   256 cells,   2 layers,  1/1 seqs)" in result.stdout
+    )
