@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import fixture_config, fixture_shape
+from verify_helpers import needs_torch
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
@@ -101,3 +102,36 @@ def test_kv_shared_layers_are_not_charged():
     assert shape.layers[53].source_layer == 47 and shape.layers[52].source_layer == 46
     # 48 layers left: 40 sliding · 16,384 + 8 global · 8,192 = 720,896 B per token
     assert shape.bytes_per_token == 40 * 16384 + 8 * 8192 == 720_896
+
+
+@needs_torch
+def test_hf_engine_matches_transformers_cache():
+    """transformers' own DynamicCache for a 12-layer Gemma 4 (two of them sharing), 10 tokens: the
+    bytes per token each layer holds equal the hf engine's layouts (16,384 sliding, 8,192 global, 0
+    for the sharing layers)."""
+    import torch
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+
+    text = dict(fixture_config(NAME)["text_config"])
+    text.pop("model_type")
+    text.update(
+        num_hidden_layers=12, layer_types=text["layer_types"][:12], hidden_size=64,
+        intermediate_size=64, vocab_size=512, vocab_size_per_layer_input=512,
+        num_attention_heads=16, num_kv_shared_layers=2, hidden_size_per_layer_input=16,
+    )  # fmt: skip
+    config = Gemma4TextConfig(**text)
+    config._attn_implementation = "eager"
+    model = Gemma4ForCausalLM(config).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        cache = model(torch.randint(0, 500, (1, 10)), use_cache=True).past_key_values
+    measured = []
+    for layer in cache.layers:
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        held = 0 if keys is None or not hasattr(keys, "numel") else (
+            keys.numel() * keys.element_size() + values.numel() * values.element_size()
+        )  # fmt: skip
+        measured.append(held // 10)
+    raw = {"architectures": ["Gemma4ForCausalLM"], **text, "model_type": "gemma4_text"}
+    shape = parse_config(raw, name="g4")
+    assert measured == [x.bytes_per_token for x in shape.layers]
+    assert measured[-2:] == [0, 0] and measured[5] == 8192
