@@ -104,7 +104,7 @@ class ParallelHybrid(RecurrentState):
     dtype (the attention part); the mixer's states keep their own dtypes.
     """
 
-    variant: ClassVar[str] = "parallel"
+    variant: ClassVar[str] = "attention+mamba2"
     attention: FullAttention
     mixer: RecurrentState
     ssm_dtype: CacheDtype = field(init=False)

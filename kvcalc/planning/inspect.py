@@ -32,6 +32,9 @@ class LayerInfo:
     state_bytes: int
     #: the state tensors' shapes, for recurrent layers
     state_shapes: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    #: the recurrent mixer (``mamba1``, ``mamba2``, ``gated_deltanet``, ``short_conv``, ``kda``,
+    #: ``attention+mamba2`` for Falcon-H1), None for other layers
+    mixer: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +117,7 @@ def _layer_infos(model: ModelShape, *, grouped: bool) -> tuple[LayerInfo, ...]:
                 bytes_per_token=layout.bytes_per_token,
                 state_bytes=layout.state_bytes,
                 state_shapes=shapes,
+                mixer=getattr(layout, "variant", None) if layout.kind == "recurrent" else None,
             )
         )
     return tuple(infos)

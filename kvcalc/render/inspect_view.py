@@ -22,7 +22,9 @@ def _indices(indices: tuple[int, ...]) -> str:
 
 def _shape(layer: LayerInfo) -> str:
     if layer.kind == "recurrent":
-        return "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
+        state = "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
+        kv = f"; {layer.num_kv_heads} KV heads × {layer.head_dim_k}" if layer.num_kv_heads else ""
+        return f"{layer.mixer}: {state}{kv}" if layer.mixer else state + kv
     if layer.kind in ("mla", "compressed"):
         return f"latent {layer.head_dim_k}"
     if layer.kind == "shared":
