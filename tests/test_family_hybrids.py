@@ -164,13 +164,17 @@ def test_kimi_linear_is_one_based_and_keeps_a_float32_state():
     assert p.block_size == 1_920
     # 20 KDA + 7 MLA → 3 KDA groups (7, 7, 6 + 1 padding) + 1 MLA group of 7
     assert p.num_blocks == 20 * GIB // (7 * 1_920 * 1_152) == 1_387
-    bounded = shape(
+    lower = {**CONFIGS["moonshotai--Kimi-Linear-48B-A3B-Instruct"]["linear_attn_config"],
+             "gate_lower_bound": -5.0}  # fmt: skip
+    # Kimi-Linear's KDA layers never export prefill checkpoints, even with a bounded gate
+    # (vLLM 0.33 recorded: 2 blocks per KDA group); FlashKDA serves Kimi-K3's full-rank gate only
+    bounded = shape("moonshotai--Kimi-Linear-48B-A3B-Instruct", linear_attn_config=lower)
+    assert {g.blocks_per_request for g in plan(bounded).groups if g.kind == "mamba"} == {2}
+    k3 = shape(
         "moonshotai--Kimi-Linear-48B-A3B-Instruct",
-        linear_attn_config={**CONFIGS["moonshotai--Kimi-Linear-48B-A3B-Instruct"]
-                            ["linear_attn_config"], "gate_lower_bound": -5.0},
-    )  # fmt: skip
-    # a bounded gate on SM 9 selects FlashKDA: 1 checkpoint block, lcm(128, 16) = 128 alignment
-    assert [g.blocks_per_request for g in plan(bounded).groups if g.kind == "mamba"] == [3, 3, 3]
+        linear_attn_config={**lower, "use_full_rank_gate": True},
+    )
+    assert [g.blocks_per_request for g in plan(k3).groups if g.kind == "mamba"] == [3, 3, 3]
 
 
 def test_minimax01_is_refused_by_name():

@@ -91,3 +91,16 @@ def test_qwen3_next_keeps_the_model_dtype_for_its_state():
         m = parse_config({**raw, **extra}, name="qwen3-next")
         assert {t.dtype.name for t in m.layers[0].state_tensors()} == {"bf16"}
         assert plan(m, 32768).block_size == 576
+
+
+def test_qwen35_on_b200_uses_flashinfer_gdn_too():
+    # SM 10.0 with 128-wide keys (CUDA 13, as the vLLM 0.33 wheel): FlashInfer GDN prefill, so the
+    # same 64-token alignment and checkpoint block as on the H100 → 1,088; at 4,096 tokens a
+    # request needs 3·3 + cdiv(4,096, 1,088) = 9 + 4 = 13 of 963 blocks = 74.08x
+    p = VLLM.plan_kv_cache(
+        EngineRequest(model=fixture_shape("Qwen--Qwen3.5-35B-A3B"), max_model_len=4096,
+                      available_kv_bytes=20 * GIB, gpu_memory_bytes=180 * 10**9,
+                      gpu_name="NVIDIA B200", gpu_compute_capability=(10, 0))
+    )  # fmt: skip
+    assert (p.block_size, p.num_blocks) == (1_088, 963)
+    assert round(p.max_concurrency, 3) == 74.077

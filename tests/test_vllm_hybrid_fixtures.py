@@ -2,7 +2,7 @@
 
 ``fixtures/vllm_0_33/hybrid_families.json`` was recorded with the vLLM reference harness (vLLM's
 ``create_engine_config``, model construction on the meta device, spec collection, grouping and
-capacity code; an emulated H100) over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU.
+capacity code; an emulated H100) over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU, plus a B200 pass.
 Each model carries its config and where that config came from. Block size, blocks and tokens must
 be equal, concurrency within 0.005, the groups equal, and every refusal refused with vLLM's reason.
 """
@@ -23,15 +23,19 @@ from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "hybrid_families.json"
 DATA = json.loads(FIXTURE.read_text())
-H100 = {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
-        "gpu_compute_capability": (9, 0)}  # fmt: skip
+GPUS = {
+    "h100": {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
+             "gpu_compute_capability": (9, 0)},
+    "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
+             "gpu_compute_capability": (10, 0)},
+}  # fmt: skip
 KINDS = {"mamba": "mamba", "full_attention": "full", "mla_attention": "mla"}
 CASES = [
     pytest.param(
         name,
         row,
-        id=f"{name[:-5]}-{row['kv_cache_dtype']}-tp{row['tensor_parallel_size']}"
-        f"-{row['max_model_len']}",
+        id=f"{name[:-5]}-{row.get('gpu', 'h100')}-{row['kv_cache_dtype']}"
+        f"-tp{row['tensor_parallel_size']}-{row['max_model_len']}",
     )  # fmt: skip
     for name, model in DATA["models"].items()
     for row in model["scenarios"]
@@ -44,7 +48,7 @@ def _plan(name: str, row: dict):
         EngineRequest(
             model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
             tensor_parallel_size=row["tensor_parallel_size"],
-            available_kv_bytes=row["available_kv_bytes"], **H100,
+            available_kv_bytes=row["available_kv_bytes"], **GPUS[row.get("gpu", "h100")],
         )
     )  # fmt: skip
 
@@ -53,7 +57,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {
         "jamba", "kimi_linear", "bamba", "falcon_h1", "lfm2", "lfm2_moe", "granitemoehybrid",
-        "minimax", "qwen3_next",
+        "minimax", "qwen3_next", "qwen3_5_moe", "nemotron_h",
     }  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 

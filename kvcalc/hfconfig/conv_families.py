@@ -94,7 +94,8 @@ def read_kimi_linear(
                     v_head_dim=r.int("v_head_dim", default=0, minimum=0))  # fmt: skip
     state = KimiDeltaState(dtype=dtype, ssm_dtype=FP32, conv_kernel=kernel,
                            num_heads=num_kda_heads, head_dim=head_dim,
-                           bounded_gate=cfg.get("gate_lower_bound") is not None)  # fmt: skip
+                           flashkda_gate=bool(cfg.get("use_full_rank_gate"))
+                           and cfg.get("gate_lower_bound") is not None)  # fmt: skip
     prov["layer pattern"] = (
         f"linear_attn_config.kda_layers (1-based): {len(kda)} KDA layers, the other "
         f"{num_layers - len(set(kda))} MLA"

@@ -74,8 +74,9 @@ class KimiDeltaState(RecurrentState):
     variant: ClassVar[str] = "kda"
     num_heads: int
     head_dim: int
-    #: ``linear_attn_config.gate_lower_bound`` is set (FlashKDA's prefill needs a bounded gate)
-    bounded_gate: bool = False
+    #: Kimi-K3's full-rank, bounded gate (``use_full_rank_gate`` with a ``gate_lower_bound``): the
+    #: only KDA layer vLLM 0.33 can run with the FlashKDA prefill kernel
+    flashkda_gate: bool = False
 
     def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
         return {"conv channels": 3 * self.num_heads * self.head_dim, "heads": self.num_heads}

@@ -10,10 +10,12 @@ platform aligns blocks to them only when *every* mamba layer declares an alignme
 (``get_mamba_prefill_checkpoint_alignment``):
 
 - Mamba2 (``mamba_mixer2.py``): 1 checkpoint block, alignment 1;
-- Gated DeltaNet (``qwen_gdn_linear_attn.py``): with the FlashInfer prefill kernel (SM 9.x), 1 block
+- Gated DeltaNet (``qwen_gdn_linear_attn.py``): with the FlashInfer prefill kernel (SM 9.0; SM 10.x
+  and 12.x with 128-wide keys and CUDA runtime 13, which the 0.33 wheel is built for), 1 block
   aligned to 64 tokens;
-- Kimi Delta Attention (``kimi_k3/nvidia/kda.py``): with FlashKDA (SM 9/10/12, head_dim 128, bf16
-  activations, a bounded gate), 1 block aligned to 16; Triton otherwise, none;
+- Kimi Delta Attention (``kimi_k3/nvidia/kda.py``): Kimi-K3's full-rank gate with FlashKDA (SM 9/10/12,
+  head_dim 128, bf16 activations, a bounded gate), 1 block aligned to 16 (read, not recorded);
+  Kimi-Linear's layers (``KimiGatedDeltaNetAttention``) never, even with a bounded gate (recorded);
 - Mamba1 (``mamba_mixer.py``) and short convolution (``short_conv.py``): none.
 """
 
@@ -79,14 +81,16 @@ def prefill_checkpoints(
         return 0, 1, None
     if all(isinstance(x, Mamba2State) for x in found):
         return 1, 1, "Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)"
-    if all(isinstance(x, GatedDeltaNetState) for x in found) and (cc is None or cc[0] == 9):
+    if all(isinstance(x, GatedDeltaNetState) and _flashinfer_gdn(x, cc) for x in found):
+        where = "SM 9.0, assumed" if cc is None else f"SM {cc[0]}.{cc[1]}"
+        if cc is not None and cc[0] in (10, 12):
+            where += ", CUDA runtime 13 as the vLLM 0.33 wheel ships"
         return (
             1,
             64,
             (
-                "Gated DeltaNet with the FlashInfer prefill kernel (SM 9.x"
-                + (", assumed" if cc is None else "")
-                + "): 1 prefill-checkpoint block and 64-token alignment in align mode (vLLM 0.33)"
+                f"Gated DeltaNet with the FlashInfer prefill kernel ({where}): 1 prefill-checkpoint "
+                "block and 64-token alignment in align mode (vLLM 0.33)"
             ),
         )
     if all(isinstance(x, KimiDeltaState) and _flashkda(x, model_dtype, cc) for x in found):
@@ -94,16 +98,24 @@ def prefill_checkpoints(
             1,
             16,
             (
-                "KDA with the FlashKDA prefill kernel (SM 9/10/12, head_dim 128, bf16, bounded gate): "
+                "KDA with the FlashKDA prefill kernel (full-rank bounded gate, SM 9/10/12, head_dim 128, "
+                "bf16): "
                 "1 prefill-checkpoint block and 16-token alignment in align mode (vLLM 0.33)"
             ),
         )
     return 0, 1, None
 
 
+def _flashinfer_gdn(x: GatedDeltaNetState, cc: tuple[int, int] | None) -> bool:
+    """``_resolve_gdn_prefill_backend``: SM 9.0; SM 10.x / 12.x with 128-wide keys and CUDA >= 13."""
+    if cc is None or cc == (9, 0):
+        return True
+    return cc[0] in (10, 12) and x.head_k_dim == 128
+
+
 def _flashkda(x: KimiDeltaState, model_dtype, cc: tuple[int, int] | None) -> bool:
     """``is_flashkda_supported`` (the recurrent state is float32 or bf16 in every kvcalc layout)."""
     return (
         cc is not None and cc[0] in (9, 10, 12) and x.head_dim == 128 and model_dtype == BF16
-        and x.bounded_gate
+        and x.flashkda_gate
     )  # fmt: skip
