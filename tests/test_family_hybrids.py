@@ -115,6 +115,14 @@ def test_granite_hybrid_vllm():
     assert p.num_blocks == 20 * GIB // (4 * 1_040 * 4_096) == 1_260
 
 
+def test_granite_layers_block_type_is_layer_types():
+    raw = dict(CONFIGS["synthetic--granite-4.0-h-defaults"])
+    raw["layers_block_type"] = raw.pop("layer_types")  # transformers' attribute_map alias
+    a = parse_config(raw, name="alias")
+    b = shape("synthetic--granite-4.0-h-defaults")
+    assert a.layers == b.layers
+
+
 def test_falcon_h1_runs_attention_and_mamba_in_every_layer():
     m = shape("synthetic--falcon-h1-defaults")
     layer = m.layers[0]

@@ -121,7 +121,9 @@ def read_granite_hybrid(
     r: ConfigReader, num_layers: int, heads: int, hidden: int, dtype: CacheDtype,
     prov: dict[str, str],
 ) -> list[Layout]:  # fmt: skip
-    types = r.list("layer_types")
+    key = "layer_types" if r.has("layer_types") or not r.has("layers_block_type") else None
+    # transformers' attribute_map makes layers_block_type another name for layer_types
+    types = r.list(key or "layers_block_type")
     if types is None:
         types = ["mamba"] * num_layers  # transformers' default: every layer a Mamba2 mixer
     unknown = sorted({str(t)[:40] for t in types if t not in _GRANITE_KINDS})
@@ -134,7 +136,9 @@ def read_granite_hybrid(
     kinds = [_GRANITE_KINDS[t] for t in types]
     attention = _attention(r, heads, hidden, dtype) if "attention" in kinds else None
     mamba = _mamba2(r, hidden, dtype, prov) if "mamba" in kinds else None
-    prov["layer pattern"] = "layer_types: mamba → Mamba2, attention → full attention"
+    prov["layer pattern"] = (
+        f"{key or 'layers_block_type'}: mamba → Mamba2, attention → full attention"
+    )
     return [attention if k == "attention" else mamba for k in kinds]  # type: ignore[misc]
 
 
