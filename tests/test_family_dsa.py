@@ -8,7 +8,7 @@ emulated H100 with 20 GiB of KV memory per GPU.
 from __future__ import annotations
 
 import pytest
-from helpers import bundled_shape
+from helpers import bundled_shape, fixture_shape
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
@@ -20,6 +20,7 @@ H100 = {
     "gpu_name": "NVIDIA H100 80GB HBM3",
     "gpu_compute_capability": (9, 0),
 }
+B200 = {"gpu_memory_bytes": 180 * GIB, "gpu_name": "NVIDIA B200", "gpu_compute_capability": (10, 0)}
 VLLM = get_engine("vllm")
 
 
@@ -69,3 +70,33 @@ def test_fp8_is_served_as_fp8_ds_mla(glm5):
     assert p.kv_cache_dtype == "fp8_ds_mla"
     assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (64, 5459, 349_376)
     assert round(p.max_concurrency, 4) == 85.2969
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dtype", "blocks"),
+    [
+        # bf16: 64 · (1,152 + 132) · 61 = 5,012,736 B per block → 21,474,836,480 // it = 4,284
+        ({**H100}, "auto", 4284),
+        # fp8 on SM 9.x: fp8_ds_mla 64 · (656 + 132) · 61 = 3,076,352 B → 6,980 blocks
+        ({**H100}, "fp8", 6980),
+        # fp8 on SM 10.x: FLASHINFER_MLA_SPARSE keeps plain fp8: 64 · (576 + 132) · 61 = 2,764,032 B
+        # → 7,769 blocks; DeepSeek-V3.2's auto stays bf16 there (GLM-5's does not)
+        ({**B200}, "fp8", 7769),
+        ({**B200}, "auto", 4284),
+    ],
+)
+def test_deepseek_v32(gpu, dtype, blocks):
+    shape = fixture_shape("deepseek-ai--DeepSeek-V3.2")
+    p = VLLM.plan_kv_cache(
+        EngineRequest(model=shape, kv_cache_dtype=dtype, max_model_len=4096,
+                      available_kv_bytes=20 * GIB, **gpu)
+    )  # fmt: skip
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (64, blocks, blocks * 64)
+
+
+def test_glm5_auto_is_fp8_on_b200(glm5):
+    p = VLLM.plan_kv_cache(
+        EngineRequest(model=glm5, max_model_len=4096, available_kv_bytes=20 * GIB, **B200)
+    )
+    # GlmMoeDsaForCausalLM on SM 10.x: auto → fp8_e4m3: 64 · (576 + 132) · 78 = 3,534,336 B → 6,076
+    assert (p.kv_cache_dtype, p.num_blocks) == ("fp8", 6076)
