@@ -101,3 +101,23 @@ def test_hf_refuses_sparse_mla_and_mimo_v2():
                 EngineRequest(model=shape, max_model_len=4096, available_kv_bytes=GIB)
             )
         assert err.value.code == "unsupported-model"
+
+
+def test_gemma3n_vllm_figures():
+    """Checked against vLLM 0.33.0's own sizing code (Gemma3nForCausalLM, same text config, H100)."""
+    shape = parse_config(gemma3n_config(), name="gemma3n")
+    plan = get_engine("vllm").plan_kv_cache(
+        EngineRequest(
+            model=shape,
+            max_model_len=32768,
+            available_kv_bytes=20 * GIB,
+            gpu_memory_bytes=80 * GIB,
+            gpu_name="NVIDIA H100 80GB HBM3",
+            gpu_compute_capability=(9, 0),
+        )  # fmt: skip
+    )
+    # 20 own caches (16 sliding, 4 full), page 16 · 2 · 512 · 2 = 32,768 B: 5 groups of 4 layers,
+    # 131,072 B per block → 163,840 blocks; per request 4 · (cdiv(511 + 16,384, 16) + 1) + 2,048
+    # = 4 · 1,057 + 2,048 = 6,276 → 26.1058x, 855,434 tokens
+    assert len(plan.groups) == 5 and plan.num_blocks == 163_840
+    assert plan.kv_cache_tokens == 855_434
