@@ -60,7 +60,7 @@ class CliResult:
 @pytest.fixture(autouse=True)
 def _stable_terminal(monkeypatch):
     """Fixed width, no colour, no Hub tokens from the environment."""
-    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")
     monkeypatch.delenv("KVCALC_DEBUG", raising=False)

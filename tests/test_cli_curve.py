@@ -10,13 +10,13 @@ from golden import assert_golden
 SEVEN = ["qwen2.5-1.5b", "qwen2.5-7b", "llama-3.1-8b", "mistral-7b-v0.1", "qwen3-8b", "llama-3.1-70b",
          "llama-3.1-405b"]  # fmt: skip
 CURVE_ARGS = ["curve", "qwen3-1.7b", "--gpu", "L4", "--kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8",
-              "--engine", "vllm", "--engine", "sglang", "--lengths", "4k,8k,16k,32k"]  # fmt: skip
+              "--engine", "vllm", "--engine", "sglang", "--lengths", "4K,8K,16K,32K"]  # fmt: skip
 SEED_ARGS = ["throughput", "qwen3-1.7b", "--gpu-memory", "8GiB", "--bandwidth", "272GB/s", "--tflops", "30",
              "--max-model-len", "4096", "--prompt-len", "512", "--output-len", "128"]  # fmt: skip
 
 GOLDEN = {
     "curve_qwen3_1_7b_l4_dtypes_engines": (0, CURVE_ARGS),
-    "curve_llama31_70b_l4_doesnt_fit": (0, ["curve", "llama-3.1-70b", "--gpu", "L4", "--lengths", "8k,32k"]),
+    "curve_llama31_70b_l4_doesnt_fit": (0, ["curve", "llama-3.1-70b", "--gpu", "L4", "--lengths", "8K,32K"]),
     "compare_seven_32k_h100": (0, ["compare", *SEVEN, "--max-model-len", "32768", "--gpu", "H100"]),
     "compare_seven_32k_no_gpu": (0, ["compare", *SEVEN, "--max-model-len", "32768"]),
     "compare_attention_variants_llama31_8b": (0, ["compare", "--attention-variants", "llama-3.1-8b", "--gpu", "H100"]),

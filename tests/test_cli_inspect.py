@@ -88,7 +88,7 @@ def test_models_table(cli):
         (("inspect", "no-such-model-xyz"), "model-not-found"),
         (("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp7"), "unknown-dtype"),
         (("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp8_ds_mla"), "unsupported-dtype"),
-        (("inspect", "llama-3.1-8b", "--max-model-len", "0"), "usage"),
+        (("inspect", "llama-3.1-8b", "--max-model-len", "0"), "invalid-input"),
         (("inspect", "/nonexistent/config.json"), "path-not-found"),
         (("inspect",), "usage"),
         (("frobnicate",), "usage"),

@@ -36,8 +36,11 @@ def test_default_lengths_double_up_to_the_model_max():
 
 
 def test_parse_lengths():
-    assert parse_lengths("8k,4k, 32768,4K") == (4096, 8192, 32768)
-    assert parse_lengths("1m") == (1 << 20,)
+    # vLLM's spelling, as --max-model-len reads it: K = 1,024, k = 1,000
+    assert parse_lengths("8K,4K, 32768,4096") == (4096, 8192, 32768)
+    assert parse_lengths("4k,32k") == (4000, 32000)
+    assert parse_lengths("1M") == (1 << 20,)
+    assert parse_lengths("1m") == (1_000_000,)
     for bad in ("", "four", "0", "-1k"):
         with pytest.raises(InputError):
             parse_lengths(bad)

@@ -32,6 +32,9 @@ app = typer.Typer(
         + EXIT_CODES_HELP
     ),
     no_args_is_help=True,
+    # click's plain help: wrapped at the terminal's width (80 columns in a pipe), no option name
+    # or help text cut, readable by grep
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
@@ -93,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _run(args: list[str]) -> int:
     """Run one command; every exception ends here as an exit status and at most two lines."""
+    if not args:  # bare ``kvcalc``: the overview, not a usage error
+        args = ["--help"]
     try:
         _register_commands(args)
         code = app(args=args, prog_name="kvcalc", standalone_mode=False)

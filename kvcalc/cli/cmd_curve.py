@@ -11,6 +11,7 @@ from kvcalc.cli.options import (
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
+    TOKENS_HELP,
     GgufFileOpt,
     JsonOpt,
     MaxModelLenOpt,
@@ -18,6 +19,7 @@ from kvcalc.cli.options import (
     RevisionOpt,
     TokenOpt,
     opt,
+    tokens_opt,
 )
 
 WORKLOAD_PANEL = "Workload"
@@ -136,7 +138,7 @@ def curve(
         str | None,
         opt(
             "--lengths",
-            help="Context lengths, comma-separated, k = 1,024: 4k,8k,32k (default: doubling from 1k to the model's max).",
+            help="Context lengths, comma-separated, as vLLM spells them (K = 1,024, k = 1,000): 4K,8K,32K (default: doubling from 1K to the model's max).",
             panel=SERVING_PANEL,
         ),
     ] = None,
@@ -201,10 +203,9 @@ def compare(
     *,
     max_model_len: Annotated[
         int,
-        opt(
+        tokens_opt(
             "--max-model-len",
-            min=1,
-            help="Tokens per request for every model.",
+            help=f"Tokens per request for every model; {TOKENS_HELP}.",
             panel=SERVING_PANEL,
             show_default=True,
         ),
@@ -345,16 +346,17 @@ def throughput(
     ] = None,
     prompt_len: Annotated[
         int | None,
-        opt(
+        tokens_opt(
             "--prompt-len",
-            min=1,
             help="Prompt tokens per request (context = prompt + output/2; also the prefill estimate).",
             panel=WORKLOAD_PANEL,
         ),
     ] = None,
     output_len: Annotated[
         int | None,
-        opt("--output-len", min=0, help="Output tokens per request.", panel=WORKLOAD_PANEL),
+        tokens_opt(
+            "--output-len", minimum=0, help="Output tokens per request.", panel=WORKLOAD_PANEL
+        ),
     ] = None,
     efficiency: Annotated[
         float | None,

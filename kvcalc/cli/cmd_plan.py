@@ -19,6 +19,7 @@ from kvcalc.cli.options import (
     RevisionOpt,
     TokenOpt,
     opt,
+    tokens_opt,
 )
 
 WORKLOAD_PANEL = "Workload"
@@ -158,9 +159,8 @@ def plan(
     ] = None,
     max_num_batched_tokens: Annotated[
         int | None,
-        opt(
+        tokens_opt(
             "--max-num-batched-tokens",
-            min=1,
             help="Tokens per scheduler step (default: the engine's, by GPU).",
             panel=SERVING_PANEL,
         ),
@@ -178,21 +178,24 @@ def plan(
     ] = None,
     prompt_len: Annotated[
         int | None,
-        opt(
-            "--prompt-len", min=1, help="Expected prompt tokens per request.", panel=WORKLOAD_PANEL
+        tokens_opt(
+            "--prompt-len", help="Expected prompt tokens per request.", panel=WORKLOAD_PANEL
         ),
     ] = None,
     output_len: Annotated[
         int | None,
-        opt(
-            "--output-len", min=0, help="Expected output tokens per request.", panel=WORKLOAD_PANEL
+        tokens_opt(
+            "--output-len",
+            minimum=0,
+            help="Expected output tokens per request.",
+            panel=WORKLOAD_PANEL,
         ),
     ] = None,
     shared_prefix: Annotated[
         int,
-        opt(
+        tokens_opt(
             "--shared-prefix",
-            min=0,
+            minimum=0,
             help="Prompt tokens shared by all requests (prefix caching).",
             panel=WORKLOAD_PANEL,
         ),

@@ -73,14 +73,39 @@ KvCacheDtypeOpt = Annotated[
         rich_help_panel=SERVING_PANEL,
     ),
 ]
+TOKENS_HELP = "32k = 32,000, 32K = 32,768, as vLLM reads them"
+
+
+def token_count(name: str, minimum: int = 1):
+    """A typer ``parser`` reading a token count as vLLM spells it (``32k``, ``32K``, ``1M``)."""
+
+    def parse(value: str | int) -> int:
+        from kvcalc.units import parse_token_count
+
+        return parse_token_count(value, what=name, minimum=minimum)
+
+    return parse
+
+
+def tokens_opt(name: str, *, help: str, panel: str, minimum: int = 1, **kw):
+    """An option taking a token count in vLLM's spelling."""
+    return typer.Option(
+        name,
+        help=help,
+        rich_help_panel=panel,
+        parser=token_count(name, minimum),
+        metavar="TOKENS",
+        show_default=kw.pop("show_default", False),
+        **kw,
+    )
+
+
 MaxModelLenOpt = Annotated[
     int | None,
-    typer.Option(
+    tokens_opt(
         "--max-model-len",
-        min=1,
-        help="Tokens per request (default: the model's, as vLLM derives it).",
-        rich_help_panel=SERVING_PANEL,
-        show_default=False,
+        help=f"Tokens per request (default: the model's, as vLLM derives it); {TOKENS_HELP}.",
+        panel=SERVING_PANEL,
     ),
 ]
 JsonOpt = Annotated[

@@ -286,10 +286,10 @@ def _number(value: Any, key: Key) -> float:
 def _tokens(value: Any, key: Key) -> int:
     if isinstance(value, str):
         from kvcalc.errors import InputError
-        from kvcalc.planning.servecmd import parse_human_int
+        from kvcalc.units import parse_token_count
 
         try:
-            value = parse_human_int(value, what=key.name)
+            value = parse_token_count(value, what=key.name)
         except InputError:
             raise BadValue(
                 f"expected a token count like 32768, 32k or 32K, got {describe(value)}"

@@ -133,20 +133,19 @@ def default_lengths(max_len: int, *, start: int = 1024) -> tuple[int, ...]:
 
 
 def parse_lengths(text: str) -> tuple[int, ...]:
-    """``"4k,8k,32768,1m"`` → ``(4096, 8192, 32768, 1048576)`` (k = 1,024), sorted and unique."""
+    """``"4k,8K,32768,1M"`` → ``(4000, 8192, 32768, 1048576)``, sorted and unique: vLLM's spelling
+    (``k`` = 1,000, ``K`` = 1,024, as ``--max-model-len`` reads it)."""
     from kvcalc.errors import InputError
+    from kvcalc.units import TOKENS_HINT, parse_token_count
 
     out = set()
     for item in str(text).replace(" ", "").split(","):
         if not item:
             continue
-        low = item.lower()
-        mult = {"k": 1024, "m": 1024 * 1024}.get(low[-1], 1)
-        digits = low[:-1] if mult > 1 else low
         try:
-            value = int(float(digits) * mult)
-        except (ValueError, OverflowError):  # not a number, nan, inf
-            raise InputError(f"cannot read {item[:40]!r} as a length", hint="write e.g. 4k,8k,32768 (k = 1,024 tokens)",
+            value = parse_token_count(item, what="--lengths")
+        except InputError:
+            raise InputError(f"cannot read {item[:40]!r} as a length", hint=TOKENS_HINT,
                              code="invalid-input") from None  # fmt: skip
         if value < 1:
             raise InputError(f"lengths must be positive, got {item[:40]!r}", code="invalid-input")

@@ -34,41 +34,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.units import parse_token_count
 
 __all__ = ["FLAGS", "ServeCommand", "parse_human_int", "parse_serve_command"]
 
 CODE = "invalid-serve-command"
-_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _PLAIN_INT = re.compile(r"[+-]?\d+")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_human_int(text: str, *, what: str = "value") -> int:
-    """vLLM's ``human_readable_int``: ``25.6k`` → 25,600; ``1K`` → 1,024; ``4096`` → 4,096.
-
-    Lower-case suffixes are powers of 10 and may carry decimals; upper-case ones are powers of 2
-    and may not (``1.5K`` is refused, as vLLM refuses it).
+    """vLLM's ``human_readable_int`` (:func:`kvcalc.units.parse_token_count`), with this module's
+    error code.
 
     >>> parse_human_int("32k"), parse_human_int("32K"), parse_human_int("1M")
     (32000, 32768, 1048576)
     """
-    value = str(text).strip()
-    match = _HUMAN_INT.fullmatch(value)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _DECIMAL:
-            return int(float(number) * _DECIMAL[suffix])
-        if "." in number:
-            raise InputError(
-                f"{what}: decimals are not allowed with binary suffix {suffix!r} "
-                f"in {value!r}; did you mean {number}{suffix.lower()}?",
-                code=CODE,
-            )
-        return int(number) * _BINARY[suffix]
-    if _PLAIN_INT.fullmatch(value):
-        return int(value)
-    raise InputError(f"{what}: expected an integer like 4096, 32k or 32K, got {value!r}", code=CODE)
+    try:
+        return parse_token_count(text, what=what)
+    except InputError as exc:
+        raise InputError(exc.message, hint=exc.hint, code="invalid-serve-command") from None
 
 
 def _int(text: str, what: str) -> int:

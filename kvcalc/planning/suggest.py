@@ -62,14 +62,14 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
         length = longest
         r = _try(model, inputs, exact, max_model_len=length)
         if r:
-            out.append(_make(f"--max-model-len {length:,}: the longest request that fits "
+            out.append(_make(f"--max-model-len {length}: the longest request that fits "
                              f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
     if verdict == "below-target" and inputs.target_concurrency:
         length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
         if length:
             r = _try(model, inputs, exact, max_model_len=length)
             if r:
-                out.append(_make(f"--max-model-len {length:,} gives {r.max_concurrency:.2f}x → {r.verdict}",
+                out.append(_make(f"--max-model-len {length} gives {r.max_concurrency:.2f}x → {r.verdict}",
                                  {"max_model_len": length}, r))  # fmt: skip
     tp = inputs.tensor_parallel_size * 2
     r = _try(model, inputs, exact, tensor_parallel_size=tp, num_gpus=None)

@@ -6,7 +6,6 @@ formats return strings (the command prints them), so tests compare them whole.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from kvcalc.render import fmt
@@ -114,7 +113,6 @@ def _table_rows(report: Any) -> tuple[list[str], list[list[Any]]]:
 
 
 def render_table(report: Any) -> None:
-    import sys
 
     from rich import box
     from rich.table import Table
@@ -123,8 +121,7 @@ def render_table(report: Any) -> None:
     from kvcalc.render.console import stdout_console
     from kvcalc.render.plan_view import VERDICT_STYLE
 
-    wide = {} if sys.stdout.isatty() or os.environ.get("COLUMNS") else {"width": 160}
-    console = stdout_console(highlight=False, **wide)
+    console = stdout_console()
     names, rows = _table_rows(report)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("result")
@@ -135,7 +132,9 @@ def render_table(report: Any) -> None:
         verdict = Text(row[-1], style=VERDICT_STYLE.get(row[-1], ""))
         result = Text(PASS if r.passed else FAIL, style="bold green" if r.passed else "bold red")
         table.add_row(result, *row[:-1], verdict)
-    console.print(table)
+    from kvcalc.render.tables import print_whole
+
+    print_whole(table)
     for r in report.results:
         for f in r.failures:
             console.print(

@@ -39,7 +39,9 @@ def render(result) -> None:
             fmt.size(r.kv_bytes_per_request), fmt.size(r.weights_bytes) if r.weights_bytes is not None else "-",
             _fit_cell(r),
         )  # fmt: skip
-    console.print(table)
+    from kvcalc.render.tables import print_whole
+
+    print_whole(table, free=("attention",))
     if result.gpu is None and result.gpu_memory_bytes is None:
         console.print("[dim]No GPU given: layout bytes per tensor-parallel rank and estimated weights; "
                       "add --gpu to plan each model with the engine.[/]", highlight=False)  # fmt: skip

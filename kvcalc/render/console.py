@@ -70,10 +70,27 @@ class ScrubbedStream:
         return getattr(self._stream, name)
 
 
+#: width of the output when stdout is not a terminal (a pipe, a file, CI): wide enough that no
+#: table cell or line is cut or wrapped, so ``grep`` and ``cut`` see whole names and numbers
+PIPE_WIDTH = 400
+
+
+def stdout_is_terminal() -> bool:
+    return bool(getattr(sys.stdout, "isatty", lambda: False)())
+
+
 def stdout_console(**kwargs: Any):
-    """A rich console on (scrubbed) stdout. Created per call so tests capture it."""
+    """A rich console on (scrubbed) stdout. Created per call so tests capture it.
+
+    Data is never highlighted (rich would colour the digits inside ``gemma-2-9b-it`` or split
+    ``8,192``); when stdout is not a terminal, lines are as wide as they need to be.
+    """
     from rich.console import Console
 
+    kwargs.setdefault("highlight", False)
+    if not stdout_is_terminal():
+        kwargs.setdefault("width", PIPE_WIDTH)
+        kwargs.setdefault("soft_wrap", True)  # a line of text stays one line for grep
     return Console(file=ScrubbedStream(sys.stdout), **kwargs)
 
 

@@ -167,10 +167,10 @@ def write_plot(curve, path: str) -> None:
 
 
 def _tokens_label(value: float, _pos: object = None) -> str:
-    """Axis labels in tokens: ``1k``, ``32k``, ``1M`` (k = 1,024)."""
+    """Axis labels in tokens: ``1K``, ``32K``, ``1M`` (K = 1,024, vLLM's spelling)."""
     if value >= 1 << 20:
         return f"{value / (1 << 20):g}M"
-    return f"{value / 1024:g}k" if value >= 1024 else f"{value:g}"
+    return f"{value / 1024:g}K" if value >= 1024 else f"{value:g}"
 
 
 def render_throughput(report) -> None:

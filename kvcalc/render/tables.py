@@ -8,6 +8,33 @@ from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
 
 
+def print_whole(table: Any, *, free: tuple[str, ...] = ()) -> None:
+    """Identifier and number columns never wrap or shorten: only the ``free`` (prose) columns
+    give up width when the terminal is narrow, and are dropped when even that is not enough.
+    Past that, lines are longer than the terminal rather than a name cut. When stdout is not a
+    terminal the console is wide enough for every column anyway (see
+    :data:`kvcalc.render.console.PIPE_WIDTH`)."""
+    from rich.cells import cell_len
+
+    from kvcalc.render.console import stdout_console
+
+    needed = 1
+    for column in table.columns:
+        cells = [cell_len(str(getattr(c, "plain", c))) for c in column.cells]
+        header = cell_len(str(column.header))
+        if column.header not in free:
+            column.no_wrap = True
+            column.min_width = max([header, *cells])
+        needed += (column.min_width or header) + 3
+    width = stdout_console().width
+    if needed > width:
+        for column in [c for c in table.columns if c.header in free]:
+            table.columns.remove(column)
+            needed -= max(cell_len(str(column.header)), 1) + 3
+    # still too wide: lines longer than the terminal (it wraps them) rather than a cut name
+    stdout_console(**({"width": needed} if needed > width else {})).print(table)
+
+
 def models_table(rows: list[Any]) -> None:
     from rich.table import Table
 
@@ -29,7 +56,7 @@ def models_table(rows: list[Any]) -> None:
             fmt.size(row.state_bytes_per_sequence) if row.state_bytes_per_sequence else "-",
             fmt.int_(row.max_model_len),
         )
-    stdout_console().print(table)
+    print_whole(table, free=("attention",))
 
 
 def gpus_table(rows) -> None:
@@ -51,5 +78,5 @@ def gpus_table(rows) -> None:
             f"{g.bf16_dense_tflops:g}" if g.bf16_dense_tflops else "-",
             f"{g.fp8_dense_tflops:g}" if g.fp8_dense_tflops else "-",
         )
-    stdout_console().print(table)
+    print_whole(table, free=("aliases",))
     stdout_console().print("~ = approximate driver figure (see kvcalc/data/gpus.json for sources)")

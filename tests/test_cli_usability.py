@@ -1,0 +1,154 @@
+"""What a person types and reads (issue 15): whole names in pipes, vLLM's spellings, plain help."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from golden import assert_golden
+
+from kvcalc.errors import InputError
+from kvcalc.units import GIB, parse_size, parse_token_count
+
+
+# -- item 11: token counts as vLLM spells them ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("32768", 32_768), ("32k", 32_000), ("32K", 32_768), ("1M", 1 << 20), ("1m", 1_000_000),
+     ("25.6k", 25_600), (4096, 4096)],
+)  # fmt: skip
+def test_token_counts_in_vllm_spelling(text, tokens):
+    assert parse_token_count(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["1.5K", "32kb", "abc", "", "1e4", True])
+def test_token_counts_refused(text):
+    with pytest.raises(InputError):
+        parse_token_count(text)
+
+
+def test_token_count_minimum():
+    with pytest.raises(InputError, match="at least 1"):
+        parse_token_count("0", what="--max-model-len", minimum=1)
+
+
+@pytest.mark.parametrize("spelling", ["32K", "32768"])
+def test_plan_reads_32K_as_32768(cli, spelling):
+    result = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10GiB", "--max-model-len", spelling,
+                 "--no-throughput", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert result.json["max_model_len"] == 32_768
+    # 10 GiB / (128 KiB per token × 16 tokens per block) = 5,120 blocks; 81,920 tokens
+    assert result.json["kv_cache_tokens"] == 81_920
+
+
+@pytest.mark.parametrize("command", [("plan",), ("inspect",), ("compare",)])
+def test_every_token_option_takes_32k(cli, command):
+    result = cli(*command, "llama-3.1-8b", "--max-model-len", "32k", "--json",
+                 *(("--kv-cache-memory", "10GiB", "--no-throughput") if command == ("plan",) else ()))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "32000" in result.stdout.replace(",", "").replace("_", "")
+
+
+def test_prompt_and_output_len_take_suffixes(cli):
+    result = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10GiB", "--max-model-len", "32K",
+                 "--prompt-len", "2k", "--output-len", "1K", "--no-throughput", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert result.json["workload_tokens"] == 2_000 + 1_024
+
+
+def test_bad_token_count_is_an_error_with_a_hint(cli):
+    result = cli("plan", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "32kb")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error[invalid-input]: --max-model-len:")
+    assert "hint: " in result.stderr and "32K" in result.stderr
+
+
+def test_suggested_max_model_len_is_pasteable(cli):
+    result = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10", "--max-model-len", "131072",
+                 "--no-throughput")  # fmt: skip
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stdout.splitlines() if "--max-model-len" in x]
+    value = re.search(r"--max-model-len (\S+):", line).group(1)
+    # the suggestion runs as printed: 10 GiB / 128 KiB per token = 81,920 tokens, less a block
+    again = cli("plan", "llama-3.1-8b", "--kv-cache-memory", "10", "--max-model-len", value,
+                "--no-throughput", "--json")  # fmt: skip
+    assert again.exit_code == 0, again.stderr
+    assert again.json["max_model_len"] == int(value) == 81_904
+
+
+# -- item 12: sizes ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "num_bytes"),
+    [("80000000000", 80_000_000_000), ("80", 80 * GIB), ("79.2", round(79.2 * GIB)),
+     ("80G", 80 * GIB), ("80g", 80 * 10**9), ("80GB", 80 * 10**9), ("512M", 512 << 20),
+     ("1048576", 1 << 20), ("1048575", 1_048_575 * GIB)],
+)  # fmt: skip
+def test_sizes_as_the_readme_and_vllm_write_them(text, num_bytes):
+    assert parse_size(text, bare_unit="gib") == num_bytes
+
+
+def test_unknown_size_unit_hint_says_a_bare_number_is_gib():
+    with pytest.raises(InputError) as info:
+        parse_size("80 GX", bare_unit="gib")
+    assert "bare number" in info.value.hint and "GiB" in info.value.hint
+
+
+def test_gpu_memory_in_plain_bytes(cli):
+    result = cli("plan", "llama-3.1-8b", "--gpu-memory", "80000000000", "--no-throughput", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json["memory"]["total_bytes"] == 80_000_000_000
+
+
+# -- items 7, 9, 10: whole names, no highlighting, bare kvcalc ---------------------------------
+def test_models_piped_to_grep_finds_whole_names(cli):
+    result = cli("models")
+    assert result.exit_code == 0
+    lines = [x for x in result.stdout.splitlines() if "nemotron" in x.lower()]
+    assert lines and all("…" not in x for x in lines)
+    assert any("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" in x for x in lines)
+    assert "…" not in result.stdout
+
+
+def test_no_automatic_highlighting_of_data(cli, monkeypatch):
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    result = cli("models")
+    row = next(x for x in result.stdout.splitlines() if "gemma-2-9b-it" in x.lower())
+    # the alias cell carries no colour codes: rich's number highlighter would split "9" off
+    assert "gemma-2-9b-it " in row
+
+
+def test_bare_kvcalc_prints_the_help_and_no_error(cli):
+    result = cli()
+    assert result.stderr == ""
+    assert result.stdout.startswith("Usage: kvcalc")
+    assert result.exit_code == 0
+
+
+# -- item 8: help at 80 columns ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "command", ["plan", "check", "curve", "compare", "throughput", "inspect", "verify"]
+)
+def test_help_at_80_columns_cuts_nothing(cli, command):
+    result = cli(command, "-h")
+    assert result.exit_code == 0
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_plan_help_golden(cli):
+    assert_golden("help_plan", cli("plan", "-h"))
+
+
+# -- goldens at 80 columns, non-TTY --------------------------------------------------------------
+def test_plan_verdict_golden_qwen3_l40s_workload(cli):
+    result = cli("plan", "qwen3-32b", "--gpu", "L40S", "-tp", "2", "--max-model-len", "32K",
+                 "--kv-cache-dtype", "fp8", "--prompt-len", "2000", "--output-len", "500",
+                 "--batch", "32", "--no-throughput")  # fmt: skip
+    assert_golden("plan_qwen3_32b_l40s_workload", result)
+
+
+def test_models_golden(cli):
+    assert_golden("models", cli("models"))
