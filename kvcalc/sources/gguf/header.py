@@ -132,21 +132,28 @@ class _Cursor:
         if self.pos + count > MAX_HEADER_BYTES:
             raise invalid(self.where, f"header over {MAX_HEADER_BYTES >> 20} MiB")
 
-    def read(self, count: int, what: str) -> bytes:
+    def _ensure(self, count: int, what: str) -> int:
+        """Buffer the ``count`` bytes at ``pos`` (reading on, discarding what was skipped) and
+        return where they start in the buffer."""
         self.need(count, what)
         end = self.pos + count
         while end > self.buf_start + len(self.buf):
-            want = max(self.chunk, end - self.buf_start - len(self.buf))
-            want = min(want, self.size - self.buf_start - len(self.buf))  # never past the end
-            piece = self.source.read(want)
+            have = self.buf_start + len(self.buf)
+            piece = self.source.read(min(max(self.chunk, end - have), self.size - have))
             self.chunk = min(self.chunk * 2, MAX_CHUNK_BYTES)
             if not piece:
-                raise truncated(self.where, f"{what} at offset {self.pos:,}: file ends early")  # fmt: skip
-            keep = self.pos - self.buf_start  # drop what was consumed
-            self.buf = self.buf[keep:] + piece
-            self.buf_start = self.pos
-        start = self.pos - self.buf_start
-        self.pos = end
+                raise truncated(self.where, f"{what} at offset {self.pos:,}: file ends early")
+            if self.pos >= have:  # skipped past the buffer: keep the piece from pos on
+                drop = min(self.pos - have, len(piece))
+                self.buf, self.buf_start = piece[drop:], have + drop
+            else:
+                self.buf = self.buf[self.pos - self.buf_start :] + piece
+                self.buf_start = self.pos
+        return self.pos - self.buf_start
+
+    def read(self, count: int, what: str) -> bytes:
+        start = self._ensure(count, what)
+        self.pos += count
         return self.buf[start : start + count]
 
     def unpack(self, fmt: str, what: str) -> Any:
@@ -169,11 +176,19 @@ class _Cursor:
             ) from None
 
     def skip(self, count: int, what: str) -> None:
+        """Move past ``count`` bytes; they are read (and dropped) by the next read."""
         self.need(count, what)
-        while count:
-            step = min(count, MAX_CHUNK_BYTES)
-            self.read(step, what)
-            count -= step
+        self.pos += count
+
+    def skip_strings(self, count: int, what: str) -> None:
+        """Move past ``count`` strings (a tokenizer's vocabulary), each length checked."""
+        fmt = self.order + "Q"
+        for _ in range(count):
+            start = self._ensure(8, what)
+            (length,) = struct.unpack_from(fmt, self.buf, start)
+            self.pos += 8
+            self.need(length, what)
+            self.pos += length
 
 
 def _value_types() -> tuple[dict[int, str], dict[int, str]]:
@@ -225,8 +240,7 @@ def read_header(source: BinaryIO, *, size: int, where: str) -> GgufHeader:
             if item in formats:
                 c.skip(least * length, what)
             else:  # strings: each its own length
-                for _ in range(length):
-                    c.skip(c.unpack("Q", f"{what} item length"), what)
+                c.skip_strings(length, what)
             return Skipped(f"ARRAY[{names[item]}]", length)
         raise invalid(where, f"{what}: unknown value type {vtype}")
 
