@@ -326,7 +326,8 @@ def _weight_shape(model: ModelShape) -> WeightShape:
     if shape.problem or shape.hidden_size <= 0 or shape.vocab_size <= 0:
         raise InputError(f"{model.name}: cannot count the weights: "
                          f"{shape.problem or 'config.json lacks hidden_size or vocab_size'}",
-                         hint="the KV cache can still be sized; weights need the full config.json",
+                         hint="the KV cache can still be sized: pass --weights-memory or "
+                         "--kv-cache-memory, or plan from safetensors headers",
                          code="weights-unknown")  # fmt: skip
     return shape
 
