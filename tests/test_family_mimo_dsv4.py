@@ -16,7 +16,7 @@ from helpers import fixture_shape
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
-from kvcalc.errors import InputError
+from kvcalc.errors import ConfigError, InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.units import GIB
@@ -141,3 +141,13 @@ def test_vllm_refuses_step_3p7_flash():
         plan(parse_config(raw, name="step"), max_model_len=4096)
     assert err.value.code == "unsupported-model"
     assert "['Step3p7FlashForCausalLM'] are not supported for now" in err.value.message
+
+
+def test_mimo_needs_sliding_window_size():
+    # vLLM's MiMoV2FlashDecoderLayer reads config.sliding_window_size; sliding_window is not a
+    # stand-in (transformers sets it to sliding_window_size + 1)
+    raw = json.loads(MIMO.read_text())
+    del raw["sliding_window_size"]
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, name="mimo")
+    assert err.value.code == "config-missing-key"

@@ -41,14 +41,16 @@ def read_mimo_v2(
     swa_kv = r.int("swa_num_key_value_heads")
     swa_k = r.int("swa_head_dim")
     swa_v = r.int("swa_v_head_dim", default=swa_k)
-    window = r.int("sliding_window_size", "sliding_window")
+    # vLLM reads config.sliding_window_size (transformers' own sliding_window is that + 1)
+    window = r.int("sliding_window_size")
+    r.int("sliding_window", default=None)
     r.value("attention_chunk_size")  # read and ignored, as vLLM deletes it
     r.bool("add_swa_attention_sink_bias")
     r.bool("add_full_attention_sink_bias")
     prov["layer pattern"] = "hybrid_layer_pattern: 1 sliding window, 0 full attention"
     prov["sliding layers"] = (
-        f"swa_num_key_value_heads {swa_kv}, K {swa_k} / V {swa_v}, window {window} "
-        f"({r.path('sliding_window_size') if r.has('sliding_window_size') else r.path('sliding_window')})"
+        f"swa_num_key_value_heads {swa_kv}, K {swa_k} / V {swa_v}, "
+        f"{r.path('sliding_window_size')} = {window}"
     )
     prov["full layers"] = f"num_key_value_heads {kv}, K head_dim {k_dim} / V v_head_dim {v_dim}"
     if r.has("attention_chunk_size"):
