@@ -80,7 +80,7 @@ def test_tensor_parallel_heads():
 
 def test_refusals():
     with pytest.raises(InputError) as err:
-        plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="fp8")
+        plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="nvfp4")  # fp8: QuantizedCache's backend
     assert err.value.code == "unsupported-dtype"
     with pytest.raises(InputError) as err:
         plan(bundled_shape("llama-3.1-8b"), engine_version="3.0")

@@ -12,10 +12,19 @@ From ``src/transformers/cache_utils.py`` (layered ``DynamicLayer``/``StaticLayer
   (``v_head_dim``) for every attention head — 128·(192 + 128)·2 B = 81,920 B per token per layer;
   transformers >= 5 caches the compressed latent (512 + 64 values: 1,152 B; measured with 5.24).
 
+The cache dtype under ``auto`` is the dtype transformers loads the model in: the config's
+``torch_dtype``/``dtype`` as written (float32 included), and **float32 when the config names none**
+(``from_config`` and torch's default; ``from_pretrained(dtype="auto")`` then takes the checkpoint
+weights' dtype, which for GPT-2 and SantaCoder is float32 too). Measured with transformers 5.24 on
+the CPU: GPT-2 at 4,096 tokens, static cache, 301,989,888 B.
+
+``cache_implementation="quantized"`` (``QuantizedCache``: quanto, HQQ, fp8 backends) is modelled in
+:mod:`kvcalc.engines.hf_quantized`.
+
 The version modelled is ``engine_version`` (a transformers version such as ``"4.57.1"`` or ``"5"``),
 else the installed transformers (read with ``importlib.metadata``, without importing it).
 **Unconfirmed**: the release where the MLA latent cache arrived (5.0 assumed), which model forwards
-build ``DynamicCache`` without a config, recurrent-state dtypes, quantized caches (not modelled).
+build ``DynamicCache`` without a config, recurrent-state dtypes, transformers 4's quantized caches.
 """
 
 from __future__ import annotations
@@ -35,6 +44,13 @@ from kvcalc.engines.base import (
     unknown_version,
     version_tuple,
 )
+from kvcalc.engines.hf_quantized import (
+    GROUP_KEYS,
+    NAMED,
+    QuantizedSetup,
+    plan_quantized,
+    spec_from_options,
+)
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
@@ -42,7 +58,16 @@ from kvcalc.model.layouts import GatedDeltaNetState, Layout, MLALatent, Recurren
 from kvcalc.model.shape import ModelShape
 
 VERSIONS = ("5", "4")
-EXTRA_KEYS = ("batch_size", "cache_implementation", "dynamic_cache_with_config")
+EXTRA_KEYS = (
+    "batch_size", "cache_implementation", "dynamic_cache_with_config", "backend", "nbits",
+    "q_group_size", "residual_length", "axis_key", "axis_value", "residual_tokens",
+)  # fmt: skip
+#: the ``QuantizedCache`` options (``-E``), valid only with ``cache_implementation=quantized``
+QUANTIZED_KEYS = ("backend", *GROUP_KEYS, "residual_tokens")
+#: generic ``--kv-cache-dtype`` names → transformers' own format (its default backend is quanto;
+#: quanto has no 8-bit and no 1-/3-bit cache, HQQ does)
+GENERIC = {"int4": "quanto_int4", "int2": "quanto_int2", "int8": "hqq_int8", "int3": "hqq_int3",
+           "int1": "hqq_int1"}  # fmt: skip
 _DTYPES = {
     "fp32": FP32,
     "float32": FP32,
@@ -117,10 +142,22 @@ class HfEngine:
         _check_state_layouts(request.model)
         profile, version_note = _major(request.engine_version)
         notes = [version_note]
-        dtype = _dtype(request, profile, notes)
+        named = quantized_name(request.kv_cache_dtype, notes)
         cache = extra_choice(
-            request.extra, "cache_implementation", "dynamic", ("dynamic", "static")
+            request.extra,
+            "cache_implementation",
+            "quantized" if named else "dynamic",
+            ("dynamic", "static", "quantized"),
         )
+        if cache == "quantized" or named:
+            return _plan_quantized(request, profile, named, notes)
+        given = sorted(k for k in QUANTIZED_KEYS if k in request.extra)
+        if given:
+            raise InputError(
+                f"{', '.join(given)} configure transformers' QuantizedCache only",
+                hint="add -E cache_implementation=quantized", code="invalid-input",
+            )  # fmt: skip
+        dtype = _dtype(request, profile, notes)
         with_config = extra_bool(request.extra, "dynamic_cache_with_config", True)
         model = request.model.with_cache_dtype(dtype)
         layers = _layers(model, request.tensor_parallel_size, profile)
@@ -151,23 +188,84 @@ def _check_state_layouts(model: ModelShape) -> None:
             )
 
 
+#: every ``--kv-cache-dtype`` the hf engine takes
+KV_CACHE_DTYPES = ("auto", "fp32", "fp16", "bf16", *NAMED)
+
+
+def quantized_name(kv_cache_dtype: str, notes: list[str]) -> str | None:
+    """The ``QuantizedCache`` format a ``--kv-cache-dtype`` names (``int4`` → ``quanto_int4``)."""
+    name = kv_cache_dtype.strip().lower()
+    if name in GENERIC:
+        notes.append(f"{name}: transformers' QuantizedCache {GENERIC[name]} "
+                     f"(backend {NAMED[GENERIC[name]][0]}, nbits {NAMED[GENERIC[name]][1]})")  # fmt: skip
+        return GENERIC[name]
+    return name if name in NAMED else None
+
+
+def model_dtype(model: ModelShape, profile: str, notes: list[str]) -> CacheDtype:
+    """The dtype transformers loads ``model`` in (and so computes and caches in) by default."""
+    declared = (model.config_dtype or "").lower()
+    if not declared:
+        notes.append("no torch_dtype in the config: transformers builds the model in float32 (from_config; "
+                     "from_pretrained takes the weights' dtype: pass --kv-cache-dtype bf16 if they are bf16)")  # fmt: skip
+        return FP32
+    if declared in ("float32", "fp32", "float"):
+        return FP32  # transformers loads (and caches in) the config dtype
+    if profile == "4":
+        notes.append("transformers 4 loads float32 unless torch_dtype is passed; the config dtype "
+                     "(torch_dtype='auto') is assumed")  # fmt: skip
+    return model.dtype
+
+
 def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype:
     name = request.kv_cache_dtype.strip().lower()
     if name == "auto":
-        declared = (request.model.config_dtype or "").lower()
-        if declared in ("float32", "fp32", "float"):
-            return FP32  # transformers loads (and caches in) the config dtype
-        if profile == "4":
-            notes.append("transformers 4 loads float32 unless torch_dtype is passed; the config dtype "
-                         "(torch_dtype='auto') is assumed")  # fmt: skip
-        return request.model.dtype
+        return model_dtype(request.model, profile, notes)
     if name not in _DTYPES:
         raise InputError(
-            f"transformers caches what attention computes in; {request.kv_cache_dtype!r} is not modelled",
-            hint="use auto or the model dtype: fp32, fp16, bf16 (QuantizedCache is not modelled)",
+            f"transformers has no KV cache dtype {request.kv_cache_dtype!r}",
+            hint="choose one of: "
+            + ", ".join(KV_CACHE_DTYPES)
+            + " (int4/int8: QuantizedCache with nbits=4/8)",
             code="unsupported-dtype",
         )
     return _DTYPES[name]
+
+
+def quantized_setup(
+    request: EngineRequest, profile: str, named: str | None, notes: list[str]
+) -> QuantizedSetup:
+    """The ``QuantizedCache`` a request asks for (``-E cache_implementation=quantized`` or a name)."""
+    cache = request.extra.get("cache_implementation", "quantized")
+    if cache != "quantized":
+        raise InputError(
+            f"--kv-cache-dtype {request.kv_cache_dtype} is transformers' QuantizedCache, but "
+            f"-E cache_implementation={cache} was given",
+            hint="drop -E cache_implementation or set it to quantized",
+            code="conflicting-options",
+        )
+    if profile == "4":
+        raise InputError(
+            "QuantizedCache is modelled from transformers 5.24's cache_utils.py; transformers 4's is not",
+            hint="use --engine-version 5", code="unsupported-dtype",
+        )  # fmt: skip
+    name = request.kv_cache_dtype.strip().lower()
+    if named is None and name != "auto" and name not in _DTYPES:
+        _dtype(request, profile, notes)  # raises: not a transformers cache dtype
+    dtype = _DTYPES.get(name) or model_dtype(request.model, profile, notes)
+    spec, more = spec_from_options(request.extra, named)
+    notes += more
+    residual = extra_int(request.extra, "residual_tokens", None, minimum=0)
+    batch = extra_int(request.extra, "batch_size", 1)
+    assert batch is not None
+    return QuantizedSetup(spec=spec, dtype=dtype, residual_tokens=residual, batch_size=batch)
+
+
+def _plan_quantized(
+    request: EngineRequest, profile: str, named: str | None, notes: list[str]
+) -> KvCachePlan:
+    setup = quantized_setup(request, profile, named, notes)
+    return plan_quantized(request, profile, setup, notes)
 
 
 def _cache_note(cache: str) -> str:

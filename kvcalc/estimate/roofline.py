@@ -164,7 +164,13 @@ def step_cost(
         / whole
     )
     moe = model.weights.moe
-    cached = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype)).per_rank(tp)
+    try:
+        layout_dtype = parse_cache_dtype(kv_cache_dtype)
+    except InputError:  # an engine's own format (QuantizedCache, quant_policy): bytes come scaled
+        if kv_bytes_per_token is None:
+            raise
+        layout_dtype = None
+    cached = model.with_cache_dtype(layout_dtype).per_rank(tp)
     attn = [layer for layer in cached.layers if layer.bytes_per_token]
     per_token = sum(layer.bytes_per_token for layer in attn)
     scale = (

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
+from kvcalc.engines.hf_quantized import NAMED
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
@@ -112,6 +113,8 @@ def _tensor(
 def _hf(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
     b = opts.batch_size
     plan = get_engine("hf").plan_kv_cache(_request(model, opts, tokens, 0, batch_size=b))
+    if plan.kv_cache_dtype in NAMED:  # QuantizedCache
+        return _hf_quantized(model, opts, tokens, plan)
     layers = model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype)).layers
     held = {i: g.blocks_per_request for g in plan.groups for i in g.layer_indices}
     buffers: list[BufferSpec] = []
@@ -124,6 +127,33 @@ def _hf(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
             _add(predicted, name, row, new_layer=part in ("K", "latent", "conv"))
     return _finish(plan, "transformers cache: per layer K and V [batch, kv_heads, tokens, head_dim]",
                    tokens, buffers, predicted, [])  # fmt: skip
+
+
+def _hf_quantized(
+    model: ModelShape, opts: VerifyOptions, tokens: int, plan: KvCachePlan
+) -> AllocationPlan:
+    """transformers ``QuantizedCache``: per layer and side the packed codes, scales and zero points
+    (raw bytes here: ``--run`` measures the backends' real tensors) and the model-dtype residual."""
+    from kvcalc.engines.hf import quantized_name, quantized_setup
+    from kvcalc.engines.hf_quantized import layer_shapes, parts_at, residual_at
+
+    request = _request(model, opts, tokens, 0, batch_size=opts.batch_size)
+    setup = quantized_setup(
+        request, plan.engine_version, quantized_name(opts.kv_cache_dtype, []), []
+    )
+    shapes = layer_shapes(model, opts.tensor_parallel_size, opts.batch_size)
+    buffers: list[BufferSpec] = []
+    predicted: dict[str, list[int]] = {}
+    for i, parts in parts_at(setup, shapes, tokens, residual_at(setup, tokens)):
+        for part, nbytes in parts.items():
+            name = f"full {part}"
+            if nbytes:
+                buffers.append(
+                    _tensor(f"layer {i} {part.replace(' ', '')}", name, i, "uint8", (nbytes,))
+                )
+            _add(predicted, name, nbytes)
+    return _finish(plan, f"transformers QuantizedCache {plan.kv_cache_dtype}: per layer K and V codes, "
+                   "scales, zero points and the residual", tokens, buffers, predicted, [])  # fmt: skip
 
 
 def _hf_kind(layer: Layout) -> str:

@@ -26,6 +26,8 @@ from kvcalc.verify.spec import VerifyOptions
 _ATTENTION_PARTS = {"keys": "K", "values": "V"}
 _MLA_PARTS = {"keys": "latent", "values": "rope"}
 _STATE_PARTS = {"conv_states": "conv", "recurrent_states": "ssm"}
+#: a QuantizedCache layer's parts (a part the prediction has as 0 B has no buffer: named by this)
+_QUANTIZED_PARTS = ("data", "scale", "zero", "residual")
 
 
 def import_transformers() -> Any:
@@ -40,16 +42,16 @@ def import_transformers() -> Any:
     return transformers
 
 
-def build_model(raw: dict[str, Any], torch_dtype: str, device: Any) -> Any:
-    """The model of ``raw`` with random weights (seed 0), in ``torch_dtype``, on ``device``."""
+def build_model(raw: dict[str, Any], torch_dtype: str | None, device: Any) -> Any:
+    """The model of ``raw`` with random weights (seed 0) on ``device``, in ``torch_dtype`` (None:
+    the dtype transformers itself picks, the config's or float32)."""
     torch = torchenv.import_torch()
     transformers = import_transformers()
     torch.manual_seed(0)
+    kwargs = {} if torch_dtype is None else {"dtype": getattr(torch, torch_dtype)}
     try:
         config = transformers.AutoConfig.for_model(**raw)  # an unknown model_type raises here
-        model = transformers.AutoModelForCausalLM.from_config(
-            config, dtype=getattr(torch, torch_dtype)
-        )
+        model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
     except (ValueError, KeyError, TypeError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise KvcalcError(f"transformers cannot build {raw.get('model_type')!r} as a causal LM: {reason}",
@@ -59,13 +61,46 @@ def build_model(raw: dict[str, Any], torch_dtype: str, device: Any) -> Any:
 
 
 def _tensors(layer: Any) -> list[tuple[str, Any]]:
-    """(attribute, tensor) for every cache tensor a cache layer holds."""
+    """(attribute, tensor) for every cache tensor a cache layer holds; a ``QuantizedCache`` layer's
+    as ``Kdata``/``Kscale``/``Kzero`` (its backend's tensors) and ``Kresidual`` (and V)."""
     out = []
+    quantized = hasattr(layer, "_quantized_keys")
     for attr in ("keys", "values", "conv_states", "recurrent_states"):
         value = getattr(layer, attr, None)
         items = value.values() if isinstance(value, dict) else [value]
-        out += [(attr, t) for t in items if t is not None and hasattr(t, "untyped_storage")]
+        name = {"keys": "Kresidual", "values": "Vresidual"}.get(attr, attr) if quantized else attr
+        out += [(name, t) for t in items if t is not None and hasattr(t, "untyped_storage")]
+    for attr, side in (("_quantized_keys", "K"), ("_quantized_values", "V")):
+        out += [
+            (side + _quantized_part(path), t)
+            for path, t in _flatten(getattr(layer, attr, None), "")
+        ]
     return out
+
+
+def _flatten(value: Any, path: str) -> list[tuple[str, Any]]:
+    """Plain tensors inside a backend's quantized state: tensor subclasses (optimum-quanto's
+    ``WeightQBitsTensor``/``PackedTensor``) by ``__tensor_flatten__``, tuples, dicts (HQQ's meta)."""
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return []
+    if hasattr(value, "__tensor_flatten__") and hasattr(value, "untyped_storage"):
+        names, _ = value.__tensor_flatten__()
+        return [x for n in names for x in _flatten(getattr(value, n), f"{path}.{n}")]
+    if hasattr(value, "untyped_storage"):
+        return [(path, value)]
+    if isinstance(value, (tuple, list)):
+        return [x for i, v in enumerate(value) for x in _flatten(v, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _flatten(v, f"{path}[{k}]")]
+    return []
+
+
+def _quantized_part(path: str) -> str:
+    """``data``/``scale``/``zero`` from where a tensor sits (quanto ``_scale``/``_shift``, HQQ
+    ``meta["scale"]``/``["zero"]``, fp8's ``(values, scale)``)."""
+    if "scale" in path or path.endswith("[1]"):
+        return "scale"
+    return "zero" if "shift" in path or "zero" in path else "data"
 
 
 def measure_cache(
@@ -81,7 +116,12 @@ def measure_cache(
             part = {**_ATTENTION_PARTS, **_STATE_PARTS}.get(attr, attr)
             if (index, part) not in part_names and attr in _MLA_PARTS:
                 part = _MLA_PARTS[attr]
-            name = part_names.get((index, part), f"unpredicted {attr}")
+            fallback = (
+                f"full {part[0]} {part[1:]}"
+                if part[1:] in _QUANTIZED_PARTS
+                else f"unpredicted {attr}"
+            )
+            name = part_names.get((index, part), fallback)
             storage = tensor.untyped_storage()
             nbytes = 0 if storage.data_ptr() in seen else storage.nbytes()
             seen.add(storage.data_ptr())
@@ -112,9 +152,15 @@ def verify_run(
     small, changed = shrink_for_run(raw)
     shape = parse_config(small, name=name, source=f"{name} (reduced for --run)")
     prompt = prompt_tokens or _default_prompt(shape)
-    static = dict(opts.engine_options).get("cache_implementation") == "static"
+    options = dict(opts.engine_options)
+    static = options.get("cache_implementation") == "static"
     # the last token is never fed back; generate() sizes a StaticCache to the same max_length − 1
     cached = prompt + new_tokens - 1
+    quantized = _quantized(shape, opts)
+    if quantized is not None and quantized.spec.has_residual and "residual_tokens" not in options:
+        # the prefill is quantized whole; the residual then cycles 1 … residual_length − 1, 0
+        residual = (new_tokens - 1) % quantized.spec.residual_length
+        opts = replace(opts, engine_options=(*opts.engine_options, ("residual_tokens", residual)))
     plan = allocation_plan(shape, replace(opts, tokens=cached))
     torch = torchenv.import_torch()
     transformers = import_transformers()
@@ -125,16 +171,17 @@ def verify_run(
     parts = {
         (v.layer, b.name.rsplit(" ", 1)[1]): v.component for b in plan.buffers for v in b.views
     }
-    from kvcalc.model.dtypes import CACHE_DTYPES
-
-    model = build_model(
-        small, CACHE_DTYPES[plan.kv_cache_dtype].torch_name, dev
-    )  # caches what it computes in
+    # the model's dtype is transformers' own choice under auto (what it caches in is then measured)
+    given = opts.kv_cache_dtype.strip().lower()
+    auto = given == "auto" or quantized is not None and given not in ("fp32", "fp16", "bf16")
+    model = build_model(small, None if auto else _torch_name(given), dev)
     ids = out = cache = None
     try:
         vocab = int(getattr(model.config.get_text_config(), "vocab_size", 1024))
         ids = torch.randint(1, vocab, (opts.batch_size, prompt), device=dev)
-        kwargs = {"cache_implementation": "static"} if static else {}
+        kwargs: dict[str, Any] = {"cache_implementation": "static"} if static else {}
+        if quantized is not None:
+            kwargs = {"cache_implementation": "quantized", "cache_config": _cache_config(quantized)}
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                                  pad_token_id=0, return_dict_in_generate=True, use_cache=True, **kwargs)  # fmt: skip
@@ -168,6 +215,39 @@ def verify_run(
         passed=passed, judged_on="cache tensors' storage bytes (shared storage counted once)",
         components=components, run=info, notes=(*plan.notes, *notes),
     )  # fmt: skip
+
+
+def _quantized(shape: Any, opts: VerifyOptions) -> Any:
+    """The ``QuantizedSetup`` of a quantized-cache check, else None."""
+    from kvcalc.engines.base import EngineRequest
+    from kvcalc.engines.hf import _major, quantized_name, quantized_setup
+
+    named = quantized_name(opts.kv_cache_dtype, [])
+    options = dict(opts.engine_options)
+    if named is None and options.get("cache_implementation") != "quantized":
+        return None
+    request = EngineRequest(model=shape, kv_cache_dtype=opts.kv_cache_dtype, max_model_len=1,
+                            available_kv_bytes=0, extra=options)  # fmt: skip
+    profile, _ = _major(opts.engine_version)
+    return quantized_setup(request, profile, named, [])
+
+
+def _torch_name(kv_cache_dtype: str) -> str:
+    from kvcalc.model.dtypes import parse_cache_dtype
+
+    dtype = parse_cache_dtype(kv_cache_dtype)
+    assert dtype is not None
+    return dtype.torch_name
+
+
+def _cache_config(setup: Any) -> dict[str, Any]:
+    """``generate(cache_config=…)`` for the setup: the backend and every group-wise option."""
+    spec = setup.spec
+    if not spec.has_residual:
+        return {"backend": spec.backend}
+    return {"backend": spec.backend, "nbits": spec.nbits, "q_group_size": spec.q_group_size,
+            "residual_length": spec.residual_length, "axis_key": spec.axis_key,
+            "axis_value": spec.axis_value}  # fmt: skip
 
 
 def _default_prompt(shape) -> int:
