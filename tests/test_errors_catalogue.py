@@ -233,6 +233,13 @@ def _torch_missing(c: Ctx):
     return c.cli("verify", "llama-3.2-1b-instruct", "--device", "cpu")
 
 
+def _backend_missing(c: Ctx):
+    pytest.importorskip("torch")
+    c.without_module("optimum.quanto")
+    return c.cli("verify", "llama-3.2-1b-instruct", "--engine", "hf", "--run", "--layers", "1",
+                 "--kv-cache-dtype", "int4", "--device", "cpu")  # fmt: skip
+
+
 def _transformers_missing(c: Ctx):
     pytest.importorskip("torch")
     c.without_module("transformers")
@@ -350,6 +357,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     # verify
     "torch-missing": _torch_missing,
     "transformers-missing": _transformers_missing,
+    "backend-missing": _backend_missing,
     "needs-cuda": lambda c: (pytest.importorskip("torch"), c.cli("verify", "llama-3.2-1b-instruct", "--fill", "--device", "cpu"))[1],
     "too-large": lambda c: (pytest.importorskip("torch"), c.cli("verify", "llama-3.2-1b-instruct", "--device", "cpu", "--num-blocks", str(10**12)))[1],
     "unsupported-engine": lambda c: c.cli("verify", "llama-3.2-1b-instruct", "--engine", "trtllm", "--device", "cpu"),

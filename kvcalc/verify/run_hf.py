@@ -42,6 +42,28 @@ def import_transformers() -> Any:
     return transformers
 
 
+#: the package each QuantizedCache backend needs (fp8 needs none)
+_BACKEND_MODULES = {
+    "quanto": ("optimum.quanto", "optimum-quanto"),
+    "hqq": ("hqq.core.quantize", "hqq"),
+}
+
+
+def import_backend(backend: str) -> None:
+    """Import the QuantizedCache backend's package, or say which one to install."""
+    if backend not in _BACKEND_MODULES:
+        return
+    module, package = _BACKEND_MODULES[backend]
+    try:
+        __import__(module)
+    except ImportError:
+        raise KvcalcError(
+            f"--run with transformers' {backend} QuantizedCache needs {package}, which is not installed",
+            hint=f"pip install {package} (or the kvcalc[quantized] extra)",
+            code="backend-missing",
+        ) from None
+
+
 def build_model(raw: dict[str, Any], torch_dtype: str | None, device: Any) -> Any:
     """The model of ``raw`` with random weights (seed 0) on ``device``, in ``torch_dtype`` (None:
     the dtype transformers itself picks, the config's or float32)."""
@@ -164,6 +186,8 @@ def verify_run(
     plan = allocation_plan(shape, replace(opts, tokens=cached))
     torch = torchenv.import_torch()
     transformers = import_transformers()
+    if quantized is not None:
+        import_backend(quantized.spec.backend)
     dev = torchenv.resolve_device(device)
     from kvcalc.verify.alloc import check_room
 
