@@ -60,3 +60,20 @@ def test_refusals():
     with pytest.raises(InputError) as err:
         plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="q4_0")
     assert err.value.code == "unsupported-dtype"
+
+
+def test_nvfp4_and_int8():
+    model = bundled_shape("llama-3.1-8b")
+    blackwell = plan(model, kv_cache_dtype="nvfp4", gpu_compute_capability=(10, 0))
+    # per head and side 128/2 B of fp4 + 128/16 fp8 block scales = 72 B; 32 · 8 · 2 · 72 = 36,864
+    assert blackwell.kv_bytes_per_token == 36_864 and blackwell.kv_cache_dtype == "nvfp4"
+    assert blackwell.num_blocks == 10 * GIB // (32 * 36_864)  # 9,102
+    with pytest.raises(InputError) as err:  # NVFP4 KV is Blackwell-only
+        plan(model, kv_cache_dtype="nvfp4", gpu_compute_capability=(9, 0))
+    assert err.value.code == "unsupported-dtype"
+    int8 = plan(model, kv_cache_dtype="int8")  # TensorRT-engine INT8 KV: per-tensor scales only
+    assert int8.kv_cache_dtype == "int8_per_tensor" and int8.kv_bytes_per_token == 65_536
+    assert any("TensorRT-engine backend only" in n for n in int8.notes)
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("deepseek-v3"), kv_cache_dtype="nvfp4")
+    assert err.value.code == "unsupported-dtype"

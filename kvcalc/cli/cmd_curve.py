@@ -121,7 +121,7 @@ def curve(
         list[str] | None,
         opt(
             "--engine",
-            help="Engine, repeatable: vllm, sglang, llamacpp, hf, trtllm (default vllm).",
+            help="Engine, repeatable: vllm, sglang, llamacpp, hf, trtllm, lmdeploy (default vllm).",
             panel=SERVING_PANEL,
         ),
     ] = None,
@@ -217,7 +217,7 @@ def compare(
         str,
         opt(
             "--engine",
-            help="vllm, sglang, llamacpp, hf or trtllm.",
+            help="vllm, sglang, llamacpp, hf, trtllm or lmdeploy.",
             panel=SERVING_PANEL,
             show_default=True,
         ),
@@ -315,7 +315,7 @@ def throughput(
         str,
         opt(
             "--engine",
-            help="vllm, sglang, llamacpp, hf or trtllm.",
+            help="vllm, sglang, llamacpp, hf, trtllm or lmdeploy.",
             panel=SERVING_PANEL,
             show_default=True,
         ),

@@ -86,7 +86,7 @@ def plan(
         str,
         opt(
             "--engine",
-            help="vllm, sglang, llamacpp, hf (transformers) or trtllm.",
+            help="vllm, sglang, llamacpp, hf (transformers), trtllm or lmdeploy (TurboMind).",
             panel=SERVING_PANEL,
             show_default=True,
         ),

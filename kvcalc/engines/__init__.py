@@ -2,7 +2,7 @@
 
 This layer owns everything an engine does differently: how it picks its cache dtype and block
 size, how it groups layers, how much memory it hands the cache and how many blocks or tokens that
-makes. One module per engine (``sglang``, ``llamacpp``, ``hf``, ``trtllm``) and the
+makes. One module per engine (``sglang``, ``llamacpp``, ``hf``, ``trtllm``, ``lmdeploy``) and the
 :mod:`~kvcalc.engines.vllm` subpackage, each a pure model of the engine's own code on a
 :class:`~kvcalc.model.shape.ModelShape` and an :class:`~kvcalc.engines.base.EngineRequest`.
 
@@ -18,13 +18,14 @@ from kvcalc.errors import InputError
 __all__ = ["ENGINE_NAMES", "Engine", "EngineRequest", "KvCacheGroup", "KvCachePlan", "get_engine"]
 
 #: every engine kvcalc models; the first is the default
-ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "hf", "trtllm")
+ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "hf", "trtllm", "lmdeploy")
 
 
 def get_engine(name: str) -> Engine:
     """The engine called ``name`` (case-insensitive; ``llama.cpp`` and ``transformers`` accepted)."""
     key = str(name).strip().lower().replace(".", "").replace("-", "")
-    key = {"transformers": "hf", "tensorrtllm": "trtllm", "llamacpp": "llamacpp"}.get(key, key)
+    key = {"transformers": "hf", "tensorrtllm": "trtllm", "llamacpp": "llamacpp",
+           "turbomind": "lmdeploy"}.get(key, key)  # fmt: skip
     if key == "vllm":
         from kvcalc.engines.vllm.engine import VllmEngine
 
@@ -45,6 +46,10 @@ def get_engine(name: str) -> Engine:
         from kvcalc.engines.trtllm import TrtllmEngine
 
         return TrtllmEngine()
+    if key == "lmdeploy":
+        from kvcalc.engines.lmdeploy import LmdeployEngine
+
+        return LmdeployEngine()
     raise InputError(
         f"unknown engine {name!r}",
         hint="choose one of: " + ", ".join(ENGINE_NAMES),

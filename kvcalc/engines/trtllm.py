@@ -10,6 +10,20 @@ fraction is applied, how pools split by attention window (sliding layers are boo
 token here), the MLA cache layout (one latent of ``kv_lora_rank + rope`` assumed), the PP layer
 split (``tensor_split`` order assumed), and the log text (none is produced).
 
+Cache dtypes (``KvCacheConfig.dtype``; the PyTorch backend takes ``auto``, ``fp8`` and ``nvfp4``,
+``_VALID_KV_CACHE_DTYPES`` in ``_torch/pyexecutor``; ``KVCacheManager.get_cache_bytes_per_token``
+sizes FP8, HALF, BF16, FLOAT and NVFP4):
+
+- ``fp8``: 1 byte a value; its scales are per-tensor scalars, no per-token bytes;
+- ``nvfp4`` (Blackwell; the docs ask for a ModelOpt checkpoint with NVFP4 KV scales): two values a
+  byte plus a block-scale pool of one fp8 scale per 16 values — ``head/2 + head/16`` bytes per head
+  and side (``createBlockScalePools(16)`` in ``kvCacheManager.cpp``, ``calculate_scaling_factor_size_bytes``
+  with ``quant_vector_size=16``); head dims must be multiples of 16;
+- ``int8`` (``int8_per_tensor``): INT8 KV exists on the TensorRT-engine backend only (``QuantMode``
+  ``INT8_KV_CACHE``, one float32 scale per layer); 1 byte a value. The PyTorch backend refuses it;
+  it is sized here with the same pool rule (**unconfirmed** for that backend, whose engine build
+  defaults ``tokens_per_block`` to 64). MLA with nvfp4/int8 is refused (layout unconfirmed).
+
 Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 tokens per block =
 4 MiB per block → 2,560 blocks = 81,920 tokens; a 8,192-token request needs 256 blocks → 10.00x.
 """
@@ -28,7 +42,7 @@ from kvcalc.engines.base import (
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.errors import InputError
-from kvcalc.model.dtypes import BF16, FP8, FP16, CacheDtype
+from kvcalc.model.dtypes import BF16, FP8, FP16, INT8_PER_TENSOR, NVFP4, CacheDtype
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
@@ -38,11 +52,16 @@ DEFAULT_FRACTION = 0.9
 _DTYPES = {
     "fp8": FP8,
     "fp8_e4m3": FP8,
+    "nvfp4": NVFP4,
+    "int8": INT8_PER_TENSOR,
+    "int8_per_tensor": INT8_PER_TENSOR,
     "fp16": FP16,
     "float16": FP16,
     "bf16": BF16,
     "bfloat16": BF16,
 }
+#: what ``--kv-cache-dtype`` takes for TensorRT-LLM (``fp16``/``bf16`` also name the model dtype)
+KV_CACHE_DTYPES = ("auto", "fp8", "nvfp4", "int8")
 
 
 class TrtllmEngine:
@@ -119,11 +138,27 @@ def _dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
         return request.model.dtype
     if name not in _DTYPES:
         raise InputError(
-            f"TensorRT-LLM KV cache dtype {request.kv_cache_dtype!r} is not modelled",
-            hint="choose one of: auto, " + ", ".join(_DTYPES),
+            f"TensorRT-LLM has no KV cache dtype {request.kv_cache_dtype!r}",
+            hint="choose one of: " + ", ".join(KV_CACHE_DTYPES),
             code="unsupported-dtype",
         )
-    return _DTYPES[name]
+    dtype = _DTYPES[name]
+    if dtype in (NVFP4, INT8_PER_TENSOR) and request.model.is_mla:
+        raise InputError(f"TensorRT-LLM's {dtype.name} cache is not modelled for MLA models",
+                         hint="use auto or fp8", code="unsupported-dtype")  # fmt: skip
+    if dtype is NVFP4:
+        cc = request.gpu_compute_capability
+        if cc is not None and cc[0] < 10:
+            raise InputError(
+                f"TensorRT-LLM's NVFP4 KV cache needs a Blackwell GPU (SM 10.x/12.x), got SM {cc[0]}.{cc[1]}",
+                hint="use fp8 on this GPU", code="unsupported-dtype",
+            )  # fmt: skip
+        notes.append("NVFP4 KV: fp4 values + an fp8 block scale per 16 (a separate pool); needs Blackwell "
+                     "and a ModelOpt checkpoint with NVFP4 KV scales" + ("" if cc else " (no GPU given)"))  # fmt: skip
+    if dtype is INT8_PER_TENSOR:
+        notes.append("INT8 KV: TensorRT-engine backend only (the PyTorch backend refuses it); one float32 "
+                     "scale per layer, sized with the same pool rule (unconfirmed for that backend)")  # fmt: skip
+    return dtype
 
 
 def _stages(num_layers: int, pp: int) -> list[range]:

@@ -109,6 +109,17 @@ NVFP4 = CacheDtype(
     description="fp4 e2m1 + one fp8 scale per 16 values",
 )
 
+#: TensorRT-LLM's INT8 KV (TensorRT-engine backend): 1 byte a value, one float32 scale per layer
+#: (``kv_orig_quant_scale``, shape (1,)), so no per-token bytes. Engine-specific: not in
+#: :data:`CACHE_DTYPES`; the ``trtllm`` engine hands it out for ``int8``.
+INT8_PER_TENSOR = CacheDtype(
+    name="int8_per_tensor",
+    block_bytes=1,
+    is_quantized=True,
+    torch_name="int8",
+    description="int8, per-tensor scales (TensorRT-LLM INT8 KV)",
+)
+
 FP8_DS_MLA = CacheDtype(
     name="fp8_ds_mla",
     block_bytes=1,

@@ -37,7 +37,7 @@ from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import cdiv
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
-_POOLED_ENGINES = ("vllm", "sglang", "trtllm")
+_POOLED_ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")
 #: fewer series than this make no sense; more than this make an unreadable chart
 MAX_SERIES = 16
 

@@ -10,7 +10,8 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
 
 #: cache dtypes tried, per engine, as "the compact option"
-_COMPACT_KV = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llamacpp": "q8_0", "hf": None}
+_COMPACT_KV = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llamacpp": "q8_0", "hf": None,
+               "lmdeploy": "int8"}  # fmt: skip
 
 
 def _try(model: ModelShape, inputs: PlanInputs, exact: Any, **change: Any):
