@@ -166,3 +166,20 @@ def test_inspect_weights_estimated_for_bundled(cli):
         16_060_522_496,
         "config estimate",
     )
+
+
+def test_inspect_lists_each_engines_low_bit_formats(cli):
+    """Every engine's 4-/8-bit formats with that engine's own bytes (one sequence at 8,192 tokens)."""
+    r = cli("inspect", "llama-3.1-8b", "--max-model-len", "8192", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    rows = {(x["engine"], x["kv_cache_dtype"]): x for x in r.json["low_bit_by_engine"]}
+    # vLLM: 32 · 8 · 2 · (128 + 4) = 67,584 B a token; 8,192 tokens in 512 blocks of 16
+    assert rows["vllm", "int8_per_token_head"]["kv_bytes_per_token"] == 67_584
+    assert rows["vllm", "int8_per_token_head"]["kv_bytes_per_sequence"] == 67_584 * 8192
+    # LMDeploy int4: 32 · 8 · 2 · (64 + 4) = 34,816; transformers int4 codes + scales: 36,864
+    assert rows["lmdeploy", "turbomind_int4"]["kv_bytes_per_token"] == 34_816
+    assert rows["hf", "quanto_int4"]["kv_bytes_per_token"] == 36_864
+    assert {x["bits"] for x in rows.values()} == {4, 8}
+    assert all(not x["refused"] for x in rows.values())
+    bad = cli("inspect", "llama-3.1-8b", "--kv-cache-dtype", "int4")
+    assert bad.exit_code == 2 and "error[ambiguous-dtype]" in bad.stderr

@@ -52,7 +52,7 @@ def test_every_problem_is_reported_at_once_with_its_line():
         "27:21: kv_cache_dtype: unknown kv_cache_dtype 'fp9'; did you mean 'fp8'?",
         (
             "28:13: engine: unknown engine 'vllmm'; did you mean 'vllm'? (choose from: vllm, sglang, "
-            "llamacpp, hf, trtllm, llama.cpp, transformers, tensorrt-llm)"
+            "llamacpp, hf, trtllm, lmdeploy, llama.cpp, transformers, tensorrt-llm, turbomind)"
         ),
         (
             "29:12: dtype: unknown dtype 'float8'; did you mean 'float'? (choose from: auto, bfloat16, "

@@ -17,8 +17,8 @@ from kvcalc.model import dtypes as D
         ("fp8", 128, 128),
         ("fp8_e5m2", 128, 128),
         ("fp8_per_token_head", 128, 132),  # 128 B + one fp32 scale
-        ("int8", 128, 132),  # vLLM int8_per_token_head: same as above
-        ("int4", 128, 68),  # 64 B packed + fp32 scale (layout unconfirmed)
+        ("int8_per_token_head", 128, 132),  # vLLM int8_per_token_head: same as above
+        ("int4_per_token_head", 128, 68),  # 64 B packed + fp32 scale (vLLM's Triton backend)
         ("nvfp4", 128, 72),  # 128/2 + 128/16
         ("q8_0", 128, 136),  # 4 blocks × 34
         ("q4_0", 128, 72),  # 4 × 18
@@ -34,7 +34,7 @@ def test_row_bytes(name, values, expected):
 
 @pytest.mark.parametrize(
     "alias, canonical",
-    [("float16", "fp16"), ("bfloat16", "bf16"), ("fp8_e4m3", "fp8"), ("int8_per_token_head", "int8"),
+    [("float16", "fp16"), ("bfloat16", "bf16"), ("fp8_e4m3", "fp8"),
      ("F16", "fp16"), ("Q8_0", "q8_0"), ("float32", "fp32")],
 )  # fmt: skip
 def test_aliases(alias, canonical):
@@ -56,3 +56,23 @@ def test_block_formats_need_whole_blocks():
     with pytest.raises(InputError) as info:
         D.Q8_0.row_bytes(80)  # 80 is not a multiple of 32
     assert info.value.code == "unsupported-dtype"
+
+
+def test_generic_int_names_need_an_engine():
+    """int4/int8 are each engine's own format; alone they are refused, naming the engines' formats."""
+    with pytest.raises(InputError) as err:
+        D.parse_cache_dtype("int8")
+    assert err.value.code == "ambiguous-dtype"
+    from kvcalc.engines.formats import resolve_generic
+
+    assert resolve_generic("vllm", "int4") == "int4_per_token_head"
+    assert resolve_generic("llamacpp", "int8") == "q8_0"
+    assert resolve_generic("hf", "int4") == "quanto_int4"  # transformers' default backend
+    assert resolve_generic("lmdeploy", "int8") == "turbomind_int8"
+    assert resolve_generic("trtllm", "int8") == "int8_per_tensor"
+    with pytest.raises(InputError) as err:
+        resolve_generic("llamacpp", "int4")  # q4_0, q4_1, iq4_nl
+    assert err.value.code == "ambiguous-dtype" and "iq4_nl" in err.value.hint
+    with pytest.raises(InputError) as err:
+        resolve_generic("sglang", "int4")
+    assert err.value.code == "unsupported-dtype"

@@ -358,6 +358,8 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "torch-missing": _torch_missing,
     "transformers-missing": _transformers_missing,
     "backend-missing": _backend_missing,
+    "ambiguous-dtype": lambda c: c.cli("plan", "llama-3.2-1b-instruct", "--engine", "llamacpp", "--gpu", "L4",
+                                       "--kv-cache-dtype", "int4"),
     "needs-cuda": lambda c: (pytest.importorskip("torch"), c.cli("verify", "llama-3.2-1b-instruct", "--fill", "--device", "cpu"))[1],
     "too-large": lambda c: (pytest.importorskip("torch"), c.cli("verify", "llama-3.2-1b-instruct", "--device", "cpu", "--num-blocks", str(10**12)))[1],
     "unsupported-engine": lambda c: c.cli("verify", "llama-3.2-1b-instruct", "--engine", "trtllm", "--device", "cpu"),

@@ -63,7 +63,9 @@ def test_llama31_8b():
     # fp8 halves it: 32 · 2 · 8 · 128 · 1 = 65,536
     assert shape.with_cache_dtype(FP8).bytes_per_token == 65_536
     # int8 with per-token-head fp32 scales: 32 · 8 · 2 · (128 + 4) = 67,584
-    assert shape.with_cache_dtype(parse_cache_dtype("int8")).bytes_per_token == 67_584
+    assert (
+        shape.with_cache_dtype(parse_cache_dtype("int8_per_token_head")).bytes_per_token == 67_584
+    )
     # nvfp4: 32 · 8 · 2 · (64 + 8) = 36,864
     assert shape.with_cache_dtype(parse_cache_dtype("nvfp4")).bytes_per_token == 36_864
     # llama.cpp q8_0: 32 · 8 · 2 · (4 blocks · 34 B) = 69,632; q4_0: 32 · 8 · 2 · 4 · 18 = 36,864

@@ -68,8 +68,11 @@ KvCacheDtypeOpt = Annotated[
     str,
     typer.Option(
         "--kv-cache-dtype",
-        help="Cache dtype: auto (the model's), fp32, fp16, bf16, fp8, fp8_e5m2, fp8_per_token_head, "
-        "int8, int4, nvfp4, fp8_ds_mla (MLA), q8_0, q4_0, q4_1, q5_0, q5_1.",
+        help="Cache dtype, as the engine names it: auto (the model's); vLLM fp8, fp8_e5m2, "
+        "fp8_per_token_head, int8_per_token_head, int4_per_token_head, nvfp4, fp8_ds_mla (MLA); SGLang "
+        "fp8_e4m3, fp8_e5m2; llama.cpp f16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; transformers fp32, "
+        "bf16, quanto_int4, quanto_int2, hqq_int1..8, fp8; TensorRT-LLM fp8, nvfp4, int8; LMDeploy "
+        "int8, int4. int4/int8 alone: the engine's own 4-/8-bit format where it has one.",
         rich_help_panel=SERVING_PANEL,
     ),
 ]

@@ -378,18 +378,15 @@ def _bool(value: Any, key: Key) -> bool:
 
 
 def _cache_dtype(value: Any, key: Key) -> str:
-    from kvcalc.errors import InputError
-    from kvcalc.model.dtypes import ALIASES, CACHE_DTYPES, parse_cache_dtype
+    from kvcalc.engines.formats import known_names
 
     text = _text(value, key)
-    try:
-        parse_cache_dtype(text)
-    except InputError:
-        close = suggest(text.lower(), ("auto", *CACHE_DTYPES, *ALIASES))
+    names = known_names()  # the engine, once known, refuses what it does not take
+    if text.strip().lower() not in names:
+        close = suggest(text.lower(), names)
         raise BadValue(
-            f"unknown kv_cache_dtype {text!r}"
-            + (close or f" (choose from: auto, {', '.join(CACHE_DTYPES)})")
-        ) from None
+            f"unknown kv_cache_dtype {text!r}" + (close or f" (choose from: {', '.join(names)})")
+        )
     return text
 
 

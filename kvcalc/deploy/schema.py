@@ -38,9 +38,9 @@ def _size(key: Key) -> dict[str, Any]:
 
 
 def _cache_dtypes() -> list[str]:
-    from kvcalc.model.dtypes import ALIASES, CACHE_DTYPES
+    from kvcalc.engines.formats import known_names
 
-    return ["auto", *CACHE_DTYPES, *ALIASES]
+    return list(known_names())
 
 
 def _fragment(key: Key) -> dict[str, Any]:

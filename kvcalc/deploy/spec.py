@@ -391,8 +391,8 @@ def _same(name: str, a: Any, b: Any) -> bool:
 
         try:
             return parse_cache_dtype(a) == parse_cache_dtype(b)
-        except InputError:
-            return False
+        except InputError:  # an engine's own name (quanto_int4, turbomind_int8) or a generic one
+            return str(a).strip().lower() == str(b).strip().lower()
     if name == "dtype":
         return _DTYPE_NAMES.get(str(a).lower(), str(a).lower()) == _DTYPE_NAMES.get(
             str(b).lower(), str(b).lower()

@@ -151,7 +151,9 @@ class LlamaCppEngine:
 
 def cache_types(request: EngineRequest) -> tuple[CacheDtype, CacheDtype]:
     def one(name: str) -> CacheDtype:
-        key = name.strip().lower()
+        from kvcalc.engines.formats import resolve_generic
+
+        key = resolve_generic("llamacpp", name, ("auto", *GGML_TYPES))  # int8 → q8_0
         if key == "auto":
             return FP16  # llama.cpp's default cache type, whatever the weights
         dtype = parse_cache_dtype(key)

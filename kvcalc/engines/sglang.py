@@ -58,6 +58,8 @@ HYBRID_SWA_ARCHS = frozenset({
 })  # fmt: skip
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip
+#: what ``--kv-cache-dtype`` takes for SGLang (no integer caches)
+KV_CACHE_DTYPES = ("auto", *_DTYPES)
 
 
 def default_mem_fraction_static(gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1) -> float:
@@ -157,7 +159,9 @@ def _version(version: str | None) -> str:
 
 
 def _cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
-    name = request.kv_cache_dtype.strip().lower()
+    from kvcalc.engines.formats import resolve_generic
+
+    name = resolve_generic("sglang", request.kv_cache_dtype, KV_CACHE_DTYPES)
     if name == "auto":
         model = request.model
         if not is_float32_config(model):

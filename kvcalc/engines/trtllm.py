@@ -130,7 +130,11 @@ def _version(version: str | None) -> str:
 
 
 def _dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
-    name = request.kv_cache_dtype.strip().lower()
+    from kvcalc.engines.formats import resolve_generic
+
+    name = resolve_generic(
+        "trtllm", request.kv_cache_dtype, KV_CACHE_DTYPES
+    )  # int8 → int8_per_tensor
     if name == "auto":
         if is_float32_config(request.model):
             notes.append("float32 config: a 2-byte cache assumed (bf16, unconfirmed)")

@@ -9,8 +9,10 @@ Formats (see ``engine-accounting.md`` §1.2 and §3):
 - plain: fp32 (4 B), fp16/bf16 (2 B), fp8 e4m3/e5m2 (1 B, per-layer scalar scales only);
 - vLLM per-token-head quantisation: int8 and fp8 add two float32 scales per token per head
   (one for K, one for V), i.e. ``row + 4`` bytes per side;
-  int4 packs two values a byte plus the same float32 scale (the int4 variant's layout is
-  **unconfirmed**: we assume it mirrors int8's);
+  int4 packs two values a byte plus the same float32 scale (as the Triton backend's
+  ``customize_spec`` sizes it, read in a copy of vLLM's source; upstream **unconfirmed**);
+- ``int4``/``int8`` alone are engine-specific (:mod:`kvcalc.engines.formats` resolves them) and are
+  refused here (``ambiguous-dtype``);
 - nvfp4: ``n/2`` bytes of fp4 data + one fp8 scale per 16 values (``n/2 + n/16``);
 - llama.cpp block formats: 32 values in 34 (q8_0), 18 (q4_0, iq4_nl), 20 (q4_1), 22 (q5_0),
   24 (q5_1) bytes.
@@ -85,20 +87,20 @@ FP8_PER_TOKEN_HEAD = CacheDtype(
     description="fp8 + one float32 scale per token per head",
 )
 INT8 = CacheDtype(
-    name="int8",
+    name="int8_per_token_head",
     block_bytes=1,
     row_scale_bytes=4,
     is_quantized=True,
     description="int8 + one float32 scale per token per head (vLLM int8_per_token_head)",
 )
 INT4 = CacheDtype(
-    name="int4",
+    name="int4_per_token_head",
     block_values=2,
     block_bytes=1,
     row_scale_bytes=4,
     block_format=True,
     is_quantized=True,
-    description="int4 packed + one float32 scale per token per head (layout unconfirmed)",
+    description="int4 packed + one float32 scale per token per head (vLLM int4_per_token_head)",
 )
 NVFP4 = CacheDtype(
     name="nvfp4",
@@ -169,8 +171,6 @@ ALIASES: dict[str, str] = {
     "fp8_inc": "fp8",
     "e4m3": "fp8",
     "e5m2": "fp8_e5m2",
-    "int8_per_token_head": "int8",
-    "int4_per_token_head": "int4",
     "nvfp4_4over6": "nvfp4",
 }
 
@@ -183,6 +183,13 @@ def parse_cache_dtype(name: str) -> CacheDtype | None:
     key = str(name).strip().lower()
     if key == AUTO:
         return None
+    if key in ("int8", "int4"):
+        raise InputError(
+            f"{key} names each engine's own {key[3:]}-bit KV cache, which differ in layout",
+            hint="give the engine (--engine), or its format: vLLM int8_per_token_head/"
+            "int4_per_token_head, llama.cpp q8_0/q4_0 (kvcalc inspect lists each engine's)",
+            code="ambiguous-dtype",
+        )
     key = ALIASES.get(key, key)
     try:
         return CACHE_DTYPES[key]

@@ -80,6 +80,22 @@ class Comparison:
         return asdict(self)
 
 
+def _engine_row(entry: CompareEntry, length: int, name: str, tp: int, engine: str) -> CompareRow:
+    """A no-GPU row for a format only the engine sizes: its per-token and per-request bytes."""
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    p = get_engine(engine).plan_kv_cache(EngineRequest(model=entry.model, kv_cache_dtype=name, max_model_len=length,
+                                                       tensor_parallel_size=tp, available_kv_bytes=1 << 50))  # fmt: skip
+    model = entry.model
+    return CompareRow(
+        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_bytes_per_token=p.kv_bytes_per_token,
+        kv_bytes_per_request=p.bytes_per_request, weights_bytes=None, num_parameters=None,
+        max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status=f"no GPU given ({engine})",
+    )  # fmt: skip
+
+
 def kv_heads_text(model: ModelShape) -> str:
     mla = [layer for layer in model.layers if layer.kind == "mla"]
     if mla:
@@ -89,12 +105,20 @@ def kv_heads_text(model: ModelShape) -> str:
     return "/".join(str(h) for h in heads) or "-"
 
 
-def _no_gpu_row(entry: CompareEntry, length: int, kv_cache_dtype: str, tp: int) -> CompareRow:
+def _no_gpu_row(
+    entry: CompareEntry, length: int, kv_cache_dtype: str, tp: int, engine: str = "vllm"
+) -> CompareRow:
+    from kvcalc.engines.formats import resolve_generic
     from kvcalc.estimate.weights import weight_bytes
     from kvcalc.model.dtypes import parse_cache_dtype
 
     model = entry.model
-    rank = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype)).per_rank(tp)
+    name = resolve_generic(engine, kv_cache_dtype)  # int4 → the engine's own format
+    try:
+        layout = parse_cache_dtype(name)
+    except InputError:  # an engine's own format (QuantizedCache, quant_policy): the engine sizes it
+        return _engine_row(entry, length, name, tp, engine)
+    rank = model.with_cache_dtype(layout).per_rank(tp)
     try:
         w = weight_bytes(model, tensor_parallel_size=tp)
         weights, params = w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu, w.num_parameters
@@ -143,7 +167,9 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
     rows, notes = [], []
     for entry in entries:
         if base is None:
-            rows.append(_no_gpu_row(entry, max_model_len, kv_cache_dtype, tensor_parallel_size))
+            rows.append(
+                _no_gpu_row(entry, max_model_len, kv_cache_dtype, tensor_parallel_size, engine)
+            )
         else:
             rows.append(_planned_row(entry, base))
         if max_model_len > entry.model.max_model_len:

@@ -45,6 +45,21 @@ class DtypeRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EngineFormatRow:
+    """One engine's own 4- or 8-bit cache format, sized by that engine's plan (its own accounting:
+    blocks, scales and zero points, residuals) for one sequence at ``max_model_len``, TP 1."""
+
+    engine: str
+    #: the engine's own name for it (``--kv-cache-dtype``)
+    kv_cache_dtype: str
+    bits: int
+    kv_bytes_per_token: int | None
+    kv_bytes_per_sequence: int | None
+    #: why the engine refuses it for this model ("" when it takes it)
+    refused: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class InspectResult:
     model: str
     source: str
@@ -64,6 +79,8 @@ class InspectResult:
     kv_bytes_per_sequence: int
     state_bytes_per_sequence: int
     by_dtype: tuple[DtypeRow, ...]
+    #: every engine's own 4-/8-bit formats (what ``--kv-cache-dtype int4``/``int8`` mean per engine)
+    low_bit_by_engine: tuple[EngineFormatRow, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict)
     config_keys: dict[str, Any] = field(default_factory=dict)
     #: exact weights from safetensors metadata, when known (filled by the caller)
@@ -137,6 +154,31 @@ def applicable_dtypes(model: ModelShape) -> tuple[CacheDtype, ...]:
     return tuple(found)
 
 
+def low_bit_rows(model: ModelShape, length: int) -> tuple[EngineFormatRow, ...]:
+    """Each engine's 4-/8-bit formats, planned by that engine for one sequence of ``length``."""
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+    from kvcalc.engines.formats import GENERIC_BITS, LOW_BIT
+
+    rows = []
+    for engine, table in LOW_BIT.items():
+        for generic, entry in table.items():
+            for name in entry.formats:
+                request = EngineRequest(model=model, kv_cache_dtype=name, max_model_len=length,
+                                        available_kv_bytes=1 << 50, gpu_compute_capability=(10, 0))  # fmt: skip
+                try:
+                    p = get_engine(engine).plan_kv_cache(request)
+                except KvcalcError as exc:
+                    rows.append(EngineFormatRow(engine=engine, kv_cache_dtype=name, bits=GENERIC_BITS[generic],
+                                                kv_bytes_per_token=None, kv_bytes_per_sequence=None,
+                                                refused=exc.message))  # fmt: skip
+                    continue
+                rows.append(EngineFormatRow(engine=engine, kv_cache_dtype=name, bits=GENERIC_BITS[generic],
+                                            kv_bytes_per_token=p.kv_bytes_per_token,
+                                            kv_bytes_per_sequence=p.bytes_per_request))  # fmt: skip
+    return tuple(rows)
+
+
 def inspect_model(
     model: ModelShape,
     *,
@@ -148,6 +190,9 @@ def inspect_model(
     length = model.max_model_len if max_model_len is None else max_model_len
     if length < 1:
         raise InputError(f"--max-model-len must be at least 1, got {length}", code="invalid-length")
+    from kvcalc.engines.formats import require_engine
+
+    require_engine(kv_cache_dtype)
     cached = model.with_cache_dtype(parse_cache_dtype(kv_cache_dtype))
     rows = tuple(
         DtypeRow(
@@ -174,6 +219,7 @@ def inspect_model(
         kv_bytes_per_sequence=cached.bytes_for(length),
         state_bytes_per_sequence=cached.state_bytes_per_sequence,
         by_dtype=rows,
+        low_bit_by_engine=low_bit_rows(model, length),
         provenance=dict(model.provenance),
         config_keys={k: v for k, v in model.config_keys.items()},
     )

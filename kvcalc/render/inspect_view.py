@@ -85,6 +85,21 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
             fmt.size(row.kv_bytes_per_sequence),
         )
     console.print(dtypes)
+    if result.low_bit_by_engine:
+        low = Table(title=f"4- and 8-bit caches by engine (each engine's own accounting, one sequence "
+                    f"@ {result.max_model_len:,})", title_justify="left")  # fmt: skip
+        low.add_column("engine")
+        low.add_column("--kv-cache-dtype")
+        low.add_column("bits", justify="right")
+        low.add_column("bytes / token", justify="right")
+        low.add_column("per sequence", justify="right")
+        for r in result.low_bit_by_engine:
+            if r.refused:
+                low.add_row(r.engine, r.kv_cache_dtype, str(r.bits), "refused", "-")
+            else:
+                low.add_row(r.engine, r.kv_cache_dtype, str(r.bits), fmt.int_(r.kv_bytes_per_token or 0),
+                            fmt.size(r.kv_bytes_per_sequence or 0))  # fmt: skip
+        console.print(low)
     if result.weights:
         _weights(console, result.weights)
     if explain:

@@ -155,7 +155,11 @@ def resolve_cache_dtype(
     request: EngineRequest, profile: VllmProfile
 ) -> tuple[CacheDtype, list[str]]:
     """The cache storage format for ``--kv-cache-dtype``; raises ``unsupported-dtype``."""
-    name = request.kv_cache_dtype.strip().lower()
+    from kvcalc.engines.formats import resolve_generic
+
+    name = resolve_generic(
+        "vllm", request.kv_cache_dtype, VLLM_DTYPES
+    )  # int8 → int8_per_token_head
     if name not in VLLM_DTYPES:
         raise InputError(
             f"vLLM has no KV cache dtype {request.kv_cache_dtype!r} that kvcalc models",
