@@ -76,3 +76,15 @@ def test_generic_int_names_need_an_engine():
     with pytest.raises(InputError) as err:
         resolve_generic("sglang", "int4")
     assert err.value.code == "unsupported-dtype"
+
+
+def test_a_name_from_another_engine_suggests_this_engines_own():
+    from kvcalc.engines.formats import nearest
+
+    assert nearest("vllm", "q8_0", ()) == "did you mean 'int8_per_token_head'? "
+    assert (
+        nearest("llamacpp", "int4_per_token_head", ())
+        == "did you mean 'q4_0' or 'q4_1' or 'iq4_nl'? "
+    )
+    assert nearest("sglang", "fp8_e4m", ("fp8_e4m3", "fp8_e5m2")) == "did you mean 'fp8_e4m3'? "
+    assert nearest("sglang", "q4_0", ("fp8_e4m3",)) == ""  # SGLang has no 4-bit integer cache

@@ -150,3 +150,19 @@ def require_engine(name: str) -> None:
             + LOW_BIT["vllm"][key].formats[0],
             code="ambiguous-dtype",
         )
+
+
+def nearest(engine: str, name: str, accepted: tuple[str, ...]) -> str:
+    """``"did you mean 'x'? "`` for a name ``engine`` does not take: the same width in this engine's
+    own formats when ``name`` is another engine's (``q8_0`` → vLLM ``int8_per_token_head``), else the
+    closest spelling; ``""`` when nothing is close."""
+    import difflib
+
+    key = str(name).strip().lower()
+    for table in LOW_BIT.values():
+        for generic, entry in table.items():
+            mine = LOW_BIT.get(engine, {}).get(generic)
+            if key in entry.formats and mine is not None:
+                return f"did you mean {' or '.join(repr(f) for f in mine.formats)}? "
+    close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""

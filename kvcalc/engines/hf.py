@@ -44,6 +44,7 @@ from kvcalc.engines.base import (
     unknown_version,
     version_tuple,
 )
+from kvcalc.engines.formats import nearest
 from kvcalc.engines.hf_quantized import (
     GROUP_KEYS,
     NAMED,
@@ -224,7 +225,8 @@ def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype
     if name not in _DTYPES:
         raise InputError(
             f"transformers has no KV cache dtype {request.kv_cache_dtype!r}",
-            hint="choose one of: "
+            hint=nearest("hf", name, KV_CACHE_DTYPES)
+            + "choose one of: "
             + ", ".join(KV_CACHE_DTYPES)
             + " (int4/int8: QuantizedCache with nbits=4/8)",
             code="unsupported-dtype",

@@ -54,6 +54,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.llamacpp_log import log_lines
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
@@ -151,14 +152,13 @@ class LlamaCppEngine:
 
 def cache_types(request: EngineRequest) -> tuple[CacheDtype, CacheDtype]:
     def one(name: str) -> CacheDtype:
-        from kvcalc.engines.formats import resolve_generic
 
         key = resolve_generic("llamacpp", name, ("auto", *GGML_TYPES))  # int8 → q8_0
         if key == "auto":
             return FP16  # llama.cpp's default cache type, whatever the weights
         dtype = parse_cache_dtype(key)
         if dtype is None or _GGML_NAME.get(dtype.name, dtype.name) not in GGML_TYPES:
-            raise InputError(f"llama.cpp has no cache type {name!r}", hint="choose one of: " + ", ".join(GGML_TYPES),
+            raise InputError(f"llama.cpp has no cache type {name!r}", hint=nearest("llamacpp", key, GGML_TYPES) + "choose one of: " + ", ".join(GGML_TYPES),
                              code="unsupported-dtype")  # fmt: skip
         return dtype
 

@@ -42,6 +42,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.formats import nearest
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, CacheDtype
@@ -164,7 +165,8 @@ def _policy(request: EngineRequest, notes: list[str]) -> tuple[int, CacheDtype]:
     if name not in POLICIES:
         raise InputError(
             f"LMDeploy (TurboMind) has no KV cache dtype {request.kv_cache_dtype!r}",
-            hint="choose one of: auto, int8 (quant_policy 8), int4 (quant_policy 4); fp8 is "
+            hint=nearest("lmdeploy", name, KV_CACHE_DTYPES)
+            + "choose one of: auto, int8 (quant_policy 8), int4 (quant_policy 4); fp8 is "
             "refused by TurboMind",
             code="unsupported-dtype",
         )

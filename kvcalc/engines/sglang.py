@@ -35,6 +35,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.engines.vllm.groups import pp_stages
@@ -159,7 +160,6 @@ def _version(version: str | None) -> str:
 
 
 def _cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
-    from kvcalc.engines.formats import resolve_generic
 
     name = resolve_generic("sglang", request.kv_cache_dtype, KV_CACHE_DTYPES)
     if name == "auto":
@@ -172,7 +172,9 @@ def _cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     if name not in _DTYPES:
         raise InputError(
             f"SGLang has no KV cache dtype {request.kv_cache_dtype!r} that kvcalc models",
-            hint="choose one of: auto, " + ", ".join(_DTYPES),
+            hint=nearest("sglang", name, KV_CACHE_DTYPES)
+            + "choose one of: auto, "
+            + ", ".join(_DTYPES),
             code="unsupported-dtype",
         )
     return _DTYPES[name]

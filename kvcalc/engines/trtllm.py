@@ -39,6 +39,7 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.errors import InputError
@@ -130,7 +131,6 @@ def _version(version: str | None) -> str:
 
 
 def _dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
-    from kvcalc.engines.formats import resolve_generic
 
     name = resolve_generic(
         "trtllm", request.kv_cache_dtype, KV_CACHE_DTYPES
@@ -143,7 +143,9 @@ def _dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     if name not in _DTYPES:
         raise InputError(
             f"TensorRT-LLM has no KV cache dtype {request.kv_cache_dtype!r}",
-            hint="choose one of: " + ", ".join(KV_CACHE_DTYPES),
+            hint=nearest("trtllm", name, KV_CACHE_DTYPES)
+            + "choose one of: "
+            + ", ".join(KV_CACHE_DTYPES),
             code="unsupported-dtype",
         )
     dtype = _DTYPES[name]

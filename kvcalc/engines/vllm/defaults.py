@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
+from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
 from kvcalc.errors import InputError
@@ -155,7 +156,6 @@ def resolve_cache_dtype(
     request: EngineRequest, profile: VllmProfile
 ) -> tuple[CacheDtype, list[str]]:
     """The cache storage format for ``--kv-cache-dtype``; raises ``unsupported-dtype``."""
-    from kvcalc.engines.formats import resolve_generic
 
     name = resolve_generic(
         "vllm", request.kv_cache_dtype, VLLM_DTYPES
@@ -163,7 +163,7 @@ def resolve_cache_dtype(
     if name not in VLLM_DTYPES:
         raise InputError(
             f"vLLM has no KV cache dtype {request.kv_cache_dtype!r} that kvcalc models",
-            hint="choose one of: " + ", ".join(VLLM_DTYPES),
+            hint=nearest("vllm", name, VLLM_DTYPES) + "choose one of: " + ", ".join(VLLM_DTYPES),
             code="unsupported-dtype",
         )
     notes: list[str] = []
