@@ -152,7 +152,6 @@ class LlamaCppEngine:
 
 def cache_types(request: EngineRequest) -> tuple[CacheDtype, CacheDtype]:
     def one(name: str) -> CacheDtype:
-
         key = resolve_generic("llamacpp", name, ("auto", *GGML_TYPES))  # int8 → q8_0
         if key == "auto":
             return FP16  # llama.cpp's default cache type, whatever the weights
