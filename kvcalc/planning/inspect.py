@@ -159,7 +159,12 @@ def low_bit_rows(model: ModelShape, length: int) -> tuple[EngineFormatRow, ...]:
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
     from kvcalc.engines.formats import GENERIC_BITS, LOW_BIT
+    from kvcalc.planning.inputs import MAX_COUNT
 
+    if (
+        length > MAX_COUNT
+    ):  # engines plan lengths up to kvcalc's limit; the layer bytes above are exact
+        return ()
     rows = []
     for engine, table in LOW_BIT.items():
         for generic, entry in table.items():
