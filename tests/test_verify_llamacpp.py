@@ -136,3 +136,31 @@ def test_cli_prints_llama_cpp_lines(cli):
     assert (
         "llama_kv_cache: size =    2.00 MiB (   256 cells,   2 layers,  1/1 seqs)" in result.stdout
     )
+
+
+def test_the_binding_version_is_named_as_it_is():
+    from kvcalc.verify.run_llamacpp import describe_binding
+
+    assert describe_binding("0.3.36") == "0c1e570 (llama-cpp-python 0.3.36)"
+    assert describe_binding("0.3.37") == "of llama-cpp-python 0.3.37"  # its llama.cpp is not known
+
+
+def test_cli_plan_with_gguf_file_on_the_hub(tmp_path, monkeypatch, cli):
+    from hubserver import serve_fake_hub
+
+    hub_gen = serve_fake_hub(tmp_path, monkeypatch)
+    hub = next(hub_gen)
+    try:
+        keys = llama_keys(layers=2, heads=8, kv_heads=2, hidden=512)
+        body = write_gguf(
+            tmp_path / "m.gguf", "llama", keys, [("token_embd.weight", (64, 512), Q.Q8_0)]
+        ).read_bytes()
+        hub.add("org/m-GGUF", {"m-Q8_0.gguf": body, "m-Q4_0.gguf": body})
+        result = cli("plan", "org/m-GGUF", "--gguf-file", "m-Q8_0.gguf", "--engine", "llamacpp",
+                     "--gpu-memory", "4GiB", "--max-model-len", "1024", "--json")  # fmt: skip
+        assert_clean(result, json_output=True)
+        # 2 layers · 2 heads · (64 + 64) · 2 B = 1,024 B per token; 1,024 cells
+        assert result.json["kv_cache_bytes"] == 1024 * 1024
+        assert result.json["weights_bytes"] == 64 * 16 * 34
+    finally:
+        hub_gen.close()

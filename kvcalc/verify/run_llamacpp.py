@@ -24,6 +24,7 @@ from typing import Any
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.llamacpp import (
+    LATEST_COMMIT,
     LlamaCppEngine,
     build_caches,
     cache_types,
@@ -97,6 +98,9 @@ def verify_run_llamacpp(
              *(f"not modelled (reported): {line}" for line in measured.compute_lines)]  # fmt: skip
     if not lines_match:
         notes.append("llama.cpp's log lines differ from the predicted ones")
+    if not measured.version.startswith(LATEST_COMMIT):
+        notes.append(f"kvcalc models llama.cpp {LATEST_COMMIT} (llama-cpp-python {MODELLED_BINDING}); "
+                     f"this is llama.cpp {measured.version}: a difference may be the version's")  # fmt: skip
     run = LlamaCppRun(llama_cpp_version=measured.version, architecture=spec.arch,
                       predicted_lines=predicted_lines, measured_lines=measured.lines,
                       lines_match=lines_match, compute_lines=measured.compute_lines)  # fmt: skip
@@ -172,9 +176,21 @@ def _run(
     finally:
         lc.llama_model_free(model)
         lc.llama_log_set(_quiet(lc), ctypes.c_void_p(0))
-    version = getattr(lc, "__version__", "?")
+    version = str(getattr(lc, "__version__", "?"))
     return _Measured(lines=lines, caches=caches, compute_lines=compute,
-                     version=f"0c1e570 (llama-cpp-python {version})")  # fmt: skip
+                     version=describe_binding(version))  # fmt: skip
+
+
+#: the binding whose vendored llama.cpp the ``latest`` profile models
+MODELLED_BINDING = "0.3.36"
+
+
+def describe_binding(version: str) -> str:
+    """``0c1e570 (llama-cpp-python 0.3.36)`` for the modelled binding; other releases vendor
+    another llama.cpp, whose commit kvcalc does not know."""
+    if version == MODELLED_BINDING:
+        return f"{LATEST_COMMIT} (llama-cpp-python {version})"
+    return f"of llama-cpp-python {version}"
 
 
 _SILENT: list[Any] = []
