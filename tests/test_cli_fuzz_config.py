@@ -150,7 +150,7 @@ HOSTILE_FILES = {
     # the KV cache can be sized, the weights cannot (inspect shows no weights; plan needs them)
     "mlp_only_layers holding lists": (json.dumps({**TINY, "num_experts": 4, "mlp_only_layers": [[1]]}).encode(),
                                       {"inspect": None, "plan": "weights-unknown"}),
-    "layer_types holding lists": (json.dumps({**TINY, "layer_types": [[], {}]}).encode(), "config-unsupported"),
+    "layer_types holding lists": (json.dumps({**TINY, "layer_types": [[], {}]}).encode(), "config-unverified"),
     "YaRN factor NaN": (_with("rope_scaling", '{"rope_type": "yarn", "factor": NaN}'), None),
     "YaRN factor 1e308": (_with("rope_scaling", '{"rope_type": "yarn", "factor": 1e308, '
                                 '"original_max_position_embeddings": ' + "9" * 300 + "}"), None),

@@ -103,7 +103,7 @@ def test_errors_exit_2_with_code(cli, args, code):
 
 
 def test_inspect_local_config_file(cli, tmp_path):
-    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
            "hidden_size": 512, "torch_dtype": "float16", "max_position_embeddings": 2048}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     for ref in (str(tmp_path), str(tmp_path / "config.json")):
@@ -143,7 +143,7 @@ def test_inspect_weights_from_local_safetensors(cli, tmp_path):
     torch = pytest.importorskip("torch")
     from safetensors.torch import save_file
 
-    cfg = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256,
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256,
            "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "bfloat16"}  # fmt: skip
     (tmp_path / "config.json").write_text(_json.dumps(cfg))
     save_file({"model.embed_tokens.weight": torch.zeros(1000, 256, dtype=torch.bfloat16),

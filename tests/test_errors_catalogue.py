@@ -259,7 +259,9 @@ def _transformers_missing(c: Ctx):
 def _run_unsupported(c: Ctx):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    cfg = {**TINY, "model_type": "kvcalc-no-such-model"}
+    # a registered family (Kimi-K2.5's MLA) whose config class transformers cannot build as a causal LM
+    cfg = {**TINY, "model_type": "kimi_k25", "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+           "qk_nope_head_dim": 8, "v_head_dim": 8}  # fmt: skip
     return c.cli("verify", c.folder(cfg), "--engine", "hf", "--run", "--device", "cpu")
 
 
@@ -314,7 +316,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "config-malformed-json": lambda c: c.cli("inspect", c.folder(b"[" * 100_000)),
     "config-missing-key": lambda c: c.cli("inspect", c.folder({"model_type": "llama"})),
     "config-invalid": lambda c: c.cli("inspect", c.folder({**TINY, "num_hidden_layers": -1})),
-    "config-unsupported": lambda c: c.cli("inspect", c.folder({**TINY, "rwkv_version": 4})),
+    "config-unverified": lambda c: c.cli("inspect", c.folder({**TINY, "rwkv_version": 4})),
     # weights and safetensors
     "weights-unknown": lambda c: c.cli("plan", c.folder({k: v for k, v in TINY.items() if k != "vocab_size"}), "--gpu", "L4"),
     "unknown-quantization": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-q", "nope"),

@@ -138,7 +138,7 @@ def test_vllm_refuses_step_3p7_flash():
         "torch_dtype": "bfloat16",
     }  # fmt: skip
     with pytest.raises(InputError) as err:
-        plan(parse_config(raw, name="step"), max_model_len=4096)
+        plan(parse_config(raw, name="step", trust_layout=True), max_model_len=4096)
     assert err.value.code == "unsupported-model"
     assert "['Step3p7FlashForCausalLM'] are not supported for now" in err.value.message
 

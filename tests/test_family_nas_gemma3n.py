@@ -50,7 +50,7 @@ def test_nas_linear_replacement_refused():
     raw["block_configs"][0]["attention"]["replace_with_linear"] = True
     with pytest.raises(ConfigError) as err:
         parse_config(raw, name="nas")
-    assert err.value.code == "config-unsupported"
+    assert err.value.code == "config-unverified"
 
 
 def gemma3n_config():

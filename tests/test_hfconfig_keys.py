@@ -5,11 +5,35 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.errors import ConfigError
-from kvcalc.hfconfig import parse_config
+from kvcalc.hfconfig import families, parse_config
+from kvcalc.hfconfig.family import Family
+
+#: The generic reader's key variants (Falcon, ChatGLM, OpenELM, GPT-2 spellings...) are tested through
+#: a family that accounts for all of them; real families account only for their own keys.
+GENERIC = Family(
+    name="generic-test",
+    model_types={"kvcalc_generic_test"},
+    architectures=set(),
+    keys={
+        "n_head_kv", "num_kv_heads", "multi_query_group_num", "multi_query",
+        "new_decoder_architecture", "kv_channels", "layer_types", "sliding_window",
+        "sliding_window_pattern", "use_sliding_window", "max_window_layers", "attention_chunk_size",
+        "no_rope_layers", "full_attention_interval", "linear_num_key_heads", "linear_num_value_heads",
+        "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+    },
+    layer_types={"full_attention", "sliding_attention", "chunked_attention", "linear_attention"},
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def generic_family(monkeypatch):
+    registered = families.all_families()
+    monkeypatch.setattr(families, "all_families", lambda: (*registered, GENERIC))
 
 
 def cfg(**keys):
     base = {
+        "model_type": "kvcalc_generic_test",
         "num_hidden_layers": 4,
         "num_attention_heads": 8,
         "hidden_size": 1024,
@@ -61,7 +85,9 @@ def test_chatglm_kv_channels():
 
 
 def test_gpt2_style_names():
-    shape = parse({"n_layer": 2, "n_head": 4, "n_embd": 256, "torch_dtype": "float16"})
+    shape = parse(
+        {"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 256, "torch_dtype": "float16"}
+    )
     assert shape.num_layers == 2 and shape.layers[0].head_dim_k == 64
     # 2 layers · 2 · 4 heads · 64 · 2 B
     assert shape.bytes_per_token == 2 * 2 * 4 * 64 * 2
@@ -92,7 +118,7 @@ def test_unknown_layer_type_is_named():
             )
         )
     assert "warp_attention" in info.value.message
-    assert info.value.code == "config-unsupported"
+    assert info.value.code == "config-unverified"
 
 
 def test_layer_types_wrong_length():
@@ -151,6 +177,7 @@ def test_per_layer_kv_heads_list():
 def test_falcon_multi_query_with_n_head():
     shape = parse(
         {
+            "model_type": "kvcalc_generic_test",
             "n_layer": 2,
             "n_head": 71,
             "hidden_size": 4544,
@@ -164,7 +191,10 @@ def test_falcon_multi_query_with_n_head():
 @pytest.mark.parametrize(
     "raw, fragment",
     [
-        ({"num_attention_heads": 8, "hidden_size": 1024}, "num_hidden_layers"),
+        (
+            {"model_type": "kvcalc_generic_test", "num_attention_heads": 8, "hidden_size": 1024},
+            "num_hidden_layers",
+        ),
         (cfg(num_key_value_heads="eight"), "num_key_value_heads"),
         (cfg(num_key_value_heads=-1), "num_key_value_heads"),
         (cfg(num_hidden_layers=True), "num_hidden_layers"),

@@ -198,8 +198,8 @@ def test_trust_remote_code_config_is_only_read(tmp_path):
             "configuration_exotic.py": f"open({str(marker)!r}, 'w').write('ran')\n".encode(),
         },
     )
-    m = load_model(str(folder))
-    assert m.shape.model_type == "exotic"
+    m = load_model(str(folder), trust_layout=True)  # "exotic" is no registered family
+    assert m.shape.model_type == "exotic" and not m.shape.layout_validated
     assert m.shape.bytes_per_token == 256
     assert not marker.exists()
 

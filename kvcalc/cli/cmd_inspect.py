@@ -17,6 +17,7 @@ from kvcalc.cli.options import (
     OfflineOpt,
     RevisionOpt,
     TokenOpt,
+    TrustLayoutOpt,
 )
 
 
@@ -46,6 +47,7 @@ def inspect(
     gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
+    trust_layout: TrustLayoutOpt = False,
     json_: JsonOpt = False,
 ) -> int:
     """Show a model's KV-cache layout and bytes per token for every cache dtype.
@@ -58,7 +60,11 @@ def inspect(
     from kvcalc.sources.resolve import load_model
 
     loaded = load_model(
-        with_gguf_file(model, gguf_file), revision=revision, token=token, offline=offline or None
+        with_gguf_file(model, gguf_file),
+        revision=revision,
+        token=token,
+        offline=offline or None,
+        trust_layout=trust_layout,
     )
     result = inspect_loaded(
         loaded, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, with_weights=weights

@@ -11,6 +11,7 @@ from kvcalc.cli.options import (
     HARDWARE_PANEL,
     OUTPUT_PANEL,
     SERVING_PANEL,
+    AllowLongOpt,
     GgufFileOpt,
     JsonOpt,
     KvCacheDtypeOpt,
@@ -18,6 +19,7 @@ from kvcalc.cli.options import (
     OfflineOpt,
     RevisionOpt,
     TokenOpt,
+    TrustLayoutOpt,
     opt,
     tokens_opt,
 )
@@ -236,10 +238,12 @@ def plan(
             panel=SERVING_PANEL,
         ),
     ] = None,
+    allow_long_max_model_len: AllowLongOpt = False,
     revision: RevisionOpt = None,
     gguf_file: GgufFileOpt = None,
     token: TokenOpt = None,
     offline: OfflineOpt = False,
+    trust_layout: TrustLayoutOpt = False,
     json_: JsonOpt = False,
     no_throughput: Annotated[
         bool, opt("--no-throughput", help="Skip the decode-throughput ceiling.", panel=OUTPUT_PANEL)

@@ -111,6 +111,24 @@ MaxModelLenOpt = Annotated[
         panel=SERVING_PANEL,
     ),
 ]
+TrustLayoutOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-layout",
+        help="Plan a config whose architecture kvcalc has not verified anyway, as plain attention "
+        "(marked layout_validated: false).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+AllowLongOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-long-max-model-len",
+        help="Model VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a --max-model-len above the model's derived "
+        "maximum starts.",
+        rich_help_panel=SERVING_PANEL,
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT_PANEL)
 ]

@@ -85,6 +85,8 @@ def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
         "tight_fraction": o["tight_threshold"],
         "calibration": o["calibration"],
         "engine_options": parse_engine_options(o.get("engine_option") or ()),
+        "trust_layout": bool(o.get("trust_layout")),
+        "allow_long_max_model_len": bool(o.get("allow_long_max_model_len")),
     }
     reference = o["model"]
     revision, notes = o.get("revision"), ()

@@ -49,10 +49,10 @@ def family_layouts(
         layouts = read_deepseek_v4(r, num_layers, dtype, prov)
     else:
         return None
-    return layouts, tuple(_weight_kind(x) for x in layouts)
+    return layouts, tuple(weight_kind(x) for x in layouts)
 
 
-def _weight_kind(layout: Layout) -> str:
+def weight_kind(layout: Layout) -> str:
     if isinstance(layout, SlidingWindow):
         return L.SLIDING
     if layout.has_cache or isinstance(layout, (SharedKV, MLALatent, CompressedSparseAttention)):

@@ -52,7 +52,7 @@ def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[str], str]:
             raise ConfigError(
                 f"{r.source}: {r.path(key)} ({what}) is not supported yet",
                 hint="kvcalc refuses layouts it cannot size exactly; please file an issue",
-                code="config-unsupported",
+                code="config-unverified",
             )
     model_type = r.str("model_type", "") or ""
     types = r.list("layer_types")
@@ -89,14 +89,14 @@ def _from_layer_types(
         raise ConfigError(
             f"{r.source}: unknown layer_types {', '.join(unknown)}",
             hint="known: " + ", ".join(_LAYER_TYPE_NAMES),
-            code="config-unsupported",
+            code="config-unverified",
         )
     kinds = [_LAYER_TYPE_NAMES[t] for t in types]
     if GDN in kinds and not model_type.startswith(("qwen3_next", "qwen3_5")):
         raise ConfigError(
             f"{r.source}: linear_attention layers of model_type {model_type!r} are not supported",
             hint="kvcalc knows Gated DeltaNet (Qwen3-Next, Qwen3.5) linear attention",
-            code="config-unsupported",
+            code="config-unverified",
         )
     return kinds, "layer_types lists each layer"
 

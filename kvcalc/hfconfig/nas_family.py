@@ -52,7 +52,7 @@ def read_nemotron_nas(
             raise ConfigError(
                 f"{r.source}: block_configs[{i}].attention.replace_with_linear is not supported",
                 hint="kvcalc sizes no-op and grouped-query attention blocks only",
-                code="config-unsupported",
+                code="config-unverified",
             )
         group = attn.get("n_heads_in_group")
         if not isinstance(group, int) or isinstance(group, bool) or group < 1 or heads % group:

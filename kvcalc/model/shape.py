@@ -54,6 +54,14 @@ class ModelShape:
     #: image tokens attend bidirectionally (vLLM ``is_mm_prefix_lm``: Gemma 3/4, PaliGemma, ...),
     #: which selects vLLM's mm-prefix attention backends
     mm_prefix_attention: bool = False
+    #: the registered architecture family that read the layout (``kvcalc.hfconfig.families``)
+    family: str | None = None
+    #: False when an unverified config was planned anyway as plain attention (``--trust-layout``)
+    layout_validated: bool = True
+    #: the config keys (or ``model_type``) that kept the layout from being verified
+    unverified_keys: tuple[str, ...] = ()
+    #: config keys the cache layout did not read
+    ignored_keys: tuple[str, ...] = ()
 
     # -- derived ----------------------------------------------------------------------------
     @property

@@ -249,7 +249,13 @@ def compare_references(references: Sequence[str], inputs: PlanInputs | None, *, 
 
     entries: list[CompareEntry] = []
     for ref in references:
-        loaded = resolve_model_cached(ref, revision=revision, token=token, offline=offline)
+        loaded = resolve_model_cached(
+            ref,
+            revision=revision,
+            token=token,
+            offline=offline,
+            trust_layout=bool(inputs and inputs.trust_layout),
+        )
         exact = None
         if (
             loaded.source != "bundled"

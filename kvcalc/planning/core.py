@@ -390,6 +390,7 @@ def _assemble(
             dict.fromkeys((*weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes))
         ),
         inputs=inputs.to_dict(),
+        layout_validated=model.layout_validated,
     )
 
 
@@ -406,7 +407,16 @@ def plan_reference(
 ) -> CapacityPlan:
     """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it; ``notes`` (e.g. the
     flags a pasted serving command had that kvcalc ignores) go first in the plan's notes."""
-    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
+    from kvcalc.hfconfig.family import UnverifiedConfigError
+
+    try:
+        loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
+                                      trust_layout=inputs.trust_layout)  # fmt: skip
+    except UnverifiedConfigError as exc:
+        from kvcalc.engines.vllm.refused import refuse_unverified
+
+        refuse_unverified(exc, inputs.engine, inputs.engine_version)
+        raise
     exact = None
     if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
         exact = loaded.weights_metadata()
@@ -427,13 +437,16 @@ def plan_reference(
 _CACHE: dict[tuple, Any] = {}
 
 
-def resolve_model_cached(reference: str, *, revision=None, token=None, offline=None):
+def resolve_model_cached(
+    reference: str, *, revision=None, token=None, offline=None, trust_layout: bool = False
+):
     """``kvcalc.sources.resolve.load_model``, memoised per process (``kvcalc check`` plans many deployments)."""
     from kvcalc.sources.resolve import load_model
 
-    key = (reference, revision, bool(token), offline)
+    key = (reference, revision, bool(token), offline, trust_layout)
     if key not in _CACHE:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        _CACHE[key] = load_model(reference, revision=revision, token=token, offline=offline)
+        _CACHE[key] = load_model(reference, revision=revision, token=token, offline=offline,
+                                 trust_layout=trust_layout)  # fmt: skip
     return _CACHE[key]

@@ -341,5 +341,7 @@ def capacity_curve_reference(reference: str, inputs: PlanInputs, *, revision=Non
     """Resolve ``reference`` and :func:`capacity_curve` it."""
     from kvcalc.planning.core import resolve_model_cached
 
-    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
+    loaded = resolve_model_cached(
+        reference, revision=revision, token=token, offline=offline, trust_layout=inputs.trust_layout
+    )
     return capacity_curve(loaded.shape, inputs, **kwargs)

@@ -57,6 +57,10 @@ class PlanInputs:
     #: engine-specific knobs (``--engine-option KEY=VALUE``): llama.cpp ``n_seq_max``/``n_ubatch``,
     #: transformers ``cache_implementation``, SGLang ``page_size``... (``EngineRequest.extra``)
     engine_options: tuple[tuple[str, Any], ...] = ()
+    #: plan a config the registry does not verify anyway, as plain attention (``--trust-layout``)
+    trust_layout: bool = False
+    #: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: a max_model_len above the derived one starts
+    allow_long_max_model_len: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -85,6 +85,14 @@ class InspectResult:
     config_keys: dict[str, Any] = field(default_factory=dict)
     #: exact weights from safetensors metadata, when known (filled by the caller)
     weights: dict[str, Any] | None = None
+    #: the registered architecture family that read the layout, if any
+    family: str | None = None
+    #: False when an unverified config was read as plain attention (``--trust-layout``)
+    layout_validated: bool = True
+    #: what kept the layout from being verified (model type or config keys)
+    unverified_keys: tuple[str, ...] = ()
+    #: config keys the cache layout did not read
+    ignored_keys: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -227,6 +235,10 @@ def inspect_model(
         low_bit_by_engine=low_bit_rows(model, length),
         provenance=dict(model.provenance),
         config_keys={k: v for k, v in model.config_keys.items()},
+        family=model.family,
+        layout_validated=model.layout_validated,
+        unverified_keys=model.unverified_keys,
+        ignored_keys=model.ignored_keys,
     )
 
 

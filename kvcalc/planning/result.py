@@ -85,6 +85,9 @@ class CapacityPlan:
     #: decode throughput ceiling at this plan's concurrency (``kvcalc.planning.throughput``), when computed
     throughput: dict[str, Any] | None = None
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: False when the model's layout was not verified and was planned as plain attention
+    #: (``--trust-layout``): the figures are then a guess
+    layout_validated: bool = True
 
     @property
     def passed(self) -> bool:

@@ -294,7 +294,9 @@ def throughput_reference(
     from kvcalc.planning.core import plan, resolve_model_cached
 
     roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
-    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
+    loaded = resolve_model_cached(
+        reference, revision=revision, token=token, offline=offline, trust_layout=inputs.trust_layout
+    )
     exact = None
     if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
         exact = loaded.weights_metadata()

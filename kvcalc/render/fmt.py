@@ -25,3 +25,12 @@ def size(num_bytes: int | float) -> str:
 
 def bytes_and_size(num_bytes: int) -> str:
     return f"{num_bytes:,} B ({size(num_bytes)})" if num_bytes >= KIB else f"{num_bytes:,} B"
+
+
+def unverified_warning(model: str, keys: tuple[str, ...] = ()) -> str:
+    """The line printed above the tables of a plan whose layout was not verified."""
+    why = f" ({', '.join(keys)})" if keys else ""
+    return (
+        f"[bold yellow]warning:[/] {model}: layout not verified{why}; planned as plain attention "
+        "because of --trust-layout, so the figures below are a guess"
+    )

@@ -43,6 +43,8 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     from rich.table import Table
 
     console = stdout_console()
+    if not result.layout_validated:
+        console.print(fmt.unverified_warning(result.model, result.unverified_keys))
     console.print(
         f"[bold]{result.model}[/]  ({result.source})\n"
         f"{result.model_type} · {result.attention_kind} · {result.num_layers} layers · "
@@ -109,6 +111,12 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
         for key, text in result.provenance.items():
             prov.add_row(key, text)
         console.print(prov)
+        keys = Table(title="config.json keys", title_justify="left")
+        keys.add_column("")
+        keys.add_column("keys")
+        keys.add_row("read", ", ".join(result.config_keys) or "-")
+        keys.add_row("ignored", ", ".join(result.ignored_keys) or "-")
+        console.print(keys)
 
 
 def _weights(console, weights: dict) -> None:

@@ -37,6 +37,8 @@ def render(result) -> None:
     from rich.table import Table
 
     console = stdout_console()
+    if not result.layout_validated:
+        console.print(fmt.unverified_warning(result.model))
     par = f"TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}"
     if result.data_parallel_replicas > 1:
         par += f" × {result.data_parallel_replicas} replicas"

@@ -92,11 +92,13 @@ def load_model(
     offline: bool | None = None,
     cache_dir: str | None = None,
     timeout_s: float | None = None,
+    trust_layout: bool = False,
 ) -> LoadedModel:
     """Resolve ``reference`` (path, bundled model, ``org/name[@revision]``) and parse its config.
 
     ``token`` defaults to ``HF_TOKEN`` or the stored login; ``offline`` to ``HF_HUB_OFFLINE``;
-    ``timeout_s`` (per Hub request) to ``HF_HUB_ETAG_TIMEOUT`` or 10 s.
+    ``timeout_s`` (per Hub request) to ``HF_HUB_ETAG_TIMEOUT`` or 10 s. ``trust_layout`` parses
+    a config the registry does not verify as plain attention instead of refusing it.
     """
     text = reference.strip()
     if not text:
@@ -112,7 +114,7 @@ def load_model(
             from kvcalc.sources.gguf.load import load_gguf_path
 
             return load_gguf_path(path)
-        return load_path(path)
+        return load_path(path, trust_layout=trust_layout)
     if ":" in text and "\\" not in text:  # org/name:Q4_K_M or org/name:FILE.gguf
         from kvcalc.sources.gguf.load import HUB_GGUF, load_gguf_hub
 
@@ -131,14 +133,14 @@ def load_model(
         )
     name, rev = split_revision(text, revision)
     if rev is None and (bundled := find_bundled(name)) is not None:
-        return load_bundled(bundled)
+        return load_bundled(bundled, trust_layout=trust_layout)
     if _REPO_ID.match(name):
         from kvcalc.sources import hub
 
         access = hub.HubAccess.from_env(
             token=token, cache_dir=cache_dir, offline=offline, timeout_s=timeout_s
         )
-        return load_hub(name, revision=rev, access=access)
+        return load_hub(name, revision=rev, access=access, trust_layout=trust_layout)
     raise ModelNotFoundError(
         f"unknown model {text!r}: not a file or folder, a bundled model, or a Hub id",
         hint="use org/name for the Hub (e.g. Qwen/Qwen3-8B), a bundled alias, or a path",
@@ -179,7 +181,7 @@ def split_revision(text: str, revision: str | None) -> tuple[str, str | None]:
 
 
 # -- the three sources ----------------------------------------------------------------------
-def load_path(path: Path) -> LoadedModel:
+def load_path(path: Path, *, trust_layout: bool = False) -> LoadedModel:
     """A model folder (its ``config.json``) or a config file."""
     config = path / CONFIG_FILE if path.is_dir() else path
     if not config.is_file():
@@ -194,7 +196,8 @@ def load_path(path: Path) -> LoadedModel:
     raw = read_config_json(config)
     folder = config.parent.resolve()
     named_config = config.name == CONFIG_FILE
-    shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config))
+    shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config),
+                         trust_layout=trust_layout)  # fmt: skip
     # Only a config.json has "its" checkpoint beside it; a loose foo.json may sit among others.
     weights = cache(lambda: _read_local_weights(folder)) if named_config else _no_weights
     return LoadedModel(
@@ -202,8 +205,9 @@ def load_path(path: Path) -> LoadedModel:
     )
 
 
-def load_bundled(model: BundledModel) -> LoadedModel:
-    shape = parse_config(model.load(), name=model.hf_id, source=f"bundled config {model.path.name}")
+def load_bundled(model: BundledModel, *, trust_layout: bool = False) -> LoadedModel:
+    shape = parse_config(model.load(), name=model.hf_id, source=f"bundled config {model.path.name}",
+                         trust_layout=trust_layout)  # fmt: skip
     return LoadedModel(
         shape=shape, source="bundled", location=str(model.path), config_path=model.path
     )
@@ -215,12 +219,15 @@ def _read_local_weights(folder: Path) -> SafetensorsWeights | None:
     return read_local_weights(folder)
 
 
-def load_hub(repo_id: str, *, revision: str | None, access: hub.HubAccess) -> LoadedModel:
+def load_hub(
+    repo_id: str, *, revision: str | None, access: hub.HubAccess, trust_layout: bool = False
+) -> LoadedModel:
     from kvcalc.sources import hub
 
     found = hub.download_config(repo_id, revision=revision, access=access)
     label = f"{repo_id}@{found.revision}/config.json"
-    shape = parse_config(read_config_json(found.path, label=label), name=repo_id, source=label)
+    shape = parse_config(read_config_json(found.path, label=label), name=repo_id, source=label,
+                         trust_layout=trust_layout)  # fmt: skip
     pinned = found.commit_hash or found.revision
 
     def weights() -> SafetensorsWeights | None:

@@ -22,6 +22,34 @@ REFUSED_ARCHITECTURES = {
 REFUSED_MODEL_TYPES = {"minimax_m3": "Model architectures {archs} are not supported for now."}
 
 
+def refusal_reason(model_type: str, architectures: tuple[str, ...]) -> str | None:
+    """vLLM 0.33's reason for refusing a model of this type and architectures, or ``None``."""
+    for arch in architectures:
+        if arch in REFUSED_ARCHITECTURES:
+            return REFUSED_ARCHITECTURES[arch]
+    template = REFUSED_MODEL_TYPES.get(model_type)
+    if template:
+        return template.format(archs="[" + ", ".join(repr(a) for a in architectures) + "]")
+    return None
+
+
+def refuse_unverified(error: Exception, engine: str, version: str | None) -> None:
+    """Before a ``config-unverified`` refusal reaches the user planning with vLLM 0.33: raise vLLM's
+    own refusal instead when vLLM itself cannot build that architecture (kvcalc knows why)."""
+    from kvcalc.engines.vllm.defaults import resolve_profile
+
+    model_type = getattr(error, "model_type", None)
+    if engine != "vllm" or model_type is None or resolve_profile(version)[0].name != "0.33":
+        return
+    reason = refusal_reason(model_type, getattr(error, "architectures", ()))
+    if reason:
+        raise InputError(
+            f"vLLM 0.33 refuses to start: {reason}",
+            hint="vLLM does not register this architecture; plan it with another --engine",
+            code="unsupported-model",
+        ) from None
+
+
 def refuse_unbuildable(model: ModelShape, version: str) -> None:
     """Raise with vLLM's reason when vLLM ``version`` (a 0.33 profile) cannot build ``model``."""
     for arch in model.architectures:

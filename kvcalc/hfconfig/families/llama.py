@@ -1,0 +1,22 @@
+"""Llama, Mistral, Mixtral, Mistral 3 (its text stack): full attention, or Mistral's one sliding window on every layer.
+
+vLLM 0.33: ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``MixtralForCausalLM`` — one attention
+spec per layer (``FullAttentionSpec``, or ``SlidingWindowSpec`` when ``sliding_window`` is set).
+"""
+
+from kvcalc.hfconfig.family import Family
+
+FAMILIES = (
+    Family(
+        name="llama",
+        model_types={"llama", "mistral", "mixtral", "mistral3"},
+        architectures={
+            "LlamaForCausalLM",
+            "MistralForCausalLM",
+            "MixtralForCausalLM",
+            "Mistral3ForConditionalGeneration",
+        },
+        keys={"sliding_window"},
+        note="full attention per layer; Mistral's sliding_window on every layer",
+    ),
+)

@@ -1,0 +1,20 @@
+"""Qwen3-Next: Gated DeltaNet layers with full attention every ``full_attention_interval``-th layer."""
+
+from kvcalc.hfconfig.family import Family
+
+FAMILIES = (
+    Family(
+        name="qwen3-next",
+        model_types={"qwen3_next"},
+        architectures={"Qwen3NextForCausalLM"},
+        keys={
+            "full_attention_interval", "layer_types", "linear_num_key_heads",
+            "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_conv_kernel_dim", "mamba_ssm_cache_dtype",
+            # Qwen3-Next's attention layers never slide (vLLM ignores these keys for it)
+            "use_sliding_window", "sliding_window", "max_window_layers",
+        },
+        layer_types={"full_attention", "linear_attention"},
+        note="Gated DeltaNet state + full attention every full_attention_interval-th layer",
+    ),
+)  # fmt: skip
