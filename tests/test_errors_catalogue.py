@@ -317,6 +317,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "config-missing-key": lambda c: c.cli("inspect", c.folder({"model_type": "llama"})),
     "config-invalid": lambda c: c.cli("inspect", c.folder({**TINY, "num_hidden_layers": -1})),
     "config-unverified": lambda c: c.cli("inspect", c.folder({**TINY, "rwkv_version": 4})),
+    "config-unsupported": lambda c: c.cli("inspect", c.folder({**TINY, "model_type": "falcon_h1", "attn_layer_indices": [1]})),
     # weights and safetensors
     "weights-unknown": lambda c: c.cli("plan", c.folder({k: v for k, v in TINY.items() if k != "vocab_size"}), "--gpu", "L4"),
     "unknown-quantization": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-q", "nope"),

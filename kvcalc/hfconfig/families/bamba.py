@@ -38,7 +38,7 @@ FAMILIES = (
             "chunk_size",
             "n_groups",
         },
-        layer_types={},
+        layer_types=frozenset(),
         layouts=hybrid_family_layouts,
         note="Bamba: Mamba2 layers with attention at attn_layer_indices (kvcalc.hfconfig.mamba_families).",
     ),

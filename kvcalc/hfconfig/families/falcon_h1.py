@@ -9,6 +9,9 @@ FAMILIES = (
         model_types={"falcon_h1"},
         architectures={"FalconH1ForCausalLM"},
         keys={
+            "ssm_multipliers",
+            "ssm_in_multiplier",
+            "ssm_out_multiplier",  # muP scales, not cache
             "attn_layer_indices",
             "mamba_d_ssm",
             "mamba_d_conv",
@@ -38,7 +41,7 @@ FAMILIES = (
             "chunk_size",
             "n_groups",
         },
-        layer_types={},
+        layer_types=frozenset(),
         layouts=hybrid_family_layouts,
         note="Falcon-H1: parallel attention and Mamba2 in every layer (kvcalc.hfconfig.mamba_families).",
     ),

@@ -9,6 +9,8 @@ FAMILIES = (
         model_types={"jamba"},
         architectures={"JambaForCausalLM"},
         keys={
+            "expert_layer_offset",
+            "expert_layer_period",  # MoE placement, not cache
             "attn_layer_period",
             "attn_layer_offset",
             "mamba_d_conv",
@@ -39,7 +41,7 @@ FAMILIES = (
             "chunk_size",
             "n_groups",
         },
-        layer_types={},
+        layer_types=frozenset(),
         layouts=hybrid_family_layouts,
         note="Jamba: Mamba1 layers with attention every attn_layer_period-th layer (kvcalc.hfconfig.mamba_families).",
     ),

@@ -16,7 +16,7 @@ FAMILIES = (
             "qk_rope_head_dim",
             "v_head_dim",
         },
-        layer_types={},
+        layer_types=frozenset(),
         layouts=hybrid_family_layouts,
         note="Kimi-Linear: KDA linear attention and MLA layers (kvcalc.hfconfig.conv_families).",
     ),
