@@ -185,6 +185,11 @@ def test_kimi_linear_is_one_based_and_keeps_a_float32_state():
     assert [g.blocks_per_request for g in plan(k3).groups if g.kind == "mamba"] == [3, 3, 3]
 
 
+def test_hybrid_manager_cannot_be_disabled_for_recurrent_models():
+    with pytest.raises(InputError, match="needs the hybrid KV cache manager"):
+        plan(shape("LiquidAI--LFM2-1.2B"), disable_hybrid_kv_cache_manager=True)
+
+
 def test_minimax01_is_refused_by_name():
     with pytest.raises(ConfigError) as err:
         shape("synthetic--minimax-text-01-defaults")

@@ -144,6 +144,15 @@ def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
             hint="plan it with --pipeline-parallel-size 1",
             code="unsupported-model",
         )
+    if request.disable_hybrid_kv_cache_manager and any(s.kind == "mamba" for s in specs.values()):
+        # vllm/config/vllm.py (0.33.0): "hybrid SSM models (e.g. Jamba, Bamba) require HMA and will
+        # fail at startup without it"
+        raise InputError(
+            "vLLM 0.33 needs the hybrid KV cache manager for models with Mamba/linear-attention "
+            "state; they fail at startup with --disable-hybrid-kv-cache-manager",
+            hint="drop --disable-hybrid-kv-cache-manager",
+            code="unsupported-model",
+        )
     if request.disable_hybrid_kv_cache_manager:
         promoted = promote_local_specs(specs)
         if promoted != specs:
