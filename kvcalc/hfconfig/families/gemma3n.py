@@ -9,7 +9,11 @@ FAMILIES = (
         name="gemma3n",
         model_types={"gemma3n", "gemma3n_text"},
         architectures={"Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"},
-        keys={"layer_types", "sliding_window", "num_kv_shared_layers"},
+        keys={
+            "layer_types", "sliding_window", "num_kv_shared_layers",
+            # which MLP activations are sparsified per layer: compute, not cache
+            "activation_sparsity_pattern",
+        },  # fmt: skip
         layer_types={"sliding_attention", "full_attention"},
         layouts=attention_family_layouts,
         note="KV sharing: shared layers hold no cache of their own",
