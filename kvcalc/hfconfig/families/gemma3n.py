@@ -10,7 +10,9 @@ FAMILIES = (
         model_types={"gemma3n", "gemma3n_text"},
         architectures={"Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"},
         keys={
-            "layer_types", "sliding_window", "num_kv_shared_layers",
+            "layer_types",
+            "sliding_window",
+            "num_kv_shared_layers",
             # which MLP activations are sparsified per layer: compute, not cache
             "activation_sparsity_pattern",
         },  # fmt: skip
