@@ -162,3 +162,85 @@ def test_plan_verdict_golden_qwen3_l40s_workload(cli):
 
 def test_models_golden(cli):
     assert_golden("models", cli("models"))
+
+
+# -- item 1: the verdict names the length its figure is for ---------------------------------------
+def test_verdict_pairs_the_workload_concurrency_with_the_workload_length(cli):
+    result = cli("plan", "qwen3-32b", "--gpu", "L40S", "-tp", "2", "--max-model-len", "32K",
+                 "--kv-cache-dtype", "fp8", "--prompt-len", "2000", "--output-len", "500",
+                 "--batch", "32", "--no-throughput", "--json")  # fmt: skip
+    data = result.json
+    assert data["workload_tokens"] == 2_500
+    assert data["verdict_reason"] == (
+        f"{data['workload_concurrency']:.2f} requests of 2,500 tokens fit per engine"
+    )
+
+
+# -- item 2: the engine's max_num_seqs caps what runs -----------------------------------------------
+def test_concurrency_above_max_num_seqs_is_capped(cli):
+    result = cli("plan", "llama-3.2-1b-instruct", "--gpu", "H100-80GB", "--max-model-len", "1024",
+                 "--no-throughput", "--json")  # fmt: skip
+    data = result.json
+    # the engine's own "Maximum concurrency" stays as it prints it; the scheduler runs 1,024
+    assert data["max_concurrency"] > 2_000
+    assert data["max_num_seqs"] == 1_024
+    assert data["runnable_concurrency"] == 1_024
+    assert data["verdict_reason"].endswith("; the engine runs 1,024 at once (max_num_seqs)")
+
+
+def test_batch_above_max_num_seqs_is_below_target_with_the_cap_suggested(cli):
+    result = cli("plan", "llama-3.2-1b-instruct", "--gpu", "H100-80GB", "--max-model-len", "1024",
+                 "--batch", "2000", "--no-throughput", "--json")  # fmt: skip
+    assert result.exit_code == 1
+    data = result.json
+    assert data["verdict"] == "below-target"
+    assert data["verdict_reason"].startswith("max_num_seqs 1,024 lets the engine run 1,024")
+    first = data["suggestions"][0]
+    assert first["change"] == {"max_num_seqs": 2000}
+
+
+def test_check_min_concurrency_is_judged_on_what_the_engine_runs(cli, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("deployments:\n  - name: capped\n    model: qwen3-8b\n    gpu: L40S\n"
+                 "    max_model_len: 16384\n    kv_cache_dtype: fp8\n    max_num_seqs: 16\n"
+                 "    requirements:\n      min_concurrency: 20\n", encoding="utf-8")  # fmt: skip
+    result = cli("check", str(f))
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stdout.splitlines() if "min_concurrency is 20" in x]
+    assert "16.00 concurrent requests fit" in line and "max_num_seqs 16 runs 16 at once" in line
+
+
+# -- item 3: a bare number below 1 for a size ----------------------------------------------------
+@pytest.mark.parametrize("value", ["0.1", "'0.5'"])
+def test_min_headroom_below_one_is_ambiguous(cli, tmp_path, value):
+    f = tmp_path / "d.yaml"
+    f.write_text("deployments:\n  - name: a\n    model: qwen3-8b\n    gpu: L40S\n"
+                 f"    requirements:\n      min_headroom: {value}\n", encoding="utf-8")  # fmt: skip
+    result = cli("check", str(f))
+    assert result.exit_code == 2
+    assert "min_headroom" in result.stdout + result.stderr
+    assert "is ambiguous: write a share of the KV pool" in result.stdout + result.stderr
+
+
+# -- item 13: did you mean -----------------------------------------------------------------------
+def test_unknown_model_suggests_the_bundled_alias(cli):
+    result = cli("plan", "llama-2-7b", "--gpu", "H100")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0].startswith(
+        "error[model-not-found]: unknown model 'llama-2-7b'"
+    )
+    assert result.stderr.splitlines()[1].startswith(
+        "hint: did you mean 'llama-2-7b-hf'? `kvcalc models`"
+    )
+
+
+def test_top_level_requirement_says_where_it_goes(cli, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("deployments:\n  - name: a\n    model: qwen3-8b\n    gpu: L40S\n"
+                 "    min_concurrency: 4\n", encoding="utf-8")  # fmt: skip
+    result = cli("check", str(f))
+    assert result.exit_code == 2
+    assert (
+        "unknown key 'min_concurrency'; it belongs to a section: move it under `requirements:`"
+        in (result.stdout + result.stderr)
+    )

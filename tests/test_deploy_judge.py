@@ -27,13 +27,22 @@ def _check(tmp_path, text: str, **kw):
 def test_worked_example_passes(tmp_path):
     r = _check(
         tmp_path,
-        BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 5\n  min_headroom: 1.9GiB\n",
+        BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 4\n  min_headroom: 1.9GiB\n",
     )
     assert r.plan.kv_cache_tokens == 81_920
     assert r.plan.max_concurrency == pytest.approx(5.0)
+    # 5 fit in the KV cache, the scheduler runs max_num_seqs = 4 at once: min_concurrency 5 fails
+    assert r.plan.runnable_concurrency == 4
     # headroom beyond 4 requests: 1 - 4/5 = 20% of the 10 GiB pool (the planner's float may lose a byte)
     assert r.plan.headroom_bytes == pytest.approx(2 * GIB, abs=1)
     assert r.passed and r.failures == ()
+
+
+def test_min_concurrency_above_max_num_seqs_fails(tmp_path):
+    r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 5\n")
+    (f,) = r.failures
+    assert (f.requirement, f.expected, f.actual) == ("min_concurrency", 5, 4)
+    assert "max_num_seqs 4 runs 4 at once" in f.message
 
 
 def test_min_concurrency_fails_with_its_line(tmp_path):

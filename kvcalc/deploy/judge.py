@@ -75,9 +75,15 @@ def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[F
         if dep.has_workload and plan.workload_concurrency is not None:
             per_engine = plan.workload_concurrency
             where = f"at the workload's {plan.workload_tokens:,} tokens"
+        capped = ""
+        if plan.max_num_seqs and per_engine > plan.max_num_seqs:
+            capped = f" but max_num_seqs {plan.max_num_seqs:,} runs {plan.max_num_seqs:,} at once"
+            where += f" ({per_engine:.2f} in the KV cache)"
+            per_engine = plan.max_num_seqs
         actual = per_engine * replicas
         if actual < req.min_concurrency:
             across = f" across {replicas} replicas" if replicas > 1 else ""
+            where += capped
             failures.append(
                 Failure(
                     requirement="min_concurrency",

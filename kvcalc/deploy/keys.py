@@ -221,7 +221,8 @@ REQUIREMENT_KEYS: tuple[Key, ...] = (
         "min_headroom",
         "headroom",
         "KV memory that must stay free beyond the target concurrency: "
-        "a size (`2GiB`; a bare number is GiB) or a share of the KV pool (`10%`).",
+        "a size (`2GiB`; a bare number of 1 or more is GiB) or a share of the KV pool (`10%`); "
+        "a bare number below 1 is refused as ambiguous.",
         examples=("2GiB", "10%"),
     ),
     _k(
@@ -349,6 +350,15 @@ def _headroom(value: Any, key: Key) -> tuple[str, float]:
         if share >= 1:
             raise BadValue(f"a share of the KV pool must be under 100%, got {describe(value)}")
         return ("fraction", share)
+    bare = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*", value):
+        bare = float(value)
+    if bare is not None and 0 < bare < 1:
+        # 0.1 reads as 10% next to tight_threshold: 0.1, but a bare size is GiB: refuse to guess
+        raise BadValue(
+            f"{describe(value)} is ambiguous: write a share of the KV pool "
+            f"({bare:.0%}) or a size ({bare:g}GiB)"
+        )
     return ("bytes", _size(value, key))
 
 

@@ -242,9 +242,13 @@ def _read_keys(
         key = table.get(name)
         if key is None:
             inside = f" in {prefix.rstrip('.')}" if prefix else ""
-            ctx.at(
-                key_node, f"unknown key {name!r}{inside}" + suggest(name, [*table, *extra_names])
+            home = [s for s, keys_of in SECTIONS.items() if name in {k.name for k in keys_of}]
+            where_it_goes = (
+                f"; it belongs to a section: move it under `{home[0]}:`"
+                if home and not prefix
+                else suggest(name, [*table, *extra_names])
             )
+            ctx.at(key_node, f"unknown key {name!r}{inside}" + where_it_goes)
             continue
         where[prefix + name] = value_node
         if value_node.kind == "bad":  # already reported by the YAML reader

@@ -28,7 +28,7 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.planning.budget import KvBudget, kv_budget, shifted
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
-from kvcalc.planning.verdict import FIXED_POOL_ENGINES, overhead_notes, workload
+from kvcalc.planning.verdict import FIXED_POOL_ENGINES, overhead_notes, runnable, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
 from kvcalc.units import GIB
 
@@ -318,13 +318,13 @@ def _assemble(
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     verdict, reason = judge_verdict(
-        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction
+        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens
     )
     if low_kv is not kv:  # judged on the pessimistic end of the band
         low = kv_budget.low_bytes
         _, _, low_conc, _, low_fraction = _headroom(inputs, low_kv, low)
         low_verdict, low_reason = judge_verdict(
-            inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction
+            inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens
         )
         if low_verdict != verdict:
             verdict, reason = (
@@ -369,6 +369,7 @@ def _assemble(
         target_concurrency=target,
         workload_tokens=workload_tokens,
         workload_concurrency=workload_conc,
+        runnable_concurrency=runnable(conc, kv.max_num_seqs),
         headroom_bytes=headroom,
         headroom_fraction=headroom_fraction,
         verdict=verdict,

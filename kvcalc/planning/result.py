@@ -73,6 +73,9 @@ class CapacityPlan:
     target_concurrency: int | None
     workload_tokens: int | None
     workload_concurrency: float | None
+    #: concurrent requests the deployment can run: the KV-limited figure (the workload's when given,
+    #: else ``max_concurrency``) capped by ``max_num_seqs``; verdicts and requirements use it
+    runnable_concurrency: float
     headroom_bytes: int
     headroom_fraction: float
     verdict: str

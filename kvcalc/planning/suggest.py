@@ -40,6 +40,13 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
     """Changes worth making, best first; only those that improve on ``base``."""
     out = []
     verdict = base.verdict
+    cap, target = base.max_num_seqs, inputs.target_concurrency
+    if verdict == "below-target" and cap and target and cap < target:
+        # the KV cache holds the target but the scheduler's cap does not: raise the cap
+        r = _try(model, inputs, exact, max_num_seqs=target)
+        if r and r.runnable_concurrency > base.runnable_concurrency:
+            out.append(_make(f"--max-num-seqs {target}: {r.runnable_concurrency:.2f} requests at once "
+                             f"→ {r.verdict}", {"max_num_seqs": target}, r))  # fmt: skip
     compact = _COMPACT_KV.get(inputs.engine)
     if compact and base.kv_cache_dtype not in (
         "fp8",

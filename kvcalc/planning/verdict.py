@@ -54,10 +54,24 @@ def overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
     return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
 
 
+def runnable(conc: float, max_num_seqs: int | None) -> float:
+    """Concurrent requests the deployment can run: what the KV cache holds (``conc``), capped by
+    the engine's ``max_num_seqs`` (the scheduler never runs more at once).
+
+    >>> runnable(2117.02, 1024), runnable(4.19, 256), runnable(3.5, None)
+    (1024, 4.19, 3.5)
+    """
+    return min(conc, max_num_seqs) if max_num_seqs else conc
+
+
 def verdict(
-    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction
+    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, tokens=None
 ) -> tuple[str, str]:
+    """The verdict and its reason. ``conc`` is the KV-limited concurrency for requests of
+    ``tokens`` tokens (the workload's, else ``max_model_len``)."""
     gib = 1 << 30
+    tokens = tokens or kv.max_model_len
+    cap = kv.max_num_seqs
     if inputs.kv_cache_memory_bytes is None and weights.per_gpu_bytes > budget:
         return "weights-dont-fit", (
             f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
@@ -81,11 +95,17 @@ def verdict(
             f"{longest:,} tokens"
         )
     target = inputs.target_concurrency
-    if target is not None and conc < target:
+    if target is not None and runnable(conc, cap) < target:
+        if conc >= target:
+            return "below-target", (
+                f"max_num_seqs {cap:,} lets the engine run {cap:,} requests at once, {target} were "
+                f"asked for ({conc:.2f} of {tokens:,} tokens would fit in the KV cache)"
+            )
         return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
     if headroom_fraction < inputs.tight_fraction:
         return "tight", (
             f"only {headroom_fraction:.1%} of the KV cache is left beyond "
             f"{target or 1} request(s) (threshold {inputs.tight_fraction:.1%})"
         )
-    return "ok", f"{conc:.2f} requests of {kv.max_model_len:,} tokens fit per engine"
+    capped = f"; the engine runs {cap:,} at once (max_num_seqs)" if cap and conc > cap else ""
+    return "ok", f"{conc:.2f} requests of {tokens:,} tokens fit per engine{capped}"

@@ -89,6 +89,11 @@ def render(result) -> None:
             f"concurrency for the workload ({result.workload_tokens:,} tokens)",
             f"{result.workload_concurrency:.2f}x",
         )
+    if result.max_num_seqs and result.runnable_concurrency >= result.max_num_seqs:
+        kv.add_row(
+            f"concurrency the engine runs (max_num_seqs {result.max_num_seqs:,})",
+            f"{result.runnable_concurrency:,.2f}x",
+        )
     if result.target_concurrency is not None:
         kv.add_row("target concurrency", fmt.int_(result.target_concurrency))
     kv.add_row("headroom", f"{fmt.size(result.headroom_bytes)} ({result.headroom_fraction:.0%})")

@@ -141,11 +141,32 @@ def load_model(
             token=token, cache_dir=cache_dir, offline=offline, timeout_s=timeout_s
         )
         return load_hub(name, revision=rev, access=access, trust_layout=trust_layout)
+    close = close_bundled(name)
     raise ModelNotFoundError(
         f"unknown model {text!r}: not a file or folder, a bundled model, or a Hub id",
-        hint="use org/name for the Hub (e.g. Qwen/Qwen3-8B), a bundled alias, or a path",
+        hint=(f"did you mean {' or '.join(repr(c) for c in close)}? " if close else "")
+        + "`kvcalc models` lists the bundled models; use org/name for the Hub "
+        "(e.g. Qwen/Qwen3-8B), or a path",
         code="model-not-found",
     )
+
+
+def close_bundled(name: str, limit: int = 3) -> list[str]:
+    """Bundled aliases close to ``name``: those it begins (``llama-2-7b`` → ``llama-2-7b-hf``),
+    then the nearest spellings.
+
+    >>> close_bundled("llama-2-7b")
+    ['llama-2-7b-hf']
+    """
+    import difflib
+
+    from kvcalc.sources.bundled import bundled_models
+
+    low = name.lower().rsplit("/", 1)[-1]
+    aliases = sorted(m.alias for m in bundled_models())
+    starts = [a for a in aliases if a.startswith(low) and a != low]
+    near = difflib.get_close_matches(low, aliases, n=limit, cutoff=0.8)
+    return (starts or near)[:limit]
 
 
 def _exists(path: Path) -> bool:
