@@ -37,3 +37,29 @@ def test_every_command_is_documented_and_has_help(cli, command):
     (info,) = [c for c in app.registered_commands if (c.name or c.callback.__name__) == command]
     summary = " ".join((info.help or info.callback.__doc__).split("\n\n")[0].split())
     assert summary in " ".join(result.stdout.split())
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_ci_floors_are_the_floors_of_pyproject():
+    """.ci/floors.txt pins each direct dependency at the lowest version pyproject.toml allows."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    project = pyproject.split("[project]", 1)[1].split("\n[project.scripts]", 1)[0]
+    floors: dict[str, str] = {}
+    for requirement in re.findall(r'^\s*"([^"]+)",?$|= \["([^"]+)"\]', project, re.M):
+        requirement = next(r for r in requirement if r)
+        if ">=" in requirement:
+            floors[_name(requirement)] = requirement.split(">=", 1)[1]
+    pinned = {}
+    for line in (ROOT / ".ci" / "floors.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[_name(name)] = version
+    floors.pop("torch")  # both passes install the README's torch==2.13.0
+    floors.pop("llama-cpp-python", None)  # compiled: the floors pass reuses the newest pass's build
+    assert {"typer", "pyyaml", "huggingface-hub", "transformers", "jsonschema"} <= set(floors)
+    from packaging.version import Version  # pytest's own dependency
+
+    assert {n: Version(v) for n, v in pinned.items()} == {n: Version(v) for n, v in floors.items()}
