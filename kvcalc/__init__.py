@@ -9,7 +9,7 @@ The public API is pure and torch-free::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from kvcalc.version import __version__
 
 __all__ = ["__version__", "load_model", "inspect_model", "parse_config", "plan", "PlanInputs"]
 

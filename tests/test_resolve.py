@@ -11,14 +11,8 @@ import pytest
 from hubserver import EXPECTED_BY_DTYPE, EXPECTED_TOTAL_BYTES, checkpoint_files
 
 from kvcalc.errors import ConfigError, InputError, KvcalcError, ModelNotFoundError
-from kvcalc.sources.resolve import (
-    MAX_CONFIG_BYTES,
-    LoadedModel,
-    load_model,
-    looks_like_path,
-    read_config_json,
-    split_revision,
-)
+from kvcalc.sources.files import MAX_CONFIG_BYTES, read_config_json
+from kvcalc.sources.resolve import LoadedModel, load_model, looks_like_path, split_revision
 
 #: 2 layers, 2 KV heads of 64 / 4 = 16 dims, bf16: 2 (K, V) x 2 x 2 x 16 x 2 B = 256 B per token
 TINY = {

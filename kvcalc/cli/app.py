@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import typer
 
-from kvcalc import __version__
 from kvcalc.errors import ExitCode, KvcalcError
 from kvcalc.render import console
+from kvcalc.version import __version__
 
 EXIT_CODES_HELP = (
     "Exit status: 0 the command ran and the deployment passes; 1 it ran and the deployment "

@@ -49,7 +49,7 @@ class Calibration:
 
 def make_record(result: Any, *, date: datetime | None = None) -> dict[str, Any]:
     """One record from a :class:`~kvcalc.verify.result.VerifyResult`."""
-    from kvcalc import __version__
+    from kvcalc.version import __version__
 
     fill = result.fill
     return {

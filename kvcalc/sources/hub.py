@@ -23,15 +23,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvcalc.errors import HubError, KvcalcError
+from kvcalc.sources.files import CONFIG_FILE, MAX_CONFIG_BYTES  # refused before download, too
+from kvcalc.sources.hub_access import (  # noqa: F401  (re-exported: part of kvcalc.sources.hub)
+    DEFAULT_ENDPOINT,
+    DEFAULT_TIMEOUT_S,
+    HubAccess,
+    default_cache_dir,
+    env_offline,
+    env_timeout_s,
+)
 from kvcalc.sources.hub_errors import (
     bad_endpoint,
     hub_error,
@@ -42,7 +49,6 @@ from kvcalc.sources.hub_errors import (
     shown_endpoint,  # noqa: F401  (re-exported: part of kvcalc.sources.hub)
     unparsable,
 )
-from kvcalc.sources.resolve import MAX_CONFIG_BYTES  # refused before it is downloaded, too
 from kvcalc.sources.safetensors_meta import (
     INDEX_FILE,
     MAX_INDEX_BYTES,
@@ -51,42 +57,8 @@ from kvcalc.sources.safetensors_meta import (
     invalid,
 )
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
-DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_REVISION = "main"
-CONFIG_FILE = "config.json"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_TRUE = {"1", "on", "yes", "true"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class HubAccess:
-    """Where and how to reach the Hub. The token is left out of ``repr`` and comparisons."""
-
-    endpoint: str
-    cache_dir: str
-    offline: bool
-    timeout_s: float
-    token: str | None = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        token: str | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        offline: bool | None = None,
-        timeout_s: float | None = None,
-        endpoint: str | None = None,
-    ) -> HubAccess:
-        """Explicit arguments first, then the environment as it is now, then the defaults."""
-        return cls(
-            endpoint=(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
-            cache_dir=str(cache_dir) if cache_dir else default_cache_dir(),
-            offline=env_offline() if offline is None else offline,
-            timeout_s=timeout_s if timeout_s is not None else env_timeout_s(),
-            token=token or None,
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,33 +72,6 @@ class HubConfig:
     path: Path
     #: ``True`` when the Hub was not asked (offline) or could not answer and the cache served it
     from_cache: bool
-
-
-def env_offline() -> bool:
-    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now."""
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return value.strip().lower() in _TRUE
-
-
-def env_timeout_s() -> float:
-    """``HF_HUB_ETAG_TIMEOUT`` seconds as set now, else 10."""
-    try:
-        value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", ""))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if 0 < value < math.inf else DEFAULT_TIMEOUT_S
-
-
-def default_cache_dir() -> str:
-    """The Hub cache as ``huggingface_hub`` would choose it with the environment as set now."""
-    env = os.environ
-    explicit = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
-    if explicit:
-        return os.path.expanduser(os.path.expandvars(explicit))
-    home = env.get("HF_HOME") or os.path.join(
-        env.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"
-    )
-    return os.path.expanduser(os.path.expandvars(os.path.join(home, "hub")))
 
 
 # -- config.json ----------------------------------------------------------------------------

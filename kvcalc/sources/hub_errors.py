@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from kvcalc.errors import HubError, KvcalcError
-from kvcalc.sources.resolve import CONFIG_FILE
+from kvcalc.sources.files import CONFIG_FILE
 
 if TYPE_CHECKING:
-    from kvcalc.sources.hub import HubAccess
+    from kvcalc.sources.hub_access import HubAccess
 
 
 # -- which exceptions, and which are transient ---------------------------------------------

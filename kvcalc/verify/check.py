@@ -14,12 +14,11 @@ from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.result import (
     DEFAULT_TOLERANCE,
-    ComponentResult,
     VerifyResult,
+    components_from,
     judge,
-    relative_error,
 )
-from kvcalc.verify.spec import AllocationPlan, VerifyOptions
+from kvcalc.verify.spec import VerifyOptions
 
 CPU_JUDGED_ON = "storage bytes (untyped_storage().nbytes()); RSS is reported, never judged"
 CUDA_JUDGED_ON = "torch.cuda.memory_allocated delta"
@@ -42,7 +41,7 @@ def load_config(
     from kvcalc.hfconfig import parse_config
     from kvcalc.hfconfig.reduce import slice_layers
     from kvcalc.planning.core import resolve_model_cached
-    from kvcalc.sources.resolve import read_config_json
+    from kvcalc.sources.files import read_config_json
 
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)
     raw = read_config_json(loaded.config_path) if loaded.config_path else {}
@@ -68,24 +67,6 @@ def load_shape(
     if layers is None or layers >= shape.num_layers:
         return shape
     return replace(shape, layers=shape.layers[:layers], name=shape.name)
-
-
-def components_from(
-    plan: AllocationPlan, measured: dict[str, tuple[int, int]]
-) -> tuple[ComponentResult, ...]:
-    """Predicted vs measured per component, in the plan's order, measured-only ones last."""
-    rows = []
-    for c in plan.components:
-        got, count = measured.get(c.name, (0, 0))
-        rows.append(ComponentResult(name=c.name, predicted_bytes=c.predicted_bytes, measured_bytes=got,
-                                    relative_error=relative_error(c.predicted_bytes, got), tensors=count,
-                                    num_layers=c.num_layers))  # fmt: skip
-    known = {c.name for c in plan.components}
-    for name, (got, count) in measured.items():
-        if name not in known:
-            rows.append(ComponentResult(name=name, predicted_bytes=0, measured_bytes=got,
-                                        relative_error=relative_error(0, got), tensors=count))  # fmt: skip
-    return tuple(rows)
 
 
 def verify_layout(

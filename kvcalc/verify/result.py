@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvcalc.verify.spec import AllocationPlan
 
 #: ``--tolerance`` default: 1 % relative error
 DEFAULT_TOLERANCE = 0.01
@@ -163,3 +166,21 @@ def judge(
     error = relative_error(predicted, measured)
     ok = abs(error) <= tolerance and all(abs(c.relative_error) <= tolerance for c in components)
     return error, ok
+
+
+def components_from(
+    plan: AllocationPlan, measured: dict[str, tuple[int, int]]
+) -> tuple[ComponentResult, ...]:
+    """Predicted vs measured per component, in the plan's order, measured-only ones last."""
+    rows = []
+    for c in plan.components:
+        got, count = measured.get(c.name, (0, 0))
+        rows.append(ComponentResult(name=c.name, predicted_bytes=c.predicted_bytes, measured_bytes=got,
+                                    relative_error=relative_error(c.predicted_bytes, got), tensors=count,
+                                    num_layers=c.num_layers))  # fmt: skip
+    known = {c.name for c in plan.components}
+    for name, (got, count) in measured.items():
+        if name not in known:
+            rows.append(ComponentResult(name=name, predicted_bytes=0, measured_bytes=got,
+                                        relative_error=relative_error(0, got), tensors=count))  # fmt: skip
+    return tuple(rows)

@@ -19,7 +19,7 @@ from typing import Any
 
 from kvcalc.errors import KvcalcError
 from kvcalc.verify import torchenv
-from kvcalc.verify.result import RunInfo, VerifyResult, judge
+from kvcalc.verify.result import RunInfo, VerifyResult, components_from, judge
 from kvcalc.verify.spec import VerifyOptions
 
 #: tensor attributes of a cache layer → the part they hold (per attention kind)
@@ -165,7 +165,6 @@ def verify_run(
 ) -> VerifyResult:  # fmt: skip
     from kvcalc.hfconfig import parse_config
     from kvcalc.hfconfig.reduce import shrink_for_run
-    from kvcalc.verify.check import components_from
     from kvcalc.verify.layout import allocation_plan
 
     if new_tokens < 2:
