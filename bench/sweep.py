@@ -47,7 +47,7 @@ def lengths(max_len: int, count: int = NUM_LENGTHS) -> tuple[int, ...]:
 
 
 def main(argv: list[str]) -> int:
-    from kvcalc.planning.core import resolve_model_cached
+    from kvcalc.planning.api import resolve_model_cached
     from kvcalc.planning.curves import capacity_curve
     from kvcalc.planning.inputs import PlanInputs
 

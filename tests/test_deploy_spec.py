@@ -145,7 +145,7 @@ def test_values_as_vllm_and_kvcalc_plan_read_them():
         "float16",
         0.05,
     )
-    assert (i.engine, i.engine_options) == ("llama.cpp", (("n_seq_max", 4),))
+    assert (i.engine, i.engine_options) == ("llamacpp", (("n_seq_max", 4),))  # one canonical name
     assert (i.prompt_len, i.output_len, i.shared_prefix) == (100, 0, 50)
     assert dep.has_workload
     assert dep.requirements.min_headroom == ("bytes", 2 * GIB)

@@ -190,7 +190,7 @@ def _deployment(c: Ctx):
 
 
 def _internal(c: Ctx):
-    from kvcalc.planning import core as planning
+    from kvcalc.planning import api as planning
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")

@@ -40,7 +40,7 @@ def _raises(exc: BaseException):
 def _scenarios(fake_hub, tmp_path):
     """(name, args, arrange): arrange(mp) runs just before its command; mp is undone after it."""
     from kvcalc.errors import KvcalcError
-    from kvcalc.planning import core as planning
+    from kvcalc.planning import api as planning
 
     fake_hub.add("acme/tiny", {"config.json": TINY})
     fake_hub.add("acme/gated", {"config.json": TINY}, gated=True, gated_token="hf_someoneElse")
@@ -123,7 +123,7 @@ def test_the_token_never_appears(cli, fake_hub, tmp_path, monkeypatch, via, debu
 
 BOOTSTRAP = """
 import sys
-from kvcalc.planning import core as planning
+from kvcalc.planning import api as planning
 def boom(*a, **k):
     raise RuntimeError("failed with Authorization: Bearer " + sys.argv[1])
 planning.plan_reference = boom

@@ -10,13 +10,12 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.errors import InputError
+from kvcalc.planning.api import attach_throughput, calibrated_efficiency
 from kvcalc.planning.core import plan
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.throughput import (
     Roofline,
-    attach_throughput,
     batch_limit,
-    calibrated_efficiency,
     causal_context_sum,
     decode_point,
     default_batches,

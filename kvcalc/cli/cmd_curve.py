@@ -164,7 +164,8 @@ def curve(
 
     Example: kvcalc curve llama-3.1-8b --gpu H100 --kv-cache-dtype bf16 --kv-cache-dtype fp8 --lengths 4k,8k,32k,128k
     """
-    from kvcalc.planning.curves import capacity_curve_reference, parse_lengths
+    from kvcalc.planning.api import capacity_curve_reference
+    from kvcalc.planning.curves import parse_lengths
 
     inputs = _inputs(model, gpu=gpu, gpu_memory=gpu_memory, tensor_parallel_size=tensor_parallel_size,
                      engine=(engine or ["vllm"])[0], engine_version=engine_version,
@@ -254,7 +255,7 @@ def compare(
     Example: kvcalc compare qwen2.5-7b llama-3.1-8b mistral-7b-v0.1 --max-model-len 32768 --gpu H100
     """
     from kvcalc.errors import InputError
-    from kvcalc.planning.compare import compare_references
+    from kvcalc.planning.api import compare_references
 
     if attention_variants and len(models) != 1:
         raise InputError("--attention-variants takes exactly one model", code="invalid-input")
@@ -388,7 +389,7 @@ def throughput(
 
     Example: kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s --prompt-len 512 --output-len 128
     """
-    from kvcalc.planning.throughput import throughput_reference
+    from kvcalc.planning.api import throughput_reference
 
     inputs = _inputs(model, gpu=gpu, gpu_memory=gpu_memory, tensor_parallel_size=tensor_parallel_size,
                      engine=engine, engine_version=engine_version, max_model_len=max_model_len,

@@ -257,7 +257,7 @@ def plan(
     """
     from kvcalc.cli.options import with_gguf_file
     from kvcalc.cli.plan_args import build_inputs
-    from kvcalc.planning.core import plan_reference
+    from kvcalc.planning.api import plan_reference
 
     request = build_inputs({k: v for k, v in locals().items() if k != "gguf_file"})
     result = plan_reference(

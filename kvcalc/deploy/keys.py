@@ -21,14 +21,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.engines.names import ALIAS_SPELLINGS, EngineName
 from kvcalc.planning.inputs import MAX_COUNT, VERDICTS
 from kvcalc.units import short_int
 
 #: the verdicts a deployment may be allowed to have; the others mean it would not start
 ALLOWABLE_VERDICTS = ("ok", "tight", "below-target")
 DEFAULT_ALLOWED = ("ok", "tight")
-ENGINES = ("vllm", "sglang", "llamacpp", "hf", "trtllm", "lmdeploy")
-ENGINE_ALIASES = ("llama.cpp", "transformers", "tensorrt-llm", "turbomind")
+ENGINES = tuple(name.value for name in EngineName)
+ENGINE_ALIASES = ALIAS_SPELLINGS
 WEIGHT_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float", "bf16", "fp16", "fp32")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 HUMAN_INT_PATTERN = r"^\s*\d+(\.\d+)?[kmgt]\s*$|^\s*\d+[KMGT]\s*$|^\s*\d+\s*$"

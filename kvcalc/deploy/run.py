@@ -1,7 +1,7 @@
 """``kvcalc check`` as a library call: files in, a :class:`CheckReport` out.
 
 :func:`check_paths` expands the paths (files, folders, globs), reads and validates every file
-(:mod:`kvcalc.deploy.spec`), plans each valid deployment (:func:`kvcalc.planning.core.plan_reference`,
+(:mod:`kvcalc.deploy.spec`), plans each valid deployment (:func:`kvcalc.planning.api.plan_reference`,
 which loads each model once per process) and judges it (:mod:`kvcalc.deploy.judge`). Problems that
 stop a check — unreadable files, invalid values, an unknown model — are collected from every file
 and deployment, not just the first, and returned as :class:`~kvcalc.deploy.spec.Problem` values.
@@ -175,7 +175,7 @@ def plan_deployment(
     skips the computed suggestions (several more plans each); the check asks for them only for
     deployments that fail.
     """
-    from kvcalc.planning.core import plan_reference
+    from kvcalc.planning.api import plan_reference
 
     return plan_reference(
         dep.model,

@@ -13,45 +13,40 @@ makes. One module per engine (``sglang``, ``llamacpp``, ``hf``, ``trtllm``, ``lm
 from __future__ import annotations
 
 from kvcalc.engines.base import Engine, EngineRequest, KvCacheGroup, KvCachePlan
-from kvcalc.errors import InputError
+from kvcalc.engines.names import EngineName, engine_name, traits
 
-__all__ = ["ENGINE_NAMES", "Engine", "EngineRequest", "KvCacheGroup", "KvCachePlan", "get_engine"]
+__all__ = [
+    "ENGINE_NAMES", "Engine", "EngineName", "EngineRequest", "KvCacheGroup", "KvCachePlan",
+    "engine_name", "get_engine", "traits",
+]  # fmt: skip
 
 #: every engine kvcalc models; the first is the default
-ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "hf", "trtllm", "lmdeploy")
+ENGINE_NAMES = tuple(name.value for name in EngineName)
 
 
-def get_engine(name: str) -> Engine:
-    """The engine called ``name`` (case-insensitive; ``llama.cpp`` and ``transformers`` accepted)."""
-    key = str(name).strip().lower().replace(".", "").replace("-", "")
-    key = {"transformers": "hf", "tensorrtllm": "trtllm", "llamacpp": "llamacpp",
-           "turbomind": "lmdeploy"}.get(key, key)  # fmt: skip
-    if key == "vllm":
+def get_engine(name: str | EngineName) -> Engine:
+    """The engine called ``name`` (any spelling :func:`~kvcalc.engines.names.engine_name` accepts)."""
+    key = engine_name(name)
+    if key is EngineName.VLLM:
         from kvcalc.engines.vllm.engine import VllmEngine
 
         return VllmEngine()
-    if key == "sglang":
+    if key is EngineName.SGLANG:
         from kvcalc.engines.sglang import SglangEngine
 
         return SglangEngine()
-    if key == "llamacpp":
+    if key is EngineName.LLAMACPP:
         from kvcalc.engines.llamacpp import LlamaCppEngine
 
         return LlamaCppEngine()
-    if key == "hf":
+    if key is EngineName.HF:
         from kvcalc.engines.hf import HfEngine
 
         return HfEngine()
-    if key == "trtllm":
+    if key is EngineName.TRTLLM:
         from kvcalc.engines.trtllm import TrtllmEngine
 
         return TrtllmEngine()
-    if key == "lmdeploy":
-        from kvcalc.engines.lmdeploy import LmdeployEngine
+    from kvcalc.engines.lmdeploy import LmdeployEngine
 
-        return LmdeployEngine()
-    raise InputError(
-        f"unknown engine {name!r}",
-        hint="choose one of: " + ", ".join(ENGINE_NAMES),
-        code="unknown-engine",
-    )
+    return LmdeployEngine()

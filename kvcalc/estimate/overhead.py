@@ -43,7 +43,7 @@ subtracted).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvcalc.errors import InputError
 from kvcalc.hfconfig.weights import WeightShape
@@ -208,11 +208,14 @@ def estimate_overhead(
     engine_version: str | None = None,
     quantization: str | None = None,
     subtracts_cudagraph: bool = False,
+    seqs_default: str = "vLLM's default",
 ) -> Overhead:
     """vLLM's non-weight, non-KV memory per GPU for one profile run (see the module doc).
 
     ``quantization`` overrides the checkpoint's method (it decides the MoE kernel);
     ``subtracts_cudagraph`` widens the band by the graph estimate's error where vLLM subtracts it.
+    Without ``max_num_seqs`` the sampler is sized for vLLM's default; ``seqs_default`` says in the
+    note whose default that is for the engine being planned.
     """
     w = model.weights
     if not isinstance(w, WeightShape) or w.hidden_size <= 0:
@@ -230,7 +233,7 @@ def estimate_overhead(
     if max_num_seqs is None:
         max_num_seqs = gpu.vllm_default_max_num_seqs if gpu else DEFAULT_MAX_NUM_SEQS
         notes.append(
-            f"max_num_seqs {max_num_seqs}: vLLM's default for "
+            f"max_num_seqs {max_num_seqs}: {seqs_default} for "
             + (f"{gpu.name} ({gpu.mnbt_tier} tier)" if gpu else "GPUs under 70 GiB")
         )
     method = (quantization or (w.quantization.method if w.quantization else "") or "").lower()
@@ -396,3 +399,30 @@ def _live_width_per_token(w: WeightShape, tp: int) -> int:
         key, value = g.num_k_heads * g.k_head_dim, g.num_v_heads * g.v_head_dim
         widths.append(cdiv(2 * key + 2 * value, tp) + cdiv(2 * key + value, tp) + 2 * h)
     return max(widths)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The overhead correction for one GPU, from ``kvcalc verify --fill --record`` files
+    (:mod:`kvcalc.sources.calibration` reads them)."""
+
+    gpu_name: str
+    num_records: int
+    #: add to the predicted overhead (may be negative); 0 when no record matched
+    extra_overhead_bytes: int
+    source: str
+    #: measured fraction of the decode roofline (no record carries one yet)
+    decode_efficiency: float | None = None
+
+
+def apply_calibration(overhead: Overhead, calibration: Calibration) -> Overhead:
+    """``overhead`` corrected by ``kvcalc verify --fill --record`` measurements (pure)."""
+    path = calibration.source
+    if calibration.num_records == 0:
+        note = f"calibration: no --fill record for {calibration.gpu_name} in {path}"
+        return replace(overhead, notes=(*overhead.notes, note))
+    extra = calibration.extra_overhead_bytes
+    non_torch = max(0, overhead.non_torch_bytes + extra)
+    note = (f"calibration: {extra / (1 << 20):+,.0f} MiB overhead from "
+            f"{calibration.num_records} verify --fill record(s) for {calibration.gpu_name} in {path}")  # fmt: skip
+    return replace(overhead, non_torch_bytes=non_torch, notes=(*overhead.notes, note))

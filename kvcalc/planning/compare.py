@@ -239,32 +239,3 @@ def attention_variants(model: ModelShape) -> tuple[CompareEntry, ...]:
             model=_with_mla(model, head_dim),
         ),
     )
-
-
-def compare_references(references: Sequence[str], inputs: PlanInputs | None, *, max_model_len: int,
-                       attention_variants_of: bool = False, revision=None, token=None, offline=None,
-                       **kwargs: Any) -> Comparison:  # fmt: skip
-    """Resolve each reference (bundled, path or Hub id) and :func:`compare` them."""
-    from kvcalc.planning.core import resolve_model_cached
-
-    entries: list[CompareEntry] = []
-    for ref in references:
-        loaded = resolve_model_cached(
-            ref,
-            revision=revision,
-            token=token,
-            offline=offline,
-            trust_layout=bool(inputs and inputs.trust_layout),
-        )
-        exact = None
-        if (
-            loaded.source != "bundled"
-            and inputs is not None
-            and inputs.weights_memory_bytes is None
-        ):
-            exact = loaded.weights_metadata()
-        if attention_variants_of:
-            entries += attention_variants(loaded.shape)
-        else:
-            entries.append(CompareEntry(label=ref, model=loaded.shape, exact_weights=exact))
-    return compare(entries, inputs, max_model_len=max_model_len, **kwargs)

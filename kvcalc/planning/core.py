@@ -1,13 +1,15 @@
-"""``kvcalc plan``: how many requests fit on these GPUs, as the engine itself will compute it.
+"""The pure planning core: how many requests fit on these GPUs, as the engine itself will compute it.
 
-:func:`plan` is pure: a :class:`~kvcalc.model.shape.ModelShape` and :class:`~kvcalc.planning.inputs.PlanInputs`
-in, a frozen :class:`CapacityPlan` out. :func:`plan_reference` resolves a model reference first
-(the only I/O). The steps:
+:func:`plan` is pure: a :class:`~kvcalc.model.shape.ModelShape` and
+:class:`~kvcalc.planning.inputs.PlanInputs` in, a frozen :class:`CapacityPlan` out; no file, Hub or
+calibration record is read here (:mod:`kvcalc.planning.api` does that and passes the results in).
+The steps:
 
 1. the GPU and its memory as the driver reports it (``--gpu`` catalog or ``--gpu-memory``);
 2. weights per GPU: ``--weights-memory`` if given, else safetensors metadata when known, else the
    config-based estimate (``kvcalc.estimate.weights``);
-3. activation peak, non-torch and CUDA-graph memory (``kvcalc.estimate.overhead``, calibrated on vLLM);
+3. activation peak, non-torch and CUDA-graph memory (``kvcalc.estimate.overhead``), corrected by a
+   calibration read beforehand;
 4. the engine's own KV budget rule (``Engine.available_kv_bytes``), or ``--kv-cache-memory``;
 5. the engine's block/token/concurrency arithmetic (``Engine.plan_kv_cache``);
 6. the verdict and computed suggestions (``kvcalc.planning.suggest``).
@@ -17,20 +19,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
-from kvcalc.errors import KvcalcError
-from kvcalc.estimate.overhead import Overhead, estimate_overhead
-from kvcalc.model.gpus import GpuSpec, get_gpu
+from kvcalc.engines.names import EngineName, traits
+from kvcalc.errors import InputError, KvcalcError
+from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration, estimate_overhead
+from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.budget import KvBudget, kv_budget, shifted
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.request import engine_request, gpu_and_memory
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
-from kvcalc.planning.verdict import FIXED_POOL_ENGINES, overhead_notes, runnable, workload
+from kvcalc.planning.verdict import overhead_notes, runnable, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
 from kvcalc.units import GIB
+
+if TYPE_CHECKING:
+    from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,12 +48,6 @@ class _Weights:
     notes: tuple[str, ...] = ()
     #: per pipeline stage, first to last (empty: every stage holds ``per_gpu_bytes``)
     stage_bytes: tuple[int, ...] = ()
-
-
-def _gpu(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
-    gpu = get_gpu(inputs.gpu) if inputs.gpu else None
-    memory = inputs.gpu_memory_bytes or (gpu.memory_bytes if gpu else None)
-    return gpu, memory
 
 
 _WEIGHTS_MEMO: dict[tuple, Any] = {}
@@ -131,26 +132,32 @@ def plan(
     model: ModelShape,
     inputs: PlanInputs,
     *,
-    exact_weights: Any = None,
+    exact_weights: SafetensorsWeights | None = None,
     model_source: str = "",
     with_suggestions: bool = True,
     with_throughput: bool = False,
+    calibration: Calibration | None = None,
 ) -> CapacityPlan:
     """Plan ``model`` under ``inputs``. Pure: no I/O.
 
-    ``with_throughput`` adds the decode-throughput ceiling at the plan's concurrency
+    ``calibration`` is what ``inputs.calibration`` names, already read
+    (:func:`kvcalc.planning.api.read_calibration`); a named file without it is refused rather than
+    ignored. ``with_throughput`` adds the decode-throughput ceiling at the plan's concurrency
     (:func:`kvcalc.planning.throughput.attach_throughput`; skipped when the GPU's bandwidth is unknown).
     """
+    if inputs.calibration and calibration is None:
+        raise InputError(
+            f"plan() reads no files: the calibration {inputs.calibration} was not read",
+            hint="call kvcalc.planning.api.plan_reference, or pass "
+            "calibration=kvcalc.planning.api.read_calibration(inputs)",
+        )
     engine = get_engine(inputs.engine)
-    gpu, memory = _gpu(inputs)
+    gpu, memory = gpu_and_memory(inputs)
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = _weights(model, inputs, exact_weights)
     overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine)
-    if inputs.calibration and inputs.kv_cache_memory_bytes is None:  # `verify --record` corrections
-        from kvcalc.sources.calibration import calibrate_overhead
-
-        overhead = calibrate_overhead(overhead, inputs.calibration, gpu_name=gpu.device_name if gpu else None,
-                                      total_memory_bytes=memory)  # fmt: skip
+    if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
+        overhead = apply_calibration(overhead, calibration)
     util = inputs.gpu_memory_utilization
     if util is None:
         util = engine.default_gpu_memory_utilization(
@@ -171,60 +178,16 @@ def plan(
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 
-        result = replace(
-            result, suggestions=tuple(suggestions(model, inputs, result, exact_weights))
-        )
+        def replan(changed: PlanInputs) -> CapacityPlan:
+            return plan(model, changed, exact_weights=exact_weights, with_suggestions=False,
+                        calibration=calibration)  # fmt: skip
+
+        result = replace(result, suggestions=tuple(suggestions(model, inputs, result, replan)))
     if with_throughput:
-        from kvcalc.planning.throughput import attach_throughput
+        from kvcalc.planning.throughput import attach_throughput, efficiency_of
 
-        result = attach_throughput(result, inputs, model)
+        result = attach_throughput(result, inputs, model, efficiency=efficiency_of(calibration))
     return result
-
-
-def engine_request(
-    model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int
-) -> EngineRequest:
-    """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
-    gpu, memory = _gpu(inputs)
-    return EngineRequest(
-        model=model,
-        kv_cache_dtype=inputs.kv_cache_dtype,
-        engine_version=inputs.engine_version,
-        max_model_len=inputs.max_model_len or model.max_model_len,
-        tensor_parallel_size=inputs.tensor_parallel_size,
-        pipeline_parallel_size=inputs.pipeline_parallel_size,
-        block_size=inputs.block_size,
-        max_num_batched_tokens=inputs.max_num_batched_tokens,
-        max_num_seqs=inputs.max_num_seqs,
-        available_kv_bytes=available_kv_bytes,
-        gpu_memory_bytes=memory,
-        gpu_name=gpu.device_name if gpu else None,
-        gpu_compute_capability=_capability(gpu),
-        extra=_engine_extra(inputs),
-    )
-
-
-def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
-    if gpu is None or not gpu.compute_capability or gpu.vendor.lower() != "nvidia":
-        return None
-    major, _, minor = gpu.compute_capability.partition(".")
-    return int(major), int(minor or 0)
-
-
-def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
-    """``--engine-option`` values, plus the target concurrency where an engine allocates per request
-    up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
-    total context of all slots)."""
-    extra = dict(inputs.engine_options)
-    target = inputs.target_concurrency
-    if inputs.engine in ("hf", "transformers") and target and "batch_size" not in extra:
-        extra["batch_size"] = target
-    if inputs.engine in ("llamacpp", "llama.cpp") and target and "n_seq_max" not in extra:
-        extra["n_seq_max"] = target
-        extra.setdefault("n_ctx", (inputs.max_model_len or 0) * target or None)
-        if extra["n_ctx"] is None:
-            del extra["n_ctx"]
-    return extra
 
 
 def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None, int | None]:
@@ -253,9 +216,12 @@ def _overhead(
             gpu=gpu,
             max_num_seqs=inputs.max_num_seqs or defaults[1],
             pipeline_parallel_size=inputs.pipeline_parallel_size,
-            engine_version=inputs.engine_version if inputs.engine == "vllm" else None,
+            engine_version=inputs.engine_version if inputs.engine is EngineName.VLLM else None,
             quantization=inputs.quantization,
             subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
+            seqs_default="vLLM's default"
+            if traits(inputs.engine).overhead_calibrated
+            else "assumed (the engine sets no max_num_seqs)",
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -281,7 +247,7 @@ def _headroom(
     workload_tokens, workload_conc = workload(inputs, kv, kv.max_model_len)
     conc = workload_conc if workload_conc is not None else kv.max_concurrency
     need = inputs.target_concurrency or 1
-    if kv.engine in FIXED_POOL_ENGINES:
+    if traits(kv.engine).fixed_pool:
         # the pool is sized by the settings (slots × context, batch × length): headroom is memory
         headroom = available - kv.kv_cache_bytes
         fraction = headroom / available if available > 0 else -1.0
@@ -393,61 +359,3 @@ def _assemble(
         inputs=inputs.to_dict(),
         layout_validated=model.layout_validated,
     )
-
-
-def plan_reference(
-    reference: str,
-    inputs: PlanInputs,
-    *,
-    revision: str | None = None,
-    token: str | None = None,
-    offline: bool | None = None,
-    with_throughput: bool = False,
-    with_suggestions: bool = True,
-    notes: tuple[str, ...] = (),
-) -> CapacityPlan:
-    """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it; ``notes`` (e.g. the
-    flags a pasted serving command had that kvcalc ignores) go first in the plan's notes."""
-    from kvcalc.hfconfig.family import UnverifiedConfigError
-
-    try:
-        loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
-                                      trust_layout=inputs.trust_layout)  # fmt: skip
-    except UnverifiedConfigError as exc:
-        from kvcalc.engines.vllm.refused import refuse_unverified
-
-        refuse_unverified(exc, inputs.engine, inputs.engine_version)
-        raise
-    exact = None
-    if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
-        exact = loaded.weights_metadata()
-    source = (
-        "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
-    )
-    result = plan(
-        loaded.shape,
-        inputs,
-        exact_weights=exact,
-        model_source=source,
-        with_throughput=with_throughput,
-        with_suggestions=with_suggestions,
-    )
-    return replace(result, notes=(*notes, *result.notes)) if notes else result
-
-
-_CACHE: dict[tuple, Any] = {}
-
-
-def resolve_model_cached(
-    reference: str, *, revision=None, token=None, offline=None, trust_layout: bool = False
-):
-    """``kvcalc.sources.resolve.load_model``, memoised per process (``kvcalc check`` plans many deployments)."""
-    from kvcalc.sources.resolve import load_model
-
-    key = (reference, revision, bool(token), offline, trust_layout)
-    if key not in _CACHE:
-        if len(_CACHE) > 256:
-            _CACHE.clear()
-        _CACHE[key] = load_model(reference, revision=revision, token=token, offline=offline,
-                                 trust_layout=trust_layout)  # fmt: skip
-    return _CACHE[key]

@@ -32,12 +32,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
+from kvcalc.engines.names import traits
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import cdiv
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
-_POOLED_ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")
 #: fewer series than this make no sense; more than this make an unreadable chart
 MAX_SERIES = 16
 
@@ -188,7 +188,7 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
     if result.verdict == "weights-dont-fit" or result.available_kv_bytes <= 0:
         return replace(basis, fast=True, notes=(result.verdict_reason,))
     if (
-        result.engine not in _POOLED_ENGINES
+        not traits(result.engine).block_pool
         or not result.groups
         or result.data_parallel_replicas < 1
     ):
@@ -272,7 +272,7 @@ def planned_point(model: ModelShape, basis: CurveBasis, length: int) -> CurvePoi
     conc = (
         r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0
     )
-    if conc and r.engine == "llamacpp":  # slots of `length` tokens the memory holds
+    if conc and traits(r.engine).slots_from_target:  # slots of `length` tokens the memory holds
         conc = (
             r.available_kv_bytes / r.kv_cache_bytes
             if r.kv_cache_bytes and r.available_kv_bytes > 0
@@ -334,14 +334,3 @@ def capacity_curve(
         tensor_parallel_size=inputs.tensor_parallel_size, lengths_tokens=lengths,
         model_max_len_tokens=model.max_model_len, series=tuple(series),
     )  # fmt: skip
-
-
-def capacity_curve_reference(reference: str, inputs: PlanInputs, *, revision=None, token=None, offline=None,
-                             **kwargs: Any) -> CapacityCurve:  # fmt: skip
-    """Resolve ``reference`` and :func:`capacity_curve` it."""
-    from kvcalc.planning.core import resolve_model_cached
-
-    loaded = resolve_model_cached(
-        reference, revision=revision, token=token, offline=offline, trust_layout=inputs.trust_layout
-    )
-    return capacity_curve(loaded.shape, inputs, **kwargs)

@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
 from kvcalc.units import MAX_SIZE_BYTES, short_int
 
@@ -29,7 +30,8 @@ _BYTES = ("gpu_memory_bytes", "weights_memory_bytes", "kv_cache_memory_bytes")
 class PlanInputs:
     """One deployment to plan. Sizes in bytes; ``None`` = engine default or derived."""
 
-    engine: str = "vllm"
+    #: any accepted spelling in, the canonical :class:`EngineName` kept (``llama-cpp`` → ``llamacpp``)
+    engine: EngineName = EngineName.VLLM
     engine_version: str | None = None
     gpu: str | None = None
     gpu_memory_bytes: int | None = None
@@ -125,6 +127,7 @@ class PlanInputs:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InputError(f"{name} must not be empty", code="invalid-input")
+        object.__setattr__(self, "engine", engine_name(self.engine))  # resolved once, here
         if (
             self.gpu is None
             and self.gpu_memory_bytes is None

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from kvcalc.engines.names import traits
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.result import CapacityPlan, Suggestion
 
-#: cache dtypes tried, per engine, as "the compact option"
-_COMPACT_KV = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llamacpp": "q8_0", "hf": None,
-               "lmdeploy": "int8"}  # fmt: skip
+#: plans changed inputs for the same model
+Replan = Callable[[PlanInputs], CapacityPlan]
 
 
-def _try(model: ModelShape, inputs: PlanInputs, exact: Any, **change: Any):
-    from kvcalc.planning.core import plan
-
+def _try(replan: Replan, inputs: PlanInputs, **change: Any) -> CapacityPlan | None:
     try:
-        return plan(model, replace(inputs, **change), exact_weights=exact, with_suggestions=False)
+        return replan(replace(inputs, **change))
     except KvcalcError:
         return None
 
 
-def _make(text: str, change: dict[str, Any], result) -> Any:
-    from kvcalc.planning.core import Suggestion
-
+def _make(text: str, change: dict[str, Any], result: CapacityPlan) -> Suggestion:
     return Suggestion(
         text=text,
         change=change,
@@ -36,18 +34,22 @@ def _make(text: str, change: dict[str, Any], result) -> Any:
     )
 
 
-def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list:
-    """Changes worth making, best first; only those that improve on ``base``."""
+def suggestions(
+    model: ModelShape, inputs: PlanInputs, base: CapacityPlan, replan: Replan
+) -> list[Suggestion]:
+    """Changes worth making, best first; only those that improve on ``base``. ``replan`` plans
+    changed inputs (the caller's :func:`~kvcalc.planning.core.plan`, without suggestions)."""
     out = []
     verdict = base.verdict
     cap, target = base.max_num_seqs, inputs.target_concurrency
     if verdict == "below-target" and cap and target and cap < target:
         # the KV cache holds the target but the scheduler's cap does not: raise the cap
-        r = _try(model, inputs, exact, max_num_seqs=target)
+        r = _try(replan, inputs, max_num_seqs=target)
         if r and r.runnable_concurrency > base.runnable_concurrency:
             out.append(_make(f"--max-num-seqs {target}: {r.runnable_concurrency:.2f} requests at once "
                              f"→ {r.verdict}", {"max_num_seqs": target}, r))  # fmt: skip
-    compact = _COMPACT_KV.get(inputs.engine)
+    can = traits(inputs.engine)
+    compact = can.compact_kv_dtype
     if compact and base.kv_cache_dtype not in (
         "fp8",
         "fp8_e5m2",
@@ -56,7 +58,7 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
         "int4",
         "q4_0",
     ):
-        r = _try(model, inputs, exact, kv_cache_dtype=compact)
+        r = _try(replan, inputs, kv_cache_dtype=compact)
         if r and r.max_concurrency > base.max_concurrency:
             gain = (
                 f" ({r.max_concurrency / base.max_concurrency:.2f}× more)"
@@ -68,19 +70,19 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
     longest = _longest_fitting(model, inputs, base) if verdict == "wont-start" else None
     if longest:
         length = longest
-        r = _try(model, inputs, exact, max_model_len=length)
+        r = _try(replan, inputs, max_model_len=length)
         if r:
             out.append(_make(f"--max-model-len {length}: the longest request that fits "
                              f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
     if verdict == "below-target" and inputs.target_concurrency:
         length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
         if length:
-            r = _try(model, inputs, exact, max_model_len=length)
+            r = _try(replan, inputs, max_model_len=length)
             if r:
                 out.append(_make(f"--max-model-len {length} gives {r.max_concurrency:.2f}x → {r.verdict}",
                                  {"max_model_len": length}, r))  # fmt: skip
     tp = inputs.tensor_parallel_size * 2
-    r = _try(model, inputs, exact, tensor_parallel_size=tp, num_gpus=None)
+    r = _try(replan, inputs, tensor_parallel_size=tp, num_gpus=None)
     if r and (
         r.max_concurrency > base.max_concurrency
         or (verdict == "weights-dont-fit" and r.verdict != verdict)
@@ -88,29 +90,31 @@ def suggestions(model: ModelShape, inputs: PlanInputs, base, exact: Any) -> list
         out.append(_make(f"--tensor-parallel-size {tp} ({tp * inputs.pipeline_parallel_size} GPUs): "
                          f"{r.max_concurrency:.2f}x concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
     if verdict == "weights-dont-fit" and inputs.quantization is None:
-        r = _try(model, inputs, exact, quantization="fp8")
+        r = _try(replan, inputs, quantization="fp8")
         if r and r.verdict != verdict:
             out.append(_make(f"--quantization fp8 (weights): {r.max_concurrency:.2f}x → {r.verdict}",
                              {"quantization": "fp8"}, r))  # fmt: skip
     util = base.memory.gpu_memory_utilization
     if (
-        inputs.engine == "vllm"
+        can.memory_fraction_knob
         and util is not None
         and util < 0.95
         and inputs.kv_cache_memory_bytes is None
     ):
-        r = _try(model, inputs, exact, gpu_memory_utilization=0.95)
+        r = _try(replan, inputs, gpu_memory_utilization=0.95)
         if r and r.max_concurrency > base.max_concurrency:
             out.append(_make(f"--gpu-memory-utilization 0.95: {r.max_concurrency:.2f}x → {r.verdict}",
                              {"gpu_memory_utilization": 0.95}, r))  # fmt: skip
     return out
 
 
-def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target: int) -> int | None:
+def _length_for_concurrency(
+    model: ModelShape, inputs: PlanInputs, base: CapacityPlan, target: int
+) -> int | None:
     """The longest max_model_len at which ``target`` requests fit. The KV budget does not depend on
     the length, so this binary search asks only the engine's block arithmetic, not the whole plan."""
     from kvcalc.engines import get_engine
-    from kvcalc.planning.core import engine_request
+    from kvcalc.planning.request import engine_request
 
     engine = get_engine(inputs.engine)
     # the pessimistic end of the budget: the verdict is judged there (kvcalc.planning.budget)
@@ -129,12 +133,12 @@ def _length_for_concurrency(model: ModelShape, inputs: PlanInputs, base, target:
     return best
 
 
-def _longest_fitting(model: ModelShape, inputs: PlanInputs, base) -> int | None:
+def _longest_fitting(model: ModelShape, inputs: PlanInputs, base: CapacityPlan) -> int | None:
     """The longest max_model_len one request fits in, at the pessimistic end of the budget."""
     if base.available_kv_bytes_low == base.available_kv_bytes:
         return base.estimated_max_model_len
     from kvcalc.engines import get_engine
-    from kvcalc.planning.core import engine_request
+    from kvcalc.planning.request import engine_request
 
     request = engine_request(model, inputs, available_kv_bytes=max(0, base.available_kv_bytes_low))
     try:

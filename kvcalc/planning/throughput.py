@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.estimate.overhead import Calibration
 from kvcalc.estimate.roofline import (
     DecodePoint,
     PrefillEstimate,
@@ -41,14 +42,15 @@ from kvcalc.estimate.roofline import (
     step_cost,
 )
 from kvcalc.model.shape import ModelShape
-from kvcalc.planning.inputs import MAX_COUNT
+from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
+from kvcalc.planning.result import CapacityPlan
 from kvcalc.units import short_int
 
 __all__ = [
     "ASSUMPTIONS", "DecodePoint", "PrefillEstimate", "Roofline", "StepCost", "ThroughputReport",
     "attach_throughput", "batch_limit", "causal_context_sum", "decode_point", "default_batches",
-    "gpu_roofline", "parse_bandwidth", "prefill_estimate", "step_cost", "throughput_ceiling",
-    "throughput_reference",
+    "efficiency_of", "gpu_roofline", "parse_bandwidth", "prefill_estimate", "step_cost",
+    "throughput_ceiling",
 ]  # fmt: skip
 
 ASSUMPTIONS = (
@@ -190,48 +192,34 @@ def throughput_ceiling(
     )  # fmt: skip
 
 
-def calibrated_efficiency(inputs: Any, gpu_name: str | None) -> tuple[float, str]:
-    """The measured decode efficiency of a ``kvcalc verify --record`` file, when one applies.
-
-    Reads ``kvcalc.sources.calibration.load_calibration(path, gpu_name)`` if that module exists; the record's
-    ``decode_efficiency`` (attribute or key) is used. Without it: 1.0, the pure ceiling.
-    """
-    path = getattr(inputs, "calibration", None)
-    if not path:
+def efficiency_of(calibration: Calibration | None) -> tuple[float, str]:
+    """The decode efficiency a calibration measured, and where it came from; without a decode
+    measurement: 1.0, the pure ceiling."""
+    if calibration is None:
         return 1.0, "none (pure ceiling)"
-    try:
-        from kvcalc.sources.calibration import load_calibration  # type: ignore[import-not-found]
-    except ModuleNotFoundError as exc:
-        if exc.name != "kvcalc.sources.calibration":
-            raise
-        return 1.0, "none (no calibration support installed)"
-    record = load_calibration(path, gpu_name)
-    value = getattr(record, "decode_efficiency", None)
-    if value is None and isinstance(record, dict):
-        value = record.get("decode_efficiency")
+    value = calibration.decode_efficiency
     if not value:
-        return 1.0, f"none ({path} has no decode measurement)"
-    return float(value), f"measured ({path})"
+        return 1.0, f"none ({calibration.source} has no decode measurement)"
+    return float(value), f"measured ({calibration.source})"
 
 
-def attach_throughput(result: Any, inputs: Any, model: ModelShape | None = None) -> Any:
+def attach_throughput(
+    result: CapacityPlan,
+    inputs: PlanInputs,
+    model: ModelShape,
+    *,
+    efficiency: tuple[float, str] = (1.0, "none (pure ceiling)"),
+) -> CapacityPlan:
     """``result`` with ``throughput`` set at its concurrency; unchanged when it doesn't fit or the
-    GPU's bandwidth is unknown (only ``--gpu-memory`` given). Idempotent."""
+    GPU's bandwidth is unknown (only ``--gpu-memory`` given). Idempotent. ``efficiency``: the
+    measured fraction of the ceiling and its source (:func:`efficiency_of`)."""
     if result.throughput is not None or not inputs.gpu or batch_limit(result) == 0:
         return result
     from kvcalc.model.gpus import get_gpu
 
     gpu = get_gpu(inputs.gpu)
-    if model is None:  # prefer plan(..., with_throughput=True), which passes the model
-        from kvcalc.errors import KvcalcError
-        from kvcalc.planning.core import resolve_model_cached
-
-        try:
-            model = resolve_model_cached(result.model, offline=True).shape
-        except KvcalcError:
-            return result
     roof = gpu_roofline(gpu, fp8_compute=(inputs.quantization or "").lower() == "fp8")
-    efficiency, source = calibrated_efficiency(inputs, gpu.name)
+    efficiency, source = efficiency
     limit = batch_limit(result)
     batch = min(limit, inputs.target_concurrency) if inputs.target_concurrency else limit
     try:
@@ -276,34 +264,3 @@ def resolve_roofline(
     return Roofline(
         name=gpu.name if gpu else "", memory_bandwidth_bytes_per_s=bw, peak_flops_per_s=peak
     )
-
-
-def throughput_reference(
-    reference: str,
-    inputs: Any,
-    *,
-    bandwidth: str | float | None = None,
-    tflops: float | None = None,
-    batches: tuple[int, ...] = (),
-    efficiency: float | None = None,
-    revision: str | None = None,
-    token: str | None = None,
-    offline: bool | None = None,
-) -> ThroughputReport:
-    """Resolve ``reference``, plan it (suggestions off) and compute the ceiling per batch."""
-    from kvcalc.planning.core import plan, resolve_model_cached
-
-    roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
-    loaded = resolve_model_cached(
-        reference, revision=revision, token=token, offline=offline, trust_layout=inputs.trust_layout
-    )
-    exact = None
-    if loaded.source != "bundled" and inputs.weights_memory_bytes is None:
-        exact = loaded.weights_metadata()
-    result = plan(loaded.shape, inputs, exact_weights=exact, with_suggestions=False)
-    if efficiency is not None:
-        eff, source = efficiency, "given (--efficiency)"
-    else:
-        eff, source = calibrated_efficiency(inputs, roof.name or None)
-    return throughput_ceiling(loaded.shape, result, inputs, roof, batches=tuple(batches) or None,
-                              efficiency=eff, efficiency_source=source)  # fmt: skip

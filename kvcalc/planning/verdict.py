@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
+from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import cdiv
-
-#: engines whose KV pool is sized by their settings rather than by the memory left
-FIXED_POOL_ENGINES = ("llamacpp", "hf")
 
 
 def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
@@ -44,14 +42,14 @@ def group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
     )
 
 
-#: engines whose KV pool is sized by their settings rather than by the memory left
-_FIXED_POOL_ENGINES = ("llamacpp", "hf")
-
-
 def overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:
-    if engine == "vllm":
+    """The overhead estimate's notes, marked where the estimate was not calibrated on ``engine``."""
+    can = traits(engine)
+    if can.overhead_calibrated:
         return overhead.notes
-    return tuple(f"overhead estimate (calibrated on vLLM): {n}" for n in overhead.notes)
+    return tuple(
+        f"overhead estimate (uncalibrated for {can.name.display}): {n}" for n in overhead.notes
+    )
 
 
 def runnable(conc: float, max_num_seqs: int | None) -> float:
@@ -82,7 +80,7 @@ def verdict(
             f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "
             f"and {overhead.total_bytes / gib:.2f} GiB of activations and runtime overhead)"
         )
-    if not kv.fits and kv.engine == "hf" and (kv.max_num_seqs or 1) > 1:
+    if not kv.fits and traits(kv.engine).batch_from_target and (kv.max_num_seqs or 1) > 1:
         return "wont-start", (
             f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
             f"{kv.kv_cache_bytes / gib:.2f} GiB but {kv.available_kv_bytes / gib:.2f} GiB are available"

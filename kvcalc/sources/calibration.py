@@ -11,8 +11,8 @@ A record is one JSON object per line (JSON Lines), appended, never rewritten::
 Only ``--fill`` records carry overhead figures (the layout check has no budget). For a GPU, the
 correction is the median over its records of ``measured − predicted`` overhead, where the measured
 overhead is the one that explains the blocks really allocatable: ``predicted + (planned −
-allocatable) · bytes_per_block``. :func:`calibrate_overhead` adds it to the non-torch part of the
-overhead estimate. Pure apart from reading and appending the file.
+allocatable) · bytes_per_block``. :func:`kvcalc.estimate.overhead.apply_calibration` adds it to
+the non-torch part of the overhead estimate; this module reads and appends the file.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration
 
 RECORD_KIND = "kvcalc-verify"
 RECORD_VERSION = 1
@@ -34,17 +34,6 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 #: byte figures beyond this (a petabyte) are not from a GPU and are ignored
 MAX_RECORD_BYTES = 1 << 50
 _RECORDS_HINT = "pass the JSON Lines file that `kvcalc verify MODEL --fill --record FILE` wrote"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Calibration:
-    """The overhead correction for one GPU."""
-
-    gpu_name: str
-    num_records: int
-    #: add to the predicted overhead (may be negative)
-    extra_overhead_bytes: int
-    source: str
 
 
 def make_record(result: Any, *, date: datetime | None = None) -> dict[str, Any]:
@@ -167,17 +156,21 @@ def load_calibration(
                        extra_overhead_bytes=int(extra), source=str(path))  # fmt: skip
 
 
-def calibrate_overhead(
-    overhead: Any, path: str, *, gpu_name: str | None, total_memory_bytes: int | None
-) -> Any:
-    """``overhead`` (:class:`kvcalc.estimate.overhead.Overhead`) corrected by the records in ``path``."""
+def calibration_for(
+    path: str | Path, gpu_name: str | None, total_memory_bytes: int | None = None
+) -> Calibration:
+    """The correction in ``path`` for this GPU; with no matching record, one of zero records (so
+    the plan can say so) rather than ``None``."""
     found = load_calibration(path, gpu_name, total_memory_bytes)
-    if found is None:
-        what = gpu_name or (f"a {total_memory_bytes:,} B GPU" if total_memory_bytes else "this GPU")
-        return replace(
-            overhead, notes=(*overhead.notes, f"calibration: no --fill record for {what} in {path}")
-        )
-    non_torch = max(0, overhead.non_torch_bytes + found.extra_overhead_bytes)
-    note = (f"calibration: {found.extra_overhead_bytes / (1 << 20):+,.0f} MiB overhead from "
-            f"{found.num_records} verify --fill record(s) for {found.gpu_name} in {path}")  # fmt: skip
-    return replace(overhead, non_torch_bytes=non_torch, notes=(*overhead.notes, note))
+    if found is not None:
+        return found
+    what = gpu_name or (f"a {total_memory_bytes:,} B GPU" if total_memory_bytes else "this GPU")
+    return Calibration(gpu_name=what, num_records=0, extra_overhead_bytes=0, source=str(path))
+
+
+def calibrate_overhead(
+    overhead: Overhead, path: str, *, gpu_name: str | None, total_memory_bytes: int | None
+) -> Overhead:
+    """``overhead`` corrected by the records in ``path`` (read here, applied by
+    :func:`~kvcalc.estimate.overhead.apply_calibration`)."""
+    return apply_calibration(overhead, calibration_for(path, gpu_name, total_memory_bytes))

@@ -40,7 +40,7 @@ def load_config(
 ) -> LoadedConfig:  # fmt: skip
     from kvcalc.hfconfig import parse_config
     from kvcalc.hfconfig.reduce import slice_layers
-    from kvcalc.planning.core import resolve_model_cached
+    from kvcalc.planning.api import resolve_model_cached
     from kvcalc.sources.files import read_config_json
 
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.hf_quantized import NAMED
+from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
@@ -41,9 +42,9 @@ ENGINES = ("vllm", "hf", "llamacpp", "sglang")
 _HUGE = 1 << 50  # "memory is no object": the size is fixed by blocks/tokens instead
 
 
-def engine_key(name: str) -> str:
-    key = str(name).strip().lower().replace(".", "").replace("-", "")
-    return {"transformers": "hf", "tensorrtllm": "trtllm"}.get(key, key)
+def engine_key(name: str) -> EngineName:
+    """The canonical engine name (:func:`kvcalc.engines.names.engine_name`)."""
+    return engine_name(name)
 
 
 def allocation_plan(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:

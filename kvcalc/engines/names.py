@@ -1,0 +1,132 @@
+"""Engine names, resolved once, and what each engine can do (capability flags).
+
+Every name a person may type (``llama.cpp``, ``llama-cpp``, ``LlamaCpp``, ``transformers``,
+``TensorRT-LLM``...) becomes one :class:`EngineName` when it enters kvcalc
+(:class:`~kvcalc.planning.inputs.PlanInputs`, deployment files, ``verify``). Code outside
+:mod:`kvcalc.engines` asks :func:`traits` what an engine does instead of comparing names. A leaf
+module: it imports only :mod:`kvcalc.errors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kvcalc.errors import InputError
+
+
+class EngineName(str, Enum):
+    """The canonical engine names (their values are the JSON ``engine`` values)."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    LLAMACPP = "llamacpp"
+    HF = "hf"
+    TRTLLM = "trtllm"
+    LMDEPLOY = "lmdeploy"
+
+    __str__ = str.__str__  # f"{name}" and str(name) give the value, as a plain string would
+    __format__ = str.__format__
+
+    @property
+    def display(self) -> str:
+        """The engine as its users write it."""
+        return _DISPLAY[self]
+
+
+_DISPLAY = {
+    EngineName.VLLM: "vLLM",
+    EngineName.SGLANG: "SGLang",
+    EngineName.LLAMACPP: "llama.cpp",
+    EngineName.HF: "transformers",
+    EngineName.TRTLLM: "TensorRT-LLM",
+    EngineName.LMDEPLOY: "LMDeploy",
+}
+#: spellings accepted besides the canonical values (compared without case, dots, dashes, spaces)
+ALIASES = {
+    "transformers": EngineName.HF,
+    "tensorrtllm": EngineName.TRTLLM,
+    "turbomind": EngineName.LMDEPLOY,
+}
+#: what deployment files and help texts list: the canonical names, then the common spellings
+ALIAS_SPELLINGS = ("llama.cpp", "transformers", "tensorrt-llm", "turbomind")
+
+
+def _key(text: str) -> str:
+    return (
+        str(text)
+        .strip()
+        .lower()
+        .replace(".", "")
+        .replace("-", "")
+        .replace("_", "")
+        .replace(" ", "")
+    )
+
+
+def engine_name(text: str | EngineName) -> EngineName:
+    """``text`` as an :class:`EngineName`; an ``unknown-engine`` error for anything else."""
+    if isinstance(text, EngineName):
+        return text
+    key = _key(text)
+    for name in EngineName:
+        if key == name.value:
+            return name
+    if key in ALIASES:
+        return ALIASES[key]
+    raise InputError(
+        f"unknown engine {text!r}",
+        hint="choose one of: " + ", ".join(n.value for n in EngineName),
+        code="unknown-engine",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineTraits:
+    """What planning, curves, suggestions and rendering need to know about an engine."""
+
+    name: EngineName
+    #: the KV pool is sized by the settings (slots × context, batch × length), not by the memory
+    #: left: headroom is memory, not concurrency
+    fixed_pool: bool
+    #: the pool is blocks of every layer group, so concurrency at any length follows from block
+    #: arithmetic (the curves' fast path)
+    block_pool: bool
+    #: kvcalc's overhead estimate (activation peak, non-torch, CUDA graphs) was calibrated on this
+    #: engine's own logs
+    overhead_calibrated: bool
+    #: the smaller KV-cache dtype worth suggesting, ``None`` if none
+    compact_kv_dtype: str | None
+    #: ``--gpu-memory-utilization`` is the engine's own knob for its KV budget
+    memory_fraction_knob: bool
+    #: the cache holds ``n_seq_max`` slots of ``n_ctx / n_seq_max`` tokens (the target concurrency
+    #: becomes the slot count)
+    slots_from_target: bool = False
+    #: the cache is allocated for a batch up front (the target concurrency becomes the batch size)
+    batch_from_target: bool = False
+
+
+_TRAITS = {
+    EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
+                                  overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True),
+    EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
+                                    overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
+                                    memory_fraction_knob=False),
+    EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
+                                    overhead_calibrated=False, compact_kv_dtype="fp8",
+                                    memory_fraction_knob=False),
+    EngineName.LMDEPLOY: EngineTraits(name=EngineName.LMDEPLOY, fixed_pool=False, block_pool=True,
+                                      overhead_calibrated=False, compact_kv_dtype="int8",
+                                      memory_fraction_knob=False),
+    EngineName.LLAMACPP: EngineTraits(name=EngineName.LLAMACPP, fixed_pool=True, block_pool=False,
+                                      overhead_calibrated=False, compact_kv_dtype="q8_0",
+                                      memory_fraction_knob=False, slots_from_target=True),
+    EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
+                                overhead_calibrated=False, compact_kv_dtype=None,
+                                memory_fraction_knob=False, batch_from_target=True),
+}  # fmt: skip
+
+
+def traits(name: str | EngineName) -> EngineTraits:
+    """The capability flags of the engine called ``name`` (any accepted spelling)."""
+    return _TRAITS[engine_name(name)]

@@ -1,0 +1,206 @@
+"""Planning from a model *reference*: the one module of :mod:`kvcalc.planning` that does I/O.
+
+Each function here resolves a reference (bundled alias, path or Hub id) through a
+:class:`~kvcalc.sources.cache.ModelCache`, reads the calibration file a
+:class:`~kvcalc.planning.inputs.PlanInputs` names, and hands plain values to the pure functions
+(:func:`~kvcalc.planning.core.plan`, :func:`~kvcalc.planning.curves.capacity_curve`,
+:func:`~kvcalc.planning.compare.compare`, :func:`~kvcalc.planning.throughput.throughput_ceiling`).
+The CLI, ``kvcalc check`` and ``kvcalc verify`` call these; library users with a
+:class:`~kvcalc.model.shape.ModelShape` in hand call the pure functions directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.estimate.overhead import Calibration
+from kvcalc.planning.core import plan
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.result import CapacityPlan
+from kvcalc.planning.throughput import ThroughputReport
+from kvcalc.sources.cache import ModelCache
+
+if TYPE_CHECKING:
+    from kvcalc.model.shape import ModelShape
+    from kvcalc.planning.compare import Comparison
+    from kvcalc.planning.curves import CapacityCurve
+    from kvcalc.sources.resolve import LoadedModel
+    from kvcalc.sources.safetensors_meta import SafetensorsWeights
+
+#: the models this process has loaded (``kvcalc check`` plans many deployments of few models)
+MODELS = ModelCache()
+
+
+def resolve_model_cached(
+    reference: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+    trust_layout: bool = False,
+) -> LoadedModel:
+    """``reference`` loaded through :data:`MODELS`: once per process while its files stay the same."""
+    return MODELS.load(reference, revision=revision, token=token, offline=offline,
+                       trust_layout=trust_layout)  # fmt: skip
+
+
+def _exact_weights(loaded: LoadedModel, inputs: PlanInputs | None) -> SafetensorsWeights | None:
+    if loaded.source == "bundled" or inputs is None or inputs.weights_memory_bytes is not None:
+        return None
+    return loaded.weights_metadata()
+
+
+def read_calibration(inputs: PlanInputs) -> Calibration | None:
+    """The correction ``inputs.calibration`` holds for the planned GPU (``None`` without a file)."""
+    if not inputs.calibration:
+        return None
+    from kvcalc.planning.request import gpu_and_memory
+    from kvcalc.sources.calibration import calibration_for
+
+    gpu, memory = gpu_and_memory(inputs)
+    return calibration_for(
+        inputs.calibration, gpu.device_name if gpu else None, total_memory_bytes=memory
+    )
+
+
+def plan_reference(
+    reference: str,
+    inputs: PlanInputs,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+    with_throughput: bool = False,
+    with_suggestions: bool = True,
+    notes: tuple[str, ...] = (),
+) -> CapacityPlan:
+    """Resolve ``reference`` (bundled, path or Hub id) and :func:`plan` it; ``notes`` (e.g. the
+    flags a pasted serving command had that kvcalc ignores) go first in the plan's notes."""
+    from kvcalc.hfconfig.family import UnverifiedConfigError
+
+    try:
+        loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
+                                      trust_layout=inputs.trust_layout)  # fmt: skip
+    except UnverifiedConfigError as exc:
+        from kvcalc.engines.vllm.refused import refuse_unverified
+
+        refuse_unverified(exc, inputs.engine, inputs.engine_version)
+        raise
+    source = (
+        "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
+    )
+    result = plan(
+        loaded.shape,
+        inputs,
+        exact_weights=_exact_weights(loaded, inputs),
+        model_source=source,
+        with_throughput=with_throughput,
+        with_suggestions=with_suggestions,
+        calibration=read_calibration(inputs),
+    )
+    return replace(result, notes=(*notes, *result.notes)) if notes else result
+
+
+def calibrated_efficiency(inputs: PlanInputs, gpu_name: str | None) -> tuple[float, str]:
+    """The measured decode efficiency of a ``kvcalc verify --record`` file, when one applies;
+    without one, 1.0 (the pure ceiling)."""
+    if not inputs.calibration:
+        return 1.0, "none (pure ceiling)"
+    from kvcalc.sources.calibration import load_calibration
+
+    record = load_calibration(inputs.calibration, gpu_name)
+    value = getattr(record, "decode_efficiency", None)
+    if not value:
+        return 1.0, f"none ({inputs.calibration} has no decode measurement)"
+    return float(value), f"measured ({inputs.calibration})"
+
+
+def attach_throughput(result: CapacityPlan, inputs: PlanInputs, model: ModelShape) -> CapacityPlan:
+    """:func:`kvcalc.planning.throughput.attach_throughput` with the efficiency the calibration
+    file named in ``inputs`` measured."""
+    from kvcalc.planning.throughput import attach_throughput as attach
+
+    if result.throughput is not None or not inputs.gpu:
+        return result
+    from kvcalc.model.gpus import get_gpu
+
+    return attach(
+        result, inputs, model, efficiency=calibrated_efficiency(inputs, get_gpu(inputs.gpu).name)
+    )
+
+
+def throughput_reference(
+    reference: str,
+    inputs: PlanInputs,
+    *,
+    bandwidth: str | float | None = None,
+    tflops: float | None = None,
+    batches: tuple[int, ...] = (),
+    efficiency: float | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+) -> ThroughputReport:
+    """Resolve ``reference``, plan it (suggestions off) and compute the ceiling per batch."""
+    from kvcalc.planning.throughput import resolve_roofline, throughput_ceiling
+
+    roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
+    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
+                                  trust_layout=inputs.trust_layout)  # fmt: skip
+    result = plan(loaded.shape, inputs, exact_weights=_exact_weights(loaded, inputs),
+                  with_suggestions=False, calibration=read_calibration(inputs))  # fmt: skip
+    if efficiency is not None:
+        eff, source = efficiency, "given (--efficiency)"
+    else:
+        eff, source = calibrated_efficiency(inputs, roof.name or None)
+    return throughput_ceiling(loaded.shape, result, inputs, roof, batches=tuple(batches) or None,
+                              efficiency=eff, efficiency_source=source)  # fmt: skip
+
+
+def capacity_curve_reference(
+    reference: str,
+    inputs: PlanInputs,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+    **kwargs: Any,
+) -> CapacityCurve:
+    """Resolve ``reference`` and :func:`~kvcalc.planning.curves.capacity_curve` it."""
+    from kvcalc.planning.curves import capacity_curve
+
+    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
+                                  trust_layout=inputs.trust_layout)  # fmt: skip
+    return capacity_curve(loaded.shape, inputs, **kwargs)
+
+
+def compare_references(
+    references: Sequence[str],
+    inputs: PlanInputs | None,
+    *,
+    max_model_len: int,
+    attention_variants_of: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+    **kwargs: Any,
+) -> Comparison:
+    """Resolve each reference (bundled, path or Hub id) and
+    :func:`~kvcalc.planning.compare.compare` them."""
+    from kvcalc.planning.compare import CompareEntry, attention_variants, compare
+
+    entries: list[CompareEntry] = []
+    for ref in references:
+        loaded = resolve_model_cached(ref, revision=revision, token=token, offline=offline,
+                                      trust_layout=bool(inputs and inputs.trust_layout))  # fmt: skip
+        if attention_variants_of:
+            entries += attention_variants(loaded.shape)
+        else:
+            entries.append(
+                CompareEntry(
+                    label=ref, model=loaded.shape, exact_weights=_exact_weights(loaded, inputs)
+                )
+            )
+    return compare(entries, inputs, max_model_len=max_model_len, **kwargs)

@@ -1,0 +1,65 @@
+"""The engine's view of what a person asked: :class:`PlanInputs` → :class:`EngineRequest`. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.names import traits
+from kvcalc.model.gpus import GpuSpec, get_gpu
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import PlanInputs
+
+
+def gpu_and_memory(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
+    """The catalog GPU (``None`` with only ``--gpu-memory``) and the memory one GPU reports."""
+    gpu = get_gpu(inputs.gpu) if inputs.gpu else None
+    memory = inputs.gpu_memory_bytes or (gpu.memory_bytes if gpu else None)
+    return gpu, memory
+
+
+def engine_request(
+    model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int
+) -> EngineRequest:
+    """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
+    gpu, memory = gpu_and_memory(inputs)
+    return EngineRequest(
+        model=model,
+        kv_cache_dtype=inputs.kv_cache_dtype,
+        engine_version=inputs.engine_version,
+        max_model_len=inputs.max_model_len or model.max_model_len,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        pipeline_parallel_size=inputs.pipeline_parallel_size,
+        block_size=inputs.block_size,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs,
+        available_kv_bytes=available_kv_bytes,
+        gpu_memory_bytes=memory,
+        gpu_name=gpu.device_name if gpu else None,
+        gpu_compute_capability=_capability(gpu),
+        extra=_engine_extra(inputs),
+    )
+
+
+def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
+    if gpu is None or not gpu.compute_capability or gpu.vendor.lower() != "nvidia":
+        return None
+    major, _, minor = gpu.compute_capability.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
+    """``--engine-option`` values, plus the target concurrency where an engine allocates per request
+    up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
+    total context of all slots)."""
+    extra = dict(inputs.engine_options)
+    target = inputs.target_concurrency
+    can = traits(inputs.engine)
+    if can.batch_from_target and target and "batch_size" not in extra:
+        extra["batch_size"] = target
+    if can.slots_from_target and target and "n_seq_max" not in extra:
+        extra["n_seq_max"] = target
+        extra.setdefault("n_ctx", (inputs.max_model_len or 0) * target or None)
+        if extra["n_ctx"] is None:
+            del extra["n_ctx"]
+    return extra
