@@ -462,7 +462,7 @@ def test_qwen3_next_block_alignment():
     # block = 16·cdiv(1,097,728, 16·2,048) = 544; page 544·2,048 = 1,114,112 (mamba padded 1.49%)
     assert p.block_size == 544
     assert [(g.kind, g.num_layers, g.page_bytes) for g in p.groups] == [
-        ("mamba", 12, 1_114_112)
+        ("recurrent", 12, 1_114_112)
     ] * 3 + [("full", 12, 1_114_112)]
     assert p.log_lines[:2] == (
         "Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page size.",
@@ -508,7 +508,7 @@ def test_nemotron_h_alignment():
     # attention 2·2·128·2 = 1,024 B per token → block 16·cdiv(2,134,016, 16,384) = 16·131 = 2,096
     assert p.block_size == 2_096
     # Mamba2 specs carry one prefill-checkpoint block: 3 per mamba group in align mode (0.33)
-    assert {g.blocks_per_request for g in p.groups if g.kind == "mamba"} == {3}
+    assert {g.blocks_per_request for g in p.groups if g.kind == "recurrent"} == {3}
 
 
 # -- pipeline parallel ----------------------------------------------------------------------------

@@ -133,7 +133,7 @@ def test_falcon_h1_runs_attention_and_mamba_in_every_layer():
     p = plan(m, 4096)
     # 32 attention + 32 mamba cache layers → two groups of 32; block 16·cdiv(533,504, 65,536) = 144
     assert p.block_size == 144
-    assert sorted((g.kind, g.num_layers) for g in p.groups) == [("full", 32), ("mamba", 32)]
+    assert sorted((g.kind, g.num_layers) for g in p.groups) == [("full", 32), ("recurrent", 32)]
     # 20 GiB // (32 · 144 · 4,096) = 1,137 blocks; per request cdiv(4,096, 144) + 3 = 29 + 3
     assert p.num_blocks == 1_137 and p.kv_cache_tokens == int(1_137 / 32 * 4096) == 145_536
     assert p.groups[0].layer_indices == tuple(range(32))
@@ -177,12 +177,12 @@ def test_kimi_linear_is_one_based_and_keeps_a_float32_state():
     # Kimi-Linear's KDA layers never export prefill checkpoints, even with a bounded gate
     # (vLLM 0.33 recorded: 2 blocks per KDA group); FlashKDA serves Kimi-K3's full-rank gate only
     bounded = shape("moonshotai--Kimi-Linear-48B-A3B-Instruct", linear_attn_config=lower)
-    assert {g.blocks_per_request for g in plan(bounded).groups if g.kind == "mamba"} == {2}
+    assert {g.blocks_per_request for g in plan(bounded).groups if g.kind == "recurrent"} == {2}
     k3 = shape(
         "moonshotai--Kimi-Linear-48B-A3B-Instruct",
         linear_attn_config={**lower, "use_full_rank_gate": True},
     )
-    assert [g.blocks_per_request for g in plan(k3).groups if g.kind == "mamba"] == [3, 3, 3]
+    assert [g.blocks_per_request for g in plan(k3).groups if g.kind == "recurrent"] == [3, 3, 3]
 
 
 def test_hybrid_manager_cannot_be_disabled_for_recurrent_models():

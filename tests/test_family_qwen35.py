@@ -55,9 +55,9 @@ def test_qwen35_vllm_block_groups_and_capacity():
     # blocks are multiples of lcm(16, 64) = 64 → 64·cdiv(2,146,304, 64·2,048) = 64·17 = 1,088
     assert p.block_size == 1_088
     page = 1_088 * 2_048  # 2,228,224 B; the mamba page is padded up to it
-    assert [(g.kind, g.num_layers, g.page_bytes) for g in p.groups] == [("mamba", 10, page)] * 3 + [
-        ("full", 10, page)
-    ]
+    assert [(g.kind, g.num_layers, g.page_bytes) for g in p.groups] == [
+        ("recurrent", 10, page)
+    ] * 3 + [("full", 10, page)]
     # 20 GiB // (10 · 2,228,224) = 963 blocks; a request needs 3·(2 + 1 checkpoint) + cdiv(32,768,
     # 1,088) = 9 + 31 = 40 → 963 / 40 = 24.075x, int(24.075 · 32,768) = 788,889 tokens
     assert p.num_blocks == 963

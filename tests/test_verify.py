@@ -132,7 +132,7 @@ def test_vllm_mamba_hybrid_pages_padded():
     assert plan.block_size == 576 and len(plan.buffers) == 12
     assert plan.predicted_bytes == 12 * 4 * 1_179_648
     parts = {c.name: c.predicted_bytes for c in plan.components}
-    assert parts["mamba padding"] == 36 * 4 * (1_179_648 - 1_097_728)
+    assert parts["recurrent padding"] == 36 * 4 * (1_179_648 - 1_097_728)
 
 
 def test_llamacpp_block_formats_as_raw_bytes():

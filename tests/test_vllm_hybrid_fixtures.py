@@ -29,7 +29,7 @@ GPUS = {
     "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
              "gpu_compute_capability": (10, 0)},
 }  # fmt: skip
-KINDS = {"mamba": "mamba", "full_attention": "full", "mla_attention": "mla"}
+KINDS = {"mamba": "recurrent", "full_attention": "full", "mla_attention": "mla"}
 CASES = [
     pytest.param(
         name,

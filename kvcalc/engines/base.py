@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
-from kvcalc.units import MAX_SIZE_BYTES, short_int
+from kvcalc.units import MAX_SIZE_BYTES, cdiv, short_int
 
 #: the largest integer an engine option takes (a petabyte, for the options in bytes)
 MAX_OPTION_INT = MAX_SIZE_BYTES
@@ -109,7 +110,9 @@ class KvCacheGroup:
     draws from: in vLLM every group shares one pool of ``num_blocks`` blocks.
     """
 
-    kind: str
+    #: the kind of layers the group holds (:class:`~kvcalc.model.layouts.LayerKind`; vLLM's
+    #: ``MambaSpec`` groups are ``recurrent``)
+    kind: LayerKind
     #: layers in the group, padding layers included
     num_layers: int
     page_bytes: int
@@ -120,6 +123,27 @@ class KvCacheGroup:
     #: model layer indices (0-based) in the group
     layer_indices: tuple[int, ...] = ()
     padding_layers: int = 0
+    #: a vLLM ``UniformTypeKVCacheSpecs`` group: ``page_bytes`` sums its layers' pages
+    uniform_type: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", LayerKind(self.kind))  # "full" in, LayerKind.FULL kept
+
+    def blocks_for(self, tokens: int, max_model_len: int) -> int:
+        """Blocks one request of ``tokens`` tokens takes from this group, for a pool sized at
+        ``max_model_len``: full and MLA layers a block per ``block_size`` tokens; windows and
+        chunks as many as the tokens need, up to their cap (a sliding window need not start on a
+        block boundary: one more); recurrent state a constant number per request."""
+        kind = self.kind
+        if kind in (LayerKind.FULL, LayerKind.MLA):
+            return cdiv(tokens, self.block_size)
+        if tokens >= max_model_len or kind is LayerKind.RECURRENT:
+            return self.blocks_per_request
+        if kind is LayerKind.SLIDING:
+            return min(self.blocks_per_request, cdiv(tokens, self.block_size) + 1)
+        if kind is LayerKind.CHUNKED:
+            return min(self.blocks_per_request, cdiv(tokens, self.block_size))
+        return self.blocks_per_request
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,7 @@ from kvcalc.hfconfig.weights import (
     VisionWeights,
     WeightShape,
 )
+from kvcalc.model.layouts import RecurrentVariant
 from kvcalc.units import cdiv
 
 #: roles a weight-quantization method may convert (the rest stay in the model dtype)
@@ -89,9 +90,9 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
         elif mixer == "mla" and w.mla:
             out += _mla(w.mla, h, f"{p}.self_attn", i)
-        elif mixer == "mamba2" and w.mamba2:
+        elif mixer == RecurrentVariant.MAMBA2 and w.mamba2:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
-        elif mixer == "gdn" and w.gdn:
+        elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
         ffn = w.ffns[i] if i < len(w.ffns) else "none"
         if ffn == "dense" and w.mlp:

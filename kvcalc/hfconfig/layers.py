@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.layouts import LayerKind, RecurrentVariant
 
 #: layer kinds produced here
-FULL, SLIDING, CHUNKED, MAMBA2, GDN, NONE = "full", "sliding", "chunked", "mamba2", "gdn", "none"
+FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.NONE
+#: recurrent layers, by the state they keep
+MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"
 

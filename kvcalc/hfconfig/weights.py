@@ -4,7 +4,7 @@ Everything a parameter count needs is read here, through :class:`ConfigReader` (
 provenance); :mod:`kvcalc.estimate.weights` only does arithmetic on the frozen :class:`WeightShape`.
 
 Per-layer structure is two tuples: ``mixers`` (what mixes tokens: ``attention``, ``mla``, ``mamba2``,
-``gdn`` or ``none``) and ``ffns`` (``dense``, ``moe`` or ``none``). MoE placement follows each
+``gated_deltanet`` or ``none``) and ``ffns`` (``dense``, ``moe`` or ``none``). MoE placement follows each
 family's transformers config class:
 
 - DeepSeek-V2/V3, Kimi-K2: layer i is MoE when ``i >= first_k_dense_replace`` and
@@ -244,8 +244,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mla=mla,
         mlp=mlp,
         moe=moe,
-        mamba2=_mamba2(r) if "mamba2" in mixers else None,
-        gdn=_gdn(r) if "gdn" in mixers else None,
+        mamba2=_mamba2(r) if L.MAMBA2 in mixers else None,
+        gdn=_gdn(r) if L.GDN in mixers else None,
         vision=_vision(r, model_type, hidden, notes),
         vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),

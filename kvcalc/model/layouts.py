@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from enum import Enum
 from functools import cached_property
 from typing import ClassVar
 
@@ -25,11 +26,48 @@ from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 
 
+class LayerKind(str, Enum):
+    """What a layer caches: the one vocabulary of ``inspect``, ``plan`` (group kinds) and ``verify``.
+
+    Group kinds use the same values: a group holds layers of one kind (vLLM's ``MambaSpec``
+    groups are ``recurrent``).
+    """
+
+    NONE = "none"
+    FULL = "full"
+    SLIDING = "sliding"
+    CHUNKED = "chunked"
+    MLA = "mla"
+    RECURRENT = "recurrent"
+
+    __str__ = str.__str__  # the value, as a plain string would print
+    __format__ = str.__format__
+
+
+class RecurrentVariant(str, Enum):
+    """Which recurrent state a ``recurrent`` layer keeps."""
+
+    MAMBA1 = "mamba1"
+    MAMBA2 = "mamba2"
+    GATED_DELTANET = "gated_deltanet"
+    KIMI_DELTA = "kda"
+    SHORT_CONV = "short_conv"
+    #: attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
+    PARALLEL = "attention+mamba2"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+#: kinds whose cache grows with every token (``sliding``/``chunked`` up to their window)
+ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Layout:
     """Base class: a layer that caches nothing."""
 
-    kind: ClassVar[str] = "none"
+    kind: ClassVar[LayerKind] = LayerKind.NONE
     dtype: CacheDtype
 
     @property
@@ -92,7 +130,7 @@ class NoCache(Layout):
 class FullAttention(Layout):
     """K and V per KV head for every token. K and V widths may differ."""
 
-    kind: ClassVar[str] = "full"
+    kind: ClassVar[LayerKind] = LayerKind.FULL
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -138,7 +176,7 @@ class FullAttention(Layout):
 class SlidingWindow(FullAttention):
     """Attention over the last ``sliding_window`` tokens (Mistral, Gemma, gpt-oss)."""
 
-    kind: ClassVar[str] = "sliding"
+    kind: ClassVar[LayerKind] = LayerKind.SLIDING
     sliding_window: int
 
     @property
@@ -150,7 +188,7 @@ class SlidingWindow(FullAttention):
 class ChunkedLocal(FullAttention):
     """Attention within fixed chunks of ``chunk_size`` tokens (Llama 4 local layers)."""
 
-    kind: ClassVar[str] = "chunked"
+    kind: ClassVar[LayerKind] = LayerKind.CHUNKED
     chunk_size: int
 
     @property
@@ -166,7 +204,7 @@ class MLALatent(Layout):
     DeepSeek-V3: (512 + 64) values × 2 B = 1,152 B per token per layer; 61 layers → 70,272 B.
     """
 
-    kind: ClassVar[str] = "mla"
+    kind: ClassVar[LayerKind] = LayerKind.MLA
     kv_lora_rank: int
     rope_dim: int
     #: attention heads and per-head widths, for engines that cache the expanded K/V instead
@@ -217,7 +255,7 @@ class RecurrentState(Layout):
     KV-cache dtype (vLLM has separate ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``).
     """
 
-    kind: ClassVar[str] = "recurrent"
+    kind: ClassVar[LayerKind] = LayerKind.RECURRENT
     ssm_dtype: CacheDtype
     conv_kernel: int
     tp: int = 1
@@ -248,7 +286,7 @@ class Mamba2State(RecurrentState):
     SSM (64, 64, 128) fp32 = 2,097,152 B; 2,134,016 B per sequence per layer.
     """
 
-    variant: ClassVar[str] = "mamba2"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.MAMBA2
     intermediate_size: int
     n_groups: int
     state_size: int
@@ -284,7 +322,7 @@ class GatedDeltaNetState(RecurrentState):
     state (32, 128, 128) bf16 = 1,048,576 B; 1,097,728 B per sequence per layer.
     """
 
-    variant: ClassVar[str] = "gated_deltanet"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.GATED_DELTANET
     num_k_heads: int
     num_v_heads: int
     head_k_dim: int

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention, Layout, RecurrentState, StateTensor
+from kvcalc.model.layouts import (
+    FullAttention,
+    Layout,
+    RecurrentState,
+    RecurrentVariant,
+    StateTensor,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +36,7 @@ class Mamba1State(RecurrentState):
     SSM 8,192 · 16 · 2 = 262,144 B; 311,296 B per sequence per layer.
     """
 
-    variant: ClassVar[str] = "mamba1"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.MAMBA1
     intermediate_size: int
     state_size: int
 
@@ -52,7 +58,7 @@ class ShortConvState(RecurrentState):
     LFM2-2.6B (D = 2,048, L = 3, bf16): 2 · 2,048 · 2 = 8,192 B per sequence per layer.
     """
 
-    variant: ClassVar[str] = "short_conv"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.SHORT_CONV
     conv_dim: int
 
     def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
@@ -71,7 +77,7 @@ class KimiDeltaState(RecurrentState):
     32 · 128 · 128 · 4 = 2,097,152 B (float32); 2,170,880 B per sequence per layer.
     """
 
-    variant: ClassVar[str] = "kda"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.KIMI_DELTA
     num_heads: int
     head_dim: int
     #: Kimi-K3's full-rank, bounded gate (``use_full_rank_gate`` with a ``gate_lower_bound``): the
@@ -105,7 +111,7 @@ class ParallelHybrid(RecurrentState):
     dtype (the attention part); the mixer's states keep their own dtypes.
     """
 
-    variant: ClassVar[str] = "attention+mamba2"
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.PARALLEL
     attention: FullAttention
     mixer: RecurrentState
     ssm_dtype: CacheDtype = field(init=False)

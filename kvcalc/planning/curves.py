@@ -33,9 +33,9 @@ from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.names import traits
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
-from kvcalc.units import cdiv
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
 #: fewer series than this make no sense; more than this make an unreadable chart
@@ -195,7 +195,7 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
         return basis
     fast = replace(basis, fast=True)
     # full/MLA groups need cdiv(L, block) at every length; capped groups are checked below the cap too
-    capped = any(g.kind.split("/")[0] not in ("full", "mla") for g in result.groups)
+    capped = any(g.kind not in (LayerKind.FULL, LayerKind.MLA) for g in result.groups)
     if _agrees(model, fast, result, ref) and (
         not capped or _agrees(model, fast, None, min(ref, 1024))
     ):
@@ -231,16 +231,7 @@ def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> b
 
 
 def _group_blocks(group: KvCacheGroup, length: int, reference: int) -> int:
-    kind = group.kind.split("/")[0]
-    if kind in ("full", "mla"):
-        return cdiv(length, group.block_size)
-    if length >= reference:
-        return group.blocks_per_request
-    if kind == "sliding":
-        return min(group.blocks_per_request, cdiv(length, group.block_size) + 1)
-    if kind == "chunked":
-        return min(group.blocks_per_request, cdiv(length, group.block_size))
-    return group.blocks_per_request  # recurrent state: constant per request
+    return group.blocks_for(length, reference)
 
 
 def curve_point(basis: CurveBasis, length: int, *, model_max_len: int | None = None) -> CurvePoint:

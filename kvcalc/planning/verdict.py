@@ -5,8 +5,8 @@ from __future__ import annotations
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
+from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inputs import PlanInputs
-from kvcalc.units import cdiv
 
 
 def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
@@ -22,7 +22,7 @@ def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | N
     for g in kv.groups:
         need = group_blocks(g, tokens, max_len)
         per_request += need
-        if g.kind in ("full", "mla"):
+        if g.kind in (LayerKind.FULL, LayerKind.MLA):
             shared += min(need, inputs.shared_prefix // g.block_size)
     unique = per_request - shared
     if unique <= 0:
@@ -31,15 +31,9 @@ def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | N
 
 
 def group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
-    """Blocks a request of ``tokens`` tokens takes in group ``g``; windowed and recurrent groups
-    need what they need at ``max_model_len`` at most (their need is capped)."""
-    if g.kind in ("full", "mla"):
-        return cdiv(tokens, g.block_size)
-    return (
-        min(g.blocks_per_request, cdiv(tokens, g.block_size) + 1)
-        if g.kind != "recurrent"
-        else g.blocks_per_request
-    )
+    """Blocks a request of ``tokens`` tokens takes in group ``g``
+    (:meth:`~kvcalc.engines.base.KvCacheGroup.blocks_for`)."""
+    return g.blocks_for(tokens, max_len)
 
 
 def overhead_notes(engine: str, overhead: Overhead) -> tuple[str, ...]:

@@ -94,7 +94,7 @@ def _plan_for_this_gpu(
 def _bytes_per_block(cplan) -> int:
     if cplan.num_blocks:
         return cplan.kv_cache_bytes // cplan.num_blocks
-    return max(g.page_bytes if g.kind.endswith("/uniform-type") else g.page_bytes * len(g.layer_indices)
+    return max(g.page_bytes if g.uniform_type else g.page_bytes * len(g.layer_indices)
                for g in cplan.groups)  # fmt: skip
 
 

@@ -158,7 +158,7 @@ def _hf_quantized(
 
 
 def _hf_kind(layer: Layout) -> str:
-    return getattr(layer, "variant", layer.kind)
+    return layer.kind  # one vocabulary: "recurrent conv", as vLLM's layout names it
 
 
 def _hf_tensors(

@@ -67,7 +67,7 @@ def _refuse_unbuilt(plan: KvCachePlan, layers: tuple[Layout, ...]) -> None:
             "latents) yet", code="unsupported-model",
         )  # fmt: skip
     for group in plan.groups:
-        if group.kind.endswith("/uniform-type"):
+        if group.uniform_type:
             continue
         real = {layers[i].bytes_per_token * group.block_size for i in group.layer_indices}
         if real != {group.page_bytes} and all(
@@ -114,12 +114,12 @@ def build_from_plan(plan: KvCachePlan, layers: tuple[Layout, ...]) -> Allocation
 
 # -- predictions (the engine's pages, split by the layer's widths) ------------------------------
 def _kind(group: KvCacheGroup) -> str:
-    return group.kind.split("/")[0]
+    return group.kind
 
 
 def _layer_page(group: KvCacheGroup, layers: tuple[Layout, ...], index: int) -> int:
     """One layer's page: the group page, or its share of a UniformType group's summed page."""
-    if not group.kind.endswith("/uniform-type"):
+    if not group.uniform_type:
         return group.page_bytes
     total = sum(layers[i].bytes_per_token for i in group.layer_indices)
     return group.page_bytes * layers[index].bytes_per_token // total

@@ -49,7 +49,7 @@ from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import Layout
+from kvcalc.model.layouts import LayerKind, Layout
 from kvcalc.model.recurrent_layouts import ParallelHybrid
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
@@ -350,9 +350,9 @@ def _holds_kv(layout: Layout) -> bool:
 
 
 def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCacheGroup:
-    kind = f"{group.kind}/uniform-type" if group.uniform_type else group.kind
+    kind = LayerKind.RECURRENT if group.kind == "mamba" else group.kind
     return KvCacheGroup(
-        kind=kind, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
+        kind=kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
         num_blocks=num_blocks, layer_indices=tuple(i % n for i in group.layers),
         padding_layers=group.padding_layers,

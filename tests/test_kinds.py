@@ -1,0 +1,98 @@
+"""One vocabulary for layer and group kinds across ``inspect``, ``plan`` and ``verify``.
+
+Issue 12, bug 1: the workload concurrency looked for group kind ``"recurrent"`` while vLLM's groups
+were called ``"mamba"``, so a hybrid model's recurrent groups were priced like sliding windows.
+Nemotron-3-Nano on an H100 at ``--max-model-len 4096``, 100 + 28 tokens per request: 734 blocks;
+each request needs 3 blocks in each of 4 recurrent groups and cdiv(128, 2,096) = 1 in the full one,
+13 in all, so 734 / 13 = 56.46 requests (what ``kvcalc curve --lengths 128`` says), not the
+734 / 9 = 81.56 the sliding rule gave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvcalc.engines.base import KvCacheGroup
+from kvcalc.model.layouts import LayerKind, RecurrentVariant
+from kvcalc.planning.core import plan
+from kvcalc.planning.curves import capacity_curve
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.verdict import workload
+from tests.helpers import bundled_shape
+
+NEMOTRON = "nvidia-nemotron-3-nano-30b-a3b-bf16"
+
+
+def test_hybrid_workload_concurrency_counts_the_recurrent_blocks():
+    inputs = PlanInputs(gpu="H100-80GB", max_model_len=4096, prompt_len=100, output_len=28)
+    result = plan(bundled_shape(NEMOTRON), inputs)
+    assert result.workload_tokens == 128
+    assert [(g.kind, g.blocks_per_request) for g in result.groups] == [("recurrent", 3)] * 4 + [
+        ("full", 2)
+    ]
+    # 13 blocks per request, whatever the pool: the issue's 734-block pool gives 56.46, not 81.56
+    assert workload(inputs, replace(result, num_blocks=734), 4096)[1] == pytest.approx(
+        56.4615, abs=1e-4
+    )
+    assert result.workload_concurrency == pytest.approx(result.num_blocks / 13)
+    curve = capacity_curve(bundled_shape(NEMOTRON), PlanInputs(gpu="H100-80GB", max_model_len=4096),
+                           lengths=(128,))  # fmt: skip
+    assert curve.series[0].points[0].max_concurrency == pytest.approx(result.workload_concurrency)
+
+
+def test_group_kinds_are_layer_kinds():
+    groups = plan(
+        bundled_shape("qwen3-next-80b-a3b-thinking"),
+        PlanInputs(gpu="H100-80GB", max_model_len=32768),
+    ).groups
+    assert {g.kind for g in groups} == {LayerKind.RECURRENT, LayerKind.FULL}
+    gemma = plan(
+        bundled_shape("gemma-3-1b-it"), PlanInputs(gpu="H100-80GB", max_model_len=32768)
+    ).groups
+    assert {g.kind for g in gemma} == {LayerKind.SLIDING, LayerKind.FULL}
+    with pytest.raises(ValueError):
+        KvCacheGroup(kind="mamba", num_layers=1, page_bytes=1, block_size=1, blocks_per_request=1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "tokens", "blocks"),
+    [
+        ("full", 100, 7),  # cdiv(100, 16)
+        ("mla", 100, 7),
+        ("sliding", 100, 8),  # cdiv(100, 16) + 1: the window need not start on a block boundary
+        ("sliding", 4000, 10),  # capped at the window's blocks
+        ("chunked", 100, 7),
+        ("recurrent", 1, 3),  # constant per request
+        ("full", 8192, 512),
+    ],
+)
+def test_blocks_a_request_takes(kind, tokens, blocks):
+    g = KvCacheGroup(kind=kind, num_layers=1, page_bytes=1, block_size=16,
+                     blocks_per_request=3 if kind == "recurrent" else 10 if kind == "sliding" else 512)  # fmt: skip
+    assert g.blocks_for(tokens, 8192) == blocks
+
+
+def test_the_vocabulary():
+    assert [k.value for k in LayerKind] == [
+        "none",
+        "full",
+        "sliding",
+        "chunked",
+        "mla",
+        "recurrent",
+    ]
+    assert [v.value for v in RecurrentVariant] == [
+        "mamba1",
+        "mamba2",
+        "gated_deltanet",
+        "kda",
+        "short_conv",
+        "attention+mamba2",
+    ]
+    layers = bundled_shape(NEMOTRON).layers
+    assert {x.kind for x in layers} == {LayerKind.RECURRENT, LayerKind.FULL, LayerKind.NONE}
+    assert {getattr(x, "variant", None) for x in layers if x.kind is LayerKind.RECURRENT} == {
+        RecurrentVariant.MAMBA2
+    }
