@@ -186,3 +186,30 @@ def test_layer_ranks():
     assert layer_of("kvcalc.errors") < layer_of("kvcalc.model.shape") < layer_of("kvcalc.cli.app")
     assert layer_of("kvcalc") == len(LAYERS) - 1
     assert layer_of("kvcalc.engines.vllm.groups") == layer_of("kvcalc.engines")
+
+
+def test_no_engine_borrows_from_another_engine():
+    """Shared helpers live in ``kvcalc.engines.common`` (or ``base``, ``names``, ``formats``...),
+    not in one engine's modules that another engine imports."""
+    shared = {
+        "kvcalc.engines",
+        "kvcalc.engines.base",
+        "kvcalc.engines.common",
+        "kvcalc.engines.names",
+        "kvcalc.engines.unmodelled",
+        "kvcalc.engines.formats",
+        "kvcalc.engines.dtype_names",
+    }
+
+    def engine_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and module not in shared else None
+
+    wrong = [
+        f"{m} imports {t}"
+        for m, targets in sorted(graph().items())
+        if engine_of(m) and m.startswith("kvcalc.engines.")
+        for t in sorted(targets)
+        if t.startswith("kvcalc.engines.") and engine_of(t) and engine_of(t) != engine_of(m)
+    ]
+    assert wrong == []

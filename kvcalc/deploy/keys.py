@@ -389,7 +389,7 @@ def _bool(value: Any, key: Key) -> bool:
 
 
 def _cache_dtype(value: Any, key: Key) -> str:
-    from kvcalc.engines.formats import known_names
+    from kvcalc.engines.dtype_names import known_names
 
     text = _text(value, key)
     names = known_names()  # the engine, once known, refuses what it does not take

@@ -38,7 +38,7 @@ def _size(key: Key) -> dict[str, Any]:
 
 
 def _cache_dtypes() -> list[str]:
-    from kvcalc.engines.formats import known_names
+    from kvcalc.engines.dtype_names import known_names
 
     return list(known_names())
 

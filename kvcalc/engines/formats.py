@@ -97,46 +97,6 @@ def resolve_generic(engine: str, name: str, accepted: tuple[str, ...] = ()) -> s
     )
 
 
-def engine_dtypes(engine: str) -> tuple[str, ...]:
-    """Every ``--kv-cache-dtype`` name ``engine`` takes (its own spellings), generic names aside."""
-    if engine == "vllm":
-        from kvcalc.engines.vllm.defaults import VLLM_DTYPES
-
-        return VLLM_DTYPES
-    if engine == "sglang":
-        from kvcalc.engines.sglang import KV_CACHE_DTYPES as sglang
-
-        return sglang
-    if engine == "llamacpp":
-        from kvcalc.engines.llamacpp import GGML_TYPES
-
-        return ("auto", *GGML_TYPES)
-    if engine == "hf":
-        from kvcalc.engines.hf import KV_CACHE_DTYPES as hf
-
-        return hf
-    if engine == "trtllm":
-        from kvcalc.engines.trtllm import KV_CACHE_DTYPES as trtllm
-
-        return trtllm
-    if engine == "lmdeploy":
-        from kvcalc.engines.lmdeploy import KV_CACHE_DTYPES as lmdeploy
-
-        return lmdeploy
-    return ()
-
-
-def known_names() -> tuple[str, ...]:
-    """Every name some engine takes (for validating a deployment file before the engine is known)."""
-    from kvcalc.engines import ENGINE_NAMES
-    from kvcalc.model.dtypes import ALIASES, CACHE_DTYPES
-
-    names = ["auto", *CACHE_DTYPES, *ALIASES, *GENERIC_BITS]
-    for engine in ENGINE_NAMES:
-        names += [n for n in engine_dtypes(engine) if n not in names]
-    return tuple(dict.fromkeys(names))
-
-
 def require_engine(name: str) -> None:
     """Refuse a generic name where no engine is given, saying what each engine means by it."""
     key = str(name).strip().lower()

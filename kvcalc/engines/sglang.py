@@ -35,10 +35,9 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.common import is_float32_config, pp_stages
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
-from kvcalc.engines.vllm.defaults import is_float32_config
-from kvcalc.engines.vllm.groups import pp_stages
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
 from kvcalc.model.layouts import Layout, MLALatent, RecurrentState

@@ -39,9 +39,9 @@ from kvcalc.engines.base import (
     extra_int,
     unknown_version,
 )
+from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
-from kvcalc.engines.vllm.defaults import is_float32_config
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP16, INT8_PER_TENSOR, NVFP4, CacheDtype
 from kvcalc.model.shape import ModelShape

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
+from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
@@ -116,12 +117,6 @@ def resolve_profile(version: str | None) -> tuple[VllmProfile, str | None]:
 
 
 # -- cache dtype ------------------------------------------------------------------------------
-def is_float32_config(model: ModelShape) -> bool:
-    """The checkpoint declares float32 (whatever dtype the parser settled on for serving)."""
-    declared = (model.config_dtype or "").strip().lower()
-    return model.dtype is FP32 or declared in ("float32", "fp32", "float")
-
-
 #: vLLM ``CacheDType`` spellings kvcalc can size (turboquant / nvfp4_ds_mla are not modelled)
 VLLM_DTYPES = (
     "auto", "float16", "bfloat16", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",

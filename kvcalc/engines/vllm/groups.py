@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from kvcalc.engines.common import pp_stages  # noqa: F401  (vLLM's get_pp_indices)
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import (
     ChunkedLocal,
@@ -243,26 +244,6 @@ def _split_buckets(specs: dict[int, LayerSpec]) -> tuple[list[Group], list[str]]
 
 
 # -- pipeline parallel ------------------------------------------------------------------------
-def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
-    """``get_pp_indices``: L // pp per stage, the remainder to stages -2, -3, ... (never the last)."""
-    if partition is not None:
-        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in partition)
-        if not counts or len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
-            shown = list(partition) if len(partition) <= 16 else f"[{len(partition)} parts]"
-            raise InputError(
-                f"pp_layer_partition {shown} must have {pp} positive integer parts summing to "
-                f"{num_layers}",
-                code="invalid-parallelism",
-            )
-        parts = list(partition)
-    else:
-        parts = [num_layers // pp] * pp
-        for i in range(2, num_layers % pp + 2):
-            parts[-i] += 1
-    starts = [sum(parts[:i]) for i in range(pp)]
-    return [range(s, s + n) for s, n in zip(starts, parts, strict=False)]
-
-
 # -- hybrid attention + mamba block alignment ------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class HybridAlignment:

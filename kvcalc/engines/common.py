@@ -1,0 +1,39 @@
+"""Helpers several engine models share, so that no engine borrows from another engine's modules.
+
+- :func:`is_float32_config`: whether the checkpoint declares float32 (vLLM, SGLang and
+  TensorRT-LLM all serve such checkpoints in 16 bits by default);
+- :func:`pp_stages`: the pipeline-stage split of ``get_pp_indices`` (vLLM's, which SGLang's
+  ``get_pp_indices`` copies).
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import InputError
+from kvcalc.model.dtypes import FP32
+from kvcalc.model.shape import ModelShape
+
+
+def is_float32_config(model: ModelShape) -> bool:
+    """The checkpoint declares float32 (whatever dtype the parser settled on for serving)."""
+    declared = (model.config_dtype or "").strip().lower()
+    return model.dtype is FP32 or declared in ("float32", "fp32", "float")
+
+
+def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
+    """``get_pp_indices``: L // pp per stage, the remainder to stages -2, -3, ... (never the last)."""
+    if partition is not None:
+        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in partition)
+        if not counts or len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
+            shown = list(partition) if len(partition) <= 16 else f"[{len(partition)} parts]"
+            raise InputError(
+                f"pp_layer_partition {shown} must have {pp} positive integer parts summing to "
+                f"{num_layers}",
+                code="invalid-parallelism",
+            )
+        parts = list(partition)
+    else:
+        parts = [num_layers // pp] * pp
+        for i in range(2, num_layers % pp + 2):
+            parts[-i] += 1
+    starts = [sum(parts[:i]) for i in range(pp)]
+    return [range(s, s + n) for s, n in zip(starts, parts, strict=False)]
