@@ -15,17 +15,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.estimate.overhead import Calibration
 from kvcalc.planning.core import plan
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.result import CapacityPlan
-from kvcalc.planning.throughput import ThroughputReport
 from kvcalc.sources.cache import ModelCache
 
 if TYPE_CHECKING:
+    from kvcalc.estimate.overhead import Calibration
     from kvcalc.model.shape import ModelShape
     from kvcalc.planning.compare import Comparison
     from kvcalc.planning.curves import CapacityCurve
+    from kvcalc.planning.throughput import ThroughputReport
     from kvcalc.sources.resolve import LoadedModel
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
