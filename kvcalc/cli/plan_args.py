@@ -57,7 +57,7 @@ def parse_engine_options(items) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
+def build_inputs(options: dict[str, Any]) -> PlanRequest:
     o = dict(options)
     values: dict[str, Any] = {
         "engine": o["engine"],
@@ -89,7 +89,8 @@ def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
         "allow_long_max_model_len": bool(o.get("allow_long_max_model_len")),
     }
     reference = o["model"]
-    revision, notes = o.get("revision"), ()
+    revision: str | None = o.get("revision")
+    notes: tuple[str, ...] = ()
     if o.get("from_command"):
         reference, command_revision, notes = _merge_command(o["from_command"], reference, values)
         if command_revision and revision and command_revision != revision:
@@ -109,7 +110,7 @@ def build_inputs(options: dict[str, Any]) -> tuple[str, PlanInputs]:
 
 def _merge_command(
     text: str, reference: str | None, values: dict[str, Any]
-) -> tuple[str, str | None, tuple[str, ...]]:
+) -> tuple[str | None, str | None, tuple[str, ...]]:
     """Flags from a ``vllm serve ...`` command fill what the options left at their defaults."""
     from kvcalc.planning.servecmd import parse_serve_command
 

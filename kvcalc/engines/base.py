@@ -194,8 +194,11 @@ class Engine(Protocol):
     """A serving engine's KV-cache accounting."""
 
     name: str
-    #: selectable ``--engine-version`` values, newest first
-    versions: tuple[str, ...]
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """Selectable ``--engine-version`` values, newest first."""
+        ...
 
     def default_gpu_memory_utilization(
         self,

@@ -25,8 +25,11 @@ class EngineName(str, Enum):
     TRTLLM = "trtllm"
     LMDEPLOY = "lmdeploy"
 
-    __str__ = str.__str__  # f"{name}" and str(name) give the value, as a plain string would
-    __format__ = str.__format__
+    def __str__(self) -> str:  # f"{name}" and str(name) give the value, as a plain string would
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
     @property
     def display(self) -> str:

@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from kvcalc.errors import InputError
-from kvcalc.hfconfig.weights import WeightShape
+from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, MIB, cdiv

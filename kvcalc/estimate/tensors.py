@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvcalc.hfconfig.weights import (
+from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
     GdnWeights,
     Mamba2Weights,

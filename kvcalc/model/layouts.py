@@ -40,8 +40,11 @@ class LayerKind(str, Enum):
     MLA = "mla"
     RECURRENT = "recurrent"
 
-    __str__ = str.__str__  # the value, as a plain string would print
-    __format__ = str.__format__
+    def __str__(self) -> str:  # the value, as a plain string would print
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 class RecurrentVariant(str, Enum):
@@ -55,8 +58,11 @@ class RecurrentVariant(str, Enum):
     #: attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
     PARALLEL = "attention+mamba2"
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 #: kinds whose cache grows with every token (``sliding``/``chunked`` up to their window)

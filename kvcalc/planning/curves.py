@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
-from kvcalc.engines.names import traits
+from kvcalc.engines.names import engine_name, traits
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
@@ -317,7 +317,7 @@ def capacity_curve(
     for engine in engine_names:
         for dtype in dtypes:
             label = _label(engine, dtype, len(engine_names), len(dtypes))
-            basis = curve_basis(model, replace(inputs, engine=engine, kv_cache_dtype=dtype,
+            basis = curve_basis(model, replace(inputs, engine=engine_name(engine), kv_cache_dtype=dtype,
                                                max_model_len=max(lengths)), label=label)  # fmt: skip
             series.append(_series(model, basis, lengths))
     return CapacityCurve(

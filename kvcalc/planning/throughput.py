@@ -219,11 +219,11 @@ def attach_throughput(
 
     gpu = get_gpu(inputs.gpu)
     roof = gpu_roofline(gpu, fp8_compute=(inputs.quantization or "").lower() == "fp8")
-    efficiency, source = efficiency
+    fraction, source = efficiency
     limit = batch_limit(result)
     batch = min(limit, inputs.target_concurrency) if inputs.target_concurrency else limit
     try:
-        report = throughput_ceiling(model, result, inputs, roof, batches=(batch,), efficiency=efficiency,
+        report = throughput_ceiling(model, result, inputs, roof, batches=(batch,), efficiency=fraction,
                                     efficiency_source=source)  # fmt: skip
     except InputError:  # no weight dimensions (e.g. --kv-cache-memory with a KV-only config)
         return result
@@ -234,7 +234,7 @@ def attach_throughput(
         "kv_bytes_per_step": p.kv_bytes_per_step, "step_seconds": p.step_seconds,
         "context_tokens": report.context_tokens, "context_rule": report.context_rule,
         "memory_bandwidth_bytes_per_s": roof.memory_bandwidth_bytes_per_s,
-        "peak_flops_per_s": roof.peak_flops_per_s, "efficiency": efficiency,
+        "peak_flops_per_s": roof.peak_flops_per_s, "efficiency": fraction,
         "efficiency_source": source, "upper_bound": True, "assumptions": list(ASSUMPTIONS),
     }  # fmt: skip
     return replace(result, throughput=summary)

@@ -1,0 +1,148 @@
+"""The weight-related dimensions of a model, as frozen records (:func:`kvcalc.hfconfig.weights.read_weight_shape`
+fills them from ``config.json``; :mod:`kvcalc.estimate` counts and prices them). Plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.hfconfig.quant import QuantSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionWeights:
+    """q/k/v/o projections of a (grouped-query) attention layer."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    qkv_bias: bool = False
+    o_bias: bool = False
+    #: weighted per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    qk_norm: bool = False
+    #: q_proj also produces a sigmoid output gate, doubling its width (Qwen3-Next)
+    output_gate: bool = False
+    #: one learned attention-sink logit per head (gpt-oss)
+    sinks: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class MlaWeights:
+    """DeepSeek multi-head latent attention projections."""
+
+    num_heads: int
+    q_lora_rank: int  # 0: q_proj maps hidden -> heads directly (DeepSeek-V2-Lite)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MlpWeights:
+    intermediate_size: int
+    gated: bool = True
+    bias: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoeWeights:
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    gated: bool = True
+    expert_bias: bool = False  # gpt-oss
+    router_bias: bool = False  # gpt-oss
+    #: total width of the always-on shared expert(s); 0 when there are none
+    shared_intermediate_size: int = 0
+    #: Qwen2-MoE/Qwen3-Next: a 1 x hidden sigmoid gate on the shared expert
+    shared_expert_gate: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba2Weights:
+    num_heads: int
+    head_dim: int
+    n_groups: int
+    state_size: int
+    conv_kernel: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    @property
+    def intermediate_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.intermediate_size + 2 * self.n_groups * self.state_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class GdnWeights:
+    """Gated DeltaNet linear attention (Qwen3-Next)."""
+
+    num_k_heads: int
+    num_v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class VisionWeights:
+    """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3) or
+    Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger)."""
+
+    #: ``llama4``, ``siglip`` or ``pixtral``
+    family: str = "llama4"
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    image_size: int
+    patch_size: int
+    num_channels: int
+    text_hidden_size: int
+    pixel_shuffle_ratio: float = 0.5
+    projector_input_dim: int = 0
+    projector_output_dim: int = 0
+    vision_output_dim: int = 0
+    projector_bias: bool = False
+    #: Pixtral's patch merger folds ``n × n`` patches
+    spatial_merge_size: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightShape:
+    """Dimensions that decide a model's parameter count. Plain numbers only."""
+
+    model_type: str = ""
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    intermediate_size: int = 0
+    tie_word_embeddings: bool = False
+    #: rows of a learned absolute position table (gpt2's ``n_positions``); 0 for RoPE models
+    learned_positions: int = 0
+    norm: str = "rms"  # "rms" (weight only) or "layer" (weight + bias)
+    norms_per_layer: int = 2
+    mixers: tuple[str, ...] = ()
+    ffns: tuple[str, ...] = ()
+    attention: AttentionWeights | None = None
+    mla: MlaWeights | None = None
+    mlp: MlpWeights | None = None
+    moe: MoeWeights | None = None
+    mamba2: Mamba2Weights | None = None
+    gdn: GdnWeights | None = None
+    vision: VisionWeights | None = None
+    #: the config has a vision tower (vLLM profiles its encoder too), counted in ``vision`` or not
+    vision_encoder: bool = False
+    quantization: QuantSpec | None = None
+    #: MTP layers in the checkpoint that transformers and vLLM (without speculation) do not load
+    mtp_layers: int = 0
+    #: rows and width of the RoPE cos/sin cache vLLM keeps next to the weights (0: no RoPE)
+    rope_cache_positions: int = 0
+    rotary_dim: int = 0
+    notes: tuple[str, ...] = ()
+    #: why the weights cannot be counted (a key they need is missing or malformed); None when fine
+    problem: str | None = None
