@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import InputError, ModelNotFoundError
 from kvcalc.hfconfig import parse_config
-from kvcalc.model.shape import ModelShape
 from kvcalc.sources.bundled import BundledModel, find_bundled
 from kvcalc.sources.files import CONFIG_FILE, read_config_json
+from kvcalc.sources.loaded import LoadedModel, no_weights
 
 if TYPE_CHECKING:  # the Hub client and safetensors reading load only on the paths that need them
     from kvcalc.sources import hub
@@ -37,43 +35,6 @@ if TYPE_CHECKING:  # the Hub client and safetensors reading load only on the pat
 
 #: ``org/name`` as the Hub spells repository ids.
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
-
-Source = Literal["path", "bundled", "hub"]
-
-
-def _no_weights() -> SafetensorsWeights | None:
-    return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadedModel:
-    """A model's parsed config, where it came from, and (lazily) its exact weights."""
-
-    shape: ModelShape
-    source: Source
-    #: the config's path, or ``org/name@revision`` for the Hub
-    location: str
-    #: the revision asked for (``"main"`` by default); ``None`` unless ``source == "hub"``
-    revision: str | None = None
-    #: the commit the Hub config belongs to
-    commit_hash: str | None = None
-    #: the ``config.json`` read (in the Hub cache for Hub models)
-    config_path: Path | None = None
-    #: ``True`` when a Hub config came from the cache without the Hub confirming it
-    from_cache: bool = False
-    _weights: Callable[[], SafetensorsWeights | None] = field(
-        default=_no_weights, repr=False, compare=False
-    )
-
-    def weights_metadata(self) -> SafetensorsWeights | None:
-        """Exact weights from safetensors headers, read on first call and then remembered.
-
-        Local models: the safetensors files beside their ``config.json``. Hub models: the Hub's
-        headers at the config's commit, unless offline or the config came from the cache because
-        the Hub could not be reached. Bundled models: ``None``. Also ``None`` when there are no
-        safetensors files; unreadable ones raise a ``KvcalcError``.
-        """
-        return self._weights()
 
 
 def load_model(
@@ -212,7 +173,7 @@ def load_path(path: Path, *, trust_layout: bool = False) -> LoadedModel:
     shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config),
                          trust_layout=trust_layout)  # fmt: skip
     # Only a config.json has "its" checkpoint beside it; a loose foo.json may sit among others.
-    weights = cache(lambda: _read_local_weights(folder)) if named_config else _no_weights
+    weights = cache(lambda: _read_local_weights(folder)) if named_config else no_weights
     return LoadedModel(
         shape=shape, source="path", location=str(config), config_path=config, _weights=weights
     )

@@ -61,7 +61,7 @@ def load_shape(
     """A model's shape, its first ``layers`` layers kept (config.json or GGUF alike)."""
     from dataclasses import replace
 
-    from kvcalc.planning.core import resolve_model_cached
+    from kvcalc.planning.api import resolve_model_cached
 
     shape = resolve_model_cached(reference, revision=revision, token=token, offline=offline).shape
     if layers is None or layers >= shape.num_layers:

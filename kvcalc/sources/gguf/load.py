@@ -12,7 +12,7 @@ from kvcalc.sources.gguf.files import SOURCE_HUB, SOURCE_LOCAL, is_gguf_name, re
 
 if TYPE_CHECKING:
     from kvcalc.sources import hub
-    from kvcalc.sources.resolve import LoadedModel
+    from kvcalc.sources.loaded import LoadedModel
 
 #: ``org/name:Q4_K_M`` or ``org/name:Some-File-Q4_K_M.gguf`` (``@revision`` split off before)
 HUB_GGUF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}):(?P<choice>[^:@\\]+)$")
@@ -28,7 +28,7 @@ def _stem(name: str) -> str:
 
 def load_gguf_path(path: Path) -> LoadedModel:
     from kvcalc.sources.gguf.model import parse_gguf
-    from kvcalc.sources.resolve import LoadedModel
+    from kvcalc.sources.loaded import LoadedModel
 
     model = read_local(path)
     shape = parse_gguf(model.metadata, name=_stem(path.name), where=model.where)
@@ -43,7 +43,7 @@ def load_gguf_hub(
     """``choice``: a file name (ends in ``.gguf``) or a quant tag."""
     from kvcalc.sources.gguf.hub import hub_gguf
     from kvcalc.sources.gguf.model import parse_gguf
-    from kvcalc.sources.resolve import LoadedModel
+    from kvcalc.sources.loaded import LoadedModel
 
     is_file = is_gguf_name(choice)
     found = hub_gguf(repo_id, revision=revision, quant=None if is_file else choice,
