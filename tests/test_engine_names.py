@@ -35,7 +35,7 @@ def test_the_name_is_a_plain_string_outside():
     name = engine_name("llama.cpp")
     assert f"{name}" == str(name) == "llamacpp" and json.dumps(name) == '"llamacpp"'
     assert PlanInputs(gpu="L4", engine="llama-cpp").to_dict()["engine"] == "llamacpp"
-    assert ENGINE_NAMES == ("vllm", "sglang", "llamacpp", "hf", "trtllm")
+    assert ENGINE_NAMES == ("vllm", "sglang", "llamacpp", "hf", "trtllm", "lmdeploy")
 
 
 def test_an_unknown_engine_is_refused_where_it_enters():
@@ -67,5 +67,10 @@ def test_a_llama_cpp_plan_does_not_speak_of_vllm():
 
 def test_capability_flags():
     assert [n.value for n in EngineName if traits(n).fixed_pool] == ["llamacpp", "hf"]
-    assert [n.value for n in EngineName if traits(n).block_pool] == ["vllm", "sglang", "trtllm"]
+    assert [n.value for n in EngineName if traits(n).block_pool] == [
+        "vllm",
+        "sglang",
+        "trtllm",
+        "lmdeploy",
+    ]
     assert [n.value for n in EngineName if traits(n).overhead_calibrated] == ["vllm"]
