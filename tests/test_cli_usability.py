@@ -244,3 +244,42 @@ def test_top_level_requirement_says_where_it_goes(cli, tmp_path):
         "unknown key 'min_concurrency'; it belongs to a section: move it under `requirements:`"
         in (result.stdout + result.stderr)
     )
+
+
+# -- --help ends its description with two worked examples, each of which runs --------------------
+_COMMANDS = [
+    "plan",
+    "inspect",
+    "check",
+    "schema",
+    "curve",
+    "compare",
+    "throughput",
+    "models",
+    "gpus",
+    "verify",
+]
+
+
+def _examples(cli, command: str) -> list[str]:
+    text = cli(command, "-h").stdout
+    block = text.split("Examples:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.strip().splitlines()]
+
+
+@pytest.mark.parametrize("command", _COMMANDS)
+def test_help_has_two_worked_examples(cli, command):
+    examples = _examples(cli, command)
+    assert len(examples) == 2
+    assert all(e.startswith(f"kvcalc {command} ") or e == f"kvcalc {command}" for e in examples)
+
+
+@pytest.mark.parametrize("command", [c for c in _COMMANDS if c != "verify"])
+def test_help_examples_run(cli, command):
+    import shlex
+
+    for example in _examples(cli, command):
+        result = cli(*shlex.split(example)[1:])
+        # 1: the fleet example fails two deployments on purpose
+        assert result.exit_code in (0, 1), (example, result.stderr)
+        assert "error[" not in result.stderr, example

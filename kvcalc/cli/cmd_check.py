@@ -93,7 +93,11 @@ def check(
 
     Every problem in every file is reported at once, as file:line:column: message.
 
-    Example: kvcalc check deploy/*.yaml --format github
+    Examples:
+
+    \b
+      kvcalc check examples/deployments/fleet.yaml
+      kvcalc check examples/deployments/fleet.yaml --format markdown
     """
     from kvcalc.deploy.run import check_paths
     from kvcalc.render import check_view, to_json
@@ -161,7 +165,11 @@ def _report_problems(report, fmt: str) -> int:
 def schema() -> int:
     """Print the JSON Schema of deployment files (for editors and other validators).
 
-    Example: kvcalc schema > deployment.schema.json
+    Examples:
+
+    \b
+      kvcalc schema
+      kvcalc schema --help
     """
     import json
 

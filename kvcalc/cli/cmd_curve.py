@@ -162,7 +162,11 @@ def curve(
 ) -> int:
     """Maximum concurrency and token capacity as a function of context length, per KV dtype and engine.
 
-    Example: kvcalc curve llama-3.1-8b --gpu H100 --kv-cache-dtype bf16 --kv-cache-dtype fp8 --lengths 4k,8k,32k,128k
+    Examples:
+
+    \b
+      kvcalc curve llama-3.1-8b --gpu H100 --kv-cache-dtype fp8
+      kvcalc curve qwen3-8b --gpu L40S --lengths 4K,8K,32K
     """
     from kvcalc.planning.api import capacity_curve_reference
     from kvcalc.planning.curves import parse_lengths
@@ -252,7 +256,11 @@ def compare(
 
     Without --gpu, the layouts' bytes and the estimated weights only.
 
-    Example: kvcalc compare qwen2.5-7b llama-3.1-8b mistral-7b-v0.1 --max-model-len 32768 --gpu H100
+    Examples:
+
+    \b
+      kvcalc compare qwen2.5-7b llama-3.1-8b mistral-7b-v0.1 --max-model-len 32K
+      kvcalc compare qwen3-8b llama-3.1-8b --gpu H100 --kv-cache-dtype fp8
     """
     from kvcalc.errors import InputError
     from kvcalc.planning.api import compare_references
@@ -387,7 +395,11 @@ def throughput(
 
     Exit status: 0 computed; 1 the deployment does not fit (nothing to run); 2 bad input.
 
-    Example: kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s --prompt-len 512 --output-len 128
+    Examples:
+
+    \b
+      kvcalc throughput llama-3.1-8b --gpu H100 --prompt-len 2k --output-len 500
+      kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s
     """
     from kvcalc.planning.api import throughput_reference
 

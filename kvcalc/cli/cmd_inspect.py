@@ -52,7 +52,11 @@ def inspect(
 ) -> int:
     """Show a model's KV-cache layout and bytes per token for every cache dtype.
 
-    Example: kvcalc inspect llama-3.1-8b --max-model-len 32768
+    Examples:
+
+    \b
+      kvcalc inspect llama-3.1-8b --max-model-len 32K
+      kvcalc inspect gemma-2-9b-it --json
     """
     from kvcalc.cli.options import with_gguf_file
     from kvcalc.planning.inspect import inspect_loaded

@@ -10,7 +10,11 @@ from kvcalc.cli.options import JsonOpt
 def models(json_: JsonOpt = False) -> int:
     """List the bundled models (they work offline) with their attention kind.
 
-    Example: kvcalc models
+    Examples:
+
+    \b
+      kvcalc models
+      kvcalc models --json
     """
     from kvcalc.render import to_json
     from kvcalc.render.tables import models_table
@@ -28,7 +32,11 @@ def models(json_: JsonOpt = False) -> int:
 def gpus(json_: JsonOpt = False) -> int:
     """List the GPU catalog: memory as the driver reports it, bandwidth, dense TFLOP/s.
 
-    Example: kvcalc gpus
+    Examples:
+
+    \b
+      kvcalc gpus
+      kvcalc gpus --json
     """
     from kvcalc.model.gpus import list_gpus
     from kvcalc.render import to_json

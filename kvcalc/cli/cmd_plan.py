@@ -253,7 +253,11 @@ def plan(
 
     Exit status: 0 ok or tight; 1 below-target, wont-start or weights-dont-fit; 2 bad input.
 
-    Example: kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32768
+    Examples:
+
+    \b
+      kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32K
+      kvcalc plan --from-command 'vllm serve Qwen/Qwen3-8B -tp 2' --gpu L40S
     """
     from kvcalc.cli.options import with_gguf_file
     from kvcalc.cli.plan_args import build_inputs

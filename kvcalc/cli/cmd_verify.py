@@ -187,12 +187,16 @@ def verify(
     offline: OfflineOpt = False,
     json_: JsonOpt = False,
 ) -> int:
-    r"""Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
+    """Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
 
-    Needs torch (pip install 'kvcalc\[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
+    Needs torch (pip install 'kvcalc[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
     2 could not run (no torch, --fill without CUDA, bad input).
 
-    Example: kvcalc verify llama-3.1-8b --engine vllm --kv-cache-dtype fp8
+    Examples:
+
+    \b
+      kvcalc verify llama-3.1-8b --engine vllm --kv-cache-dtype fp8
+      kvcalc verify qwen3-8b --engine hf --max-model-len 4K
     """
     from kvcalc.cli.plan_args import parse_engine_options
     from kvcalc.verify.check import verify as run_verify
