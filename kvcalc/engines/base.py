@@ -183,6 +183,9 @@ class KvCachePlan:
     fit_budget_bytes: int
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    #: the engine refuses to start with these settings: its reason, and the fix to paste
+    refusal: str | None = None
+    refusal_fix: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (tuples become lists)."""

@@ -37,7 +37,12 @@ _MAX_LEN_KEYS = (
 
 
 def parse_config(
-    raw: Mapping[str, Any], *, name: str, source: str | None = None, trust_layout: bool = False
+    raw: Mapping[str, Any],
+    *,
+    name: str,
+    source: str | None = None,
+    trust_layout: bool = False,
+    hf_quant_config: Mapping[str, Any] | None = None,
 ) -> ModelShape:
     """Parse one ``config.json`` mapping. Raises :class:`ConfigError` naming the bad keys, and
     ``config-unverified`` for a config the registry does not verify (unless ``trust_layout``)."""
@@ -106,6 +111,7 @@ def parse_config(
         weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
         quantization=_quantization(r),
         mm_prefix_attention=_mm_prefix(r, str(r.str("model_type", "") or "")),
+        checkpoint_quant_config=_checkpoint_quant(raw, hf_quant_config),
         family=check.family.name if check.family else None,
         layout_validated=check.validated,
         unverified_keys=check.keys if not check.validated else (),
@@ -228,6 +234,17 @@ def _max_model_len(r: ConfigReader) -> tuple[int, str]:
             length = int(length * factor)
             note += f" × rope_scaling.factor {factor} ({rope_type}) = {length}"
     return length, note
+
+
+def _checkpoint_quant(
+    raw: Mapping[str, Any], sidecar: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """vLLM 0.33 ``transformers_utils/config.py``: the top-level ``quantization_config``, else the
+    ModelOpt ``hf_quant_config.json`` (written by ModelOpt 0.29 and before) beside config.json."""
+    q = raw.get("quantization_config") if isinstance(raw, Mapping) else None
+    if isinstance(q, Mapping):
+        return dict(q)
+    return dict(sidecar) if isinstance(sidecar, Mapping) else None
 
 
 def _quantization(r: ConfigReader) -> Mapping[str, Any] | None:

@@ -54,6 +54,9 @@ class ModelShape:
     #: image tokens attend bidirectionally (vLLM ``is_mm_prefix_lm``: Gemma 3/4, PaliGemma, ...),
     #: which selects vLLM's mm-prefix attention backends
     mm_prefix_attention: bool = False
+    #: the checkpoint's quantization config as vLLM loads it: config.json's top-level
+    #: ``quantization_config``, else a ModelOpt ``hf_quant_config.json`` beside it
+    checkpoint_quant_config: Mapping[str, Any] | None = None
     #: the registered architecture family that read the layout (``kvcalc.hfconfig.families``)
     family: str | None = None
     #: False when an unverified config was planned anyway as plain attention (``--trust-layout``)

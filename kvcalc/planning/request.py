@@ -53,6 +53,8 @@ def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
     up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
     total context of all slots)."""
     extra = dict(inputs.engine_options)
+    if inputs.allow_long_max_model_len and inputs.engine == "vllm":
+        extra["allow_long_max_model_len"] = True
     target = inputs.target_concurrency
     can = traits(inputs.engine)
     if can.batch_from_target and target and "batch_size" not in extra:

@@ -69,6 +69,9 @@ def verdict(
             f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
             f"{budget / gib:.2f} GiB"
         )
+    if getattr(kv, "refusal", None):
+        fix = f"; fix: {kv.refusal_fix}" if kv.refusal_fix else ""
+        return "wont-start", f"{kv.engine} refuses to start: {kv.refusal}{fix}"
     if available <= 0:
         return "wont-start", (
             f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "

@@ -170,7 +170,10 @@ def load_path(path: Path, *, trust_layout: bool = False) -> LoadedModel:
     raw = read_config_json(config)
     folder = config.parent.resolve()
     named_config = config.name == CONFIG_FILE
+    sidecar = folder / "hf_quant_config.json"
+    hf_quant = read_config_json(sidecar) if named_config and sidecar.is_file() else None
     shape = parse_config(raw, name=folder.name if named_config else config.stem, source=str(config),
+                         hf_quant_config=hf_quant,
                          trust_layout=trust_layout)  # fmt: skip
     # Only a config.json has "its" checkpoint beside it; a loose foo.json may sit among others.
     weights = cache(lambda: _read_local_weights(folder)) if named_config else no_weights

@@ -147,6 +147,41 @@ def model_dtype(
     )
 
 
+def checkpoint_kv_cache_dtype(quant: object) -> str | None:
+    """What ``--kv-cache-dtype auto`` becomes for this checkpoint quantization config in vLLM 0.33
+    (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string`` for ``quant_method: modelopt*``;
+    ``attention.py``: a compressed-tensors ``kv_cache_scheme`` makes ``auto`` fp8). ``None``: the
+    model dtype. A legacy ModelOpt ``hf_quant_config.json`` has no ``quant_method``, so its
+    ``kv_cache_quant_algo`` is not honoured (Nemotron-3-Super FP8, as vLLM 0.33 sizes it)."""
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method") or "")
+    if method.startswith("modelopt"):
+        inner = quant.get("quantization", quant)
+        inner = inner if isinstance(inner, dict) else quant
+        algo = (inner.get("kv_cache_scheme") or quant.get("kv_cache_scheme")
+                or inner.get("kv_cache_quant_algo") or quant.get("kv_cache_quant_algo"))  # fmt: skip
+        if isinstance(algo, dict):
+            if (
+                algo.get("dynamic") is False
+                and algo.get("num_bits") == 8
+                and algo.get("type") == "float"
+            ):
+                return "fp8"
+            if algo.get("num_bits") == 4 and algo.get("type") == "float":
+                return "nvfp4"
+            return None
+        if isinstance(algo, str) and algo.lower() in (
+            "fp8",
+            "nvfp4",
+        ):  # MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP
+            return algo.lower()
+        return None
+    if method == "compressed-tensors" and quant.get("kv_cache_scheme") is not None:
+        return "fp8"
+    return None
+
+
 def resolve_cache_dtype(
     request: EngineRequest, profile: VllmProfile
 ) -> tuple[CacheDtype, list[str]]:
@@ -162,6 +197,14 @@ def resolve_cache_dtype(
             code="unsupported-dtype",
         )
     notes: list[str] = []
+    if name == "auto" and profile.name == "0.33":
+        checkpoint = checkpoint_kv_cache_dtype(request.model.checkpoint_quant_config)
+        if checkpoint:
+            name = checkpoint
+            notes.append(
+                f"auto cache dtype: the checkpoint's quantization config asks for a {checkpoint} KV "
+                "cache (vLLM 0.33 get_kv_cache_quant_algo_string)"
+            )
     dtype = parse_cache_dtype(name)
     if dtype is None:
         dtype, note = model_dtype(request.model, profile, request.gpu_compute_capability)

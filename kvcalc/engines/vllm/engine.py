@@ -57,7 +57,7 @@ from kvcalc.units import GIB, format_gib
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 EXTRA_KEYS = (
     "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
-    "swap_space_bytes", "num_gpu_blocks_override",
+    "swap_space_bytes", "num_gpu_blocks_override", "allow_long_max_model_len",
 )  # fmt: skip
 
 
@@ -243,6 +243,8 @@ def _finish_v1(
     elif setup.profile.available_line:
         logs.append(f"Available KV cache memory: {request.available_kv_bytes / GIB:.2f} GiB")
     logs += [error] if error else _capacity_lines(setup.profile, tokens, L, concurrency)
+    if setup.refusal:
+        logs, fits = [setup.refusal], False
     return KvCachePlan(
         engine="vllm", engine_version=setup.profile.name, kv_cache_dtype=setup.dtype_name,
         block_size=_block_size(setup, groups), num_blocks=num_blocks,
@@ -253,6 +255,7 @@ def _finish_v1(
         log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=widest.check_bytes,
         max_num_batched_tokens=setup.mnbt, max_num_seqs=setup.max_num_seqs,
+        refusal=setup.refusal, refusal_fix=setup.refusal_fix,
     )  # fmt: skip
 
 

@@ -36,6 +36,9 @@ class VllmSetup:
     logs: tuple[str, ...]
     mamba_page_padded: int | None
     checkpoint_blocks: int = 0
+    #: vLLM refuses to start (create_engine_config): its reason and the fix
+    refusal: str | None = None
+    refusal_fix: str | None = None
 
 
 def resolve_setup(request: EngineRequest) -> VllmSetup:
@@ -52,11 +55,25 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     )
     block, padded, logs = _block_size(request, profile, model, checkpoint_alignment, notes)
     mnbt, seqs, in_flight = _scheduler(request, profile, model, notes)
-    if request.max_model_len > request.model.max_model_len:
-        notes.append(
-            f"max_model_len {request.max_model_len:,} exceeds the model's derived "
-            f"{request.model.max_model_len:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-        )
+    refusal = fix = None
+    derived = request.model.max_model_len
+    if request.max_model_len > derived:
+        if request.extra.get("allow_long_max_model_len"):
+            notes.append(
+                f"max_model_len {request.max_model_len:,} exceeds the model's derived {derived:,}: "
+                "started because of VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (positions past it are untrained)"
+            )
+        else:
+            # vLLM 0.33 ModelConfig validation (config/model.py, _get_and_verify_max_len)
+            refusal = (
+                f"User-specified max_model_len ({request.max_model_len}) is greater than the derived "
+                f"max_model_len ({derived} from config.json). To allow overriding this maximum, set the "
+                "env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+            )
+            fix = (
+                f"--max-model-len {derived}, or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ... "
+                f"(kvcalc: --allow-long-max-model-len)"
+            )
     if "num_gpu_blocks_override" in request.extra:
         notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
     sizing = Sizing(
@@ -65,7 +82,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     return VllmSetup(
         profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
         mnbt=mnbt, max_num_seqs=seqs, notes=tuple(notes), logs=tuple(logs), mamba_page_padded=padded,
-        checkpoint_blocks=checkpoint_blocks,
+        checkpoint_blocks=checkpoint_blocks, refusal=refusal, refusal_fix=fix,
     )  # fmt: skip
 
 
