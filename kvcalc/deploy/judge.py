@@ -106,12 +106,12 @@ def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[F
             )
         )
     if req.min_headroom is not None:
-        failures.extend(_headroom(dep, plan))
+        failures.extend(_headroom(dep, plan, req.min_headroom))
     return tuple(failures)
 
 
-def _headroom(dep: Deployment, plan: Any) -> list[Failure]:
-    unit, minimum = dep.requirements.min_headroom
+def _headroom(dep: Deployment, plan: Any, min_headroom: tuple[str, float]) -> list[Failure]:
+    unit, minimum = min_headroom
     line = dep.line_of("requirements.min_headroom")
     if unit == "bytes":
         if plan.headroom_bytes >= minimum:

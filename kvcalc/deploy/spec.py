@@ -310,8 +310,11 @@ def _deployment(
     try:
         inputs = PlanInputs(**fields_)
     except InputError as exc:
-        key = _mentioned_key(exc.message, where)
-        ctx.at(where.get(key, node), exc.message)
+        mentioned = _mentioned_key(exc.message, where)
+        ctx.at(where.get(mentioned, node) if mentioned is not None else node, exc.message)
+        return None
+    if model is None:  # reported above; never size a deployment without its model
+        ctx.at(node, "no model: add `model:` (a bundled name, a path or a Hub id) or a `command:`")
         return None
     return Deployment(
         name=str(values.get("name", default_name)),

@@ -15,6 +15,7 @@ from typing import Any
 
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import parse_cache_dtype
+from kvcalc.model.layouts import MLALatent
 from kvcalc.model.shape import ModelShape
 
 
@@ -193,9 +194,9 @@ def step_cost(
 
 def _attention_coefficients(model: ModelShape) -> list[tuple[float, int | None]]:
     """Per attention layer ``(2·h_q·(d_k + d_v), window)``: FLOPs per token per context token."""
-    out = []
+    out: list[tuple[float, int | None]] = []
     for layer in model.layers:
-        if layer.kind == "mla":
+        if isinstance(layer, MLALatent):  # the only layout of kind "mla"
             heads = layer.num_heads or model.num_attention_heads
             out.append((2.0 * heads * (layer.latent_dim + layer.kv_lora_rank), None))
         elif layer.kind in ("full", "sliding", "chunked"):

@@ -241,6 +241,7 @@ class _Pricer:
         if not self.quantized(t):
             return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}
         s = self.spec
+        assert s is not None  # quantized() is False without a spec
         scales = _scale_count(s, rows, cols)
         out = {_data_name(s): cdiv(rows * cols * s.weight_bits, 8) * t.copies}
         _add(out, _scale_name(s), scales * s.scale_bytes * t.copies)

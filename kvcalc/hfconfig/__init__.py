@@ -14,11 +14,12 @@ from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
-from kvcalc.hfconfig.family import LayoutContext
+from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
 from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
+from kvcalc.model.layouts import Layout
 from kvcalc.model.shape import ModelShape
 
 __all__ = ["parse_config", "ConfigReader"]
@@ -83,7 +84,7 @@ def parse_config(
         provenance=prov,
     )  # fmt: skip
     if not check.validated:
-        found: Any = generic.plain_attention(r, ctx)
+        found: LayoutsRead = generic.plain_attention(r, ctx)
     elif check.family is not None and check.family.layouts is not None:
         found = check.family.layouts(r, ctx)
     else:
@@ -145,13 +146,13 @@ def plain_head_dim(r: ConfigReader, heads: int, hidden: int) -> int | None:
     return hidden // heads if hidden > 0 and hidden % heads == 0 else None
 
 
-def _kinds(layouts) -> tuple[str, ...]:
+def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
     """The generic reader's layer-kind names, which the weight reader understands."""
     from kvcalc.hfconfig import layers as L
     from kvcalc.hfconfig.attention_families import weight_kind
     from kvcalc.model.layouts import ChunkedLocal, Mamba2State
 
-    out = []
+    out: list[str] = []
     for layout in layouts:
         if layout.kind == "recurrent":
             out.append(L.MAMBA2 if isinstance(layout, Mamba2State) else L.GDN)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 from kvcalc.errors import ConfigError
 
@@ -78,8 +78,10 @@ class LayoutContext:
     provenance: dict[str, str]
 
 
-#: ``(reader, context) -> one layout per layer``
-LayoutReader = Callable[["ConfigReader", LayoutContext], "list[Layout]"]
+#: one layout per layer, or (layouts, layer kinds for the weight count)
+LayoutsRead = Union["list[Layout]", "tuple[list[Layout], tuple[str, ...]]"]
+#: ``(reader, context) -> one layout per layer`` (optionally with the weight-count kinds)
+LayoutReader = Callable[["ConfigReader", LayoutContext], LayoutsRead]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ GEMMA4_TYPES = ("gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"
 GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
 
 
-def _layer_types(r: ConfigReader, num_layers: int, prov: dict[str, str]) -> list[str]:
+def _layer_types(r: ConfigReader, num_layers: int, prov: dict[str, str]) -> list[L.MixerKind]:
     types = r.list("layer_types")
     if types is None:
         raise r.missing(("layer_types",))
@@ -39,13 +39,13 @@ def _layer_types(r: ConfigReader, num_layers: int, prov: dict[str, str]) -> list
             f"for each of {num_layers} layers",
             code="config-invalid",
         )
-    kinds = [L.SLIDING if t == "sliding_attention" else L.FULL for t in types]
+    kinds: list[L.MixerKind] = [L.SLIDING if t == "sliding_attention" else L.FULL for t in types]
     prov["layer pattern"] = "layer_types lists each layer"
     return kinds
 
 
 def _shared_sources(
-    r: ConfigReader, kinds: list[str], default: int, prov: dict[str, str]
+    r: ConfigReader, kinds: list[L.MixerKind], default: int, prov: dict[str, str]
 ) -> dict[int, int]:
     """``{consumer layer: source layer}`` for the last ``num_kv_shared_layers`` layers."""
     n = len(kinds)

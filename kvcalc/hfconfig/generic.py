@@ -86,7 +86,7 @@ def head_dims(
 
 def _layouts(
     r: ConfigReader,
-    kinds: list[str],
+    kinds: list[L.MixerKind],
     heads: int,
     hidden: int,
     dtype: CacheDtype,
@@ -103,6 +103,8 @@ def _layouts(
     chunk = r.int("attention_chunk_size", default=None) if L.CHUNKED in kinds else None
     if L.SLIDING in kinds and window is None:
         raise r.missing(("sliding_window",))
+    if L.CHUNKED in kinds and chunk is None:
+        raise r.missing(("attention_chunk_size",))
     if chunk is not None:
         prov["attention_chunk_size"] = f"{r.path('attention_chunk_size')} = {chunk}"
     mamba = _mamba2(r, hidden, dtype, prov) if L.MAMBA2 in kinds else None
@@ -114,20 +116,24 @@ def _layouts(
         elif kind == L.FULL:
             out.append(FullAttention(dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i]))
         elif kind == L.SLIDING:
+            assert window is not None  # refused above when missing
             out.append(
                 SlidingWindow(
                     dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], sliding_window=window
                 )
             )
         elif kind == L.CHUNKED:
+            assert chunk is not None  # refused above when missing
             out.append(
                 ChunkedLocal(
                     dtype=dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i], chunk_size=chunk
                 )
             )
         elif kind == L.MAMBA2:
+            assert mamba is not None  # read above: MAMBA2 is in kinds
             out.append(mamba)
         elif kind == L.GDN:
+            assert gdn is not None  # read above: GDN is in kinds
             out.append(gdn)
         else:
             out.append(NoCache(dtype=dtype))

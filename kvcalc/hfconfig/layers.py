@@ -26,8 +26,10 @@ FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUN
 MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"
+#: what one layer mixes with: an attention kind or the recurrent state it keeps
+MixerKind = LayerKind | RecurrentVariant
 
-_LAYER_TYPE_NAMES = {
+_LAYER_TYPE_NAMES: dict[str, MixerKind] = {
     "full_attention": FULL,
     "attention": FULL,
     "global_attention": FULL,
@@ -37,7 +39,7 @@ _LAYER_TYPE_NAMES = {
     "linear_attention": GDN,
     "mamba": MAMBA2,
 }
-_NEMOTRON_H = {"M": MAMBA2, "*": FULL, "E": NONE, "-": NONE}
+_NEMOTRON_H: dict[str, MixerKind] = {"M": MAMBA2, "*": FULL, "E": NONE, "-": NONE}
 #: keys of layouts kvcalc does not model yet: refusing beats guessing
 UNSUPPORTED_KEYS = {
     "attn_layer_period": "Jamba-style Mamba1 hybrids",
@@ -48,7 +50,7 @@ UNSUPPORTED_KEYS = {
 }
 
 
-def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[str], str]:
+def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[MixerKind], str]:
     """The kind of each layer and a sentence saying which keys decided it."""
     for key, what in UNSUPPORTED_KEYS.items():
         if r.has(key):
@@ -79,7 +81,7 @@ def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[str], str]:
 
 def _from_layer_types(
     r: ConfigReader, types: list, num_layers: int, model_type: str
-) -> tuple[list[str], str]:
+) -> tuple[list[MixerKind], str]:
     if len(types) != num_layers:
         raise ConfigError(
             f"{r.source}: {r.path('layer_types')} has {len(types)} entries for {num_layers} layers",
@@ -104,7 +106,9 @@ def _from_layer_types(
     return kinds, "layer_types lists each layer"
 
 
-def _from_nemotron_pattern(r: ConfigReader, pattern: str, num_layers: int) -> tuple[list[str], str]:
+def _from_nemotron_pattern(
+    r: ConfigReader, pattern: str, num_layers: int
+) -> tuple[list[MixerKind], str]:
     unknown = sorted(set(pattern) - set(_NEMOTRON_H))
     if unknown or len(pattern) != num_layers:
         raise ConfigError(
@@ -115,7 +119,7 @@ def _from_nemotron_pattern(r: ConfigReader, pattern: str, num_layers: int) -> tu
     return [_NEMOTRON_H[c] for c in pattern], "hybrid_override_pattern: M Mamba2, * attention"
 
 
-def _llama4(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str], str]:
+def _llama4(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[MixerKind], str]:
     no_rope = r.list("no_rope_layers")
     if no_rope:
         if len(no_rope) != num_layers or any(v not in (0, 1, True, False) for v in no_rope):
@@ -123,7 +127,7 @@ def _llama4(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str
                 f"{r.source}: no_rope_layers must list 0/1 for each of {num_layers} layers",
                 code="config-invalid",
             )
-        kinds = [CHUNKED if v else FULL for v in no_rope]
+        kinds: list[MixerKind] = [CHUNKED if v else FULL for v in no_rope]
         return kinds, "attention_chunk_size + no_rope_layers (1 = RoPE = chunked)"
     if model_type.startswith("llama4"):
         step = r.int("no_rope_layer_interval", default=4)
@@ -135,10 +139,12 @@ def _llama4(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str
     return [CHUNKED] * num_layers, "attention_chunk_size for every layer"
 
 
-def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[str], str]:
+def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[MixerKind], str]:
     pattern = r.int("sliding_window_pattern", default=None)
     if pattern is not None:
-        kinds = [FULL if (i + 1) % pattern == 0 else SLIDING for i in range(num_layers)]
+        kinds: list[MixerKind] = [
+            FULL if (i + 1) % pattern == 0 else SLIDING for i in range(num_layers)
+        ]
         return (
             kinds,
             f"sliding_window_pattern = {pattern}: layer i slides unless (i+1) % {pattern} == 0",

@@ -7,6 +7,7 @@ came from.
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -79,7 +80,7 @@ class ConfigReader:
             raise self.missing(keys)
         return default
 
-    def _as_int(self, path: str, value: Any, minimum: int) -> int:
+    def _as_int(self, path: builtins.str, value: Any, minimum: builtins.int) -> builtins.int:
         if isinstance(value, bool):
             raise self.bad(path, value, "an integer")
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -90,7 +91,9 @@ class ConfigReader:
             raise self.bad(path, value, f"an integer >= {minimum}")
         return value
 
-    def int_or_list(self, key: str, length: int, *, minimum: int = 1) -> tuple[int, ...] | None:
+    def int_or_list(
+        self, key: builtins.str, length: builtins.int, *, minimum: builtins.int = 1
+    ) -> tuple[builtins.int, ...] | None:
         """An int, or a per-layer list of ints of ``length`` entries (e.g. OpenELM's heads)."""
         path, value = self._lookup(key)
         if value is None:
@@ -123,7 +126,7 @@ class ConfigReader:
             raise self.bad(path, value, "a string")
         return value
 
-    def list(self, key: str) -> list[Any] | None:
+    def list(self, key: builtins.str) -> builtins.list[Any] | None:
         path, value = self._lookup(key)
         if value is None:
             return None
@@ -132,14 +135,14 @@ class ConfigReader:
         self.used[path] = value if len(value) <= 16 else f"[{len(value)} entries]"
         return value
 
-    def index_list(self, key: str) -> tuple[int, ...] | None:
+    def index_list(self, key: builtins.str) -> tuple[builtins.int, ...] | None:
         """A list of layer indices (``mlp_only_layers``, ``moe_layers``): ints ``>= 0``."""
         values = self.list(key)
         if values is None:
             return None
         return tuple(self._as_int(self.path(key), v, 0) for v in values)
 
-    def mapping(self, key: str) -> Mapping[str, Any] | None:
+    def mapping(self, key: builtins.str) -> Mapping[builtins.str, Any] | None:
         path, value = self._lookup(key)
         if value is None:
             return None
@@ -149,7 +152,7 @@ class ConfigReader:
         return value
 
     # -- errors -----------------------------------------------------------------------------
-    def missing(self, keys: tuple[str, ...]) -> ConfigError:
+    def missing(self, keys: tuple[builtins.str, ...]) -> ConfigError:
         names = " or ".join(self.prefix + k for k in keys)
         return ConfigError(
             f"{self.source}: missing {names}",
@@ -157,7 +160,7 @@ class ConfigReader:
             code="config-missing-key",
         )
 
-    def bad(self, path: str, value: Any, expected: str) -> ConfigError:
+    def bad(self, path: builtins.str, value: Any, expected: builtins.str) -> ConfigError:
         shown = repr(value)
         if len(shown) > 60:
             shown = shown[:57] + "..."

@@ -22,7 +22,7 @@ built by transformers nor loaded by vLLM without speculative decoding; they are 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
@@ -343,16 +343,17 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
         positions += r.int("max_position_embeddings", default=0, minimum=0)
     if mla is not None:
         return positions, mla.qk_rope_head_dim
+    assert attention is not None  # without MLA weights there are attention weights (see above)
     partial = r.value("partial_rotary_factor", 1.0)
     partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
     return positions, int(attention.head_dim * partial)
 
 
-def _is_factor(value: Any) -> bool:
+def _is_factor(value: Any) -> TypeGuard[float]:
     """A RoPE scaling factor kvcalc multiplies by: a finite number in (0, 10^6)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e6
 
 
-def _is_length(value: Any) -> bool:
+def _is_length(value: Any) -> TypeGuard[int]:
     """A position count: an int from 1 to the reader's bound (``MAX_DIM * 1024``)."""
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_DIM * 1024

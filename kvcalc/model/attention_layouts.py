@@ -29,7 +29,8 @@ INDEXER_QUANT_BLOCK = 128
 class SharedKV(Layout):
     """A layer that reuses the cache of layer ``source_layer``; it is charged nothing."""
 
-    kind: ClassVar[str] = "shared"
+    # a layer kind outside LayerKind (also the vocabulary of cache groups, which this never forms)
+    kind: ClassVar[str] = "shared"  # type: ignore[assignment]
     source_layer: int
 
     def with_dtype(self, dtype: CacheDtype) -> Layout:
@@ -75,7 +76,8 @@ class CompressedSparseAttention(Layout):
     and the compressor states.
     """
 
-    kind: ClassVar[str] = "compressed"
+    # a layer kind outside LayerKind (also the vocabulary of cache groups, which this never forms)
+    kind: ClassVar[str] = "compressed"  # type: ignore[assignment]
     head_dim: int
     sliding_window: int
     compress_ratio: int

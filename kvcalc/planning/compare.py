@@ -97,7 +97,7 @@ def _engine_row(entry: CompareEntry, length: int, name: str, tp: int, engine: st
 
 
 def kv_heads_text(model: ModelShape) -> str:
-    mla = [layer for layer in model.layers if layer.kind == "mla"]
+    mla = [layer for layer in model.layers if isinstance(layer, MLALatent)]  # kind "mla"
     if mla:
         return f"latent {mla[0].latent_dim}"
     heads = sorted({layer.num_kv_heads for layer in model.layers if layer.kind in ("full", "sliding", "chunked")},
@@ -119,6 +119,8 @@ def _no_gpu_row(
     except InputError:  # an engine's own format (QuantizedCache, quant_policy): the engine sizes it
         return _engine_row(entry, length, name, tp, engine)
     rank = model.with_cache_dtype(layout).per_rank(tp)
+    weights: int | None
+    params: int | None
     try:
         w = weight_bytes(model, tensor_parallel_size=tp)
         weights, params = w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu, w.num_parameters

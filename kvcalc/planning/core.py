@@ -57,7 +57,7 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
     """``kvcalc.estimate.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
     from kvcalc.estimate.weights import weight_bytes
 
-    key = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
+    key: tuple[object, ...] = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
            inputs.tensor_parallel_size, inputs.pipeline_parallel_size)  # fmt: skip
     try:
         hash(key)

@@ -11,6 +11,7 @@ from typing import Any
 
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
+from kvcalc.model.layouts import RecurrentState
 from kvcalc.model.shape import ModelShape
 
 
@@ -127,8 +128,8 @@ def _layer_infos(model: ModelShape, *, grouped: bool) -> tuple[LayerInfo, ...]:
         groups = tuple(LayerGroup(layout=lay, indices=(i,)) for i, lay in enumerate(model.layers))
     for group in groups:
         layout = group.layout
-        shapes = ()
-        if layout.kind == "recurrent":
+        shapes: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+        if isinstance(layout, RecurrentState):  # the layouts of kind "recurrent"
             shapes = tuple((t.name, t.shape, t.dtype.name) for t in layout.state_tensors())
         infos.append(
             LayerInfo(

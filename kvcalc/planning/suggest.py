@@ -75,12 +75,12 @@ def suggestions(
             out.append(_make(f"--max-model-len {length}: the longest request that fits "
                              f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
     if verdict == "below-target" and inputs.target_concurrency:
-        length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
-        if length:
-            r = _try(replan, inputs, max_model_len=length)
+        target_length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
+        if target_length:
+            r = _try(replan, inputs, max_model_len=target_length)
             if r:
-                out.append(_make(f"--max-model-len {length} gives {r.max_concurrency:.2f}x → {r.verdict}",
-                                 {"max_model_len": length}, r))  # fmt: skip
+                out.append(_make(f"--max-model-len {target_length} gives {r.max_concurrency:.2f}x → {r.verdict}",
+                                 {"max_model_len": target_length}, r))  # fmt: skip
     tp = inputs.tensor_parallel_size * 2
     r = _try(replan, inputs, tensor_parallel_size=tp, num_gpus=None)
     if r and (

@@ -252,14 +252,16 @@ def resolve_roofline(
     roof = (
         gpu_roofline(gpu, fp8_compute=(inputs.quantization or "").lower() == "fp8") if gpu else None
     )
-    if bandwidth is None and roof is None:
+    if bandwidth is not None:
+        bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else float(bandwidth)
+    elif roof is not None:
+        bw = roof.memory_bandwidth_bytes_per_s
+    else:
         raise InputError(
             "the GPU's memory bandwidth is unknown",
             hint="pass --gpu NAME from the catalog, or --bandwidth 448GB/s with --gpu-memory",
             code="bandwidth-unknown",
         )
-    bw = (parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else float(bandwidth)) if bandwidth is not None \
-        else roof.memory_bandwidth_bytes_per_s  # fmt: skip
     peak = tflops * 1e12 if tflops else (roof.peak_flops_per_s if roof else None)
     return Roofline(
         name=gpu.name if gpu else "", memory_bandwidth_bytes_per_s=bw, peak_flops_per_s=peak

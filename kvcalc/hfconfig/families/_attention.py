@@ -8,7 +8,9 @@ from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import Layout
 
 
-def attention_family_layouts(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
+def attention_family_layouts(
+    r: ConfigReader, ctx: LayoutContext
+) -> tuple[list[Layout], tuple[str, ...]]:
     from kvcalc.hfconfig import plain_head_dim
     from kvcalc.hfconfig.attention_families import family_layouts
 
