@@ -112,14 +112,17 @@ def _run(args: list[str]) -> int:
         console.err("aborted")
         code = 130
     except Exception as exc:  # the boundary: never a traceback unless asked for
-        if callable(getattr(exc, "show", None)) and isinstance(
-            getattr(exc, "exit_code", None), int
+        format_message = getattr(exc, "format_message", None)
+        if (
+            callable(getattr(exc, "show", None))
+            and isinstance(getattr(exc, "exit_code", None), int)
+            and callable(format_message)
         ):
             # click's (or typer's vendored click's) usage errors
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "kvcalc"
             console.print_error(
-                KvcalcError(exc.format_message(), hint=f"see '{where} -h'", code="usage")
+                KvcalcError(str(format_message()), hint=f"see '{where} -h'", code="usage")
             )
             code = ExitCode.ERROR
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
@@ -253,11 +253,18 @@ def check_extra(engine: str, extra: Mapping[str, Any], allowed: tuple[str, ...])
         )
 
 
+@overload
+def extra_int(extra: Mapping[str, Any], key: str, default: int, *, minimum: int = 1) -> int: ...
+@overload
+def extra_int(
+    extra: Mapping[str, Any], key: str, default: int | None, *, minimum: int = 1
+) -> int | None: ...
 def extra_int(
     extra: Mapping[str, Any], key: str, default: int | None, *, minimum: int = 1
 ) -> int | None:
+    """An integer option; None only where the default is None (an explicit null is refused)."""
     value = extra.get(key, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if not _is_int(value) or not minimum <= value <= MAX_OPTION_INT:
         shown = short_int(value) if _is_int(value) else repr(value)
@@ -268,28 +275,44 @@ def extra_int(
     return value
 
 
+@overload
+def extra_fraction(extra: Mapping[str, Any], key: str, default: float) -> float: ...
+@overload
+def extra_fraction(extra: Mapping[str, Any], key: str, default: float | None) -> float | None: ...
 def extra_fraction(extra: Mapping[str, Any], key: str, default: float | None) -> float | None:
     """A number in (0, 1] (sglang ``swa_full_tokens_ratio``, ``mem_fraction_static``)."""
     value = extra.get(key, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise InputError(f"{key} must be a number in (0, 1], got {value!r}", code="invalid-input")
     return float(value)
 
 
+@overload
+def extra_bool(extra: Mapping[str, Any], key: str, default: bool) -> bool: ...
+@overload
+def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None: ...
 def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None:
     value = extra.get(key, default)
-    if value is not None and not isinstance(value, bool):
+    if (value is not None or default is not None) and not isinstance(value, bool):
         raise InputError(f"{key} must be true or false, got {value!r}", code="invalid-input")
     return value
 
 
+@overload
+def extra_choice(
+    extra: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]
+) -> str: ...
+@overload
+def extra_choice(
+    extra: Mapping[str, Any], key: str, default: str | None, choices: tuple[str, ...]
+) -> str | None: ...
 def extra_choice(
     extra: Mapping[str, Any], key: str, default: str | None, choices: tuple[str, ...]
 ) -> str | None:
     value = extra.get(key, default)
-    if value is not None and value not in choices:
+    if (value is not None or default is not None) and value not in choices:
         raise InputError(
             f"{key} must be one of {', '.join(choices)}, got {value!r}", code="invalid-input"
         )

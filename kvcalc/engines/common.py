@@ -19,18 +19,19 @@ def is_float32_config(model: ModelShape) -> bool:
     return model.dtype is FP32 or declared in ("float32", "fp32", "float")
 
 
-def pp_stages(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[range]:
+def pp_stages(num_layers: int, pp: int, partition: tuple[object, ...] | None = None) -> list[range]:
     """``get_pp_indices``: L // pp per stage, the remainder to stages -2, -3, ... (never the last)."""
     if partition is not None:
-        counts = all(isinstance(n, int) and not isinstance(n, bool) for n in partition)
-        if not counts or len(partition) != pp or sum(partition) != num_layers or min(partition) < 1:
+        given = [n for n in partition if isinstance(n, int) and not isinstance(n, bool)]
+        counts = len(given) == len(partition)
+        if not counts or len(given) != pp or sum(given) != num_layers or min(given) < 1:
             shown = list(partition) if len(partition) <= 16 else f"[{len(partition)} parts]"
             raise InputError(
                 f"pp_layer_partition {shown} must have {pp} positive integer parts summing to "
                 f"{num_layers}",
                 code="invalid-parallelism",
             )
-        parts = list(partition)
+        parts = given
     else:
         parts = [num_layers // pp] * pp
         for i in range(2, num_layers % pp + 2):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 from kvcalc.engines.base import (
     EngineRequest,
@@ -55,7 +56,14 @@ from kvcalc.engines.hf_quantized import (
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
-from kvcalc.model.layouts import GatedDeltaNetState, Layout, MLALatent, RecurrentState, StateTensor
+from kvcalc.model.layouts import (
+    GatedDeltaNetState,
+    LayerKind,
+    Layout,
+    MLALatent,
+    RecurrentState,
+    StateTensor,
+)
 from kvcalc.model.shape import ModelShape
 
 VERSIONS = ("5", "4")
@@ -107,7 +115,7 @@ def _major(version: str | None) -> tuple[str, str]:
 @dataclass(frozen=True, kw_only=True)
 class _Layer:
     index: int
-    kind: str
+    kind: LayerKind
     bytes_per_token: int
     window: int | None
     state_bytes: int
@@ -292,7 +300,8 @@ def state_tensors(layout: RecurrentState, tp: int) -> tuple[StateTensor, StateTe
     columns, not vLLM's kernel − 1) and Gated DeltaNet's recurrent state in float32 (what its torch
     kernel returns). Measured with transformers 5.24 on the CPU by ``kvcalc verify --engine hf
     --run``; the state dtype with the flash-linear-attention kernels installed is **unconfirmed**."""
-    conv, ssm = layout.per_rank(tp).state_tensors()
+    ranked = cast(RecurrentState, layout.per_rank(tp))  # per_rank keeps the layout's class
+    conv, ssm = ranked.state_tensors()
     conv = StateTensor(name="conv", shape=(conv.shape[0] + 1, *conv.shape[1:]), dtype=conv.dtype)
     if isinstance(layout, GatedDeltaNetState):
         ssm = StateTensor(name="ssm", shape=ssm.shape, dtype=FP32)
@@ -360,8 +369,8 @@ def _plan(
     )  # fmt: skip
 
 
-def _by_kind(layers: list[_Layer]) -> dict[str, list[_Layer]]:
-    found: dict[str, list[_Layer]] = {}
+def _by_kind(layers: list[_Layer]) -> dict[LayerKind, list[_Layer]]:
+    found: dict[LayerKind, list[_Layer]] = {}
     for layer in layers:
         found.setdefault(layer.kind, []).append(layer)
     return found

@@ -32,7 +32,7 @@ from typing import Any
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, binary_search_max_len
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention
+from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
@@ -303,7 +303,7 @@ def plan_quantized(
         8 * spec.q_group_size
     )  # the marginal bytes of a token, fixed per-tensor scales left out
     per_token = cdiv(_total(setup, one, 2 * sample, 0) - _total(setup, one, sample, 0), sample)
-    group = KvCacheGroup(kind="full", num_layers=len(shapes), page_bytes=per_token, block_size=1,
+    group = KvCacheGroup(kind=LayerKind.FULL, num_layers=len(shapes), page_bytes=per_token, block_size=1,
                          blocks_per_request=L, num_blocks=b * L,
                          layer_indices=tuple(i for i, _, _ in shapes))  # fmt: skip
     dsize = setup.dtype.block_bytes

@@ -59,7 +59,7 @@ from kvcalc.engines.llamacpp_log import log_lines
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import round_up
 
@@ -352,7 +352,7 @@ def _plan(
         for i in c.layers
     )
     groups = tuple(
-        KvCacheGroup(kind="sliding" if c.label == "SWA" else "full", num_layers=len(c.layers),
+        KvCacheGroup(kind=LayerKind.SLIDING if c.label == "SWA" else LayerKind.FULL, num_layers=len(c.layers),
                      page_bytes=(c.k_bytes + c.v_bytes) // max(1, len(c.layers) * c.cells * ctx.n_stream),
                      block_size=1, blocks_per_request=min(L, c.cells), num_blocks=c.cells * ctx.n_stream,
                      layer_indices=c.layers)

@@ -46,7 +46,7 @@ from kvcalc.engines.formats import nearest
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, CacheDtype
-from kvcalc.model.layouts import FullAttention
+from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.units import MIB, cdiv
 
 VERSIONS = ("0.18",)
@@ -131,7 +131,7 @@ class LmdeployEngine:
                  f"[BlockManager] max_block_count = {blocks}", f"[BlockManager] chunk_size = {chunk}")  # fmt: skip
         notes.append("log lines from BlockManager.cc's format strings, not checked against a real log "
                      f"(block_size = {block_bytes / MIB:,.2f} MiB before the shift)")  # fmt: skip
-        group = KvCacheGroup(kind="full", num_layers=layers, page_bytes=block_bytes // layers,
+        group = KvCacheGroup(kind=LayerKind.FULL, num_layers=layers, page_bytes=block_bytes // layers,
                              block_size=block_len, blocks_per_request=per_request, num_blocks=blocks)  # fmt: skip
         return KvCachePlan(
             engine="lmdeploy", engine_version=version,

@@ -40,7 +40,7 @@ from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
-from kvcalc.model.layouts import Layout, MLALatent, RecurrentState
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, MIB
 
@@ -306,12 +306,12 @@ def _groups(
     n_full = c.n_full + (0 if hybrid else c.n_swa)
     full_bytes = c.full_bytes + (0 if hybrid else c.swa_bytes)
     rows = [KvCacheGroup(
-        kind="full", num_layers=n_full, page_bytes=page * full_bytes // max(1, n_full),
+        kind=LayerKind.FULL, num_layers=n_full, page_bytes=page * full_bytes // max(1, n_full),
         block_size=page, blocks_per_request=-(-L // page), num_blocks=tokens // page,
     )]  # fmt: skip
     if hybrid and c.n_swa:
         rows.append(KvCacheGroup(
-            kind="sliding", num_layers=c.n_swa, page_bytes=page * c.swa_bytes // c.n_swa,
+            kind=LayerKind.SLIDING, num_layers=c.n_swa, page_bytes=page * c.swa_bytes // c.n_swa,
             block_size=page, blocks_per_request=-(-L // page), num_blocks=swa_tokens // page,
         ))  # fmt: skip
     return tuple(rows)

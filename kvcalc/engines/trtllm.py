@@ -44,6 +44,7 @@ from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP16, INT8_PER_TENSOR, NVFP4, CacheDtype
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
@@ -197,7 +198,7 @@ def _plan(
     per_request_blocks = cdiv(L, tpb)
     fits = per_request_blocks <= num_blocks
     estimate = None if fits else binary_search_max_len(L, lambda n: cdiv(n, tpb) <= num_blocks)
-    group = KvCacheGroup(kind="full", num_layers=sum(1 for x in request.model.layers if x.bytes_per_token),
+    group = KvCacheGroup(kind=LayerKind.FULL, num_layers=sum(1 for x in request.model.layers if x.bytes_per_token),
                          page_bytes=block_bytes, block_size=tpb, blocks_per_request=per_request_blocks,
                          num_blocks=num_blocks)  # fmt: skip
     return KvCachePlan(

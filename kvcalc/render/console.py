@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from kvcalc.errors import KvcalcError
 
@@ -91,7 +91,8 @@ def stdout_console(**kwargs: Any):
     if not stdout_is_terminal():
         kwargs.setdefault("width", PIPE_WIDTH)
         kwargs.setdefault("soft_wrap", True)  # a line of text stays one line for grep
-    return Console(file=ScrubbedStream(sys.stdout), **kwargs)
+    # ScrubbedStream is a duck-typed IO[str]: write/flush/isatty, the rest delegated
+    return Console(file=cast(IO[str], ScrubbedStream(sys.stdout)), **kwargs)
 
 
 def stderr_console():

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 def percent(error: float) -> str:
@@ -30,8 +34,11 @@ def render(result) -> None:
     console.print(f"layout: {result.layout}; block size {result.block_size}, {result.num_blocks:,} blocks, "
                   f"{result.tokens:,} tokens", highlight=False)  # fmt: skip
     table = Table(title="Predicted vs measured", title_justify="left")
-    for name, justify in (("component", "left"), ("layers", "right"), ("tensors", "right"),
-                          ("predicted (B)", "right"), ("measured (B)", "right"), ("error", "right")):  # fmt: skip
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("component", "left"), ("layers", "right"), ("tensors", "right"),
+        ("predicted (B)", "right"), ("measured (B)", "right"), ("error", "right"),
+    )  # fmt: skip
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for c in result.components:
         table.add_row(c.name, fmt.int_(c.num_layers) if c.num_layers else "", fmt.int_(c.tensors),

@@ -111,9 +111,9 @@ def allocate_and_measure(plan: AllocationPlan, device: Any, *, touch: bool = Tru
     finally:
         buffers.clear()
         torchenv.release(device)
-    leaked = None
+    leaked: int | None = None
     if device.type == "cuda":
-        leaked = torchenv.probe(device).cuda_allocated_bytes - before.cuda_allocated_bytes
+        leaked = _delta(before.cuda_allocated_bytes, torchenv.probe(device).cuda_allocated_bytes)
     return Measured(
         memory=_deltas(before, after, storage, leaked, touch),
         components=sums,

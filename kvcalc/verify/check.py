@@ -92,6 +92,12 @@ def verify_layout(
     components = components_from(plan, measured.components)
     cuda = dev.type == "cuda"
     total = measured.memory.cuda_allocated_delta_bytes if cuda else measured.memory.storage_bytes
+    if total is None:  # a CUDA probe always reads torch.cuda.memory_allocated
+        raise KvcalcError(
+            "no CUDA allocation figure was measured on a CUDA device",
+            hint="please report this with the command line",
+            code="internal",
+        )
     error, passed = judge(plan.predicted_bytes, total, components, tolerance)
     notes = [*plan.notes, *measured.problems]
     if not cuda and touch:

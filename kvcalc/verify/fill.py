@@ -34,7 +34,8 @@ class _Pool:
     """Allocations made during a fill, all released together."""
 
     def __init__(self, torch: Any, device: Any) -> None:
-        self.torch, self.device, self.tensors = torch, device, []
+        self.torch, self.device = torch, device
+        self.tensors: list[Any] = []  # torch tensors (torch is imported lazily, untyped here)
         #: an allocation failed: stop allocating; ``oom_caught`` also counts the forced test OOM
         self.oom = self.oom_caught = False
 
@@ -73,6 +74,7 @@ class _Pool:
 def _plan_for_this_gpu(
     shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None
 ):
+    from kvcalc.engines.names import EngineName
     from kvcalc.errors import InputError
     from kvcalc.model.gpus import get_gpu
     from kvcalc.planning.core import plan
@@ -83,7 +85,7 @@ def _plan_for_this_gpu(
     except InputError:
         gpu = None
     inputs = PlanInputs(
-        engine="vllm", engine_version=opts.engine_version, gpu=gpu, gpu_memory_bytes=total,
+        engine=EngineName.VLLM, engine_version=opts.engine_version, gpu=gpu, gpu_memory_bytes=total,
         tensor_parallel_size=opts.tensor_parallel_size, max_model_len=opts.max_model_len,
         kv_cache_dtype=opts.kv_cache_dtype, gpu_memory_utilization=util, block_size=opts.block_size,
         engine_options=opts.engine_options,

@@ -19,13 +19,15 @@ size and lays out the tensors the engine's own code would allocate for it (``eng
 
 from __future__ import annotations
 
+from typing import cast
+
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.hf_quantized import NAMED
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import FullAttention, Layout, MLALatent, RecurrentState
+from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.spec import (
     DEFAULT_NUM_BLOCKS,
@@ -182,7 +184,7 @@ def _hf_tensors(
         return [("K", name, (b, h, t, k), b * t * h * layer.dtype.row_bytes(k)),
                 ("V", name, (b, h, t, v), b * t * h * layer.dtype.row_bytes(v))]  # fmt: skip
     if isinstance(layer, FullAttention):
-        x = layer.per_rank(tp)
+        x = cast(FullAttention, layer.per_rank(tp))  # per_rank keeps the layout's class
         return [("K", name, (b, x.kv_heads, t, x.k_dim), b * t * x.kv_heads * x.dtype.row_bytes(x.k_dim)),
                 ("V", name, (b, x.kv_heads, t, x.v_dim), b * t * x.kv_heads * x.dtype.row_bytes(x.v_dim))]  # fmt: skip
     return []
@@ -254,7 +256,8 @@ def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     for i, layer in enumerate(layers):
         if not layer.bytes_per_token:
             continue
-        pool = "sliding" if layer.kind in ("sliding", "chunked") and "sliding" in pools else "full"
+        windowed = layer.kind in ("sliding", "chunked") and LayerKind.SLIDING in pools
+        pool = LayerKind.SLIDING if windowed else LayerKind.FULL
         rows = pools[pool] + page  # the pool keeps page_size padding slots
         kind = "mla" if isinstance(layer, MLALatent) else pool
         dtype = layer.dtype.torch_name

@@ -239,7 +239,7 @@ def default_block_size(
     if is_sparse_mla(model):
         return sparse_block_size(model, dtype, cc)
     assumed = cc is None
-    major = 9 if assumed else cc[0]
+    major = 9 if cc is None else cc[0]
     if dtype.mla_record_bytes:
         # sparse MLA (DeepSeek-V3.2): measured block 64 on an H100 with vLLM 0.33.0 (doc §1.4)
         backend, size = "FLASHMLA_SPARSE", 64

@@ -353,7 +353,7 @@ def _holds_kv(layout: Layout) -> bool:
 
 
 def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCacheGroup:
-    kind = LayerKind.RECURRENT if group.kind == "mamba" else group.kind
+    kind = LayerKind.RECURRENT if group.kind == "mamba" else LayerKind(group.kind)
     return KvCacheGroup(
         kind=kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from kvcalc.engines.common import pp_stages  # noqa: F401  (vLLM's get_pp_indices)
-from kvcalc.errors import InputError
+from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
@@ -57,7 +57,7 @@ class LayerSpec:
     #: sliding window / chunk size; on a ``full`` spec a window booked as full
     window: int | None = None
     #: identity: heads, widths and dtype, so equal pages of different shapes stay apart
-    shape: tuple = ()
+    shape: tuple[object, ...] = ()
     #: mamba: prefill-checkpoint blocks held in align mode (vLLM 0.33 ``num_prefill_checkpoint_blocks``)
     checkpoint_blocks: int = 0
 
@@ -70,14 +70,23 @@ class LayerSpec:
         if self.kind == "sliding":
             # +1: the window need not start on a block boundary
             return (
-                cdiv(min(self.window - 1 + s.in_flight_tokens, s.max_model_len), self.block_size)
+                cdiv(min(self._window() - 1 + s.in_flight_tokens, s.max_model_len), self.block_size)
                 + 1
             )
         if self.kind == "chunked":
-            return cdiv(min(self.window + s.in_flight_tokens, s.max_model_len), self.block_size)
+            return cdiv(min(self._window() + s.in_flight_tokens, s.max_model_len), self.block_size)
         if self.kind == "mamba":
             return 2 + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1
         return cdiv(s.max_model_len, self.block_size)
+
+    def _window(self) -> int:
+        if self.window is None:
+            raise KvcalcError(
+                f"a {self.kind} layer spec without a window",
+                hint="please report this with the command line",
+                code="internal",
+            )
+        return self.window
 
     def with_block_size(self, block_size: int) -> LayerSpec:
         """Attention pages scale with the block; a padded page is dropped (recomputed by callers)."""
@@ -93,7 +102,10 @@ def layer_spec(
     if isinstance(layout, RecurrentState):
         page = layout.state_bytes
         padded = mamba_page_padded if mamba_page_padded and mamba_page_padded > page else None
-        shape = (type(layout).__name__, tuple(t.shape for t in layout.state_tensors()))
+        shape: tuple[object, ...] = (
+            type(layout).__name__,
+            tuple(t.shape for t in layout.state_tensors()),
+        )
         return LayerSpec(kind="mamba", block_size=block_size, real_page_bytes=page,
                          page_padded_bytes=padded, shape=shape, checkpoint_blocks=checkpoint_blocks)  # fmt: skip
     if isinstance(layout, MLALatent):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, extra_int
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import RecurrentState
+from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.units import GIB, cdiv
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def plan_v0(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
             )
     layers = tuple(i for i, x in enumerate(setup.model.layers) if x.bytes_per_token)
     group = KvCacheGroup(
-        kind="full", num_layers=len(layers), page_bytes=block_bytes // max(1, len(layers)),
+        kind=LayerKind.FULL, num_layers=len(layers), page_bytes=block_bytes // max(1, len(layers)),
         block_size=block, blocks_per_request=cdiv(L, block), num_blocks=num_blocks, layer_indices=layers,
     )  # fmt: skip
     return KvCachePlan(
