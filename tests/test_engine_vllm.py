@@ -549,6 +549,9 @@ def test_concurrency_and_fit_invariants(llama, deepseek, gemma, memory, length, 
     per_request = sum(g.blocks_per_request for g in p.groups)
     assert p.max_concurrency == p.num_blocks / per_request
     assert p.kv_cache_tokens == int(p.max_concurrency * length)
-    assert p.fits == (p.bytes_per_request <= p.fit_budget_bytes)
-    if not p.fits and p.fit_budget_bytes > 0:
+    # a length vLLM refuses at start-up (above the derived max_model_len) never fits
+    assert p.fits == (p.refusal is None and p.bytes_per_request <= p.fit_budget_bytes)
+    if p.refusal is not None:
+        assert p.log_lines == (p.refusal,) and length > model.max_model_len
+    elif not p.fits and p.fit_budget_bytes > 0:
         assert 0 <= p.estimated_max_model_len < length

@@ -168,7 +168,7 @@ class KvCachePlan:
     kv_bytes_per_token: int
     #: memory one request at ``max_model_len`` needs (vLLM: the fit check's needed bytes)
     bytes_per_request: int
-    #: one request at ``max_model_len`` fits
+    #: one request at ``max_model_len`` fits, and the engine starts (False with a ``refusal``)
     fits: bool
     #: the longest request that would fit (vLLM's binary search), None when it fits
     estimated_max_model_len: int | None
