@@ -2,9 +2,10 @@
 
 This layer owns everything an engine does differently: how it picks its cache dtype and block
 size, how it groups layers, how much memory it hands the cache and how many blocks or tokens that
-makes. One module per engine (``sglang``, ``llamacpp``, ``hf``, ``trtllm``, ``lmdeploy``) and the
-:mod:`~kvcalc.engines.vllm` subpackage, each a pure model of the engine's own code on a
-:class:`~kvcalc.model.shape.ModelShape` and an :class:`~kvcalc.engines.base.EngineRequest`.
+makes. One module per engine (``llamacpp``, ``hf``, ``trtllm``, ``lmdeploy``) and the
+:mod:`~kvcalc.engines.vllm` and :mod:`~kvcalc.engines.sglang` subpackages, each a pure model of the
+engine's own code on a :class:`~kvcalc.model.shape.ModelShape` and an
+:class:`~kvcalc.engines.base.EngineRequest`.
 
 >>> get_engine("vllm").versions[0]
 '0.33'

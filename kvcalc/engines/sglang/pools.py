@@ -1,0 +1,94 @@
+"""The MHA and MLA token pools: the cell per token, the token count, the groups, the printed line.
+
+- cell size per token (``get_cell_size_per_token``): MHA/GQA ``kv_heads_rank · (k + v) · layers ·
+  dtype``; MLA ``(kv_lora_rank + rope) · layers · dtype`` with no ×2 and no TP split; hybrid SWA
+  models size full and sliding layers separately;
+- ``max_total_num_tokens = rest_bytes // cell``, capped by ``--max-total-tokens``, floored to the
+  page size, the minimum over PP stages; ≤ 0 raises "Not enough memory";
+- hybrid SWA split: ``full = total_bytes / (F·n_full + r·S·n_swa)``, ``swa = full · r``
+  (``swa_full_tokens_ratio`` r, default 0.8), each floored to the page size.
+
+**Unconfirmed**: the ``+ page_size`` padding slot in each K/V buffer (it moves the printed GB only in
+the third decimal), the PP layer split (assumed to be vLLM's ``get_pp_indices``), FlashMLA's 64-token
+page.
+
+Worked example (sglang-4826, gemma-3-4b): 4 KV heads × (256 + 256) × 34 layers × 2 B = 139,264 B
+per token; 834,615 tokens → K = (834,615 + 1) · 34 · 4 · 256 · 2 B = 54.12 GB (GiB, as SGLang prints).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.engines.base import KvCacheGroup
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent
+from kvcalc.model.shape import ModelShape
+from kvcalc.units import GIB
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cells:
+    """Per-token bytes on one PP stage: full-attention part and sliding part."""
+
+    full_bytes: int
+    swa_bytes: int
+    n_full: int
+    n_swa: int
+    k_bytes: int  # K side only, for the log line (MHA)
+
+
+def cells(model: ModelShape, stage: range, hybrid: bool) -> Cells:
+    """The cell of the layers in ``stage`` (sliding layers apart when ``hybrid``)."""
+    full = swa = n_full = n_swa = k_bytes = 0
+    for i in stage:
+        layer: Layout = model.layers[i]
+        if not layer.bytes_per_token:
+            continue
+        if not isinstance(layer, MLALatent):
+            k_bytes += layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_k)
+        if hybrid and layer.kind in ("sliding", "chunked"):
+            swa, n_swa = swa + layer.bytes_per_token, n_swa + 1
+        else:
+            full, n_full = full + layer.bytes_per_token, n_full + 1
+    return Cells(full_bytes=full, swa_bytes=swa, n_full=n_full, n_swa=n_swa, k_bytes=k_bytes)
+
+
+def stage_tokens(
+    rest: int, c: Cells, hybrid: bool, ratio: float, cap: int | None, page: int
+) -> int:
+    """``max_total_num_tokens`` of one stage from its ``rest`` bytes."""
+    if hybrid and c.swa_bytes:
+        tokens = int(rest / (c.full_bytes + ratio * c.swa_bytes))
+    else:
+        tokens = rest // (c.full_bytes + c.swa_bytes) if c.full_bytes + c.swa_bytes else 0
+    if cap is not None:
+        tokens = min(tokens, cap)
+    return tokens // page * page
+
+
+def pool_line(model: ModelShape, tokens: int, page: int, c: Cells) -> str:
+    """``KV Cache is allocated. #tokens: …`` — K and V sizes for MHA, one KV size for MLA."""
+    if model.is_mla:
+        size = (tokens + page) * c.full_bytes
+        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size / GIB:.2f} GB"
+    k_size = (tokens + page) * c.k_bytes
+    v_size = (tokens + page) * (c.full_bytes + c.swa_bytes) - k_size
+    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, V size: {v_size / GIB:.2f} GB"
+
+
+def groups(
+    c: Cells, tokens: int, swa_tokens: int, page: int, L: int, hybrid: bool
+) -> tuple[KvCacheGroup, ...]:
+    """One pool (two with hybrid SWA); ``page_bytes`` is per layer (the mean over the pool's layers)."""
+    n_full = c.n_full + (0 if hybrid else c.n_swa)
+    full_bytes = c.full_bytes + (0 if hybrid else c.swa_bytes)
+    rows = [KvCacheGroup(
+        kind=LayerKind.FULL, num_layers=n_full, page_bytes=page * full_bytes // max(1, n_full),
+        block_size=page, blocks_per_request=-(-L // page), num_blocks=tokens // page,
+    )]  # fmt: skip
+    if hybrid and c.n_swa:
+        rows.append(KvCacheGroup(
+            kind=LayerKind.SLIDING, num_layers=c.n_swa, page_bytes=page * c.swa_bytes // c.n_swa,
+            block_size=page, blocks_per_request=-(-L // page), num_blocks=swa_tokens // page,
+        ))  # fmt: skip
+    return tuple(rows)
