@@ -43,7 +43,7 @@ def parse_config(
     name: str,
     source: str | None = None,
     trust_layout: bool = False,
-    hf_quant_config: Mapping[str, Any] | None = None,
+    hf_quant_config: object = None,
 ) -> ModelShape:
     """Parse one ``config.json`` mapping. Raises :class:`ConfigError` naming the bad keys, and
     ``config-unverified`` for a config the registry does not verify (unless ``trust_layout``)."""
@@ -112,7 +112,7 @@ def parse_config(
         weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
         quantization=_quantization(r),
         mm_prefix_attention=_mm_prefix(r, str(r.str("model_type", "") or "")),
-        checkpoint_quant_config=_checkpoint_quant(raw, hf_quant_config),
+        checkpoint_quant_config=_checkpoint_quant(raw, hf_quant_config, r.source),
         family=check.family.name if check.family else None,
         layout_validated=check.validated,
         unverified_keys=check.keys if not check.validated else (),
@@ -238,13 +238,19 @@ def _max_model_len(r: ConfigReader) -> tuple[int, str]:
 
 
 def _checkpoint_quant(
-    raw: Mapping[str, Any], sidecar: Mapping[str, Any] | None
+    raw: Mapping[str, Any], sidecar: object, source: str
 ) -> Mapping[str, Any] | None:
     """vLLM 0.33 ``transformers_utils/config.py``: the top-level ``quantization_config``, else the
     ModelOpt ``hf_quant_config.json`` (written by ModelOpt 0.29 and before) beside config.json."""
     q = raw.get("quantization_config") if isinstance(raw, Mapping) else None
     if isinstance(q, Mapping):
         return dict(q)
+    if sidecar is not None and not isinstance(sidecar, Mapping):
+        raise ConfigError(
+            f"hf_quant_config.json beside {source} is not a JSON object",
+            hint="the checkpoint's ModelOpt quantization sidecar is damaged; fix or remove it",
+            code="config-invalid",
+        )
     return dict(sidecar) if isinstance(sidecar, Mapping) else None
 
 

@@ -7,7 +7,8 @@ A reference is resolved in this order:
    ``config.json``; the safetensors files beside a ``config.json`` give exact weights.
 2. **A bundled model**, by Hub id (``Qwen/Qwen3-8B``) or short alias (``qwen3-8b``), unless a
    revision is pinned: the bundled configs are snapshots without one.
-3. **The Hub**, for ``org/name`` or ``org/name@revision``: ``config.json`` through
+3. **The Hub**, for ``org/name`` or ``org/name@revision``: ``config.json`` (and ModelOpt's
+   ``hf_quant_config.json`` when the config has no ``quantization_config``, as vLLM reads it) through
    ``hf_hub_download`` into the standard Hub cache. Offline (``offline=True`` or
    ``HF_HUB_OFFLINE=1``) only the cache is read and the network is never touched.
 
@@ -200,12 +201,18 @@ def load_hub(
     repo_id: str, *, revision: str | None, access: hub.HubAccess, trust_layout: bool = False
 ) -> LoadedModel:
     from kvcalc.sources import hub
+    from kvcalc.sources.hub_sidecar import quant_sidecar
 
     found = hub.download_config(repo_id, revision=revision, access=access)
     label = f"{repo_id}@{found.revision}/config.json"
-    shape = parse_config(read_config_json(found.path, label=label), name=repo_id, source=label,
-                         trust_layout=trust_layout)  # fmt: skip
+    raw = read_config_json(found.path, label=label)
     pinned = found.commit_hash or found.revision
+    # vLLM reads ModelOpt's sidecar only when config.json has no quantization_config
+    needs_sidecar = isinstance(raw, dict) and raw.get("quantization_config") is None
+    sidecar = (quant_sidecar(repo_id, revision=pinned, access=access, cache_only=found.from_cache)
+               if needs_sidecar else None)  # fmt: skip
+    shape = parse_config(raw, name=repo_id, source=label, hf_quant_config=sidecar,
+                         trust_layout=trust_layout)  # fmt: skip
 
     def weights() -> SafetensorsWeights | None:
         if found.from_cache:  # offline, or the Hub did not answer a moment ago

@@ -39,6 +39,7 @@ from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
+from kvcalc.engines.vllm.modelopt import normalized
 from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
@@ -151,8 +152,10 @@ def checkpoint_kv_cache_dtype(quant: object) -> str | None:
     """What ``--kv-cache-dtype auto`` becomes for this checkpoint quantization config in vLLM 0.33
     (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string`` for ``quant_method: modelopt*``;
     ``attention.py``: a compressed-tensors ``kv_cache_scheme`` makes ``auto`` fp8). ``None``: the
-    model dtype. A legacy ModelOpt ``hf_quant_config.json`` has no ``quant_method``, so its
-    ``kv_cache_quant_algo`` is not honoured (Nemotron-3-Super FP8, as vLLM 0.33 sizes it)."""
+    model dtype. A legacy ModelOpt ``hf_quant_config.json`` has no ``quant_method``: vLLM sets one
+    when the file names ModelOpt as its producer (:mod:`kvcalc.engines.vllm.modelopt`), else its
+    ``kv_cache_quant_algo`` is not honoured (the Nemotron-3-Super FP8 sidecar, as vLLM 0.33 sizes it)."""
+    quant = normalized(quant)
     if not isinstance(quant, dict):
         return None
     method = str(quant.get("quant_method") or "")

@@ -9,6 +9,7 @@ in 0.33 either.
 
 from __future__ import annotations
 
+from kvcalc.engines.vllm.modelopt import unknown_algo
 from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 
@@ -60,6 +61,13 @@ def refuse_unbuildable(model: ModelShape, version: str) -> None:
                 hint="vLLM does not register this architecture; plan it with another --engine",
                 code="unsupported-model",
             )
+    if reason := unknown_algo(model.checkpoint_quant_config):
+        raise InputError(
+            f"vLLM {version} refuses to start: {reason}",
+            hint="vLLM maps ModelOpt's FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 and "
+            "MIXED_PRECISION checkpoints only; plan it with another --engine",
+            code="unsupported-model",
+        )
     template = REFUSED_MODEL_TYPES.get(model.model_type)
     if template:
         archs = "[" + ", ".join(repr(a) for a in model.architectures) + "]"
