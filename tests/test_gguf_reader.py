@@ -334,3 +334,29 @@ def test_cli_inspect_plan_compare_curve_on_a_gguf(tmp_path, cli):
 def test_cli_gguf_file_option_needs_a_hub_id(cli):
     result = cli("inspect", "org/name:Q4_K_M", "--gguf-file", "x.gguf")
     assert result.exit_code == 2 and "error[conflicting-options]" in result.stderr
+
+
+# -- graph widths (llama.cpp's compute buffer) -------------------------------------------------
+def test_graph_widths_come_from_the_keys_and_the_tensor_infos(tmp_path):
+    from kvcalc.sources.gguf.load import load_gguf_path
+
+    keys = {**llama_keys("qwen2", layers=2, heads=4, kv_heads=2, hidden=256),
+            "qwen2.feed_forward_length": 688}  # fmt: skip
+    tensors = [("token_embd.weight", (1000, 256), Q.F16), ("blk.0.attn_q.bias", (256,), Q.F32)]
+    dims = load_gguf_path(write_gguf(tmp_path / "q.gguf", "qwen2", keys, tensors)).shape.graph_dims
+    # the vocabulary is token_embd's row count (ggml ne[1]), what get_rows picks from
+    assert dims is not None and (dims.arch, dims.n_embd, dims.n_ff, dims.n_vocab) == (
+        "qwen2",
+        256,
+        688,
+        1000,
+    )
+    assert dims.qkv_bias and dims.unmodelled_tensors == ()
+    fused = [
+        ("token_embd.weight", (1000, 256), Q.F16),
+        ("blk.0.attn_qkv.weight", (512, 256), Q.F16),
+    ]
+    dims = load_gguf_path(write_gguf(tmp_path / "f.gguf", "qwen2", keys, fused)).shape.graph_dims
+    assert dims is not None and dims.unmodelled_tensors == ("attn_qkv.weight",)
+    no_mlp = load_gguf_path(write_gguf(tmp_path / "n.gguf", "llama", llama_keys(), tensors[:1]))
+    assert no_mlp.shape.graph_dims is None  # no feed_forward_length: the graph is not known

@@ -3,6 +3,8 @@ model's layout; its own log lines and row bytes are compared with the ``llamacpp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf_helpers import llama_keys, write_gguf
@@ -24,6 +26,7 @@ def run(model: str, layers: int | None, dtype: str = "auto", **extra):
     assert result.llamacpp is not None
     assert result.llamacpp.measured_lines == result.llamacpp.predicted_lines
     assert result.measured_bytes == result.predicted_bytes and result.passed
+    assert result.llamacpp.compute_match
     return result
 
 
@@ -119,6 +122,42 @@ def test_quantized_v_without_flash_attention_is_refused_by_llama_cpp_too():
         with pytest.raises(KvcalcError) as refused:
             R._run(R.import_binding(), path, request, None, "q4_0", "q4_0")
     assert "refused the context" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("model", "layers", "widths", "extra"),
+    [
+        ("llama-3.1-8b", 3, (512, 3000, 20000), {"n_ctx": 600, "n_ubatch": 128, "n_batch": 300}),
+        ("llama-3.1-8b", 2, (128, 512, 1000), {"n_ctx": 2048, "n_seq_max": 3, "flash_attn": "off"}),
+        ("qwen3-8b", 2, (96, 200, 700), {"n_ctx": 512, "n_seq_max": 2, "kv_unified": True}),
+        ("qwen2.5-1.5b", 2, (0, 300, 800), {"n_ctx": 300, "flash_attn": "off"}),
+    ],
+)
+def test_compute_buffer_equals_llama_cpp_s_own(model, layers, widths, extra):
+    from helpers import bundled_shape
+
+    from kvcalc.verify.llamacpp_gguf import GgufWidths
+    from kvcalc.verify.run_llamacpp import verify_run_llamacpp
+
+    shape = bundled_shape(model)
+    shape = replace(shape, layers=shape.layers[:layers])
+    opts = VerifyOptions(engine="llamacpp", engine_options=tuple(extra.items()))
+    hidden, ffn, vocab = widths  # qwen2's embedding is its heads' width, whatever is asked
+    r = verify_run_llamacpp(
+        shape, opts, tolerance=0.0, widths=GgufWidths(hidden=hidden or 64, ffn=ffn, vocab=vocab)
+    )
+    run = r.llamacpp
+    assert run is not None and run.compute_match and r.passed
+    # llama.cpp's INFO line (two decimals) and its four-decimal figure when the context is freed
+    assert run.compute_lines == run.predicted_compute_lines
+    assert run.measured_compute_mib == run.predicted_compute_mib != ""
+    assert run.predicted_compute_bytes is not None and run.predicted_compute_bytes % 32 == 0
+
+
+def test_a_gemma_compute_buffer_is_reported_not_predicted():
+    r = run("gemma-2-9b-it", 2, n_ctx=512)
+    assert r.llamacpp.compute_lines and not r.llamacpp.predicted_compute_lines
+    assert any(n.startswith("compute buffer not modelled (the gemma2 graph") for n in r.notes)
 
 
 def test_a_gguf_file_verifies(tmp_path):

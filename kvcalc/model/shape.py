@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import Layout
 
 
@@ -65,6 +66,8 @@ class ModelShape:
     unverified_keys: tuple[str, ...] = ()
     #: config keys the cache layout did not read
     ignored_keys: tuple[str, ...] = ()
+    #: the widths llama.cpp's compute graph is built from (GGUF files; ``None`` from a config)
+    graph_dims: GraphDims | None = None
 
     # -- derived ----------------------------------------------------------------------------
     @property

@@ -156,6 +156,7 @@ def plan(
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = _weights(model, inputs, exact_weights)
     overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine)
+    overhead = _engine_compute(engine, request, overhead, inputs)
     if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
         overhead = apply_calibration(overhead, calibration)
     util = inputs.gpu_memory_utilization
@@ -226,6 +227,25 @@ def _overhead(
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
+
+
+def _engine_compute(
+    engine: Any, request: EngineRequest, overhead: Overhead, inputs: PlanInputs
+) -> Overhead:
+    """The engine's own compute-buffer model (llama.cpp) in place of the activation estimate."""
+    ask = getattr(engine, "compute_buffer", None)
+    if ask is None or inputs.kv_cache_memory_bytes is not None:
+        return overhead
+    try:
+        buffer, why = ask(request)
+    except KvcalcError:
+        return overhead  # the KV plan reports the bad option
+    if buffer is None:
+        return replace(overhead, notes=(*overhead.notes, f"compute buffer not modelled: {why}"))
+    # the engine's figure replaces the activation estimate and its notes (it includes the logits)
+    kept = tuple(n for n in overhead.notes if not n.startswith(("activation (", "max_num_seqs ")))
+    return replace(overhead, activation_bytes=buffer.bytes, forward_bytes=0, sampler_bytes=0,
+                   moe_workspace_bytes=0, stages=(), notes=(*kept, buffer.note))  # fmt: skip
 
 
 def _subtracts_cudagraph(engine: Any, version: str | None) -> bool:

@@ -77,6 +77,15 @@ def _llamacpp(console, run) -> None:
         console.print("predicted:", highlight=False)
         for line in run.predicted_lines:
             console.print(f"  {line}", highlight=False, soft_wrap=True)
+    if run.predicted_compute_lines:
+        same = "=" if run.compute_match else "≠"
+        console.print(f"compute buffer ({same} predicted {run.predicted_compute_mib} MiB; "
+                      f"{run.measured_compute_mib or '?'} MiB at llama_free):", highlight=False)  # fmt: skip
+        for line in (
+            *run.compute_lines,
+            *(() if run.compute_match else run.predicted_compute_lines),
+        ):
+            console.print(f"  {line}", highlight=False, soft_wrap=True)
 
 
 def _memory(console, result) -> None:

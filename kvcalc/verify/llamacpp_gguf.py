@@ -4,7 +4,7 @@ Everything the KV cache depends on is the model's own: layer count (or ``--layer
 heads, KV heads, head widths, the sliding-window pattern and window, the expert count. What only
 sizes weights is made small: a 64-wide embedding, a 64-wide MLP (32 per expert), a 384-token
 SentencePiece-style vocabulary. The architecture is the one llama.cpp would use for the model
-(``llama``, ``qwen3``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
+(``llama``, ``qwen2``, ``qwen3``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
 (``load_arch_tensors`` in the modelled version) and the sliding pattern written as one bool per
 layer (``{arch}.attention.sliding_window_pattern``), which every SWA loader reads first.
 """
@@ -25,6 +25,15 @@ VOCAB = 384
 
 
 @dataclass(frozen=True, kw_only=True)
+class GgufWidths:
+    """The widths that size only weights and the compute graph, not the KV cache."""
+
+    hidden: int = HIDDEN
+    ffn: int = FFN
+    vocab: int = VOCAB
+
+
+@dataclass(frozen=True, kw_only=True)
 class GgufSpec:
     arch: str
     num_layers: int
@@ -37,6 +46,9 @@ class GgufSpec:
     window: int = 0
     experts: int = 0
     experts_used: int = 0
+    hidden: int = HIDDEN
+    ffn: int = FFN
+    vocab: int = VOCAB
 
 
 def unsupported(model: ModelShape, why: str) -> KvcalcError:
@@ -45,8 +57,9 @@ def unsupported(model: ModelShape, why: str) -> KvcalcError:
                        code="run-unsupported-model")  # fmt: skip
 
 
-def spec_for(model: ModelShape) -> GgufSpec:
+def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     """The llama.cpp architecture and numbers that reproduce ``model``'s cache."""
+    w = widths or GgufWidths()
     kinds = set(model.kinds)
     if kinds - {"full", "sliding"}:
         raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
@@ -69,12 +82,16 @@ def spec_for(model: ModelShape) -> GgufSpec:
         arch = "gemma2" if mtype == "gemma2" else "gemma3"
     elif mtype in ("qwen3", "qwen3moe", "qwen3_moe"):
         arch = "qwen3moe" if experts else "qwen3"
+    elif mtype == "qwen2" and not experts:
+        arch = "qwen2"  # Q, K and V biases
     else:
         arch = "llama"
     return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads,
                     kv_heads=kv_heads, head_k=head_k, head_v=head_v, context_length=model.max_model_len,
                     sliding=sliding, window=windows.pop() or 0 if windows else 0, experts=experts,
-                    experts_used=used)  # fmt: skip
+                    experts_used=used, ffn=w.ffn, vocab=w.vocab,
+                    # qwen2's loader shapes attn_q/attn_output as n_embd × n_embd
+                    hidden=model.num_attention_heads * head_k if arch == "qwen2" else w.hidden)  # fmt: skip
 
 
 def _experts(model: ModelShape) -> tuple[int, int]:
@@ -105,13 +122,14 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     if spec.sliding is not None:
         w.add_uint32(f"{a}.attention.sliding_window", spec.window)
         w.add_array(f"{a}.attention.sliding_window_pattern", list(spec.sliding))
+    vocab = spec.vocab
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
-    tokens += [f"\u2581t{i}" for i in range(VOCAB - len(tokens))]
+    tokens += [f"\u2581t{i}" for i in range(vocab - len(tokens))]
     types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
-    types += [TokenType.NORMAL] * (VOCAB - len(types))
+    types += [TokenType.NORMAL] * (vocab - len(types))
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
-    w.add_token_scores([-float(i) for i in range(VOCAB)])
+    w.add_token_scores([-float(i) for i in range(vocab)])
     w.add_token_types([int(t) for t in types])
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
@@ -132,9 +150,9 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
 def _int_keys(spec: GgufSpec) -> dict[str, int]:
     keys = {
         "context_length": spec.context_length,
-        "embedding_length": HIDDEN,
+        "embedding_length": spec.hidden,
         "block_count": spec.num_layers,
-        "feed_forward_length": FFN,
+        "feed_forward_length": spec.ffn,
         "attention.head_count": spec.heads,
         "attention.head_count_kv": spec.kv_heads,
         "attention.key_length": spec.head_k,
@@ -149,21 +167,24 @@ def _int_keys(spec: GgufSpec) -> dict[str, int]:
 
 def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
     """(name, numpy shape) of every tensor ``spec.arch``'s loader requires (ggml ``ne`` reversed)."""
-    h, q = HIDDEN, spec.heads * spec.head_k
+    h, q, vocab = spec.hidden, spec.heads * spec.head_k, spec.vocab
     gemma = spec.arch in ("gemma2", "gemma3")
     out: list[tuple[str, tuple[int, ...]]] = [
-        ("token_embd.weight", (VOCAB, h)),
+        ("token_embd.weight", (vocab, h)),
         ("output_norm.weight", (h,)),
     ]
     if spec.arch != "gemma2":  # gemma2 always reuses token_embd as the output
-        out.append(("output.weight", (VOCAB, h)))
-    ff = EXPERT_FFN if spec.arch == "qwen3moe" else FFN
+        out.append(("output.weight", (vocab, h)))
+    ff = EXPERT_FFN if spec.arch == "qwen3moe" else spec.ffn
     for i in range(spec.num_layers):
         b = f"blk.{i}."
         out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (q, h)),
                 (b + "attn_k.weight", (spec.kv_heads * spec.head_k, h)),
                 (b + "attn_v.weight", (spec.kv_heads * spec.head_v, h)),
                 (b + "attn_output.weight", (h, q)), (b + "ffn_norm.weight", (h,))]  # fmt: skip
+        if spec.arch == "qwen2":
+            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (spec.kv_heads * spec.head_k,)),
+                    (b + "attn_v.bias", (spec.kv_heads * spec.head_v,))]  # fmt: skip
         if spec.arch in ("qwen3", "qwen3moe", "gemma3"):
             out += [
                 (b + "attn_q_norm.weight", (spec.head_k,)),

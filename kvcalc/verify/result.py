@@ -114,8 +114,17 @@ class LlamaCppRun:
     #: llama.cpp's own lines with the same prefixes, in its order
     measured_lines: tuple[str, ...]
     lines_match: bool
-    #: llama.cpp's compute-buffer lines (reported, not predicted)
+    #: llama.cpp's compute-buffer lines (``sched_reserve``), as printed
     compute_lines: tuple[str, ...] = ()
+    #: kvcalc's line for the CPU compute buffer; empty where it is not modelled (see the notes)
+    predicted_compute_lines: tuple[str, ...] = ()
+    #: the buffer in MiB to four decimals, as llama.cpp prints it (at debug level) when the
+    #: context is freed, and as kvcalc predicts it; empty where not modelled or not printed
+    measured_compute_mib: str = ""
+    predicted_compute_mib: str = ""
+    predicted_compute_bytes: int | None = None
+    #: both the line and the four-decimal figure agree (True where the buffer is not modelled)
+    compute_match: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,9 +16,10 @@ llama.cpp reports are compared with the ``llamacpp`` engine's prediction:
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,16 @@ from kvcalc.engines.llamacpp import (
     LlamaCppEngine,
     build_caches,
     cache_types,
+    compute_line,
     context,
     ggml_name,
     is_iswa,
 )
 from kvcalc.engines.llamacpp_log import is_predicted_line
 from kvcalc.errors import KvcalcError
+from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.shape import ModelShape
-from kvcalc.verify.llamacpp_gguf import spec_for, write_model
+from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
 
@@ -43,6 +46,8 @@ _HUGE = 1 << 50
 #: ``io_magic`` of ``llama_context::state_seq_get_data``
 STATE_MAGIC = 0xAF143CD8
 _FLASH = {"auto": -1, "off": 0, "on": 1, True: 1, False: 0}
+#: ``enum ggml_log_level`` (ggml.h): NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
+GGML_LOG_LEVEL_DEBUG = 1
 
 
 def import_binding() -> Any:
@@ -61,6 +66,8 @@ class _Measured:
     #: per cache: streams, then per layer (K row bytes, V row bytes)
     caches: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     compute_lines: tuple[str, ...]
+    #: ``compute buffer size is %8.4f MiB`` (debug level, printed by ``llama_free``)
+    compute_mib: str
     version: str
 
 
@@ -73,8 +80,9 @@ def _request(model: ModelShape, opts: VerifyOptions) -> EngineRequest:
 
 
 def verify_run_llamacpp(
-    model: ModelShape, opts: VerifyOptions, *, tolerance: float
+    model: ModelShape, opts: VerifyOptions, *, tolerance: float, widths: GgufWidths | None = None
 ) -> VerifyResult:
+    """``widths``: the written file's embedding, MLP and vocabulary widths (small by default)."""
     request = _request(model, opts)
     if (request.engine_version or "latest") != "latest":
         raise KvcalcError("--run checks the llama.cpp version kvcalc models as latest",
@@ -83,27 +91,51 @@ def verify_run_llamacpp(
     type_k, type_v = cache_types(request)
     ctx = context(request, "latest", model, is_iswa(model), type_v)
     caches = build_caches(request, model, ctx, type_k, type_v, "latest", is_iswa(model))
-    spec = spec_for(model)
+    spec = spec_for(model, widths)
     binding = import_binding()
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = write_model(spec, Path(tmp) / "model.gguf")
+        written = _read_back(path)
         measured = _run(binding, path, request, ctx, ggml_name(type_k), ggml_name(type_v))
-    predicted_lines = tuple(plan.log_lines)
+    # the compute graph is the written file's: its own (small) widths, read back by kvcalc
+    compute, why = LlamaCppEngine().compute_buffer(
+        replace(request, model=replace(model, graph_dims=written))
+    )
+    predicted_lines = tuple(line for line in plan.log_lines if is_predicted_line(line))
     components, total_predicted, total_measured = _components(caches, ctx, measured)
     error, passed = judge(total_predicted, total_measured, components, tolerance)
     lines_match = measured.lines == predicted_lines
     notes = [f"llama.cpp {measured.version}: {spec.arch} GGUF, {spec.num_layers} layers, random weights; "
-             f"the embedding, MLP and vocabulary are small, the KV layout is the model's",
-             "bytes: llama.cpp's own ggml_row_size per layer (from the sequence state) × cells × streams",
-             *(f"not modelled (reported): {line}" for line in measured.compute_lines)]  # fmt: skip
+             f"embedding {spec.hidden}, MLP {spec.ffn}, vocabulary {spec.vocab} (small), the KV layout is the model's",
+             "bytes: llama.cpp's own ggml_row_size per layer (from the sequence state) × cells × streams"]  # fmt: skip
+    predicted_compute: tuple[str, ...] = ()
+    compute_mib = ""
+    if compute is None:
+        notes += [
+            f"compute buffer not modelled ({why}); reported: {line}"
+            for line in measured.compute_lines
+        ]
+    else:
+        predicted_compute = (compute_line("CPU", compute.bytes),)
+        compute_mib = f"{compute.bytes / (1024.0 * 1024.0):.4f}"
+        notes.append(f"compute buffer: {compute.bytes:,} B predicted (the {compute.n_tokens}-token graph "
+                     f"{compute.pp_bytes:,} B, the one-token graph {compute.tg_bytes:,} B)")  # fmt: skip
+    compute_match = compute is None or (
+        measured.compute_lines == predicted_compute and measured.compute_mib in ("", compute_mib)
+    )
     if not lines_match:
         notes.append("llama.cpp's log lines differ from the predicted ones")
+    if not compute_match:
+        notes.append("llama.cpp's compute buffer differs from the predicted one")
     if not measured.version.startswith(LATEST_COMMIT):
         notes.append(f"kvcalc models llama.cpp {LATEST_COMMIT} (llama-cpp-python {MODELLED_BINDING}); "
                      f"this is llama.cpp {measured.version}: a difference may be the version's")  # fmt: skip
     run = LlamaCppRun(llama_cpp_version=measured.version, architecture=spec.arch,
                       predicted_lines=predicted_lines, measured_lines=measured.lines,
-                      lines_match=lines_match, compute_lines=measured.compute_lines)  # fmt: skip
+                      lines_match=lines_match, compute_lines=measured.compute_lines,
+                      predicted_compute_lines=predicted_compute, measured_compute_mib=measured.compute_mib,
+                      predicted_compute_mib=compute_mib, compute_match=compute_match,
+                      predicted_compute_bytes=None if compute is None else compute.bytes)  # fmt: skip
     return VerifyResult(
         check="run", model=model.name, engine="llamacpp", engine_version="latest",
         kv_cache_dtype=plan.kv_cache_dtype, tensor_parallel_size=1, device="cpu",
@@ -111,7 +143,7 @@ def verify_run_llamacpp(
         layout="llama.cpp K and V tensors per layer: ggml_row_size × cells × streams",
         block_size=1, num_blocks=plan.num_blocks, tokens=ctx.n_ctx, num_layers=model.num_layers,
         predicted_bytes=total_predicted, measured_bytes=total_measured, relative_error=error,
-        tolerance=tolerance, passed=passed and lines_match,
+        tolerance=tolerance, passed=passed and lines_match and compute_match,
         judged_on="llama.cpp's log lines (text) and row bytes from its sequence state",
         components=components, llamacpp=run, notes=tuple(notes),
     )  # fmt: skip
@@ -136,16 +168,30 @@ def _components(caches, ctx, measured: _Measured) -> tuple[tuple[ComponentResult
     return tuple(rows), total_p, total_m
 
 
+def _read_back(path: Path) -> GraphDims | None:
+    """The graph widths kvcalc's own GGUF reader finds in the file just written."""
+    from kvcalc.sources.gguf.files import read_local
+    from kvcalc.sources.gguf.model import parse_gguf
+
+    model = read_local(path)
+    tensors = {t.name: t.dims for t in model.tensors()}
+    return parse_gguf(model.metadata, name=path.stem, where=str(path), tensors=tensors).graph_dims
+
+
 def _run(
     binding: Any, path: Path, request: EngineRequest, ctx, k_name: str, v_name: str
 ) -> _Measured:
     lc = binding
     text: list[str] = []
 
+    freed: list[str] = []
+
     @lc.llama_log_callback
     def on_log(level: int, message: bytes, user_data: Any) -> None:
-        if level != 4:  # GGML_LOG_LEVEL_DEBUG
+        if level != GGML_LOG_LEVEL_DEBUG:
             text.append(message.decode("utf-8", "replace"))
+        elif b"compute buffer size is" in message:
+            freed.append(message.decode("utf-8", "replace"))
 
     lc.llama_log_set(on_log, ctypes.c_void_p(0))
     lc.llama_backend_init()
@@ -168,7 +214,9 @@ def _run(
         try:
             lines = _kv_lines("".join(text))
             compute = tuple(
-                line for line in "".join(text).splitlines() if "compute buffer size" in line
+                line.rstrip()
+                for line in "".join(text).splitlines()
+                if "compute buffer size" in line
             )
             caches = _state_rows(lc, lctx, ctx)
         finally:
@@ -177,7 +225,8 @@ def _run(
         lc.llama_model_free(model)
         lc.llama_log_set(_quiet(lc), ctypes.c_void_p(0))
     version = str(getattr(lc, "__version__", "?"))
-    return _Measured(lines=lines, caches=caches, compute_lines=compute,
+    mib = re.findall(r"CPU compute buffer size is +([0-9.]+) MiB", "".join(freed))
+    return _Measured(lines=lines, caches=caches, compute_lines=compute, compute_mib=mib[0] if mib else "",
                      version=describe_binding(version))  # fmt: skip
 
 

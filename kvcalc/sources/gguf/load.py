@@ -31,7 +31,8 @@ def load_gguf_path(path: Path) -> LoadedModel:
     from kvcalc.sources.loaded import LoadedModel
 
     model = read_local(path)
-    shape = parse_gguf(model.metadata, name=_stem(path.name), where=model.where)
+    shape = parse_gguf(model.metadata, name=_stem(path.name), where=model.where,
+                       tensors={t.name: t.dims for t in model.tensors()})  # fmt: skip
     weights = model.weights(source=SOURCE_LOCAL)
     return LoadedModel(shape=shape, source="path", location=model.where,
                        _weights=lambda: weights)  # fmt: skip
@@ -50,7 +51,10 @@ def load_gguf_hub(
                      filename=choice if is_file else None, access=access)  # fmt: skip
     label = f"{repo_id}@{found.revision}/{found.filename}"
     shape = parse_gguf(
-        found.model.metadata, name=f"{repo_id}:{_stem(Path(found.filename).name)}", where=label
+        found.model.metadata,
+        name=f"{repo_id}:{_stem(Path(found.filename).name)}",
+        where=label,
+        tensors={t.name: t.dims for t in found.model.tensors()},
     )
     weights = found.model.weights(source=SOURCE_HUB)
     return LoadedModel(shape=shape, source="hub", location=label, revision=found.revision,

@@ -28,6 +28,7 @@ from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.model.dtypes import FP16, FP32
+from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent, SlidingWindow
 from kvcalc.model.shape import ModelShape
 
@@ -105,8 +106,15 @@ def architecture(metadata: Mapping[str, Any], *, where: str) -> str:
     return arch
 
 
-def parse_gguf(metadata: Mapping[str, Any], *, name: str, where: str) -> ModelShape:
-    """The model a GGUF header describes. Raises :class:`ConfigError` naming the bad keys."""
+def parse_gguf(
+    metadata: Mapping[str, Any],
+    *,
+    name: str,
+    where: str,
+    tensors: Mapping[str, tuple[int, ...]] | None = None,
+) -> ModelShape:
+    """The model a GGUF header describes (``tensors``: name → ggml dims, for the graph widths).
+    Raises :class:`ConfigError` naming the bad keys."""
     arch = architecture(metadata, where=where)
     k = GgufKeys(metadata, arch=arch, where=where)
     prov: dict[str, str] = {}
@@ -133,8 +141,9 @@ def parse_gguf(metadata: Mapping[str, Any], *, name: str, where: str) -> ModelSh
         kv_heads = k.per_layer("attention.head_count_kv", total, heads)
         layers = _attention_layers(k, n, heads, hidden, kv_heads, prov)
     context = k.num("context_length", minimum=1)
-    k.num("expert_count", 0)  # recorded (config_keys) for the MoE layout; no cache effect
-    k.num("expert_used_count", 0)
+    experts = k.num("expert_count", 0)  # recorded (config_keys) for the MoE layout; no cache effect
+    used = k.num("expert_used_count", 0)
+    graph = _graph_dims(k, total, hidden, experts, used, tensors or {})
     return ModelShape(
         name=name,
         model_type=arch,
@@ -151,7 +160,39 @@ def parse_gguf(metadata: Mapping[str, Any], *, name: str, where: str) -> ModelSh
             "dtype": "GGUF: llama.cpp caches K and V in f16 unless told otherwise",
             "max_model_len": f"{arch}.context_length = {context}",
         },
+        graph_dims=graph,
     )
+
+
+#: tensors whose graph nodes the compute-buffer model does not rebuild (``blk.N.`` stripped)
+_UNMODELLED = ("attn_qkv.weight", "attn_output.bias", "ffn_up.bias", "ffn_gate.bias",
+               "ffn_down.bias", "output.bias", "ffn_up_shexp.weight")  # fmt: skip
+
+
+def _graph_dims(
+    k: GgufKeys,
+    n: int,
+    hidden: int,
+    experts: int,
+    used: int,
+    tensors: Mapping[str, tuple[int, ...]],
+) -> GraphDims | None:
+    """The widths llama.cpp builds its graph from: ``feed_forward_length`` and the vocabulary
+    (``token_embd.weight``'s second dimension, the rows ``get_rows`` picks from)."""
+    embd = tensors.get("token_embd.weight")
+    if embd is None or len(embd) != 2:
+        return None  # no tensor infos (or a file without embeddings): the graph is not known
+    ffs = k.per_layer("feed_forward_length", n, 0)
+    if not experts and not all(ffs):
+        return None  # no MLP width: llama.cpp would not load the file as a dense model either
+    present = {name.split(".", 2)[2] if name.startswith("blk.") else name for name in tensors}
+    extra = tuple(x for x in _UNMODELLED if x in present)
+    if len(set(ffs)) > 1:
+        extra += ("per-layer feed_forward_length",)
+    return GraphDims(arch=k.arch, n_embd=hidden, n_ff=ffs[0] if ffs else 0, n_vocab=embd[1],
+                     n_expert=experts, n_expert_used=used,
+                     n_ff_exp=k.num("expert_feed_forward_length", 0) if experts else 0,
+                     qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra)  # fmt: skip
 
 
 def _attention_layers(

@@ -1,0 +1,24 @@
+"""The widths an engine's compute graph is built from, beyond the cache layout. Plain numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphDims:
+    #: the architecture whose graph these feed (a GGUF ``general.architecture``)
+    arch: str
+    n_embd: int
+    #: the dense MLP's width (``feed_forward_length``); 0 when the layers are all experts
+    n_ff: int
+    n_vocab: int
+    n_expert: int = 0
+    n_expert_used: int = 0
+    #: one expert's MLP width (``expert_feed_forward_length``)
+    n_ff_exp: int = 0
+    #: separate Q, K and V biases (``blk.N.attn_q.bias`` ...): one more ``add`` per projection
+    qkv_bias: bool = False
+    #: tensors present that add graph nodes kvcalc does not rebuild (a fused ``attn_qkv``, an
+    #: output-projection, MLP or ``output`` bias): the compute buffer is then not modelled
+    unmodelled_tensors: tuple[str, ...] = ()

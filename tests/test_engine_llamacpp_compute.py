@@ -1,0 +1,163 @@
+"""llama.cpp's compute buffer: ggml's graph allocator and the rebuilt graphs, against the figures
+llama.cpp ``0c1e570`` printed on the CPU (``verify --engine llamacpp --run``, recorded here)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from helpers import bundled_shape
+
+from kvcalc.engines import get_engine
+from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines.base import EngineRequest
+from kvcalc.model.graph_dims import GraphDims
+from kvcalc.planning.api import plan_reference
+from kvcalc.planning.inputs import PlanInputs
+
+LLAMACPP = get_engine("llamacpp")
+
+
+def test_allocator_frees_on_the_last_child_and_refills_the_best_hole():
+    x = g.inp(g.F32, 16)  # 64 B, a leaf: allocated first, at 0
+    a = g.mul_mat(g.external(g.F16, 16, 250), x)  # 1,000 B → 1,024 aligned, at 64
+    b = g.mul_mat(
+        g.external(g.F16, 250, 50), a
+    )  # 200 B → 224, x freed: [0, 64) too small, at 1,088
+    c = g.mul_mat(g.external(g.F16, 50, 200), b)  # 800 B: a's freed hole [0, 1,088) holds it, at 0
+    graph = g.Graph()
+    graph.expand(c)
+    # sources first, left to right: every weight before x, then a, b, c
+    assert graph.leafs[-1] is x and graph.nodes == [a, b, c]
+    assert g.buffer_size(graph) == 64 + 1024 + 224 == 1312
+
+
+def test_in_place_ops_reuse_their_parent_unless_it_is_an_output():
+    x = g.inp(g.F32, 64)  # 256 B
+    y = g.dup(g.dup(x, "rms_norm"), "mul", g.external(g.F32, 64))
+    graph = g.Graph()
+    graph.expand(y)
+    assert g.buffer_size(graph) == 256  # rms_norm and mul both write over x
+    x2 = g.inp(g.F32, 64)
+    n = g.dup(x2, "rms_norm")
+    n.is_output = True
+    graph = g.Graph()
+    graph.expand(g.dup(n, "mul", g.external(g.F32, 64)))
+    assert g.buffer_size(graph) == 256 + 256  # an output is never overwritten: mul allocates
+
+
+def request(model: str, layers: int, widths: tuple[int, int, int], **extra) -> EngineRequest:
+    """As ``verify --run`` plans the GGUF it writes: the model's KV layout, small widths."""
+    shape = bundled_shape(model)
+    shape = replace(shape, layers=shape.layers[:layers])
+    arch = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}[shape.model_type]
+    hidden, ffn, vocab = widths
+    dims = GraphDims(arch=arch, n_embd=hidden, n_ff=ffn, n_vocab=vocab, qkv_bias=arch == "qwen2")
+    extra.setdefault("n_ctx", 64)
+    return EngineRequest(model=replace(shape, graph_dims=dims), max_model_len=extra["n_ctx"],
+                         available_kv_bytes=1 << 50, extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+#: (model, layers, (embedding, MLP, vocabulary), options, llama.cpp's ``CPU compute buffer size
+#: is … MiB`` at llama_free, four decimals) — printed by llama.cpp 0c1e570 (llama-cpp-python 0.3.36)
+RECORDED = [
+    ("llama-3.1-8b", 2, (64, 64, 384), {"n_ctx": 256}, "8.3193"),
+    ("llama-3.1-8b", 2, (64, 64, 384), {"n_ctx": 1024, "flash_attn": "off"}, "86.5098"),
+    ("llama-3.1-8b", 2, (256, 1024, 5000), {"n_ctx": 1024}, "24.5137"),
+    ("llama-3.1-8b", 2, (256, 1024, 5000), {"n_ctx": 1024, "flash_attn": "off"}, "87.5098"),
+    ("llama-3.1-8b", 3, (512, 3000, 20000), {"n_ctx": 600, "n_ubatch": 128, "n_batch": 300}, "10.7065"),
+    ("llama-3.1-8b", 2, (128, 512, 1000), {"n_ctx": 2048, "n_seq_max": 3}, "17.5480"),
+    ("llama-3.1-8b", 2, (128, 512, 1000), {"n_ctx": 2048, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}, "153.0582"),
+    ("qwen3-8b", 2, (128, 300, 800), {"n_ctx": 512}, "17.2637"),
+    ("qwen3-8b", 2, (64, 64, 384), {"n_ctx": 512, "flash_attn": "off", "n_seq_max": 2}, "37.0098"),
+    ("qwen2.5-1.5b", 2, (1536, 300, 800), {"n_ctx": 512}, "15.5137"),
+    ("qwen2.5-1.5b", 3, (1536, 64, 384), {"n_ctx": 700, "flash_attn": "off"}, "35.5098"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "layers", "widths", "extra", "printed"), RECORDED)
+def test_compute_buffer_equals_what_llama_cpp_printed(model, layers, widths, extra, printed):
+    buffer, why = LLAMACPP.compute_buffer(request(model, layers, widths, **extra))
+    assert why == "" and buffer is not None
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+    assert buffer.bytes == max(buffer.pp_bytes, buffer.tg_bytes) and buffer.bytes % 32 == 0
+
+
+def test_the_logits_dominate_a_wide_vocabulary():
+    r = request("llama-3.1-8b", 3, (512, 3000, 20000), n_ctx=600, n_ubatch=128, n_batch=300)
+    buffer, _ = LLAMACPP.compute_buffer(r)
+    assert buffer is not None and buffer.n_tokens == 128
+    # the 128-token graph holds the logits: 128 outputs · 20,000 · 4 B = 10,240,000 B of 11,226,624
+    assert buffer.bytes == 11_226_624 and buffer.pp_bytes > 128 * 20000 * 4 > buffer.tg_bytes
+
+
+def test_without_flash_attention_the_kq_matrix_is_held():
+    fa, _ = LLAMACPP.compute_buffer(request("llama-3.1-8b", 2, (64, 64, 384), n_ctx=1024))
+    off, _ = LLAMACPP.compute_buffer(
+        request("llama-3.1-8b", 2, (64, 64, 384), n_ctx=1024, flash_attn="off")
+    )
+    assert fa is not None and off is not None
+    # KQ: 1,024 cells · 512 tokens · 32 heads · 4 B = 64 MiB more than the flash-attention graph
+    assert off.bytes - fa.bytes > 1024 * 512 * 32 * 4
+
+
+def test_the_cpu_line_is_predicted_and_cuda_is_an_estimate():
+    r = request("llama-3.1-8b", 2, (64, 64, 384), n_ctx=256)
+    plan = LLAMACPP.plan_kv_cache(r)
+    assert plan.log_lines[-1] == "sched_reserve:        CPU compute buffer size =     8.32 MiB"
+    gpu = replace(r, extra={k: v for k, v in r.extra.items() if k != "buffer_name"})
+    assert not any("compute buffer" in line for line in LLAMACPP.plan_kv_cache(gpu).log_lines)
+    buffer, _ = LLAMACPP.compute_buffer(gpu)
+    assert buffer is not None and "not confirmed" in buffer.note and "CUDA0" in buffer.note
+
+
+def test_what_is_not_modelled_is_said():
+    gemma = bundled_shape("gemma-2-9b-it")
+    none, why = LLAMACPP.compute_buffer(
+        EngineRequest(model=gemma, max_model_len=4096, available_kv_bytes=0)
+    )
+    assert none is None and "gemma2" in why
+    q8, why = LLAMACPP.compute_buffer(
+        replace(request("llama-3.1-8b", 2, (64, 64, 384)), kv_cache_dtype="q8_0")
+    )
+    assert q8 is None and "quantized" in why
+    moe, why = LLAMACPP.compute_buffer(
+        EngineRequest(
+            model=bundled_shape("mixtral-8x7b-v0.1"), max_model_len=4096, available_kv_bytes=0
+        )
+    )
+    assert moe is None and why
+
+
+def test_a_llama_cpp_plan_takes_the_compute_buffer_as_its_activation():
+    p = plan_reference(
+        "llama-3.1-8b", PlanInputs(engine="llamacpp", gpu="h100", max_model_len=8192)
+    )
+    # Llama-3.1-8B (4,096 wide, 14,336 MLP, 128,256 vocabulary), 8,192 cells, 512-token ubatch
+    assert p.memory.activation_bytes == 279_447_552  # 266.50 MiB
+    assert any("not confirmed" in n for n in p.notes)
+    assert not any(n.startswith("activation (") for n in p.notes)
+
+
+def test_a_gguf_plan_has_a_compute_buffer_not_zero(tmp_path):
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import llama_keys, write_gguf
+
+    keys = {
+        **llama_keys(layers=2, heads=8, kv_heads=2, hidden=512),
+        "llama.feed_forward_length": 1024,
+    }
+    path = write_gguf(
+        tmp_path / "m.gguf", "llama", keys, [("token_embd.weight", (640, 512), Q.Q8_0)]
+    )
+    p = plan_reference(
+        str(path), PlanInputs(engine="llamacpp", gpu_memory_bytes=4 << 30, max_model_len=1024)
+    )
+    shape = bundled_shape("llama-3.1-8b")  # any llama; only its graph widths differ
+    dims = GraphDims(arch="llama", n_embd=512, n_ff=1024, n_vocab=640)
+    two = replace(shape, layers=(replace(shape.layers[0], kv_heads=2, k_dim=64, v_dim=64),) * 2,
+                  num_attention_heads=8, graph_dims=dims)  # fmt: skip
+    expected, _ = LLAMACPP.compute_buffer(
+        EngineRequest(model=two, max_model_len=1024, available_kv_bytes=0)
+    )
+    assert expected is not None and p.memory.activation_bytes == expected.bytes > 0
