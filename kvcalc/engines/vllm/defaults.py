@@ -20,13 +20,20 @@ Confirmed from the vLLM **0.33.0** wheel (``pip download --no-deps vllm==0.33.0`
 - ``vllm/envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1.
 
 Profiles: ``0.33`` (0.33 on), ``0.21`` (0.21–0.32: CUDA graphs subtracted, one batch in flight),
-``0.10`` (0.10–0.20: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
+``0.20`` (0.20: as 0.21 with the older two capacity lines), ``0.10`` (0.10–0.19: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
 vllm-24577 record prints), ``0.8`` (0.8–0.9: early V1, two lines, no memory line, vllm-17122),
 ``0.6`` (the V0 engine: "# GPU blocks" lines, vllm-4454 / vllm-10517).
 
+Read in the 0.19.0, 0.20.0 and 0.21.0 wheels (``config/cache.py``, ``envs.py``, ``v1/worker/
+gpu_worker.py``): utilization 0.9 and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` in 0.19; 0.92 and
+``=1`` (the estimate subtracted) from 0.20.0 on, while 0.20 still logs the 0.19 capacity lines
+(``v1/core/kv_cache_utils.py``; 0.21 derives the token count from the concurrency). Utilization
+0.9 read in 0.8.4, 0.8.5, 0.9.2, 0.10.0, 0.10.1, 0.11.0 and 0.12.0; the batch-size rule per release
+in :func:`batch_defaults`.
+
 **Unconfirmed** (not read for those versions): everything the older profiles assume beyond the
-engine-accounting doc and the engine_logs records — the 0.21 utilization default (0.92 assumed: it
-moved with the CUDA-graph estimate), the exact version boundaries, the float32 rule before 0.10
+engine-accounting doc and the engine_logs records — the exact version boundaries of the log
+formats, the float32 rule before 0.10
 (fp16, bf16 for Gemma, as old vLLM did), the error texts before 0.21, the 160 GiB batch tier before
 0.33, and the block size non-MLA backends prefer on Blackwell (FlashInfer; 16 assumed).
 """
@@ -84,6 +91,7 @@ PROFILES: tuple[VllmProfile, ...] = (
         big_gpu_tier=True, mla_hybrid_align_128=True, prefill_checkpoints=True,
     ),
     VllmProfile(name="0.21", since=(0, 21)),
+    VllmProfile(name="0.20", since=(0, 20), merged_log_line=False, available_line="%.2f"),
     VllmProfile(
         name="0.10", since=(0, 10), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
         merged_log_line=False, available_line="%.2f",
@@ -263,18 +271,40 @@ def default_block_size(
 
 
 # -- scheduler defaults -----------------------------------------------------------------------
+#: vLLM V0's ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` (the chunked-prefill budget)
+V0_CHUNKED_TOKENS = 2048
+
+
 def batch_defaults(
     request: EngineRequest, profile: VllmProfile, usage: str
 ) -> tuple[int, int, str]:
-    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this GPU, and a note."""
+    """vLLM's default (max_num_batched_tokens, max_num_seqs) for this GPU and release, and a note.
+
+    The rule per release (``EngineArgs._set_default_args_v1`` / ``get_batch_defaults``, read from the
+    wheels): 0.8.0-0.8.4 the larger defaults on a device named H100 or H200; 0.8.5 on any GPU of
+    at least 70 GiB; 0.9 on (0.9.2 read) not on an A100; the 0.33 profile adds the >= 160 GiB tier
+    and leaves GB10 (SM 12.1) out (where between 0.22 and 0.33 that came is not read). V0: no
+    usage-context defaults (:func:`_v0_batch_defaults`).
+    """
+    if not profile.v1:
+        return _v0_batch_defaults(request)
     memory = request.gpu_memory_bytes or 0
     name = (request.gpu_name or "").lower()
-    gb10 = request.gpu_compute_capability == (12, 1)
     llm = usage == "llm"
+    version = version_tuple(request.engine_version or "") or profile.since
     if profile.big_gpu_tier and memory >= 160 * GIB:
-        tokens, seqs, tier = 16384, 1024, ">= 160 GiB"
-    elif memory >= 70 * GIB and "a100" not in name and not gb10:
-        tokens, seqs, tier = (16384 if llm else 8192), 1024, ">= 70 GiB, not A100"
+        large, tier = True, ">= 160 GiB"
+    elif version[:3] < (0, 8, 5):
+        large, tier = ("h100" in name or "h200" in name), "H100/H200 by name (0.8.0-0.8.4)"
+    elif version[:2] < (0, 9):
+        large, tier = memory >= 70 * GIB, ">= 70 GiB (0.8.5)"
+    else:
+        gb10 = profile.big_gpu_tier and request.gpu_compute_capability == (12, 1)
+        large, tier = memory >= 70 * GIB and "a100" not in name and not gb10, ">= 70 GiB, not A100"
+    if profile.big_gpu_tier and memory >= 160 * GIB:
+        tokens, seqs = 16384, 1024
+    elif large:
+        tokens, seqs = (16384 if llm else 8192), 1024
     else:
         tokens, seqs, tier = (8192 if llm else 2048), 256, "small-GPU"
     where = "the LLM class" if llm else "the API server"
@@ -282,3 +312,17 @@ def batch_defaults(
     if not request.gpu_memory_bytes:
         note += " (no GPU memory given, so vLLM's fallback tier)"
     return tokens, seqs, note
+
+
+def _v0_batch_defaults(request: EngineRequest) -> tuple[int, int, str]:
+    """V0 (``_set_default_args_v0`` and ``SchedulerConfig``, read in 0.8.4): chunked prefill only for
+    a max_model_len above 32,768 (not for multimodal, MLA or sliding-window models), with 2,048
+    tokens; otherwise one whole max_model_len prompt, at least 2,048 tokens. 256 sequences."""
+    model = request.model
+    sliding = any(layer.kind == "sliding" for layer in model.layers)
+    vision = getattr(model.weights, "vision_encoder", False)
+    chunked = request.max_model_len > 32768 and not (model.is_mla or sliding or vision)
+    tokens = V0_CHUNKED_TOKENS if chunked else max(request.max_model_len, V0_CHUNKED_TOKENS)
+    how = "chunked prefill (max_model_len > 32,768)" if chunked else "one max_model_len prompt"
+    note = f"max_num_batched_tokens {tokens:,} and max_num_seqs 256: vLLM V0's default ({how})"
+    return tokens, 256, note

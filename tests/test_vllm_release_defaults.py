@@ -1,0 +1,92 @@
+"""vLLM's defaults per release, as read from each release's wheel (``pip download --no-deps``).
+
+``EngineArgs`` batch defaults (``engine/arg_utils.py``), ``CacheConfig.gpu_memory_utilization``
+(``config/cache.py`` or ``config.py``) and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+(``envs.py``), release by release; the sampler each release's profile run uses is in
+``tests/test_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bundled_shape
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+
+GIB = 1 << 30
+VLLM = get_engine("vllm")
+
+
+def defaults(version, memory_gib, name, cc=(9, 0), *, usage="api_server", max_model_len=8192,
+             model="llama-3.1-8b"):  # fmt: skip
+    request = EngineRequest(
+        model=bundled_shape(model), engine_version=version, max_model_len=max_model_len,
+        available_kv_bytes=GIB, gpu_memory_bytes=memory_gib * GIB, gpu_name=name,
+        gpu_compute_capability=cc, extra={"usage_context": usage},
+    )  # fmt: skip
+    return VLLM.scheduler_defaults(request)
+
+
+@pytest.mark.parametrize(
+    ("version", "memory_gib", "name", "usage", "expected"),
+    [
+        # 0.8.0-0.8.4: the larger defaults on a device *named* H100/H200, whatever its memory
+        ("0.8.4", 80, "NVIDIA H100 80GB HBM3", "api_server", (8192, 1024)),
+        ("0.8.4", 80, "NVIDIA H100 80GB HBM3", "llm", (16384, 1024)),
+        ("0.8.4", 80, "NVIDIA A100-SXM4-80GB", "api_server", (2048, 256)),
+        ("0.8.4", 180, "NVIDIA B200", "api_server", (2048, 256)),
+        # 0.8.5: any device of at least 70 GiB, the A100-80GB included
+        ("0.8.5", 80, "NVIDIA A100-SXM4-80GB", "api_server", (8192, 1024)),
+        ("0.8.5", 44, "NVIDIA L40S", "llm", (8192, 256)),
+        # 0.9 on (0.9.2, 0.10.1, 0.19.0, 0.21.0 read): at least 70 GiB and not an A100
+        ("0.9.2", 80, "NVIDIA A100-SXM4-80GB", "api_server", (2048, 256)),
+        ("0.19.0", 80, "NVIDIA H100 80GB HBM3", "api_server", (8192, 1024)),
+        ("0.21.0", 180, "NVIDIA B200", "llm", (16384, 1024)),
+        ("0.21.0", 180, "NVIDIA B200", "api_server", (8192, 1024)),
+        # 0.33: >= 160 GiB takes 16,384 tokens in both contexts
+        ("0.33", 180, "NVIDIA B200", "api_server", (16384, 1024)),
+    ],
+)
+def test_batch_defaults_per_release(version, memory_gib, name, usage, expected):
+    assert defaults(version, memory_gib, name, usage=usage) == expected
+
+
+def test_gb10_is_left_out_only_by_the_newest_rule():
+    # DGX Spark (GB10, SM 12.1, ~120 GiB): 0.33's get_batch_defaults leaves it out; 0.21 does not
+    assert defaults("0.33", 120, "NVIDIA GB10", (12, 1)) == (2048, 256)
+    assert defaults("0.21.0", 120, "NVIDIA GB10", (12, 1)) == (8192, 1024)
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "model", "expected"),
+    [
+        (29000, "llama-3.1-8b", (29000, 256)),  # one max_model_len prompt (vllm-10517: 29,000)
+        (1024, "llama-3.1-8b", (2048, 256)),  # at least 2,048
+        (65536, "llama-3.1-8b", (2048, 256)),  # > 32,768: chunked prefill, 2,048 tokens
+        (65536, "gemma-2-9b-it", (65536, 256)),  # sliding window: no chunked prefill in V0
+    ],
+)
+def test_v0_batch_defaults(max_model_len, model, expected):
+    assert defaults("0.6", 80, "NVIDIA H100", max_model_len=max_model_len, model=model) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "utilization", "subtracts"),
+    [("0.8", 0.90, False), ("0.10.1", 0.90, False), ("0.19.0", 0.90, False),
+     ("0.20.0", 0.92, True), ("0.21.0", 0.92, True), ("0.33", 0.92, True)],
+)  # fmt: skip
+def test_utilization_and_cudagraph_estimate_per_release(version, utilization, subtracts):
+    # 0.19.0: gpu_memory_utilization 0.9, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "0";
+    # 0.20.0 and 0.21.0: 0.92 and "1" (gpu_worker.py subtracts cudagraph_memory_estimate_applied)
+    assert VLLM.default_gpu_memory_utilization(version) == utilization
+    assert VLLM.subtracts_cudagraph(version) is subtracts
+
+
+def test_020_logs_the_older_capacity_lines():
+    # 0.20.0 kv_cache_utils.py still logs "GPU KV cache size" from the block count; 0.21 derives it
+    # from the concurrency (one merged rule)
+    from kvcalc.engines.vllm.defaults import resolve_profile
+
+    assert resolve_profile("0.20.0")[0].merged_log_line is False
+    assert resolve_profile("0.21.0")[0].merged_log_line is True
