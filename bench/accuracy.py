@@ -33,6 +33,8 @@ SMALL_POOL_GIB = 12.5
 
 #: Instruct checkpoints of Qwen2/Qwen2.5 have 32,768 positions (the bundled base configs 131,072)
 QWEN_INSTRUCT = (("max_position_embeddings", 32768), ("rope_scaling", None))
+#: a pip install of vLLM 0.10/0.11 without the ``[flashinfer]`` extra: the profile run's sampler sorts
+NO_FLASHINFER = (("flashinfer_sampler", False),)
 META_LLAMA_3 = (("max_position_embeddings", 8192), ("rope_scaling", None))
 #: RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic: compressed-tensors fp8, one fp32 scale per row
 FP8_DYNAMIC = {
@@ -82,6 +84,8 @@ class Case:
     pp: int = 1
     quantization: str | None = None
     patch: tuple = ()
+    #: vLLM engine options the log states or implies (``flashinfer_sampler``)
+    options: tuple = ()
     fitted: bool = False
     #: for records that do not print the available memory: how it is derived
     actual: str = ""
@@ -125,8 +129,10 @@ CASES = {
         assumption="two nodes (Ray): cross-node NCCL buffers are not modelled"),
     "vllm-24577-qwen3-0.6b-a100-bf16-4k": Case("qwen3-0.6b", "A100-80GB", "0.10", 0.9, tokens=8192, seqs=256,
                                                assumption="lm_eval uses the LLM class (8,192 tokens)"),
-    "vllm-27508-gpt-oss-120b-h100-gmu095": Case("gpt-oss-120b", "H100", "0.11", 0.95, tokens=1024,
-                                                assumption="Oct 2025: vLLM 0.11 assumed"),
+    "vllm-27508-gpt-oss-120b-h100-gmu095": Case(
+        "gpt-oss-120b", "H100", "0.11", 0.95, tokens=1024, options=NO_FLASHINFER,
+        assumption="Oct 2025: vLLM 0.11 assumed; pip install (site-packages of a conda env in the "
+        "traceback): FlashInfer is only an extra of vllm 0.11.0, so the sampler sorts"),
     # -- early V1 (0.8) ---------------------------------------------------------------------------
     "vllm-17122-llama31-8b-l40s": Case("llama-3.1-8b", "L40S", "0.8", 0.9,
                                        actual="158,656 tokens × 128 KiB", assumption="util 0.9 (default)"),
@@ -151,16 +157,20 @@ SUPPLEMENTARY = {
         "llama-3.1-8b", "H100", "0.6", 0.9, tokens=8192, seqs=256, patch=META_LLAMA_3, fitted=True,
         assumption="https://github.com/vllm-project/vllm/pull/10511 (V0, Dec 2024)")),
     "vllm-23278-gpt-oss-120b-h100": ({"available_kv_cache_memory_gib": -2.14}, Case(
-        "gpt-oss-120b", "H100", "0.10.1", 0.9,
-        assumption="https://github.com/vllm-project/vllm/issues/23278 (Aug 2025, vLLM 0.10.1 assumed)")),
+        "gpt-oss-120b", "H100", "0.10.1", 0.9, options=NO_FLASHINFER,
+        assumption="https://github.com/vllm-project/vllm/issues/23278 (Aug 2025, vLLM 0.10.1 assumed; "
+        "pip install in a conda env, torch 2.7.1, Marlin: no FlashInfer, the sampler sorts)")),
 }  # fmt: skip
 
 #: vLLM records not run, and why.
 NOT_RUN = {
     "seed-qwen3-1.7b-8gb-gpu": "GPU, utilization and max_model_len not stated",
-    "repofile-ibm-codeengine-granite-4.0-micro-fp8-l40s": "no bundled granite-4.0 config",
-    "repofile-kagaho-llama31-8b-jetson-thor-eager-gmu085": "unified memory: the total is not printed",
-    "repofile-gemma4-e2b-l4-eager-8k": "no google/gemma-4-E2B config here",
+    "repofile-ibm-codeengine-granite-4.0-micro-fp8-l40s": "no granite-4.0-micro config.json here or found "
+    "by the search tool",
+    "repofile-kagaho-llama31-8b-jetson-thor-eager-gmu085": "unified memory: the total CUDA reports is not "
+    "printed (128 GB = 119.21 GiB would give 84.4 GiB against 85.79; not assumed)",
+    "repofile-gemma4-e2b-l4-eager-8k": "its weights (per-layer embeddings) need the published config; "
+    "the tokens are reproduced from a reconstructed one (tests/test_engine_logs.py)",
     "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no google/gemma-4-E2B config here; patched attention kernels",
 }
 
@@ -229,6 +239,7 @@ def run_case(rid: str, figures: dict, case: Case, max_model_len: int | None) -> 
         gpu=case.gpu, engine_version=case.version, gpu_memory_utilization=case.util,
         max_num_batched_tokens=case.tokens, max_num_seqs=case.seqs, tensor_parallel_size=case.tp,
         pipeline_parallel_size=case.pp, quantization=case.quantization, max_model_len=max_model_len,
+        engine_options=case.options,
     )  # fmt: skip
     result = plan(load_model(case), inputs, with_suggestions=False)
     from kvcalc.estimate.overhead import era_for

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import bundled_shape
 
 from kvcalc import PlanInputs, plan
+from kvcalc.errors import InputError
 
 GIB = 1 << 30
 
@@ -68,12 +70,25 @@ def test_gpt_oss_120b_on_one_h100_does_not_start():
         and r.verdict == "wont-start"
         and "pessimistic end" in r.verdict_reason
     )
-    # vllm-27508: util 0.95, 1,024 batched tokens: 1.71 GiB printed, less than one 131,072-token
-    # request needs (4.54 GiB): vLLM stopped; kvcalc's low end (1.41 GiB) says so too
+    # vllm-27508: util 0.95, 1,024 batched tokens, a pip install (no FlashInfer: the sampler sorts):
+    # 1.71 GiB printed, less than one 131,072-token request needs (4.54 GiB): vLLM stopped. kvcalc:
+    # 2.03 GiB ± 0.35 (the band of the 0.10 era), too little for one request as well
     r = plan(model, PlanInputs(gpu="H100", engine_version="0.11", gpu_memory_utilization=0.95,
-                               max_num_batched_tokens=1024))  # fmt: skip
+                               max_num_batched_tokens=1024,
+                               engine_options=(("flashinfer_sampler", False),)))  # fmt: skip
     assert r.available_kv_bytes_low <= 1.71 * GIB <= r.available_kv_bytes_high
     assert r.verdict == "wont-start"
+    # the same without saying: FlashInfer assumed (6.46 GiB), the pessimistic end allows for the sort
+    r = plan(model, PlanInputs(gpu="H100", engine_version="0.11", gpu_memory_utilization=0.95,
+                               max_num_batched_tokens=1024))  # fmt: skip
+    assert r.available_kv_bytes_low <= 1.71 * GIB < r.available_kv_bytes
+    assert r.verdict == "wont-start"
+
+
+def test_flashinfer_sampler_option_is_a_boolean():
+    model = bundled_shape("qwen3-0.6b")
+    with pytest.raises(InputError, match="flashinfer_sampler"):
+        plan(model, PlanInputs(gpu="H100", engine_options=(("flashinfer_sampler", "maybe"),)))
 
 
 def test_tight_on_the_pessimistic_end_only():

@@ -129,6 +129,46 @@ def test_activation_vllm_010_dev_build():
     assert abs(o.activation_bytes / GIB - printed(rec, "torch_peak_increase_gib")) <= 0.02
 
 
+def test_sorting_sampler_gpt_oss_120b_pip_install():
+    # vLLM 0.10.1 from PyPI (no FlashInfer): the dummy sampler sorts 1,024 × 201,088 fp32 logits.
+    # 38 B per logit (bf16 2 + fp32 4 + sorted values 4 + int64 indices 8 + iota 8 + cub's alternate
+    # keys 4 and values 8) = 7,824,736,256 B, plus the 8,192 × 2,880 × 2 B hidden states 47,185,920:
+    # 7,871,922,176 B = 7.33 GiB. vllm-23278 (H100 PCIe, util 0.9): "Model loading took 65.9651 GiB",
+    # "Available KV cache memory: -2.14 GiB": ceil(79.19 × 0.9) − 65.97 − 7.33 − 0.02 = −2.05 (± 0.1)
+    o = estimate_overhead(bundled_shape("gpt-oss-120b"), max_num_batched_tokens=8192, max_num_seqs=1024,
+                          engine_version="0.10.1", flashinfer_sampler=False)  # fmt: skip
+    assert o.sampler_bytes == o.activation_bytes == 7_871_922_176
+    available = 79.19 * 0.9 - 65.9651 - o.activation_bytes / GIB - o.non_torch_bytes / GIB
+    assert abs(available - -2.14) <= 0.1
+    # with FlashInfer's sampler (the Docker image): 14.94 B per logit, 4.42 GiB less
+    fused = estimate_overhead(bundled_shape("gpt-oss-120b"), max_num_batched_tokens=8192, max_num_seqs=1024,
+                              engine_version="0.10.1")  # fmt: skip
+    assert abs(o.sampler_bytes - fused.sampler_bytes - 4_748_379_423) <= 1  # two roundings up
+
+
+@pytest.mark.parametrize(
+    "version, flashinfer, rows, per_logit",
+    [
+        ("0.8.4", None, 256, 38),  # FlashInfer >= 0.2.3 disabled, not a dependency: the sort
+        ("0.8.4", True, 256, 14.94),
+        ("0.10.1", None, 256, 14.94),  # FlashInfer used when installed (assumed)
+        ("0.11.0", False, 256, 38),
+        ("0.12.0", None, 256, 38),  # 0.12-0.16: FlashInfer's sampler is opt-in
+        ("0.16.0", True, 256, 14.94),
+        ("0.16.0", None, 64, 50),  # under 128 rows PyTorch's full-sort variant: 50 B
+        ("0.17.0", None, 256, 14.94),  # the Triton top-k/top-p kernel from 8 rows
+        ("0.19.0", False, 256, 14.94),
+        ("0.19.0", None, 4, 50),  # under 8 rows the PyTorch path again
+        ("0.33", None, 1024, 14.94),  # 0.21 on: FlashInfer by default
+    ],
+)
+def test_sampler_implementation_per_release(version, flashinfer, rows, per_logit):
+    # Qwen3-0.6B (151,936 logits), 2,048 tokens: sampler = rows × 151,936 × b + 2,048 × 1,024 × 2 B
+    o = estimate_overhead(bundled_shape("qwen3-0.6b"), max_num_batched_tokens=2048, max_num_seqs=rows,
+                          engine_version=version, flashinfer_sampler=flashinfer)  # fmt: skip
+    assert o.sampler_bytes == -(-rows * 151_936 * round(per_logit * 100) // 100) + 2048 * 1024 * 2
+
+
 def test_activation_v0_adds_the_sampler():
     # V0 keeps the forward while sampling: 87% × 29,000 × 2 × 51,200 = 2,583,552,000 B plus
     # 256 × 128,256 × 19 B = 623,837,184 B → 3,207,389,184 B = 2.99 GiB; the log's peak 17.98 GiB
@@ -271,16 +311,19 @@ def test_band_per_era_and_for_unmodelled_terms():
     assert o.band_low_bytes == round(0.25 * GIB) + CUDAGRAPH_BAND_BYTES
     assert estimate_overhead(llama, max_num_batched_tokens=8192, subtracts_cudagraph=True,
                              enforce_eager=True).band_low_bytes == round(0.25 * GIB)  # fmt: skip
-    # 0.10-0.18 sampling 1,024 rows: 1,024 × 201,088 × 25 B = 5,147,852,800 B (4.79 GiB) more on the
-    # pessimistic side only; vllm-27508 printed 1.71 GiB where the central estimate is 6.46
-    o = estimate_overhead(bundled_shape("gpt-oss-120b"), max_num_batched_tokens=8192, max_num_seqs=1024,
-                          engine_version="0.10.1")  # fmt: skip
-    assert o.band_low_bytes == round(0.25 * GIB) + 5_147_852_800
-    assert o.band_high_bytes == round(0.25 * GIB)
-    # 256 rows (every other 0.10-era record): no widening
-    o = estimate_overhead(bundled_shape("gpt-oss-120b"), max_num_batched_tokens=8192, max_num_seqs=256,
-                          engine_version="0.10.1")  # fmt: skip
-    assert o.band_low_bytes == round(0.25 * GIB)
+    # 0.10-0.11 (± 0.35 GiB) with FlashInfer assumed installed: the pessimistic end allows for an
+    # install without it, whose sampler sorts: 1,024 × 201,088 × (38 − 14.94) B = 4,748,379,423 B
+    # (4.42 GiB) lower
+    gpt_oss = bundled_shape("gpt-oss-120b")
+    band = {"0.10.1": round(0.35 * GIB), "0.19.0": round(0.25 * GIB)}
+    o = estimate_overhead(gpt_oss, max_num_batched_tokens=8192, max_num_seqs=1024, engine_version="0.10.1")  # fmt: skip
+    assert o.band_low_bytes == band["0.10.1"] + 4_748_379_423
+    assert o.band_high_bytes == band["0.10.1"]
+    # stated either way (the engine option flashinfer_sampler), or in 0.19: no widening
+    for version, flashinfer in (("0.10.1", True), ("0.10.1", False), ("0.19.0", None)):
+        o = estimate_overhead(gpt_oss, max_num_batched_tokens=8192, max_num_seqs=1024,
+                              engine_version=version, flashinfer_sampler=flashinfer)  # fmt: skip
+        assert o.band_low_bytes == band[version], (version, flashinfer)
 
 
 def test_default_max_num_seqs_follows_the_gpu_tier():

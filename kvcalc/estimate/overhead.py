@@ -5,7 +5,7 @@ vLLM sizes the KV cache from a profile run (engine-accounting §1.8)::
     available = ceil(total · gpu_memory_utilization) − weights − torch_peak − non_torch − cudagraph
 
 (the CUDA-graph estimate is subtracted from v0.21 on). Each term is modelled from what decides it,
-per engine era (:data:`ERAS`), and checked against the records that print it
+per engine era (:data:`~kvcalc.estimate.eras.ERAS`), and checked against the records that print it
 (``reference/engine_logs.yaml``; ``python bench/accuracy.py`` prints every record's error).
 
 **Activation peak** (the profile run's "torch peak increase", per GPU) — the profile run does a
@@ -16,8 +16,9 @@ the peak is the larger of the two; V0 keeps both:
 - forward ``F = FORWARD_PERCENT/100 · T · 2 B · w``, ``w`` the widest layer's live width per token
   (dense MLP ``3 · I/tp + 2 · H``; MoE ``top_k · (3 · I_e/tp + H) + 3 · I_shared/tp + 2 · H``; attention
   and Mamba/GDN mixers their projection widths);
-- sampler ``S = R · V · SAMPLER_BYTES_PER_LOGIT + T · H · 2 B`` (the logits and the sampler's
-  copies, plus the forward's output hidden states still held);
+- sampler ``S = R · V · b + T · H · 2 B`` (the logits and the sampler's copies, plus the forward's
+  output hidden states still held); ``b`` the sampler's bytes per logit, 14.94 fused or 38 sorting
+  (:mod:`kvcalc.estimate.eras` derives both from the code and says which release runs which);
 - fused-MoE workspace (Triton fused MoE, bf16 or fp8 experts; not mxfp4): the modular kernel keeps
   its workspaces between calls, so they are live during sampling too:
   ``T · top_k · (max(I_e/tp, H) + 2 · I_e/tp) · 2 B + T · H · 2 B``;
@@ -36,23 +37,34 @@ the engine only from v0.21 on (``VllmProfile.subtracts_cudagraph``).
 
 **Band**: how far the engine's figure may lie from the prediction, measured on the records
 (:data:`ERAS` ``band_bytes``), widened on the pessimistic side for what the model does not cover
-(vision encoders, the 0.10-era sampler beyond 256 rows, the CUDA-graph estimate where it is
+(vision encoders, a 0.10-0.11 install without FlashInfer, the CUDA-graph estimate where it is
 subtracted).
 """
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass, field, replace
 
 from kvcalc.errors import InputError
+from kvcalc.estimate.activation import (
+    ACT_BYTES,
+    live_width_per_token,
+    moe_workspace_bytes,
+    stage_layers,
+)
+from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, MIB, cdiv
 
-#: Activation dtype bytes (bf16/fp16 activations; quantized weights still run 16-bit activations).
-ACT_BYTES = 2
+__all__ = [
+    "ACT_BYTES", "CUDAGRAPH_BAND_BYTES", "ERAS", "Calibration", "Overhead", "ProfileEra",
+    "StageOverhead", "apply_calibration", "era_for", "estimate_overhead", "moe_workspace_bytes",
+    "nvswitch_class", "vllm_available_kv_bytes",
+]  # fmt: skip
+
 #: vLLM's default ``max_num_seqs`` when no GPU is given.
 DEFAULT_MAX_NUM_SEQS = 256
 #: CUDA-graph pool, fitted to vLLM 0.19's "Estimated CUDA graph memory" on an H100 (capture sizes up
@@ -66,90 +78,6 @@ CUDAGRAPH_BAND_BYTES = round(0.35 * GIB)
 #: Vision encoders are profiled with the text model and their towers are not all counted: the
 #: pessimistic side widens by the worst such record (vllm-16570, Qwen2.5-VL-72B: 2.55 GiB).
 VISION_BAND_BYTES = round(2.6 * GIB)
-#: The 0.10-era sampler beyond 256 rows: gpt-oss-120b on an H100 (1,024 rows × 201,088 logits) used
-#: 7.5 GiB beyond its weights at 1,024 and at 8,192 batched tokens (vllm-27508, vllm-23278): 4.75 and
-#: 4.60 GiB more than this model, i.e. up to 24.8 B more per logit. Every other 0.10-era record samples
-#: 256 rows and fits 14.94 B/logit; 0.19 samples 1,024 rows at 14.94 too. Unexplained, so the
-#: pessimistic end allows 25 B per logit more there.
-EARLY_WIDE_SAMPLER_EXTRA_BYTES_PER_LOGIT = 25
-EARLY_WIDE_SAMPLER_ROWS = 256
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProfileEra:
-    """How one range of vLLM releases profiles memory (constants per era, with their records)."""
-
-    name: str
-    since: tuple[int, int]
-    #: V0 keeps the forward's temporaries while sampling (peak = F + S); V1 frees them (max)
-    sampler_adds_to_forward: bool
-    forward_percent: int
-    #: sampler bytes per logit, in hundredths of a byte
-    sampler_centibytes_per_logit: int
-    moe_workspace_kept: bool
-    non_torch_bytes: int
-    #: with tensor parallelism on NVSwitch-class Hopper/Blackwell boards (NCCL NVLS buffers)
-    non_torch_tp_bytes: int
-    #: with tensor parallelism elsewhere (PCIe, NVL pairs, Ampere and older)
-    non_torch_tp_other_bytes: int
-    non_torch_pp_bytes: int
-    #: ± error measured on the era's records (see ``bench/accuracy.py``)
-    band_bytes: int
-    sources: str
-
-
-ERAS: tuple[ProfileEra, ...] = (
-    ProfileEra(
-        name="0.19", since=(0, 19), sampler_adds_to_forward=False, forward_percent=141,
-        sampler_centibytes_per_logit=1494, moe_workspace_kept=True,
-        non_torch_bytes=round(0.26 * GIB), non_torch_tp_bytes=round(2.10 * GIB),
-        non_torch_tp_other_bytes=round(0.11 * GIB), non_torch_pp_bytes=round(0.07 * GIB),
-        band_bytes=round(0.25 * GIB),
-        sources="H100 sweep, vLLM 0.19 (15 records): sampler 14.94 B/logit and non-torch 0.26 GiB "
-        "from Llama-3.1-8B TP 1; forward 141% from its PP 4 first stage (1.10 GiB); TP non-torch "
-        "2.10 GiB from Qwen2.5-72B TP 2 (2.07-2.21 GiB at TP 2 and 4, H100 SXM); PP-only 0.07 GiB; "
-        "TP off NVSwitch boards: the 0.10 figure (unconfirmed for 0.19)",
-    ),
-    ProfileEra(
-        name="0.10", since=(0, 10), sampler_adds_to_forward=False, forward_percent=141,
-        sampler_centibytes_per_logit=1494, moe_workspace_kept=True,
-        non_torch_bytes=round(0.02 * GIB), non_torch_tp_bytes=round(0.11 * GIB),
-        non_torch_tp_other_bytes=round(0.11 * GIB), non_torch_pp_bytes=round(0.02 * GIB),
-        band_bytes=round(0.25 * GIB),
-        sources="Llama-3.2-1B dev build (non-torch 0.02 GiB printed); Qwen2-7B TP 2 on A100-80GB "
-        "(vLLM 0.10.1: 0.11 GiB left after weights, activation and KV); activation terms of 0.19",
-    ),
-    ProfileEra(
-        name="0.8", since=(0, 8), sampler_adds_to_forward=False, forward_percent=141,
-        sampler_centibytes_per_logit=1494, moe_workspace_kept=True,
-        non_torch_bytes=round(0.38 * GIB), non_torch_tp_bytes=round(0.38 * GIB),
-        non_torch_tp_other_bytes=round(0.38 * GIB), non_torch_pp_bytes=round(0.38 * GIB),
-        band_bytes=round(5.0 * GIB),
-        sources="early V1: non-torch 0.34-0.43 GiB per rank (vllm-16570); an L40S log of April "
-        "2025 main (vllm-17122) shows 4.9 GiB more overhead than any term explains, hence the band",
-    ),
-    ProfileEra(
-        name="0.6", since=(0, 0), sampler_adds_to_forward=True, forward_percent=87,
-        sampler_centibytes_per_logit=1900, moe_workspace_kept=False,
-        non_torch_bytes=round(0.35 * GIB), non_torch_tp_bytes=round(0.40 * GIB),
-        non_torch_tp_other_bytes=round(0.40 * GIB), non_torch_pp_bytes=round(0.35 * GIB),
-        band_bytes=round(0.5 * GIB),
-        sources="V0: two profiles of Llama-3-8B, 2.99 GiB at 29,000 tokens (vllm-10517) and "
-        "1.26 GiB at 8,192 (vLLM PR #10511): slope 87% of the width, 19 B per sampler logit",
-    ),
-)  # fmt: skip
-
-
-def era_for(engine_version: str | None) -> ProfileEra:
-    """The era of ``engine_version`` (``"0.19.0"``, a profile name, None = newest)."""
-    match = re.match(r"\s*v?(\d+)\.(\d+)", engine_version or "")
-    if match is None:
-        return ERAS[0]
-    wanted = (int(match[1]), int(match[2]))
-    for era in ERAS:
-        if wanted >= era.since:
-            return era
-    return ERAS[-1]  # pragma: no cover - the last era starts at 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,11 +137,14 @@ def estimate_overhead(
     quantization: str | None = None,
     subtracts_cudagraph: bool = False,
     seqs_default: str = "vLLM's default",
+    flashinfer_sampler: bool | None = None,
 ) -> Overhead:
     """vLLM's non-weight, non-KV memory per GPU for one profile run (see the module doc).
 
     ``quantization`` overrides the checkpoint's method (it decides the MoE kernel);
-    ``subtracts_cudagraph`` widens the band by the graph estimate's error where vLLM subtracts it.
+    ``subtracts_cudagraph`` widens the band by the graph estimate's error where vLLM subtracts it;
+    ``flashinfer_sampler`` says whether FlashInfer's sampler runs where the release leaves it to the
+    installation (None: the era's default, see :mod:`kvcalc.estimate.eras`).
     Without ``max_num_seqs`` the sampler is sized for vLLM's default; ``seqs_default`` says in the
     note whose default that is for the engine being planned.
     """
@@ -237,22 +168,25 @@ def estimate_overhead(
             + (f"{gpu.name} ({gpu.mnbt_tier} tier)" if gpu else "GPUs under 70 GiB")
         )
     method = (quantization or (w.quantization.method if w.quantization else "") or "").lower()
-    mxfp4 = method == "mxfp4"
-    width = _live_width_per_token(w, tp)
-    workspace = moe_workspace_bytes(w, tokens, tp) if era.moe_workspace_kept and not mxfp4 else 0
+    width = live_width_per_token(w, tp)
+    kept = era.moe_workspace_kept and method != "mxfp4"
+    workspace = moe_workspace_bytes(w, tokens, tp) if kept else 0
     rows = min(max_num_seqs, tokens)
-    layers = _stage_layers(w.num_layers, pp)
+    kind = era.sampler(rows, flashinfer_sampler)
+    per_logit = era.centibytes_per_logit(kind, rows)
+    hidden = tokens * w.hidden_size * ACT_BYTES
+    layers = stage_layers(w.num_layers, pp)
     stages = []
     for index in range(pp):
         first, last = index == 0, index == pp - 1
         forward = cdiv(era.forward_percent * tokens * ACT_BYTES * width, 100)
-        logits = cdiv(rows * w.vocab_size * era.sampler_centibytes_per_logit, 100) if last else 0
-        buffers = 0 if first else 2 * tokens * w.hidden_size * ACT_BYTES
+        logits = cdiv(rows * w.vocab_size * per_logit, 100) if last else 0
+        buffers = 0 if first else 2 * hidden
         if era.sampler_adds_to_forward:
             sampler, peak = logits, forward + logits
         else:
-            forward = max(forward, workspace + 2 * tokens * w.hidden_size * ACT_BYTES)
-            sampler = logits + tokens * w.hidden_size * ACT_BYTES + workspace if last else 0
+            forward = max(forward, workspace + 2 * hidden)
+            sampler = logits + hidden + workspace if last else 0
             peak = max(forward, sampler)
         graphs = (
             0 if enforce_eager else CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * layers[index]
@@ -266,7 +200,7 @@ def estimate_overhead(
         f"activation ({era.name} era): max(forward {_gib(stages[-1].forward_bytes)}, sampler "
         f"{_gib(stages[-1].sampler_bytes)}); forward {era.forward_percent}% × {tokens:,} tokens × "
         f"{ACT_BYTES} B × {width:,} values, sampler {rows:,} rows × {w.vocab_size:,} logits × "
-        f"{era.sampler_centibytes_per_logit / 100:.2f} B"
+        f"{per_logit / 100:.2f} B ({_SAMPLER_WORDS[kind]})"
         + (f", fused-MoE workspace {_gib(workspace)}" if workspace else "")
     )
     low, high = era.band_bytes, era.band_bytes
@@ -278,12 +212,15 @@ def estimate_overhead(
             f"vision encoder: vLLM profiles it beside the text model; the pessimistic end allows "
             f"{_gib(VISION_BAND_BYTES)} for it" + ("" if w.vision else " and its uncounted tower")
         )
-    if era.name == "0.10" and rows > EARLY_WIDE_SAMPLER_ROWS:
-        extra = rows * w.vocab_size * EARLY_WIDE_SAMPLER_EXTRA_BYTES_PER_LOGIT
+    if era.flashinfer_optional and flashinfer_sampler is None and kind is SamplerKind.FUSED:
+        sort = era.centibytes_per_logit(SamplerKind.SORT, rows)
+        extra = cdiv(rows * w.vocab_size * (sort - per_logit), 100)
         low += extra
         notes.append(
-            f"vLLM 0.10-0.18 sampling {rows:,} rows used up to {_gib(extra)} more in the gpt-oss "
-            "logs than modelled; the pessimistic end allows for it"
+            f"FlashInfer's sampler assumed installed (the vLLM {era.name}-era Docker image ships it; "
+            f"PyPI only as vllm[flashinfer]): without it the profile run sorts the logits, "
+            f"{sort / 100:.0f} B each, {_gib(extra)} more; the pessimistic end allows for it "
+            "(engine option flashinfer_sampler=false plans that install)"
         )
     final = stages[-1]
     return Overhead(
@@ -301,22 +238,17 @@ def estimate_overhead(
     )
 
 
-def moe_workspace_bytes(w: WeightShape, tokens: int, tp: int) -> int:
-    """The fused-MoE kernel's kept workspaces and output for ``tokens`` tokens (0 without MoE)."""
-    m = w.moe
-    if m is None or "moe" not in w.ffns:
-        return 0
-    inter, h = cdiv(m.expert_intermediate_size, tp), w.hidden_size
-    return (
-        tokens * m.experts_per_token * (max(inter, h) + 2 * inter) * ACT_BYTES
-        + tokens * h * ACT_BYTES
-    )
+_SAMPLER_WORDS = {
+    SamplerKind.FUSED: "fused top-k/top-p sampler",
+    SamplerKind.SORT: "PyTorch top-k/top-p: the logits sorted",
+}
 
 
 def _non_torch(era: ProfileEra, tp: int, pp: int, gpu: GpuSpec | None) -> int:
+    n = era.non_torch
     if tp > 1:
-        return era.non_torch_tp_bytes if nvswitch_class(gpu) else era.non_torch_tp_other_bytes
-    return era.non_torch_pp_bytes if pp > 1 else era.non_torch_bytes
+        return n.tp_nvswitch_bytes if nvswitch_class(gpu) else n.tp_other_bytes
+    return n.pp_only_bytes if pp > 1 else n.one_gpu_bytes
 
 
 def nvswitch_class(gpu: GpuSpec | None) -> bool:
@@ -328,14 +260,6 @@ def nvswitch_class(gpu: GpuSpec | None) -> bool:
     major = int((gpu.compute_capability or "0").partition(".")[0] or 0)
     consumer = name.startswith("rtx") or "pcie" in name or "nvl" in name
     return gpu.vendor.lower() == "nvidia" and major in (9, 10) and not consumer
-
-
-def _stage_layers(num_layers: int, pp: int) -> list[int]:
-    """vLLM's ``get_pp_indices`` split: ``L // pp`` each, the remainder to stages -2, -3, ..."""
-    parts = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
-    return parts
 
 
 def _gib(n: int) -> str:
@@ -358,47 +282,12 @@ def vllm_available_kv_bytes(
     ...     weights_bytes=15 * GIB, overhead=o, subtract_cudagraph=False) / GIB
     54.5
     """
-    import math
-
     if not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
                          code="invalid-input")  # fmt: skip
     requested = math.ceil(total_memory_bytes * gpu_memory_utilization)
     graphs = overhead.cudagraph_bytes if subtract_cudagraph else 0
     return requested - weights_bytes - overhead.activation_bytes - overhead.non_torch_bytes - graphs
-
-
-def _live_width_per_token(w: WeightShape, tp: int) -> int:
-    """Values per token live at the widest layer's peak, one TP rank (see the module doc)."""
-    h = w.hidden_size
-    widths = [2 * h]
-    if "dense" in w.ffns and w.mlp:
-        widths.append(3 * cdiv(w.mlp.intermediate_size, tp) + 2 * h)
-    if "moe" in w.ffns and w.moe:
-        m = w.moe
-        shared = 3 * cdiv(m.shared_intermediate_size, tp)
-        widths.append(
-            m.experts_per_token * (3 * cdiv(m.expert_intermediate_size, tp) + h) + shared + 2 * h
-        )
-    if w.attention:
-        a = w.attention
-        q = cdiv(a.num_heads, tp) * a.head_dim * (2 if a.output_gate else 1)
-        kv = max(1, a.num_kv_heads // tp) * a.head_dim
-        widths.append(q + 2 * kv + a.num_heads * a.head_dim // tp + 2 * h)
-    if w.mla:
-        mla = w.mla
-        heads = cdiv(mla.num_heads, tp)
-        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        widths.append(heads * (qk + mla.qk_nope_head_dim + 2 * mla.v_head_dim) + 2 * h)
-    if w.mamba2:
-        ssm = w.mamba2
-        widths.append(cdiv(2 * ssm.intermediate_size + 2 * ssm.n_groups * ssm.state_size + ssm.num_heads, tp)
-                      + cdiv(ssm.conv_dim, tp) + 2 * h)  # fmt: skip
-    if w.gdn:
-        g = w.gdn
-        key, value = g.num_k_heads * g.k_head_dim, g.num_v_heads * g.v_head_dim
-        widths.append(cdiv(2 * key + 2 * value, tp) + cdiv(2 * key + value, tp) + 2 * h)
-    return max(widths)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -208,6 +208,7 @@ def _overhead(
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
     tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
+    flashinfer = _flashinfer_sampler(inputs)
     try:
         return estimate_overhead(
             model,
@@ -223,6 +224,7 @@ def _overhead(
             seqs_default="vLLM's default"
             if traits(inputs.engine).overhead_calibrated
             else "assumed (the engine sets no max_num_seqs)",
+            flashinfer_sampler=flashinfer,
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -246,6 +248,18 @@ def _engine_compute(
     kept = tuple(n for n in overhead.notes if not n.startswith(("activation (", "max_num_seqs ")))
     return replace(overhead, activation_bytes=buffer.bytes, forward_bytes=0, sampler_bytes=0,
                    moe_workspace_bytes=0, stages=(), notes=(*kept, buffer.note))  # fmt: skip
+
+
+def _flashinfer_sampler(inputs: PlanInputs) -> bool | None:
+    """vLLM's ``flashinfer_sampler`` engine option: FlashInfer's top-k/top-p sampler in use or not."""
+    value = dict(inputs.engine_options).get("flashinfer_sampler")
+    if value is None or inputs.engine is not EngineName.VLLM:
+        return None
+    if not isinstance(value, bool):
+        raise InputError(
+            f"flashinfer_sampler must be true or false, got {value!r}", code="invalid-input"
+        )
+    return value
 
 
 def _subtracts_cudagraph(engine: Any, version: str | None) -> bool:

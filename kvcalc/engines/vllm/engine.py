@@ -57,7 +57,7 @@ from kvcalc.units import GIB, format_gib
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 EXTRA_KEYS = (
     "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
-    "swap_space_bytes", "num_gpu_blocks_override", "allow_long_max_model_len",
+    "swap_space_bytes", "num_gpu_blocks_override", "allow_long_max_model_len", "flashinfer_sampler",
 )  # fmt: skip
 
 
