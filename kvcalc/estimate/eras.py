@@ -134,7 +134,7 @@ ERAS: tuple[ProfileEra, ...] = (
     ProfileEra(
         name="0.8", since=(0, 8), non_torch=NonTorch.gib(0.38, 0.38, 0.38, 0.38), band_bytes=round(5.0 * GIB),
         sources="early V1: non-torch = all device memory not allocated by torch after the profile run "
-        "(CUDA context included; 0.34-0.43 GiB per rank in vllm-16570); an L40S log of April 2025 main "
+        "(CUDA context included; 0.34-0.43 GiB per rank in vllm-16570, a V0 log of 0.8.3); an L40S log of April 2025 main "
         "(vllm-17122) shows ~4 GiB more overhead than any term explains, hence the band",
     ),
     ProfileEra(
