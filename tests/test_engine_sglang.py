@@ -123,8 +123,9 @@ def test_rest_memory_rule():
 
 
 def test_refusals():
+    # the Mamba-state split is checked at PP 1 only (tests/test_sglang_hybrid.py)
     with pytest.raises(InputError) as err:
-        plan(bundled_shape("qwen3-next-80b-a3b-thinking"))
+        plan(bundled_shape("qwen3-next-80b-a3b-thinking"), pipeline_parallel_size=2)
     assert err.value.code == "unsupported-model"
     with pytest.raises(InputError) as err:
         plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="q8_0")

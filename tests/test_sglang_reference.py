@@ -30,15 +30,10 @@ HERE = Path(__file__).parent / "fixtures"
 SGL = json.loads((HERE / "sglang_0_5_23" / "h100_20gib.json").read_text())
 CONFIGS = json.loads((HERE / "vllm_0_33" / "reference_configs.json").read_text())["models"]
 
-#: refused by kvcalc's sglang engine until modelled (SGLang serves all of them)
-REFUSED = {
-    "Qwen--Qwen3-Next-80B-A3B-Thinking.json",  # Mamba/GDN state slots reserved first
-    "Qwen--Qwen3.5-35B-A3B.json",  # same
-    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json",  # same
-    "zai-org--GLM-5.json",  # MLA + DSA indexer key cache
-    "nvidia--Gemma-4-31B-IT-NVFP4.json",  # 28,984 tokens in SGLang, 29,127 in the old model
-    "moonshotai--Kimi-K2.5.json",  # 304,103 tokens in SGLang, 305,595 in the old model
-}
+#: refused by kvcalc's sglang engine until modelled: none left (the Mamba-state split, the DSA
+#: indexer and the multimodal reservation behind Gemma 4 and Kimi-K2.5 are modelled; see
+#: tests/test_sglang_hybrid.py for their own fixture)
+REFUSED: set[str] = set()
 
 CASES = [
     pytest.param(e, id=f"{e['config'][:-5]}-tp{e['tp']}-{e['kv_cache_dtype']}")

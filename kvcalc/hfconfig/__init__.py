@@ -112,12 +112,18 @@ def parse_config(
         weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
         quantization=_quantization(r),
         mm_prefix_attention=_mm_prefix(r, str(r.str("model_type", "") or "")),
+        config_architectures=_top_architectures(raw),
         checkpoint_quant_config=_checkpoint_quant(raw, hf_quant_config, r.source),
         family=check.family.name if check.family else None,
         layout_validated=check.validated,
         unverified_keys=check.keys if not check.validated else (),
         ignored_keys=_ignored(r, read),
     )
+
+
+def _top_architectures(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    arch = raw.get("architectures")
+    return tuple(str(a) for a in arch) if isinstance(arch, list) else ()
 
 
 #: top-level model types vLLM treats as mm-prefix LMs (``is_mm_prefix_lm``, vLLM 0.33.0)

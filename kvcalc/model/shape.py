@@ -55,6 +55,9 @@ class ModelShape:
     #: image tokens attend bidirectionally (vLLM ``is_mm_prefix_lm``: Gemma 3/4, PaliGemma, ...),
     #: which selects vLLM's mm-prefix attention backends
     mm_prefix_attention: bool = False
+    #: ``architectures`` at the top level of config.json (a multimodal wrapper's, where
+    #: ``architectures`` above is its text config's), which SGLang's model lists are keyed on
+    config_architectures: tuple[str, ...] = ()
     #: the checkpoint's quantization config as vLLM loads it: config.json's top-level
     #: ``quantization_config``, else a ModelOpt ``hf_quant_config.json`` beside it
     checkpoint_quant_config: Mapping[str, Any] | None = None

@@ -239,6 +239,12 @@ def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> Allocation
 
 # -- SGLang -------------------------------------------------------------------------------------
 def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    if any(isinstance(x, RecurrentState) for x in model.layers):
+        raise InputError(
+            "verify does not lay out SGLang's Mamba-state pool (plan sizes it; see docs/engines.md)",
+            hint="verify this model with --engine vllm",
+            code="unsupported-model",
+        )
     tokens = opts.tokens or DEFAULT_TOKENS
     request = _request(
         model, opts, opts.max_model_len or model.max_model_len, _HUGE, max_total_tokens=tokens

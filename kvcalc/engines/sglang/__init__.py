@@ -4,6 +4,9 @@
 (``mem_fraction_static``, KV dtype, ``max_running_requests``); :mod:`~kvcalc.engines.sglang.pools`
 the per-token cell of the MHA and MLA pools, the token count and the line SGLang prints;
 :mod:`~kvcalc.engines.sglang.swa` which architectures get the full/sliding split;
+:mod:`~kvcalc.engines.sglang.mamba` the Mamba/linear-attention state slots reserved first;
+:mod:`~kvcalc.engines.sglang.layers` the DSA and KV-shared layer rules;
+:mod:`~kvcalc.engines.sglang.multimodal` the multimodal reservation;
 :mod:`~kvcalc.engines.sglang.refused` what kvcalc refuses under SGLang and why;
 :mod:`~kvcalc.engines.sglang.engine` the engine that puts them together.
 """

@@ -12,7 +12,7 @@ from kvcalc.engines.base import (
     extra_int,
 )
 from kvcalc.engines.common import pp_stages
-from kvcalc.engines.sglang import pools
+from kvcalc.engines.sglang import layers, mamba, multimodal, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
     VERSIONS,
@@ -21,11 +21,13 @@ from kvcalc.engines.sglang.defaults import (
     default_mem_fraction_static,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
-from kvcalc.engines.sglang.refused import refuse_recurrent, refuse_unverified
-from kvcalc.engines.sglang.swa import hybrid_swa
+from kvcalc.engines.sglang.refused import refuse_unverified
+from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small
 from kvcalc.engines.unmodelled import refuse_unmodelled
+from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.shape import ModelShape
+from kvcalc.units import GIB
 
 
 class SglangEngine:
@@ -62,33 +64,54 @@ class SglangEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
-        refuse_unmodelled(self.name, request.model)
+        refuse_unmodelled(self.name, request.model, skip=(SparseMLA, CompressedSparseAttention))
         refuse_unverified(request.model)
         profile = _profile(request.engine_version)
         notes: list[str] = []
         dtype = cache_dtype(request, notes)
-        model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
-        refuse_recurrent(model)
+        sized = layers.layer_dtype(request.model, dtype)
+        model = request.model.with_cache_dtype(sized).per_rank(request.tensor_parallel_size)
+        model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)
-        page = extra_int(request.extra, "page_size", 1)
+        page = extra_int(request.extra, "page_size", layers.default_page_size(model))
+        budget, split = _budget(request, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
         cells = [pools.cells(model, stage, hybrid) for stage in stages]
-        return _plan(request, profile, dtype, model, cells, hybrid, page, notes)
+        return _plan(request, profile, dtype, model, cells, hybrid, page, notes, budget, split)
+
+
+def _budget(
+    request: EngineRequest, model: ModelShape, notes: list[str]
+) -> tuple[int, mamba.MambaSplit | None]:
+    """The bytes the KV pool is sized from: ``rest`` less the multimodal reservation and, for a
+    Mamba/linear-attention hybrid, less the state slots reserved first (floats in GiB, as SGLang)."""
+    reserved = multimodal.reservation_bytes(
+        request.model, request.gpu_memory_bytes, request.gpu_compute_capability
+    )
+    if reserved:
+        notes.append(multimodal.note(reserved))
+    if not mamba.is_hybrid(model):
+        if not reserved:
+            return request.available_kv_bytes, None
+        return int((request.available_kv_bytes / GIB - reserved / GIB) * GIB), None
+    mamba.refuse_unserved(model, request.pipeline_parallel_size)
+    rest_gib = request.available_kv_bytes / GIB - reserved / GIB
+    split = mamba.split(model, rest_gib)
+    notes.extend(mamba.notes(split))
+    return split.kv_budget_bytes, split
 
 
 def _plan(
     request: EngineRequest, profile: str, dtype: CacheDtype, model: ModelShape,
-    cells: list[pools.Cells], hybrid: bool, page: int, notes: list[str],
+    cells: list[pools.Cells], hybrid: bool, page: int, notes: list[str], budget: int,
+    split: mamba.MambaSplit | None,
 ) -> KvCachePlan:  # fmt: skip
     L = request.max_model_len
     ratio = extra_fraction(request.extra, "swa_full_tokens_ratio", 0.8)
     cap = extra_int(request.extra, "max_total_tokens", None)
     tokens = max(
         0,
-        min(
-            pools.stage_tokens(request.available_kv_bytes, c, hybrid, ratio, cap, page)
-            for c in cells
-        ),
+        min(pools.stage_tokens(budget, c, hybrid, ratio, cap, page) for c in cells),
     )
     widest = max(cells, key=lambda c: c.full_bytes + c.swa_bytes)
     swa_tokens = int(tokens * ratio) // page * page if hybrid else 0
@@ -114,6 +137,16 @@ def _plan(
         f"default max_running_requests = min(max(int({tokens:,} / {L:,} · 512), 2048), 4096) = {running}"
     )
     groups = pools.groups(widest, tokens, swa_tokens, page, L, hybrid)
+    refusal = pool_too_small(model, swa_tokens, page) if hybrid and tokens > 0 else None
+    if refusal:
+        logs, fits = [refusal], False
+    if split is not None:
+        running = min(running, split.max_running_requests)
+        kv_bytes += split.state_bytes if split.slots > 0 else 0
+        groups += (mamba.group(split),)
+        refusal = mamba.refusal(split) or refusal
+        if refusal:
+            logs, fits = [refusal], False
     return KvCachePlan(
         engine="sglang", engine_version=profile, kv_cache_dtype=dtype.name, block_size=page,
         num_blocks=tokens // page, kv_cache_bytes=kv_bytes, kv_cache_tokens=tokens,
@@ -121,5 +154,6 @@ def _plan(
         bytes_per_request=L * per_token, fits=fits, estimated_max_model_len=None if fits else tokens,
         groups=groups, log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=tokens * per_token,
-        max_num_batched_tokens=None, max_num_seqs=running,
+        max_num_batched_tokens=None, max_num_seqs=running, refusal=refusal,
+        refusal_fix="more memory per GPU (--mem-fraction-static) or a higher --tp" if refusal else None,
     )  # fmt: skip

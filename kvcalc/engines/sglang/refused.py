@@ -1,42 +1,30 @@
 """What kvcalc refuses under SGLang, by name, rather than guess.
 
-Architectures whose pool SGLang 0.5.23's own sizing code (sglang_reference, emulated H100, 20 GiB)
-sizes differently from this package, reason not yet modelled. Gemma 4 (per-type KV heads/head dims
-in the hybrid SWA pool): 28,984 tokens vs 29,127 here; Kimi-K2.5, an MLA text stack inside a
-multimodal wrapper: 304,103 vs 305,595 here.
+- DeepSeek-V4 (``DeepseekV4ForCausalLM``): SGLang 0.5.23 sizes it with its own
+  ``DSV4PoolConfigurator`` (compressed C4/C128 pools and their state pools, a sliding-window ring,
+  ``swa_full_tokens_ratio`` 0.1, page 256, ``max_running_requests`` 256 by default) — recorded
+  (DeepSeek-V4-Flash: 2,647,040 full tokens at 20 GiB) but not modelled here.
+- Mamba hybrids SGLang has no model class for, KV-shared layers other than Gemma-3n's:
+  :mod:`~kvcalc.engines.sglang.mamba`, :mod:`~kvcalc.engines.sglang.layers`.
+
+Gemma 4 (28,984 tokens vs 29,127) and Kimi-K2.5 (304,103 vs 305,595), refused until the
+multimodal reservation was found (:mod:`~kvcalc.engines.sglang.multimodal`), now match.
 """
 
 from __future__ import annotations
 
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import MLALatent, RecurrentState
+from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.shape import ModelShape
-
-UNVERIFIED_ARCHS = {
-    "Gemma4ForConditionalGeneration": "Gemma 4 (sliding and global layers of different shapes)",
-    "Gemma4ForCausalLM": "Gemma 4 (sliding and global layers of different shapes)",
-}
 
 
 def refuse_unverified(model: ModelShape) -> None:
-    """Refuse what SGLang's recorded sizing shows kvcalc does not reproduce yet."""
-    what = next((UNVERIFIED_ARCHS[a] for a in model.architectures if a in UNVERIFIED_ARCHS), None)
-    wrapped = any(k.startswith("text_config.") for k in model.config_keys)
-    if what is None and wrapped and any(isinstance(x, MLALatent) for x in model.layers):
-        what = "an MLA text stack inside a multimodal config (Kimi-K2.5)"
-    if what is not None:
+    """Refuse what SGLang's recorded sizing shows kvcalc does not reproduce."""
+    if any(isinstance(x, CompressedSparseAttention) for x in model.layers):
         raise InputError(
-            f"sglang: {what} ({model.model_type}): SGLang 0.5.23 sizes this pool differently "
-            "from kvcalc's model, which is not yet checked",
-            hint="plan it with --engine vllm; under SGLang it is not yet modelled",
-            code="unsupported-model",
-        )
-
-
-def refuse_recurrent(model: ModelShape) -> None:
-    """Mamba/linear-attention hybrids: SGLang's state-slot split is not modelled."""
-    if any(isinstance(x, RecurrentState) for x in model.layers):
-        raise InputError(
-            "SGLang's Mamba/linear-attention pool split (handle_max_mamba_cache) is not modelled",
+            f"sglang: DeepSeek-V4 compressed sparse attention ({model.model_type}) is sized by "
+            "SGLang 0.5.23's DSV4PoolConfigurator (compressed C4/C128 and state pools, a "
+            "sliding-window ring, page 256), which kvcalc does not model",
+            hint="plan it with --engine vllm, whose sizing of this layout is checked",
             code="unsupported-model",
         )

@@ -26,3 +26,15 @@ def hybrid_swa(request: EngineRequest, model: ModelShape, version: str, notes: l
             "SGLang books sliding/chunked layers for every token (not a hybrid-SWA architecture)"
         )
     return bool(hybrid)
+
+
+def pool_too_small(model: ModelShape, swa_tokens: int, page: int) -> str | None:
+    """``validate_swa_pool_size``: SGLang stops when the SWA pool cannot admit one request."""
+    windows = [w for x in model.layers if x.kind in ("sliding", "chunked") and (w := x.window)]
+    if not windows or max(windows) + page < swa_tokens:
+        return None
+    return (
+        f"SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill admission "
+        f"floor is sliding_window_size ({max(windows)}) + page_size ({page}). Increase "
+        "--swa-full-tokens-ratio or the total KV budget."
+    )

@@ -1,0 +1,199 @@
+"""Mamba and linear-attention hybrids: SGLang reserves the recurrent-state slots first.
+
+``KVCacheConfigurator._handle_max_mamba_cache`` (``mem_cache/kv_cache_configurator.py``, 0.5.23),
+the auto-fit path (no ``--max-mamba-cache-size``, radix cache on, no speculative decoding), on the
+``rest`` left after the multimodal reservation, in GiB as SGLang computes it (floats):
+
+- one slot (``mamba_cache_per_req``) = Σ over the recurrent layers of conv elements · 2 B
+  (``SGLANG_MAMBA_CONV_DTYPE`` bfloat16, whatever the model dtype) + state elements · the SSM dtype
+  (the config's ``mamba_ssm_dtype``, top level or ``text_config``; float32 when absent);
+- state budget = rest · r / (1 + r), ``mamba_full_memory_ratio`` r = 0.9;
+- slots K = ``int((budget − slot) // slot)``; K + 1 are allocated (one padding slot);
+- the KV pool is sized from rest − (K + 1) · slot and holds the attention layers only;
+- ``max_running_requests`` ≤ K // s, s = 3 + 2 slots per request where SGLang keeps the
+  ``extra_buffer`` radix strategy (``_MAMBA_EXTRA_BUFFER_ARCHS``, overlap schedule on), else 3
+  (``no_buffer``).
+
+Qwen3-Next-80B, TP 1, 20 GiB: a slot is 36 · (3 · 8,192 · 2 + 32 · 128 · 128 · 4) = 77,266,944 B;
+20 · 0.9 / 1.9 GiB holds K = 130; the KV pool gets 20 GiB − 131 · 77,266,944 B = 11,352,866,816 B,
+// 24,576 B = 461,949 tokens; at most 130 // 5 = 26 running requests (SGLang's own sizing code,
+recorded). The shapes are kvcalc's recurrent layouts; each matched SGLang's recorded slot bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from kvcalc.engines.base import KvCacheGroup
+from kvcalc.errors import InputError
+from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
+from kvcalc.model.layouts import LayerKind, Layout, RecurrentState
+from kvcalc.model.recurrent_layouts import ParallelHybrid
+from kvcalc.model.shape import ModelShape
+from kvcalc.units import GIB
+
+#: hybrid architectures SGLang 0.5.23 serves with a Mamba/linear-attention state pool
+SERVED_ARCHS = frozenset({
+    "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "KimiLinearForCausalLM",
+})  # fmt: skip
+#: ``_MAMBA_EXTRA_BUFFER_ARCHS`` (``arg_groups/overrides.py``) among :data:`SERVED_ARCHS`: the
+#: ``auto`` radix strategy resolves to ``extra_buffer`` (two tracking slots per request more)
+EXTRA_BUFFER_ARCHS = SERVED_ARCHS - {"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"}
+#: hybrids SGLang 0.5.23 has no model class for, and why it stops (``model_loader/utils.py``)
+NOT_SERVED = {
+    "JambaForCausalLM": "Jamba",
+    "BambaForCausalLM": "Bamba",
+}
+MAMBA_FULL_MEMORY_RATIO = 0.9
+#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``, and the two ping-pong tracking slots
+_BASE_SLOTS, _EXTRA_BUFFER_SLOTS = 3, 2
+_SSM_DTYPES = {"float32": FP32, "bfloat16": BF16, "float16": FP16}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MambaSplit:
+    """The state pool SGLang reserves before the KV pool, per GPU."""
+
+    #: ``max_mamba_cache_size`` (one more slot is allocated as padding)
+    slots: int
+    #: ``mamba_cache_per_req``: one slot over all recurrent layers
+    slot_bytes: int
+    num_layers: int
+    #: slots one running request holds (``_calculate_mamba_ratio``)
+    slots_per_request: int
+    #: what the KV pool is sized from
+    kv_budget_bytes: int
+    #: SGLang's ``total_rest_memory`` before the split, GiB
+    rest_gib: float
+
+    @property
+    def state_bytes(self) -> int:
+        return (self.slots + 1) * self.slot_bytes
+
+    @property
+    def max_running_requests(self) -> int:
+        return self.slots // self.slots_per_request
+
+
+def is_hybrid(model: ModelShape) -> bool:
+    return any(isinstance(x, RecurrentState) for x in model.layers)
+
+
+def refuse_unserved(model: ModelShape, pipeline_parallel_size: int) -> None:
+    """Hybrids SGLang does not serve, and what the state split is not checked for."""
+    archs = set(model.architectures)
+    for arch, what in NOT_SERVED.items():
+        if arch in archs:
+            raise InputError(
+                f"sglang: {what} ({arch}) is not served by SGLang 0.5.23: it has no SGLang model "
+                f'class and stops at load with "{arch} has no SGlang implementation and the '
+                'Transformers implementation is not compatible with SGLang."',
+                hint="plan it with --engine vllm",
+                code="unsupported-model",
+            )
+    if not archs & SERVED_ARCHS:
+        raise InputError(
+            f"sglang: the recurrent-state pool of {model.model_type} "
+            f"({', '.join(model.architectures) or 'no architectures'}) is not checked against "
+            "SGLang's sizing code",
+            hint="plan it with --engine vllm",
+            code="unsupported-model",
+        )
+    if pipeline_parallel_size > 1:
+        raise InputError(
+            "sglang: the Mamba-state split under pipeline parallelism is not checked against "
+            "SGLang's sizing code",
+            hint="plan it with -pp 1, or with --engine vllm",
+            code="unsupported-model",
+        )
+
+
+def ssm_dtype(model: ModelShape) -> CacheDtype:
+    """``mamba2_state_dtype``: the config's ``mamba_ssm_dtype`` (text config first), else float32."""
+    keys = model.config_keys
+    name = keys.get("text_config.mamba_ssm_dtype", keys.get("mamba_ssm_dtype"))
+    if name is None and any(k.endswith("mamba_ssm_dtype") for k in model.ignored_keys):
+        raise InputError(
+            f"sglang: {model.model_type} carries mamba_ssm_dtype, which sets SGLang's state dtype, "
+            "but kvcalc's reader of this family does not read it",
+            hint="plan it with --engine vllm",
+            code="unsupported-model",
+        )
+    return _SSM_DTYPES.get(str(name), FP32)
+
+
+def _recurrent(layer: Layout) -> RecurrentState | None:
+    if isinstance(layer, ParallelHybrid):
+        return layer.mixer
+    return layer if isinstance(layer, RecurrentState) else None
+
+
+def slot_bytes(model: ModelShape) -> tuple[int, int]:
+    """``mamba_cache_per_req`` of the per-rank ``model``, and its number of recurrent layers."""
+    state = ssm_dtype(model)
+    total = layers = 0
+    for layer in model.layers:
+        mixer = _recurrent(layer)
+        if mixer is None:
+            continue
+        layers += 1
+        for t in mixer.state_tensors():
+            dtype = BF16 if t.name == "conv" else state
+            total += prod(t.shape) * dtype.block_bytes
+    return total, layers
+
+
+def split(model: ModelShape, rest_gib: float) -> MambaSplit:
+    """The state slots SGLang reserves from ``rest_gib`` and the bytes left for the KV pool
+    (``slots`` ≤ 0: SGLang stops, :func:`refusal`)."""
+    per_slot, layers = slot_bytes(model)
+    budget = rest_gib * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    slots = int((budget * GIB - per_slot) // per_slot) if per_slot else 0
+    rest_kv = rest_gib - (slots + 1) * per_slot / GIB
+    archs = set(model.architectures)
+    per_request = _BASE_SLOTS + (_EXTRA_BUFFER_SLOTS if archs & EXTRA_BUFFER_ARCHS else 0)
+    return MambaSplit(
+        slots=slots, slot_bytes=per_slot, num_layers=layers, slots_per_request=per_request,
+        kv_budget_bytes=int(rest_kv * GIB) if slots > 0 else 0, rest_gib=rest_gib,
+    )  # fmt: skip
+
+
+def refusal(s: MambaSplit) -> str | None:
+    """SGLang's error when no state slot fits (``_handle_max_mamba_cache``) or too few for one
+    request (``resolve_max_num_reqs``), else None."""
+    if s.slots > 0 and s.max_running_requests > 0:
+        return None
+    if s.slots > 0:
+        return (
+            "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={s.slots}, mamba_ratio={s.slots_per_request}, "
+            f"resulting max_num_reqs={s.max_running_requests}."
+        )
+    return (
+        "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+        f"max_mamba_cache_size={s.slots} (total_rest_memory={s.rest_gib:.2f} GB, "
+        f"mamba_cache_per_req={s.slot_bytes / (1 << 20):.2f} MB)."
+    )
+
+
+def notes(s: MambaSplit) -> list[str]:
+    return [
+        f"Mamba-state pool first: {s.slots:,} slots (+1 padding) of {s.slot_bytes:,} B over "
+        f"{s.num_layers} recurrent layers = {s.state_bytes / GIB:.2f} GiB "
+        f"(mamba_full_memory_ratio {MAMBA_FULL_MEMORY_RATIO}); the KV pool gets the rest",
+        f"max_running_requests ≤ {s.slots:,} // {s.slots_per_request} state slots per request "
+        f"= {s.max_running_requests:,}",
+    ]
+
+
+def group(s: MambaSplit) -> KvCacheGroup:
+    """The state pool as a cache group: ``num_blocks`` slots of one request's state per layer."""
+    return KvCacheGroup(
+        kind=LayerKind.RECURRENT, num_layers=s.num_layers,
+        page_bytes=s.slot_bytes // max(1, s.num_layers), block_size=1,
+        blocks_per_request=s.slots_per_request, num_blocks=max(0, s.slots),
+    )  # fmt: skip
