@@ -66,8 +66,8 @@ COMMAND_MODULES = {
     "schema": "cmd_check",
     "verify": "cmd_verify",
     "curve": "cmd_curve",
-    "compare": "cmd_curve",
-    "throughput": "cmd_curve",
+    "compare": "cmd_compare",
+    "throughput": "cmd_throughput",
 }
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kvcalc.cli.app import app
-from kvcalc.cli.options import OUTPUT_PANEL, OfflineOpt, TokenOpt
+from kvcalc.cli.options import command
 from kvcalc.errors import ExitCode, InputError
+from kvcalc.planning.settings import OUTPUT_PANEL
 
 CHECK_EXIT_HELP = (
     "Exit status: 0 every deployment passes; 1 at least one fails its requirements or would not "
@@ -43,7 +44,16 @@ def _fail_on(values: list[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-@app.command(epilog=CHECK_EXIT_HELP)
+@command(
+    app,
+    "token",
+    "offline",
+    examples=(
+        "kvcalc check examples/deployments/fleet.yaml",
+        "kvcalc check examples/deployments/fleet.yaml --format markdown",
+    ),
+    epilog=CHECK_EXIT_HELP,
+)
 def check(
     paths: Annotated[
         list[str],
@@ -82,8 +92,7 @@ def check(
             rich_help_panel=OUTPUT_PANEL,
         ),
     ] = False,
-    token: TokenOpt = None,
-    offline: OfflineOpt = False,
+    given: dict[str, Any],
 ) -> int:
     """Check deployment files: plan every deployment and judge it against its requirements.
 
@@ -92,18 +101,14 @@ def check(
     Keys follow `kvcalc plan` and vLLM; `command: vllm serve ...` is read too.
 
     Every problem in every file is reported at once, as file:line:column: message.
-
-    Examples:
-
-    \b
-      kvcalc check examples/deployments/fleet.yaml
-      kvcalc check examples/deployments/fleet.yaml --format markdown
     """
     from kvcalc.deploy.run import check_paths
     from kvcalc.render import check_view, to_json
 
     fail_on_verdicts = _fail_on(fail_on)
-    report = check_paths(paths, fail_on=fail_on_verdicts, token=token, offline=offline or None)
+    report = check_paths(
+        paths, fail_on=fail_on_verdicts, token=given["token"], offline=given["offline"] or None
+    )
     fmt = output_format.value
     if report.problems:
         return _report_problems(report, fmt)
@@ -161,16 +166,9 @@ def _report_problems(report, fmt: str) -> int:
     return int(ExitCode.ERROR)
 
 
-@app.command()
-def schema() -> int:
-    """Print the JSON Schema of deployment files (for editors and other validators).
-
-    Examples:
-
-    \b
-      kvcalc schema
-      kvcalc schema --help
-    """
+@command(app, examples=("kvcalc schema", "kvcalc schema --help"))
+def schema(*, given: dict[str, Any]) -> int:
+    """Print the JSON Schema of deployment files (for editors and other validators)."""
     import json
 
     from kvcalc.deploy.schema import build_schema

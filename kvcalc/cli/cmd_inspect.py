@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kvcalc.cli.app import app
-from kvcalc.cli.options import (
-    OUTPUT_PANEL,
-    GgufFileOpt,
-    JsonOpt,
-    KvCacheDtypeOpt,
-    MaxModelLenOpt,
-    ModelArg,
-    OfflineOpt,
-    RevisionOpt,
-    TokenOpt,
-    TrustLayoutOpt,
-)
+from kvcalc.cli.options import MODEL_SOURCE, ModelArg, command
+from kvcalc.planning.settings import OUTPUT_PANEL
 
 
-@app.command()
+@command(
+    app, "kv_cache_dtype", "max_model_len", *MODEL_SOURCE, "trust_layout", "json",
+    examples=(
+        "kvcalc inspect llama-3.1-8b --max-model-len 32K",
+        "kvcalc inspect gemma-2-9b-it --json",
+    ),
+)  # fmt: skip
 def inspect(
     model: ModelArg,
     *,
-    kv_cache_dtype: KvCacheDtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
     explain: Annotated[
         bool,
         typer.Option(
@@ -43,37 +37,26 @@ def inspect(
             rich_help_panel=OUTPUT_PANEL,
         ),
     ] = True,
-    revision: RevisionOpt = None,
-    gguf_file: GgufFileOpt = None,
-    token: TokenOpt = None,
-    offline: OfflineOpt = False,
-    trust_layout: TrustLayoutOpt = False,
-    json_: JsonOpt = False,
+    given: dict[str, Any],
 ) -> int:
-    """Show a model's KV-cache layout and bytes per token for every cache dtype.
-
-    Examples:
-
-    \b
-      kvcalc inspect llama-3.1-8b --max-model-len 32K
-      kvcalc inspect gemma-2-9b-it --json
-    """
-    from kvcalc.cli.options import with_gguf_file
+    """Show a model's KV-cache layout and bytes per token for every cache dtype."""
+    from kvcalc.cli.options import source_kwargs, with_gguf_file
     from kvcalc.planning.inspect import inspect_loaded
     from kvcalc.render import inspect_view, to_json
     from kvcalc.sources.resolve import load_model
 
     loaded = load_model(
-        with_gguf_file(model, gguf_file),
-        revision=revision,
-        token=token,
-        offline=offline or None,
-        trust_layout=trust_layout,
+        with_gguf_file(model, given["gguf_file"]),
+        **source_kwargs(given),
+        trust_layout=given["trust_layout"],
     )
     result = inspect_loaded(
-        loaded, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, with_weights=weights
+        loaded,
+        kv_cache_dtype=given["kv_cache_dtype"],
+        max_model_len=given["max_model_len"],
+        with_weights=weights,
     )
-    if json_:
+    if given["json"]:
         to_json.print_json(result.to_dict())
     else:
         inspect_view.render(result, explain=explain)

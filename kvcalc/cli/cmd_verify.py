@@ -2,82 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kvcalc.cli.app import app
-from kvcalc.cli.options import (
-    HARDWARE_PANEL,
-    OUTPUT_PANEL,
-    SERVING_PANEL,
-    GgufFileOpt,
-    JsonOpt,
-    KvCacheDtypeOpt,
-    MaxModelLenOpt,
-    OfflineOpt,
-    RevisionOpt,
-    TokenOpt,
-    opt,
-)
+from kvcalc.cli.options import MODEL_SOURCE, command, opt, refuse, use
+from kvcalc.planning.settings import HARDWARE_PANEL, OUTPUT_PANEL
 
 CHECK_PANEL = "Check"
+_ON_THIS_MACHINE = (
+    "verify measures the cache on this machine's device; {flag} names memory it does not have",
+    "use --device cpu or --device cuda here (--fill emulates the deployment on the GPU present); "
+    "kvcalc plan MODEL {flag} ... predicts for a GPU you do not have",
+)
 
 
-@app.command()
+@command(
+    app,
+    use("engine", note="verify: vllm, hf (transformers), llamacpp or sglang."),
+    use("engine_version", note="hf: the installed transformers."),
+    "kv_cache_dtype",
+    use("tensor_parallel_size", note="Verify one rank's share."),
+    "block_size", "max_model_len", "engine_option",
+    use("gpu_memory_utilization", note="The --fill budget."),
+    use("batch", default=1, note="Sequences in the transformers cache."),
+    *MODEL_SOURCE, "json",
+    refuse("gpu", *(t.format(flag="--gpu") for t in _ON_THIS_MACHINE)),
+    refuse("gpu_memory", *(t.format(flag="--gpu-memory") for t in _ON_THIS_MACHINE)),
+    examples=(
+        "kvcalc verify llama-3.1-8b --engine vllm --kv-cache-dtype fp8",
+        "kvcalc verify qwen3-8b --engine hf --max-model-len 4K",
+    ),
+)  # fmt: skip
 def verify(
     model: Annotated[
         str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
     ],
     *,
-    engine: Annotated[
-        str,
-        opt(
-            "--engine",
-            help="vllm, hf (transformers), llamacpp or sglang.",
-            panel=SERVING_PANEL,
-            show_default=True,
-        ),
-    ] = "vllm",
-    engine_version: Annotated[
-        str | None,
-        opt(
-            "--engine-version",
-            help="Engine version whose layout applies (default newest; hf: the installed transformers).",
-            panel=SERVING_PANEL,
-        ),
-    ] = None,
-    kv_cache_dtype: KvCacheDtypeOpt = "auto",
-    tensor_parallel_size: Annotated[
-        int,
-        opt(
-            "--tensor-parallel-size",
-            "-tp",
-            min=1,
-            help="Verify one rank's share of this many.",
-            panel=SERVING_PANEL,
-            show_default=True,
-        ),
-    ] = 1,
-    block_size: Annotated[
-        int | None,
-        opt(
-            "--block-size",
-            min=1,
-            help="Tokens per block (default: the engine's).",
-            panel=SERVING_PANEL,
-        ),
-    ] = None,
-    max_model_len: MaxModelLenOpt = None,
-    engine_option: Annotated[
-        list[str] | None,
-        opt(
-            "--engine-option",
-            "-E",
-            help="Engine-specific KEY=VALUE, repeatable (as for plan).",
-            panel=SERVING_PANEL,
-        ),
-    ] = None,
     num_blocks: Annotated[
         int | None,
         opt("--num-blocks", min=1, help="vLLM blocks to allocate (default 4).", panel=CHECK_PANEL),
@@ -91,16 +53,6 @@ def verify(
             panel=CHECK_PANEL,
         ),
     ] = None,
-    batch: Annotated[
-        int,
-        opt(
-            "--batch",
-            min=1,
-            help="Sequences in the transformers cache.",
-            panel=CHECK_PANEL,
-            show_default=True,
-        ),
-    ] = 1,
     layers: Annotated[
         int | None,
         opt(
@@ -138,14 +90,6 @@ def verify(
             panel=CHECK_PANEL,
         ),
     ] = False,
-    gpu_memory_utilization: Annotated[
-        float | None,
-        opt(
-            "--gpu-memory-utilization",
-            help="--fill budget fraction (default: the engine's).",
-            panel=CHECK_PANEL,
-        ),
-    ] = None,
     run: Annotated[
         bool,
         opt(
@@ -181,45 +125,34 @@ def verify(
             panel=OUTPUT_PANEL,
         ),
     ] = None,
-    revision: RevisionOpt = None,
-    gguf_file: GgufFileOpt = None,
-    token: TokenOpt = None,
-    offline: OfflineOpt = False,
-    json_: JsonOpt = False,
+    given: dict[str, Any],
 ) -> int:
     """Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
 
     Needs torch (pip install 'kvcalc[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
     2 could not run (no torch, --fill without CUDA, bad input).
-
-    Examples:
-
-    \b
-      kvcalc verify llama-3.1-8b --engine vllm --kv-cache-dtype fp8
-      kvcalc verify qwen3-8b --engine hf --max-model-len 4K
     """
-    from kvcalc.cli.plan_args import parse_engine_options
+    from kvcalc.cli.options import source_kwargs, with_gguf_file
     from kvcalc.verify.check import verify as run_verify
     from kvcalc.verify.spec import VerifyOptions
 
+    g = given
     opts = VerifyOptions(
-        engine=engine, engine_version=engine_version, kv_cache_dtype=kv_cache_dtype,
-        tensor_parallel_size=tensor_parallel_size, block_size=block_size, num_blocks=num_blocks,
-        tokens=tokens, batch_size=batch, max_model_len=max_model_len,
-        engine_options=parse_engine_options(engine_option or ()),
+        engine=g["engine"], engine_version=g["engine_version"], kv_cache_dtype=g["kv_cache_dtype"],
+        tensor_parallel_size=g["tensor_parallel_size"], block_size=g["block_size"],
+        num_blocks=num_blocks, tokens=tokens, batch_size=g["batch"], max_model_len=g["max_model_len"],
+        engine_options=tuple(g["engine_option"] or ()),
     )  # fmt: skip
-    from kvcalc.cli.options import with_gguf_file
-
     result = run_verify(
-        with_gguf_file(model, gguf_file), opts, layers=layers, device=device, tolerance=tolerance, fill=fill, run=run,
-        prompt_tokens=prompt_tokens, new_tokens=new_tokens, gpu_memory_utilization=gpu_memory_utilization,
-        revision=revision, token=token, offline=offline or None,
+        with_gguf_file(model, g["gguf_file"]), opts, layers=layers, device=device, tolerance=tolerance,
+        fill=fill, run=run, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+        gpu_memory_utilization=g["gpu_memory_utilization"], **source_kwargs(g),
     )  # fmt: skip
     if record:
         from kvcalc.sources.calibration import append_record, make_record
 
         append_record(record, make_record(result))
-    if json_:
+    if g["json"]:
         from kvcalc.render import to_json
 
         to_json.print_json(result.to_dict())

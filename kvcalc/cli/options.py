@@ -1,36 +1,190 @@
-"""Options shared by several commands, defined once (typer ``Annotated`` aliases)."""
+"""The commands' options, generated from the one table of settings (:mod:`kvcalc.planning.settings`).
+
+A command names the settings it can use; :func:`command` adds one typer option per setting (same
+flags, parser, help and default in every command), orders the help by panel, puts the two worked
+examples at the end of ``--help``, and hands the command a ``given`` dict (setting name → value).
+A setting a command cannot use is not offered, or — where people reach for it (``verify --gpu``) —
+refused with kvcalc's own message (:func:`refuse`). Options only one command has stay in that
+command's module, written with :func:`opt`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
-MODEL_PANEL = "Model"
-SERVING_PANEL = "Serving"
-HARDWARE_PANEL = "Hardware"
-OUTPUT_PANEL = "Output"
+from kvcalc.planning.settings import BY_NAME, PANELS, SETTINGS, Kind, Setting
 
+_TABLE: Any = object()  # "the table's default"
+
+
+@dataclass(frozen=True)
+class Use:
+    """How a command uses a setting: as the table says, repeatable, or with its own default."""
+
+    name: str
+    multi: bool = False
+    default: Any = _TABLE
+    #: appended to the table's help: what the setting does in this command
+    note: str = ""
+    #: not offered: giving it is an error with this message and hint
+    refused: tuple[str, str] | None = None
+
+
+def use(name: str, *, multi: bool = False, default: Any = _TABLE, note: str = "") -> Use:
+    return Use(name, multi=multi, default=default, note=note)
+
+
+def refuse(name: str, message: str, hint: str) -> Use:
+    """A setting this command cannot use, named anyway: an ``error[usage]`` with our own hint."""
+    return Use(name, refused=(message, hint))
+
+
+#: the settings that say which model to read, for every command that reads one
+MODEL_SOURCE = ("revision", "gguf_file", "token", "offline")
+#: the settings that shape the memory of one deployment (every planning command takes them)
+DEPLOYMENT = (
+    "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "engine",
+    "engine_version", "max_model_len", "max_num_seqs", "kv_cache_dtype", "dtype", "quantization",
+    "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
+    "enforce_eager", "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
+)  # fmt: skip
+
+
+def _metavar(s: Setting) -> str | None:
+    if s.metavar:
+        return s.metavar
+    return {Kind.COUNT: "N", Kind.TOKENS: "TOKENS", Kind.FRACTION: "FRACTION", Kind.SIZE: "SIZE",
+            Kind.GPU: "GPU", Kind.ENGINE: "ENGINE", Kind.CACHE_DTYPE: "DTYPE",
+            Kind.WEIGHT_DTYPE: "DTYPE"}.get(s.kind, "TEXT")  # fmt: skip
+
+
+def help_text(s: Setting, u: Use) -> str:
+    """The help a command shows for a setting: the table's, plus the command's note."""
+    default = s.default if u.default is _TABLE else u.default
+    shown = default not in (None, False)
+    text = s.help_for("cli", default_shown=shown)
+    if u.multi or s.kind is Kind.OPTIONS:
+        text = text.rstrip(".") + "; repeatable."
+    return text + (f" {u.note}" if u.note else "")
+
+
+def typer_parameter(s: Setting, u: Use) -> tuple[Any, Any]:
+    """``(annotation, typer.Option)`` for setting ``s`` as command use ``u`` wants it."""
+    default = s.default if u.default is _TABLE else u.default
+    multi = u.multi or s.kind is Kind.OPTIONS
+    if u.refused:
+        return str | None, typer.Option(None, *s.cli_flags, hidden=True)
+    common: dict[str, Any] = {"help": help_text(s, u), "rich_help_panel": s.panel}
+    if s.kind is Kind.BOOL:
+        return bool, typer.Option(bool(default), *s.cli_flags, show_default=False, **common)
+    annotation: Any = list[str] | None if multi else str | None
+    return annotation, typer.Option(
+        None if multi else default,
+        *s.cli_flags,
+        parser=s.parse,
+        metavar=_metavar(s),
+        show_default=default not in (None, False) and not multi,
+        **common,
+    )
+
+
+def opt(*names: str, help: str, panel: str, **kw: Any) -> Any:
+    """A ``typer.Option`` of one command only, in a help panel, its default not shown unless asked."""
+    return typer.Option(
+        *names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw
+    )
+
+
+def _panel_rank(panel: str | None) -> int:
+    # the table's panels in order, a command's own panels before Output
+    if panel in PANELS:
+        rank = PANELS.index(panel)
+        return rank + 1 if panel == PANELS[-1] else rank
+    return len(PANELS) - 1
+
+
+def _examples_epilog(examples: Sequence[str], epilog: str) -> str:
+    lines = "\n".join(f"  {e}" for e in examples)
+    return (f"{epilog}\n\n" if epilog else "") + f"Examples:\n\n\b\n{lines}"
+
+
+def command(
+    app: typer.Typer,
+    *uses: str | Use,
+    examples: Sequence[str],
+    epilog: str = "",
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Register a command taking the named settings; it receives them as ``given``."""
+    wanted = [u if isinstance(u, Use) else Use(u) for u in uses]
+
+    def decorate(fn: Callable[..., int]) -> Callable[..., int]:
+        hints = get_type_hints(fn, include_extras=True)
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in inspect.signature(fn).parameters.values()
+            if p.name != "given"
+        ]
+        generated = []
+        for u in wanted:
+            s = BY_NAME[u.name]
+            annotation, info = typer_parameter(s, u)
+            generated.append(
+                inspect.Parameter(
+                    s.param, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation
+                )  # fmt: skip
+            )
+        positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        order = {s.param: i for i, s in enumerate(SETTINGS)}
+        keyword = sorted(
+            [*generated, *(p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY)],
+            key=lambda p: (_panel_rank(_panel_of(p)), order.get(p.name, len(order))),
+        )
+        params = [*positional, *keyword]
+        names = {BY_NAME[u.name].param: u for u in wanted}
+
+        @functools.wraps(fn)
+        def run(**kwargs: Any) -> int:
+            given = {}
+            for param, u in names.items():
+                value = kwargs.pop(param)
+                if u.refused:
+                    if value is not None:
+                        from kvcalc.errors import InputError
+
+                        raise InputError(u.refused[0], hint=u.refused[1], code="usage")
+                    continue
+                given[u.name] = tuple(value) if isinstance(value, list) else value
+            return fn(**kwargs, given=given)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return app.command(epilog=_examples_epilog(examples, epilog))(run)
+
+    return decorate
+
+
+def _panel_of(p: inspect.Parameter) -> str | None:
+    infos = [p.default] + list(getattr(p.annotation, "__metadata__", ()))
+    for info in infos:
+        panel = getattr(info, "rich_help_panel", None)
+        if panel:
+            return str(panel)
+    return None
+
+
+# -- arguments and helpers -----------------------------------------------------------------------
 ModelArg = Annotated[
     str,
     typer.Argument(
         help="A bundled model (alias or HF id, see `kvcalc models`), a path to config.json or its "
         "folder, or a Hub id `org/name[@revision]`.",
         show_default=False,
-    ),
-]
-RevisionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--revision", help="Hub revision (branch, tag or commit).", rich_help_panel=MODEL_PANEL
-    ),
-]
-GgufFileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--gguf-file",
-        help="The GGUF file of a Hub repo to read (same as MODEL:FILE.gguf; MODEL:Q4_K_M picks by quant tag).",
-        rich_help_panel=MODEL_PANEL,
     ),
 ]
 
@@ -47,95 +201,10 @@ def with_gguf_file(model: str, gguf_file: str | None) -> str:
     return f"{model}:{gguf_file}"
 
 
-TokenOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        help="Hugging Face token (default: HF_TOKEN or the stored login). Never printed.",
-        rich_help_panel=MODEL_PANEL,
-        show_default=False,
-    ),
-]
-OfflineOpt = Annotated[
-    bool,
-    typer.Option(
-        "--offline",
-        help="Never touch the network (also HF_HUB_OFFLINE=1): bundled models, paths and the Hub cache only.",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-KvCacheDtypeOpt = Annotated[
-    str,
-    typer.Option(
-        "--kv-cache-dtype",
-        help="Cache dtype, as the engine names it: auto (the model's); vLLM fp8, fp8_e5m2, "
-        "fp8_per_token_head, int8_per_token_head, int4_per_token_head, nvfp4, fp8_ds_mla (MLA); SGLang "
-        "fp8_e4m3, fp8_e5m2; llama.cpp f16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; transformers fp32, "
-        "bf16, quanto_int4, quanto_int2, hqq_int1..8, fp8; TensorRT-LLM fp8, nvfp4, int8; LMDeploy "
-        "int8, int4. int4/int8 alone: the engine's own 4-/8-bit format where it has one.",
-        rich_help_panel=SERVING_PANEL,
-    ),
-]
-TOKENS_HELP = "32k = 32,000, 32K = 32,768, as vLLM reads them"
-
-
-def token_count(name: str, minimum: int = 1):
-    """A typer ``parser`` reading a token count as vLLM spells it (``32k``, ``32K``, ``1M``)."""
-
-    def parse(value: str | int) -> int:
-        from kvcalc.units import parse_token_count
-
-        return parse_token_count(value, what=name, minimum=minimum)
-
-    return parse
-
-
-def tokens_opt(name: str, *, help: str, panel: str, minimum: int = 1, **kw):
-    """An option taking a token count in vLLM's spelling."""
-    return typer.Option(
-        name,
-        help=help,
-        rich_help_panel=panel,
-        parser=token_count(name, minimum),
-        metavar="TOKENS",
-        show_default=kw.pop("show_default", False),
-        **kw,
-    )
-
-
-MaxModelLenOpt = Annotated[
-    int | None,
-    tokens_opt(
-        "--max-model-len",
-        help=f"Tokens per request (default: the model's, as vLLM derives it); {TOKENS_HELP}.",
-        panel=SERVING_PANEL,
-    ),
-]
-TrustLayoutOpt = Annotated[
-    bool,
-    typer.Option(
-        "--trust-layout",
-        help="Plan a config whose architecture kvcalc has not verified anyway, as plain attention "
-        "(marked layout_validated: false).",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-AllowLongOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-long-max-model-len",
-        help="Model VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a --max-model-len above the model's derived "
-        "maximum starts.",
-        rich_help_panel=SERVING_PANEL,
-    ),
-]
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT_PANEL)
-]
-
-
-def opt(*names: str, help: str, panel: str, **kw):
-    """A ``typer.Option`` in a help panel, without a shown default unless asked for."""
-    return typer.Option(
-        *names, help=help, rich_help_panel=panel, show_default=kw.pop("show_default", False), **kw
-    )
+def source_kwargs(given: dict[str, Any]) -> dict[str, Any]:
+    """``revision``, ``token`` and ``offline`` as the library's reference-resolving functions take them."""
+    return {
+        "revision": given.get("revision"),
+        "token": given.get("token"),
+        "offline": given.get("offline") or None,
+    }

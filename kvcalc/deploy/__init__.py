@@ -1,8 +1,11 @@
 """Deployment files for ``kvcalc check``: read with line numbers, validated, planned and judged.
 
 - :mod:`kvcalc.deploy.yamlread`: YAML → nodes with line/column (safe_load semantics, bounded);
-- :mod:`kvcalc.deploy.keys`: the one table of keys (validator and JSON Schema both read it);
-- :mod:`kvcalc.deploy.spec`: nodes → :class:`Deployment` values, or every :class:`Problem`;
+- :mod:`kvcalc.deploy.keys`: the one table of keys (validator and JSON Schema both read it; the
+  keys that are settings come from :mod:`kvcalc.planning.settings`), read by
+  :mod:`kvcalc.deploy.values`;
+- :mod:`kvcalc.deploy.spec`: nodes → :class:`Deployment` values (:mod:`kvcalc.deploy.deployment`),
+  or every :class:`Problem`;
 - :mod:`kvcalc.deploy.judge`: a plan against the requirements → :class:`Failure` values;
 - :mod:`kvcalc.deploy.schema`: the published JSON Schema;
 - :mod:`kvcalc.deploy.run`: :func:`check_paths`, the whole check as one call.

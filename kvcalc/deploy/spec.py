@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from kvcalc.deploy.keys import (
-    BY_NAME,
-    DEFAULT_ALLOWED,
-    DEPLOYMENT_KEYS,
-    SECTIONS,
-    BadValue,
-    Key,
-    convert,
-    describe,
-    suggest,
-)
+from kvcalc.deploy.deployment import Deployment, Problem, Requirements, own_hint
+from kvcalc.deploy.keys import BY_NAME, DEPLOYMENT_KEYS, SECTIONS
+from kvcalc.deploy.values import BadValue, Key, convert, describe, suggest
 from kvcalc.deploy.yamlread import Node
-from kvcalc.errors import InputError, KvcalcError
+from kvcalc.errors import InputError
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.settings import parse_weight_dtype
+
+__all__ = ["FIELD_KEYS", "Deployment", "Problem", "Requirements", "own_hint", "parse_document"]
 
 #: a PlanInputs field → the file key that sets it
 FIELD_KEYS: dict[str, str] = {
@@ -41,81 +35,6 @@ FIELD_KEYS: dict[str, str] = {
         if key.field
     },
 }
-_DTYPE_NAMES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
-                "fp32": "float32"}  # fmt: skip
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """Something wrong in a deployment file; ``line`` is ``None`` for the file as a whole."""
-
-    file: str
-    line: int | None
-    column: int | None
-    message: str
-
-    def __str__(self) -> str:
-        if self.line is None:
-            return f"{self.file}: {self.message}"
-        return f"{self.file}:{self.line}:{self.column}: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "column": self.column,
-            "message": self.message,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Requirements:
-    """What a deployment must achieve. ``min_headroom`` is ``("bytes", n)`` or ``("fraction", f)``."""
-
-    min_concurrency: float | None = None
-    min_max_model_len: int | None = None
-    min_headroom: tuple[str, float] | None = None
-    allow_verdicts: tuple[str, ...] = DEFAULT_ALLOWED
-
-    def to_dict(self) -> dict[str, Any]:
-        headroom = self.min_headroom
-        return {
-            "min_concurrency": self.min_concurrency,
-            "min_max_model_len": self.min_max_model_len,
-            "min_headroom_bytes": int(headroom[1]) if headroom and headroom[0] == "bytes" else None,
-            "min_headroom_fraction": headroom[1]
-            if headroom and headroom[0] == "fraction"
-            else None,
-            "allow_verdicts": list(self.allow_verdicts),
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Deployment:
-    """One validated deployment: where it is written, what to plan, what it must achieve."""
-
-    name: str
-    file: str
-    line: int
-    column: int
-    model: str
-    revision: str | None = None
-    inputs: PlanInputs
-    requirements: Requirements = field(default_factory=Requirements)
-    has_workload: bool = False
-    #: notes about how the file was read (ignored command flags...)
-    notes: tuple[str, ...] = ()
-    #: (line, column) of each key's value: ``"max_model_len"``, ``"requirements.min_concurrency"``
-    positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-
-    def position_of(self, *keys: str) -> tuple[int, int]:
-        """Where the first of ``keys`` written in the file is, else where the deployment starts."""
-        return next(
-            (self.positions[k] for k in keys if k in self.positions), (self.line, self.column)
-        )
-
-    def line_of(self, *keys: str) -> int:
-        return self.position_of(*keys)[0]
 
 
 class _Ctx:
@@ -186,14 +105,6 @@ def _duplicate_names(entries: list[Node], ctx: _Ctx) -> None:
                 f"duplicate deployment name {name.value!r} (first at line {seen[name.value].line})",
             )
         seen.setdefault(name.value, name)
-
-
-def own_hint(exc: KvcalcError) -> str:
-    """`` (hint)`` when the raise site gave one (not the class's default), else ``""``."""
-    hint = exc.hint
-    if not hint or hint == getattr(type(exc), "default_hint", None) or len(hint) > 160:
-        return ""
-    return f" ({hint})"
 
 
 def _kind(node: Node) -> str:
@@ -302,11 +213,7 @@ def _deployment(
         return None
     fields_.update(values.get("workload", {}))
     if fields_.get("dtype") is not None:
-        fields_["dtype"] = (
-            None
-            if fields_["dtype"] == "auto"
-            else _DTYPE_NAMES.get(fields_["dtype"], fields_["dtype"])
-        )
+        fields_["dtype"] = parse_weight_dtype(fields_["dtype"])
     try:
         inputs = PlanInputs(**fields_)
     except InputError as exc:
@@ -401,9 +308,7 @@ def _same(name: str, a: Any, b: Any) -> bool:
         except InputError:  # an engine's own name (quanto_int4, turbomind_int8) or a generic one
             return str(a).strip().lower() == str(b).strip().lower()
     if name == "dtype":
-        return _DTYPE_NAMES.get(str(a).lower(), str(a).lower()) == _DTYPE_NAMES.get(
-            str(b).lower(), str(b).lower()
-        )
+        return parse_weight_dtype(a or "auto") == parse_weight_dtype(b or "auto")
     if isinstance(a, str) and isinstance(b, str):
         return a.lower() == b.lower()
     return a == b

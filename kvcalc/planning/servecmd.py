@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.planning.settings import SETTINGS, Kind, Setting
 from kvcalc.units import parse_token_count
 
 __all__ = ["FLAGS", "ServeCommand", "parse_human_int", "parse_serve_command"]
 
 CODE = "invalid-serve-command"
-_PLAIN_INT = re.compile(r"[+-]?\d+")
 
 
 def parse_human_int(text: str, *, what: str = "value") -> int:
@@ -52,57 +52,34 @@ def parse_human_int(text: str, *, what: str = "value") -> int:
     try:
         return parse_token_count(text, what=what)
     except InputError as exc:
-        raise InputError(exc.message, hint=exc.hint, code="invalid-serve-command") from None
+        raise InputError(exc.message, hint=exc.hint, code=CODE) from None
 
 
-def _int(text: str, what: str) -> int:
-    if _PLAIN_INT.fullmatch(text.strip()):
-        return int(text)
-    raise InputError(f"{what}: expected an integer, got {text!r}", code=CODE)
+def _converter(s: Setting) -> Callable[[str, str], Any]:
+    """The setting's own parser, as vLLM reads the value, with this module's error code."""
+
+    def convert(text: str, what: str) -> Any:
+        try:
+            return s.parse_serve(text)
+        except InputError as exc:
+            message = exc.message.replace(s.serve[0], what, 1)
+            raise InputError(message, hint=exc.hint, code=CODE) from None
+
+    return convert
 
 
-def _float(text: str, what: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{what}: expected a number, got {text!r}", code=CODE) from None
+def _flag_map() -> dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, ...]]]:
+    """Every setting of the table that ``vllm serve`` has, keyed by its PlanInputs field."""
+    out: dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, ...]]] = {}
+    for s in SETTINGS:
+        if s.serve:
+            out[s.field or s.name] = (None if s.kind is Kind.BOOL else _converter(s), s.serve)
+    return out
 
 
-def _text(text: str, what: str) -> str:
-    if not text.strip():
-        raise InputError(f"{what}: empty value", code=CODE)
-    return text
-
-
-def _human(text: str, what: str) -> int:
-    return parse_human_int(text, what=what)
-
-
-def _model_len(text: str, what: str) -> int | None:
-    """``human_readable_int_or_auto``: ``auto`` and ``-1`` mean "fit to memory" (``None``)."""
-    if text.strip().lower() == "auto" or text.strip() == "-1":
-        return None
-    return parse_human_int(text, what=what)
-
-
-#: field → (converter or None for an on/off switch, spellings). ``model`` and ``revision`` are
-#: not PlanInputs fields; every other key is.
-FLAGS: dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, ...]]] = {
-    "model": (_text, ("--model",)),
-    "revision": (_text, ("--revision",)),
-    "max_model_len": (_model_len, ("--max-model-len",)),
-    "tensor_parallel_size": (_int, ("--tensor-parallel-size", "-tp")),
-    "pipeline_parallel_size": (_int, ("--pipeline-parallel-size", "-pp")),
-    "kv_cache_dtype": (_text, ("--kv-cache-dtype",)),
-    "gpu_memory_utilization": (_float, ("--gpu-memory-utilization",)),
-    "max_num_seqs": (_int, ("--max-num-seqs",)),
-    "max_num_batched_tokens": (_human, ("--max-num-batched-tokens",)),
-    "block_size": (_int, ("--block-size",)),
-    "dtype": (_text, ("--dtype",)),
-    "quantization": (_text, ("--quantization", "-q")),
-    "enforce_eager": (None, ("--enforce-eager",)),
-    "kv_cache_memory_bytes": (_human, ("--kv-cache-memory-bytes",)),
-}
+#: field → (converter or None for an on/off switch, spellings), from the settings table.
+#: ``model`` and ``revision`` are not PlanInputs fields; every other key is.
+FLAGS = _flag_map()
 _BY_FLAG = {name: fld for fld, (_, names) in FLAGS.items() for name in names}
 
 #: flags with no effect on memory: ignored without a note
@@ -300,7 +277,7 @@ class _Reader:
         else:
             raise InputError(f"{raw} needs a value", code=CODE)
         converted = convert(value, raw)
-        if converted is None:  # --max-model-len auto
+        if converted is None and fld == "max_model_len":  # --max-model-len auto
             self.notes.append(
                 f"{raw} {value}: vLLM fits the length to memory; kvcalc plans with "
                 "the model's default and reports the longest length that fits"

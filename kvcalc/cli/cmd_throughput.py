@@ -1,0 +1,83 @@
+"""``kvcalc throughput``: the decode-throughput ceiling per batch size."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from kvcalc.cli.app import app
+from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt, use
+from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
+
+
+@command(
+    app,
+    *DEPLOYMENT, "num_gpus",
+    use("batch", multi=True, note="One row per batch size (default: 1, 2, 4... up to the "
+        "KV-limited maximum)."),
+    "prompt_len", "output_len",
+    use("calibration", note="Its measured decode efficiency applies too."),
+    *MODEL_SOURCE, "json",
+    examples=(
+        "kvcalc throughput llama-3.1-8b --gpu H100 --prompt-len 2k --output-len 500",
+        "kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s",
+    ),
+)  # fmt: skip
+def throughput(
+    model: Annotated[
+        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
+    ],
+    *,
+    bandwidth: Annotated[
+        str | None,
+        opt(
+            "--bandwidth",
+            help="Memory bandwidth per GPU, e.g. 448GB/s (overrides the catalog's; needed with --gpu-memory).",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    tflops: Annotated[
+        float | None,
+        opt(
+            "--tflops",
+            min=0.001,
+            help="Dense 16-bit tensor TFLOP/s per GPU (overrides the catalog's; without it only the memory roof applies).",
+            panel=HARDWARE_PANEL,
+        ),
+    ] = None,
+    efficiency: Annotated[
+        float | None,
+        opt(
+            "--efficiency",
+            min=0.01,
+            max=1.5,
+            help="Measured fraction of the ceiling to apply (default 1.0, or a --calibration record's).",
+            panel=SERVING_PANEL,
+        ),
+    ] = None,
+    given: dict[str, Any],
+) -> int:
+    """Decode-throughput ceiling (an upper bound) from the memory-bandwidth roofline, per batch size.
+
+    Context per request: prompt + output/2 with --prompt-len, else --max-model-len. Exit status:
+    0 computed; 1 the deployment does not fit (nothing to run); 2 bad input.
+    """
+    from kvcalc.cli.options import source_kwargs, with_gguf_file
+    from kvcalc.cli.plan_args import plan_inputs
+    from kvcalc.planning.api import throughput_reference
+
+    inputs = plan_inputs(given, model, batch=None)
+    result = throughput_reference(
+        with_gguf_file(model, given["gguf_file"]), inputs, bandwidth=bandwidth, tflops=tflops,
+        batches=tuple(given["batch"] or ()), efficiency=efficiency, **source_kwargs(given),
+    )  # fmt: skip
+    if given["json"]:
+        from kvcalc.render import to_json
+
+        to_json.print_json(result.to_dict())
+    else:
+        from kvcalc.render import curve_view
+
+        curve_view.render_throughput(result)
+    return 0 if result.points else 1

@@ -1,0 +1,351 @@
+"""Every setting a person can give kvcalc, in one table: its name, flags, parser, help, vLLM flag
+and deployment-file key.
+
+A :class:`Setting` is written once here and read by three surfaces, so that one setting has one
+name, one parser and one help text everywhere:
+
+- the command line: :mod:`kvcalc.cli.options` generates the typer options of ``plan``, ``check``,
+  ``curve``, ``compare``, ``throughput``, ``verify`` and ``inspect`` from it;
+- ``vllm serve`` commands: :mod:`kvcalc.planning.servecmd` reads the flags in :attr:`Setting.serve`
+  (``--from-command``, ``command:`` in deployment files);
+- deployment files: :mod:`kvcalc.deploy.keys` builds the keys in :attr:`Setting.yaml` (and the
+  JSON Schema follows from those).
+
+Pure data and small parsers: importing this module imports only :mod:`kvcalc.errors` and
+:mod:`kvcalc.units` (start-up stays short). Help texts may name other settings as ``{name}``; each
+surface writes them its own way (``--gpu`` on the command line, ```gpu``` in a file).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from kvcalc.errors import InputError
+from kvcalc.units import parse_size, parse_token_count
+
+__all__ = ["BY_NAME", "Kind", "SETTINGS", "Setting", "parse_weight_dtype", "setting"]
+
+
+class Kind(str, Enum):
+    """How a value is read (the deployment-file kinds of :mod:`kvcalc.deploy.keys` too)."""
+
+    TEXT = "text"
+    COUNT = "count"  # a whole number ≥ minimum
+    TOKENS = "tokens"  # a count in vLLM's spelling: 32k = 32,000, 32K = 32,768
+    FRACTION = "fraction"  # a number in (0, 1]
+    THRESHOLD = "threshold"  # a share in [0, 1), or "10%"
+    BOOL = "bool"
+    SIZE = "size"  # bytes: 80GB, 79.2GiB, 80G; a bare number below 1,048,576 is GiB
+    ENGINE = "engine"
+    WEIGHT_DTYPE = "weight_dtype"
+    CACHE_DTYPE = "cache_dtype"
+    GPU = "gpu"
+    OPTIONS = "options"  # engine knobs: KEY=VALUE on the command line, a mapping in a file
+
+
+MODEL_PANEL = "Model"
+HARDWARE_PANEL = "Hardware"
+SERVING_PANEL = "Serving"
+WORKLOAD_PANEL = "Workload"
+OUTPUT_PANEL = "Output"
+#: the help panels in the order ``--help`` lists them
+PANELS = (MODEL_PANEL, HARDWARE_PANEL, SERVING_PANEL, WORKLOAD_PANEL, OUTPUT_PANEL)
+
+#: the weight dtypes vLLM's ``--dtype`` takes, and what each spelling means
+WEIGHT_DTYPE_NAMES = {
+    "auto": None, "bfloat16": "bfloat16", "float16": "float16", "half": "float16",
+    "float32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16",
+    "fp32": "float32",
+}  # fmt: skip
+WEIGHT_DTYPES = tuple(WEIGHT_DTYPE_NAMES)
+TOKENS_HELP = "32k = 32,000, 32K = 32,768, as vLLM reads them"
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_PLAIN_INT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One setting. ``name`` is its identity and the Python parameter name of the commands."""
+
+    name: str
+    kind: Kind
+    help: str
+    panel: str
+    #: command-line spellings, long first (default ``--name-with-dashes``); ``()``: not a flag
+    flags: tuple[str, ...] | None = None
+    #: the :class:`~kvcalc.planning.inputs.PlanInputs` field it fills (``None``: used elsewhere)
+    field: str | None = None
+    #: its deployment-file key (``"workload.prompt_len"`` inside a section); ``None``: none
+    yaml: str | None = None
+    #: how ``vllm serve`` spells it (``()``: vLLM has no such flag)
+    serve: tuple[str, ...] = ()
+    #: how vLLM reads the value when that differs from kvcalc's own reading
+    serve_kind: str | None = None
+    default: Any = None
+    #: said in the help when the command keeps the table's default (``"the engine's"``)
+    default_help: str = ""
+    minimum: int | None = None
+    examples: tuple[Any, ...] = ()
+    metavar: str | None = None
+
+    @property
+    def cli_flags(self) -> tuple[str, ...]:
+        if self.flags is None:
+            return ("--" + self.name.replace("_", "-"),)
+        return self.flags
+
+    @property
+    def param(self) -> str:
+        """The commands' parameter name (``json_``: ``json`` is a module's name)."""
+        return "json_" if self.name == "json" else self.name
+
+    def spelled(self, surface: str) -> str:
+        """How ``surface`` (``"cli"`` or ``"yaml"``) writes this setting's name."""
+        if surface == "yaml" and self.yaml:
+            return f"`{self.yaml.rpartition('.')[2]}`"
+        return self.cli_flags[0] if self.cli_flags else self.name
+
+    def help_for(self, surface: str, *, default_shown: bool = False) -> str:
+        """The help text, other settings named as ``surface`` writes them."""
+        default = (
+            f" (default: {self.default_help})" if self.default_help and not default_shown else ""
+        )
+        names = {s.name: s.spelled(surface) for s in SETTINGS}
+        if "{default}" in self.help:
+            return self.help.format_map({**names, "default": default})
+        text = self.help.format_map(names)
+        return text.rstrip(".") + default + "." if default else text
+
+    def parse(self, text: Any) -> Any:
+        """Read a value given as text (a command-line argument, a serving command's value)."""
+        return _PARSERS[self.kind](self, text)
+
+    def parse_serve(self, text: str) -> Any:
+        """Read the value of this setting's ``vllm serve`` flag, as vLLM reads it."""
+        if self.serve_kind == "tokens_or_auto":  # human_readable_int_or_auto: None = fit to memory
+            if text.strip().lower() == "auto" or text.strip() == "-1":
+                return None
+            return _tokens(self, text)
+        if self.serve_kind == "bytes":  # human_readable_int, in bytes
+            return parse_token_count(text, what=self.serve[0], minimum=0)
+        if self.kind is Kind.COUNT:  # vLLM's argparse int: no k/K suffix
+            return _count(self, text)
+        return self.parse(text)
+
+
+def _what(s: Setting) -> str:
+    return s.cli_flags[0] if s.cli_flags else s.name
+
+
+def _text(s: Setting, text: Any) -> str:
+    value = str(text)
+    if not value.strip():
+        raise InputError(f"{_what(s)}: empty value", code="invalid-input")
+    return value
+
+
+def _count(s: Setting, text: Any) -> int:
+    if isinstance(text, bool) or not _PLAIN_INT.fullmatch(str(text)):
+        raise InputError(f"{_what(s)}: expected an integer, got {str(text)[:40]!r}", code="invalid-input")  # fmt: skip
+    value = int(str(text))
+    if s.minimum is not None and value < s.minimum:
+        raise InputError(f"{_what(s)}: must be at least {s.minimum:,}, got {value}", code="invalid-input")  # fmt: skip
+    return value
+
+
+def _tokens(s: Setting, text: Any) -> int:
+    return parse_token_count(text, what=_what(s), minimum=s.minimum)
+
+
+def _number(s: Setting, text: Any) -> float:
+    try:
+        return float(str(text))
+    except ValueError:
+        raise InputError(f"{_what(s)}: expected a number, got {str(text)[:40]!r}", code="invalid-input") from None  # fmt: skip
+
+
+def _threshold(s: Setting, text: Any) -> float:
+    match = _PERCENT.match(str(text))
+    value = float(match.group(1)) / 100 if match else _number(s, text)
+    if not 0 <= value < 1:
+        raise InputError(f"{_what(s)}: must be in [0, 1) or a percentage under 100%, got {text!r}",
+                         hint="e.g. 0.1 or 10%", code="invalid-input")  # fmt: skip
+    return value
+
+
+def _bool(s: Setting, text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    low = str(text).strip().lower()
+    if low not in ("true", "false"):
+        raise InputError(f"{_what(s)}: expected true or false, got {text!r}", code="invalid-input")
+    return low == "true"
+
+
+def _size(s: Setting, text: Any) -> int:
+    return parse_size(text, bare_unit="gib", what=_what(s))
+
+
+def parse_weight_dtype(text: Any, *, what: str = "--dtype") -> str | None:
+    """vLLM's ``--dtype``: ``None`` for ``auto``, else the canonical name (``half`` → ``float16``)."""
+    low = str(text).strip().lower()
+    if low not in WEIGHT_DTYPE_NAMES:
+        raise InputError(f"{what}: unknown weight dtype {str(text)[:40]!r}",
+                         hint="choose from: " + ", ".join(WEIGHT_DTYPES), code="invalid-input")  # fmt: skip
+    return WEIGHT_DTYPE_NAMES[low]
+
+
+def _option(s: Setting, text: Any) -> tuple[str, Any]:
+    """``n_seq_max=4`` → ``("n_seq_max", 4)``: numbers and true/false read as such."""
+    key, sep, raw = str(text).partition("=")
+    if not sep or not key.strip():
+        raise InputError(f"{_what(s)} needs KEY=VALUE, got {text!r}", code="invalid-input")
+    low = raw.strip().lower()
+    value: Any = raw.strip()
+    if low in ("true", "false"):
+        value = low == "true"
+    else:
+        for number in (int, float):
+            try:
+                value = number(raw)
+                break
+            except ValueError:
+                pass
+    return key.strip(), value
+
+
+_PARSERS: dict[Kind, Callable[[Setting, Any], Any]] = {
+    Kind.TEXT: _text, Kind.COUNT: _count, Kind.TOKENS: _tokens, Kind.FRACTION: _number,
+    Kind.THRESHOLD: _threshold, Kind.BOOL: _bool, Kind.SIZE: _size, Kind.ENGINE: _text,
+    Kind.WEIGHT_DTYPE: lambda s, t: parse_weight_dtype(t, what=_what(s)), Kind.CACHE_DTYPE: _text,
+    Kind.GPU: _text, Kind.OPTIONS: _option,
+}  # fmt: skip
+
+_KV_DTYPES_HELP = (
+    "Cache dtype, as the engine names it: auto (the model's); vLLM fp8, fp8_e5m2, "
+    "fp8_per_token_head, int8_per_token_head, int4_per_token_head, nvfp4, fp8_ds_mla (MLA); SGLang "
+    "fp8_e4m3, fp8_e5m2; llama.cpp f16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; transformers fp32, "
+    "bf16, quanto_int4, quanto_int2, hqq_int1..8, fp8; TensorRT-LLM fp8, nvfp4, int8; LMDeploy "
+    "int8, int4. int4/int8 alone: the engine's own 4-/8-bit format where it has one."
+)
+
+
+def _s(name: str, kind: Kind, panel: str, help: str, **kw: Any) -> Setting:
+    return Setting(name=name, kind=kind, panel=panel, help=help, **kw)
+
+
+M, H, S, W, OUT = MODEL_PANEL, HARDWARE_PANEL, SERVING_PANEL, WORKLOAD_PANEL, OUTPUT_PANEL
+#: the table. Its order is the order of the deployment-file keys and, per help panel, of the flags.
+SETTINGS: tuple[Setting, ...] = (
+    _s("model", Kind.TEXT, M, "Bundled model (`kvcalc models`), config path (in a file: relative "
+       "to the file) or Hub id `org/name[@revision]`.", flags=(), yaml="model",
+       serve=("--model",), examples=("llama-3.1-8b", "Qwen/Qwen3-8B")),
+    _s("revision", Kind.TEXT, M, "Hub revision (branch, tag or commit) of a Hub model.",
+       yaml="revision", serve=("--revision",)),
+    _s("from_command", Kind.TEXT, S, "The serving command, e.g. 'vllm serve MODEL --max-model-len "
+       "32k -tp 2'; its flags fill the settings not given (and must agree with those given).",
+       yaml="command"),
+    _s("engine", Kind.ENGINE, S, "Serving engine: vllm, sglang, llamacpp, hf (transformers), "
+       "trtllm or lmdeploy (TurboMind).", field="engine", yaml="engine", default="vllm"),
+    _s("engine_version", Kind.TEXT, S, "Engine version whose defaults apply: vLLM 0.33, 0.21, "
+       "0.10, 0.8, 0.6.", field="engine_version", yaml="engine_version",
+       default_help="the newest", examples=("0.33",)),
+    _s("gpu", Kind.GPU, H, "GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", field="gpu",
+       yaml="gpu", examples=("H100-80GB",)),
+    _s("gpu_memory", Kind.SIZE, H, "Memory per GPU instead of {gpu}: 80GB, 79.2GiB, 80000000000; "
+       "a bare number below 1,048,576 means GiB.", field="gpu_memory_bytes", yaml="gpu_memory",
+       minimum=1, metavar="SIZE"),
+    _s("num_gpus", Kind.COUNT, H, "GPUs in all; more than {tensor_parallel_size} × "
+       "{pipeline_parallel_size} make data-parallel replicas.", field="num_gpus", yaml="num_gpus",
+       minimum=1, default_help="tensor × pipeline parallel size"),
+    _s("tensor_parallel_size", Kind.COUNT, H, "Tensor-parallel ranks.",
+       flags=("--tensor-parallel-size", "-tp"), field="tensor_parallel_size",
+       yaml="tensor_parallel_size", serve=("--tensor-parallel-size", "-tp"), default=1, minimum=1),
+    _s("pipeline_parallel_size", Kind.COUNT, H, "Pipeline stages.",
+       flags=("--pipeline-parallel-size", "-pp"), field="pipeline_parallel_size",
+       yaml="pipeline_parallel_size", serve=("--pipeline-parallel-size", "-pp"), default=1,
+       minimum=1),
+    _s("max_model_len", Kind.TOKENS, S, "Tokens per request{default}; " + TOKENS_HELP + ".",
+       field="max_model_len", yaml="max_model_len", serve=("--max-model-len",),
+       serve_kind="tokens_or_auto", minimum=1, default_help="the model's, as vLLM derives it"),
+    _s("max_num_seqs", Kind.COUNT, S, "The engine's cap on concurrent requests.",
+       field="max_num_seqs", yaml="max_num_seqs", serve=("--max-num-seqs",), minimum=1,
+       default_help="the engine's"),
+    _s("batch", Kind.COUNT, S, "Concurrent requests (sequences) to size for; the target "
+       "where given, instead of {max_num_seqs}.", field="batch", yaml="batch", minimum=1),
+    _s("max_num_batched_tokens", Kind.TOKENS, S, "Tokens per scheduler step.",
+       field="max_num_batched_tokens", yaml="max_num_batched_tokens",
+       serve=("--max-num-batched-tokens",), minimum=1, default_help="the engine's, by GPU"),
+    _s("kv_cache_dtype", Kind.CACHE_DTYPE, S, _KV_DTYPES_HELP, field="kv_cache_dtype",
+       yaml="kv_cache_dtype", serve=("--kv-cache-dtype",), default="auto"),
+    _s("dtype", Kind.WEIGHT_DTYPE, S, "Weight dtype: auto, bfloat16, float16, float32 (or bf16, "
+       "fp16, half, fp32, float).", field="dtype", yaml="dtype", serve=("--dtype",)),
+    _s("quantization", Kind.TEXT, S, "Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, "
+       "none.", flags=("--quantization", "-q"), field="quantization", yaml="quantization",
+       serve=("--quantization", "-q"), default_help="the checkpoint's"),
+    _s("gpu_memory_utilization", Kind.FRACTION, S, "Fraction of total GPU memory the engine may "
+       "use{default}.", field="gpu_memory_utilization", yaml="gpu_memory_utilization",
+       serve=("--gpu-memory-utilization",),
+       default_help="the engine's; vLLM 0.92, 0.9 in older versions"),
+    _s("block_size", Kind.COUNT, S, "Tokens per KV block.", field="block_size", yaml="block_size",
+       serve=("--block-size",), minimum=1, default_help="the engine's"),
+    _s("enforce_eager", Kind.BOOL, S, "No CUDA graphs (no graph memory).", field="enforce_eager",
+       yaml="enforce_eager", serve=("--enforce-eager",), default=False),
+    _s("kv_cache_memory", Kind.SIZE, S, "KV-cache bytes per GPU, skipping the memory estimate "
+       "(vLLM --kv-cache-memory-bytes); a bare number below 1,048,576 means GiB.",
+       field="kv_cache_memory_bytes", yaml="kv_cache_memory", serve=("--kv-cache-memory-bytes",),
+       serve_kind="bytes", minimum=0, metavar="SIZE"),
+    _s("weights_memory", Kind.SIZE, S, "Weight bytes per GPU you already know (e.g. vLLM's 'Model "
+       "loading took X GiB'); a bare number below 1,048,576 means GiB.",
+       field="weights_memory_bytes", yaml="weights_memory", minimum=0, metavar="SIZE"),
+    _s("tight_threshold", Kind.THRESHOLD, S, "Headroom under this share of the KV cache is "
+       "'tight' (0.1 or 10%).", field="tight_fraction", yaml="tight_threshold", default=0.10,
+       metavar="SHARE"),
+    _s("engine_option", Kind.OPTIONS, S, "Engine-specific knobs: llama.cpp n_seq_max, n_ubatch, "
+       "kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm "
+       "usage_context=llm.", flags=("--engine-option", "-E"), field="engine_options",
+       yaml="engine_options", metavar="KEY=VALUE"),
+    _s("prompt_len", Kind.TOKENS, W, "Expected prompt tokens per request.", field="prompt_len",
+       yaml="workload.prompt_len", minimum=1),
+    _s("output_len", Kind.TOKENS, W, "Expected output tokens per request.", field="output_len",
+       yaml="workload.output_len", minimum=0),
+    _s("shared_prefix", Kind.TOKENS, W, "Prompt tokens all requests share (prefix caching).",
+       field="shared_prefix", yaml="workload.shared_prefix", default=0, minimum=0),
+    _s("calibration", Kind.TEXT, S, "A `kvcalc verify --record` file correcting the overhead "
+       "estimate.", field="calibration", metavar="FILE"),
+    _s("allow_long_max_model_len", Kind.BOOL, S, "Model VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a "
+       "{max_model_len} above the model's derived maximum starts.",
+       field="allow_long_max_model_len", default=False),
+    _s("gguf_file", Kind.TEXT, M, "The GGUF file of a Hub repo to read (same as MODEL:FILE.gguf; "
+       "MODEL:Q4_K_M picks by quant tag).", metavar="FILE"),
+    _s("token", Kind.TEXT, M, "Hugging Face token (default: HF_TOKEN or the stored login). "
+       "Never printed."),
+    _s("offline", Kind.BOOL, M, "Never touch the network (also HF_HUB_OFFLINE=1): bundled models, "
+       "paths and the Hub cache only.", default=False),
+    _s("trust_layout", Kind.BOOL, M, "Plan a config whose architecture kvcalc has not verified "
+       "anyway, as plain attention (marked layout_validated: false).", field="trust_layout",
+       default=False),
+    _s("json", Kind.BOOL, OUT, "Print the result as JSON.", default=False),
+)  # fmt: skip
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS if s.field}
+
+
+def setting(name: str) -> Setting:
+    return BY_NAME[name]
+
+
+def plan_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """Setting name → value, read as :class:`~kvcalc.planning.inputs.PlanInputs` field → value
+    (the settings that fill no field are left out)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        s = BY_NAME.get(name)
+        if s is None or s.field is None:
+            continue
+        out[s.field] = tuple(value or ()) if s.kind is Kind.OPTIONS else value
+    return out
