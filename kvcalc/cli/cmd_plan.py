@@ -7,13 +7,14 @@ from typing import Annotated, Any
 import typer
 
 from kvcalc.cli.app import app
-from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt
+from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt, use
 from kvcalc.planning.settings import OUTPUT_PANEL
 
 
 @command(
     app,
-    *DEPLOYMENT, "num_gpus", "batch", "tight_threshold", "calibration", "from_command",
+    *DEPLOYMENT, "num_gpus", use("batch", note="The target, instead of --max-num-seqs."),
+    "tight_threshold", "calibration", "from_command",
     "prompt_len", "output_len", "shared_prefix", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32K",

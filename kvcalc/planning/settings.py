@@ -275,8 +275,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("max_num_seqs", Kind.COUNT, S, "The engine's cap on concurrent requests.",
        field="max_num_seqs", yaml="max_num_seqs", serve=("--max-num-seqs",), minimum=1,
        default_help="the engine's"),
-    _s("batch", Kind.COUNT, S, "Concurrent requests (sequences) to size for; the target "
-       "where given, instead of {max_num_seqs}.", field="batch", yaml="batch", minimum=1),
+    _s("batch", Kind.COUNT, S, "Concurrent requests (sequences) to size for.", field="batch",
+       yaml="batch", minimum=1),
     _s("max_num_batched_tokens", Kind.TOKENS, S, "Tokens per scheduler step.",
        field="max_num_batched_tokens", yaml="max_num_batched_tokens",
        serve=("--max-num-batched-tokens",), minimum=1, default_help="the engine's, by GPU"),
