@@ -74,6 +74,18 @@ EXPECTED = {
     "gpt-oss-20b": (24, {"sliding": 12, "full": 12}, 8, 64, 128, 49_152, 0),
     # MHA, no torch_dtype → served in bf16: 12 · 2 · 12 · 64 · 2 = 36,864
     "gpt2": (12, {"full": 12}, 12, 64, None, 36_864, 0),
+    # Qwen3.5 (text_config): every 4th layer full, 10 · 2 · 2 · 256 · 2 = 20,480; 30 Gated DeltaNet
+    # layers · (conv 3 · (2·16·128 + 32·128 = 8,192) · 2 = 49,152 + fp32 state 32 · 128 · 128 · 4 =
+    # 2,097,152) = 30 · 2,146,304 = 64,389,120
+    "qwen3.5-35b-a3b": (40, {"recurrent": 30, "full": 10}, 2, 256, None, 20_480, 64_389_120),
+    # 12 · 2 · 2 · 256 · 2 = 24,576; 36 · (3 · (4,096 + 8,192) · 2 = 73,728 + 64 · 128 · 128 · 4 =
+    # 4,194,304) = 36 · 4,268,032 = 153,649,152
+    "qwen3.5-122b-a10b": (48, {"recurrent": 36, "full": 12}, 2, 256, None, 24_576, 153_649_152),
+    # Gemma 4: every 6th layer global; sliding (1,024) 50 · 2 · 16 · 256 · 2 = 819,200 + global
+    # 10 · 2 · 4 · 512 · 2 = 81,920 → 901,120 (in the model dtype; vLLM's auto is fp8 here)
+    "gemma-4-31b-it-nvfp4": (60, {"sliding": 50, "full": 10}, {16, 4}, {256, 512}, 1024, 901_120, 0),
+    # text_config: 36 · 2 · 8 · 128 · 2 = 147,456
+    "qwen3-vl-8b-instruct": (36, {"full": 36}, 8, 128, None, 147_456, 0),
 }  # fmt: skip
 
 
@@ -91,8 +103,12 @@ def test_bundled_layout(alias):
         counts[layer.kind] = counts.get(layer.kind, 0) + 1
     assert counts == kinds
     attention = [lay for lay in shape.layers if lay.kind in ("full", "sliding", "chunked", "mla")]
-    assert {lay.num_kv_heads for lay in attention} == {kv_heads}
-    assert {lay.head_dim_k for lay in attention} == {head_dim}
+    assert {lay.num_kv_heads for lay in attention} == (
+        kv_heads if isinstance(kv_heads, set) else {kv_heads}
+    )
+    assert {lay.head_dim_k for lay in attention} == (
+        head_dim if isinstance(head_dim, set) else {head_dim}
+    )
     windows = {lay.window for lay in attention if lay.window is not None}
     assert windows == ({window} if window else set())
     assert shape.bytes_per_token == per_token

@@ -3,6 +3,9 @@ engines not checked against these families refuse them by name."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from helpers import bundled_shape, fixture_shape
 
@@ -121,3 +124,42 @@ def test_gemma3n_vllm_figures():
     # = 4 · 1,057 + 2,048 = 6,276 → 26.1058x, 855,434 tokens
     assert len(plan.groups) == 5 and plan.num_blocks == 163_840
     assert plan.kv_cache_tokens == 855_434
+
+
+# -- against vLLM 0.33.0's own DeciLMForCausalLM ---------------------------------------------------
+NAS_FIXTURE = json.loads(
+    (Path(__file__).parent / "fixtures" / "vllm_0_33" / "nemotron_nas.json").read_text()
+)
+H100 = {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
+        "gpu_compute_capability": (9, 0)}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        pytest.param(
+            name,
+            row,
+            id=f"{name}-{row['kv_cache_dtype']}-tp{row['tensor_parallel_size']}"
+            f"-{row['max_model_len'] or 'derived'}",
+        )  # fmt: skip
+        for name, m in NAS_FIXTURE["models"].items()
+        for row in m["scenarios"]
+    ],
+)
+def test_nas_matches_vllm(name, row):
+    shape = parse_config(NAS_FIXTURE["models"][name]["config"], name=name)
+    if row["max_model_len"] is None:
+        assert shape.max_model_len == row["derived_max_model_len"]
+    p = get_engine("vllm").plan_kv_cache(
+        EngineRequest(model=shape, max_model_len=row["max_model_len"] or shape.max_model_len,
+                      kv_cache_dtype=row["kv_cache_dtype"],
+                      tensor_parallel_size=row["tensor_parallel_size"],
+                      available_kv_bytes=row["available_kv_bytes"], **H100)
+    )  # fmt: skip
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    assert [g.num_layers for g in p.groups] == [g[1] for g in row["groups"]]
+    assert p.log_lines[-1].endswith(row["log_line"])

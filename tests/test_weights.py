@@ -302,11 +302,16 @@ def test_compressed_tensors_w4a16_and_ignore_list():
 
 
 def test_checkpoint_skip_modules_and_unsupported_method():
-    quant = {"quant_method": "fp8", "modules_to_not_convert": ["model.layers.*.self_attn"]}
-    w = weight_bytes(_with_quant("llama-3.1-8b", quant))
-    # attention stays bf16: 32 × 41,943,040 values × 2 B; gate/up/down fp8 + one fp32 scale each
-    attn, mlp = 32 * 41_943_040, 32 * 176_160_768
-    assert w.weights_bytes == 2 * attn + mlp + 32 * 3 * 4 + 2_101_878_784
+    # vLLM 0.33's fp8 skips whole modules by name (ignored_layers_match_mode "exact"): a glob or a
+    # substring ("self_attn", MiniMax-M2.5's "gate") skips nothing
+    skips = ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.o_proj", "self_attn",
+             "model.layers.*.mlp", "gate"]  # fmt: skip
+    w = weight_bytes(_with_quant("llama-3.1-8b", {"quant_method": "fp8",
+                                                  "modules_to_not_convert": skips}))  # fmt: skip
+    # layer 0's q and o stay bf16: 2 × 4,096² = 33,554,432 values × 2 B; the other 32 · 7 − 2 = 222
+    # matrices fp8 (32 × 218,103,808 − 33,554,432 values × 1 B) + one fp32 scale each
+    kept = 2 * 4_096**2
+    assert w.weights_bytes == 2 * kept + (32 * 218_103_808 - kept) + 222 * 4 + 2_101_878_784
     with pytest.raises(InputError) as err:
         weight_bytes(_with_quant("llama-3.1-8b", {"quant_method": "hqq"}))
     assert err.value.code == "unsupported-quantization"

@@ -234,6 +234,8 @@ class _Pricer:
             or (s.experts_only and not t.expert)
         ):
             return False
+        if s.skip_exact:
+            return t.name not in s.skip_modules
         return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
 
     def __call__(self, t: Tensor, tp: int, *, loaded: bool = False) -> dict[str, int]:
@@ -281,7 +283,14 @@ def _add(out: dict[str, int], key: str, value: int) -> None:
 
 
 def _matches(name: str, pattern: str) -> bool:
-    """``modules_to_not_convert`` semantics: ``re:`` regex, glob with ``*``, else a substring."""
+    """``modules_to_not_convert`` semantics: ``re:`` regex, glob with ``*``, else a substring.
+
+    Multimodal checkpoints keep the text stack under ``model.language_model.``; kvcalc names its
+    tensors ``model.layers.…``, so a pattern that names ``language_model`` is tried on both."""
+    if "language_model" in pattern and name.startswith("model.layers."):
+        text_name = "model.language_model." + name.removeprefix("model.")
+        if _matches(text_name, pattern):
+            return True
     if pattern.startswith("re:"):
         return re.match(pattern[3:], name) is not None
     if "*" in pattern:

@@ -16,7 +16,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
 from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
 from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
-from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
+from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
 from kvcalc.model.layouts import Layout
@@ -93,7 +93,7 @@ def parse_config(
     layouts, kinds = found if isinstance(found, tuple) else (found, _kinds(found))
     if len(layouts) != num_layers:  # a family reader's contract
         raise ConfigError(f"{r.source}: {len(layouts)} layouts for {num_layers} layers")
-    max_len, max_len_note = _max_model_len(r)
+    max_len, max_len_note, max_len_key = _max_model_len(r)
     prov["max_model_len"] = max_len_note
     arch = r.value("architectures") or ()
     read = dict(r.used)
@@ -107,6 +107,8 @@ def parse_config(
         num_attention_heads=heads,
         hidden_size=hidden,
         max_model_len=max_len,
+        max_model_len_key=max_len_key,
+        config_model_max_length=_top_model_max_length(raw),
         config_keys=read,
         provenance=prov,
         weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
@@ -205,42 +207,58 @@ def _model_dtype(r: ConfigReader) -> tuple[CacheDtype, str | None]:
     return (BF16 if dtype is FP32 else dtype), name
 
 
-def _max_model_len(r: ConfigReader) -> tuple[int, str]:
-    """vLLM's ``derive_max_model_len``: smallest length key, then × RoPE factor where it applies."""
+#: RoPE types whose ``factor`` vLLM 0.33 does not apply to the derived length (YaRN variants leave
+#: ``max_position_embeddings`` already scaled; ``_get_and_verify_max_len``)
+_UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+#: rope_parameters nested by layer type (or DeepSeek-V4's rope kinds): one dict per entry
+_NESTED_ROPE_KEYS = {"full_attention", "sliding_attention", "chunked_attention",
+                     "linear_attention", "main", "compress"}  # fmt: skip
+
+
+def _max_model_len(r: ConfigReader) -> tuple[int, str, str | None]:
+    """vLLM 0.33's derived maximum length (``derive_max_model_len_and_key`` and
+    ``_get_and_verify_max_len``): the smallest length key (``model_max_length`` wins when set),
+    times the RoPE ``factor`` of every rope type it scales (not YaRN's, not in Gemma 3).
+    Returns (length, provenance, the key as vLLM names it in its refusal)."""
     found = {k: r.int(k, default=None) for k in _MAX_LEN_KEYS}
     found = {k: v for k, v in found.items() if v is not None}
     if not found:
-        return 2048, "no length key in config: 2048, vLLM's fallback"
+        return 2048, "no length key in config: 2048, vLLM's fallback", None
     if "model_max_length" in found:
         key = "model_max_length"
     else:
         key = min(found, key=lambda k: found[k])
     length = found[key]
     note = f"{r.path(key)} = {length}"
-    rope = r.mapping("rope_scaling") or r.mapping("rope_parameters")
-    model_type = r.str("model_type", "") or ""
-    if rope:
-        rope_type = rope.get("rope_type", rope.get("type"))
-        factor = rope.get("factor")
-        if (
-            rope_type not in ("su", "longrope", "llama3", "default", None)
-            and "gemma3" not in model_type
-            and isinstance(factor, (int, float))
-            and not isinstance(factor, bool)
-            and 0 < factor < 1e6
-        ):
-            original = rope.get("original_max_position_embeddings")
-            if (
-                rope_type == "yarn"
-                and isinstance(original, int)
-                and not isinstance(original, bool)
-                and 1 <= original <= MAX_DIM * 1024
-            ):
-                length = original
-                note = f"rope_scaling.original_max_position_embeddings = {length}"
-            length = int(length * factor)
-            note += f" × rope_scaling.factor {factor} ({rope_type}) = {length}"
-    return length, note
+    rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}
+    nested = bool(rope) and set(rope) <= _NESTED_ROPE_KEYS
+    params = [v for v in rope.values() if isinstance(v, Mapping) and v] if nested else [rope]
+    factor: Any = 1.0
+    kind = None
+    for rp in params:
+        rope_type = rp.get("rope_type", rp.get("type"))
+        if rope_type not in _UNSCALED_ROPE:
+            factor, kind = rp.get("factor", factor), rope_type
+    if (
+        "gemma3" not in (r.str("model_type", "") or "")
+        and isinstance(factor, (int, float))
+        and not isinstance(factor, bool)
+        and 0 < factor < 1e6
+        and factor != 1
+    ):
+        length = int(length * factor)
+        note += f" × rope_scaling.factor {factor} ({kind}) = {length}"
+    elif any(rp.get("rope_type", rp.get("type")) in ("yarn", "deepseek_yarn") for rp in params):
+        note += " (YaRN: vLLM 0.33 does not scale it again)"
+    # GPT-2-style configs alias max_position_embeddings to n_positions (attribute_map)
+    return length, note, "max_position_embeddings" if key == "n_positions" else key
+
+
+def _top_model_max_length(raw: Mapping[str, Any]) -> int | float | None:
+    """The top-level ``model_max_length`` vLLM compares a user length with (``None`` if absent)."""
+    value = raw.get("model_max_length") if isinstance(raw, Mapping) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok else None
 
 
 def _checkpoint_quant(

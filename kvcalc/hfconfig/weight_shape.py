@@ -24,6 +24,10 @@ class AttentionWeights:
     output_gate: bool = False
     #: one learned attention-sink logit per head (gpt-oss)
     sinks: bool = False
+    #: a v_proj of its own (Gemma 4's global layers reuse K as V: ``attention_k_eq_v``)
+    v_proj: bool = True
+    #: RMSNorm over the whole q and k projections rather than per head (MiniMax-M2 ``use_qk_norm``)
+    qk_norm_full: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +40,10 @@ class MlaWeights:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    #: the sparse-attention indexer (DeepSeek-V3.2, GLM-5): ``index_n_heads`` × ``index_head_dim``
+    #: queries from the q LoRA, one key projection, a LayerNorm and per-head weights; 0: none
+    index_n_heads: int = 0
+    index_head_dim: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +65,9 @@ class MoeWeights:
     shared_intermediate_size: int = 0
     #: Qwen2-MoE/Qwen3-Next: a 1 x hidden sigmoid gate on the shared expert
     shared_expert_gate: bool = False
+    #: Nemotron-3 latent MoE: routed experts work in this width, behind hidden → latent → hidden
+    #: projections (``moe_latent_size``); 0: experts work in the hidden size
+    latent_size: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,11 +101,33 @@ class GdnWeights:
 
 
 @dataclass(frozen=True, kw_only=True)
-class VisionWeights:
-    """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3) or
-    Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger)."""
+class Dsv4Weights:
+    """DeepSeek-V4 attention (transformers' DeepseekV4Attention): one shared KV head, q and grouped
+    output LoRAs, sinks, and per layer a compressor by its compress ratio (0: none; the CSA rate:
+    overlapping compressor plus the sparse indexer; the HCA rate: compressor only); manifold
+    hyper-connections around every block (``hc_mult`` streams)."""
 
-    #: ``llama4``, ``siglip`` or ``pixtral``
+    num_heads: int
+    head_dim: int
+    q_lora_rank: int
+    o_groups: int
+    o_lora_rank: int
+    index_n_heads: int
+    index_head_dim: int
+    hc_mult: int
+    #: per decoder layer: 0, ``csa_rate`` or ``hca_rate``
+    compress_ratios: tuple[int, ...]
+    csa_rate: int = 4
+    hca_rate: int = 128
+
+
+@dataclass(frozen=True, kw_only=True)
+class VisionWeights:
+    """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3),
+    Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:
+    3D patch embedding, learned positions, patch merger and DeepStack mergers) or Gemma 4's."""
+
+    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl`` or ``gemma4``
     family: str = "llama4"
     hidden_size: int
     intermediate_size: int
@@ -110,6 +143,12 @@ class VisionWeights:
     projector_bias: bool = False
     #: Pixtral's patch merger folds ``n × n`` patches
     spatial_merge_size: int = 1
+    #: Qwen3-VL: frames per 3D patch, learned position rows, DeepStack mergers
+    temporal_patch_size: int = 1
+    num_positions: int = 0
+    deepstack_layers: int = 0
+    #: Gemma 4: per-head q/k RMSNorm width in the tower
+    head_dim: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +168,11 @@ class WeightShape:
     mixers: tuple[str, ...] = ()
     ffns: tuple[str, ...] = ()
     attention: AttentionWeights | None = None
+    #: Gemma 4's global (full-attention) layers, whose heads differ from the sliding ones
+    #: (mixer ``attention_global``)
+    global_attention: AttentionWeights | None = None
     mla: MlaWeights | None = None
+    dsv4: Dsv4Weights | None = None
     mlp: MlpWeights | None = None
     moe: MoeWeights | None = None
     mamba2: Mamba2Weights | None = None

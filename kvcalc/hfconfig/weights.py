@@ -30,6 +30,7 @@ from kvcalc.hfconfig.quant import read_quant_spec
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weight_shape import (  # noqa: F401  (re-exported: part of kvcalc.hfconfig.weights)
     AttentionWeights,
+    Dsv4Weights,  # noqa: F401
     GdnWeights,
     Mamba2Weights,
     MlaWeights,
@@ -38,6 +39,8 @@ from kvcalc.hfconfig.weight_shape import (  # noqa: F401  (re-exported: part of 
     VisionWeights,
     WeightShape,
 )
+from kvcalc.hfconfig.weights_families import dsv4_weights, gemma4_global
+from kvcalc.hfconfig.weights_vision import read_vision
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
 _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
@@ -46,9 +49,13 @@ _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
                "starcoder2", "mpt"}  # fmt: skip
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
-_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe"}
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
+            "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
+            "gemma4_text"}  # fmt: skip
+#: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
+_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
-_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
 _TIE_DEFAULT = {
     "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "gpt2": True,
@@ -82,6 +89,16 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     notes: list[str] = []
     mixers = tuple(_mixer(r, kind) for kind in kinds)
     attention = _attention(r, model_type, hidden) if "attention" in mixers else None
+    global_attention, dsv4 = None, None
+    if model_type == "deepseek_v4":
+        dsv4 = dsv4_weights(r, num_layers)
+        mixers = ("dsv4",) * num_layers
+        attention = None
+    if model_type == "gemma4_text":
+        global_attention = gemma4_global(r, _attention(r, model_type, hidden))
+        mixers = tuple(
+            "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
+        )
     mla = _mla(r) if "mla" in mixers else None
     moe, moe_flags = _moe(r, model_type, num_layers)
     ffns = _ffns(r, model_type, num_layers, moe_flags)
@@ -93,7 +110,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             f"{mtp} MTP layer(s) in the checkpoint are not counted (transformers and vLLM "
             "without speculative decoding do not load them)"
         )
-    positions, rotary = _rope_cache(r, model_type, attention, mla)
+    # DeepSeek-V4 rotates a qk_rope_head_dim slice of each head (its rope cache is that wide)
+    rope_heads = (AttentionWeights(num_heads=1, num_kv_heads=1, head_dim=r.int("qk_rope_head_dim"))
+                  if dsv4 else attention)  # fmt: skip
+    positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
     return WeightShape(
         model_type=model_type,
         num_layers=num_layers,
@@ -111,12 +131,14 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers=mixers,
         ffns=ffns,
         attention=attention,
+        global_attention=global_attention,
         mla=mla,
+        dsv4=dsv4,
         mlp=mlp,
         moe=moe,
         mamba2=_mamba2(r) if L.MAMBA2 in mixers else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
-        vision=_vision(r, model_type, hidden, notes),
+        vision=read_vision(r, model_type, hidden, notes),
         vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),
         mtp_layers=mtp,
@@ -161,8 +183,9 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         qkv_bias=qkv_bias,
         o_bias=o_bias,
         qk_norm=model_type in _QK_NORM,
-        output_gate=model_type == "qwen3_next",
+        output_gate=model_type in _OUTPUT_GATE,
         sinks=model_type == "gpt_oss",
+        qk_norm_full=model_type == "minimax_m2" and r.bool("use_qk_norm"),
     )
 
 
@@ -174,6 +197,8 @@ def _mla(r: ConfigReader) -> MlaWeights:
         qk_nope_head_dim=r.int("qk_nope_head_dim"),
         qk_rope_head_dim=r.int("qk_rope_head_dim"),
         v_head_dim=r.int("v_head_dim"),
+        index_n_heads=r.int("index_n_heads", default=0, minimum=0),
+        index_head_dim=r.int("index_head_dim", default=0, minimum=0),
     )
 
 
@@ -218,6 +243,7 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         router_bias=model_type == "gpt_oss",
         shared_intermediate_size=shared,
         shared_expert_gate=gate,
+        latent_size=r.int("moe_latent_size", default=0, minimum=0),
     )
     return moe, flags
 
@@ -271,51 +297,6 @@ def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
         f"for model_type {model_type or '(none)'}"
     )
     return default
-
-
-def _vision(
-    r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]
-) -> VisionWeights | None:
-    v = r.mapping("vision_config") if r.has("vision_config") else None
-    if v is None:
-        return None
-    vr = ConfigReader(v, source=f"{r.source}: vision_config")
-    family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(
-        str(vr.str("model_type", "") or "")
-    )
-    if family is not None:
-        return VisionWeights(
-            family=family,
-            hidden_size=vr.int("hidden_size"),
-            intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("num_hidden_layers"),
-            image_size=vr.int("image_size"),
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("num_channels", default=3),
-            text_hidden_size=text_hidden,
-            projector_bias=r.bool("multimodal_projector_bias", False),
-            spatial_merge_size=r.int("spatial_merge_size", default=2) if family == "pixtral" else 1,
-        )
-    if not model_type.startswith("llama4"):
-        notes.append(f"vision tower of model_type {model_type!r} is not counted")
-        return None
-    ratio = vr.value("pixel_shuffle_ratio", 0.5)
-    return VisionWeights(
-        hidden_size=vr.int("hidden_size"),
-        intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
-        image_size=vr.int("image_size"),
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("num_channels", default=3),
-        pixel_shuffle_ratio=float(ratio)
-        if isinstance(ratio, (int, float)) and 0 < ratio <= 1
-        else 0.5,
-        projector_input_dim=vr.int("projector_input_dim"),
-        projector_output_dim=vr.int("projector_output_dim"),
-        vision_output_dim=vr.int("vision_output_dim"),
-        text_hidden_size=text_hidden,
-        projector_bias=vr.bool("multi_modal_projector_bias", False),
-    )
 
 
 def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | None,

@@ -43,6 +43,10 @@ class ModelShape:
     hidden_size: int
     #: default context length as vLLM derives it from the config
     max_model_len: int
+    #: the config key vLLM derives it from, as its refusal names it (``None``: no key, 2048)
+    max_model_len_key: str | None = "max_position_embeddings"
+    #: the top-level ``model_max_length`` of config.json, which vLLM also quotes
+    config_model_max_length: int | float | None = None
     #: keys and values read from config.json, and a sentence per derived figure
     config_keys: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, str] = field(default_factory=dict)

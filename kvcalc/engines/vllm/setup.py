@@ -65,10 +65,13 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
             )
         else:
             # vLLM 0.33 ModelConfig validation (config/model.py, _get_and_verify_max_len)
+            # vLLM's derived length is a float (scaled by the RoPE factor, 1.0 without one)
+            m = request.model
             refusal = (
                 f"User-specified max_model_len ({request.max_model_len}) is greater than the derived "
-                f"max_model_len ({derived} from config.json). To allow overriding this maximum, set the "
-                "env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+                f"max_model_len ({m.max_model_len_key}={float(derived)} or model_max_length="
+                f"{m.config_model_max_length} in model's config.json). To allow overriding this "
+                "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
             )
             fix = (
                 f"--max-model-len {derived}, or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ... "

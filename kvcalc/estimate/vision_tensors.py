@@ -1,0 +1,157 @@
+"""Vision-tower tensors (all on the first pipeline stage), for :mod:`kvcalc.estimate.tensors`.
+
+Names follow transformers' modules; counts equal transformers' meta-device builds (tests/test_weights.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
+from kvcalc.hfconfig.weight_shape import MlpWeights, VisionWeights
+
+
+def vision_tensors(v: VisionWeights) -> list[Tensor]:
+    """The vision encoder and projector (all on the first pipeline stage)."""
+    if v.family == "siglip":
+        return [replace(t, vision=True) for t in _siglip(v)]
+    if v.family == "pixtral":
+        return [replace(t, vision=True) for t in _pixtral(v)]
+    if v.family == "qwen3_vl":
+        return [replace(t, vision=True) for t in _qwen3_vl(v)]
+    if v.family == "gemma4":
+        return [replace(t, vision=True) for t in _gemma4(v)]
+    hv, p = v.hidden_size, "vision_model"
+    patches = (v.image_size // v.patch_size) ** 2
+    out = [
+        Tensor(name=f"{p}.class_embedding", rows=hv, role="vector"),
+        Tensor(name=f"{p}.positional_embedding", rows=patches + 1, cols=hv, role="position"),
+        Tensor(name=f"{p}.patch_embedding", rows=hv, cols=v.num_channels * v.patch_size**2,
+               role="linear", split="column"),
+        Tensor(name=f"{p}.layernorm_pre_post", rows=hv, copies=4, role="norm"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.self_attn.o_proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=4, role="norm"))
+    shuffled = int(hv / v.pixel_shuffle_ratio**2)
+    out += _linear(f"{p}.adapter.fc1", v.projector_input_dim, shuffled, None, "column")
+    out += _linear(f"{p}.adapter.fc2", v.projector_output_dim, v.projector_input_dim, None, "row")
+    out += _linear(
+        "multi_modal_projector",
+        v.text_hidden_size,
+        v.vision_output_dim,
+        None,
+        "column",
+        bias=v.projector_bias,
+    )
+    return [replace(t, vision=True) for t in out]
+
+
+def _siglip(v: VisionWeights) -> list[Tensor]:
+    """SigLIP (Gemma 3): biased attention and fc1/fc2 MLP, LayerNorms, a learned position table, and
+    Gemma 3's projector (one vision × text matrix and an RMSNorm)."""
+    hv, p = v.hidden_size, "vision_tower.vision_model"
+    out = [
+        Tensor(name=f"{p}.embeddings.patch_embedding", rows=hv, cols=v.num_channels * v.patch_size**2,
+               role="linear", split="column"),
+        Tensor(name=f"{p}.embeddings.patch_embedding.bias", rows=hv, role="bias"),
+        Tensor(name=f"{p}.embeddings.position_embedding", rows=(v.image_size // v.patch_size) ** 2, cols=hv,
+               role="position"),
+        Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.self_attn.out_proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out.append(Tensor(name="multi_modal_projector.mm_input_projection_weight", rows=v.text_hidden_size,
+                      cols=hv, role="linear"))  # fmt: skip
+    out.append(Tensor(name="multi_modal_projector.mm_soft_emb_norm", rows=hv, role="norm"))
+    return out
+
+
+def _pixtral(v: VisionWeights) -> list[Tensor]:
+    """Pixtral (Mistral 3): unbiased attention, gated MLP, RMSNorms, no position table (2D RoPE);
+    Mistral 3's projector: RMSNorm, patch merger (``n² · h → h``), two linear layers."""
+    hv, p, h = v.hidden_size, "vision_tower", v.text_hidden_size
+    out = [
+        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear",
+               split="column"),
+        Tensor(name=f"{p}.ln_pre", rows=hv, role="norm"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True)
+    for i in range(v.num_layers):
+        q = f"{p}.transformer.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.attention.{proj}", hv, hv, None, "column")
+        out += _linear(f"{q}.attention.o_proj", hv, hv, None, "row")
+        out += _mlp(block, hv, f"{q}.feed_forward", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))
+    m = "multi_modal_projector"
+    out.append(Tensor(name=f"{m}.norm", rows=hv, role="norm"))
+    out += _linear(
+        f"{m}.patch_merger.merging_layer", hv, hv * v.spatial_merge_size**2, None, "replicated"
+    )
+    out += _linear(f"{m}.linear_1", h, hv, None, "column", bias=v.projector_bias)
+    out += _linear(f"{m}.linear_2", h, h, None, "row", bias=v.projector_bias)
+    return out
+
+
+def _qwen3_vl(v: VisionWeights) -> list[Tensor]:
+    """Qwen3-VL's tower (Qwen3.5/3.6 too): a 3D patch embedding (``C × T × P × P``, biased), a learned
+    position table, LayerNorm blocks with a fused biased qkv and fc1/fc2 MLP, the patch merger
+    (LayerNorm, ``hv·m² → hv·m² → text``), and one merger per DeepStack layer (its LayerNorm on
+    ``hv·m²``)."""
+    hv, p = v.hidden_size, "model.visual"
+    merged = hv * v.spatial_merge_size**2
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "column", bias=True)
+    out.append(Tensor(name=f"{p}.pos_embed", rows=v.num_positions, cols=hv, role="position"))
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))  # 2 LayerNorms
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    mergers = [("merger", hv)] + [(f"deepstack_merger_list.{i}", merged)
+                                  for i in range(v.deepstack_layers)]  # fmt: skip
+    for name, norm_width in mergers:
+        out.append(Tensor(name=f"{p}.{name}.norm", rows=norm_width, copies=2, role="norm"))
+        out += _linear(f"{p}.{name}.linear_fc1", merged, merged, None, "column", bias=True)
+        out += _linear(f"{p}.{name}.linear_fc2", v.projector_output_dim, merged, None, "row",
+                       bias=True)  # fmt: skip
+    return out
+
+
+def _gemma4(v: VisionWeights) -> list[Tensor]:
+    """Gemma 4's tower: a 2D learned position table (``2 × positions × hv``), an unbiased patch
+    projection, RMSNorm blocks (four per layer) with q/k norms and a gated MLP, and the
+    ``embed_vision`` projection into the text width."""
+    hv, p = v.hidden_size, "model.vision_tower"
+    out = [
+        Tensor(name=f"{p}.patch_embedder.position_embedding_table", rows=2 * v.num_positions,
+               cols=hv, role="position"),
+        Tensor(name=f"{p}.patch_embedder.input_proj", rows=hv,
+               cols=v.num_channels * v.patch_size**2, role="linear", split="column"),
+    ]  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column")
+        out += _linear(f"{q}.self_attn.o_proj", hv, hv, None, "row")
+        out.append(Tensor(name=f"{q}.self_attn.qk_norm", rows=v.head_dim, copies=2, role="norm"))
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))
+    out += _linear("model.embed_vision.embedding_projection", v.text_hidden_size, hv, None,
+                   "column")  # fmt: skip
+    return out

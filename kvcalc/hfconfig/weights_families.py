@@ -1,0 +1,60 @@
+"""Weight dimensions of families whose layers differ from the generic reader's
+(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers and DeepSeek-V4's attention blocks.
+Each equals transformers' meta-device build (tests/test_weights.py).
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights
+
+#: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
+#: double-wide MLPs, audio): a config using one is refused, not guessed
+_GEMMA4_UNCOUNTED = ("enable_moe_block", "hidden_size_per_layer_input", "num_kv_shared_layers",
+                     "use_double_wide_mlp", "audio_config")  # fmt: skip
+
+
+def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeights:
+    """Gemma 4's global layers: ``global_head_dim``, ``num_global_key_value_heads``, and no v_proj
+    under ``attention_k_eq_v`` (transformers' Gemma4TextAttention)."""
+    for key in _GEMMA4_UNCOUNTED:
+        value = r.value(key)
+        if value not in (None, False, 0):
+            raise ConfigError(
+                f"{r.source}: Gemma 4 with {key} = {value!r}: its weights are not counted "
+                "from config.json (only the dense layout of Gemma-4-31B is)",
+                hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+            )
+    return AttentionWeights(
+        num_heads=sliding.num_heads,
+        num_kv_heads=r.int("num_global_key_value_heads", default=sliding.num_kv_heads),
+        head_dim=r.int("global_head_dim", default=sliding.head_dim),
+        qkv_bias=sliding.qkv_bias,
+        o_bias=sliding.o_bias,
+        qk_norm=True,
+        v_proj=not r.bool("attention_k_eq_v"),
+    )
+
+
+def dsv4_weights(r: ConfigReader, n: int) -> Dsv4Weights:
+    """DeepSeek-V4's attention blocks; the per-layer compressor from ``compress_ratios`` (0, 4 or
+    128, as transformers' DeepseekV4Config maps them to layer types)."""
+    ratios = r.index_list("compress_ratios")
+    if ratios is None or len(ratios) < n or not set(ratios[:n]) <= {0, 4, 128}:
+        raise ConfigError(
+            f"{r.source}: DeepSeek-V4 weights need compress_ratios (0, 4 or 128 for each of the "
+            f"{n} layers)",
+            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+        )
+    return Dsv4Weights(
+        num_heads=r.int("num_attention_heads"),
+        head_dim=r.int("head_dim"),
+        q_lora_rank=r.int("q_lora_rank"),
+        o_groups=r.int("o_groups"),
+        o_lora_rank=r.int("o_lora_rank"),
+        index_n_heads=r.int("index_n_heads"),
+        index_head_dim=r.int("index_head_dim"),
+        hc_mult=r.int("hc_mult", default=1),
+        compress_ratios=tuple(ratios[:n]),
+    )

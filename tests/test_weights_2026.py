@@ -1,0 +1,161 @@
+"""Parameter counts of the 2026 families: hand-computed layers, then every config in the vLLM
+reference fixtures against transformers 5.24 built on the meta device — equal to the parameter, or
+refused (``weights-unknown``) where kvcalc does not count the family, or listed with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.errors import InputError
+from kvcalc.estimate.tensors import inventory
+from kvcalc.estimate.weights import count_parameters
+from kvcalc.hfconfig import parse_config
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
+CONFIGS: dict[str, dict] = {}
+for _file in ("reference_configs.json", "attention_families.json", "hybrid_families.json"):
+    for _name, _model in json.loads((FIXTURES / _file).read_text())["models"].items():
+        CONFIGS.setdefault(_name, _model["config"])
+
+#: transformers 5.24 has no class for these architectures (nothing to compare with)
+NO_TRANSFORMERS_CLASS = {
+    "XiaomiMiMo--MiMo-7B-Base.json",  # MiMoForCausalLM (remote code)
+    "moonshotai--Kimi-K2.5.json",  # KimiK25ForConditionalGeneration (remote code)
+    "stepfun-ai--Step-3.7-Flash.json",  # Step3p7FlashForCausalLM; refused as config-unverified
+    "synthetic--minimax-text-01-defaults.json",  # MiniMaxText01ForCausalLM; config-unsupported
+}
+#: kvcalc does not count these families' weights from config.json: ``weights-unknown``, and the
+#: user passes --weights-memory (or plans from safetensors headers)
+NOT_COUNTED = {
+    "ai21labs--AI21-Jamba-1.5-Mini.json",
+    "moonshotai--Kimi-Linear-48B-A3B-Instruct.json",
+    "synthetic--kimi-linear-bounded-gate.json",
+    "synthetic--bamba-defaults.json",
+    "synthetic--falcon-h1-defaults.json",
+    "synthetic--granite-4.0-h-defaults.json",
+    "synthetic--lfm2-moe-defaults.json",
+    "LiquidAI--LFM2-1.2B.json",
+    "XiaomiMiMo--MiMo-V2-Flash.json",  # moe_layer_freq as a list
+    "gemma-3n-text.json",  # per-layer intermediate sizes, AltUp, per-layer embeddings
+}
+#: refused before weights (config-unsupported): vLLM 0.33 cannot build them either
+REFUSED = {"synthetic--minimax-defaults-MiniMaxForCausalLM.json"}
+#: kvcalc's count minus transformers', and why
+DEVIATIONS = {
+    # no vision_config in this copy: transformers builds Llama4VisionConfig()'s default tower
+    # (415,856,640) and projector (5,120 × 7,680 = 39,321,600); kvcalc counts no tower it is not told
+    "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json": -(415_856_640 + 39_321_600),
+}
+
+
+def shape(name: str):
+    return parse_config(CONFIGS[name], name=name).weights
+
+
+def layer_params(w, i: int) -> int:
+    return sum(t.numel for t in inventory(w) if t.layer == i)
+
+
+# -- hand-computed layers -------------------------------------------------------------------------
+def test_qwen3_5_attention_output_gate_and_qk_norm():
+    # Qwen3.5-35B-A3B full-attention layer 3: q_proj 2 × 16 heads × 256 × 2,048 = 16,777,216 (query
+    # and output gate); k, v 2 × 512 × 2,048 = 2,097,152; o 2,048 × 4,096 = 8,388,608; q/k norm
+    # 2 × 256; MoE: router 256 × 2,048 = 524,288; experts 256 × (1,024 + 512) × 2,048 =
+    # 805,306,368; shared 3 × 512 × 2,048 + gate 2,048 = 3,147,776; norms 2 × 2,048 → 836,246,016
+    w = shape("Qwen--Qwen3.5-35B-A3B.json")
+    assert layer_params(w, 3) == (16_777_216 + 2_097_152 + 8_388_608 + 512 + 524_288
+                                  + 805_306_368 + 3_147_776 + 4_096) == 836_246_016  # fmt: skip
+
+
+def test_qwen3_5_vision_tower():
+    # 27 blocks of LayerNorms 4 × 1,152, qkv 3,456 × 1,152 + 3,456, proj 1,152² + 1,152, fc1 4,304 ×
+    # 1,152 + 4,304, fc2 1,152 × 4,304 + 1,152 = 15,239,504 each; patch 1,152 × 3·2·16·16 + 1,152;
+    # positions 2,304 × 1,152; merger 2 × 1,152 + 4,608² + 4,608 + 2,048 × 4,608 + 2,048
+    c = count_parameters(shape("Qwen--Qwen3.5-35B-A3B.json"))
+    merger = 2 * 1_152 + 4_608**2 + 4_608 + 2_048 * 4_608 + 2_048
+    assert c.vision == (27 * 15_239_504 + 1_152 * 1_536 + 1_152 + 2_304 * 1_152
+                        + merger) == 446_571_248  # fmt: skip
+
+
+def test_gemma4_global_layers_share_k_and_v():
+    # sliding layer 0: q 8,192 × 5,376, k, v 2 × 4,096 × 5,376, o 5,376 × 8,192, q/k norm 2 × 256,
+    #   MLP 3 × 21,504 × 5,376, four norms 4 × 5,376 → 478,959,104
+    # global layer 5: q 16,384 × 5,376, k 2,048 × 5,376 and no v (attention_k_eq_v), o 5,376 ×
+    #   16,384, q/k norm 2 × 512, same MLP and norms → 534,009,856
+    w = shape("nvidia--Gemma-4-31B-IT-NVFP4.json")
+    mlp, norms = 3 * 21_504 * 5_376, 4 * 5_376
+    assert layer_params(w, 0) == 2 * 8_192 * 5_376 + 2 * 4_096 * 5_376 + 512 + mlp + norms
+    assert layer_params(w, 5) == 2 * 16_384 * 5_376 + 2_048 * 5_376 + 1_024 + mlp + norms
+    assert (layer_params(w, 0), layer_params(w, 5)) == (478_959_104, 534_009_856)
+
+
+def test_deepseek_v4_compressors_indexer_and_hyper_connections():
+    # sliding layer 0 (ratio 0): q_a 1,024 × 4,096 + norm 1,024; q_b 32,768 × 1,024; kv 512 ×
+    #   4,096 + norm 512; o_a 8,192 × 4,096; o_b 4,096 × 8,192; sinks 64; MoE router 256 × 4,096,
+    #   experts 256 × (4,096 + 2,048) × 4,096, shared 3 × 2,048 × 4,096; norms 2 × 4,096;
+    #   hyper-connections 2 × (24 × 16,384 + 24 + 3) → 6,576,416,374
+    # HCA layer 3 (ratio 128): + kv and gate 2 × 512 × 4,096, position bias 128 × 512, kv_norm 512
+    # CSA layer 2 (ratio 4): + kv and gate 2 × 1,024 × 4,096, position bias 4 × 1,024, kv_norm 512;
+    #   indexer kv and gate 2 × 256 × 4,096, position bias 4 × 256, kv_norm 128, q_b 8,192 × 1,024,
+    #   weights 64 × 4,096
+    w = shape("deepseek-ai--DeepSeek-V4-Flash.json")
+    base = (4_194_304 + 1_024 + 33_554_432 + 2_097_152 + 512 + 2 * 33_554_432 + 64 + 1_048_576
+            + 256 * 6_144 * 4_096 + 3 * 8_388_608 + 8_192 + 2 * (393_216 + 27))  # fmt: skip
+    hca = 2 * 2_097_152 + 65_536 + 512
+    csa = 2 * 4_194_304 + 4_096 + 512 + 2 * 1_048_576 + 1_024 + 128 + 8_388_608 + 262_144
+    assert (layer_params(w, 0), layer_params(w, 3), layer_params(w, 2)) == (
+        base, base + hca, base + csa) == (6_576_416_374, 6_580_676_726, 6_595_558_646)  # fmt: skip
+
+
+def test_nemotron_3_super_latent_moe():
+    # MoE layer 1: router 512 × 4,096; 512 experts of up 2,688 × 1,024 and down 1,024 × 2,688 (the
+    # latent width, not the hidden size); shared expert 2 × 5,376 × 4,096; latent projections
+    # 2 × 1,024 × 4,096; one norm 4,096 → 2,873,102,336 (was 4× too many with experts on 4,096)
+    w = shape("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json")
+    assert layer_params(w, 1) == (2_097_152 + 512 * 2 * 2_688 * 1_024 + 2 * 22_020_096
+                                  + 2 * 4_194_304 + 4_096) == 2_873_102_336  # fmt: skip
+
+
+def test_dsa_indexer_weights():
+    # GLM-5 layer: indexer wq_b 32 × 128 × 2,048 = 8,388,608, wk 128 × 6,144 = 786,432, k_norm
+    # (LayerNorm) 256, weights_proj 32 × 6,144 = 196,608 → 9,371,904 beside the MLA projections
+    w = shape("zai-org--GLM-5.json")
+    indexer = sum(t.numel for t in inventory(w) if t.layer == 0 and ".indexer." in t.name)
+    assert indexer == 8_388_608 + 786_432 + 256 + 196_608 == 9_371_904
+
+
+# -- every recorded config against transformers' meta build ----------------------------------------
+def _meta_count(raw: dict) -> int:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = {k: v for k, v in raw.items() if k not in ("quantization_config", "auto_map")}
+    cls = getattr(transformers, raw["architectures"][0])
+    config = cls.config_class.from_dict(raw)
+    with torch.device("meta"):
+        model = cls._from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - NO_TRANSFORMERS_CLASS))
+def test_count_equals_transformers_meta_build(name):
+    if name in REFUSED:
+        with pytest.raises(Exception) as info:
+            shape(name)
+        assert getattr(info.value, "code", None) == "config-unsupported"
+        return
+    if name in NOT_COUNTED:
+        with pytest.raises(InputError) as info:
+            count_parameters(shape(name))
+        assert info.value.code == "weights-unknown"
+        return
+    got = count_parameters(shape(name)).total
+    assert got - _meta_count(CONFIGS[name]) == DEVIATIONS.get(name, 0)
+
+
+def test_the_lists_name_recorded_configs():
+    listed = NO_TRANSFORMERS_CLASS | NOT_COUNTED | REFUSED | set(DEVIATIONS)
+    assert listed <= set(CONFIGS)
