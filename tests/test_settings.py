@@ -248,3 +248,19 @@ def test_from_command_fills_what_the_options_left_at_the_tables_default(cli):
     assert pasted["inputs"]["tensor_parallel_size"] == 2
     assert pasted["inputs"]["max_model_len"] == 8000
     assert pasted["kv_cache_tokens"] == typed["kv_cache_tokens"]
+
+
+def test_throughput_reads_a_pasted_serving_command_like_plan(cli):
+    pasted = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--json",
+                 "--from-command", "vllm serve llama-3.1-8b --max-model-len 8k --port 8000 --foo 1")  # fmt: skip
+    typed = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--max-model-len", "8k", "--json")
+    assert pasted.exit_code == typed.exit_code == 0
+    assert pasted.json == typed.json
+    # what the command held that kvcalc does not use is said, not dropped
+    assert "note: --from-command: ignored flags kvcalc does not model: --foo" in pasted.stderr
+
+
+def test_curve_refuses_a_pasted_command_for_another_model(cli):
+    result = cli("curve", "qwen3-8b", "--gpu", "L4", "--from-command", "vllm serve llama-3.1-8b")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error[conflicting-options]: the model 'qwen3-8b' differs")

@@ -17,7 +17,7 @@ _ONE_SERIES = "One series per engine and cache dtype."
     app,
     *(use(n, multi=True, note=_ONE_SERIES) if n in ("engine", "kv_cache_dtype") else n
       for n in DEPLOYMENT),
-    *MODEL_SOURCE, "json",
+    "from_command", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc curve llama-3.1-8b --gpu H100 --kv-cache-dtype fp8",
         "kvcalc curve qwen3-8b --gpu L40S --lengths 4K,8K,32K",
@@ -52,18 +52,20 @@ def curve(
     Figures are per engine instance (one data-parallel replica).
     """
     from kvcalc.cli.options import source_kwargs, with_gguf_file
-    from kvcalc.cli.plan_args import plan_inputs
+    from kvcalc.cli.plan_args import plan_request, say_notes
     from kvcalc.planning.api import capacity_curve_reference
     from kvcalc.planning.curves import parse_lengths
 
     engines, dtypes = given["engine"] or (), given["kv_cache_dtype"] or ()
-    inputs = plan_inputs(given, model, engine=(engines or ("vllm",))[0],
-                         kv_cache_dtype=(dtypes or ("auto",))[0])  # fmt: skip
+    request = plan_request(given, model, engine=(engines or ("vllm",))[0],
+                           kv_cache_dtype=(dtypes or ("auto",))[0])  # fmt: skip
     result = capacity_curve_reference(
-        with_gguf_file(model, given["gguf_file"]), inputs, **source_kwargs(given),
+        with_gguf_file(model, given["gguf_file"]), request.inputs,
+        **{**source_kwargs(given), "revision": request.revision},
         lengths=parse_lengths(lengths) if lengths else None,
         kv_cache_dtypes=tuple(dtypes), engines=tuple(engines),
     )  # fmt: skip
+    say_notes(request.notes)
     from kvcalc.render import curve_view
 
     if plot:

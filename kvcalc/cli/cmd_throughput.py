@@ -18,7 +18,7 @@ from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
         "KV-limited maximum)."),
     "prompt_len", "output_len",
     use("calibration", note="Its measured decode efficiency applies too."),
-    *MODEL_SOURCE, "json",
+    "from_command", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc throughput llama-3.1-8b --gpu H100 --prompt-len 2k --output-len 500",
         "kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s",
@@ -33,6 +33,7 @@ def throughput(
         str | None,
         opt(
             "--bandwidth",
+            metavar="BYTES/S",
             help="Memory bandwidth per GPU, e.g. 448GB/s (overrides the catalog's; needed with --gpu-memory).",
             panel=HARDWARE_PANEL,
         ),
@@ -41,6 +42,7 @@ def throughput(
         float | None,
         opt(
             "--tflops",
+            metavar="TFLOPS",
             min=0.001,
             help="Dense 16-bit tensor TFLOP/s per GPU (overrides the catalog's; without it only the memory roof applies).",
             panel=HARDWARE_PANEL,
@@ -50,6 +52,7 @@ def throughput(
         float | None,
         opt(
             "--efficiency",
+            metavar="FRACTION",
             min=0.01,
             max=1.5,
             help="Measured fraction of the ceiling to apply (default 1.0, or a --calibration record's).",
@@ -64,14 +67,16 @@ def throughput(
     0 computed; 1 the deployment does not fit (nothing to run); 2 bad input.
     """
     from kvcalc.cli.options import source_kwargs, with_gguf_file
-    from kvcalc.cli.plan_args import plan_inputs
+    from kvcalc.cli.plan_args import plan_request, say_notes
     from kvcalc.planning.api import throughput_reference
 
-    inputs = plan_inputs(given, model, batch=None)
+    request = plan_request(given, model, batch=None)
     result = throughput_reference(
-        with_gguf_file(model, given["gguf_file"]), inputs, bandwidth=bandwidth, tflops=tflops,
-        batches=tuple(given["batch"] or ()), efficiency=efficiency, **source_kwargs(given),
+        with_gguf_file(model, given["gguf_file"]), request.inputs, bandwidth=bandwidth,
+        tflops=tflops, batches=tuple(given["batch"] or ()), efficiency=efficiency,
+        **{**source_kwargs(given), "revision": request.revision},
     )  # fmt: skip
+    say_notes(request.notes)
     if given["json"]:
         from kvcalc.render import to_json
 

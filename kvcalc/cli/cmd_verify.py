@@ -42,12 +42,19 @@ def verify(
     *,
     num_blocks: Annotated[
         int | None,
-        opt("--num-blocks", min=1, help="vLLM blocks to allocate (default 4).", panel=CHECK_PANEL),
+        opt(
+            "--num-blocks",
+            metavar="N",
+            min=1,
+            help="vLLM blocks to allocate (default 4).",
+            panel=CHECK_PANEL,
+        ),
     ] = None,
     tokens: Annotated[
         int | None,
         opt(
             "--tokens",
+            metavar="N",
             min=1,
             help="Tokens per sequence for hf, llamacpp and sglang (default 64; llama.cpp pads to 256).",
             panel=CHECK_PANEL,
@@ -57,6 +64,7 @@ def verify(
         int | None,
         opt(
             "--layers",
+            metavar="N",
             min=1,
             help="Keep only the first N layers (their pattern kept).",
             panel=CHECK_PANEL,
@@ -66,6 +74,7 @@ def verify(
         str,
         opt(
             "--device",
+            metavar="DEVICE",
             help="auto (CUDA if available), cpu, cuda or cuda:N.",
             panel=HARDWARE_PANEL,
             show_default=True,
@@ -75,6 +84,7 @@ def verify(
         float,
         opt(
             "--tolerance",
+            metavar="FRACTION",
             min=0.0,
             max=0.99,
             help="Largest relative error that passes.",
@@ -102,6 +112,7 @@ def verify(
         int | None,
         opt(
             "--prompt-tokens",
+            metavar="N",
             min=1,
             help="--run prompt length (default: past every sliding window).",
             panel=CHECK_PANEL,
@@ -111,6 +122,7 @@ def verify(
         int,
         opt(
             "--new-tokens",
+            metavar="N",
             min=2,
             help="--run tokens to generate.",
             panel=CHECK_PANEL,
@@ -121,6 +133,7 @@ def verify(
         str | None,
         opt(
             "--record",
+            metavar="FILE",
             help="Append a calibration record (JSON line) to FILE, for plan --calibration.",
             panel=OUTPUT_PANEL,
         ),

@@ -49,8 +49,14 @@ def build_inputs(given: dict[str, Any], model: str | None) -> PlanRequest:
 
 
 def plan_inputs(given: dict[str, Any], model: str, **overrides: Any) -> PlanInputs:
-    """:class:`PlanInputs` from the settings a command took (``curve``, ``compare``, ``throughput``)."""
+    """:class:`PlanInputs` from the settings a command took (``compare``)."""
     return build_inputs({**given, **overrides}, model).inputs
+
+
+def plan_request(given: dict[str, Any], model: str, **overrides: Any) -> PlanRequest:
+    """The reference, revision and :class:`PlanInputs` (``curve``, ``throughput``: with
+    ``--from-command``, whose model must be ``model`` if it names one)."""
+    return build_inputs({**given, **overrides}, model)
 
 
 def _merge_command(
@@ -76,3 +82,11 @@ def _merge_command(
             )
         values[name] = value
     return reference or cmd.model, cmd.revision, tuple(cmd.notes)
+
+
+def say_notes(notes: tuple[str, ...]) -> None:
+    """What ``--from-command`` did not use, said on stderr (the result has no notes of its own)."""
+    from kvcalc.render import console
+
+    for note in notes:
+        console.err(f"note: --from-command: {note}")
