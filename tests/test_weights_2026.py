@@ -35,9 +35,7 @@ NOT_COUNTED = {
     "synthetic--kimi-linear-bounded-gate.json",
     "synthetic--bamba-defaults.json",
     "synthetic--falcon-h1-defaults.json",
-    "synthetic--granite-4.0-h-defaults.json",
     "synthetic--lfm2-moe-defaults.json",
-    "LiquidAI--LFM2-1.2B.json",
     "XiaomiMiMo--MiMo-V2-Flash.json",  # moe_layer_freq as a list
     "gemma-3n-text.json",  # per-layer intermediate sizes, AltUp, per-layer embeddings
 }
@@ -117,6 +115,31 @@ def test_nemotron_3_super_latent_moe():
     w = shape("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json")
     assert layer_params(w, 1) == (2_097_152 + 512 * 2 * 2_688 * 1_024 + 2 * 22_020_096
                                   + 2 * 4_194_304 + 4_096) == 2_873_102_336  # fmt: skip
+
+
+def test_lfm2_short_convolution_layers():
+    # LFM2-1.2B conv layer 0: in_proj 3 × 2,048 × 2,048 = 12,582,912; depthwise conv 2,048 × 3;
+    #   out_proj 2,048²; FFN (block_ff_dim 12,288 → 2/3 = 8,192) 3 × 8,192 × 2,048; 2 norms
+    # attention layer 2: q, o 2 × 2,048²; k, v 2 × 512 × 2,048; q/k layernorms 2 × 64; same FFN
+    w = shape("LiquidAI--LFM2-1.2B.json")
+    ffn, norms = 3 * 8_192 * 2_048, 2 * 2_048
+    assert layer_params(w, 0) == 12_582_912 + 6_144 + 2_048**2 + ffn + norms == 67_119_104
+    assert layer_params(w, 2) == (2 * 2_048**2 + 2 * 512 * 2_048 + 128 + ffn
+                                  + norms) == 60_821_632  # fmt: skip
+
+
+def test_granite_4_h_mamba2_moe_and_shared_mlp():
+    # transformers' GraniteMoeHybridConfig() layout, Mamba2 layer 0: inner 2 × 4,096 = 8,192 over
+    #   128 heads × 64; conv_dim 8,192 + 2 × 256 = 8,704; in_proj (2 × 8,192 + 2 × 256 + 128) × 4,096
+    #   = 69,730,304; conv 8,704 × 4 + bias 8,704; dt_bias, A_log, D 3 × 128; norm 8,192; out_proj
+    #   4,096 × 8,192; MoE router 8 × 4,096, experts 8 × 3 × 11,008 × 4,096; shared MLP 3 × 1,024 ×
+    #   4,096; 2 norms
+    w = shape("synthetic--granite-4.0-h-defaults.json")
+    moe = 32_768 + 8 * 3 * 11_008 * 4_096 + 3 * 1_024 * 4_096 + 2 * 4_096
+    mamba = 69_730_304 + 34_816 + 8_704 + 384 + 8_192 + 33_554_432
+    assert layer_params(w, 0) == mamba + moe
+    # attention layer 5: q, o 2 × 4,096²; k, v 2 × 1,024 × 4,096
+    assert layer_params(w, 5) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + moe
 
 
 def test_dsa_indexer_weights():

@@ -29,6 +29,7 @@ from kvcalc.hfconfig.weight_shape import (
     MlaWeights,
     MlpWeights,
     MoeWeights,
+    ShortConvWeights,
     WeightShape,
 )
 from kvcalc.model.layouts import RecurrentVariant
@@ -66,6 +67,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
         elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
+        elif mixer == "short_conv" and w.short_conv:
+            out += _short_conv(w.short_conv, h, f"{p}.conv", i)
         ffn = w.ffns[i] if i < len(w.ffns) else "none"
         if ffn == "dense" and w.mlp:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
@@ -195,6 +198,15 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
     )
     out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))
     return out + _linear(f"{p}.out_proj", h, inter, i, "row", bias=m.proj_bias)
+
+
+def _short_conv(c: ShortConvWeights, h: int, p: str, i: int) -> list[Tensor]:
+    out = _linear(f"{p}.in_proj", 3 * h, h, i, "column", bias=c.bias)
+    out.append(Tensor(name=f"{p}.conv", rows=h, cols=c.conv_kernel, role="conv", layer=i,
+                      split="column"))  # fmt: skip
+    if c.bias:
+        out.append(Tensor(name=f"{p}.conv.bias", rows=h, role="bias", layer=i, split="column"))
+    return out + _linear(f"{p}.out_proj", h, h, i, "row", bias=c.bias)
 
 
 def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:

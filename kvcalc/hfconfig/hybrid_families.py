@@ -2,7 +2,8 @@
 
 Each reader (:mod:`~kvcalc.hfconfig.mamba_families`, :mod:`~kvcalc.hfconfig.conv_families`) returns
 one layout per layer; :func:`hybrid_layouts` also names each layer's kind for the weight count,
-which does not count these mixers (``UNCOUNTED``: the weights are refused, not guessed).
+which counts LFM2's short convolutions and Granite-4.0-H's Mamba2 mixers, and no other of these mixers
+(``UNCOUNTED``: the weights are refused, not guessed).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig import mamba_families as M
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention, Layout, MLALatent
+from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent
+from kvcalc.model.recurrent_layouts import ShortConvState
 
 _READERS = {
     **dict.fromkeys(M.JAMBA_TYPES, M.read_jamba),
@@ -37,10 +39,14 @@ def hybrid_layouts(
     if reader is None:
         return None
     layouts = reader(r, num_layers, heads, hidden, dtype, prov)
-    return layouts, tuple(_weight_kind(x) for x in layouts)
+    return layouts, tuple(_weight_kind(x, model_type) for x in layouts)
 
 
-def _weight_kind(layout: Layout) -> str:
+def _weight_kind(layout: Layout, model_type: str) -> str:
     if isinstance(layout, (FullAttention, MLALatent)):
         return L.FULL
+    if isinstance(layout, ShortConvState) and model_type == "lfm2":
+        return L.SHORT_CONV
+    if isinstance(layout, Mamba2State) and model_type in M.GRANITE_HYBRID_TYPES:
+        return L.MAMBA2
     return L.UNCOUNTED

@@ -26,6 +26,8 @@ FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUN
 MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"
+#: LFM2's gated short convolution (counted for the dense lfm2 layout)
+SHORT_CONV = "short_conv"
 #: what one layer mixes with: an attention kind or the recurrent state it keeps
 MixerKind = LayerKind | RecurrentVariant
 

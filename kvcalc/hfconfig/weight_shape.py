@@ -79,10 +79,13 @@ class Mamba2Weights:
     conv_kernel: int
     conv_bias: bool = True
     proj_bias: bool = False
+    #: the mixer's inner width when the config sets it apart from heads × head_dim (Granite-4.0-H:
+    #: ``mamba_expand · hidden_size``); 0: heads × head_dim
+    inner: int = 0
 
     @property
     def intermediate_size(self) -> int:
-        return self.num_heads * self.head_dim
+        return self.inner or self.num_heads * self.head_dim
 
     @property
     def conv_dim(self) -> int:
@@ -98,6 +101,15 @@ class GdnWeights:
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShortConvWeights:
+    """LFM2's gated short convolution: in_proj hidden → 3 × hidden (B, C, x), a depthwise
+    ``conv_kernel``-tap convolution over hidden channels, out_proj hidden → hidden."""
+
+    conv_kernel: int
+    bias: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +189,7 @@ class WeightShape:
     moe: MoeWeights | None = None
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
+    short_conv: ShortConvWeights | None = None
     vision: VisionWeights | None = None
     #: the config has a vision tower (vLLM profiles its encoder too), counted in ``vision`` or not
     vision_encoder: bool = False

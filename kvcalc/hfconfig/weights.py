@@ -36,10 +36,16 @@ from kvcalc.hfconfig.weight_shape import (  # noqa: F401  (re-exported: part of 
     MlaWeights,
     MlpWeights,
     MoeWeights,
+    ShortConvWeights,
     VisionWeights,
     WeightShape,
 )
-from kvcalc.hfconfig.weights_families import dsv4_weights, gemma4_global
+from kvcalc.hfconfig.weights_families import (
+    dsv4_weights,
+    gemma4_global,
+    granite_mamba2,
+    lfm2_ffn,
+)
 from kvcalc.hfconfig.weights_vision import read_vision
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
@@ -51,7 +57,7 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text"}  # fmt: skip
+            "gemma4_text", "lfm2"}  # fmt: skip
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
@@ -62,7 +68,7 @@ _TIE_DEFAULT = {
     "gpt_bigcode": True, "llama": False, "llama4": False, "llama4_text": False, "mistral": False,
     "mixtral": False, "qwen2": False, "qwen2_moe": False, "qwen3": False, "qwen3_moe": False,
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
-    "gpt_oss": False, "nemotron_h": False, "phi3": False,
+    "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
@@ -136,8 +142,15 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
-        mamba2=_mamba2(r) if L.MAMBA2 in mixers else None,
+        mamba2=(granite_mamba2(r, hidden) if model_type == "granitemoehybrid" else _mamba2(r))
+        if L.MAMBA2 in mixers
+        else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
+        short_conv=ShortConvWeights(
+            conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias")
+        )
+        if L.SHORT_CONV in mixers
+        else None,
         vision=read_vision(r, model_type, hidden, notes),
         vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),
@@ -157,7 +170,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA2, L.GDN):
+    if kind in (L.MAMBA2, L.GDN, L.SHORT_CONV):
         return kind
     return "none"
 
@@ -205,6 +218,12 @@ def _mla(r: ConfigReader) -> MlaWeights:
 def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
+        if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
+            raise ConfigError(
+                f"{r.source}: Granite-4.0-H without routed experts: its weights are not counted "
+                "from config.json",
+                hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+            )
         return None, (False,) * n
     if model_type == "nemotron_h":
         pattern = r.str("hybrid_override_pattern") or ""
@@ -230,6 +249,8 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         shared, gate = r.int("shared_expert_intermediate_size", minimum=0), True
     elif r.has("moe_shared_expert_intermediate_size"):
         shared = r.int("moe_shared_expert_intermediate_size") * r.int("n_shared_experts", default=1)
+    elif model_type == "granitemoehybrid" and r.has("shared_intermediate_size"):
+        shared = r.int("shared_intermediate_size", minimum=0)  # shared_mlp: input 2×, output 1×
     elif r.has("n_shared_experts"):
         shared = r.int("n_shared_experts", minimum=0) * expert_size
     elif model_type.startswith("llama4"):
@@ -258,6 +279,8 @@ def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...])
 def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
     if model_type.startswith("llama4"):
         size = r.int("intermediate_size_mlp", "intermediate_size")
+    elif model_type == "lfm2":
+        size = lfm2_ffn(r)
     else:
         size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0)
         if not size:  # gpt2 leaves n_inner null: 4 x hidden
@@ -291,6 +314,8 @@ def _gdn(r: ConfigReader) -> GdnWeights:
 def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
     if r.has("tie_word_embeddings"):
         return r.bool("tie_word_embeddings")
+    if model_type == "lfm2" and r.has("tie_embedding"):  # Lfm2Config's own spelling
+        return r.bool("tie_embedding")
     default = _TIE_DEFAULT.get(model_type, True)
     notes.append(
         f"no tie_word_embeddings in config: {str(default).lower()}, transformers' default "

@@ -1,5 +1,6 @@
 """Weight dimensions of families whose layers differ from the generic reader's
-(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers and DeepSeek-V4's attention blocks.
+(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers, DeepSeek-V4's attention blocks,
+Granite-4.0-H's Mamba2 mixers and LFM2's feed-forward width.
 Each equals transformers' meta-device build (tests/test_weights.py).
 """
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights
+from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights, Mamba2Weights
 
 #: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
 #: double-wide MLPs, audio): a config using one is refused, not guessed
@@ -58,3 +59,36 @@ def dsv4_weights(r: ConfigReader, n: int) -> Dsv4Weights:
         hc_mult=r.int("hc_mult", default=1),
         compress_ratios=tuple(ratios[:n]),
     )
+
+
+def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
+    """Granite-4.0-H's Mamba2 mixer as transformers' GraniteMoeHybridConfig defaults it (the KV
+    reader's rule in :mod:`kvcalc.hfconfig.mamba_families`): inner width ``mamba_d_ssm``, else
+    ``mamba_expand · hidden_size``; 128 heads of ``inner // heads`` unless ``mamba_d_head`` is set."""
+    inner = r.int("mamba_d_ssm", default=None) or r.int("mamba_expand", default=2) * hidden
+    heads = r.int("mamba_n_heads", default=128)
+    head_dim = r.value("mamba_d_head", "auto")
+    return Mamba2Weights(
+        num_heads=heads,
+        head_dim=inner // heads if head_dim == "auto" else r.int("mamba_d_head"),
+        n_groups=r.int("mamba_n_groups", default=1),
+        state_size=r.int("mamba_d_state", default=256),
+        conv_kernel=r.int("mamba_d_conv", default=4),
+        conv_bias=r.bool("mamba_conv_bias", True),
+        proj_bias=r.bool("mamba_proj_bias", False),
+        inner=inner,
+    )
+
+
+def lfm2_ffn(r: ConfigReader) -> int:
+    """transformers' Lfm2MLP width: ``block_ff_dim`` (else ``intermediate_size``), auto-adjusted
+    to 2/3, times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``
+    (LFM2-1.2B: 12,288 → 8,192)."""
+    size = r.int("block_ff_dim", "intermediate_size")
+    if r.bool("block_auto_adjust_ff_dim", True):
+        size = int(2 * size / 3)
+        mult = r.value("block_ffn_dim_multiplier", 1.0)
+        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and 0 < mult < 1e3:
+            multiple = r.int("block_multiple_of", default=256)
+            size = multiple * -(-int(mult * size) // multiple)
+    return size
