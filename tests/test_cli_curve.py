@@ -51,7 +51,9 @@ def test_curve_json(cli):
                 "max_num_seqs", "verdict", "method", "points"):  # fmt: skip
         assert key in series, key
     assert set(series["points"][0]) == {"length_tokens", "max_concurrency", "kv_cache_tokens", "fits",
-                                        "beyond_model_max"}  # fmt: skip
+                                        "beyond_model_max", "runnable_concurrency",
+                                        "capped_by_max_num_seqs"}  # fmt: skip
+    assert data["gpu"] == "L4" and data["default_max_model_len"] == 40_960
 
 
 def test_curve_default_lengths_double_to_the_model_max(cli):
@@ -64,7 +66,8 @@ def test_compare_json(cli):
     assert result.exit_code == 0, result.stderr
     rows = result.json["rows"]
     assert [r["status"] for r in rows] == ["fits", "doesn't fit"]
-    for key in ("label", "kv_bytes_per_token", "kv_bytes_per_request", "weights_bytes", "max_concurrency",
+    for key in ("label", "kv_cache_dtype", "kv_bytes_per_token", "layer_kv_bytes_per_request",
+                "engine_kv_bytes_per_request", "weights_bytes", "max_concurrency",
                 "kv_cache_tokens", "fits", "verdict", "status", "reason"):  # fmt: skip
         assert key in rows[0], key
 

@@ -33,7 +33,7 @@ def test_inspect_json_keys(cli):
     assert result.exit_code == 0, result.stderr
     data = result.json
     for key in ("model", "num_layers", "layers", "kv_cache_dtype", "kv_bytes_per_token",
-                "kv_bytes_per_sequence", "state_bytes_per_sequence"):  # fmt: skip
+                "layer_kv_bytes_per_request", "state_bytes_per_request", "model_source"):  # fmt: skip
         assert key in data
     assert data["num_layers"] == 26 == len(data["layers"])
     for layer in data["layers"]:
@@ -48,7 +48,7 @@ def test_inspect_json_keys(cli):
     assert data["layers"][5]["kind"] == "full" and data["layers"][5]["window"] is None
     assert data["layers"][0]["window"] == 512
     # 4 full · 32,768 · 1,024 B + 22 sliding · 512 · 1,024 B = 145,752,064
-    assert data["kv_bytes_per_sequence"] == 145_752_064
+    assert data["layer_kv_bytes_per_request"] == 145_752_064
     assert data["kv_bytes_per_token"] == 26_624
     assert data["kv_cache_dtype"] == "bf16"
 
@@ -58,9 +58,9 @@ def test_inspect_json_state(cli):
         "inspect", "nvidia-nemotron-3-nano-30b-a3b-bf16", "--json", "--max-model-len", "1000"
     ).json
     # 23 Mamba2 layers · 2,134,016 B
-    assert data["state_bytes_per_sequence"] == 49_082_368
+    assert data["state_bytes_per_request"] == 49_082_368
     # 6 attention layers · 2 · 2 · 128 · 2 = 6,144 B/token · 1,000 + state
-    assert data["kv_bytes_per_sequence"] == 6_144_000 + 49_082_368
+    assert data["layer_kv_bytes_per_request"] == 6_144_000 + 49_082_368
 
 
 def test_models_lists_every_bundled(cli):
@@ -110,7 +110,7 @@ def test_inspect_local_config_file(cli, tmp_path):
         data = cli("inspect", ref, "--json").json
         # 2 layers · 2 · 2 heads · 128 · 2 B = 2,048 B/token; 2,048 tokens → 4,194,304 B
         assert data["kv_bytes_per_token"] == 2_048
-        assert data["kv_bytes_per_sequence"] == 4_194_304
+        assert data["layer_kv_bytes_per_request"] == 4_194_304
 
 
 def test_broken_local_config(cli, tmp_path):
@@ -175,7 +175,7 @@ def test_inspect_lists_each_engines_low_bit_formats(cli):
     rows = {(x["engine"], x["kv_cache_dtype"]): x for x in r.json["low_bit_by_engine"]}
     # vLLM: 32 · 8 · 2 · (128 + 4) = 67,584 B a token; 8,192 tokens in 512 blocks of 16
     assert rows["vllm", "int8_per_token_head"]["kv_bytes_per_token"] == 67_584
-    assert rows["vllm", "int8_per_token_head"]["kv_bytes_per_sequence"] == 67_584 * 8192
+    assert rows["vllm", "int8_per_token_head"]["engine_kv_bytes_per_request"] == 67_584 * 8192
     # LMDeploy int4: 32 · 8 · 2 · (64 + 4) = 34,816; transformers int4 codes + scales: 36,864
     assert rows["lmdeploy", "turbomind_int4"]["kv_bytes_per_token"] == 34_816
     assert rows["hf", "quanto_int4"]["kv_bytes_per_token"] == 36_864

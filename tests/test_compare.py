@@ -68,8 +68,10 @@ def test_variants_need_standard_attention():
 def test_compare_without_a_gpu_uses_the_layouts():
     result = compare(_entries(["llama-3.1-8b", "mistral-7b-v0.1"]), None, max_model_len=32768)
     llama, mistral = result.rows
-    assert llama.kv_bytes_per_request == 32768 * 131_072 == 4 * GIB
-    assert mistral.kv_bytes_per_request == 4096 * 131_072  # the 4,096-token window caps it
+    assert llama.layer_kv_bytes_per_request == 32768 * 131_072 == 4 * GIB
+    assert mistral.layer_kv_bytes_per_request == 4096 * 131_072  # the 4,096-token window caps it
+    assert llama.engine_kv_bytes_per_request is None and llama.kv_cache_dtype == "bf16"
+    assert result.inputs["kv_cache_dtype"] == "auto"
     assert llama.status == "no GPU given" and llama.fits is None and llama.max_concurrency is None
     assert llama.weights_bytes == 16_060_522_496 + 33_554_432  # bf16 weights + RoPE cache
     assert llama.num_parameters == 8_030_261_248
@@ -85,7 +87,15 @@ def test_compare_on_a_gpu_marks_what_does_not_fit():
     for name in SEVEN[:5]:
         assert by[name].fits and by[name].max_concurrency > 1
     assert by["llama-3.1-8b"].kv_bytes_per_token == 131_072
-    assert by["llama-3.1-8b"].kv_bytes_per_request == 4 * GIB  # 2,048 blocks × 2 MiB
+    assert by["llama-3.1-8b"].engine_kv_bytes_per_request == 4 * GIB  # 2,048 blocks × 2 MiB
+    assert by["llama-3.1-8b"].layer_kv_bytes_per_request == 4 * GIB  # full attention: the same
+    # Mistral's 4,096-token window: the layers hold 4,096 · 131,072 B = 512 MiB, but vLLM reserves
+    # for the window plus the tokens in flight (2 × 8,192): cdiv(4,095 + 16,384, 16) + 1 = 1,281
+    # blocks of 16 · 131,072 B = 2 MiB → 2,686,451,712 B (2.50 GiB)
+    mistral = by["mistral-7b-v0.1"]
+    assert mistral.layer_kv_bytes_per_request == 512 * (1 << 20)
+    assert mistral.engine_kv_bytes_per_request == 1_281 * 2 * (1 << 20) == 2_686_451_712
+    assert result.gpu == "H100-SXM" and mistral.kv_cache_dtype == "bf16"
     # smaller KV per request, more requests: Qwen2.5-1.5B (2 KV heads) beats Llama-3.1-8B
     assert by["qwen2.5-1.5b"].max_concurrency > by["llama-3.1-8b"].max_concurrency
 

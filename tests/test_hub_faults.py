@@ -132,7 +132,10 @@ def test_a_misbehaving_hub_falls_back_to_the_cache(cli, fake_hub, fault):
     started = time.monotonic()
     result = cli("inspect", "acme/x", "--json")
     assert result.exit_code == 0, result.stderr
-    assert result.json["source"].startswith("hub") and time.monotonic() - started < TIMEOUT_S + 1.5
+    assert (
+        result.json["model_source"].startswith("hub")
+        and time.monotonic() - started < TIMEOUT_S + 1.5
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,8 @@ class StepCost:
 @dataclass(frozen=True, kw_only=True)
 class DecodePoint:
     batch: int
-    weight_bytes_per_step: int
+    #: weights read per step, per GPU (experts a batch of this size touches)
+    weights_bytes_per_step: int
     kv_bytes_per_step: int
     bytes_per_step: int
     memory_seconds: float
@@ -223,7 +224,7 @@ def decode_point(cost: StepCost, roof: Roofline, batch: int, *, efficiency: floa
     step = max(memory_s, compute_s or 0.0)
     tokens = efficiency * batch / step if step > 0 else 0.0
     return DecodePoint(
-        batch=batch, weight_bytes_per_step=weights, kv_bytes_per_step=kv, bytes_per_step=weights + kv,
+        batch=batch, weights_bytes_per_step=weights, kv_bytes_per_step=kv, bytes_per_step=weights + kv,
         memory_seconds=memory_s, compute_seconds=compute_s, step_seconds=step,
         bound="compute" if compute_s is not None and compute_s > memory_s else "memory",
         tokens_per_s=tokens, per_request_tokens_per_s=tokens / batch,

@@ -16,7 +16,7 @@ MLA 32·(512 + 64)·2 = 36,864 B.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from kvcalc.errors import InputError, KvcalcError
@@ -42,15 +42,25 @@ class CompareEntry:
 
 @dataclass(frozen=True, kw_only=True)
 class CompareRow:
+    """One model (or attention variant) of ``kvcalc compare``."""
+
     label: str
     model: str
-    attention: str
+    attention_kind: str
     num_layers: int
     #: KV heads of the attention layers (``"8"``, ``"8/4"`` when they differ, ``"latent 576"``)
     kv_heads: str
+    #: the cache format, resolved (``auto`` → the model's dtype, or what the engine picks)
+    kv_cache_dtype: str
     #: per GPU (per tensor-parallel rank), as the engine stores it when planned
     kv_bytes_per_token: int
-    kv_bytes_per_request: int
+    #: one request of ``max_model_len`` tokens in the layers' own bytes per tensor-parallel rank
+    #: (windows capped, state added, no block rounding); None for a format only the engine sizes
+    layer_kv_bytes_per_request: int | None
+    #: the same request in the engine's blocks per GPU (what its concurrency divides by); None
+    #: without a GPU, except for a format only the engine sizes
+    engine_kv_bytes_per_request: int | None
+    #: per GPU; None when the weights cannot be counted from the config
     weights_bytes: int | None
     num_parameters: int | None
     #: None without a GPU
@@ -68,13 +78,15 @@ class Comparison:
     """The answer of ``kvcalc compare``. Field names are the ``--json`` keys."""
 
     max_model_len: int
+    #: the catalog's name for the GPU (``H100-SXM`` for ``--gpu H100``)
     gpu: str | None
     gpu_memory_bytes: int | None
     engine: str
-    kv_cache_dtype: str
     tensor_parallel_size: int
     rows: tuple[CompareRow, ...]
     notes: tuple[str, ...] = ()
+    #: the request as given (``kv_cache_dtype`` as typed, e.g. ``auto``; each row has the resolved one)
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,9 +101,10 @@ def _engine_row(entry: CompareEntry, length: int, name: str, tp: int, engine: st
                                                        tensor_parallel_size=tp, available_kv_bytes=1 << 50))  # fmt: skip
     model = entry.model
     return CompareRow(
-        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_bytes_per_token=p.kv_bytes_per_token,
-        kv_bytes_per_request=p.bytes_per_request, weights_bytes=None, num_parameters=None,
+        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_cache_dtype=p.kv_cache_dtype, kv_bytes_per_token=p.kv_bytes_per_token,
+        layer_kv_bytes_per_request=None, engine_kv_bytes_per_request=p.bytes_per_request,
+        weights_bytes=None, num_parameters=None,
         max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status=f"no GPU given ({engine})",
     )  # fmt: skip
 
@@ -127,9 +140,10 @@ def _no_gpu_row(
     except KvcalcError:
         weights = params = None
     return CompareRow(
-        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_bytes_per_token=rank.bytes_per_token,
-        kv_bytes_per_request=rank.bytes_for(length), weights_bytes=weights, num_parameters=params,
+        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_cache_dtype=(layout or model.dtype).name,
+        kv_bytes_per_token=rank.bytes_per_token, layer_kv_bytes_per_request=rank.bytes_for(length),
+        engine_kv_bytes_per_request=None, weights_bytes=weights, num_parameters=params,
         max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status="no GPU given",
     )  # fmt: skip
 
@@ -141,9 +155,10 @@ def _planned_row(entry: CompareEntry, inputs: PlanInputs) -> CompareRow:
     r = plan(model, inputs, exact_weights=entry.exact_weights, with_suggestions=False)
     fits = r.verdict not in _FAILED
     return CompareRow(
-        label=entry.label, model=model.name, attention=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_bytes_per_token=r.kv_bytes_per_token,
-        kv_bytes_per_request=r.kv_bytes_per_request, weights_bytes=r.weights_bytes,
+        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
+        kv_heads=kv_heads_text(model), kv_cache_dtype=r.kv_cache_dtype, kv_bytes_per_token=r.kv_bytes_per_token,
+        layer_kv_bytes_per_request=r.layer_kv_bytes_per_request,
+        engine_kv_bytes_per_request=r.engine_kv_bytes_per_request, weights_bytes=r.weights_bytes,
         num_parameters=r.num_parameters,
         max_concurrency=r.max_concurrency if r.verdict != "weights-dont-fit" and r.available_kv_bytes > 0 else 0.0,
         kv_cache_tokens=r.kv_cache_tokens if fits else 0, fits=fits, verdict=r.verdict,
@@ -177,13 +192,19 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
         if max_model_len > entry.model.max_model_len:
             notes.append(f"{entry.label}: {max_model_len:,} tokens exceed its max_model_len "
                          f"{entry.model.max_model_len:,} (vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")  # fmt: skip
+    from kvcalc.model.gpus import get_gpu
+
     src = base
+    asked: dict[str, Any] = {"max_model_len": max_model_len, "gpu": src.gpu if src else None,
+             "gpu_memory_bytes": src.gpu_memory_bytes if src else None,
+             "engine": str(src.engine if src else engine),
+             "kv_cache_dtype": src.kv_cache_dtype if src else kv_cache_dtype,
+             "tensor_parallel_size": src.tensor_parallel_size if src else tensor_parallel_size}  # fmt: skip
     return Comparison(
-        max_model_len=max_model_len, gpu=src.gpu if src else None,
-        gpu_memory_bytes=src.gpu_memory_bytes if src else None, engine=src.engine if src else engine,
-        kv_cache_dtype=src.kv_cache_dtype if src else kv_cache_dtype,
-        tensor_parallel_size=src.tensor_parallel_size if src else tensor_parallel_size,
-        rows=tuple(rows), notes=tuple(notes),
+        max_model_len=max_model_len, gpu=get_gpu(src.gpu).name if src and src.gpu else None,
+        gpu_memory_bytes=asked["gpu_memory_bytes"], engine=asked["engine"],
+        tensor_parallel_size=asked["tensor_parallel_size"],
+        rows=tuple(rows), notes=tuple(notes), inputs=asked,
     )  # fmt: skip
 
 

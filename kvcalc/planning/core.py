@@ -296,6 +296,20 @@ def _headroom(
     return workload_tokens, workload_conc, conc, headroom, fraction
 
 
+def layer_kv_bytes(
+    model: Any, kv_cache_dtype: str, tensor_parallel_size: int, tokens: int
+) -> int | None:
+    """One request of ``tokens`` in the layers' own bytes, per tensor-parallel rank (windows capped,
+    state added); None for a format only its engine sizes."""
+    from kvcalc.model.dtypes import parse_cache_dtype
+
+    try:
+        layout = parse_cache_dtype(kv_cache_dtype)
+    except InputError:
+        return None
+    return int(model.with_cache_dtype(layout).per_rank(tensor_parallel_size).bytes_for(tokens))
+
+
 def _assemble(
     model,
     inputs,
@@ -361,7 +375,10 @@ def _assemble(
         weights_source=weights.source,
         num_parameters=weights.num_parameters,
         kv_bytes_per_token=kv.kv_bytes_per_token,
-        kv_bytes_per_request=kv.bytes_per_request,
+        engine_kv_bytes_per_request=kv.bytes_per_request,
+        layer_kv_bytes_per_request=layer_kv_bytes(
+            model, kv.kv_cache_dtype, inputs.tensor_parallel_size, max_len
+        ),
         max_model_len=max_len,
         estimated_max_model_len=kv.estimated_max_model_len,
         max_num_seqs=kv.max_num_seqs,

@@ -33,6 +33,7 @@ from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.names import engine_name, traits
+from kvcalc.model.gpus import get_gpu
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
@@ -73,6 +74,7 @@ class CurveBasis:
 @dataclass(frozen=True, kw_only=True)
 class CurvePoint:
     length_tokens: int
+    #: KV-limited, as the engine prints it ("Maximum concurrency")
     max_concurrency: float
     #: floor(concurrency × length): the tokens the pool holds in requests of this length
     kv_cache_tokens: int
@@ -80,6 +82,11 @@ class CurvePoint:
     fits: bool
     #: beyond the model's own max_model_len (vLLM refuses it unless allowed)
     beyond_model_max: bool = False
+    #: what the deployment runs: ``max_concurrency`` capped by ``max_num_seqs`` (0 when it does
+    #: not fit); None until the series fills it in
+    runnable_concurrency: float | None = None
+    #: ``max_num_seqs``, not the KV cache, limits concurrency at this length
+    capped_by_max_num_seqs: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +114,8 @@ class CapacityCurve:
     gpu_memory_bytes: int | None
     tensor_parallel_size: int
     lengths_tokens: tuple[int, ...]
-    model_max_len_tokens: int
+    #: the model's own max_model_len (points beyond it are marked ``beyond_model_max``)
+    default_max_model_len: int
     series: tuple[CurveSeries, ...]
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,7 +183,7 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
     ref = inputs.max_model_len or model.max_model_len
     result = plan(model, replace(inputs, max_model_len=ref), with_suggestions=False)
     blocks = sum(g.blocks_per_request for g in result.groups)
-    per_block = result.kv_bytes_per_request // blocks if blocks else 0
+    per_block = result.engine_kv_bytes_per_request // blocks if blocks else 0
     basis = CurveBasis(
         label=label or result.kv_cache_dtype, engine=result.engine, engine_version=result.engine_version,
         kv_cache_dtype=result.kv_cache_dtype, available_kv_bytes=result.available_kv_bytes,
@@ -288,8 +296,17 @@ def _series(model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]) -> C
         kv_bytes_per_token=basis.kv_bytes_per_token, weights_bytes=basis.weights_bytes,
         max_num_seqs=basis.max_num_seqs, verdict=basis.verdict,
         method="block arithmetic" if basis.fast else "planned per length",
-        points=series_points(model, basis, lengths), notes=basis.notes,
+        points=tuple(_capped(p, basis.max_num_seqs) for p in series_points(model, basis, lengths)),
+        notes=basis.notes,
     )  # fmt: skip
+
+
+def _capped(point: CurvePoint, max_num_seqs: int | None) -> CurvePoint:
+    """``point`` with the concurrency the engine runs: at most ``max_num_seqs`` requests."""
+    conc = point.max_concurrency if point.fits else 0.0
+    capped = max_num_seqs is not None and point.fits and conc > max_num_seqs
+    runnable = float(max_num_seqs) if capped and max_num_seqs is not None else conc
+    return replace(point, runnable_concurrency=runnable, capped_by_max_num_seqs=capped)
 
 
 def capacity_curve(
@@ -321,7 +338,8 @@ def capacity_curve(
                                                max_model_len=max(lengths)), label=label)  # fmt: skip
             series.append(_series(model, basis, lengths))
     return CapacityCurve(
-        model=model.name, gpu=inputs.gpu, gpu_memory_bytes=inputs.gpu_memory_bytes,
+        model=model.name, gpu=get_gpu(inputs.gpu).name if inputs.gpu else None,
+        gpu_memory_bytes=inputs.gpu_memory_bytes,
         tensor_parallel_size=inputs.tensor_parallel_size, lengths_tokens=lengths,
-        model_max_len_tokens=model.max_model_len, series=tuple(series),
+        default_max_model_len=model.max_model_len, series=tuple(series),
     )  # fmt: skip

@@ -155,6 +155,11 @@ class PlanInputs:
         return self.batch if self.batch is not None else self.max_num_seqs
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``inputs`` object of the JSON: the request as given, keys as the flags spell them."""
         data = asdict(self)
         data["engine_options"] = dict(self.engine_options)
-        return data
+        return {JSON_NAMES.get(k, k): v for k, v in data.items()}
+
+
+#: field → JSON key where the Python name differs from the flag (``--tight-threshold``)
+JSON_NAMES = {"tight_fraction": "tight_threshold"}

@@ -42,7 +42,8 @@ class LayerInfo:
 class DtypeRow:
     kv_cache_dtype: str
     kv_bytes_per_token: int
-    kv_bytes_per_sequence: int
+    #: one request at ``max_model_len`` in the layers' own bytes (windows capped, state added)
+    layer_kv_bytes_per_request: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,15 +56,19 @@ class EngineFormatRow:
     kv_cache_dtype: str
     bits: int
     kv_bytes_per_token: int | None
-    kv_bytes_per_sequence: int | None
+    #: one request at ``max_model_len`` in this engine's accounting (its blocks or cells)
+    engine_kv_bytes_per_request: int | None
     #: why the engine refuses it for this model ("" when it takes it)
     refused: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class InspectResult:
+    """The answer of ``kvcalc inspect``. Field names are the ``--json`` keys."""
+
     model: str
-    source: str
+    #: where the config came from (``bundled config``, ``hub: ORG/NAME``, ``path: ...``)
+    model_source: str
     model_type: str
     architectures: tuple[str, ...]
     attention_kind: str
@@ -76,9 +81,14 @@ class InspectResult:
     layers: tuple[LayerInfo, ...]
     #: identical layers grouped, in order of first appearance
     layer_groups: tuple[LayerInfo, ...]
+    #: all layers, as if each held every token
     kv_bytes_per_token: int
-    kv_bytes_per_sequence: int
-    state_bytes_per_sequence: int
+    #: one request at ``max_model_len`` in the layers' own bytes: windows capped, recurrent state
+    #: added, no block rounding (an engine's blocks can hold more: ``kvcalc plan``'s
+    #: ``engine_kv_bytes_per_request``)
+    layer_kv_bytes_per_request: int
+    #: the recurrent layers' state, per request (any length)
+    state_bytes_per_request: int
     by_dtype: tuple[DtypeRow, ...]
     #: every engine's own 4-/8-bit formats (what ``--kv-cache-dtype int4``/``int8`` mean per engine)
     low_bit_by_engine: tuple[EngineFormatRow, ...] = ()
@@ -184,12 +194,12 @@ def low_bit_rows(model: ModelShape, length: int) -> tuple[EngineFormatRow, ...]:
                     p = get_engine(engine).plan_kv_cache(request)
                 except KvcalcError as exc:
                     rows.append(EngineFormatRow(engine=engine, kv_cache_dtype=name, bits=GENERIC_BITS[generic],
-                                                kv_bytes_per_token=None, kv_bytes_per_sequence=None,
+                                                kv_bytes_per_token=None, engine_kv_bytes_per_request=None,
                                                 refused=exc.message))  # fmt: skip
                     continue
                 rows.append(EngineFormatRow(engine=engine, kv_cache_dtype=name, bits=GENERIC_BITS[generic],
                                             kv_bytes_per_token=p.kv_bytes_per_token,
-                                            kv_bytes_per_sequence=p.bytes_per_request))  # fmt: skip
+                                            engine_kv_bytes_per_request=p.bytes_per_request))  # fmt: skip
     return tuple(rows)
 
 
@@ -212,13 +222,13 @@ def inspect_model(
         DtypeRow(
             kv_cache_dtype=d.name,
             kv_bytes_per_token=(m := model.with_cache_dtype(d)).bytes_per_token,
-            kv_bytes_per_sequence=m.bytes_for(length),
+            layer_kv_bytes_per_request=m.bytes_for(length),
         )
         for d in applicable_dtypes(model)
     )
     return InspectResult(
         model=model.name,
-        source=source,
+        model_source=source,
         model_type=model.model_type,
         architectures=model.architectures,
         attention_kind=model.attention_kind,
@@ -230,8 +240,8 @@ def inspect_model(
         layers=_layer_infos(cached, grouped=False),
         layer_groups=_layer_infos(cached, grouped=True),
         kv_bytes_per_token=cached.bytes_per_token,
-        kv_bytes_per_sequence=cached.bytes_for(length),
-        state_bytes_per_sequence=cached.state_bytes_per_sequence,
+        layer_kv_bytes_per_request=cached.bytes_for(length),
+        state_bytes_per_request=cached.state_bytes_per_sequence,
         by_dtype=rows,
         low_bit_by_engine=low_bit_rows(model, length),
         provenance=dict(model.provenance),

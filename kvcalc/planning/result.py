@@ -64,8 +64,15 @@ class CapacityPlan:
     weights_bytes: int
     weights_source: str
     num_parameters: int | None
+    #: per GPU (rank): all layers on that rank, as the engine stores them
     kv_bytes_per_token: int
-    kv_bytes_per_request: int
+    #: one request of ``max_model_len`` tokens in the engine's accounting: the blocks it reserves
+    #: per GPU (vLLM: what its fit check needs), the figure its "Maximum concurrency" divides by
+    engine_kv_bytes_per_request: int
+    #: the same request in the layers' own bytes (windows capped, recurrent state added, no block
+    #: rounding), per tensor-parallel rank over all layers, as ``kvcalc inspect`` counts it; None
+    #: for an engine's own format the layouts do not size (QuantizedCache, TurboMind)
+    layer_kv_bytes_per_request: int | None
     max_model_len: int
     estimated_max_model_len: int | None
     max_num_seqs: int | None
@@ -95,6 +102,11 @@ class CapacityPlan:
     @property
     def passed(self) -> bool:
         return self.verdict in ("ok", "tight")
+
+    @property
+    def kv_bytes_per_request(self) -> int:
+        """The engine's figure (:attr:`engine_kv_bytes_per_request`), under its former name."""
+        return self.engine_kv_bytes_per_request
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -99,8 +99,11 @@ class ThroughputReport:
     peak_flops_per_s: float | None
     efficiency: float
     efficiency_source: str
-    weights_bytes_per_gpu: int
-    kv_bytes_per_sequence: int
+    #: per GPU, as ``kvcalc plan`` counts them
+    weights_bytes: int
+    #: what one running request reads per step at ``context_tokens``, in the layers' own bytes per
+    #: GPU (windows capped, recurrent state added, no block rounding)
+    layer_kv_bytes_per_request: int
     points: tuple[DecodePoint, ...]
     #: None without a compute roof (prefill is compute-bound) or a prompt length
     prefill: PrefillEstimate | None
@@ -184,7 +187,7 @@ def throughput_ceiling(
         max_num_seqs=result.max_num_seqs, batch_limit=limit,
         memory_bandwidth_bytes_per_s=roof.memory_bandwidth_bytes_per_s,
         peak_flops_per_s=roof.peak_flops_per_s, efficiency=efficiency, efficiency_source=efficiency_source,
-        weights_bytes_per_gpu=result.weights_bytes, kv_bytes_per_sequence=cost.kv_bytes_per_sequence,
+        weights_bytes=result.weights_bytes, layer_kv_bytes_per_request=cost.kv_bytes_per_sequence,
         points=points,
         prefill=prefill_estimate(cost, roof, prompt, efficiency=efficiency)
         if prompt and roof.peak_flops_per_s else None,
@@ -230,7 +233,7 @@ def attach_throughput(
     p = report.points[0]
     summary = {
         "batch": p.batch, "tokens_per_s": p.tokens_per_s, "per_request_tokens_per_s": p.per_request_tokens_per_s,
-        "bound": p.bound, "bytes_per_step": p.bytes_per_step, "weight_bytes_per_step": p.weight_bytes_per_step,
+        "bound": p.bound, "bytes_per_step": p.bytes_per_step, "weights_bytes_per_step": p.weights_bytes_per_step,
         "kv_bytes_per_step": p.kv_bytes_per_step, "step_seconds": p.step_seconds,
         "context_tokens": report.context_tokens, "context_rule": report.context_rule,
         "memory_bandwidth_bytes_per_s": roof.memory_bandwidth_bytes_per_s,

@@ -14,6 +14,18 @@ def _fit_cell(row) -> str:
     return f"{row.max_concurrency:,.2f}x"
 
 
+def _size(value: int | None) -> str:
+    return fmt.size(value) if value is not None else "-"
+
+
+def _dtypes(result) -> str:
+    """The resolved cache dtypes, with what was asked when it was ``auto`` or differs."""
+    resolved = list(dict.fromkeys(r.kv_cache_dtype for r in result.rows))
+    asked = result.inputs.get("kv_cache_dtype", "")
+    text = "/".join(resolved)
+    return text if [asked] == resolved or not asked else f"{text} ({asked})"
+
+
 def render(result) -> None:
     from rich.table import Table
 
@@ -22,26 +34,44 @@ def render(result) -> None:
     if result.gpu or result.gpu_memory_bytes:
         where = f" on {result.gpu or fmt.size(result.gpu_memory_bytes)} with {result.engine}"
     tp = f", TP {result.tensor_parallel_size}" if result.tensor_parallel_size > 1 else ""
-    console.print(f"[bold]{result.max_model_len:,} tokens per request[/]{where}{tp}, KV cache {result.kv_cache_dtype}",
+    console.print(f"[bold]{result.max_model_len:,} tokens per request[/]{where}{tp}, KV cache {_dtypes(result)}",
                   highlight=False)  # fmt: skip
+    layers = any(r.layer_kv_bytes_per_request is not None for r in result.rows)
+    engine = any(r.engine_kv_bytes_per_request is not None for r in result.rows)
     table = Table(title_justify="left")
     table.add_column("model")
     table.add_column("attention")
     table.add_column("layers", justify="right")
     table.add_column("KV heads", justify="right")
     table.add_column("KV / token", justify="right")
-    table.add_column(f"KV / request ({result.max_model_len:,})", justify="right")
+    if layers:
+        table.add_column("KV / request, layers' bytes", justify="right")
+    if engine:
+        table.add_column("KV / request, engine blocks", justify="right")
     table.add_column("weights / GPU", justify="right")
     table.add_column("requests that fit", justify="right")
     for r in result.rows:
-        table.add_row(
-            r.label, r.attention, str(r.num_layers), r.kv_heads, fmt.size(r.kv_bytes_per_token),
-            fmt.size(r.kv_bytes_per_request), fmt.size(r.weights_bytes) if r.weights_bytes is not None else "-",
-            _fit_cell(r),
-        )  # fmt: skip
+        cells = [
+            r.label,
+            r.attention_kind,
+            str(r.num_layers),
+            r.kv_heads,
+            fmt.size(r.kv_bytes_per_token),
+        ]
+        if layers:
+            cells.append(_size(r.layer_kv_bytes_per_request))
+        if engine:
+            cells.append(_size(r.engine_kv_bytes_per_request))
+        table.add_row(*cells, _size(r.weights_bytes), _fit_cell(r))
     from kvcalc.render.tables import print_whole
 
     print_whole(table, free=("attention",))
+    if layers:
+        console.print("[dim]layers' bytes: what the layers hold (windows capped, no block rounding), "
+                      "as `kvcalc inspect` counts it.[/]", highlight=False)  # fmt: skip
+    if engine:
+        console.print(f"[dim]engine blocks: what {result.engine} reserves for one request, as in "
+                      "`kvcalc plan`; its concurrency divides by this.[/]", highlight=False)  # fmt: skip
     if result.gpu is None and result.gpu_memory_bytes is None:
         console.print("[dim]No GPU given: layout bytes per tensor-parallel rank and estimated weights; "
                       "add --gpu to plan each model with the engine.[/]", highlight=False)  # fmt: skip

@@ -77,7 +77,7 @@ def render(curve) -> None:
     for s in curve.series:
         table.add_column(_series_heading(s), justify="right")
     for i, length in enumerate(curve.lengths_tokens):
-        mark = " *" if length > curve.model_max_len_tokens else ""
+        mark = " *" if length > curve.default_max_model_len else ""
         cells = [f"{length:,}{mark}"]
         for s in curve.series:
             p = s.points[i]
@@ -98,8 +98,8 @@ def render(curve) -> None:
         )
         for note in s.notes:
             console.print(f"    [dim]- {note}[/]", highlight=False)
-    if any(n > curve.model_max_len_tokens for n in curve.lengths_tokens):
-        console.print(f"  * beyond the model's max_model_len {curve.model_max_len_tokens:,} "
+    if any(n > curve.default_max_model_len for n in curve.lengths_tokens):
+        console.print(f"  * beyond the model's max_model_len {curve.default_max_model_len:,} "
                       "(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", highlight=False)  # fmt: skip
 
 
@@ -195,7 +195,7 @@ def render_throughput(report) -> None:
         table.add_column(name, justify="right" if name != "bound" else "left")
     for p in report.points:
         mark = " *" if p.beyond_kv_limit else ""
-        table.add_row(f"{p.batch:,}{mark}", fmt.size(p.weight_bytes_per_step), fmt.size(p.kv_bytes_per_step),
+        table.add_row(f"{p.batch:,}{mark}", fmt.size(p.weights_bytes_per_step), fmt.size(p.kv_bytes_per_step),
                       f"{p.step_seconds * 1e3:,.2f} ms", p.bound, f"{p.tokens_per_s:,.0f}",
                       f"{p.per_request_tokens_per_s:,.1f}")  # fmt: skip
     if report.points:

@@ -46,7 +46,7 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     if not result.layout_validated:
         console.print(fmt.unverified_warning(result.model, result.unverified_keys))
     console.print(
-        f"[bold]{result.model}[/]  ({result.source})\n"
+        f"[bold]{result.model}[/]  ({result.model_source})\n"
         f"{result.model_type} · {result.attention_kind} · {result.num_layers} layers · "
         f"model dtype {result.model_dtype} · default max_model_len {result.default_max_model_len:,}"
     )
@@ -54,7 +54,7 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     for col in ("kind", "layers", "which", "shape", "window"):
         layers.add_column(col)
     layers.add_column("bytes/token/layer", justify="right")
-    layers.add_column("state/seq/layer", justify="right")
+    layers.add_column("state/request/layer", justify="right")
     for layer in result.layer_groups:
         layers.add_row(
             layer.kind,
@@ -68,39 +68,40 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     console.print(layers)
     console.print(
         f"KV per token (all layers, every token): [bold]{fmt.bytes_and_size(result.kv_bytes_per_token)}[/]\n"
-        f"KV per sequence at {result.max_model_len:,} tokens (windows capped, state added): "
-        f"[bold]{fmt.bytes_and_size(result.kv_bytes_per_sequence)}[/]"
+        f"KV per request at {result.max_model_len:,} tokens, the layers' own bytes "
+        f"(windows capped, state added, no engine blocks): "
+        f"[bold]{fmt.bytes_and_size(result.layer_kv_bytes_per_request)}[/]"
         + (
-            f"\nRecurrent state per sequence: {fmt.bytes_and_size(result.state_bytes_per_sequence)}"
-            if result.state_bytes_per_sequence
+            f"\nRecurrent state per request: {fmt.bytes_and_size(result.state_bytes_per_request)}"
+            if result.state_bytes_per_request
             else ""
         )
     )
     dtypes = Table(title="By cache dtype", title_justify="left")
     dtypes.add_column("cache dtype")
     dtypes.add_column("bytes / token", justify="right")
-    dtypes.add_column(f"per sequence @ {result.max_model_len:,}", justify="right")
+    dtypes.add_column(f"layers' bytes / request @ {result.max_model_len:,}", justify="right")
     for row in result.by_dtype:
         dtypes.add_row(
             row.kv_cache_dtype,
             fmt.int_(row.kv_bytes_per_token),
-            fmt.size(row.kv_bytes_per_sequence),
+            fmt.size(row.layer_kv_bytes_per_request),
         )
     console.print(dtypes)
     if result.low_bit_by_engine:
-        low = Table(title=f"4- and 8-bit caches by engine (each engine's own accounting, one sequence "
+        low = Table(title=f"4- and 8-bit caches by engine (each engine's own blocks, one request "
                     f"@ {result.max_model_len:,})", title_justify="left")  # fmt: skip
         low.add_column("engine")
         low.add_column("--kv-cache-dtype")
         low.add_column("bits", justify="right")
         low.add_column("bytes / token", justify="right")
-        low.add_column("per sequence", justify="right")
+        low.add_column("engine bytes / request", justify="right")
         for r in result.low_bit_by_engine:
             if r.refused:
                 low.add_row(r.engine, r.kv_cache_dtype, str(r.bits), "refused", "-")
             else:
                 low.add_row(r.engine, r.kv_cache_dtype, str(r.bits), fmt.int_(r.kv_bytes_per_token or 0),
-                            fmt.size(r.kv_bytes_per_sequence or 0))  # fmt: skip
+                            fmt.size(r.engine_kv_bytes_per_request or 0))  # fmt: skip
         console.print(low)
     if result.weights:
         _weights(console, result.weights)

@@ -74,8 +74,16 @@ def render(result) -> None:
     kv.add_row("available for KV per GPU", _with_band(result))
     kv.add_row("KV per token (per GPU)", fmt.bytes_and_size(result.kv_bytes_per_token))
     kv.add_row(
-        f"KV per request at {result.max_model_len:,} tokens", fmt.size(result.kv_bytes_per_request)
+        f"KV per request at {result.max_model_len:,} tokens, engine blocks",
+        fmt.size(result.engine_kv_bytes_per_request),
     )
+    if result.layer_kv_bytes_per_request is not None and (
+        result.layer_kv_bytes_per_request != result.engine_kv_bytes_per_request
+    ):
+        kv.add_row(
+            "… the layers' own bytes (windows capped, no blocks)",
+            fmt.size(result.layer_kv_bytes_per_request),
+        )
     kv.add_row("block size (tokens)", fmt.int_(result.block_size))
     kv.add_row("blocks", fmt.int_(result.num_blocks))
     kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))

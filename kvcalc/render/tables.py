@@ -44,16 +44,16 @@ def models_table(rows: list[Any]) -> None:
     table.add_column("attention")
     table.add_column("layers", justify="right")
     table.add_column("KV / token (auto)", justify="right")
-    table.add_column("state / seq", justify="right")
+    table.add_column("state / request", justify="right")
     table.add_column("max len", justify="right")
     for row in rows:
         table.add_row(
             row.alias,
-            row.hf_id,
+            row.model,
             row.attention_kind,
             str(row.num_layers),
             fmt.size(row.kv_bytes_per_token),
-            fmt.size(row.state_bytes_per_sequence) if row.state_bytes_per_sequence else "-",
+            fmt.size(row.state_bytes_per_request) if row.state_bytes_per_request else "-",
             fmt.int_(row.max_model_len),
         )
     print_whole(table, free=("attention",))

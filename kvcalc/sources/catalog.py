@@ -11,13 +11,20 @@ from kvcalc.sources.bundled import bundled_models
 
 @dataclass(frozen=True, kw_only=True)
 class BundledRow:
+    """One bundled model in ``kvcalc models --json``."""
+
+    #: the name to type (``kvcalc plan ALIAS``)
     alias: str
-    hf_id: str
+    #: its Hub id
+    model: str
     model_type: str
     attention_kind: str
     num_layers: int
+    #: all layers, as if each held every token, at the model's own dtype (``auto``)
     kv_bytes_per_token: int
-    state_bytes_per_sequence: int
+    #: the recurrent layers' state per request (0 without recurrent layers)
+    state_bytes_per_request: int
+    #: the config's own maximum (vLLM's derived ``max_model_len``)
     max_model_len: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -31,12 +38,12 @@ def list_bundled() -> list[BundledRow]:
         rows.append(
             BundledRow(
                 alias=bundled.alias,
-                hf_id=bundled.hf_id,
+                model=bundled.hf_id,
                 model_type=shape.model_type,
                 attention_kind=shape.attention_kind,
                 num_layers=shape.num_layers,
                 kv_bytes_per_token=shape.bytes_per_token,
-                state_bytes_per_sequence=shape.state_bytes_per_sequence,
+                state_bytes_per_request=shape.state_bytes_per_sequence,
                 max_model_len=shape.max_model_len,
             )
         )
