@@ -166,13 +166,42 @@ def _report_problems(report, fmt: str) -> int:
     return int(ExitCode.ERROR)
 
 
-@command(app, examples=("kvcalc schema", "kvcalc schema --help"))
-def schema(*, given: dict[str, Any]) -> int:
-    """Print the JSON Schema of deployment files (for editors and other validators)."""
+@command(app, examples=("kvcalc schema", "kvcalc schema plan"))
+def schema(
+    document: Annotated[
+        str,
+        typer.Argument(
+            help="deployment (the YAML files `check` reads), plan (`plan --json`) or check "
+            "(`check --format json`).",
+            metavar="[deployment|plan|check]",
+        ),
+    ] = "deployment",
+    *,
+    given: dict[str, Any],
+) -> int:
+    """Print the JSON Schema of deployment files (for editors and other validators).
+
+    `kvcalc schema plan` and `kvcalc schema check` print the schemas of `plan --json` and
+    `check --format json` (docs/json.md describes every key).
+    """
     import json
 
-    from kvcalc.deploy.schema import build_schema
     from kvcalc.render import console
 
-    console.out(json.dumps(build_schema(), indent=2, ensure_ascii=False))
+    if document == "deployment":
+        from kvcalc.deploy.schema import build_schema
+
+        data = build_schema()
+    else:
+        from kvcalc.render.json_shapes import SCHEMAS
+        from kvcalc.render.json_shapes import schema as output_schema
+
+        if document not in SCHEMAS:
+            raise InputError(
+                f"no schema named {document!r}",
+                hint="choose from: deployment, " + ", ".join(SCHEMAS),
+                code="usage",
+            )
+        data = output_schema(document)
+    console.out(json.dumps(data, indent=2, ensure_ascii=False))
     return 0

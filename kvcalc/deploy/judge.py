@@ -36,10 +36,16 @@ _VERDICT_KEYS = {
 
 @dataclass(frozen=True, kw_only=True)
 class Failure:
+    """A requirement the plan misses."""
+
+    #: the requirement's key (``min_concurrency``, ``allow_verdicts``...)
     requirement: str
+    #: what the file asks for
     expected: Any
+    #: what the plan gives
     actual: Any
     message: str
+    #: the line of the key in the file
     line: int
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,15 +10,19 @@ from kvcalc.engines.base import KvCacheGroup
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryBreakdown:
-    """Per GPU, in bytes. ``free_bytes`` is what stays unused on the device."""
+    """Memory per GPU, in bytes: what each part takes; ``free_bytes`` stays unused on the device."""
 
+    #: the device's memory as the driver reports it (0 with ``--kv-cache-memory`` alone)
     total_bytes: int
     #: the engine's share of the device (vLLM ``ceil(total · gpu_memory_utilization)``)
     budget_bytes: int
     gpu_memory_utilization: float | None
     weights_bytes: int
+    #: the peak of the profiling forward pass (and the sampler), estimated
     activation_bytes: int
+    #: CUDA context, NCCL and other memory outside torch's allocator, estimated
     non_torch_bytes: int
+    #: CUDA graph capture (0 for engines without CUDA graphs or with ``--enforce-eager``)
     cudagraph_bytes: int
     kv_cache_bytes: int
     free_bytes: int
@@ -28,8 +32,11 @@ class MemoryBreakdown:
 class Suggestion:
     """A change that was itself planned, and what it gives."""
 
+    #: the change as flags to paste, and its effect
     text: str
+    #: the inputs changed (``{"kv_cache_dtype": "fp8"}``)
     change: dict[str, Any]
+    #: the verdict of the changed plan
     verdict: str
     max_concurrency: float
     kv_cache_tokens: int
@@ -40,28 +47,44 @@ class Suggestion:
 class CapacityPlan:
     """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
 
+    #: the model's Hub id (or the name its config gives)
     model: str
+    #: where its config came from (``bundled config``, ``hub: ORG/NAME``, a path)
     model_source: str
+    #: ``vllm``, ``sglang``, ``llamacpp``, ``hf``, ``trtllm`` or ``lmdeploy``
     engine: str
+    #: the version profile modelled
     engine_version: str
+    #: the catalog's GPU name; null with ``--gpu-memory``/``--kv-cache-memory`` alone
     gpu: str | None
+    #: GPUs in all; beyond TP × PP they are data-parallel replicas
     num_gpus: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
     data_parallel_replicas: int
+    #: the cache storage format used (``auto`` resolved)
     kv_cache_dtype: str
+    #: tokens per block/page (1 for llama.cpp cells and SGLang's default page)
     block_size: int
+    #: blocks the engine allocates per GPU (every rank has as many)
     num_blocks: int
+    #: bytes the engine allocates for KV per GPU
     kv_cache_bytes: int
+    #: token capacity as the engine prints it
     kv_cache_tokens: int
+    #: requests of ``max_model_len`` tokens that fit, as the engine computes and prints it
     max_concurrency: float
+    #: ``max_concurrency`` × replicas
     total_max_concurrency: float
+    #: the KV budget per GPU (the engine's "Available KV cache memory"; negative when nothing is left)
     available_kv_bytes: int
     #: the band around ``available_kv_bytes`` measured on the engine's records (equal to it when the
     #: KV memory was given or the engine's band is not measured); verdicts use the low end
     available_kv_bytes_low: int
     available_kv_bytes_high: int
+    #: weight bytes per GPU
     weights_bytes: int
+    #: ``config estimate``, ``safetensors metadata (hub)``/``(local)``, ``gguf header``, ``given (--weights-memory)``
     weights_source: str
     num_parameters: int | None
     #: per GPU (rank): all layers on that rank, as the engine stores them
@@ -73,27 +96,40 @@ class CapacityPlan:
     #: rounding), per tensor-parallel rank over all layers, as ``kvcalc inspect`` counts it; None
     #: for an engine's own format the layouts do not size (QuantizedCache, TurboMind)
     layer_kv_bytes_per_request: int | None
+    #: tokens per request planned
     max_model_len: int
+    #: the longest request that fits when ``max_model_len`` does not (else null)
     estimated_max_model_len: int | None
+    #: the engine's values, defaults resolved (null where the engine has no such setting)
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
+    #: the concurrency asked for (``--batch``, else ``--max-num-seqs``)
     target_concurrency: int | None
+    #: tokens one workload request holds (``--prompt-len`` + ``--output-len``), if given
     workload_tokens: int | None
+    #: requests of ``workload_tokens`` that fit
     workload_concurrency: float | None
     #: concurrent requests the deployment can run: the KV-limited figure (the workload's when given,
     #: else ``max_concurrency``) capped by ``max_num_seqs``; verdicts and requirements use it
     runnable_concurrency: float
+    #: KV memory beyond the target (negative: missing)
     headroom_bytes: int
     headroom_fraction: float
+    #: ``ok``, ``tight``, ``below-target``, ``wont-start`` or ``weights-dont-fit``
     verdict: str
     verdict_reason: str
     memory: MemoryBreakdown
+    #: planned alternatives, when the plan does not pass or is tight
     suggestions: tuple[Suggestion, ...] = ()
+    #: the engine's KV-cache groups (vLLM) or pools
     groups: tuple[KvCacheGroup, ...] = ()
+    #: what the engine would print for these numbers, in its own format
     log_lines: tuple[str, ...] = ()
+    #: assumptions, defaults taken and unconfirmed points
     notes: tuple[str, ...] = ()
     #: decode throughput ceiling at this plan's concurrency (``kvcalc.planning.throughput``), when computed
     throughput: dict[str, Any] | None = None
+    #: the request as given (``kv_cache_dtype`` ``auto``, ``gpu`` as typed)
     inputs: dict[str, Any] = field(default_factory=dict)
     #: False when the model's layout was not verified and was planned as plain attention
     #: (``--trust-layout``): the figures are then a guess

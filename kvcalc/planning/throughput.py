@@ -231,16 +231,46 @@ def attach_throughput(
     except InputError:  # no weight dimensions (e.g. --kv-cache-memory with a KV-only config)
         return result
     p = report.points[0]
-    summary = {
-        "batch": p.batch, "tokens_per_s": p.tokens_per_s, "per_request_tokens_per_s": p.per_request_tokens_per_s,
-        "bound": p.bound, "bytes_per_step": p.bytes_per_step, "weights_bytes_per_step": p.weights_bytes_per_step,
-        "kv_bytes_per_step": p.kv_bytes_per_step, "step_seconds": p.step_seconds,
-        "context_tokens": report.context_tokens, "context_rule": report.context_rule,
-        "memory_bandwidth_bytes_per_s": roof.memory_bandwidth_bytes_per_s,
-        "peak_flops_per_s": roof.peak_flops_per_s, "efficiency": fraction,
-        "efficiency_source": source, "upper_bound": True, "assumptions": list(ASSUMPTIONS),
-    }  # fmt: skip
-    return replace(result, throughput=summary)
+    summary = PlanThroughput(
+        batch=p.batch, tokens_per_s=p.tokens_per_s, per_request_tokens_per_s=p.per_request_tokens_per_s,
+        bound=p.bound, bytes_per_step=p.bytes_per_step, weights_bytes_per_step=p.weights_bytes_per_step,
+        kv_bytes_per_step=p.kv_bytes_per_step, step_seconds=p.step_seconds,
+        context_tokens=report.context_tokens, context_rule=report.context_rule,
+        memory_bandwidth_bytes_per_s=roof.memory_bandwidth_bytes_per_s,
+        peak_flops_per_s=roof.peak_flops_per_s, efficiency=fraction,
+        efficiency_source=source, upper_bound=True, assumptions=ASSUMPTIONS,
+    )  # fmt: skip
+    from dataclasses import asdict
+
+    return replace(result, throughput=asdict(summary))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanThroughput:
+    """``plan``'s ``throughput`` object: the decode ceiling at the plan's concurrency (an upper bound)."""
+
+    #: requests decoding together: ``min(floor(concurrency), max_num_seqs)``, or ``--batch`` if smaller
+    batch: int
+    #: tokens per second over the whole batch, per engine (replica)
+    tokens_per_s: float
+    per_request_tokens_per_s: float
+    #: what limits a step: ``memory`` (bandwidth) or ``compute``
+    bound: str
+    #: bytes read per step per GPU: weights plus every running request's KV
+    bytes_per_step: int
+    weights_bytes_per_step: int
+    kv_bytes_per_step: int
+    step_seconds: float
+    #: the context each running request is assumed to hold
+    context_tokens: int
+    context_rule: str
+    memory_bandwidth_bytes_per_s: float
+    peak_flops_per_s: float | None
+    #: the measured fraction of the ceiling (1.0: the pure ceiling)
+    efficiency: float
+    efficiency_source: str
+    upper_bound: bool
+    assumptions: tuple[str, ...]
 
 
 def resolve_roofline(
