@@ -74,3 +74,73 @@ def test_capability_flags():
         "lmdeploy",
     ]
     assert [n.value for n in EngineName if traits(n).overhead_calibrated] == ["vllm"]
+    # llama.cpp's graphs live in its compute buffer; transformers captures none
+    assert [n.value for n in EngineName if not traits(n).cuda_graphs] == ["llamacpp", "hf"]
+    assert [n.value for n in EngineName if traits(n).overhead_in_reserve] == ["sglang"]
+
+
+def test_plans_show_only_what_the_engine_has(cli):
+    """No CUDA-graph memory (row or bytes) for llama.cpp and transformers; vLLM keeps its own."""
+    for engine in ("llamacpp", "hf"):
+        result = cli(
+            "plan", "llama-3.1-8b", "--gpu", "H100", "--engine", engine, "--max-model-len", "8K"
+        )
+        assert result.exit_code == 0, result.stderr
+        assert "CUDA graphs" not in result.stdout and "vLLM" not in result.stdout
+        data = cli("plan", "llama-3.1-8b", "--gpu", "H100", "--engine", engine, "--max-model-len", "8K",
+                   "--json").json  # fmt: skip
+        assert data["memory"]["cudagraph_bytes"] == 0
+    vllm = cli("plan", "llama-3.1-8b", "--gpu", "H100", "--json").json
+    # 0.39 GiB + 16 MiB × 32 layers, vLLM 0.33 subtracts it
+    assert vllm["memory"]["cudagraph_bytes"] > 0
+
+
+def test_sglang_failure_reason_uses_the_tables_numbers(cli):
+    """SGLang: rest = (total − non-torch) · mem_fraction_static − weights; the memory table's
+    budget is that one, and the reason quotes it (activations live in the reserved rest)."""
+    gib = 1 << 30
+    args = (
+        "plan",
+        "llama-3.1-70b",
+        "--gpu",
+        "H100",
+        "-tp",
+        "2",
+        "--engine",
+        "sglang",
+        "--max-model-len",
+        "32K",
+    )
+    data = cli(*args, "--gpu-memory-utilization", "0.9", "--json").json
+    m = data["memory"]
+    assert m["budget_bytes"] == int((m["total_bytes"] - m["non_torch_bytes"]) * 0.9)
+    assert data["available_kv_bytes"] == m["budget_bytes"] - m["weights_bytes"]
+    # the default 0.833 leaves (79.22 − 2.10) · 0.833 = 64.24 GiB for 65.74 GiB of weights
+    data = cli(*args, "--json").json
+    m = data["memory"]
+    assert data["verdict"] == "weights-dont-fit" and data["available_kv_bytes"] < 0
+    assert (
+        f"{m['budget_bytes'] / gib:.2f} GiB"
+        in data["verdict_reason"]
+        == ("the weights need 65.74 GiB per GPU but the engine may use 64.24 GiB")
+    )
+    table = cli(*args).stdout
+    assert "engine budget ((total − non-torch) × 0.833) │ 64.24 GiB" in table
+    assert "estimate, outside the budget" in table
+
+
+def test_vllm_no_memory_reason_adds_up_to_the_table(cli):
+    """budget − weights − (activation + non-torch + CUDA graphs, vLLM 0.33 subtracts them all)
+    = available: the reason quotes exactly these terms."""
+    gib = 1 << 30
+    data = cli("plan", "llama-3.1-70b", "--gpu", "H100", "-tp", "2", "--max-model-len", "32K",
+               "--gpu-memory-utilization", "0.85", "--json").json  # fmt: skip
+    m = data["memory"]
+    rest = m["activation_bytes"] + m["non_torch_bytes"] + m["cudagraph_bytes"]
+    assert data["verdict"] == "wont-start"
+    assert data["available_kv_bytes"] == m["budget_bytes"] - m["weights_bytes"] - rest
+    assert data["verdict_reason"] == (
+        f"no memory is left for the KV cache ({data['available_kv_bytes'] / gib:.2f} GiB: the engine "
+        f"budget {m['budget_bytes'] / gib:.2f} GiB less {m['weights_bytes'] / gib:.2f} GiB of weights "
+        f"and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
+    )

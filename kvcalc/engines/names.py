@@ -107,6 +107,17 @@ class EngineTraits:
     slots_from_target: bool = False
     #: the cache is allocated for a batch up front (the target concurrency becomes the batch size)
     batch_from_target: bool = False
+    #: the engine captures CUDA graphs whose memory kvcalc estimates (llama.cpp's graphs live in
+    #: its compute buffer; transformers captures none)
+    cuda_graphs: bool = True
+    #: the engine has a cap on running requests (vLLM ``max_num_seqs``, SGLang
+    #: ``max_running_requests``, TensorRT-LLM/LMDeploy ``max_batch_size``)
+    max_num_seqs_knob: bool = True
+    #: the budget is ``(total − non-torch) × fraction`` and activations and CUDA graphs live in the
+    #: reserved ``1 − fraction`` (SGLang's ``mem_fraction_static``), not subtracted from it
+    overhead_in_reserve: bool = False
+    #: the engine's own name for its cap on running requests (``max_num_seqs`` in the JSON)
+    max_num_seqs_name: str = "max_num_seqs"
 
 
 _TRAITS = {
@@ -114,7 +125,8 @@ _TRAITS = {
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
-                                    memory_fraction_knob=False),
+                                    memory_fraction_knob=False, overhead_in_reserve=True,
+                                    max_num_seqs_name="max_running_requests"),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False),
@@ -123,10 +135,14 @@ _TRAITS = {
                                       memory_fraction_knob=False),
     EngineName.LLAMACPP: EngineTraits(name=EngineName.LLAMACPP, fixed_pool=True, block_pool=False,
                                       overhead_calibrated=False, compact_kv_dtype="q8_0",
-                                      memory_fraction_knob=False, slots_from_target=True),
+                                      memory_fraction_knob=False, slots_from_target=True,
+                                      cuda_graphs=False, max_num_seqs_knob=False,
+                                      max_num_seqs_name="n_seq_max"),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
                                 overhead_calibrated=False, compact_kv_dtype=None,
-                                memory_fraction_knob=False, batch_from_target=True),
+                                memory_fraction_knob=False, batch_from_target=True,
+                                cuda_graphs=False, max_num_seqs_knob=False,
+                                max_num_seqs_name="batch_size"),
 }  # fmt: skip
 
 

@@ -209,21 +209,27 @@ def _overhead(
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
     tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
     flashinfer = _flashinfer_sampler(inputs)
+    can = traits(inputs.engine)
+    if can.overhead_calibrated:
+        seqs_default = "vLLM's default"
+    elif can.max_num_seqs_knob:
+        seqs_default = "assumed (the engine sets no max_num_seqs)"
+    else:  # the sampler's rows: the engine has no such cap, vLLM's default stands in
+        seqs_default = f"assumed for the sampler ({can.name.display} has no such cap)"
     try:
         return estimate_overhead(
             model,
             max_num_batched_tokens=tokens,
             tensor_parallel_size=inputs.tensor_parallel_size,
-            enforce_eager=inputs.enforce_eager,
+            # no CUDA-graph memory for an engine that captures none kvcalc can size
+            enforce_eager=inputs.enforce_eager or not can.cuda_graphs,
             gpu=gpu,
             max_num_seqs=inputs.max_num_seqs or defaults[1],
             pipeline_parallel_size=inputs.pipeline_parallel_size,
             engine_version=inputs.engine_version if inputs.engine is EngineName.VLLM else None,
             quantization=inputs.quantization,
             subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
-            seqs_default="vLLM's default"
-            if traits(inputs.engine).overhead_calibrated
-            else "assumed (the engine sets no max_num_seqs)",
+            seqs_default=seqs_default,
             flashinfer_sampler=flashinfer,
         )
     except KvcalcError:
@@ -330,6 +336,9 @@ def _assemble(
         inputs, kv, available
     )
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
+    if memory is not None and util and traits(kv.engine).overhead_in_reserve:
+        # SGLang: rest = (total − non-torch) · mem_fraction_static − weights (the engine's own rule)
+        budget = int((memory - overhead.non_torch_bytes) * util)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     verdict, reason = judge_verdict(
         inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens

@@ -56,6 +56,18 @@ def runnable(conc: float, max_num_seqs: int | None) -> float:
     return min(conc, max_num_seqs) if max_num_seqs else conc
 
 
+def no_memory_reason(engine: str, budget: int, weights: int, available: int) -> str:
+    """Why nothing is left for KV, in the terms the memory table shows: the engine's budget, less
+    the weights, less what the engine deducts besides (``budget − weights − available``)."""
+    gib = 1 << 30
+    head = (f"no memory is left for the KV cache ({available / gib:.2f} GiB: the engine budget "
+            f"{budget / gib:.2f} GiB less {weights / gib:.2f} GiB of weights")  # fmt: skip
+    if traits(engine).overhead_in_reserve:
+        return head + "; activations and CUDA graphs come out of the memory it reserves)"
+    rest = budget - weights - available
+    return head + f" and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
+
+
 def verdict(
     inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, tokens=None
 ) -> tuple[str, str]:
@@ -73,10 +85,7 @@ def verdict(
         fix = f"; fix: {kv.refusal_fix}" if kv.refusal_fix else ""
         return "wont-start", f"{kv.engine} refuses to start: {kv.refusal}{fix}"
     if available <= 0:
-        return "wont-start", (
-            f"no memory is left for the KV cache ({available / gib:.2f} GiB after weights "
-            f"and {overhead.total_bytes / gib:.2f} GiB of activations and runtime overhead)"
-        )
+        return "wont-start", no_memory_reason(kv.engine, budget, weights.per_gpu_bytes, available)
     if not kv.fits and traits(kv.engine).batch_from_target and (kv.max_num_seqs or 1) > 1:
         return "wont-start", (
             f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
@@ -93,7 +102,7 @@ def verdict(
     if target is not None and runnable(conc, cap) < target:
         if conc >= target:
             return "below-target", (
-                f"max_num_seqs {cap:,} lets the engine run {cap:,} requests at once, {target} were "
+                f"{traits(kv.engine).max_num_seqs_name} {cap:,} lets the engine run {cap:,} requests at once, {target} were "
                 f"asked for ({conc:.2f} of {tokens:,} tokens would fit in the KV cache)"
             )
         return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"
@@ -102,5 +111,6 @@ def verdict(
             f"only {headroom_fraction:.1%} of the KV cache is left beyond "
             f"{target or 1} request(s) (threshold {inputs.tight_fraction:.1%})"
         )
-    capped = f"; the engine runs {cap:,} at once (max_num_seqs)" if cap and conc > cap else ""
+    knob = traits(kv.engine).max_num_seqs_name
+    capped = f"; the engine runs {cap:,} at once ({knob})" if cap and conc > cap else ""
     return "ok", f"{conc:.2f} requests of {tokens:,} tokens fit per engine{capped}"

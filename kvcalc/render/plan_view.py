@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvcalc.engines.names import traits
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
 
@@ -52,18 +53,25 @@ def render(result) -> None:
     table.add_column("part")
     table.add_column("bytes", justify="right")
     table.add_column("", justify="left")
+    can = traits(result.engine)
     util = f" (× {m.gpu_memory_utilization:g})" if m.gpu_memory_utilization else ""
+    if util and can.overhead_in_reserve:  # SGLang: (total − non-torch) × mem_fraction_static
+        util = f" ((total − non-torch) × {m.gpu_memory_utilization:g})"
+    # activations and graphs the engine keeps outside its budget are not taken from it
+    outside = ", outside the budget" if can.overhead_in_reserve else ""
     rows = [
         ("GPU total", m.total_bytes, ""),
         (f"engine budget{util}", m.budget_bytes, ""),
         ("weights", m.weights_bytes, result.weights_source),
-        ("activation peak", m.activation_bytes, "estimate"),
+        ("activation peak", m.activation_bytes, "estimate" + outside),
         ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate"),
-        ("CUDA graphs", m.cudagraph_bytes, "estimate" if m.cudagraph_bytes else ""),
+        ("CUDA graphs", m.cudagraph_bytes, ("estimate" + outside) if m.cudagraph_bytes else ""),
         ("KV cache pool", m.kv_cache_bytes, f"{result.num_blocks:,} blocks"),
         ("left free", m.free_bytes, ""),
     ]
     for name, value, note in rows:
+        if name == "CUDA graphs" and not can.cuda_graphs:
+            continue  # the engine captures none kvcalc sizes
         table.add_row(name, fmt.size(value), note)
     console.print(table)
     if m.total_bytes:
@@ -99,7 +107,7 @@ def render(result) -> None:
         )
     if result.max_num_seqs and result.runnable_concurrency >= result.max_num_seqs:
         kv.add_row(
-            f"concurrency the engine runs (max_num_seqs {result.max_num_seqs:,})",
+            f"concurrency the engine runs ({can.max_num_seqs_name} {result.max_num_seqs:,})",
             f"{result.runnable_concurrency:,.2f}x",
         )
     if result.target_concurrency is not None:
