@@ -17,6 +17,12 @@ SEED_ARGS = ["throughput", "qwen3-1.7b", "--gpu-memory", "8GiB", "--bandwidth", 
 GOLDEN = {
     "curve_qwen3_1_7b_l4_dtypes_engines": (0, CURVE_ARGS),
     "curve_llama31_70b_l4_doesnt_fit": (0, ["curve", "llama-3.1-70b", "--gpu", "L4", "--lengths", "8K,32K"]),
+    # below one request is not a bar; SGLang, with nothing that fits, is no series in the chart
+    "curve_llama31_70b_h100_tp2_vllm_sglang": (0, ["curve", "llama-3.1-70b", "--gpu", "H100", "-tp", "2", "--engine",
+                                                   "vllm", "--engine", "sglang", "--lengths", "2K,8K,16K"]),
+    # 2,221,872 tokens / 512 = 4,339.59 requests, but max_num_seqs 1,024 runs at once: marked ‡
+    "curve_llama32_1b_h100_max_num_seqs": (0, ["curve", "llama-3.2-1b-instruct", "--gpu", "H100", "--lengths",
+                                               "512,1K,4K"]),
     "compare_seven_32k_h100": (0, ["compare", *SEVEN, "--max-model-len", "32768", "--gpu", "H100"]),
     "compare_seven_32k_no_gpu": (0, ["compare", *SEVEN, "--max-model-len", "32768"]),
     "compare_attention_variants_llama31_8b": (0, ["compare", "--attention-variants", "llama-3.1-8b", "--gpu", "H100"]),
@@ -140,3 +146,44 @@ def test_plot_file_is_written(cli, tmp_path, suffix, magic):
     assert result.stderr == f"wrote {target}\n"
     data = target.read_bytes()
     assert len(data) > 1000 and data.startswith(magic)
+
+
+def test_curve_points_say_where_max_num_seqs_binds(cli):
+    data = cli(
+        "curve", "llama-3.2-1b-instruct", "--gpu", "H100", "--lengths", "512,1K,4K", "--json"
+    ).json
+    (series,) = data["series"]
+    assert series["max_num_seqs"] == 1024
+    by = {p["length_tokens"]: p for p in series["points"]}
+    # 2,221,872 tokens hold 4,339.59 requests of 512 and 2,169.80 of 1,024: both above 1,024
+    assert by[512]["capped_by_max_num_seqs"] and by[512]["runnable_concurrency"] == 1024
+    assert by[1024]["capped_by_max_num_seqs"] and by[1024]["max_concurrency"] > 2000
+    # 542.45 of 4,096: the KV cache limits, not the cap
+    assert not by[4096]["capped_by_max_num_seqs"]
+    assert by[4096]["runnable_concurrency"] == by[4096]["max_concurrency"]
+
+
+def test_plot_leaves_out_series_with_no_line_and_names_tp(cli):
+    from kvcalc.render.curve_view import plot_title, plotted_series
+
+    args = ("curve", "llama-3.1-70b", "--gpu", "H100", "-tp", "2", "--engine", "vllm", "--engine", "sglang",
+            "--lengths", "2K,8K,16K", "--json")  # fmt: skip
+    data = cli(*args).json
+    from types import SimpleNamespace as NS
+
+    curve = NS(
+        **{
+            **data,
+            "series": [
+                NS(**{**s, "points": [NS(**p) for p in s["points"]]}) for s in data["series"]
+            ],
+        }
+    )
+    assert plot_title(curve) == "meta-llama/Llama-3.1-70B on H100-SXM × TP 2"
+    drawn, left_out = plotted_series(curve)
+    assert [s.label for s, _ in drawn] == ["vllm"]
+    # 16,384 tokens: 0.58 of one request, not drawn
+    assert [p.length_tokens for p in drawn[0][1]] == [2048, 8192]
+    assert left_out == [
+        "sglang: nothing fits (the weights need 65.74 GiB per GPU but the engine may use 64.24 GiB)"
+    ]

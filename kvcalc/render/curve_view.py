@@ -84,9 +84,13 @@ def render(curve) -> None:
             cells.append(
                 _conc(p.max_concurrency, p.fits)
                 + (f"\n{p.kv_cache_tokens:,} tok" if p.fits else "")
+                + (f"\nruns {s.max_num_seqs:,} ‡" if p.capped_by_max_num_seqs else "")
             )
         table.add_row(*cells)
     console.print(table)
+    if _capped(curve):
+        console.print("  ‡ max_num_seqs caps the requests the engine runs at once below what the "
+                      "KV cache holds", highlight=False)  # fmt: skip
     _chart(console, curve)
     for s in curve.series:
         version = f" {s.engine_version}" if s.engine_version else ""
@@ -103,9 +107,18 @@ def render(curve) -> None:
                       "(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", highlight=False)  # fmt: skip
 
 
+def _capped(curve) -> bool:
+    return any(p.capped_by_max_num_seqs for s in curve.series for p in s.points)
+
+
+def _drawn(p) -> bool:
+    """A point is drawn as a bar only when one request fits (below that the engine refuses)."""
+    return p.fits and p.max_concurrency > 0
+
+
 def _chart(console, curve) -> None:
-    values = [p.max_concurrency for s in curve.series for p in s.points]
-    if not any(v > 0 for v in values):
+    values = [p.max_concurrency for s in curve.series for p in s.points if _drawn(p)]
+    if not values:
         console.print("Nothing fits at these lengths: no chart.")
         return
     lo, hi = log_axis(values)
@@ -116,8 +129,14 @@ def _chart(console, curve) -> None:
         for j, s in enumerate(curve.series):
             p = s.points[i]
             head = f"{length:,}".rjust(length_width) if j == 0 else " " * length_width
-            cells = bar_cells(p.max_concurrency, lo, hi)
-            value = f"{p.max_concurrency:,.1f}" if p.max_concurrency > 0 else "doesn't fit"
+            cells = bar_cells(p.max_concurrency, lo, hi) if _drawn(p) else 0
+            if _drawn(p):
+                value = f"{p.max_concurrency:,.1f}"
+                value += f" (runs {s.max_num_seqs:,} ‡)" if p.capped_by_max_num_seqs else ""
+            elif p.max_concurrency > 0:  # less than one request: the engine refuses to start
+                value = f"doesn't fit ({p.max_concurrency:,.2f} of one request)"
+            else:
+                value = "doesn't fit"
             style = STYLES[j % len(STYLES)]
             console.print(
                 f"{head} {s.label.ljust(label_width)} │[{style}]{'█' * cells}[/] {value}",
@@ -143,20 +162,26 @@ def write_plot(curve, path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     try:
-        for s in curve.series:
-            xs = [p.length_tokens for p in s.points if p.max_concurrency > 0]
-            ys = [p.max_concurrency for p in s.points if p.max_concurrency > 0]
-            ax.plot(xs, ys, marker="o", label=s.label)
+        drawn, left_out = plotted_series(curve)
+        for s, points in drawn:
+            (line,) = ax.plot([p.length_tokens for p in points], [p.max_concurrency for p in points],
+                              marker="o", label=s.label)  # fmt: skip
+            capped = [p for p in points if p.capped_by_max_num_seqs]
+            if capped and s.max_num_seqs:
+                ax.axhline(s.max_num_seqs, color=line.get_color(), linestyle=":", linewidth=1,
+                           label=f"{s.label}: max_num_seqs {s.max_num_seqs:,} (the engine runs at most)")  # fmt: skip
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="one request")
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_tokens_label))
         ax.set_yscale("log")
         ax.set_xlabel("context length (tokens per request)")
         ax.set_ylabel("max concurrent requests")
-        ax.set_title(f"{curve.model} on {curve.gpu or fmt.size(curve.gpu_memory_bytes or 0)}")
+        ax.set_title(plot_title(curve))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-        fig.tight_layout()
+        if left_out:
+            fig.text(0.01, 0.01, "not drawn: " + "; ".join(left_out), fontsize=7, wrap=True)
+        fig.tight_layout(rect=(0, 0.05 if left_out else 0, 1, 1))
         try:
             fig.savefig(path)
         except (OSError, ValueError) as exc:
@@ -164,6 +189,26 @@ def write_plot(curve, path: str) -> None:
                               code="plot-write-failed") from None  # fmt: skip
     finally:
         plt.close(fig)
+
+
+def plotted_series(curve) -> tuple[list, list[str]]:
+    """The series with a line to draw (and their points where one request fits), and why each
+    other series is left out of the chart and its legend."""
+    drawn, left_out = [], []
+    for s in curve.series:
+        points = [p for p in s.points if _drawn(p)]
+        if points:
+            drawn.append((s, points))
+        else:
+            left_out.append(f"{s.label}: nothing fits ({s.notes[0] if s.notes else s.verdict})")
+    return drawn, left_out
+
+
+def plot_title(curve) -> str:
+    """``Llama-3.1-70B on H100-SXM × TP 2`` (the parallelism is part of what was planned)."""
+    where = curve.gpu or fmt.size(curve.gpu_memory_bytes or 0)
+    tp = f" × TP {curve.tensor_parallel_size}" if curve.tensor_parallel_size > 1 else ""
+    return f"{curve.model} on {where}{tp}"
 
 
 def _tokens_label(value: float, _pos: object = None) -> str:
