@@ -63,3 +63,32 @@ def test_ci_floors_are_the_floors_of_pyproject():
     from packaging.version import Version  # pytest's own dependency
 
     assert {n: Version(v) for n, v in pinned.items()} == {n: Version(v) for n, v in floors.items()}
+
+
+def _common_tasks() -> list[str]:
+    section = README.split("\n## Common tasks\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.startswith("kvcalc ")]
+
+
+def test_readme_common_tasks_cover_the_four_jobs():
+    commands = _common_tasks()
+    assert len(commands) == 8
+    assert any(c.startswith("kvcalc check ") for c in commands)
+    assert any("--from-command 'vllm serve" in c for c in commands)
+    assert (
+        len(
+            {c.split("--gpu ")[1].split()[0] for c in commands if c.startswith("kvcalc plan llama")}
+        )
+        == 3
+    )
+
+
+@pytest.mark.parametrize("command", _common_tasks())
+def test_readme_common_tasks_run(cli, command, monkeypatch):
+    import shlex
+
+    monkeypatch.chdir(ROOT)  # the example deployment files are named from the checkout's root
+    result = cli(*shlex.split(command)[1:])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout.strip()
