@@ -18,8 +18,9 @@ _BAR = (("weights", "W", "blue"), ("activation", "A", "magenta"), ("non_torch", 
 BAR_WIDTH = 60
 
 
-def memory_bar(memory) -> str:
-    """One line of ``BAR_WIDTH`` cells, each part proportional to its bytes (rich markup)."""
+def memory_bar(memory, *, cuda_graphs: bool = True) -> str:
+    """One line of ``BAR_WIDTH`` cells, each part proportional to its bytes (rich markup); the
+    legend leaves out CUDA graphs for an engine that has none."""
     total = max(memory.total_bytes, 1)
     parts = []
     used = 0
@@ -30,7 +31,8 @@ def memory_bar(memory) -> str:
         used += cells
         if cells:
             parts.append(f"[{style}]{char * cells}[/]")
-    legend = "  ".join(f"[{style}]{char}[/] {key.replace('_', '-')}" for key, char, style in _BAR)
+    legend = "  ".join(f"[{style}]{char}[/] {key.replace('_', '-')}" for key, char, style in _BAR
+                       if cuda_graphs or key != "cudagraph")  # fmt: skip
     return "[" + "".join(parts) + " " * (BAR_WIDTH - used) + "]\n" + legend
 
 
@@ -75,7 +77,7 @@ def render(result) -> None:
         table.add_row(name, fmt.size(value), note)
     console.print(table)
     if m.total_bytes:
-        console.print(memory_bar(m))
+        console.print(memory_bar(m, cuda_graphs=can.cuda_graphs))
     kv = Table(title="KV cache", title_justify="left", show_header=False)
     kv.add_column("what")
     kv.add_column("value", justify="right")
