@@ -183,3 +183,27 @@ def test_inspect_lists_each_engines_low_bit_formats(cli):
     assert all(not x["refused"] for x in rows.values())
     bad = cli("inspect", "llama-3.1-8b", "--kv-cache-dtype", "int4")
     assert bad.exit_code == 2 and "error[ambiguous-dtype]" in bad.stderr
+
+
+def test_inspect_and_plan_name_their_kv_accounting(cli):
+    """Gemma-2-9B at 8,192 tokens, bf16: the layers hold 21 sliding · 4,096 · 8,192 B + 21 full ·
+    8,192 · 8,192 B = 704,643,072 + 1,409,286,144 = 2,113,929,216 B (1.97 GiB); vLLM reserves for
+    a sliding layer cdiv(min(4,095 + 16,384, 8,192), 16) + 1 = 513 blocks of 16 tokens (a window
+    need not start on a block boundary), for a full one 512: 21 · 16 · 8,192 B · (513 + 512) =
+    2,821,324,800 B (2.63 GiB)."""
+    inspect = cli("inspect", "gemma-2-9b-it", "--max-model-len", "8K", "--json").json
+    plan = cli("plan", "gemma-2-9b-it", "--gpu", "H100", "--max-model-len", "8K", "--json").json
+    assert (
+        inspect["layer_kv_bytes_per_request"] == plan["layer_kv_bytes_per_request"] == 2_113_929_216
+    )
+    assert plan["engine_kv_bytes_per_request"] == 21 * 16 * 8192 * (513 + 512) == 2_821_324_800
+    table = cli("plan", "gemma-2-9b-it", "--gpu", "H100", "--max-model-len", "8K").stdout
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in table.splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["KV per request at 8,192 tokens, engine blocks"] == "2.63 GiB"
+    assert rows["… the layers' own bytes (windows capped, no blocks)"] == "1.97 GiB"
+    text = cli("inspect", "gemma-2-9b-it", "--max-model-len", "8K").stdout
+    assert "the layers' own bytes" in text and "2,113,929,216 B (1.97 GiB)" in text
