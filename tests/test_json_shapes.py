@@ -67,6 +67,7 @@ def test_check_json_matches_its_schema(cli, path):
         ("curve", ("curve", "qwen3-1.7b", "--gpu", "L4", "--engine", "vllm", "--engine", "sglang", "--json")),
         ("throughput", ("throughput", "qwen3-1.7b", "--gpu", "L4", "--prompt-len", "512", "--json")),
         ("models", ("models", "--json")),
+        ("verify", ("verify", "qwen3-0.6b", "--json")),  # torch on the CPU: the layout check
     ],
 )  # fmt: skip
 def test_other_commands_match_the_reference(cli, name, args):

@@ -31,6 +31,7 @@ from kvcalc.planning.inspect import DtypeRow, EngineFormatRow, InspectResult, La
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion
 from kvcalc.planning.throughput import PlanThroughput, ThroughputReport
 from kvcalc.sources.catalog import BundledRow
+from kvcalc.verify.result import FillResult, VerifyResult
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -99,6 +100,16 @@ class CheckEntry(CapacityPlan):
     requirements: RequirementsEntry
 
 
+@dataclass(frozen=True, kw_only=True)
+class FillEntry(FillResult):
+    """``--fill``: the deployment emulated on this GPU."""
+
+    #: activation + CUDA graphs + predicted non-torch
+    predicted_overhead_bytes: int
+    #: the overhead that explains the allocatable block count (what calibration records keep)
+    measured_overhead_bytes: int
+
+
 #: (class, field) → the type printed where the annotation says less (a dict, a reshaped tuple)
 OVERRIDES: dict[tuple[type, str], Any] = {
     (CapacityPlan, "inputs"): PlanInputs,
@@ -106,6 +117,7 @@ OVERRIDES: dict[tuple[type, str], Any] = {
     (InspectResult, "layers"): tuple[LayerEntry, ...],
     (LayerInfo, "state_shapes"): tuple[StateShape, ...],
     (PlanInputs, "engine_options"): dict[str, Any],
+    (VerifyResult, "fill"): FillEntry | None,
 }
 #: the documents: name → (how to get it, the root class, a list of them?)
 DOCUMENTS: dict[str, tuple[str, type, bool]] = {
@@ -116,6 +128,7 @@ DOCUMENTS: dict[str, tuple[str, type, bool]] = {
     "curve": ("kvcalc curve --json", CapacityCurve, False),
     "throughput": ("kvcalc throughput --json", ThroughputReport, False),
     "models": ("kvcalc models --json", BundledRow, True),
+    "verify": ("kvcalc verify --json", VerifyResult, False),
 }
 #: the documents ``kvcalc schema NAME`` publishes (besides the deployment file)
 SCHEMAS = ("plan", "check")
