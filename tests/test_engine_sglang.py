@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from helpers import bundled_shape
 from hypothesis import given, settings
@@ -10,10 +13,17 @@ from hypothesis import strategies as st
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import InputError
+from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB, MIB
 
 SGLANG = get_engine("sglang")
+CONFIGS = Path(__file__).parent / "fixtures" / "vllm_0_33" / "reference_configs.json"
 TEN_GIB = 10 * GIB
+
+
+def _reference_shape(name):
+    """A public config embedded in the vLLM reference fixture."""
+    return parse_config(json.loads(CONFIGS.read_text())["models"][name]["config"], name=name)
 
 
 def plan(model, max_model_len=8192, **kw):
@@ -34,23 +44,48 @@ def test_cell_size_per_token(alias, tp, cell):
 
 
 def test_token_pool_and_log_line():
-    p = plan(bundled_shape("llama-3.1-8b"))
+    p = plan(bundled_shape("llama-3.1-8b"), gpu_memory_bytes=81_559 * MIB)
     # 10 GiB // 131,072 = 81,920 tokens; K = (81,920 + 1) · 32 · 8 · 128 · 2 B = 5.00 GiB
     assert (p.kv_cache_tokens, p.num_blocks, p.block_size) == (81_920, 81_920, 1)
     assert p.log_lines == (
-        "KV Cache is allocated. #tokens: 81920, K size: 5.00 GB, V size: 5.00 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 81920, K size: 5.00 GB, V size: 5.00 GB",
+        "max_total_num_tokens=81920, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=8192",
     )
     assert p.max_concurrency == 10.0 and p.fits
-    # default max_running_requests = min(max(int(81,920 / 8,192 · 512), 2,048), 4,096) = 4,096
+    # default max_running_requests = min(clamp(int(81,920 / 8,192 · 512), 2,048, 4,096), 40,960)
     assert p.max_num_seqs == 4096
     assert plan(bundled_shape("llama-3.1-8b"), 131072).max_num_seqs == 2048  # int(0.625·512) = 320
+    # --max-running-requests is kept up to half the tokens (81,920 // 2 = 40,960)
+    assert plan(bundled_shape("llama-3.1-8b"), max_num_seqs=256).max_num_seqs == 256
+    # a small pool: tokens // 2 caps it (3,000 tokens → 1,500)
+    assert (
+        plan(bundled_shape("llama-3.1-8b"), 1024, available_kv_bytes=3_000 * 131_072).max_num_seqs
+        == 1500
+    )
+
+
+def test_older_profiles_print_older_lines():
+    p = plan(bundled_shape("llama-3.1-8b"), engine_version="2025.03")
+    assert (
+        p.log_lines[0] == "KV Cache is allocated. #tokens: 81920, K size: 5.00 GB, V size: 5.00 GB"
+    )
+    # 0.4.x: min(tokens // 2, estimate + 1 request slots) = min(40,960, 4,097)
+    assert p.max_num_seqs == 4097
+    fp8 = plan(bundled_shape("llama-3.1-8b"), kv_cache_dtype="fp8")
+    assert fp8.log_lines[0].startswith(
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 163840,"
+    )
 
 
 def test_mla_log_line_has_one_kv_size():
     p = plan(bundled_shape("deepseek-v3"))
     # 10 GiB // 70,272 = 152,797 tokens; (152,797 + 1) · 70,272 B = 10.00 GiB
     assert p.kv_cache_tokens == 152_797
-    assert p.log_lines == ("KV Cache is allocated. #tokens: 152797, KV size: 10.00 GB",)
+    assert (
+        p.log_lines[0]
+        == "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 152797, KV size: 10.00 GB"
+    )
 
 
 def test_page_floor_and_max_total_tokens():
@@ -66,9 +101,20 @@ def test_page_floor_and_max_total_tokens():
 
 
 def test_not_enough_memory():
-    p = plan(bundled_shape("llama-3.1-8b"), available_kv_bytes=100_000)
+    model = bundled_shape("llama-3.1-8b")
+    p = plan(model, available_kv_bytes=100_000, gpu_memory_bytes=81_559 * MIB)
     assert p.kv_cache_tokens == 0 and not p.fits
     assert p.log_lines == (
+        "Not enough memory. Please try to increase --mem-fraction-static. "
+        "Current value: mem_fraction_static=0.83",
+    )
+    # no memory left at all: 0.5.23 says so before sizing
+    p = plan(model, available_kv_bytes=-GIB, extra={"mem_fraction_static": 0.9})
+    assert p.log_lines == (
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.9.",
+    )
+    old = plan(model, available_kv_bytes=100_000, engine_version="2025.03")
+    assert old.log_lines == (
         "Not enough memory. Please try to increase --mem-fraction-static. Current value: 0.88",
     )
 
@@ -98,19 +144,56 @@ def test_llama4_chunked_layers_are_swa():
 
 
 @pytest.mark.parametrize(
-    ("memory_bytes", "tp", "fraction"),
-    [(81_559 * MIB, 1, 0.835),   # 512 + 8,192·1.5 + 256·2 + 128 = 13,440 MiB reserved
-     (24 * GIB, 1, 0.847),       # 512 + 2,048·1.5 + 24·2 + 128 = 3,760 of 24,576 MiB
-     (143_771 * MIB, 8, 0.897),  # 512 + 12,288 + 512·2 + 1,024 = 14,848 of 143,771 MiB
-     (None, 1, 0.88)],
+    ("memory_bytes", "tp", "alias", "fraction"),
+    # H100 80GB: 512 + 8,192·1.5 + 128 + 256·2 + 58 prefill sizes·8 = 13,904 of 81,559 MiB
+    [(81_559 * MIB, 1, "llama-3.1-8b", 0.83),
+     # TP 8: 512 + 12,288 + 1,024 + 512·2 + 464 = 15,312 MiB
+     (81_559 * MIB, 8, "llama-3.1-8b", 0.812),
+     # MLA: 1,536 MiB for prefill graphs instead of 464: 14,976 and 16,384 MiB
+     (81_559 * MIB, 1, "deepseek-v3", 0.816),
+     (81_559 * MIB, 8, "deepseek-v3", 0.799),
+     # L4 (22,491 MiB): 512 + 4,096·1.5 + 128 + 48·2 + 50 sizes (up to 4,096)·8 = 7,280 MiB
+     (22_491 * MIB, 1, "llama-3.1-8b", 0.676),
+     # H200 (143,771 MiB), TP 8: 512 + 12,288 + 1,024 + 1,024 + 464 = 15,312 MiB
+     (143_771 * MIB, 8, "llama-3.1-8b", 0.893),
+     # unknown memory: SGLang's own fallback
+     (None, 1, "llama-3.1-8b", 0.95)],
 )  # fmt: skip
-def test_default_mem_fraction_static(memory_bytes, tp, fraction):
+def test_default_mem_fraction_static(memory_bytes, tp, alias, fraction):
+    got = SGLANG.default_gpu_memory_utilization(
+        gpu_memory_bytes=memory_bytes, tensor_parallel_size=tp, model=bundled_shape(alias)
+    )
+    assert got == fraction
+
+
+def test_default_mem_fraction_of_older_releases():
+    # 0.4.x: by TP alone
+    assert [SGLANG.default_gpu_memory_utilization("2025.03", tensor_parallel_size=tp)
+            for tp in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]  # fmt: skip
+    # 0.5.8: no prefill-graph reserve; 288 GiB: 512 + 16,384·1.5 + 1,024 + 512·2 = 27,136 MiB
     assert (
         SGLANG.default_gpu_memory_utilization(
-            gpu_memory_bytes=memory_bytes, tensor_parallel_size=tp
+            "0.5.8", gpu_memory_bytes=288 * GIB, tensor_parallel_size=8
         )
-        == fraction
+        == 0.908
     )
+
+
+def test_multimodal_fraction_and_reservation():
+    vl = _reference_shape("Qwen--Qwen3-VL-8B-Instruct.json")
+    # prefill graphs off (not allow-listed): 13,440 MiB → 0.835; vision_config has no
+    # num_hidden_layers (it writes depth), so SGLang's 24 layers of 1,152:
+    # r = 24·1,152² / (24·1,024²) = 1.2656, factor 0.95 · (1 − 0.1 · 0.2656) = 0.92477
+    got = SGLANG.default_gpu_memory_utilization(gpu_memory_bytes=81_559 * MIB, model=vl)
+    assert got == pytest.approx(0.835 * 0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1)), abs=1e-12)
+    # Qwen3-VL on a Hopper card of 60 GiB or more: 1,024 MiB of CUDA-IPC feature pool come off
+    hopper = plan(vl, gpu_memory_bytes=81_559 * MIB, gpu_compute_capability=(9, 0))
+    assert hopper.kv_cache_tokens == (TEN_GIB - 1024 * MIB) // 147_456
+    # elsewhere (Ampere; Blackwell, whose trtllm backend pages by 64) the 100 MiB embedding cache
+    ampere = plan(vl, gpu_memory_bytes=81_559 * MIB, gpu_compute_capability=(8, 0))
+    assert ampere.kv_cache_tokens == (TEN_GIB - 100 * MIB) // 147_456
+    blackwell = plan(vl, gpu_memory_bytes=81_559 * MIB, gpu_compute_capability=(10, 0))
+    assert blackwell.kv_cache_tokens == (TEN_GIB - 100 * MIB) // 147_456 // 64 * 64
 
 
 def test_rest_memory_rule():

@@ -209,9 +209,14 @@ class Engine(Protocol):
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         """The engine's default memory fraction (vLLM ``gpu_memory_utilization``, SGLang
-        ``mem_fraction_static``, TRT-LLM ``free_gpu_memory_fraction``); None where N/A."""
+        ``mem_fraction_static``, TRT-LLM ``free_gpu_memory_fraction``); None where N/A.
+
+        ``model`` and ``pipeline_parallel_size`` matter where the engine's rule reads them (SGLang:
+        MLA, multimodal towers, which CUDA graphs it captures)."""
         ...
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan: ...

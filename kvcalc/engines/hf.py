@@ -131,6 +131,8 @@ class HfEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         return None
 

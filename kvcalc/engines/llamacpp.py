@@ -71,6 +71,7 @@ from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import LayerKind, RecurrentState
+from kvcalc.model.shape import ModelShape
 
 __all__ = ["EXTRA_KEYS", "GGML_TYPES", "LATEST_COMMIT", "VERSIONS", "Cache", "Context", "LlamaCppEngine",
            "build_caches", "cache_types", "check_types", "context", "ggml_name", "is_iswa", "on_host"]  # fmt: skip
@@ -86,6 +87,8 @@ class LlamaCppEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         return None  # llama.cpp sizes the cache from n_ctx, not from a memory fraction
 

@@ -47,6 +47,7 @@ from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, CacheDtype
 from kvcalc.model.layouts import FullAttention, LayerKind
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import MIB, cdiv
 
 VERSIONS = ("0.18",)
@@ -71,6 +72,8 @@ class LmdeployEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         """``cache_max_entry_count`` (of the memory free after the weights)."""
         _version(version)

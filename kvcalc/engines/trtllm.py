@@ -76,6 +76,8 @@ class TrtllmEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         """``KvCacheConfig.free_gpu_memory_fraction`` (of free memory after loading)."""
         _version(version)

@@ -120,12 +120,28 @@ def parse_config(
         layout_validated=check.validated,
         unverified_keys=check.keys if not check.validated else (),
         ignored_keys=_ignored(r, read),
+        vision_tower=_vision_tower(raw),
     )
 
 
 def _top_architectures(raw: Mapping[str, Any]) -> tuple[str, ...]:
     arch = raw.get("architectures")
     return tuple(str(a) for a in arch) if isinstance(arch, list) else ()
+
+
+def _vision_tower(raw: Mapping[str, Any]) -> tuple[int | None, int | None] | None:
+    """``vision_config``'s layer count and width, as SGLang's config classes expose them."""
+    vision = raw.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return None
+
+    def dim(*names: str) -> int | None:
+        value = next((vision[n] for n in names if n in vision), None)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    return dim("num_hidden_layers", "vt_num_hidden_layers"), dim("hidden_size", "vt_hidden_size")
 
 
 #: top-level model types vLLM treats as mm-prefix LMs (``is_mm_prefix_lm``, vLLM 0.33.0)

@@ -165,6 +165,8 @@ def plan(
             inputs.engine_version,
             gpu_memory_bytes=memory,
             tensor_parallel_size=inputs.tensor_parallel_size,
+            pipeline_parallel_size=inputs.pipeline_parallel_size,
+            model=model,
         )
     budget = kv_budget(engine, inputs=inputs, memory=memory, util=util, overhead=overhead,
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip

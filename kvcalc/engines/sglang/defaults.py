@@ -1,18 +1,31 @@
-"""What SGLang resolves before sizing: the version profiles, ``mem_fraction_static``, the KV dtype.
+"""What SGLang resolves before sizing: the version profiles, ``mem_fraction_static``, the KV dtype,
+``chunked_prefill_size``, ``max_running_requests``.
 
-**Unconfirmed**: the float32-config rule (fp16, bf16 for Gemma).
+Checked against SGLang 0.5.23's own argument resolution (the SGLang reference tool, emulated GPUs
+of 16 to 180 GB): tests/fixtures/sglang_0_5_23/. Configs without a dtype are served in fp16
+(recorded: GPT-2, SantaCoder, MiniMax-M2.5). **Unconfirmed**: bf16 for float32 Gemma configs; ``0.5.8`` outside the one record (≥ 160 GiB tier); the decode-graph cap by an
+explicit ``--max-running-requests``, DP attention, DeepEP and speculative decoding are not modelled.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvcalc.engines.base import EngineRequest, unknown_version
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.formats import nearest, resolve_generic
+from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
+from kvcalc.model.shape import ModelShape
 from kvcalc.units import MIB
 
-VERSIONS = ("latest", "2025.03")
+#: ``latest`` is SGLang 0.5.23 (recorded with SGLang's own code); ``0.5.8`` leaves the prefill
+#: CUDA graph out of the reserve (one record, ROCm); ``2025.03`` is 0.4.x (two records) and
+#: ``2025.02`` the same with the older pool line, without ``#tokens`` (one record)
+VERSIONS = ("latest", "0.5.8", "2025.03", "2025.02")
+#: the 0.4.x profiles: memory fraction by TP alone, no hybrid SWA, no multimodal reservation
+LEGACY = frozenset({"2025.03", "2025.02"})
 EXTRA_KEYS = (
     "page_size",
     "max_total_tokens",
@@ -24,32 +37,128 @@ _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfl
            "fp16": FP16, "float16": FP16}  # fmt: skip
 #: what ``--kv-cache-dtype`` takes for SGLang (no integer caches)
 KV_CACHE_DTYPES = ("auto", *_DTYPES)
+#: ``--max-prefill-tokens`` default (printed in the ``max_total_num_tokens=`` line)
+MAX_PREFILL_TOKENS = 16384
+#: DeepSeek-V4 and KDA hybrids: breakable prefill graphs are off (``disable_breakable_cudagraph_if_incompatible``)
+_NO_PREFILL_GRAPH_ARCHS = frozenset({"DeepseekV4ForCausalLM", "KimiLinearForCausalLM"})
 
 
-def default_mem_fraction_static(gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1) -> float:
-    """``ServerArgs._handle_gpu_memory_settings`` without DP attention, piecewise graphs, speculation.
+@dataclass(frozen=True, kw_only=True)
+class MemoryDefaults:
+    """What ``_handle_gpu_memory_settings`` resolves, and the ``mem_fraction_static`` it makes."""
 
-    80 GB card (81,559 MiB), TP 1: reserved = 512 + 8,192·1.5 + 256·2 + 1·1/8·1,024 = 13,440 MiB,
-    so round((81,559 − 13,440) / 81,559, 3) = 0.835.
+    chunked_prefill_size: int
+    #: ``cuda_graph_config.decode.max_bs``
+    decode_graph_max_bs: int
+    #: how many prefill CUDA-graph sizes are captured (0: prefill graphs off)
+    prefill_graph_sizes: int
+    #: the MiB kept out of ``mem_fraction_static`` (activations, graphs, parallel slack)
+    reserved_mib: float
+    #: the multimodal factor applied after rounding (1.0 for text models)
+    vision_factor: float
+    mem_fraction_static: float
+
+
+def memory_defaults(
+    profile: str,
+    gpu_memory_bytes: int | None,
+    tp: int = 1,
+    pp: int = 1,
+    model: ModelShape | None = None,
+) -> MemoryDefaults:
+    """``handle_gpu_memory_settings`` of SGLang 0.5.23 without DP attention, speculation, DeepEP.
+
+    H100 80GB (81,559 MiB), TP 1, Llama-3.1-8B: chunked prefill 8,192, decode graphs up to 256,
+    58 prefill graph sizes; reserved = 512 + 8,192·1.5 + 1·1/8·1,024 + 256·2 + 58·8 = 13,904 MiB
+    (at least 10,240), so round((81,559 − 13,904) / 81,559, 3) = 0.83. An MLA model reserves
+    1,536 MiB for prefill graphs instead of 8 per size: 0.816. ``"2025.03"``/``"2025.02"`` (0.4.x) are a table by
+    TP alone: 0.88, 0.87 from TP 2, 0.85 from 4, 0.81 from 8, 0.79 from 16.
     """
-    if not gpu_memory_bytes:
-        return 0.88
-    mem = gpu_memory_bytes / MIB
+    mem = None if not gpu_memory_bytes else gpu_memory_bytes / MIB
     small = tp < 4
-    if mem < 20 * 1024:
+    if profile in LEGACY:
+        chunk, graph_bs = (2048, 8 if small else 80) if mem and mem < 25_000 else (8192, 160)
+        fraction = next(
+            f for n, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if tp >= n
+        )
+        return MemoryDefaults(chunked_prefill_size=chunk, decode_graph_max_bs=graph_bs,
+                              prefill_graph_sizes=0, reserved_mib=0.0, vision_factor=1.0,
+                              mem_fraction_static=fraction)  # fmt: skip
+    if mem is None:
+        chunk, graph_bs = 4096, 160
+    elif mem < 20 * 1024:
         chunk, graph_bs = 2048, 8
     elif mem < 35 * 1024:
-        chunk, graph_bs = 2048, 24 if small else 80
+        chunk, graph_bs = 4096, 48 if small else 160
     elif mem < 60 * 1024:
         chunk, graph_bs = 4096, 32 if small else 160
     elif mem < 160 * 1024:
         chunk, graph_bs = 8192, 256 if small else 512
     else:
         chunk, graph_bs = 16384, 512
-    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
-    if mem > 60 * 1024:
+    mla = model is not None and model.is_mla
+    sizes = 0
+    if profile == "latest" and _prefill_graph(model, pp):
+        sizes = len(prefill_graph_sizes(_prefill_graph_max_bs(model, chunk, mla)))
+    prefill_mib = (1536 if mla else 8 * sizes) if sizes else 0
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill_mib
+    if mem is not None and mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    return round((mem - reserved) / mem, 3)
+    factor = vision_factor(model) if model is not None else 1.0
+    fraction = 0.95 if mem is None else round((mem - reserved) / mem, 3)
+    return MemoryDefaults(chunked_prefill_size=chunk, decode_graph_max_bs=graph_bs,
+                          prefill_graph_sizes=sizes, reserved_mib=reserved, vision_factor=factor,
+                          mem_fraction_static=fraction * factor if factor != 1.0 else fraction)  # fmt: skip
+
+
+def default_mem_fraction_static(
+    gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1, model: ModelShape | None = None,
+    profile: str = "latest",
+) -> float:  # fmt: skip
+    """``mem_fraction_static`` when not given (:func:`memory_defaults`)."""
+    return memory_defaults(profile, gpu_memory_bytes, tp, pp, model).mem_fraction_static
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """``generate_prefill_cuda_graph_batch_sizes``: the token counts prefill graphs capture."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]  # fmt: skip
+    return [s for s in sizes if s <= max_bs]
+
+
+def _prefill_graph(model: ModelShape | None, pp: int) -> bool:
+    """Whether the breakable prefill CUDA graph stays on (``apply_cuda_graph_compatibility``)."""
+    if pp > 1:
+        return False  # off by default under pipeline parallelism
+    if model is None:
+        return True
+    if not prefill_graph_allowed(model):
+        return False  # multimodal models outside SGLang's allow-list
+    return not (set(model.architectures) & _NO_PREFILL_GRAPH_ARCHS)
+
+
+def _prefill_graph_max_bs(model: ModelShape | None, chunk: int, mla: bool) -> int:
+    max_bs = min(8192, chunk) if mla else chunk
+    if model is not None and "llama-2" in model.name.lower():
+        max_bs = min(max_bs, 4096)  # SGLang matches "llama-2" in the model path
+    return max_bs
+
+
+def default_page_size(profile: str, model: ModelShape, capability: tuple[int, int] | None) -> int:
+    """``page_size`` by the default attention backend (``get_default_attn_backend``).
+
+    Hopper: fa3, page 1. SM100/SM103 (B200, GB200, B300): ``trtllm_mha`` for MHA, ``trtllm_mla``
+    for MLA, both page 64 (recorded on an emulated B200); MHA with K and V of different widths
+    takes fa4, page 128 (read, not recorded). Elsewhere flashinfer or triton, page 1.
+    """
+    if profile in LEGACY or capability is None:
+        return 1
+    if capability[0] == 10 and capability[1] in (0, 3):
+        asymmetric = not model.is_mla and any(
+            hasattr(x, "head_dim_v") and x.head_dim_k != x.head_dim_v for x in model.layers
+        )
+        return 128 if asymmetric else 64
+    return 1
 
 
 def version(name: str | None) -> str:
@@ -66,10 +175,12 @@ def cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     name = resolve_generic("sglang", request.kv_cache_dtype, KV_CACHE_DTYPES)
     if name == "auto":
         model = request.model
-        if not is_float32_config(model):
+        if model.config_dtype is not None and not is_float32_config(model):
             return model.dtype
+        # a float32 config, or none named (the config class's float32): fp16, bf16 for Gemma
         chosen = BF16 if model.model_type.startswith("gemma") else FP16
-        notes.append(f"float32 config: SGLang casts to {chosen.name} (unconfirmed)")
+        what = "float32 config" if model.config_dtype is not None else "no dtype in config"
+        notes.append(f"{what}: SGLang serves it in {chosen.name}")
         return chosen
     if name not in _DTYPES:
         raise InputError(
@@ -82,6 +193,14 @@ def cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     return _DTYPES[name]
 
 
-def default_max_running_requests(tokens: int, max_model_len: int) -> int:
-    """``max_running_requests`` when not given: ``min(max(int(tokens / L · 512), 2048), 4096)``."""
-    return min(max(int(tokens / max_model_len * 512), 2048), 4096)
+def default_max_running_requests(profile: str, tokens: int, context_len: int) -> int:
+    """``max_running_requests`` when not given.
+
+    ``resolve_max_num_reqs`` (0.5.23): ``min(clamp(int(tokens / context_len · 512), 2048, 4096),
+    tokens // 2)``. 0.4.x: the request pool holds that estimate + 1 slots and the scheduler
+    prints ``min(tokens // 2, slots)`` (2,049 in both 0.4.x records).
+    """
+    estimate = min(max(int(tokens / context_len * 512), 2048), 4096)
+    if profile in LEGACY:
+        return min(tokens // 2, estimate + 1)
+    return min(estimate, tokens // 2)

@@ -4,6 +4,8 @@ refusals and the pools of the sibling modules put together into one plan.
 
 from __future__ import annotations
 
+import struct
+
 from kvcalc.engines.base import (
     EngineRequest,
     KvCachePlan,
@@ -15,10 +17,14 @@ from kvcalc.engines.common import pp_stages
 from kvcalc.engines.sglang import layers, mamba, multimodal, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
+    LEGACY,
+    MAX_PREFILL_TOKENS,
     VERSIONS,
     cache_dtype,
     default_max_running_requests,
     default_mem_fraction_static,
+    default_page_size,
+    memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
 from kvcalc.engines.sglang.refused import refuse_unverified
@@ -28,6 +34,9 @@ from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
+
+#: the torch dtype SGLang's pool line names (``dtype: torch.float8_e4m3fn``)
+_TORCH_DTYPES = {"fp8": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 
 
 class SglangEngine:
@@ -40,27 +49,40 @@ class SglangEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
-        """``mem_fraction_static``: from the GPU memory tiers, or 0.88 when memory is unknown."""
-        _profile(version)
-        return default_mem_fraction_static(gpu_memory_bytes, tensor_parallel_size)
+        """``mem_fraction_static``: from GPU memory, TP × PP and the model (MLA, vision tower)."""
+        return default_mem_fraction_static(
+            gpu_memory_bytes, tensor_parallel_size, pipeline_parallel_size, model,
+            profile=_profile(version),
+        )  # fmt: skip
 
     def available_kv_bytes(
         self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
         activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
         tensor_parallel_size: int,
     ) -> int:  # fmt: skip
-        """``rest = available_after_load − total_before_load · (1 − mem_fraction_static)``.
+        """``rest = available_after_load − pre_model_load · (1 − mem_fraction_static)``, in GiB.
 
-        ``total_before_load`` is the free memory before weights (device total minus the CUDA
-        context), so rest = (total − non_torch) · fraction − weights. Activations and CUDA graphs
-        live in the reserved ``1 − fraction`` and are not subtracted.
+        ``pre_model_load`` is the free memory before weights (device total minus the CUDA
+        context) and ``available_after_load`` that minus the weights, so rest ≈ (total − non_torch)
+        · fraction − weights. Activations and CUDA graphs live in the reserved ``1 − fraction`` and
+        are not subtracted. With more than one rank both free-memory figures pass a float32
+        all-reduce in GiB first (``get_available_gpu_memory(distributed=True)``), which moves
+        the result by up to a few KiB. Without a fraction: the default of a text model (the
+        planner passes the model's own).
         """
-        _profile(version)
         fraction = utilization
         if fraction is None:
-            fraction = default_mem_fraction_static(total_memory_bytes, tensor_parallel_size)
-        return int((total_memory_bytes - non_torch_bytes) * fraction) - weights_bytes
+            fraction = default_mem_fraction_static(
+                total_memory_bytes, tensor_parallel_size, profile=_profile(version)
+            )
+        before = (total_memory_bytes - non_torch_bytes) / GIB
+        after = (total_memory_bytes - non_torch_bytes - weights_bytes) / GIB
+        if tensor_parallel_size > 1:
+            before, after = _float32(before), _float32(after)
+        return int((after - before * (1 - fraction)) * GIB)
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
@@ -73,21 +95,33 @@ class SglangEngine:
         model = request.model.with_cache_dtype(sized).per_rank(request.tensor_parallel_size)
         model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)
-        page = extra_int(request.extra, "page_size", layers.default_page_size(model))
-        budget, split = _budget(request, model, notes)
+        page = request.block_size or extra_int(request.extra, "page_size", None)
+        if page is None:
+            page = layers.DSA_PAGE_SIZE if layers.is_dsa(model) else default_page_size(
+                profile, model, request.gpu_compute_capability
+            )  # fmt: skip
+        budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
         cells = [pools.cells(model, stage, hybrid) for stage in stages]
         return _plan(request, profile, dtype, model, cells, hybrid, page, notes, budget, split)
 
 
+def _float32(value: float) -> float:
+    """``torch.tensor(value, dtype=torch.float32).item()``."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
 def _budget(
-    request: EngineRequest, model: ModelShape, notes: list[str]
+    request: EngineRequest, profile: str, model: ModelShape, notes: list[str]
 ) -> tuple[int, mamba.MambaSplit | None]:
     """The bytes the KV pool is sized from: ``rest`` less the multimodal reservation and, for a
-    Mamba/linear-attention hybrid, less the state slots reserved first (floats in GiB, as SGLang)."""
-    reserved = multimodal.reservation_bytes(
-        request.model, request.gpu_memory_bytes, request.gpu_compute_capability
-    )
+    Mamba/linear-attention hybrid, less the state slots reserved first (floats in GiB, as SGLang).
+    The 0.4.x profiles reserve nothing for multimodal models."""
+    reserved = 0
+    if profile not in LEGACY:
+        reserved = multimodal.reservation_bytes(
+            request.model, request.gpu_memory_bytes, request.gpu_compute_capability
+        )
     if reserved:
         notes.append(multimodal.note(reserved))
     if not mamba.is_hybrid(model):
@@ -109,39 +143,47 @@ def _plan(
     L = request.max_model_len
     ratio = extra_fraction(request.extra, "swa_full_tokens_ratio", 0.8)
     cap = extra_int(request.extra, "max_total_tokens", None)
-    tokens = max(
-        0,
-        min(pools.stage_tokens(budget, c, hybrid, ratio, cap, page) for c in cells),
-    )
+    tokens = 0
+    if budget > 0:
+        tokens = max(0, min(pools.stage_tokens(budget, c, hybrid, ratio, cap, page) for c in cells))
     widest = max(cells, key=lambda c: c.full_bytes + c.swa_bytes)
     swa_tokens = int(tokens * ratio) // page * page if hybrid else 0
     per_token = widest.full_bytes + (0 if hybrid else widest.swa_bytes)
     kv_bytes = (tokens + page) * per_token + (
         (swa_tokens + page) * widest.swa_bytes if hybrid else 0
     )
-    kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer (unconfirmed)
-    fraction = extra_fraction(
-        request.extra, "mem_fraction_static", None
-    ) or default_mem_fraction_static(request.gpu_memory_bytes, request.tensor_parallel_size)
-    logs = [pools.pool_line(model, tokens, page, widest)] if tokens > 0 and not hybrid else []
-    if tokens <= 0:
-        logs = [
-        f"Not enough memory. Please try to increase --mem-fraction-static. Current value: {fraction}"
-        ]  # fmt: skip
+    kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer
+    memory = memory_defaults(profile, request.gpu_memory_bytes, request.tensor_parallel_size,
+                             request.pipeline_parallel_size, request.model)  # fmt: skip
+    fraction = (
+        extra_fraction(request.extra, "mem_fraction_static", None) or memory.mem_fraction_static
+    )
+    running = default_max_running_requests(profile, tokens, L)
+    if request.max_num_seqs is not None:  # --max-running-requests: kept, up to half the tokens
+        running = min(request.max_num_seqs, tokens // 2)
+    if split is not None:
+        running = min(running, split.max_running_requests)
+    logs = _log_lines(profile, model, dtype, tokens, page, widest, hybrid, budget, fraction)
+    if tokens > 0:
+        logs.append(
+            f"max_total_num_tokens={tokens}, chunked_prefill_size={memory.chunked_prefill_size}, "
+            f"max_prefill_tokens={MAX_PREFILL_TOKENS}, max_running_requests={running}, "
+            f"context_len={L}"
+        )
     if hybrid:
         notes.append(f"hybrid SWA pools: {tokens:,} full-layer tokens, {swa_tokens:,} sliding-layer "
                      f"tokens (swa_full_tokens_ratio {ratio})")  # fmt: skip
     fits = 0 < L <= tokens
-    running = default_max_running_requests(tokens, L)
-    notes.append(
-        f"default max_running_requests = min(max(int({tokens:,} / {L:,} · 512), 2048), 4096) = {running}"
-    )
+    if request.max_num_seqs is None:
+        notes.append(
+            f"default max_running_requests = min(clamp(int({tokens:,} / {L:,} · 512), 2048, 4096), "
+            f"{tokens:,} // 2) = {running} (context_len {L:,})"
+        )
     groups = pools.groups(widest, tokens, swa_tokens, page, L, hybrid)
     refusal = pool_too_small(model, swa_tokens, page) if hybrid and tokens > 0 else None
     if refusal:
         logs, fits = [refusal], False
     if split is not None:
-        running = min(running, split.max_running_requests)
         kv_bytes += split.state_bytes if split.slots > 0 else 0
         groups += (mamba.group(split),)
         refusal = mamba.refusal(split) or refusal
@@ -157,3 +199,24 @@ def _plan(
         max_num_batched_tokens=None, max_num_seqs=running, refusal=refusal,
         refusal_fix="more memory per GPU (--mem-fraction-static) or a higher --tp" if refusal else None,
     )  # fmt: skip
+
+
+def _log_lines(
+    profile: str, model: ModelShape, dtype: CacheDtype, tokens: int, page: int, c: pools.Cells,
+    hybrid: bool, rest: int, fraction: float,
+) -> list[str]:  # fmt: skip
+    """The pool line, or the error SGLang raises (0.5.23 tells the two failures apart)."""
+    if rest <= 0 and profile not in LEGACY:
+        return [f"Loaded weights leave no GPU memory for the KV cache under "
+                f"--mem-fraction-static={fraction}."]  # fmt: skip
+    if tokens <= 0:
+        if profile in LEGACY:
+            return [f"Not enough memory. Please try to increase --mem-fraction-static. "
+                    f"Current value: {fraction}"]  # fmt: skip
+        return ["Not enough memory. Please try to increase --mem-fraction-static. "
+                f"Current value: mem_fraction_static={fraction}"]  # fmt: skip
+    if hybrid:
+        return []
+    torch_dtype = _TORCH_DTYPES.get(dtype.name, dtype.torch_name)
+    return [pools.pool_line(model, tokens, page, c, torch_dtype=torch_dtype if profile == "latest" else None,
+                            counted=profile != "2025.02")]  # fmt: skip

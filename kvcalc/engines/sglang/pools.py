@@ -8,8 +8,8 @@
 - hybrid SWA split: ``full = total_bytes / (F·n_full + r·S·n_swa)``, ``swa = full · r``
   (``swa_full_tokens_ratio`` r, default 0.8), each floored to the page size.
 
-**Unconfirmed**: the ``+ page_size`` padding slot in each K/V buffer (it moves the printed GB only in
-the third decimal), the PP layer split (assumed to be vLLM's ``get_pp_indices``), FlashMLA's 64-token
+Each K/V buffer holds ``tokens + page_size`` rows (the padding slot; the recorded pools' buffer
+shapes show it). **Unconfirmed**: the PP layer split (assumed to be vLLM's ``get_pp_indices``), FlashMLA's 64-token
 page.
 
 Worked example (sglang-4826, gemma-3-4b): 4 KV heads × (256 + 256) × 34 layers × 2 B = 139,264 B
@@ -66,14 +66,22 @@ def stage_tokens(
     return tokens // page * page
 
 
-def pool_line(model: ModelShape, tokens: int, page: int, c: Cells) -> str:
-    """``KV Cache is allocated. #tokens: …`` — K and V sizes for MHA, one KV size for MLA."""
+def pool_line(
+    model: ModelShape, tokens: int, page: int, c: Cells, *, torch_dtype: str | None = None,
+    counted: bool = True,
+) -> str:  # fmt: skip
+    """``KV Cache is allocated. …``: K and V sizes for MHA, one KV size for MLA. 0.5.23 names the
+    dtype (``torch_dtype``); releases before March 2025 printed no ``#tokens`` and a final period
+    (``counted=False``; their MLA line is unconfirmed)."""
+    head = "KV Cache is allocated. " + (f"dtype: torch.{torch_dtype}, " if torch_dtype else "")
+    head += f"#tokens: {tokens}, " if counted else ""
+    end = "" if counted else "."
     if model.is_mla:
         size = (tokens + page) * c.full_bytes
-        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size / GIB:.2f} GB"
+        return f"{head}KV size: {size / GIB:.2f} GB{end}"
     k_size = (tokens + page) * c.k_bytes
     v_size = (tokens + page) * (c.full_bytes + c.swa_bytes) - k_size
-    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, V size: {v_size / GIB:.2f} GB"
+    return f"{head}K size: {k_size / GIB:.2f} GB, V size: {v_size / GIB:.2f} GB{end}"
 
 
 def groups(

@@ -2,12 +2,13 @@
 
 Read from SGLang's ``model_config.py`` (``is_hybrid_swa_model``): Llama 4, gpt-oss, MiMo-V2,
 Step3p5 (newest: Gemma 4). Gemma 2/3 are *not* in it, so SGLang books every Gemma-3 layer for every
-token (the sglang-4826 record). Version ``"2025.03"`` has no hybrid SWA at all.
+token (the sglang-4826 record). The 0.4.x profiles (``"2025.03"``, ``"2025.02"``) have no hybrid SWA at all.
 """
 
 from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest, extra_bool
+from kvcalc.engines.sglang.defaults import LEGACY
 from kvcalc.model.shape import ModelShape
 
 HYBRID_SWA_ARCHS = frozenset({
@@ -19,7 +20,7 @@ HYBRID_SWA_ARCHS = frozenset({
 def hybrid_swa(request: EngineRequest, model: ModelShape, version: str, notes: list[str]) -> bool:
     """Whether sliding/chunked layers get their own pool (``-E hybrid_swa`` overrides)."""
     windowed = any(x.kind in ("sliding", "chunked") for x in model.layers)
-    default = version != "2025.03" and bool(HYBRID_SWA_ARCHS & set(model.architectures))
+    default = version not in LEGACY and bool(HYBRID_SWA_ARCHS & set(model.architectures))
     hybrid = extra_bool(request.extra, "hybrid_swa", default) and windowed
     if windowed and not hybrid:
         notes.append(

@@ -81,6 +81,8 @@ class VllmEngine:
         *,
         gpu_memory_bytes: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        model: ModelShape | None = None,
     ) -> float | None:
         return D.resolve_profile(version)[0].gpu_memory_utilization
 
