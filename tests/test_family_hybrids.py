@@ -216,5 +216,5 @@ def test_other_engines_refuse_unmeasured_recurrent_state(engine, name):
 
 
 def test_weights_of_these_mixers_are_refused_not_guessed():
-    m = shape("ai21labs--AI21-Jamba-1.5-Mini")
+    m = shape("moonshotai--Kimi-Linear-48B-A3B-Instruct")
     assert "are not counted" in m.weights.problem

@@ -30,7 +30,6 @@ NO_TRANSFORMERS_CLASS = {
 #: kvcalc does not count these families' weights from config.json: ``weights-unknown``, and the
 #: user passes --weights-memory (or plans from safetensors headers)
 NOT_COUNTED = {
-    "ai21labs--AI21-Jamba-1.5-Mini.json",
     "moonshotai--Kimi-Linear-48B-A3B-Instruct.json",
     "synthetic--kimi-linear-bounded-gate.json",
     "synthetic--bamba-defaults.json",
@@ -140,6 +139,21 @@ def test_granite_4_h_mamba2_moe_and_shared_mlp():
     assert layer_params(w, 0) == mamba + moe
     # attention layer 5: q, o 2 × 4,096²; k, v 2 × 1,024 × 4,096
     assert layer_params(w, 5) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + moe
+
+
+def test_jamba_mamba1_and_experts_every_other_layer():
+    # Jamba-1.5-Mini Mamba1 layer 0 (dense FFN): in_proj 2 × 8,192 × 4,096; conv 8,192 × 4 + bias;
+    #   x_proj (256 + 2 × 16) × 8,192; dt_proj 8,192 × 256 + bias 8,192; A_log 8,192 × 16; D 8,192;
+    #   out_proj 4,096 × 8,192; dt/B/C norms 256 + 16 + 16; MLP 3 × 14,336 × 4,096; 2 norms
+    # layer 1 (expert_layer_offset 1, period 2): 16 experts 3 × 14,336 × 4,096 + router 16 × 4,096
+    w = shape("ai21labs--AI21-Jamba-1.5-Mini.json")
+    mamba = (67_108_864 + 32_768 + 8_192 + 2_359_296 + 2_097_152 + 8_192 + 131_072 + 8_192
+             + 33_554_432 + 288)  # fmt: skip
+    mlp, norms = 3 * 14_336 * 4_096, 2 * 4_096
+    assert layer_params(w, 0) == mamba + mlp + norms
+    assert layer_params(w, 1) == mamba + 16 * mlp + 16 * 4_096 + norms
+    # attention layer 4 (attn_layer_offset 4): q, o 2 × 4,096², k, v 2 × 1,024 × 4,096; dense MLP
+    assert layer_params(w, 4) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + mlp + norms
 
 
 def test_dsa_indexer_weights():

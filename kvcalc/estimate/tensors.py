@@ -25,6 +25,7 @@ from kvcalc.estimate.vision_tensors import vision_tensors
 from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
     GdnWeights,
+    Mamba1Weights,
     Mamba2Weights,
     MlaWeights,
     MlpWeights,
@@ -67,6 +68,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
         elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
+        elif mixer == RecurrentVariant.MAMBA1 and w.mamba1:
+            out += _mamba1(w.mamba1, h, f"{p}.mamba", i)
         elif mixer == "short_conv" and w.short_conv:
             out += _short_conv(w.short_conv, h, f"{p}.conv", i)
         ffn = w.ffns[i] if i < len(w.ffns) else "none"
@@ -198,6 +201,21 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
     )
     out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))
     return out + _linear(f"{p}.out_proj", h, inter, i, "row", bias=m.proj_bias)
+
+
+def _mamba1(m: Mamba1Weights, h: int, p: str, i: int) -> list[Tensor]:
+    n, s = m.inner, m.state_size
+    out = _linear(f"{p}.in_proj", 2 * n, h, i, "column", bias=m.proj_bias)
+    out.append(Tensor(name=f"{p}.conv1d", rows=n, cols=m.conv_kernel, role="conv", layer=i,
+                      split="column"))  # fmt: skip
+    if m.conv_bias:
+        out.append(Tensor(name=f"{p}.conv1d.bias", rows=n, role="bias", layer=i, split="column"))
+    out += _linear(f"{p}.x_proj", m.dt_rank + 2 * s, n, i, "row")
+    out += _linear(f"{p}.dt_proj", n, m.dt_rank, i, "column", bias=True)
+    out.append(Tensor(name=f"{p}.A_log", rows=n, cols=s, role="vector", layer=i, split="column"))
+    out.append(Tensor(name=f"{p}.D", rows=n, role="vector", layer=i, split="column"))
+    out.append(Tensor(name=f"{p}.dt_b_c_layernorms", rows=m.dt_rank + 2 * s, role="norm", layer=i))
+    return out + _linear(f"{p}.out_proj", h, n, i, "row", bias=m.proj_bias)
 
 
 def _short_conv(c: ShortConvWeights, h: int, p: str, i: int) -> list[Tensor]:

@@ -2,7 +2,8 @@
 
 Each reader (:mod:`~kvcalc.hfconfig.mamba_families`, :mod:`~kvcalc.hfconfig.conv_families`) returns
 one layout per layer; :func:`hybrid_layouts` also names each layer's kind for the weight count,
-which counts LFM2's short convolutions and Granite-4.0-H's Mamba2 mixers, and no other of these mixers
+which counts LFM2's short convolutions, Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, and no
+other of these mixers
 (``UNCOUNTED``: the weights are refused, not guessed).
 """
 
@@ -14,7 +15,7 @@ from kvcalc.hfconfig import mamba_families as M
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent
-from kvcalc.model.recurrent_layouts import ShortConvState
+from kvcalc.model.recurrent_layouts import Mamba1State, ShortConvState
 
 _READERS = {
     **dict.fromkeys(M.JAMBA_TYPES, M.read_jamba),
@@ -49,4 +50,6 @@ def _weight_kind(layout: Layout, model_type: str) -> str:
         return L.SHORT_CONV
     if isinstance(layout, Mamba2State) and model_type in M.GRANITE_HYBRID_TYPES:
         return L.MAMBA2
+    if isinstance(layout, Mamba1State) and model_type in M.JAMBA_TYPES:
+        return L.MAMBA1
     return L.UNCOUNTED

@@ -24,6 +24,7 @@ from kvcalc.model.layouts import LayerKind, RecurrentVariant
 FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.NONE
 #: recurrent layers, by the state they keep
 MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
+MAMBA1 = RecurrentVariant.MAMBA1
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"
 #: LFM2's gated short convolution (counted for the dense lfm2 layout)

@@ -104,6 +104,20 @@ class GdnWeights:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Mamba1Weights:
+    """Jamba's Mamba1 mixer (transformers' JambaMambaMixer): in_proj hidden → 2 × inner, a
+    depthwise conv, x_proj inner → dt_rank + 2 × state, dt_proj dt_rank → inner (biased), A_log
+    inner × state, D, out_proj, and RMSNorms on dt, B and C."""
+
+    inner: int
+    state_size: int
+    conv_kernel: int
+    dt_rank: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class ShortConvWeights:
     """LFM2's gated short convolution: in_proj hidden → 3 × hidden (B, C, x), a depthwise
     ``conv_kernel``-tap convolution over hidden channels, out_proj hidden → hidden."""
@@ -190,6 +204,7 @@ class WeightShape:
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
     short_conv: ShortConvWeights | None = None
+    mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None
     #: the config has a vision tower (vLLM profiles its encoder too), counted in ``vision`` or not
     vision_encoder: bool = False

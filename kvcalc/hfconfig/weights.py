@@ -44,6 +44,7 @@ from kvcalc.hfconfig.weights_families import (
     dsv4_weights,
     gemma4_global,
     granite_mamba2,
+    jamba_mamba1,
     lfm2_ffn,
 )
 from kvcalc.hfconfig.weights_vision import read_vision
@@ -146,6 +147,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         if L.MAMBA2 in mixers
         else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
+        mamba1=jamba_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
         short_conv=ShortConvWeights(
             conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias")
         )
@@ -170,7 +172,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA2, L.GDN, L.SHORT_CONV):
+    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV):
         return kind
     return "none"
 
@@ -228,6 +230,12 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
     if model_type == "nemotron_h":
         pattern = r.str("hybrid_override_pattern") or ""
         flags = tuple(c == "E" for c in pattern[:n])
+    elif (
+        model_type == "jamba"
+    ):  # JambaConfig.layers_num_experts: experts where i % period == offset
+        period = r.int("expert_layer_period", default=2)
+        offset = r.int("expert_layer_offset", default=1, minimum=0)
+        flags = tuple(experts > 1 and i % period == offset for i in range(n))
     elif r.has("first_k_dense_replace") or r.has("moe_layer_freq"):
         first = r.int("first_k_dense_replace", default=0, minimum=0)
         freq = r.int("moe_layer_freq", default=1)

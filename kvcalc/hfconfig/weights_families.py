@@ -1,14 +1,16 @@
 """Weight dimensions of families whose layers differ from the generic reader's
 (:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers, DeepSeek-V4's attention blocks,
-Granite-4.0-H's Mamba2 mixers and LFM2's feed-forward width.
+Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width.
 Each equals transformers' meta-device build (tests/test_weights.py).
 """
 
 from __future__ import annotations
 
+import math
+
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights, Mamba2Weights
+from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights, Mamba1Weights, Mamba2Weights
 
 #: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
 #: double-wide MLPs, audio): a config using one is refused, not guessed
@@ -92,3 +94,17 @@ def lfm2_ffn(r: ConfigReader) -> int:
             multiple = r.int("block_multiple_of", default=256)
             size = multiple * -(-int(mult * size) // multiple)
     return size
+
+
+def jamba_mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
+    """Jamba's Mamba1 mixer as JambaConfig sets it: inner ``mamba_expand · hidden_size``,
+    ``mamba_dt_rank`` "auto" = ceil(hidden_size / 16)."""
+    rank = r.value("mamba_dt_rank", "auto")
+    return Mamba1Weights(
+        inner=r.int("mamba_expand", default=2) * hidden,
+        state_size=r.int("mamba_d_state", default=16),
+        conv_kernel=r.int("mamba_d_conv", default=4),
+        dt_rank=math.ceil(hidden / 16) if rank == "auto" else r.int("mamba_dt_rank"),
+        conv_bias=r.bool("mamba_conv_bias", True),
+        proj_bias=r.bool("mamba_proj_bias", False),
+    )
