@@ -264,3 +264,17 @@ def test_curve_refuses_a_pasted_command_for_another_model(cli):
     result = cli("curve", "qwen3-8b", "--gpu", "L4", "--from-command", "vllm serve llama-3.1-8b")
     assert result.exit_code == 2
     assert result.stderr.startswith("error[conflicting-options]: the model 'qwen3-8b' differs")
+
+
+def test_a_deployment_file_takes_allow_long_max_model_len_as_plan_does(cli, tmp_path):
+    # Llama-3.1-8B derives 131,072 tokens; 200,000 is refused unless long lengths are allowed
+    for allow, verdict_is_wont_start in ((False, True), (True, False)):
+        f = tmp_path / "d.yaml"
+        f.write_text("model: llama-3.1-8b\ngpu: H200\nmax_model_len: 200000\n"
+                     f"allow_long_max_model_len: {str(allow).lower()}\n", encoding="utf-8")  # fmt: skip
+        (result,) = cli("check", str(f), "--format", "json").json
+        flag = ["--allow-long-max-model-len"] if allow else []
+        plan = cli("plan", "llama-3.1-8b", "--gpu", "H200", "--max-model-len", "200000", *flag,
+                   "--json", "--no-throughput").json  # fmt: skip
+        assert result["verdict"] == plan["verdict"]
+        assert (plan["verdict"] == "wont-start") is verdict_is_wont_start

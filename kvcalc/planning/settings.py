@@ -319,7 +319,7 @@ SETTINGS: tuple[Setting, ...] = (
        "estimate.", field="calibration", metavar="FILE"),
     _s("allow_long_max_model_len", Kind.BOOL, S, "Model VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a "
        "{max_model_len} above the model's derived maximum starts.",
-       field="allow_long_max_model_len", default=False),
+       field="allow_long_max_model_len", yaml="allow_long_max_model_len", default=False),
     _s("gguf_file", Kind.TEXT, M, "The GGUF file of a Hub repo to read (same as MODEL:FILE.gguf; "
        "MODEL:Q4_K_M picks by quant tag).", metavar="FILE"),
     _s("token", Kind.TEXT, M, "Hugging Face token (default: HF_TOKEN or the stored login). "
@@ -328,7 +328,7 @@ SETTINGS: tuple[Setting, ...] = (
        "paths and the Hub cache only.", default=False),
     _s("trust_layout", Kind.BOOL, M, "Plan a config whose architecture kvcalc has not verified "
        "anyway, as plain attention (marked layout_validated: false).", field="trust_layout",
-       default=False),
+       yaml="trust_layout", default=False),
     _s("json", Kind.BOOL, OUT, "Print the result as JSON.", default=False),
 )  # fmt: skip
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
