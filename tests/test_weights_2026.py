@@ -33,7 +33,6 @@ NOT_COUNTED = {
     "moonshotai--Kimi-Linear-48B-A3B-Instruct.json",
     "synthetic--kimi-linear-bounded-gate.json",
     "synthetic--bamba-defaults.json",
-    "synthetic--falcon-h1-defaults.json",
     "synthetic--lfm2-moe-defaults.json",
     "XiaomiMiMo--MiMo-V2-Flash.json",  # moe_layer_freq as a list
     "gemma-3n-text.json",  # per-layer intermediate sizes, AltUp, per-layer embeddings
@@ -154,6 +153,17 @@ def test_jamba_mamba1_and_experts_every_other_layer():
     assert layer_params(w, 1) == mamba + 16 * mlp + 16 * 4_096 + norms
     # attention layer 4 (attn_layer_offset 4): q, o 2 × 4,096², k, v 2 × 1,024 × 4,096; dense MLP
     assert layer_params(w, 4) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + mlp + norms
+
+
+def test_falcon_h1_attention_and_mamba2_side_by_side():
+    # FalconH1Config() layer 0: attention q, o 2 × 4,096², k, v 2 × 1,024 × 4,096; Mamba2 of
+    #   mamba_d_ssm 1,024 (128 heads × 8): in_proj (2 × 1,024 + 2 × 256 + 128) × 4,096 =
+    #   11,010,048, conv (1,024 + 512) × 4 + bias 1,536, dt_bias/A_log/D 3 × 128, out_proj 4,096 ×
+    #   1,024, no gated norm (mamba_rms_norm false); MLP 3 × 14,336 × 4,096; 2 norms
+    w = shape("synthetic--falcon-h1-defaults.json")
+    attention = 2 * 4_096**2 + 2 * 1_024 * 4_096
+    mamba = 11_010_048 + 6_144 + 1_536 + 384 + 4_194_304
+    assert layer_params(w, 0) == attention + mamba + 3 * 14_336 * 4_096 + 2 * 4_096
 
 
 def test_dsa_indexer_weights():

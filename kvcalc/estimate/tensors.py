@@ -68,6 +68,9 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
         elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
+        elif mixer == RecurrentVariant.PARALLEL and w.attention and w.mamba2:
+            out += _attention(w.attention, h, f"{p}.self_attn", i)
+            out += _mamba2(w.mamba2, h, f"{p}.mamba", i)
         elif mixer == RecurrentVariant.MAMBA1 and w.mamba1:
             out += _mamba1(w.mamba1, h, f"{p}.mamba", i)
         elif mixer == "short_conv" and w.short_conv:
@@ -199,7 +202,8 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
             name=f"{p}.dt_A_D", rows=m.num_heads, copies=3, role="vector", layer=i, split="column"
         )
     )
-    out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))
+    if m.gated_norm:
+        out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))
     return out + _linear(f"{p}.out_proj", h, inter, i, "row", bias=m.proj_bias)
 
 

@@ -2,8 +2,8 @@
 
 Each reader (:mod:`~kvcalc.hfconfig.mamba_families`, :mod:`~kvcalc.hfconfig.conv_families`) returns
 one layout per layer; :func:`hybrid_layouts` also names each layer's kind for the weight count,
-which counts LFM2's short convolutions, Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, and no
-other of these mixers
+which counts LFM2's short convolutions, Granite-4.0-H's and Falcon-H1's Mamba2 and Jamba's Mamba1
+mixers, and no other of these mixers
 (``UNCOUNTED``: the weights are refused, not guessed).
 """
 
@@ -15,7 +15,7 @@ from kvcalc.hfconfig import mamba_families as M
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent
-from kvcalc.model.recurrent_layouts import Mamba1State, ShortConvState
+from kvcalc.model.recurrent_layouts import Mamba1State, ParallelHybrid, ShortConvState
 
 _READERS = {
     **dict.fromkeys(M.JAMBA_TYPES, M.read_jamba),
@@ -52,4 +52,6 @@ def _weight_kind(layout: Layout, model_type: str) -> str:
         return L.MAMBA2
     if isinstance(layout, Mamba1State) and model_type in M.JAMBA_TYPES:
         return L.MAMBA1
+    if isinstance(layout, ParallelHybrid) and model_type in M.FALCON_H1_TYPES:
+        return L.PARALLEL
     return L.UNCOUNTED

@@ -82,6 +82,8 @@ class Mamba2Weights:
     #: the mixer's inner width when the config sets it apart from heads × head_dim (Granite-4.0-H:
     #: ``mamba_expand · hidden_size``); 0: heads × head_dim
     inner: int = 0
+    #: the gated RMSNorm before out_proj (Falcon-H1 ``mamba_rms_norm`` false: none)
+    gated_norm: bool = True
 
     @property
     def intermediate_size(self) -> int:

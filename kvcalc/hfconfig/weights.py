@@ -59,6 +59,8 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
             "gemma4_text", "lfm2"}  # fmt: skip
+#: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
+_HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
@@ -95,7 +97,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     hidden = r.int("hidden_size", "n_embd", "d_model", default=0, minimum=0)
     notes: list[str] = []
     mixers = tuple(_mixer(r, kind) for kind in kinds)
-    attention = _attention(r, model_type, hidden) if "attention" in mixers else None
+    both = L.PARALLEL in mixers  # Falcon-H1: attention and Mamba2 side by side in every layer
+    attention = _attention(r, model_type, hidden) if "attention" in mixers or both else None
     global_attention, dsv4 = None, None
     if model_type == "deepseek_v4":
         dsv4 = dsv4_weights(r, num_layers)
@@ -143,8 +146,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
-        mamba2=(granite_mamba2(r, hidden) if model_type == "granitemoehybrid" else _mamba2(r))
-        if L.MAMBA2 in mixers
+        mamba2=(granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else _mamba2(r))
+        if L.MAMBA2 in mixers or both
         else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
         mamba1=jamba_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
@@ -172,7 +175,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV):
+    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL):
         return kind
     return "none"
 

@@ -64,7 +64,7 @@ def dsv4_weights(r: ConfigReader, n: int) -> Dsv4Weights:
 
 
 def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
-    """Granite-4.0-H's Mamba2 mixer as transformers' GraniteMoeHybridConfig defaults it (the KV
+    """Granite-4.0-H's and Falcon-H1's Mamba2 mixer as transformers' configs default it (the KV
     reader's rule in :mod:`kvcalc.hfconfig.mamba_families`): inner width ``mamba_d_ssm``, else
     ``mamba_expand · hidden_size``; 128 heads of ``inner // heads`` unless ``mamba_d_head`` is set."""
     inner = r.int("mamba_d_ssm", default=None) or r.int("mamba_expand", default=2) * hidden
@@ -79,6 +79,9 @@ def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
         conv_bias=r.bool("mamba_conv_bias", True),
         proj_bias=r.bool("mamba_proj_bias", False),
         inner=inner,
+        gated_norm=r.bool("mamba_rms_norm", True)
+        if r.str("model_type", "") == "falcon_h1"
+        else True,
     )
 
 
