@@ -15,12 +15,14 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.engines.base import KvCacheGroup
+from kvcalc.model.attention_layouts import SharedKV
+from kvcalc.model.dtypes import BF16
 from kvcalc.model.layouts import LayerKind, RecurrentVariant
 from kvcalc.planning.core import plan
 from kvcalc.planning.curves import capacity_curve
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.verdict import workload
-from tests.helpers import bundled_shape
+from tests.helpers import bundled_shape, fixture_shape
 
 NEMOTRON = "nvidia-nemotron-3-nano-30b-a3b-bf16"
 
@@ -82,6 +84,9 @@ def test_the_vocabulary():
         "chunked",
         "mla",
         "recurrent",
+        # layer kinds only (inspect JSON has always shown them): KV sharing, DeepSeek-V4
+        "shared",
+        "compressed",
     ]
     assert [v.value for v in RecurrentVariant] == [
         "mamba1",
@@ -96,3 +101,13 @@ def test_the_vocabulary():
     assert {getattr(x, "variant", None) for x in layers if x.kind is LayerKind.RECURRENT} == {
         RecurrentVariant.MAMBA2
     }
+
+
+def test_shared_and_compressed_layers_have_their_own_kinds():
+    # DeepSeek-V4-Flash: 43 layers, all compressed sparse attention (window 128, ratios 0/4/128)
+    dsv4 = fixture_shape("deepseek-ai--DeepSeek-V4-Flash")
+    assert {x.kind for x in dsv4.layers} == {LayerKind.COMPRESSED}
+    assert dsv4.attention_kind == "compressed sparse MLA"
+    # a KV-sharing layer (Gemma-3n, Gemma 4) owns no cache and is of kind shared
+    shared = SharedKV(dtype=BF16, source_layer=3)
+    assert shared.kind is LayerKind.SHARED and shared.kind == "shared" and not shared.has_cache

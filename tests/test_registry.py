@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +34,29 @@ def test_each_model_type_has_one_family():
             assert model_type not in owners, (model_type, owners.get(model_type), family.name)
             owners[model_type] = family.name
         assert family.architectures or family.model_types, family.name
+
+
+def test_the_index_names_the_module_of_every_model_type():
+    # the static index the registry imports through must equal what the modules declare
+    from kvcalc.hfconfig.families._index import MODULE_OF_MODEL_TYPE
+
+    declared = {mt: f.module for f in families.all_families() for mt in f.model_types}
+    assert MODULE_OF_MODEL_TYPE == declared
+
+
+def test_reading_a_config_imports_only_its_family_module():
+    code = (
+        "import json, sys\n"
+        "from kvcalc.hfconfig import parse_config\n"
+        f"parse_config({dict(LLAMA_LIKE, model_type='llama')!r}, name='t')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kvcalc.hfconfig.families.'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    assert json.loads(done.stdout) == [
+        "kvcalc.hfconfig.families._index",
+        "kvcalc.hfconfig.families.llama",
+    ]
 
 
 def _refusal(raw) -> ConfigError:

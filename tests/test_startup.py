@@ -26,17 +26,21 @@ HEAVY = (
 )
 
 
-def imported_heavy(args: list[str]) -> list[str]:
+def imported_modules(args: list[str]) -> list[str]:
     code = (
         "import sys, json\n"
         "from kvcalc.cli.app import main\n"
         f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def imported_heavy(args: list[str]) -> list[str]:
+    return [m for m in imported_modules(args) if m.split(".")[0] in HEAVY]
 
 
 @pytest.mark.parametrize(
@@ -50,3 +54,24 @@ def imported_heavy(args: list[str]) -> list[str]:
 )
 def test_no_heavy_imports(args):
     assert imported_heavy(args) == []
+
+
+def test_plan_imports_only_what_its_model_and_engine_need():
+    # Llama-3.1-8B on vLLM: one family module (through the registry's index), one engine, and none
+    # of the readers and layouts of other families (Gemma, DeepSeek-V3.2/V4, MiMo, Nemotron-NAS)
+    loaded = imported_modules(["plan", "llama-3.1-8b", "--gpu", "H100-80GB"])
+    families = [m for m in loaded if m.startswith("kvcalc.hfconfig.families.")]
+    assert families == ["kvcalc.hfconfig.families._index", "kvcalc.hfconfig.families.llama"]
+    engines = {m.split(".")[2] for m in loaded if m.startswith("kvcalc.engines.")}
+    assert engines & {"sglang", "llamacpp", "hf", "trtllm", "lmdeploy"} == set()
+    for module in (
+        "kvcalc.engines.vllm.dsv4",
+        "kvcalc.engines.vllm.sparse",
+        "kvcalc.engines.vllm.v0",
+        "kvcalc.model.attention_layouts",
+        "kvcalc.hfconfig.attention_families",
+        "kvcalc.hfconfig.gemma_family",
+        "kvcalc.hfconfig.hybrid_families",
+        "kvcalc.planning.servecmd",
+    ):
+        assert module not in loaded, module

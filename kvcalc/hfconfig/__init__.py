@@ -15,7 +15,6 @@ from typing import Any
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
 from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
-from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
@@ -156,8 +155,11 @@ def _mm_prefix(r: ConfigReader, model_type: str) -> bool:
     if isinstance(explicit, bool):
         r.used["is_mm_prefix_lm"] = explicit
         return explicit
-    if model_type in GEMMA4_TYPES:
-        return r.str("use_bidirectional_attention") == "vision"
+    if model_type.startswith("gemma4"):
+        from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
+
+        if model_type in GEMMA4_TYPES:
+            return r.str("use_bidirectional_attention") == "vision"
     return top in _MM_PREFIX_TYPES
 
 
@@ -173,7 +175,6 @@ def plain_head_dim(r: ConfigReader, heads: int, hidden: int) -> int | None:
 def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
     """The generic reader's layer-kind names, which the weight reader understands."""
     from kvcalc.hfconfig import layers as L
-    from kvcalc.hfconfig.attention_families import weight_kind
     from kvcalc.model.layouts import ChunkedLocal, Mamba2State
 
     out: list[str] = []
@@ -183,7 +184,7 @@ def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
         elif isinstance(layout, ChunkedLocal):
             out.append(L.CHUNKED)
         else:
-            out.append(weight_kind(layout))
+            out.append(L.weight_kind(layout))
     return tuple(out)
 
 

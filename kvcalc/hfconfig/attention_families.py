@@ -13,9 +13,8 @@ from kvcalc.hfconfig.gemma_family import GEMMA3N_TYPES, GEMMA4_TYPES, read_gemma
 from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
 from kvcalc.hfconfig.nas_family import NAS_TYPES, read_nemotron_nas
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.attention_layouts import CompressedSparseAttention, SharedKV
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import Layout, MLALatent, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 #: model types with a family reader
 FAMILY_TYPES = (
@@ -49,12 +48,4 @@ def family_layouts(
         layouts = read_deepseek_v4(r, num_layers, dtype, prov)
     else:
         return None
-    return layouts, tuple(weight_kind(x) for x in layouts)
-
-
-def weight_kind(layout: Layout) -> str:
-    if isinstance(layout, SlidingWindow):
-        return L.SLIDING
-    if layout.has_cache or isinstance(layout, (SharedKV, MLALatent, CompressedSparseAttention)):
-        return L.FULL
-    return L.NONE
+    return layouts, tuple(L.weight_kind(x) for x in layouts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import LayerKind, RecurrentVariant
+from kvcalc.model.layouts import LayerKind, Layout, RecurrentVariant
 
 #: layer kinds produced here
 FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.NONE
@@ -52,6 +52,16 @@ UNSUPPORTED_KEYS = {
     "rwkv_version": "RWKV",
     "cross_attention_layers": "cross-attention (Mllama)",
 }
+
+
+def weight_kind(layout: Layout) -> LayerKind:
+    """What the weight count sees in an attention-family layer: a sliding window, full attention
+    (every layer with a cache, and the shared, latent and compressed ones), or none."""
+    if layout.kind is LayerKind.SLIDING:
+        return SLIDING
+    if layout.has_cache or layout.kind in (LayerKind.SHARED, LayerKind.MLA, LayerKind.COMPRESSED):
+        return FULL
+    return NONE
 
 
 def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[MixerKind], str]:

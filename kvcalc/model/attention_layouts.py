@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import ClassVar
 
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import Layout, MLALatent
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent
 
 #: values per float32 scale in the fp8 indexer key cache (vLLM ``Indexer.quant_block_size``)
 INDEXER_QUANT_BLOCK = 128
@@ -29,8 +29,7 @@ INDEXER_QUANT_BLOCK = 128
 class SharedKV(Layout):
     """A layer that reuses the cache of layer ``source_layer``; it is charged nothing."""
 
-    # a layer kind outside LayerKind (also the vocabulary of cache groups, which this never forms)
-    kind: ClassVar[str] = "shared"  # type: ignore[assignment]
+    kind: ClassVar[LayerKind] = LayerKind.SHARED
     source_layer: int
 
     def with_dtype(self, dtype: CacheDtype) -> Layout:
@@ -76,8 +75,7 @@ class CompressedSparseAttention(Layout):
     and the compressor states.
     """
 
-    # a layer kind outside LayerKind (also the vocabulary of cache groups, which this never forms)
-    kind: ClassVar[str] = "compressed"  # type: ignore[assignment]
+    kind: ClassVar[LayerKind] = LayerKind.COMPRESSED
     head_dim: int
     sliding_window: int
     compress_ratio: int

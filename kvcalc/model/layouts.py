@@ -30,7 +30,8 @@ class LayerKind(str, Enum):
     """What a layer caches: the one vocabulary of ``inspect``, ``plan`` (group kinds) and ``verify``.
 
     Group kinds use the same values: a group holds layers of one kind (vLLM's ``MambaSpec``
-    groups are ``recurrent``).
+    groups are ``recurrent``). ``shared`` and ``compressed`` are layer kinds only: a shared layer
+    owns no cache, and vLLM packs DeepSeek-V4's compressed layers into groups of its own kinds.
     """
 
     NONE = "none"
@@ -39,6 +40,10 @@ class LayerKind(str, Enum):
     CHUNKED = "chunked"
     MLA = "mla"
     RECURRENT = "recurrent"
+    #: reads another layer's cache (Gemma-3n, Gemma 4 KV sharing): charged nothing
+    SHARED = "shared"
+    #: DeepSeek-V4 compressed sparse attention: a windowed latent plus compressed latents
+    COMPRESSED = "compressed"
 
     def __str__(self) -> str:  # the value, as a plain string would print
         return str(self.value)

@@ -47,9 +47,9 @@ from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.modelopt import normalized
-from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size, sparse_cache_dtype
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
 
@@ -221,11 +221,14 @@ def resolve_cache_dtype(
         dtype, note = model_dtype(request.model, profile, request.gpu_compute_capability)
         if note:
             notes.append(note)
-    dtype, sparse_note = sparse_cache_dtype(
-        request.model, name, dtype, request.gpu_compute_capability
-    )
-    if sparse_note:
-        notes.append(sparse_note)
+    if {LayerKind.MLA, LayerKind.COMPRESSED} & set(request.model.kinds):
+        from kvcalc.engines.vllm.sparse import sparse_cache_dtype
+
+        dtype, sparse_note = sparse_cache_dtype(
+            request.model, name, dtype, request.gpu_compute_capability
+        )
+        if sparse_note:
+            notes.append(sparse_note)
     if request.model.is_mla and (dtype.row_scale_bytes or dtype.block_format):
         raise InputError(
             f"cache dtype {dtype.name} is not modelled for MLA models in vLLM",
@@ -247,6 +250,8 @@ def default_block_size(
             refuse_unsupported(model, dtype, cc)
         chosen = attention_block_size(model, dtype, cc) if profile.in_flight_batches else None
         return chosen if chosen else (DEFAULT_BLOCK_SIZE, None, None)
+    from kvcalc.engines.vllm.sparse import is_sparse_mla, sparse_block_size
+
     if is_sparse_mla(model):
         return sparse_block_size(model, dtype, cc)
     assumed = cc is None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from kvcalc.engines.vllm.groups import Group, LayerSpec
 from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import CompressedSparseAttention
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
@@ -40,7 +41,7 @@ SUPPORTED_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla")
 
 
 def is_deepseek_v4(model: ModelShape) -> bool:
-    return any(isinstance(x, CompressedSparseAttention) for x in model.layers)
+    return LayerKind.COMPRESSED in model.kinds
 
 
 def check_dtype(requested: str) -> None:

@@ -35,7 +35,6 @@ from kvcalc.engines.base import (
     extra_int,
 )
 from kvcalc.engines.vllm import defaults as D
-from kvcalc.engines.vllm.dsv4 import is_deepseek_v4, packed_groups
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
     Group,
@@ -164,7 +163,9 @@ def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
                 "outside the sliding window). The compute of layers like sliding window is still saved."
             )
             specs = promoted
-    if is_deepseek_v4(setup.model):
+    if LayerKind.COMPRESSED in setup.model.kinds:  # DeepSeek-V4
+        from kvcalc.engines.vllm.dsv4 import packed_groups
+
         groups = packed_groups(setup.model)
     else:
         groups, group_logs = group_layers(specs)
@@ -292,7 +293,7 @@ def _check_fit(
 def _block_size(setup: VllmSetup, groups: list[Group]) -> int:
     """The scheduler's block size: the smallest group block where groups differ (DeepSeek-V4's
     compressor states: 4), else the resolved block size."""
-    if is_deepseek_v4(setup.model):
+    if LayerKind.COMPRESSED in setup.model.kinds:
         return min(g.block_size for g in groups)
     return setup.block_size
 

@@ -1,8 +1,10 @@
 """The registry of architecture families kvcalc sizes exactly: one module per family.
 
 Each module in this package defines ``FAMILIES``, a tuple of :class:`~kvcalc.hfconfig.family.Family`
-entries. Adding a family is adding one module; nothing else needs editing. A model type may belong
-to one family only (checked when the registry loads).
+entries. Adding a family is adding one module and its model types to the index
+(:mod:`~kvcalc.hfconfig.families._index`, which lets a config import only its own family's module;
+a test checks the index against the modules). A model type may belong to one family only (checked
+when the registry loads).
 
 :func:`verify` decides whether a config is verified (see :mod:`kvcalc.hfconfig.family`).
 """
@@ -13,6 +15,7 @@ import importlib
 import pkgutil
 from functools import cache
 
+from kvcalc.hfconfig.families._index import MODULE_OF_MODEL_TYPE
 from kvcalc.hfconfig.family import (
     BASE_KEYS,
     TRUST_HINT,
@@ -27,14 +30,13 @@ __all__ = ["all_families", "find_family", "verify", "Verification"]
 
 @cache
 def all_families() -> tuple[Family, ...]:
-    """Every registered family, in module-name order."""
+    """Every registered family, in module-name order (imports every family module)."""
     found: list[Family] = []
     owner: dict[str, str] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for family in module.FAMILIES:
+        for family in _module_families(info.name):
             for model_type in family.model_types:
                 if model_type in owner:
                     raise RuntimeError(
@@ -42,13 +44,25 @@ def all_families() -> tuple[Family, ...]:
                         f"and {info.name}"
                     )
                 owner[model_type] = info.name
-            object.__setattr__(family, "module", info.name)
             found.append(family)
     return tuple(found)
 
 
+@cache
+def _module_families(name: str) -> tuple[Family, ...]:
+    """The families one module registers, each told its module's name."""
+    module = importlib.import_module(f"{__name__}.{name}")
+    for family in module.FAMILIES:
+        object.__setattr__(family, "module", name)
+    return tuple(module.FAMILIES)
+
+
 def find_family(model_type: str) -> Family | None:
-    for family in all_families():
+    """The family registering ``model_type``: through the index, importing that module only; a type
+    the index lacks is looked for in every module."""
+    name = MODULE_OF_MODEL_TYPE.get(model_type)
+    candidates = _module_families(name) if name is not None else all_families()
+    for family in candidates:
         if model_type in family.model_types:
             return family
     return None
