@@ -144,3 +144,25 @@ def test_vllm_no_memory_reason_adds_up_to_the_table(cli):
         f"budget {m['budget_bytes'] / gib:.2f} GiB less {m['weights_bytes'] / gib:.2f} GiB of weights "
         f"and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
     )
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "budget"),
+    [
+        # vLLM 0.33 holds the null block back: 10 GiB − one 2 MiB block
+        ("vllm", "0.33", 10 * 2**30 - 2 * 2**20),
+        ("vllm", "0.21", 10 * 2**30),  # before 0.33: the whole budget
+        ("sglang", None, None),  # compares blocks with its pool
+        ("trtllm", None, None),
+    ],
+)
+def test_the_fit_budget_is_the_engines_own(engine, version, budget):
+    from kvcalc.engines.base import fit_budget_bytes
+
+    found = fit_budget_bytes(
+        get_engine(engine),
+        available_kv_bytes=10 * 2**30,
+        bytes_per_block=2 * 2**20,
+        version=version,
+    )
+    assert found == budget

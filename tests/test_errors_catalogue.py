@@ -240,6 +240,15 @@ def _backend_missing(c: Ctx):
                  "--kv-cache-dtype", "int4", "--device", "cpu")  # fmt: skip
 
 
+def _backend_unsupported(c: Ctx):
+    # a transformers release without the fp8 QuantizedCache backend (5.18-5.20)
+    pytest.importorskip("torch")
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    c.mp.delattr(cache_utils, "Fp8QuantizedLayer")
+    return c.cli("verify", "llama-3.2-1b-instruct", "--engine", "hf", "--run", "--layers", "1",
+                 "--kv-cache-dtype", "fp8", "--device", "cpu")  # fmt: skip
+
+
 def _transformers_missing(c: Ctx):
     pytest.importorskip("torch")
     c.without_module("transformers")
@@ -361,6 +370,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "torch-missing": _torch_missing,
     "transformers-missing": _transformers_missing,
     "backend-missing": _backend_missing,
+    "backend-unsupported": _backend_unsupported,
     "ambiguous-dtype": lambda c: c.cli("plan", "llama-3.2-1b-instruct", "--engine", "llamacpp", "--gpu", "L4",
                                        "--kv-cache-dtype", "int4"),
     "needs-cuda": lambda c: (pytest.importorskip("torch"), c.cli("verify", "llama-3.2-1b-instruct", "--fill", "--device", "cpu"))[1],

@@ -194,7 +194,12 @@ class KvCachePlan:
 
 @runtime_checkable
 class Engine(Protocol):
-    """A serving engine's KV-cache accounting."""
+    """A serving engine's KV-cache accounting.
+
+    Optional methods, asked for by name where an engine has them: ``scheduler_defaults(request)``
+    (the batch defaults the activation estimate needs), ``subtracts_cudagraph(version)`` (the KV
+    budget is net of CUDA graphs) and ``fit_budget_bytes(...)`` (see :func:`fit_budget_bytes`).
+    """
 
     name: str
 
@@ -235,6 +240,21 @@ class Engine(Protocol):
     ) -> int:
         """The engine's own budget rule for KV bytes per GPU. May be negative."""
         ...
+
+
+def fit_budget_bytes(
+    engine: Engine, *, available_kv_bytes: int, bytes_per_block: int, version: str | None
+) -> int | None:
+    """The bytes ``engine``'s one-request fit check compares a request's bytes with, from the
+    engine's optional ``fit_budget_bytes`` method (vLLM: the available memory, less the null block
+    from 0.33 on); None for an engine that compares a request's blocks with its pool."""
+    ask = getattr(engine, "fit_budget_bytes", None)
+    if ask is None:
+        return None
+    budget: int = ask(
+        available_kv_bytes=available_kv_bytes, bytes_per_block=bytes_per_block, version=version
+    )
+    return budget
 
 
 # -- shared helpers ---------------------------------------------------------------------------

@@ -215,14 +215,15 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
 
 
 def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
-    """vLLM's fit check compares needed bytes with the available bytes, less the null block
-    from 0.33 on; SGLang and TensorRT-LLM compare blocks (``None`` here)."""
-    if result.engine != "vllm":
-        return None
-    from kvcalc.engines.vllm.defaults import resolve_profile
+    """What the engine's fit check compares one request's bytes with (``None``: it compares blocks
+    with its pool, as SGLang and TensorRT-LLM do)."""
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import fit_budget_bytes
 
-    null = bytes_per_block if resolve_profile(result.engine_version)[0].reserves_null_block else 0
-    return result.available_kv_bytes - null
+    return fit_budget_bytes(
+        get_engine(result.engine), available_kv_bytes=result.available_kv_bytes,
+        bytes_per_block=bytes_per_block, version=result.engine_version,
+    )  # fmt: skip
 
 
 def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> bool:

@@ -49,8 +49,25 @@ _BACKEND_MODULES = {
 }
 
 
+#: the cache layer class a QuantizedCache backend needs in transformers, for backends that older
+#: transformers releases lack (5.18-5.20 have no fp8 one; they fail inside generate())
+_BACKEND_LAYERS = {"fp8": "Fp8QuantizedLayer"}
+
+
 def import_backend(backend: str) -> None:
-    """Import the QuantizedCache backend's package, or say which one to install."""
+    """Import the QuantizedCache backend's package, or say which one to install; refuse a backend
+    the installed transformers does not have."""
+    layer = _BACKEND_LAYERS.get(backend)
+    if layer is not None:
+        from transformers import cache_utils
+
+        if not hasattr(cache_utils, layer):
+            raise KvcalcError(
+                f"--run with transformers' {backend} QuantizedCache needs a transformers with that "
+                f"backend; transformers {_installed_version()} has none",
+                hint="pip install -U 'transformers>=5.23', or choose the quanto or hqq backend",
+                code="backend-unsupported",
+            )
     if backend not in _BACKEND_MODULES:
         return
     module, package = _BACKEND_MODULES[backend]
@@ -62,6 +79,12 @@ def import_backend(backend: str) -> None:
             hint=f"pip install {package} (or the kvcalc[quantized] extra)",
             code="backend-missing",
         ) from None
+
+
+def _installed_version() -> str:
+    import transformers
+
+    return str(getattr(transformers, "__version__", "?"))
 
 
 def build_model(raw: dict[str, Any], torch_dtype: str | None, device: Any) -> Any:

@@ -104,6 +104,13 @@ class VllmEngine:
         requested = int(total_memory_bytes * util)
         return requested - weights_bytes - activation_bytes - max(0, non_torch_bytes)
 
+    def fit_budget_bytes(
+        self, *, available_kv_bytes: int, bytes_per_block: int, version: str | None
+    ) -> int:
+        """What the one-request fit check compares a request's bytes with: the available memory,
+        less the null block from 0.33 on."""
+        return _fit_budget(D.resolve_profile(version)[0], available_kv_bytes, bytes_per_block)
+
     def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;
         the planner needs them for the activation estimate before it knows the KV budget."""
@@ -214,7 +221,7 @@ def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> li
             per_stage[index] if len(per_stage) == len(ranges) else request.available_kv_bytes
         )
         available = override * bpb if override else stage_memory
-        check = available - bpb if setup.profile.reserves_null_block else available
+        check = _fit_budget(setup.profile, available, bpb)
         out.append(
             _Stage(
                 layers=layers,
@@ -224,6 +231,11 @@ def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> li
             )
         )
     return out
+
+
+def _fit_budget(profile: D.VllmProfile, available: int, bytes_per_block: int) -> int:
+    """``_check_enough_kv_cache_memory``'s budget: 0.33 holds the null block back."""
+    return available - bytes_per_block if profile.reserves_null_block else available
 
 
 def _finish_v1(
