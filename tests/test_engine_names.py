@@ -77,6 +77,9 @@ def test_capability_flags():
     # llama.cpp's graphs live in its compute buffer; transformers captures none
     assert [n.value for n in EngineName if not traits(n).cuda_graphs] == ["llamacpp", "hf"]
     assert [n.value for n in EngineName if traits(n).overhead_in_reserve] == ["sglang"]
+    assert {n.value: traits(n).cache_tensors.value for n in EngineName if traits(n).cache_tensors} == {
+        "vllm": "paged", "sglang": "token-pool", "llamacpp": "cells", "hf": "per-layer",
+    }  # fmt: skip
 
 
 def test_plans_show_only_what_the_engine_has(cli):
@@ -144,6 +147,17 @@ def test_vllm_no_memory_reason_adds_up_to_the_table(cli):
         f"budget {m['budget_bytes'] / gib:.2f} GiB less {m['weights_bytes'] / gib:.2f} GiB of weights "
         f"and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
     )
+
+
+@pytest.mark.parametrize("module", ["verify/layout.py", "planning/curves.py"])
+def test_no_engine_names_compared_outside_the_engines(module):
+    # verify lays tensors out by the engine's cache_tensors trait, curves ask the engine's fit budget
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / "kvcalc" / module).read_text()
+    names = "|".join(n.value for n in EngineName)
+    assert re.findall(rf"[=!]= *\"({names})\"|\"({names})\" *[=!]=|EngineName\.[A-Z]", source) == []
 
 
 @pytest.mark.parametrize(

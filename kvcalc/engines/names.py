@@ -84,6 +84,20 @@ def engine_name(text: str | EngineName) -> EngineName:
     )
 
 
+class CacheTensors(str, Enum):
+    """How an engine lays out the tensors of its KV cache (what ``kvcalc verify`` allocates)."""
+
+    #: per layer (or per shared group slot) one tensor of ``num_blocks`` pages (vLLM V1)
+    PAGED = "paged"
+    #: per layer K and V ``[batch, kv_heads, tokens, head_dim]``, or a QuantizedCache's parts
+    #: (transformers)
+    PER_LAYER = "per-layer"
+    #: per layer K and V rows for every cell (llama.cpp)
+    CELLS = "cells"
+    #: per layer K and V rows of a token pool with page padding (SGLang)
+    TOKEN_POOL = "token-pool"
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineTraits:
     """What planning, curves, suggestions and rendering need to know about an engine."""
@@ -118,15 +132,19 @@ class EngineTraits:
     overhead_in_reserve: bool = False
     #: the engine's own name for its cap on running requests (``max_num_seqs`` in the JSON)
     max_num_seqs_name: str = "max_num_seqs"
+    #: how the cache tensors are laid out, where ``verify`` knows it (``None``: not modelled)
+    cache_tensors: CacheTensors | None = None
 
 
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
-                                  overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True),
+                                  overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
+                                  cache_tensors=CacheTensors.PAGED),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
-                                    max_num_seqs_name="max_running_requests"),
+                                    max_num_seqs_name="max_running_requests",
+                                    cache_tensors=CacheTensors.TOKEN_POOL),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False),
@@ -137,12 +155,12 @@ _TRAITS = {
                                       overhead_calibrated=False, compact_kv_dtype="q8_0",
                                       memory_fraction_knob=False, slots_from_target=True,
                                       cuda_graphs=False, max_num_seqs_knob=False,
-                                      max_num_seqs_name="n_seq_max"),
+                                      max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
                                 overhead_calibrated=False, compact_kv_dtype=None,
                                 memory_fraction_knob=False, batch_from_target=True,
                                 cuda_graphs=False, max_num_seqs_knob=False,
-                                max_num_seqs_name="batch_size"),
+                                max_num_seqs_name="batch_size", cache_tensors=CacheTensors.PER_LAYER),
 }  # fmt: skip
 
 

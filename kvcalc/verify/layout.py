@@ -1,19 +1,20 @@
 """Which tensors each engine allocates for its KV cache, and what kvcalc predicts for them. Pure.
 
 :func:`allocation_plan` asks the engine model (``kvcalc.engines``) for a plan at a small, chosen
-size and lays out the tensors the engine's own code would allocate for it (``engine-accounting.md``):
+size and lays out the tensors the engine's own code would allocate for it (``engine-accounting.md``),
+in the layout the engine's traits name (``EngineTraits.cache_tensors``; no engine names here):
 
-- ``vllm``: see :mod:`kvcalc.verify.layout_vllm` (``num_blocks`` pages per layer or group slot);
-- ``hf`` (transformers ``DynamicCache``/``StaticCache``): per layer K and V
+- ``paged`` (vLLM): see :mod:`kvcalc.verify.layout_vllm` (``num_blocks`` pages per layer or group slot);
+- ``per-layer`` (transformers ``DynamicCache``/``StaticCache``): per layer K and V
   ``[batch, kv_heads, tokens, head_dim]``, sliding layers capped at their window (``window − 1``
   dynamic, ``window`` static); transformers 5 caches DeepSeek's latent as K ``[b, 1, t, 512]`` and
   the rope part as V ``[b, 1, t, 64]``; linear-attention layers keep a conv state
   ``[b, conv_dim, conv_kernel]`` (the whole kernel, where vLLM keeps ``kernel − 1``) and a
   recurrent state (float32 for Gated DeltaNet, whatever the model dtype; both measured with
   ``--run`` on transformers 5.24, CPU; the ``hf`` engine model predicts neither yet);
-- ``llamacpp``: per layer K and V rows of ``heads · head_dim`` values for every cell; quantized
+- ``cells`` (llama.cpp): per layer K and V rows of ``heads · head_dim`` values for every cell; quantized
   types as raw ``uint8`` blocks (q8_0: 32 values in 34 bytes); MLA has no V tensor;
-- ``sglang``: the token pool, per layer K and V ``[tokens + page_size, kv_heads, head_dim]``
+- ``token-pool`` (SGLang): the token pool, per layer K and V ``[tokens + page_size, kv_heads, head_dim]``
   (MLA one ``[tokens + page, 1, kv_lora_rank + rope]`` buffer; hybrid SWA layers a smaller pool).
 """
 
@@ -24,7 +25,7 @@ from typing import cast
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.hf_quantized import NAMED
-from kvcalc.engines.names import EngineName, engine_name
+from kvcalc.engines.names import CacheTensors, EngineName, engine_name, traits
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, RecurrentState
@@ -40,7 +41,7 @@ from kvcalc.verify.spec import (
 )
 
 #: engines whose cache layout verify knows
-ENGINES = ("vllm", "hf", "llamacpp", "sglang")
+ENGINES = tuple(n.value for n in EngineName if traits(n).cache_tensors is not None)
 _HUGE = 1 << 50  # "memory is no object": the size is fixed by blocks/tokens instead
 
 
@@ -50,23 +51,22 @@ def engine_key(name: str) -> EngineName:
 
 
 def allocation_plan(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
-    """The tensors ``opts.engine`` allocates for ``model`` at a small size, with predictions."""
-    engine = engine_key(opts.engine)
-    if engine == "vllm":
-        from kvcalc.verify.layout_vllm import vllm_allocation
+    """The tensors ``opts.engine`` allocates for ``model`` at a small size, with predictions: laid
+    out the way the engine's traits say its cache tensors are (``EngineTraits.cache_tensors``)."""
+    layout = traits(opts.engine).cache_tensors
+    if layout is None:
+        raise InputError(
+            f"verify does not know {opts.engine}'s cache layout",
+            hint="choose one of: " + ", ".join(ENGINES),
+            code="unsupported-engine",
+        )
+    return _LAYOUTS[layout](model, opts)
 
-        return vllm_allocation(model, opts, opts.num_blocks or DEFAULT_NUM_BLOCKS)
-    if engine == "hf":
-        return _hf(model, opts, opts.tokens or DEFAULT_TOKENS)
-    if engine == "llamacpp":
-        return _llamacpp(model, opts, opts.tokens or 256)
-    if engine == "sglang":
-        return _sglang(model, opts)
-    raise InputError(
-        f"verify does not know {opts.engine}'s cache layout",
-        hint="choose one of: " + ", ".join(ENGINES),
-        code="unsupported-engine",
-    )
+
+def _paged(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    from kvcalc.verify.layout_vllm import vllm_allocation
+
+    return vllm_allocation(model, opts, opts.num_blocks or DEFAULT_NUM_BLOCKS)
 
 
 def _request(
@@ -113,9 +113,10 @@ def _tensor(
 
 
 # -- transformers -------------------------------------------------------------------------------
-def _hf(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
+def _per_layer(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    tokens = opts.tokens or DEFAULT_TOKENS
     b = opts.batch_size
-    plan = get_engine("hf").plan_kv_cache(_request(model, opts, tokens, 0, batch_size=b))
+    plan = get_engine(opts.engine).plan_kv_cache(_request(model, opts, tokens, 0, batch_size=b))
     if plan.kv_cache_dtype in NAMED:  # QuantizedCache
         return _hf_quantized(model, opts, tokens, plan)
     layers = model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype)).layers
@@ -204,10 +205,11 @@ def _ggml_shape(dtype: CacheDtype, cells: int, width: int) -> tuple[str, tuple[i
     return "uint8", (cells, width // dtype.block_values, dtype.block_bytes)
 
 
-def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> AllocationPlan:
+def _cells(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+    tokens = opts.tokens or 256
     extra = dict(opts.engine_options)
     extra.setdefault("n_ctx", tokens)
-    plan = get_engine("llamacpp").plan_kv_cache(_request(model, opts, tokens, _HUGE, **extra))
+    plan = get_engine(opts.engine).plan_kv_cache(_request(model, opts, tokens, _HUGE, **extra))
     type_k = _cache_dtype(plan.kv_cache_dtype)
     v_name = str(extra.get("type_v", opts.kv_cache_dtype))
     type_v = FP16 if v_name.strip().lower() == "auto" else _cache_dtype(v_name)
@@ -238,7 +240,7 @@ def _llamacpp(model: ModelShape, opts: VerifyOptions, tokens: int) -> Allocation
 
 
 # -- SGLang -------------------------------------------------------------------------------------
-def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
+def _token_pool(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     if any(isinstance(x, RecurrentState) for x in model.layers):
         raise InputError(
             "verify does not lay out SGLang's Mamba-state pool (plan sizes it; see docs/engines.md)",
@@ -249,7 +251,7 @@ def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     request = _request(
         model, opts, opts.max_model_len or model.max_model_len, _HUGE, max_total_tokens=tokens
     )
-    plan = get_engine("sglang").plan_kv_cache(request)
+    plan = get_engine(opts.engine).plan_kv_cache(request)
     page = plan.block_size
     layers = (
         model.with_cache_dtype(_cache_dtype(plan.kv_cache_dtype))
@@ -277,3 +279,11 @@ def _sglang(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
             _add(predicted, f"{kind} {part}", nbytes, new_layer=part in ("K", "latent"))
     return _finish(plan, "SGLang token pool: per layer K and V [tokens + page_size, kv_heads, head_dim]",
                    plan.kv_cache_tokens, buffers, predicted, [])  # fmt: skip
+
+
+_LAYOUTS = {
+    CacheTensors.PAGED: _paged,
+    CacheTensors.PER_LAYER: _per_layer,
+    CacheTensors.CELLS: _cells,
+    CacheTensors.TOKEN_POOL: _token_pool,
+}
