@@ -8,7 +8,7 @@ from test_engine_vllm import gemma3_12b_config
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.hf import installed_transformers_version
+from kvcalc.engines.hf_setup import installed_transformers_version
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB

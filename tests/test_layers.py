@@ -202,12 +202,13 @@ def test_layer_ranks():
 
 
 def test_no_engine_borrows_from_another_engine():
-    """Shared helpers live in ``kvcalc.engines.common`` (or ``base``, ``names``, ``formats``...),
+    """Shared helpers live in ``kvcalc.engines.common`` (or ``base``, ``extra``, ``names``...),
     not in one engine's modules that another engine imports."""
     shared = {
         "kvcalc.engines",
         "kvcalc.engines.base",
         "kvcalc.engines.common",
+        "kvcalc.engines.extra",
         "kvcalc.engines.names",
         "kvcalc.engines.unmodelled",
         "kvcalc.engines.formats",

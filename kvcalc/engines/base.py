@@ -14,15 +14,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+# the option checks engine modules import from here too (kvcalc.engines.extra owns them)
+from kvcalc.engines.common import binary_search_max_len  # noqa: F401
+from kvcalc.engines.extra import (  # noqa: F401
+    MAX_OPTION_INT,
+    check_extra,
+    extra_bool,
+    extra_choice,
+    extra_fraction,
+    extra_int,
+    is_int,
+    positive,
+    unknown_version,
+    version_tuple,
+)
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
-from kvcalc.units import MAX_SIZE_BYTES, cdiv, short_int
-
-#: the largest integer an engine option takes (a petabyte, for the options in bytes)
-MAX_OPTION_INT = MAX_SIZE_BYTES
+from kvcalc.units import cdiv
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,20 +87,20 @@ class EngineRequest:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _positive("max_model_len", self.max_model_len)
-        _positive("tensor_parallel_size", self.tensor_parallel_size)
-        _positive("pipeline_parallel_size", self.pipeline_parallel_size)
+        positive("max_model_len", self.max_model_len)
+        positive("tensor_parallel_size", self.tensor_parallel_size)
+        positive("pipeline_parallel_size", self.pipeline_parallel_size)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_bytes"):
             value = getattr(self, name)
             if value is not None:
-                _positive(name, value)
-        if not _is_int(self.available_kv_bytes):
+                positive(name, value)
+        if not is_int(self.available_kv_bytes):
             raise InputError(
                 f"available_kv_bytes must be an integer number of bytes, got {self.available_kv_bytes!r}",
                 code="invalid-input",
             )
         cc = self.gpu_compute_capability
-        if cc is not None and (len(cc) != 2 or not all(_is_int(v) and v >= 0 for v in cc)):
+        if cc is not None and (len(cc) != 2 or not all(is_int(v) and v >= 0 for v in cc)):
             raise InputError(
                 f"gpu_compute_capability must be (major, minor), got {cc!r}", code="invalid-input"
             )
@@ -255,121 +266,3 @@ def fit_budget_bytes(
         available_kv_bytes=available_kv_bytes, bytes_per_block=bytes_per_block, version=version
     )
     return budget
-
-
-# -- shared helpers ---------------------------------------------------------------------------
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _positive(name: str, value: Any) -> None:
-    if not _is_int(value) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}", code="invalid-input")
-
-
-def check_extra(engine: str, extra: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    """Refuse ``extra`` keys this engine does not read (a typo would otherwise be ignored)."""
-    unknown = sorted(set(extra) - set(allowed))
-    if unknown:
-        raise InputError(
-            f"{engine} does not take option(s) {', '.join(unknown)}",
-            hint="known: " + (", ".join(allowed) or "none"),
-            code="unknown-engine-option",
-        )
-
-
-@overload
-def extra_int(extra: Mapping[str, Any], key: str, default: int, *, minimum: int = 1) -> int: ...
-@overload
-def extra_int(
-    extra: Mapping[str, Any], key: str, default: int | None, *, minimum: int = 1
-) -> int | None: ...
-def extra_int(
-    extra: Mapping[str, Any], key: str, default: int | None, *, minimum: int = 1
-) -> int | None:
-    """An integer option; None only where the default is None (an explicit null is refused)."""
-    value = extra.get(key, default)
-    if value is None and default is None:
-        return None
-    if not _is_int(value) or not minimum <= value <= MAX_OPTION_INT:
-        shown = short_int(value) if _is_int(value) else repr(value)
-        raise InputError(
-            f"{key} must be an integer from {minimum} to {MAX_OPTION_INT:,}, got {shown}",
-            code="invalid-input",
-        )
-    return value
-
-
-@overload
-def extra_fraction(extra: Mapping[str, Any], key: str, default: float) -> float: ...
-@overload
-def extra_fraction(extra: Mapping[str, Any], key: str, default: float | None) -> float | None: ...
-def extra_fraction(extra: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    """A number in (0, 1] (sglang ``swa_full_tokens_ratio``, ``mem_fraction_static``)."""
-    value = extra.get(key, default)
-    if value is None and default is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise InputError(f"{key} must be a number in (0, 1], got {value!r}", code="invalid-input")
-    return float(value)
-
-
-@overload
-def extra_bool(extra: Mapping[str, Any], key: str, default: bool) -> bool: ...
-@overload
-def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None: ...
-def extra_bool(extra: Mapping[str, Any], key: str, default: bool | None) -> bool | None:
-    value = extra.get(key, default)
-    if (value is not None or default is not None) and not isinstance(value, bool):
-        raise InputError(f"{key} must be true or false, got {value!r}", code="invalid-input")
-    return value
-
-
-@overload
-def extra_choice(
-    extra: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]
-) -> str: ...
-@overload
-def extra_choice(
-    extra: Mapping[str, Any], key: str, default: str | None, choices: tuple[str, ...]
-) -> str | None: ...
-def extra_choice(
-    extra: Mapping[str, Any], key: str, default: str | None, choices: tuple[str, ...]
-) -> str | None:
-    value = extra.get(key, default)
-    if (value is not None or default is not None) and value not in choices:
-        raise InputError(
-            f"{key} must be one of {', '.join(choices)}, got {value!r}", code="invalid-input"
-        )
-    return value
-
-
-def version_tuple(text: str) -> tuple[int, ...] | None:
-    """``"0.31.0"`` → ``(0, 31, 0)``; None when it is not dotted numbers (``"v0.8.5"`` is fine)."""
-    parts = text.strip().lstrip("vV").split(".")
-    try:
-        return tuple(int(p) for p in parts if p != "")
-    except ValueError:
-        return None
-
-
-def unknown_version(engine: str, version: str, versions: tuple[str, ...]) -> InputError:
-    return InputError(
-        f"{engine} has no modelled version {version!r}",
-        hint="choose one of: " + ", ".join(versions),
-        code="unknown-engine-version",
-    )
-
-
-def binary_search_max_len(max_len: int, fits: Any) -> int:
-    """vLLM's ``estimate_max_model_len``: the largest ``L`` in ``1..max_len`` with ``fits(L)``, else 0."""
-    if not fits(1):
-        return 0
-    left, right, result = 1, max_len, 1
-    while left <= right:
-        mid = (left + right) // 2
-        if fits(mid):
-            result, left = mid, mid + 1
-        else:
-            right = mid - 1
-    return result

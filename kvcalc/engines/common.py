@@ -3,10 +3,13 @@
 - :func:`is_float32_config`: whether the checkpoint declares float32 (vLLM, SGLang and
   TensorRT-LLM all serve such checkpoints in 16 bits by default);
 - :func:`pp_stages`: the pipeline-stage split of ``get_pp_indices`` (vLLM's, which SGLang's
-  ``get_pp_indices`` copies).
+  ``get_pp_indices`` copies);
+- :func:`binary_search_max_len`: vLLM's ``estimate_max_model_len``, the longest request that fits.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP32
@@ -38,3 +41,17 @@ def pp_stages(num_layers: int, pp: int, partition: tuple[object, ...] | None = N
             parts[-i] += 1
     starts = [sum(parts[:i]) for i in range(pp)]
     return [range(s, s + n) for s, n in zip(starts, parts, strict=False)]
+
+
+def binary_search_max_len(max_len: int, fits: Any) -> int:
+    """vLLM's ``estimate_max_model_len``: the largest ``L`` in ``1..max_len`` with ``fits(L)``, else 0."""
+    if not fits(1):
+        return 0
+    left, right, result = 1, max_len, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if fits(mid):
+            result, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return result

@@ -24,7 +24,7 @@ def engine_dtypes(engine: str) -> tuple[str, ...]:
 
         return ("auto", *GGML_TYPES)
     if engine == "hf":
-        from kvcalc.engines.hf import KV_CACHE_DTYPES as hf
+        from kvcalc.engines.hf_setup import KV_CACHE_DTYPES as hf
 
         return hf
     if engine == "trtllm":

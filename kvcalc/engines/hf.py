@@ -19,7 +19,8 @@ weights' dtype, which for GPT-2 and SantaCoder is float32 too). Measured with tr
 the CPU: GPT-2 at 4,096 tokens, static cache, 301,989,888 B.
 
 ``cache_implementation="quantized"`` (``QuantizedCache``: quanto, HQQ, fp8 backends) is modelled in
-:mod:`kvcalc.engines.hf_quantized`.
+:mod:`kvcalc.engines.hf_quantized`; the version, the cache dtype and a quantized cache's setup are
+resolved in :mod:`kvcalc.engines.hf_setup`.
 
 The version modelled is ``engine_version`` (a transformers version such as ``"4.57.1"`` or ``"5"``),
 else the installed transformers (read with ``importlib.metadata``, without importing it).
@@ -30,32 +31,30 @@ build ``DynamicCache`` without a config, recurrent-state dtypes, transformers 4'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import cast
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCacheGroup,
-    KvCachePlan,
-    binary_search_max_len,
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.extra import (
     check_extra,
     extra_bool,
     extra_choice,
     extra_int,
-    unknown_version,
-    version_tuple,
 )
-from kvcalc.engines.formats import nearest
 from kvcalc.engines.hf_quantized import (
     GROUP_KEYS,
-    NAMED,
-    QuantizedSetup,
     plan_quantized,
-    spec_from_options,
+)
+from kvcalc.engines.hf_setup import (
+    VERSIONS,
+    cache_dtype,
+    major,
+    quantized_name,
+    quantized_setup,
 )
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
-from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
+from kvcalc.model.dtypes import FP32, CacheDtype
 from kvcalc.model.layouts import (
     GatedDeltaNetState,
     LayerKind,
@@ -66,50 +65,12 @@ from kvcalc.model.layouts import (
 )
 from kvcalc.model.shape import ModelShape
 
-VERSIONS = ("5", "4")
 EXTRA_KEYS = (
     "batch_size", "cache_implementation", "dynamic_cache_with_config", "backend", "nbits",
     "q_group_size", "residual_length", "axis_key", "axis_value", "residual_tokens",
 )  # fmt: skip
 #: the ``QuantizedCache`` options (``-E``), valid only with ``cache_implementation=quantized``
 QUANTIZED_KEYS = ("backend", *GROUP_KEYS, "residual_tokens")
-#: generic ``--kv-cache-dtype`` names → transformers' own format (its default backend is quanto;
-#: quanto has no 8-bit and no 1-/3-bit cache, HQQ does)
-GENERIC = {"int4": "quanto_int4", "int2": "quanto_int2", "int8": "hqq_int8", "int3": "hqq_int3",
-           "int1": "hqq_int1"}  # fmt: skip
-_DTYPES = {
-    "fp32": FP32,
-    "float32": FP32,
-    "fp16": FP16,
-    "float16": FP16,
-    "bf16": BF16,
-    "bfloat16": BF16,
-}
-
-
-@lru_cache(maxsize=1)
-def installed_transformers_version() -> str | None:
-    """The installed transformers version, read from package metadata (no import)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _major(version: str | None) -> tuple[str, str]:
-    """(profile "5"/"4", a note saying where the version came from)."""
-    source = "given"
-    if version is None:
-        version, source = installed_transformers_version(), "installed"
-        if version is None:
-            return VERSIONS[0], "transformers is not installed: version 5 behaviour assumed"
-    parsed = version_tuple(version.split("+")[0].split("rc")[0].split(".dev")[0])
-    if not parsed or parsed[0] < 4:
-        raise unknown_version("hf", version, VERSIONS)
-    profile = "5" if parsed[0] >= 5 else "4"
-    return profile, f"transformers {version} ({source}) modelled as transformers {profile}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +112,7 @@ class HfEngine:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         refuse_unmodelled(self.name, request.model)
         _check_state_layouts(request.model)
-        profile, version_note = _major(request.engine_version)
+        profile, version_note = major(request.engine_version)
         notes = [version_note]
         named = quantized_name(request.kv_cache_dtype, notes)
         cache = extra_choice(
@@ -168,7 +129,7 @@ class HfEngine:
                 f"{', '.join(given)} configure transformers' QuantizedCache only",
                 hint="add -E cache_implementation=quantized", code="invalid-input",
             )  # fmt: skip
-        dtype = _dtype(request, profile, notes)
+        dtype = cache_dtype(request, profile, notes)
         with_config = extra_bool(request.extra, "dynamic_cache_with_config", True)
         model = request.model.with_cache_dtype(dtype)
         layers = _layers(model, request.tensor_parallel_size, profile)
@@ -197,80 +158,6 @@ def _check_state_layouts(model: ModelShape) -> None:
                 "(Nemotron-H, Qwen3-Next, Qwen3.5); use --engine vllm",
                 code="unsupported-model",
             )
-
-
-#: every ``--kv-cache-dtype`` the hf engine takes
-KV_CACHE_DTYPES = ("auto", "fp32", "fp16", "bf16", *NAMED)
-
-
-def quantized_name(kv_cache_dtype: str, notes: list[str]) -> str | None:
-    """The ``QuantizedCache`` format a ``--kv-cache-dtype`` names (``int4`` → ``quanto_int4``)."""
-    name = kv_cache_dtype.strip().lower()
-    if name in GENERIC:
-        notes.append(f"{name}: transformers' QuantizedCache {GENERIC[name]} "
-                     f"(backend {NAMED[GENERIC[name]][0]}, nbits {NAMED[GENERIC[name]][1]})")  # fmt: skip
-        return GENERIC[name]
-    return name if name in NAMED else None
-
-
-def model_dtype(model: ModelShape, profile: str, notes: list[str]) -> CacheDtype:
-    """The dtype transformers loads ``model`` in (and so computes and caches in) by default."""
-    declared = (model.config_dtype or "").lower()
-    if not declared:
-        notes.append("no torch_dtype in the config: transformers builds the model in float32 (from_config; "
-                     "from_pretrained takes the weights' dtype: pass --kv-cache-dtype bf16 if they are bf16)")  # fmt: skip
-        return FP32
-    if declared in ("float32", "fp32", "float"):
-        return FP32  # transformers loads (and caches in) the config dtype
-    if profile == "4":
-        notes.append("transformers 4 loads float32 unless torch_dtype is passed; the config dtype "
-                     "(torch_dtype='auto') is assumed")  # fmt: skip
-    return model.dtype
-
-
-def _dtype(request: EngineRequest, profile: str, notes: list[str]) -> CacheDtype:
-    name = request.kv_cache_dtype.strip().lower()
-    if name == "auto":
-        return model_dtype(request.model, profile, notes)
-    if name not in _DTYPES:
-        raise InputError(
-            f"transformers has no KV cache dtype {request.kv_cache_dtype!r}",
-            hint=nearest("hf", name, KV_CACHE_DTYPES)
-            + "choose one of: "
-            + ", ".join(KV_CACHE_DTYPES)
-            + " (int4/int8: QuantizedCache with nbits=4/8)",
-            code="unsupported-dtype",
-        )
-    return _DTYPES[name]
-
-
-def quantized_setup(
-    request: EngineRequest, profile: str, named: str | None, notes: list[str]
-) -> QuantizedSetup:
-    """The ``QuantizedCache`` a request asks for (``-E cache_implementation=quantized`` or a name)."""
-    cache = request.extra.get("cache_implementation", "quantized")
-    if cache != "quantized":
-        raise InputError(
-            f"--kv-cache-dtype {request.kv_cache_dtype} is transformers' QuantizedCache, but "
-            f"-E cache_implementation={cache} was given",
-            hint="drop -E cache_implementation or set it to quantized",
-            code="conflicting-options",
-        )
-    if profile == "4":
-        raise InputError(
-            "QuantizedCache is modelled from transformers 5.24's cache_utils.py; transformers 4's is not",
-            hint="use --engine-version 5", code="unsupported-dtype",
-        )  # fmt: skip
-    name = request.kv_cache_dtype.strip().lower()
-    if named is None and name != "auto" and name not in _DTYPES:
-        _dtype(request, profile, notes)  # raises: not a transformers cache dtype
-    dtype = _DTYPES.get(name) or model_dtype(request.model, profile, notes)
-    spec, more = spec_from_options(request.extra, named)
-    notes += more
-    residual = extra_int(request.extra, "residual_tokens", None, minimum=0)
-    batch = extra_int(request.extra, "batch_size", 1)
-    assert batch is not None
-    return QuantizedSetup(spec=spec, dtype=dtype, residual_tokens=residual, batch_size=batch)
 
 
 def _plan_quantized(

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, binary_search_max_len
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.common import binary_search_max_len
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, LayerKind

@@ -33,15 +33,9 @@ Worked example (Llama-3.1-8B, ``quant_policy=4``, 64-token blocks): 32 layers ·
 
 from __future__ import annotations
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCacheGroup,
-    KvCachePlan,
-    binary_search_max_len,
-    check_extra,
-    extra_int,
-    unknown_version,
-)
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError

@@ -30,16 +30,9 @@ Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 toke
 
 from __future__ import annotations
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCacheGroup,
-    KvCachePlan,
-    binary_search_max_len,
-    check_extra,
-    extra_int,
-    unknown_version,
-)
-from kvcalc.engines.common import is_float32_config
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.common import binary_search_max_len, is_float32_config
+from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError

@@ -138,8 +138,8 @@ def _hf_quantized(
 ) -> AllocationPlan:
     """transformers ``QuantizedCache``: per layer and side the packed codes, scales and zero points
     (raw bytes here: ``--run`` measures the backends' real tensors) and the model-dtype residual."""
-    from kvcalc.engines.hf import quantized_name, quantized_setup
     from kvcalc.engines.hf_quantized import layer_shapes, parts_at, residual_at
+    from kvcalc.engines.hf_setup import quantized_name, quantized_setup
 
     request = _request(model, opts, tokens, 0, batch_size=opts.batch_size)
     setup = quantized_setup(

@@ -266,7 +266,7 @@ def verify_run(
 def _quantized(shape: Any, opts: VerifyOptions) -> Any:
     """The ``QuantizedSetup`` of a quantized-cache check, else None."""
     from kvcalc.engines.base import EngineRequest
-    from kvcalc.engines.hf import _major, quantized_name, quantized_setup
+    from kvcalc.engines.hf_setup import major, quantized_name, quantized_setup
 
     named = quantized_name(opts.kv_cache_dtype, [])
     options = dict(opts.engine_options)
@@ -274,7 +274,7 @@ def _quantized(shape: Any, opts: VerifyOptions) -> Any:
         return None
     request = EngineRequest(model=shape, kv_cache_dtype=opts.kv_cache_dtype, max_model_len=1,
                             available_kv_bytes=0, extra=options)  # fmt: skip
-    profile, _ = _major(opts.engine_version)
+    profile, _ = major(opts.engine_version)
     return quantized_setup(request, profile, named, [])
 
 

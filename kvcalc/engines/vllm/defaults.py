@@ -42,8 +42,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines.base import EngineRequest, unknown_version, version_tuple
+from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
+from kvcalc.engines.extra import unknown_version, version_tuple
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.modelopt import normalized

@@ -25,15 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCacheGroup,
-    KvCachePlan,
-    binary_search_max_len,
-    check_extra,
-    extra_choice,
-    extra_int,
-)
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.extra import check_extra, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
@@ -44,6 +38,7 @@ from kvcalc.engines.vllm.groups import (
     promote_local_specs,
 )
 from kvcalc.engines.vllm.hybrid import layer_specs
+from kvcalc.engines.vllm.messages import capacity_lines, no_memory_text, too_long_text
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
@@ -53,7 +48,6 @@ from kvcalc.model.recurrent_layouts import ParallelHybrid
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
 
-DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 EXTRA_KEYS = (
     "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
     "swap_space_bytes", "num_gpu_blocks_override", "allow_long_max_model_len", "flashinfer_sampler",
@@ -257,7 +251,7 @@ def _finish_v1(
         logs.append(f"Available KV cache memory: {format_gib(request.available_kv_bytes)} GiB")
     elif setup.profile.available_line:
         logs.append(f"Available KV cache memory: {request.available_kv_bytes / GIB:.2f} GiB")
-    logs += [error] if error else _capacity_lines(setup.profile, tokens, L, concurrency)
+    logs += [error] if error else capacity_lines(setup.profile, tokens, L, concurrency)
     if setup.refusal:
         logs, fits = [setup.refusal], False
     return KvCachePlan(
@@ -280,7 +274,7 @@ def _check_fit(
     """``_check_enough_kv_cache_memory`` per stage, in order: (fits, estimate, error text)."""
     for stage in stages:
         if stage.check_bytes <= 0:
-            return False, 0, _no_memory_text(setup.profile)
+            return False, 0, no_memory_text(setup.profile)
         needed = stage.bytes_per_block * blocks
         if needed > stage.check_bytes:
 
@@ -295,7 +289,7 @@ def _check_fit(
             return (
                 False,
                 estimate,
-                _too_long_text(
+                too_long_text(
                     setup.profile, request.max_model_len, needed, stage.check_bytes, estimate
                 ),
             )
@@ -308,51 +302,6 @@ def _block_size(setup: VllmSetup, groups: list[Group]) -> int:
     if LayerKind.COMPRESSED in setup.model.kinds:
         return min(g.block_size for g in groups)
     return setup.block_size
-
-
-def _no_memory_text(profile: D.VllmProfile) -> str:
-    cpu = (
-        " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
-        if profile.reserves_null_block else ""
-    )  # fmt: skip
-    return (
-        "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-        f"initializing the engine{cpu}. See {DOCS_URL} for more details."
-    )
-
-
-def _too_long_text(
-    profile: D.VllmProfile, L: int, needed: int, available: int, estimate: int
-) -> str:
-    based = (
-        f"Based on the available memory, the estimated maximum model length is {estimate}. "
-        if estimate > 0 else ""
-    )  # fmt: skip
-    if profile.name in ("0.10", "0.8"):  # "models's", %.2f; 0.8 without the estimate (unconfirmed)
-        based = based if profile.name == "0.10" else ""
-        return (
-            f"To serve at least one request with the models's max seq len ({L}), "
-            f"({needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV "
-            f"cache memory ({available / GIB:.2f} GiB). {based}Try increasing "
-            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
-        )
-    cpu = (
-        " (which also controls CPU memory on the CPU backend)"
-        if profile.reserves_null_block
-        else ""
-    )
-    return (
-        f"To serve at least one request with the model's max seq len ({L}), "
-        f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
-        f"memory ({format_gib(available)} GiB). {based}Try increasing `gpu_memory_utilization`{cpu} "
-        f"or decreasing `max_model_len` when initializing the engine. See {DOCS_URL} for more details."
-    )
-
-
-def _capacity_lines(profile: D.VllmProfile, tokens: int, L: int, concurrency: float) -> list[str]:
-    size = f"GPU KV cache size: {tokens:,} tokens"
-    conc = f"Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x"
-    return [f"{size}, {conc}"] if profile.merged_log_line else [size, conc]
 
 
 def _bytes_per_token(model: ModelShape, stages: list[_Stage]) -> int:

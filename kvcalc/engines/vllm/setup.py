@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines.base import EngineRequest, extra_choice, extra_int
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.extra import extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.engines.vllm.hybrid import (

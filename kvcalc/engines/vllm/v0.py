@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, extra_int
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.extra import extra_int
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.units import GIB, cdiv
