@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcalc.errors import KvcalcError
+from kvcalc.sources.safetensors_files import read_header, read_local_weights
 from kvcalc.sources.safetensors_meta import (
     DTYPE_BITS,
     MAX_HEADER_BYTES,
@@ -32,8 +33,6 @@ from kvcalc.sources.safetensors_meta import (
     from_hub_metadata,
     header_length,
     parse_header,
-    read_header,
-    read_local_weights,
     summarize,
 )
 

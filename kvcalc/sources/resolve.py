@@ -192,7 +192,7 @@ def load_bundled(model: BundledModel, *, trust_layout: bool = False) -> LoadedMo
 
 
 def _read_local_weights(folder: Path) -> SafetensorsWeights | None:
-    from kvcalc.sources.safetensors_meta import read_local_weights
+    from kvcalc.sources.safetensors_files import read_local_weights
 
     return read_local_weights(folder)
 

@@ -15,7 +15,8 @@ once. Tensors whose name contains ``experts`` (but not ``shared_experts``, which
 uses) are routed MoE experts and are summed separately.
 
 Parsing (:func:`parse_header`, :func:`summarize`, :func:`from_hub_metadata`) is pure; the
-functions that open files (:func:`read_header`, :func:`read_local_weights`) are at the end.
+functions that open files (``read_header``, ``read_local_weights``) are in
+:mod:`kvcalc.sources.safetensors_files`.
 """
 
 from __future__ import annotations
@@ -189,37 +190,39 @@ def tensor_entry(
     name: str, info: Any, *, where: str, data_size_bytes: int | None = None
 ) -> TensorEntry:
     """Validate one header entry: dtype, shape, offsets, and bytes that match dtype x shape."""
-    shown = _shown(name)
+    shown = shown_value(name)
     if not isinstance(info, Mapping):
         raise invalid(where, f"entry {shown} is not an object")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str) or not dtype:
         raise invalid(where, f"tensor {shown} has no dtype")
     if not isinstance(shape, (list, tuple)) or not all(_is_count(d) for d in shape):
-        raise invalid(where, f"tensor {shown} has shape {_shown(shape)}")
+        raise invalid(where, f"tensor {shown} has shape {shown_value(shape)}")
     if (
         not isinstance(offsets, (list, tuple))
         or len(offsets) != 2
         or not all(_is_count(o) for o in offsets)
         or offsets[0] > offsets[1]
     ):
-        raise invalid(where, f"tensor {shown} has data_offsets {_shown(offsets)}")
+        raise invalid(where, f"tensor {shown} has data_offsets {shown_value(offsets)}")
     if data_size_bytes is not None and offsets[1] > data_size_bytes:
         raise invalid(where, f"tensor {shown} ends at byte {offsets[1]:,}, past the data")
     entry = TensorEntry(name=name, dtype=dtype, shape=tuple(shape), nbytes=offsets[1] - offsets[0])
     if any(d == 0 for d in shape):
         elements = 0
     elif sum(d.bit_length() for d in shape) > MAX_COUNT.bit_length() + 1:
-        raise invalid(where, f"tensor {shown} has shape {_shown(shape)}: too many elements")
+        raise invalid(where, f"tensor {shown} has shape {shown_value(shape)}: too many elements")
     else:
         elements = entry.num_elements
         if elements >= MAX_COUNT:
-            raise invalid(where, f"tensor {shown} has shape {_shown(shape)}: too many elements")
+            raise invalid(
+                where, f"tensor {shown} has shape {shown_value(shape)}: too many elements"
+            )
     bits = DTYPE_BITS.get(dtype)
     if bits is not None and elements * bits != entry.nbytes * 8:
         raise invalid(
             where,
-            f"tensor {shown}: {elements:,} {_shown(dtype)} elements need "
+            f"tensor {shown}: {elements:,} {shown_value(dtype)} elements need "
             f"{elements * bits / 8:,g} bytes, its offsets span {entry.nbytes:,}",
         )
     return entry
@@ -229,7 +232,7 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
 
 
-def _shown(value: Any, limit: int = 60) -> str:
+def shown_value(value: Any, limit: int = 60) -> str:
     """A short ``repr`` for messages: names and lists in a header can be megabytes long."""
     try:
         if isinstance(value, (list, tuple)) and len(value) > 8:
@@ -283,76 +286,3 @@ def from_hub_metadata(meta: Any, *, where: str) -> SafetensorsWeights:
         for name, info in file_meta.tensors.items()
     ]
     return summarize(tensors, files=sorted(meta.files_metadata), source=SOURCE_HUB)
-
-
-# -- file I/O -------------------------------------------------------------------------------
-def read_header(path: Path) -> tuple[TensorEntry, ...]:
-    """Read only the header of one ``.safetensors`` file (never its data)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            length = header_length(
-                f.read(LENGTH_PREFIX_BYTES), where=str(path), file_size_bytes=size
-            )
-            raw = f.read(length)
-    except OSError as exc:
-        raise unreadable(path, exc) from None
-    if len(raw) < length:
-        raise invalid(str(path), "file is truncated")
-    return parse_header(raw, where=str(path), data_size_bytes=size - LENGTH_PREFIX_BYTES - length)
-
-
-def local_weight_files(folder: Path) -> list[Path]:
-    """The checkpoint files of ``folder``: the index's shards, else ``model.safetensors``, else
-    every ``*.safetensors`` file. Empty when there are none."""
-    index = folder / INDEX_FILE
-    if index.is_file():
-        shards = _index_shards(index)
-        missing = [name for name in shards if not _is_file(folder / name)]
-        if missing:
-            raise KvcalcError(
-                f"{index} lists {len(missing)} shard(s) missing from the folder, "
-                f"e.g. {_shown(missing[0])}",
-                hint="download every shard, or remove the index to size only the files present",
-                code="safetensors-missing-shard",
-            )
-        return [folder / name for name in shards]
-    if (folder / SINGLE_FILE).is_file():
-        return [folder / SINGLE_FILE]
-    return sorted(p for p in folder.glob("*.safetensors") if p.is_file())
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):  # a name too long for the file system, a NUL byte...
-        return False
-
-
-def _index_shards(index: Path) -> list[str]:
-    try:
-        if index.stat().st_size > MAX_INDEX_BYTES:
-            raise invalid(str(index), f"index over {MAX_INDEX_BYTES:,} bytes")
-        data = json.loads(index.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise unreadable(index, exc) from None
-    except ValueError as exc:  # includes UnicodeDecodeError
-        raise invalid(str(index), f"index is not JSON: {exc}") from None
-    except RecursionError:
-        raise invalid(str(index), "index JSON nested too deeply") from None
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise invalid(str(index), "index has no weight_map of tensor -> file")
-    shards = sorted(set(weight_map.values()))
-    if any(Path(name).is_absolute() or ".." in Path(name).parts for name in shards):
-        raise invalid(str(index), "a shard path leaves the model folder")
-    return shards
-
-
-def read_local_weights(folder: Path) -> SafetensorsWeights | None:
-    """Exact weights of the checkpoint in ``folder``; ``None`` when it has no safetensors files."""
-    files = local_weight_files(folder)
-    if not files:
-        return None
-    tensors = [tensor for path in files for tensor in read_header(path)]
-    return summarize(tensors, files=[p.name for p in files], source=SOURCE_LOCAL)
