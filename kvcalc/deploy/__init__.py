@@ -1,6 +1,8 @@
 """Deployment files for ``kvcalc check``: read with line numbers, validated, planned and judged.
 
-- :mod:`kvcalc.deploy.yamlread`: YAML → nodes with line/column (safe_load semantics, bounded);
+- :mod:`kvcalc.deploy.yamlread`: YAML → nodes with line/column (safe_load semantics, bounded;
+  the nodes and limits in :mod:`kvcalc.deploy.yamlnodes`, the event walk in
+  :mod:`kvcalc.deploy.yamlbuild`);
 - :mod:`kvcalc.deploy.keys`: the one table of keys (validator and JSON Schema both read it; the
   keys that are settings come from :mod:`kvcalc.planning.settings`), read by
   :mod:`kvcalc.deploy.values`;
