@@ -16,10 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
-
-#: engines whose overhead band was measured on their own records
-BANDED_ENGINES = ("vllm",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +68,8 @@ def kv_budget(
         for w, s in zip(weights, stages, strict=True)
     )
     available = min(per_stage)
-    measured = getattr(engine, "name", "") in BANDED_ENGINES
+    # the band was measured on the engine's own records where the overhead estimate is calibrated on them
+    measured = traits(engine.name).overhead_calibrated
     low = available - overhead.band_low_bytes if measured else available
     high = available + overhead.band_high_bytes if measured else available
     return KvBudget(available_bytes=available, low_bytes=low, high_bytes=high, stage_bytes=per_stage,
