@@ -122,7 +122,7 @@ class KvCacheGroup:
     """
 
     #: the kind of layers the group holds (:class:`~kvcalc.model.layouts.LayerKind`; vLLM's
-    #: ``MambaSpec`` groups are ``recurrent``)
+    #: ``MambaSpec`` groups are ``recurrent``; never ``shared`` or ``compressed``)
     kind: LayerKind
     #: layers in the group, padding layers included
     num_layers: int

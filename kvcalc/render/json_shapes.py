@@ -52,7 +52,8 @@ class LayerEntry:
 
     #: the layer's index in the model (0-based)
     index: int
-    #: ``full``, ``sliding``, ``chunked``, ``mla``, ``recurrent`` or ``none``
+    #: ``full``, ``sliding``, ``chunked``, ``mla``, ``recurrent``, ``shared`` (reads another layer's
+    #: cache), ``compressed`` (DeepSeek-V4) or ``none``
     kind: str
     num_kv_heads: int
     head_dim_k: int
