@@ -185,5 +185,5 @@ def test_plot_leaves_out_series_with_no_line_and_names_tp(cli):
     # 16,384 tokens: 0.58 of one request, not drawn
     assert [p.length_tokens for p in drawn[0][1]] == [2048, 8192]
     assert left_out == [
-        "sglang: nothing fits (the weights need 65.74 GiB per GPU but the engine may use 64.24 GiB)"
+        "sglang: nothing fits (the weights need 65.74 GiB per GPU but the engine may use 63.78 GiB)"
     ]

@@ -117,18 +117,22 @@ def test_sglang_failure_reason_uses_the_tables_numbers(cli):
     data = cli(*args, "--gpu-memory-utilization", "0.9", "--json").json
     m = data["memory"]
     assert m["budget_bytes"] == int((m["total_bytes"] - m["non_torch_bytes"]) * 0.9)
-    assert data["available_kv_bytes"] == m["budget_bytes"] - m["weights_bytes"]
-    # the default 0.833 leaves (79.22 − 2.10) · 0.833 = 64.24 GiB for 65.74 GiB of weights
+    # at TP 2 both free-memory figures pass SGLang's float32 all-reduce in GiB first, which
+    # moves the rest by a few hundred bytes (418 B here); the table's budget is the same rest
+    rounding = m["budget_bytes"] - m["weights_bytes"] - data["available_kv_bytes"]
+    assert 0 <= abs(rounding) < 4096
+    # the default 0.827 (H100 80GB, TP 2) leaves (79.22 − 2.10) · 0.827 = 63.78 GiB for 65.74 GiB
+    # of weights
     data = cli(*args, "--json").json
     m = data["memory"]
     assert data["verdict"] == "weights-dont-fit" and data["available_kv_bytes"] < 0
     assert (
         f"{m['budget_bytes'] / gib:.2f} GiB"
         in data["verdict_reason"]
-        == ("the weights need 65.74 GiB per GPU but the engine may use 64.24 GiB")
+        == ("the weights need 65.74 GiB per GPU but the engine may use 63.78 GiB")
     )
     table = cli(*args).stdout
-    assert "engine budget ((total − non-torch) × 0.833) │ 64.24 GiB" in table
+    assert "engine budget ((total − non-torch) × 0.827) │  63.78 GiB" in table
     assert "estimate, outside the budget" in table
 
 
