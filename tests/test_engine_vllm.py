@@ -366,7 +366,7 @@ def test_available_kv_bytes_rules():
 
 def test_version_mapping_and_errors(llama):
     p = plan(llama, 8192, engine_version="0.31.0")
-    assert p.engine_version == "0.21" and "vLLM 0.31.0 modelled by the 0.21 profile" in p.notes
+    assert p.engine_version == "0.28" and "vLLM 0.31.0 modelled by the 0.28 profile" in p.notes
     assert plan(llama, 8192, engine_version="0.9.2").engine_version == "0.8"
     for bad, code in [({"engine_version": "banana"}, "unknown-engine-version"),
                       ({"kv_cache_dtype": "q8_0"}, "unsupported-dtype"),

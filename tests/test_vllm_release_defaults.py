@@ -44,7 +44,10 @@ def defaults(version, memory_gib, name, cc=(9, 0), *, usage="api_server", max_mo
         ("0.19.0", 80, "NVIDIA H100 80GB HBM3", "api_server", (8192, 1024)),
         ("0.21.0", 180, "NVIDIA B200", "llm", (16384, 1024)),
         ("0.21.0", 180, "NVIDIA B200", "api_server", (8192, 1024)),
-        # 0.33: >= 160 GiB takes 16,384 tokens in both contexts
+        # 0.28 on (0.27.0 without, 0.28.0-0.32.0 and 0.33 with): >= 160 GiB takes 16,384 tokens in
+        # both contexts
+        ("0.27.0", 180, "NVIDIA B200", "api_server", (8192, 1024)),
+        ("0.28.0", 180, "NVIDIA B200", "api_server", (16384, 1024)),
         ("0.33", 180, "NVIDIA B200", "api_server", (16384, 1024)),
     ],
 )
@@ -53,9 +56,10 @@ def test_batch_defaults_per_release(version, memory_gib, name, usage, expected):
 
 
 def test_gb10_is_left_out_only_by_the_newest_rule():
-    # DGX Spark (GB10, SM 12.1, ~120 GiB): 0.33's get_batch_defaults leaves it out; 0.21 does not
+    # DGX Spark (GB10, SM 12.1, ~120 GiB): 0.33's get_batch_defaults leaves it out; 0.32 does not
     assert defaults("0.33", 120, "NVIDIA GB10", (12, 1)) == (2048, 256)
-    assert defaults("0.21.0", 120, "NVIDIA GB10", (12, 1)) == (8192, 1024)
+    for version in ("0.21.0", "0.32.0"):
+        assert defaults(version, 120, "NVIDIA GB10", (12, 1)) == (8192, 1024)
 
 
 @pytest.mark.parametrize(
@@ -83,10 +87,23 @@ def test_utilization_and_cudagraph_estimate_per_release(version, utilization, su
     assert VLLM.subtracts_cudagraph(version) is subtracts
 
 
-def test_020_logs_the_older_capacity_lines():
-    # 0.20.0 kv_cache_utils.py still logs "GPU KV cache size" from the block count; 0.21 derives it
-    # from the concurrency (one merged rule)
-    from kvcalc.engines.vllm.defaults import resolve_profile
-
-    assert resolve_profile("0.20.0")[0].merged_log_line is False
-    assert resolve_profile("0.21.0")[0].merged_log_line is True
+def test_capacity_lines_per_release():
+    # kv_cache_utils.py: 0.20.0 counts tokens as blocks // groups × block size; 0.21.0-0.27.0 as
+    # int(concurrency × max_model_len), still on two lines; 0.28.0 on, one line. gpt-oss-20b
+    # (12 sliding + 12 full layers, 2 × 16 × 8 × 64 × 2 B = 32 KiB per layer and block), 1 GiB:
+    # 2^30 // (12 × 32,768) = 2,730 blocks; 0.20: 2,730 // 2 × 16 = 21,840 tokens. A request holds
+    # 512 full blocks and cdiv(127 + 2,048, 16) + 1 = 137 sliding ones (2,048 batched tokens):
+    # 2,730 / 649 = 4.21x, int(4.2065 × 8,192) = 34,459 tokens
+    model = bundled_shape("gpt-oss-20b")
+    lines = {}
+    for version in ("0.20.0", "0.27.0", "0.28.0"):
+        request = EngineRequest(model=model, engine_version=version, max_model_len=8192,
+                                available_kv_bytes=GIB)  # fmt: skip
+        lines[version] = VLLM.plan_kv_cache(request).log_lines
+    assert lines["0.20.0"][-2:] == ("GPU KV cache size: 21,840 tokens",
+                                    "Maximum concurrency for 8,192 tokens per request: 4.21x")  # fmt: skip
+    assert lines["0.27.0"][-2:] == ("GPU KV cache size: 34,459 tokens",
+                                    "Maximum concurrency for 8,192 tokens per request: 4.21x")  # fmt: skip
+    assert lines["0.28.0"][-1] == (
+        "GPU KV cache size: 34,459 tokens, Maximum concurrency for 8,192 tokens per request: 4.21x"
+    )

@@ -19,7 +19,9 @@ Confirmed from the vLLM **0.33.0** wheel (``pip download --no-deps vllm==0.33.0`
   → 2 batches at PP 1 (V1 runner) or ``pp + 1`` (V2 runner), else ``pp``.
 - ``vllm/envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1.
 
-Profiles: ``0.33`` (0.33 on), ``0.21`` (0.21–0.32: CUDA graphs subtracted, one batch in flight),
+Profiles: ``0.33`` (0.33 on), ``0.28`` (0.28–0.32: one capacity line, the >= 160 GiB batch
+tier, read in the 0.28.0-0.32.0 wheels), ``0.21`` (0.21–0.27: CUDA graphs subtracted, one batch
+in flight, group-aware tokens on two lines, as the 0.21.0, 0.23.0, 0.25.0, 0.27.0 wheels print),
 ``0.20`` (0.20: as 0.21 with the older two capacity lines), ``0.10`` (0.10–0.19: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
 vllm-24577 record prints), ``0.8`` (0.8–0.9: early V1, two lines, no memory line, vllm-17122),
 ``0.6`` (the V0 engine: "# GPU blocks" lines, vllm-4454 / vllm-10517).
@@ -32,10 +34,11 @@ gpu_worker.py``): utilization 0.9 and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
 in :func:`batch_defaults`.
 
 **Unconfirmed** (not read for those versions): everything the older profiles assume beyond the
-engine-accounting doc and the engine_logs records — the exact version boundaries of the log
-formats, the float32 rule before 0.10
-(fp16, bf16 for Gemma, as old vLLM did), the error texts before 0.21, the 160 GiB batch tier before
-0.33, and the block size non-MLA backends prefer on Blackwell (FlashInfer; 16 assumed).
+engine-accounting doc and the engine_logs records — the float32 rule before 0.10 (fp16, bf16 for
+Gemma, as old vLLM did), the block size non-MLA backends prefer on Blackwell (FlashInfer; 16
+assumed), and the error texts and "Available KV cache memory" format per release (the wheels
+show "models's" through 0.21 and ``format_gib`` from 0.14 on, which the profiles do not all
+follow yet).
 """
 
 from __future__ import annotations
@@ -72,10 +75,14 @@ class VllmProfile:
     in_flight_batches: bool = False
     #: the fit check plans against ``available − one block`` (BlockPool's null block)
     reserves_null_block: bool = False
-    #: one merged capacity line (group-aware tokens) vs the two older lines
+    #: group-aware tokens (``int(concurrency · max_model_len)``, 0.21 on) vs blocks // groups · block
     merged_log_line: bool = True
-    #: ">= 160 GiB" batch-default tier
+    #: the capacity printed on one line (0.28 on) vs two (``GPU KV cache size`` / ``Maximum concurrency``)
+    one_capacity_line: bool = True
+    #: ">= 160 GiB" batch-default tier (0.28 on)
     big_gpu_tier: bool = False
+    #: GB10 (SM 12.1) left out of the larger batch defaults (0.33)
+    gb10_small_tier: bool = False
     #: float32 configs under ``auto``: the platform's preferred dtype (True) or fp16 (False)
     fp32_to_platform_dtype: bool = True
     #: hybrid MLA+Mamba alignment to 128-token blocks
@@ -89,10 +96,11 @@ class VllmProfile:
 PROFILES: tuple[VllmProfile, ...] = (
     VllmProfile(
         name="0.33", since=(0, 33), in_flight_batches=True, reserves_null_block=True,
-        big_gpu_tier=True, mla_hybrid_align_128=True, prefill_checkpoints=True,
+        big_gpu_tier=True, gb10_small_tier=True, mla_hybrid_align_128=True, prefill_checkpoints=True,
     ),
-    VllmProfile(name="0.21", since=(0, 21)),
-    VllmProfile(name="0.20", since=(0, 20), merged_log_line=False, available_line="%.2f"),
+    VllmProfile(name="0.28", since=(0, 28), big_gpu_tier=True),
+    VllmProfile(name="0.21", since=(0, 21), one_capacity_line=False),
+    VllmProfile(name="0.20", since=(0, 20), merged_log_line=False, one_capacity_line=False),
     VllmProfile(
         name="0.10", since=(0, 10), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
         merged_log_line=False, available_line="%.2f",
@@ -288,9 +296,9 @@ def batch_defaults(
 
     The rule per release (``EngineArgs._set_default_args_v1`` / ``get_batch_defaults``, read from the
     wheels): 0.8.0-0.8.4 the larger defaults on a device named H100 or H200; 0.8.5 on any GPU of
-    at least 70 GiB; 0.9 on (0.9.2 read) not on an A100; the 0.33 profile adds the >= 160 GiB tier
-    and leaves GB10 (SM 12.1) out (where between 0.22 and 0.33 that came is not read). V0: no
-    usage-context defaults (:func:`_v0_batch_defaults`).
+    at least 70 GiB; 0.9 on (0.9.2 read) not on an A100; 0.28 on (0.27.0 without, 0.28.0-0.32.0
+    with) the >= 160 GiB tier for both contexts; 0.33 leaves GB10 (SM 12.1) out (0.32.0 does not).
+    V0: no usage-context defaults (:func:`_v0_batch_defaults`).
     """
     if not profile.v1:
         return _v0_batch_defaults(request)
@@ -305,7 +313,7 @@ def batch_defaults(
     elif version[:2] < (0, 9):
         large, tier = memory >= 70 * GIB, ">= 70 GiB (0.8.5)"
     else:
-        gb10 = profile.big_gpu_tier and request.gpu_compute_capability == (12, 1)
+        gb10 = profile.gb10_small_tier and request.gpu_compute_capability == (12, 1)
         large, tier = memory >= 70 * GIB and "a100" not in name and not gb10, ">= 70 GiB, not A100"
     if profile.big_gpu_tier and memory >= 160 * GIB:
         tokens, seqs = 16384, 1024

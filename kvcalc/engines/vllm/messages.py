@@ -51,4 +51,5 @@ def too_long_text(profile: VllmProfile, L: int, needed: int, available: int, est
 def capacity_lines(profile: VllmProfile, tokens: int, L: int, concurrency: float) -> list[str]:
     size = f"GPU KV cache size: {tokens:,} tokens"
     conc = f"Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x"
-    return [f"{size}, {conc}"] if profile.merged_log_line else [size, conc]
+    one_line = profile.one_capacity_line and profile.merged_log_line
+    return [f"{size}, {conc}"] if one_line else [size, conc]
