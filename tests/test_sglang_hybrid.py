@@ -194,3 +194,68 @@ def test_swa_pool_too_small_is_sglangs_refusal():
         "KV budget."
     )
     assert not plan.fits
+
+
+OPTIONS = json.loads((HERE / "sglang_0_5_23" / "hybrid_options.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(e, id=f"{e['config'][:-5]}-tp{e['tp']}-{'-'.join(map(str, e['server_args']))}")
+        for e in OPTIONS["entries"]
+    ],
+)
+def test_state_split_options_match_sglang(entry):
+    """``-E mamba_full_memory_ratio`` / ``max_mamba_cache_size`` / ``disable_radix_cache`` (and
+    ``--max-running-requests`` with the radix cache off), as SGLang's ServerArgs take them."""
+    extra = dict(entry["server_args"])
+    running = extra.pop("max_running_requests", None)
+    config, _ = CONFIGS[(entry["config"], entry["config_sha256"])]
+    plan = get_engine("sglang").plan_kv_cache(
+        EngineRequest(
+            model=parse_config(config, name=entry["config"]), max_model_len=entry["context_len"],
+            tensor_parallel_size=entry["tp"], available_kv_bytes=int(entry["kv_memory_gib"] * GIB),
+            gpu_memory_bytes=H100_BYTES, extra=extra, max_num_seqs=running,
+        )
+    )  # fmt: skip
+    state = {g.kind: g for g in plan.groups}[LayerKind.RECURRENT]
+    assert plan.kv_cache_tokens == entry["max_total_num_tokens"]
+    assert plan.max_num_seqs == entry["max_running_requests"]
+    assert state.num_blocks == entry["max_mamba_cache_size"]
+    assert plan.kv_bytes_per_token == entry["cell_size_bytes"]
+    # radix cache off: one slot per request; else 5 (extra buffer) or 3
+    per_request = (
+        1 if entry["disable_radix_cache"] else 5 if entry["enable_mamba_extra_buffer"] else 3
+    )
+    assert state.blocks_per_request == per_request
+
+
+def test_qwen3_next_with_64_slots_by_hand():
+    """``--max-mamba-cache-size 64``, TP 1: 20 GiB − 65 · 77,266,944 B = 16,452,485,120 B
+    // 24,576 B = 669,453 tokens; 64 // 5 = 12 running requests."""
+    entry = next(
+        e for e in OPTIONS["entries"]
+        if e["server_args"] == {"max_mamba_cache_size": 64} and e["tp"] == 1
+        and e["config"].startswith("Qwen--Qwen3-Next")
+    )  # fmt: skip
+    assert entry["kv_budget_bytes"] == 20 * GIB - 65 * 77_266_944 == 16_452_485_120
+    assert (entry["max_total_num_tokens"], entry["max_running_requests"]) == (
+        16_452_485_120 // 24_576,
+        64 // 5,
+    )
+
+
+def test_bad_state_options_are_refused():
+    entry = OPTIONS["entries"][0]
+    config, _ = CONFIGS[(entry["config"], entry["config_sha256"])]
+    model = parse_config(config, name="q")
+    for extra in ({"mamba_full_memory_ratio": 0}, {"mamba_full_memory_ratio": True},
+                  {"max_mamba_cache_size": 0}, {"disable_radix_cache": "yes"}):  # fmt: skip
+        with pytest.raises(InputError) as err:
+            get_engine("sglang").plan_kv_cache(
+                EngineRequest(
+                    model=model, max_model_len=4096, available_kv_bytes=20 * GIB, extra=extra
+                )  # fmt: skip
+            )
+        assert err.value.code == "invalid-input"

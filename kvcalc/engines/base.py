@@ -48,7 +48,9 @@ class EngineRequest:
       (tuple of ints, ``VLLM_PP_LAYER_PARTITION``), ``swap_space_bytes`` (V0 CPU blocks, 4 GiB),
       ``num_gpu_blocks_override`` (int);
     - sglang: ``page_size`` (1), ``max_total_tokens``, ``swa_full_tokens_ratio`` (0.8),
-      ``hybrid_swa`` (bool), ``mem_fraction_static`` (only quoted in the "Not enough memory" text);
+      ``hybrid_swa`` (bool), ``mem_fraction_static`` (only quoted in the "Not enough memory" text),
+      for Mamba/linear-attention hybrids ``mamba_full_memory_ratio`` (0.9), ``max_mamba_cache_size``
+      (slots), ``disable_radix_cache`` (bool: one state slot per request);
     - llamacpp: ``n_ctx`` (default ``max_model_len``), ``n_seq_max`` (1), ``n_ubatch`` (512),
       ``n_batch`` (2048), ``kv_unified`` (False), ``swa_full`` (False), ``flash_attn`` (True),
       ``type_v`` (V cache type; default: the K type), ``buffer_name`` ("CUDA0", for the log line);

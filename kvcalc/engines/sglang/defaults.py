@@ -32,6 +32,9 @@ EXTRA_KEYS = (
     "swa_full_tokens_ratio",
     "hybrid_swa",
     "mem_fraction_static",
+    "mamba_full_memory_ratio",
+    "max_mamba_cache_size",
+    "disable_radix_cache",
 )
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip

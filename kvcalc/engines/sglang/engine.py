@@ -130,7 +130,7 @@ def _budget(
         return int((request.available_kv_bytes / GIB - reserved / GIB) * GIB), None
     mamba.refuse_unserved(model, request.pipeline_parallel_size)
     rest_gib = request.available_kv_bytes / GIB - reserved / GIB
-    split = mamba.split(model, rest_gib)
+    split = mamba.split(model, rest_gib, mamba.options(request.extra, request.max_num_seqs))
     notes.extend(mamba.notes(split))
     return split.kv_budget_bytes, split
 

@@ -22,10 +22,12 @@ recorded). The shapes are kvcalc's recurrent layouts; each matched SGLang's reco
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
-from kvcalc.engines.base import KvCacheGroup
+from kvcalc.engines.base import KvCacheGroup, extra_bool, extra_int
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.layouts import LayerKind, Layout, RecurrentState
@@ -69,6 +71,9 @@ class MambaSplit:
     kv_budget_bytes: int
     #: SGLang's ``total_rest_memory`` before the split, GiB
     rest_gib: float
+    full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
+    #: ``slots`` given (``--max-mamba-cache-size``) rather than fitted
+    fixed: bool = False
 
     @property
     def state_bytes(self) -> int:
@@ -147,18 +152,57 @@ def slot_bytes(model: ModelShape) -> tuple[int, int]:
     return total, layers
 
 
-def split(model: ModelShape, rest_gib: float) -> MambaSplit:
+@dataclass(frozen=True, kw_only=True)
+class MambaOptions:
+    """The server arguments that move the split (``-E`` keys of the sglang engine)."""
+
+    #: ``--mamba-full-memory-ratio``: state budget / KV budget (0.9)
+    full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
+    #: ``--max-mamba-cache-size``: the slots, instead of the ratio's
+    max_slots: int | None = None
+    #: ``--disable-radix-cache``: one slot per running request
+    disable_radix_cache: bool = False
+
+
+def options(extra: Mapping[str, Any], max_running_requests: int | None = None) -> MambaOptions:
+    """The ``-E`` keys; with the radix cache off and ``--max-running-requests`` given, SGLang
+    allocates that many slots (``mamba_pool.from_max_running_requests``)."""
+    ratio = extra.get("mamba_full_memory_ratio", MAMBA_FULL_MEMORY_RATIO)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1e6:
+        raise InputError(
+            f"mamba_full_memory_ratio must be a positive number, got {ratio!r}",
+            code="invalid-input",
+        )
+    slots = extra_int(extra, "max_mamba_cache_size", None)
+    no_radix = extra_bool(extra, "disable_radix_cache", False)
+    if slots is None and no_radix and max_running_requests is not None:
+        slots = max_running_requests
+    return MambaOptions(
+        full_memory_ratio=float(ratio), max_slots=slots, disable_radix_cache=no_radix
+    )
+
+
+def split(model: ModelShape, rest_gib: float, opts: MambaOptions | None = None) -> MambaSplit:
     """The state slots SGLang reserves from ``rest_gib`` and the bytes left for the KV pool
     (``slots`` ≤ 0: SGLang stops, :func:`refusal`)."""
+    opts = opts or MambaOptions()
     per_slot, layers = slot_bytes(model)
-    budget = rest_gib * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-    slots = int((budget * GIB - per_slot) // per_slot) if per_slot else 0
+    if opts.max_slots is not None:
+        slots = opts.max_slots
+    else:
+        r = opts.full_memory_ratio
+        budget = rest_gib * r / (1 + r)
+        slots = int((budget * GIB - per_slot) // per_slot) if per_slot else 0
     rest_kv = rest_gib - (slots + 1) * per_slot / GIB
     archs = set(model.architectures)
-    per_request = _BASE_SLOTS + (_EXTRA_BUFFER_SLOTS if archs & EXTRA_BUFFER_ARCHS else 0)
+    if opts.disable_radix_cache:
+        per_request = 1
+    else:
+        per_request = _BASE_SLOTS + (_EXTRA_BUFFER_SLOTS if archs & EXTRA_BUFFER_ARCHS else 0)
     return MambaSplit(
         slots=slots, slot_bytes=per_slot, num_layers=layers, slots_per_request=per_request,
-        kv_budget_bytes=int(rest_kv * GIB) if slots > 0 else 0, rest_gib=rest_gib,
+        kv_budget_bytes=max(0, int(rest_kv * GIB)) if slots > 0 else 0, rest_gib=rest_gib,
+        full_memory_ratio=opts.full_memory_ratio, fixed=opts.max_slots is not None,
     )  # fmt: skip
 
 
@@ -184,7 +228,12 @@ def notes(s: MambaSplit) -> list[str]:
     return [
         f"Mamba-state pool first: {s.slots:,} slots (+1 padding) of {s.slot_bytes:,} B over "
         f"{s.num_layers} recurrent layers = {s.state_bytes / GIB:.2f} GiB "
-        f"(mamba_full_memory_ratio {MAMBA_FULL_MEMORY_RATIO}); the KV pool gets the rest",
+        + (
+            "(max_mamba_cache_size)"
+            if s.fixed
+            else f"(mamba_full_memory_ratio {s.full_memory_ratio})"
+        )
+        + "; the KV pool gets the rest",
         f"max_running_requests ≤ {s.slots:,} // {s.slots_per_request} state slots per request "
         f"= {s.max_running_requests:,}",
     ]
