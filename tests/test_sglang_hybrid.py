@@ -6,7 +6,7 @@ the process environment restored between them): SGLang's own ``KVCacheConfigurat
 emulated H100 80GB, 20 GiB of ``rest_memory`` per GPU, auto/fp8_e4m3 × TP 1/8, for the Mamba and
 linear-attention hybrids, the sliding-window families, DeepSeek sparse attention and the
 multimodal wrappers. Each entry carries the SHA-256 of the config it was recorded from; the configs
-themselves are the ones the vLLM fixtures embed.
+themselves are the ones the vLLM fixtures embed, or (Gemma 4 E2B, reconstructed) the fixture itself.
 
 Every scenario SGLang sizes must come out equal: ``max_total_num_tokens``, the per-token cell (or the
 full and sliding cells of a hybrid SWA pool), the page size, ``max_running_requests`` at SGLang's
@@ -49,6 +49,8 @@ def _configs() -> dict[tuple[str, str], tuple[dict, dict | None]]:
         models = json.loads((HERE / "vllm_0_33" / f"{fixture}.json").read_text())["models"]
         for name, m in models.items():
             found.setdefault((name, _sha(m["config"])), (m["config"], m.get("hf_quant_config")))
+    for name, m in HYBRID["configs"].items():  # the few no vLLM fixture embeds, with their source
+        found.setdefault((name, _sha(m["config"])), (m["config"], None))
     return found
 
 
@@ -80,7 +82,7 @@ def _plan(entry: dict) -> KvCachePlan:
 
 def test_fixture_covers_the_hybrid_scope():
     names = {e["config"] for e in HYBRID["entries"]}
-    assert len(names) == 30 and len(HYBRID["entries"]) == 120
+    assert len(names) == 31 and len(HYBRID["entries"]) == 124
     assert all(e["status"] == "ok" for e in HYBRID["entries"])
     assert set(REFUSED) <= names
     assert all((e["config"], e["config_sha256"]) in CONFIGS for e in HYBRID["entries"])

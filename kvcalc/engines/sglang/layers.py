@@ -7,11 +7,12 @@
   The default ``dsa`` attention backend pages by 64 tokens. GLM-5, TP 1, 20 GiB: 78 · (1,152 + 132)
   = 100,152 B per token, 21,474,836,480 // 100,152 = 214,422 → 214,400 (a multiple of 64); fp8:
   78 · (656 + 132) = 61,464 B, 349,376 tokens (SGLang's own sizing code, recorded).
-- KV-shared layers (Gemma-3n ``num_kv_shared_layers``): SGLang 0.5.23 sizes its pool over every
-  layer (``num_effective_layers`` = ``num_hidden_layers``, hybrid SWA off for Gemma-3n), so a shared
-  layer costs what its source layer costs. Gemma-3n text, TP 1, bf16: 30 · 2 · 2 · 256 · 2 B =
-  61,440 B per token, 349,525 tokens at 20 GiB. Other families with shared layers (Gemma 4 E2B/E4B)
-  are refused: not recorded.
+- KV-shared layers (``num_kv_shared_layers``): SGLang 0.5.23 sizes its pools over every layer
+  (``num_effective_layers`` = ``num_hidden_layers``; the full/SWA layer ids from ``layer_types``), so a
+  shared layer costs what its source layer costs. Gemma-3n text (hybrid SWA off), TP 1, bf16:
+  30 · 2 · 2 · 256 · 2 B = 61,440 B per token, 349,525 tokens at 20 GiB. Gemma 4 E2B (a reconstructed
+  config; hybrid SWA): 7 full layers of 2,048 B and 28 sliding of 1,024 B, (20 GiB − 100 MiB) /
+  (14,336 + 0.8 · 28,672) = 573,327 full tokens. Other families with shared layers are refused.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from kvcalc.model.shape import ModelShape
 #: the ``dsa`` backend's page (``page_size`` 64 for DeepSeek sparse attention)
 DSA_PAGE_SIZE = 64
 #: architectures whose KV-shared layers SGLang was recorded giving their own buffers
-_UNSHARED_ARCHS = frozenset({"Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
+_UNSHARED_ARCHS = frozenset({
+    "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration",
+    "Gemma4ForCausalLM",
+})  # fmt: skip
 
 
 def is_dsa(model: ModelShape) -> bool:
@@ -51,7 +55,7 @@ def unshare(model: ModelShape) -> ModelShape:
     if not archs & _UNSHARED_ARCHS:
         raise InputError(
             f"sglang: the KV-shared layers of {model.model_type} are not checked against SGLang's "
-            "sizing code (only Gemma-3n's were recorded)",
+            "sizing code (only Gemma-3n's and Gemma 4's were recorded)",
             hint="plan it with --engine vllm",
             code="unsupported-model",
         )
