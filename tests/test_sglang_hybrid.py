@@ -144,6 +144,17 @@ def test_qwen3_next_split_by_hand():
     # max_running_requests ≤ 130 // (3 + 2 extra-buffer tracking slots) = 26
     assert plan.max_num_seqs == 26
     assert plan.kv_cache_bytes == (461_949 + 1) * 24_576 + 131 * slot
+    # MambaPool's line: 131 · 36 · 3 · 8,192 · 2 B = 0.22 GiB conv, 131 · 36 · 32 · 128 · 128 · 4 B
+    # = 9.21 GiB state; then the attention pool's K and V: (461,949 + 1) · 12 · 2 · 256 · 2 B,
+    # and the scheduler's line with the state-capped request limit
+    assert plan.log_lines == (
+        "Mamba Cache is allocated. max_mamba_cache_size: 130, conv_state size: 0.22GB, "
+        "ssm_state size: 9.21GB ",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 461949, K size: 5.29 GB, "
+        "V size: 5.29 GB",
+        "max_total_num_tokens=461949, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=26, context_len=262144",
+    )
 
 
 def test_multimodal_reservation():

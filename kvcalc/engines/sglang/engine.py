@@ -184,6 +184,8 @@ def _plan(
     if refusal:
         logs, fits = [refusal], False
     if split is not None:
+        notes.append(f"max_running_requests = {running:,} (capped by the Mamba-state slots)")
+        logs = [mamba.log_line(model, split), *logs]
         kv_bytes += split.state_bytes if split.slots > 0 else 0
         groups += (mamba.group(split),)
         refusal = mamba.refusal(split) or refusal

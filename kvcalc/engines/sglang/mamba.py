@@ -137,6 +137,30 @@ def _recurrent(layer: Layout) -> RecurrentState | None:
     return layer if isinstance(layer, RecurrentState) else None
 
 
+def _split_bytes(model: ModelShape) -> tuple[int, int]:
+    """(conv, state) bytes of one slot over all recurrent layers."""
+    state = ssm_dtype(model)
+    conv = ssm = 0
+    for layer in model.layers:
+        mixer = _recurrent(layer)
+        for t in mixer.state_tensors() if mixer is not None else ():
+            if t.name == "conv":
+                conv += prod(t.shape) * BF16.block_bytes
+            else:
+                ssm += prod(t.shape) * state.block_bytes
+    return conv, ssm
+
+
+def log_line(model: ModelShape, s: MambaSplit) -> str:
+    """``Mamba Cache is allocated. …`` (``MambaPool``; GB = GiB, K + 1 slots per buffer)."""
+    conv, ssm = _split_bytes(model)
+    n = s.slots + 1
+    return (
+        f"Mamba Cache is allocated. max_mamba_cache_size: {s.slots}, conv_state size: "
+        f"{n * conv / GIB:.2f}GB, ssm_state size: {n * ssm / GIB:.2f}GB "
+    )
+
+
 def slot_bytes(model: ModelShape) -> tuple[int, int]:
     """``mamba_cache_per_req`` of the per-rank ``model``, and its number of recurrent layers."""
     state = ssm_dtype(model)
