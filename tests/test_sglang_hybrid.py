@@ -272,3 +272,18 @@ def test_bad_state_options_are_refused():
                 )  # fmt: skip
             )
         assert err.value.code == "invalid-input"
+
+
+def test_swa_request_cap_pool_is_refused_by_name():
+    """Radix cache off + --max-running-requests: SGLang's SWARequestCapPoolConfigurator."""
+    entry = next(e for e in HYBRID["entries"] if e["config"] == "openai--gpt-oss-20b.json")
+    config, _ = CONFIGS[(entry["config"], entry["config_sha256"])]
+    model = parse_config(config, name="g")
+    request = dict(model=model, max_model_len=4096, available_kv_bytes=20 * GIB)
+    get_engine("sglang").plan_kv_cache(EngineRequest(**request, max_num_seqs=64))  # the ratio split
+    with pytest.raises(InputError) as err:
+        get_engine("sglang").plan_kv_cache(
+            EngineRequest(**request, max_num_seqs=64, extra={"disable_radix_cache": True})
+        )
+    assert err.value.code == "unsupported-model"
+    assert "SWARequestCapPoolConfigurator" in err.value.message

@@ -28,7 +28,7 @@ from kvcalc.engines.sglang.defaults import (
 )
 from kvcalc.engines.sglang.defaults import version as _profile
 from kvcalc.engines.sglang.refused import refuse_unverified
-from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small
+from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request_cap
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
@@ -95,6 +95,7 @@ class SglangEngine:
         model = request.model.with_cache_dtype(sized).per_rank(request.tensor_parallel_size)
         model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)
+        refuse_request_cap(request, hybrid)
         page = request.block_size or extra_int(request.extra, "page_size", None)
         if page is None:
             page = layers.DSA_PAGE_SIZE if layers.is_dsa(model) else default_page_size(

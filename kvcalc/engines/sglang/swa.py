@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest, extra_bool
 from kvcalc.engines.sglang.defaults import LEGACY
+from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 
 HYBRID_SWA_ARCHS = frozenset({
@@ -39,3 +40,17 @@ def pool_too_small(model: ModelShape, swa_tokens: int, page: int) -> str | None:
         f"floor is sliding_window_size ({max(windows)}) + page_size ({page}). Increase "
         "--swa-full-tokens-ratio or the total KV budget."
     )
+
+
+def refuse_request_cap(request: EngineRequest, hybrid: bool) -> None:
+    """``SWARequestCapPoolConfigurator``: with the radix cache off and ``--max-running-requests``
+    given, SGLang sizes the SWA pool from the request cap instead of ``swa_full_tokens_ratio``."""
+    if hybrid and request.max_num_seqs is not None:
+        if extra_bool(request.extra, "disable_radix_cache", False):
+            raise InputError(
+                "sglang: with the radix cache off and --max-running-requests given, SGLang sizes "
+                "the sliding-window pool from the request cap (SWARequestCapPoolConfigurator), "
+                "which kvcalc does not model",
+                hint="drop -E disable_radix_cache=true or --max-num-seqs",
+                code="unsupported-model",
+            )
