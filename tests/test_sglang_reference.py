@@ -127,7 +127,12 @@ CASE_IDS = _ids(DENSE) + [f"default-{i}" for i in _ids(DEFAULT)] + [f"b200-{i}" 
 @pytest.mark.parametrize("entry", CASES, ids=CASE_IDS)
 def test_matches_sglang(entry):
     if entry["config"] in NOT_RECORDED:
+        # SGLang was never asked, so kvcalc's sglang engine refuses it by name rather than guess
         assert entry["status"] == "error"
+        with pytest.raises(KvcalcError) as refused:
+            SGLANG.plan_kv_cache(_request(entry, 20 * GIB, 4096))
+        assert refused.value.code == "unsupported-model"
+        assert "mimo" in str(refused.value)
         return
     if entry["config"] in UNVERIFIED:
         with pytest.raises(KvcalcError) as refused:

@@ -7,6 +7,10 @@
 - Mamba hybrids SGLang has no model class for, KV-shared layers other than Gemma-3n's:
   :mod:`~kvcalc.engines.sglang.mamba`, :mod:`~kvcalc.engines.sglang.layers`.
 
+- MiMo (``model_type: mimo``, ``MiMoForCausalLM``): its config class is remote code
+  (``auto_map``), which the offline SGLang 0.5.23 reference run cannot load, so SGLang's figure for
+  it was never recorded; kvcalc does not offer an unchecked one.
+
 Gemma 4 (28,984 tokens vs 29,127) and Kimi-K2.5 (304,103 vs 305,595), refused until the
 multimodal reservation was found (:mod:`~kvcalc.engines.sglang.multimodal`), now match.
 """
@@ -17,9 +21,22 @@ from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.shape import ModelShape
 
+#: model types whose SGLang sizing could not be recorded (remote-code configs), with the reason
+NOT_RECORDED = {
+    "mimo": "its config class is remote code (auto_map), which the offline SGLang 0.5.23 "
+    "reference run cannot load, so SGLang's pool for it is not checked",
+}
+
 
 def refuse_unverified(model: ModelShape) -> None:
-    """Refuse what SGLang's recorded sizing shows kvcalc does not reproduce."""
+    """Refuse what SGLang's recorded sizing shows kvcalc does not reproduce, or never recorded."""
+    reason = NOT_RECORDED.get(model.model_type)
+    if reason is not None:
+        raise InputError(
+            f"sglang: {model.model_type} is not verified against SGLang: {reason}",
+            hint="plan it with --engine vllm, whose sizing of this model is checked",
+            code="unsupported-model",
+        )
     if any(isinstance(x, CompressedSparseAttention) for x in model.layers):
         raise InputError(
             f"sglang: DeepSeek-V4 compressed sparse attention ({model.model_type}) is sized by "
