@@ -186,3 +186,31 @@ def test_mla_needs_one_type():
     with pytest.raises(InputError) as err:
         plan(bundled_shape("deepseek-v3"), 4096, kv_cache_dtype="q8_0", extra={"type_v": "f16"})
     assert "different K (q8_0) and V (f16)" in err.value.message
+
+
+def test_mamba2_keeps_one_state_cell_per_sequence():
+    from kvcalc.model.dtypes import FP32
+    from kvcalc.model.layouts import Mamba2State
+    from kvcalc.model.shape import ModelShape
+
+    ssm = Mamba2State(dtype=FP32, ssm_dtype=FP32, conv_kernel=4, intermediate_size=1536, n_groups=1,
+                      state_size=128, num_heads=24, head_dim=64)  # fmt: skip
+    model = ModelShape(name="mamba2", model_type="mamba2", layers=(ssm,) * 24, dtype=FP32,
+                       num_attention_heads=0, hidden_size=768, max_model_len=1 << 20)  # fmt: skip
+    p = plan(model, 8192, extra={"n_seq_max": 4, "n_ctx": 4 * 8192, "n_gpu_layers": 20})
+    # per cell and layer: R 3 · (1,536 + 256) · 4 = 21,504 B, S 128 · 1,536 · 4 = 786,432 B;
+    # 4 cells · 24 layers = 77,568,000 B; layers 0–4 (n_gpu_layers 20: i ≥ 25 − 20) on the CPU
+    assert p.kv_cache_bytes == 4 * 19 * 807_936 and p.max_concurrency == 4.0
+    assert p.log_lines[-3:] == (
+        "llama_memory_recurrent:        CPU RS buffer size =    15.41 MiB",
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    58.56 MiB",
+        "llama_memory_recurrent: size =   73.97 MiB (     4 cells,  24 layers,  4 seqs  0 rs_seq), "
+        "R (f32):    1.97 MiB, S (f32):   72.00 MiB, P (f32):    0.00 MiB",
+    )
+    assert p.groups[-1].kind == "recurrent" and p.groups[-1].num_blocks == 4
+
+
+def test_hybrids_are_refused_by_name():
+    with pytest.raises(InputError) as err:
+        plan(bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16"), 4096)
+    assert err.value.code == "unsupported-model" and "Mamba2State" in err.value.message

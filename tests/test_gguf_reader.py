@@ -214,9 +214,18 @@ def test_gqa_llama_layout(tmp_path):
 
 
 def test_per_layer_kv_heads(tmp_path):
-    keys = llama_keys(layers=3, heads=8, kv_heads=("int32[]", [2, 4, 8]), hidden=512)
-    shape = model_of(write_gguf(tmp_path / "m.gguf", "llama", keys))
+    keys = llama_keys("deci", layers=3, heads=8, kv_heads=("int32[]", [2, 4, 8]), hidden=512)
+    shape = model_of(write_gguf(tmp_path / "m.gguf", "deci", keys))
     assert [x.num_kv_heads for x in shape.layers] == [2, 4, 8]
+    # llama's loader shapes attn_k/attn_v by layer 0's heads: such a file does not load
+    keys = llama_keys(layers=3, heads=8, kv_heads=("int32[]", [2, 4, 8]), hidden=512)
+    with pytest.raises(KvcalcError) as err:
+        model_of(write_gguf(tmp_path / "l.gguf", "llama", keys))
+    assert err.value.code == "config-unsupported" and "head_count_kv" in err.value.message
+    zero = llama_keys("deci", layers=2, heads=8, kv_heads=("int32[]", [2, 0]), hidden=512)
+    with pytest.raises(KvcalcError) as err:
+        model_of(write_gguf(tmp_path / "z.gguf", "deci", zero))
+    assert err.value.code == "config-invalid"
 
 
 def test_gemma2_sliding_pattern_and_default_window(tmp_path):

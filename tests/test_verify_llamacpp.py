@@ -203,3 +203,44 @@ def test_cli_plan_with_gguf_file_on_the_hub(tmp_path, monkeypatch, cli):
         assert result.json["weights_bytes"] == 64 * 16 * 34
     finally:
         hub_gen.close()
+
+
+def mamba2_gguf(path, layers=24):
+    a = "mamba2"  # Mamba-2 130M's shape: 768 wide, inner 1,536, state 128, one group, 24 heads
+    keys = {f"{a}.block_count": layers, f"{a}.context_length": 1 << 20, f"{a}.embedding_length": 768,
+            f"{a}.ssm.conv_kernel": 4, f"{a}.ssm.inner_size": 1536, f"{a}.ssm.state_size": 128,
+            f"{a}.ssm.time_step_rank": 24, f"{a}.ssm.group_count": 1}  # fmt: skip
+    return write_gguf(path, a, keys, [("token_embd.weight", (512, 768), Q.F16)])
+
+
+@pytest.mark.parametrize("extra", [{"n_ctx": 512}, {"n_ctx": 1000, "n_seq_max": 3},
+                                   {"n_ctx": 512, "n_seq_max": 2, "offload_kqv": False}])  # fmt: skip
+def test_mamba2_recurrent_state(tmp_path, extra):
+    r = run(str(mamba2_gguf(tmp_path / "m.gguf")), 2, **extra)
+    cells = extra.get("n_seq_max", 1)  # one cell per sequence, whatever n_ctx is
+    # R: 3 · (1,536 + 2 · 128) · 4 B = 21,504 B; S: 128 · 1,536 · 4 B = 786,432 B; 2 layers
+    assert r.measured_bytes == cells * 2 * (21504 + 786432)
+    assert [c.name for c in r.components] == ["recurrent R", "recurrent S"]
+    size, r_mib, s_mib = {
+        1: ("1.54", "0.04", "1.50"),
+        2: ("3.08", "0.08", "3.00"),
+        3: ("4.62", "0.12", "4.50"),
+    }[cells]
+    assert r.llamacpp.measured_lines[-1] == (
+        f"llama_memory_recurrent: size =    {size} MiB (     {cells} cells,   2 layers,  {cells} seqs  0 rs_seq), "
+        f"R (f32):    {r_mib} MiB, S (f32):    {s_mib} MiB, P (f32):    0.00 MiB"
+    )
+
+
+@pytest.mark.parametrize("flash", ["on", "off"])
+def test_per_layer_kv_heads_as_deci(tmp_path, flash):
+    keys = {**llama_keys("deci", layers=3, heads=8, kv_heads=("int32[]", (2, 4, 1)), hidden=512,
+                         head_dim=64), "deci.feed_forward_length": 256}  # fmt: skip
+    path = write_gguf(tmp_path / "d.gguf", "deci", keys, [("token_embd.weight", (500, 512), Q.F16)])
+    r = run(str(path), None, n_ctx=512, flash_attn=flash)
+    assert r.llamacpp.architecture == "deci"
+    if flash == "on":  # 512 cells · (2 + 4 + 1) heads · 64 · 2 B · (K + V)
+        assert r.measured_bytes == 512 * 7 * 64 * 2 * 2 == 917_504
+    else:  # a transposed V is padded to the widest layer: 4 · 64 in all 3 layers
+        assert r.measured_bytes == 512 * 7 * 64 * 2 + 512 * 3 * 256 * 2 == 1_245_184
+        assert r.llamacpp.measured_lines[3].endswith("padding V cache to 256")

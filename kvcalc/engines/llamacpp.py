@@ -31,10 +31,11 @@ padded to 256 with flash attention (32 without), ``n_ctx_per_seq = n_ctx / n_seq
 Capacity: ``kv_cache_tokens`` is the full-attention cells (all streams). One request fits when
 ``max_model_len <= n_ctx_seq`` and the GPU part of the cache fits ``available_kv_bytes``;
 ``max_concurrency`` is ``n_seq_max`` slots for separate streams, ``min(n_seq_max, cells / L)`` for a
-unified cache. Not modelled: recurrent layers (``llama_memory_recurrent``), several GPUs, the
-compute buffer (estimated like the other engines' activations), llama-server's automatic choices
-(``-np`` unset means 4 unified slots; ``--fit`` may shrink ``-c``) — pass ``n_seq_max`` and
-``kv_unified`` as the server ends up using them.
+unified cache. Mamba-2 models keep one recurrent state cell per sequence
+(:mod:`kvcalc.engines.llamacpp_recurrent`); the compute buffer is
+:mod:`kvcalc.engines.llamacpp_compute`'s. Not modelled: hybrid (attention + recurrent) memory,
+several GPUs, llama-server's automatic choices (``-np`` unset means 4 unified slots; ``--fit`` may
+shrink ``-c``) — pass ``n_seq_max`` and ``kv_unified`` as the server ends up using them.
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ from kvcalc.engines.llamacpp_context import (
     on_host,
 )
 from kvcalc.engines.llamacpp_log import log_lines
+from kvcalc.engines.llamacpp_recurrent import (
+    RecurrentMemory,
+    is_recurrent_only,
+    recurrent_lines,
+    recurrent_memory,
+)
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
@@ -117,13 +124,22 @@ class LlamaCppEngine:
                              code="invalid-parallelism")  # fmt: skip
         type_k, type_v = cache_types(request)
         model = request.model
+        recurrent = None
         if any(isinstance(x, RecurrentState) for x in model.layers):
-            raise InputError("llama.cpp recurrent memory is not modelled", code="unsupported-model")
+            if not is_recurrent_only(model) or version != "latest":
+                kinds = sorted({type(x).__name__ for x in model.layers})
+                raise InputError(f"llama.cpp memory for these layers ({', '.join(kinds)}) is not modelled",
+                                 hint="modelled: attention-only models, and Mamba-2 models (llama.cpp "
+                                 f"{LATEST_COMMIT}); hybrids are not", code="unsupported-model")  # fmt: skip
         iswa = is_iswa(model)
         ctx = context(request, version, model, iswa, type_v)
         check_types(model, ctx, type_k, type_v)
-        caches = build_caches(request, model, ctx, type_k, type_v, version, iswa)
-        plan = _plan(request, version, ctx, caches, type_k, type_v)
+        if any(isinstance(x, RecurrentState) for x in model.layers):
+            caches: list[Cache] = []
+            recurrent = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
+        else:
+            caches = build_caches(request, model, ctx, type_k, type_v, version, iswa)
+        plan = _plan(request, version, ctx, caches, type_k, type_v, recurrent)
         if request.extra.get("buffer_name") == "CPU":
             buffer, _ = self.compute_buffer(request)
             if buffer is not None:  # sched_reserve prints it after the caches' lines
@@ -172,10 +188,12 @@ def _plan(
     caches: list[Cache],
     type_k: CacheDtype,
     type_v: CacheDtype,
+    recurrent: RecurrentMemory | None = None,
 ) -> KvCachePlan:
     L = request.max_model_len
-    kv_bytes = sum(c.k_bytes + c.v_bytes for c in caches)
-    host_bytes = sum(c.host_bytes for c in caches)
+    rs = recurrent.r_bytes + recurrent.s_bytes if recurrent else 0
+    kv_bytes = sum(c.k_bytes + c.v_bytes for c in caches) + rs
+    host_bytes = sum(c.host_bytes for c in caches) + (recurrent.host_bytes if recurrent else 0)
     device_bytes = kv_bytes - host_bytes
     cells = ctx.kv_size * ctx.n_stream
     if ctx.n_stream == 1 and version != "b5452":
@@ -184,7 +202,11 @@ def _plan(
         concurrency = float(ctx.n_seq_max) if L <= ctx.n_ctx_seq else 0.0
     memory_ok = device_bytes <= request.available_kv_bytes
     fits = L <= ctx.n_ctx_seq and memory_ok
-    estimate = None if fits else _estimate(request, version, ctx, type_k, type_v, memory_ok)
+    if recurrent is not None:  # one cell per sequence: the state does not grow with the context
+        concurrency = float(ctx.n_seq_max) if L <= ctx.n_ctx_seq else 0.0
+        estimate = None if fits else (ctx.n_ctx_seq if memory_ok else 0)
+    else:
+        estimate = None if fits else _estimate(request, version, ctx, type_k, type_v, memory_ok)
     notes = [
         f"{ctx.n_seq_max} sequence slot(s), {ctx.n_stream} stream(s), {ctx.n_ctx_seq:,} cells per slot"
     ]
@@ -211,6 +233,15 @@ def _plan(
         for c in caches
     )  # fmt: skip
     lines = log_lines(request, version, ctx, caches, ggml_name(type_k), ggml_name(type_v))
+    if recurrent is not None:
+        device = str(request.extra.get("buffer_name", "CUDA0"))
+        lines += recurrent_lines(recurrent, device, request.model.num_layers, ctx.n_seq_max)
+        groups += (KvCacheGroup(kind=LayerKind.RECURRENT, num_layers=len(recurrent.layers),
+                                page_bytes=rs // max(1, len(recurrent.layers) * recurrent.cells), block_size=1,
+                                blocks_per_request=1, num_blocks=recurrent.cells,
+                                layer_indices=recurrent.layers),)  # fmt: skip
+        notes.append(f"recurrent state: {recurrent.cells} cell(s) (one per sequence), "
+                     f"{rs // recurrent.cells:,} B each, float32")  # fmt: skip
     return KvCachePlan(
         engine="llamacpp", engine_version=version, kv_cache_dtype=ggml_name(type_k), block_size=1,
         num_blocks=cells, kv_cache_bytes=device_bytes, kv_cache_tokens=cells, max_concurrency=concurrency,

@@ -27,6 +27,9 @@ PATTERNS = tuple(re.compile(p) for p in (
     r"^llama_kv_cache(_unified)?_iswa: creating +(non-)?SWA KV cache, size = \d+ cells$",
     r"^llama_kv_cache(_unified)?: +\S+ KV buffer size = +[0-9.]+ MiB$",
     r"^llama_kv_cache(_unified)?: size = ",
+    r"^llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled",
+    r"^llama_memory_recurrent: +\S+ RS buffer size = +[0-9.]+ MiB$",
+    r"^llama_memory_recurrent: size = ",
 ))  # fmt: skip
 
 
@@ -80,9 +83,14 @@ def log_lines(
                   (("n_seq_max", ctx.n_seq_max), ("n_ctx", ctx.n_ctx), ("n_ctx_seq", ctx.n_ctx_seq))]  # fmt: skip
     if ctx.swa_full and not old:
         lines.append(f"{iswa}: using full-size SWA cache (ref: {SWA_FULL_REF})")
+    widths = {x.num_kv_heads * x.head_dim_v for x in request.model.layers if x.bytes_per_token}
+    pad_v = not old and not ctx.flash_attn and len(widths) > 1 and not request.model.is_mla
     for cache in caches:
         if cache.label:
             lines.append(f"{iswa}: creating {cache.label:>7} KV cache, size = {cache.cells} cells")
+        if pad_v:  # [TAG_V_CACHE_VARIABLE], printed by each cache's constructor
+            lines.append(f"{kv}: the V embeddings have different sizes across layers and FA is not "
+                         f"enabled - padding V cache to {max(widths)}")  # fmt: skip
         size = cache.k_bytes + cache.v_bytes
         seqs = "" if old else f", {ctx.n_seq_max:2d}/{ctx.n_stream} seqs"
         buffers = (

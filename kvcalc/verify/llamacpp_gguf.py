@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.model.layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
 HIDDEN = 64
@@ -49,6 +50,10 @@ class GgufSpec:
     hidden: int = HIDDEN
     ffn: int = FFN
     vocab: int = VOCAB
+    #: KV heads per layer where they differ (written as an array, as llama.cpp reads it)
+    kv_heads_per_layer: tuple[int, ...] | None = None
+    #: Mamba-2 (``mamba2``): the state's shape
+    ssm: Mamba2State | None = None
 
 
 def unsupported(model: ModelShape, why: str) -> KvcalcError:
@@ -61,13 +66,17 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     """The llama.cpp architecture and numbers that reproduce ``model``'s cache."""
     w = widths or GgufWidths()
     kinds = set(model.kinds)
+    if kinds == {"recurrent"}:
+        return _mamba2(model, w)
     if kinds - {"full", "sliding"}:
         raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
     attn = list(model.layers)
-    shapes = {(x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}
+    shapes = {(x.head_dim_k, x.head_dim_v) for x in attn}
     if len(shapes) != 1:
-        raise unsupported(model, "KV heads or head widths differ between layers")
-    (kv_heads, head_k, head_v), = shapes  # fmt: skip
+        raise unsupported(model, "head widths differ between layers")
+    (head_k, head_v), = shapes  # fmt: skip
+    per_layer = tuple(x.num_kv_heads for x in attn)
+    kv_heads = max(per_layer)
     if head_k != head_v:
         raise unsupported(model, f"K width {head_k} differs from V width {head_v}")
     experts, used = _experts(model)
@@ -86,12 +95,26 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
         arch = "qwen2"  # Q, K and V biases
     else:
         arch = "llama"
+    if len(set(per_layer)) > 1:
+        if arch != "llama" or experts:
+            raise unsupported(model, f"KV heads differ between layers of a {arch} model")
+        arch = "deci"  # the llama graph whose loader shapes each layer by its own KV heads
     return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads,
                     kv_heads=kv_heads, head_k=head_k, head_v=head_v, context_length=model.max_model_len,
                     sliding=sliding, window=windows.pop() or 0 if windows else 0, experts=experts,
                     experts_used=used, ffn=w.ffn, vocab=w.vocab,
+                    kv_heads_per_layer=per_layer if len(set(per_layer)) > 1 else None,
                     # qwen2's loader shapes attn_q/attn_output as n_embd × n_embd
                     hidden=model.num_attention_heads * head_k if arch == "qwen2" else w.hidden)  # fmt: skip
+
+
+def _mamba2(model: ModelShape, w: GgufWidths) -> GgufSpec:
+    states = {x for x in model.layers if isinstance(x, Mamba2State)}
+    if len(states) != 1:
+        raise unsupported(model, "recurrent layers other than one Mamba-2 shape")
+    (ssm,) = states
+    return GgufSpec(arch="mamba2", num_layers=model.num_layers, heads=0, kv_heads=0, head_k=0, head_v=0,
+                    context_length=model.max_model_len, hidden=w.hidden, ffn=0, vocab=w.vocab, ssm=ssm)  # fmt: skip
 
 
 def _experts(model: ModelShape) -> tuple[int, int]:
@@ -115,8 +138,10 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     a = spec.arch
     w = GGUFWriter(path, a)
     w.add_name(f"kvcalc verify {a}")
-    for key, value in _int_keys(spec).items():
+    for key, value in (_int_keys(spec) if spec.ssm is None else _ssm_keys(spec)).items():
         w.add_uint32(f"{a}.{key}", value)
+    if spec.kv_heads_per_layer is not None:
+        w.add_array(f"{a}.attention.head_count_kv", list(spec.kv_heads_per_layer))
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
     w.add_float32(f"{a}.rope.freq_base", 10000.0)
     if spec.sliding is not None:
@@ -134,8 +159,10 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    for name, shape in _tensors(spec):
-        if len(shape) == 1 or name.endswith("ffn_gate_inp.weight"):
+    for name, shape in _tensors(spec) if spec.ssm is None else _ssm_tensors(spec):
+        if len(shape) == 1 or name.endswith(
+            ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
+        ):
             data: Any = (1.0 + 0.02 * rng.standard_normal(shape)).astype(np.float32)
         else:
             data = (0.02 * rng.standard_normal(shape)).astype(np.float16)
@@ -154,7 +181,7 @@ def _int_keys(spec: GgufSpec) -> dict[str, int]:
         "block_count": spec.num_layers,
         "feed_forward_length": spec.ffn,
         "attention.head_count": spec.heads,
-        "attention.head_count_kv": spec.kv_heads,
+        **({} if spec.kv_heads_per_layer else {"attention.head_count_kv": spec.kv_heads}),
         "attention.key_length": spec.head_k,
         "attention.value_length": spec.head_v,
         "rope.dimension_count": spec.head_k,
@@ -178,13 +205,14 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
     ff = EXPERT_FFN if spec.arch == "qwen3moe" else spec.ffn
     for i in range(spec.num_layers):
         b = f"blk.{i}."
+        kv = spec.kv_heads_per_layer[i] if spec.kv_heads_per_layer else spec.kv_heads
         out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (q, h)),
-                (b + "attn_k.weight", (spec.kv_heads * spec.head_k, h)),
-                (b + "attn_v.weight", (spec.kv_heads * spec.head_v, h)),
+                (b + "attn_k.weight", (kv * spec.head_k, h)),
+                (b + "attn_v.weight", (kv * spec.head_v, h)),
                 (b + "attn_output.weight", (h, q)), (b + "ffn_norm.weight", (h,))]  # fmt: skip
         if spec.arch == "qwen2":
-            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (spec.kv_heads * spec.head_k,)),
-                    (b + "attn_v.bias", (spec.kv_heads * spec.head_v,))]  # fmt: skip
+            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv * spec.head_k,)),
+                    (b + "attn_v.bias", (kv * spec.head_v,))]  # fmt: skip
         if spec.arch in ("qwen3", "qwen3moe", "gemma3"):
             out += [
                 (b + "attn_q_norm.weight", (spec.head_k,)),
@@ -199,4 +227,33 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
         else:
             out += [(b + "ffn_gate.weight", (ff, h)), (b + "ffn_up.weight", (ff, h)),
                     (b + "ffn_down.weight", (h, ff))]  # fmt: skip
+    return out
+
+
+def _ssm_keys(spec: GgufSpec) -> dict[str, int]:
+    m = spec.ssm
+    assert m is not None
+    return {"context_length": spec.context_length, "embedding_length": spec.hidden,
+            "block_count": spec.num_layers, "ssm.conv_kernel": m.conv_kernel,
+            "ssm.inner_size": m.intermediate_size, "ssm.state_size": m.state_size,
+            "ssm.time_step_rank": m.num_heads, "ssm.group_count": m.n_groups}  # fmt: skip
+
+
+def _ssm_tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """``llama_model_mamba2::load_arch_tensors``' tensors (numpy shapes, ggml ``ne`` reversed)."""
+    m, h, vocab = spec.ssm, spec.hidden, spec.vocab
+    assert m is not None
+    conv = m.intermediate_size + 2 * m.n_groups * m.state_size
+    d_in_proj = m.intermediate_size + conv + m.num_heads
+    out: list[tuple[str, tuple[int, ...]]] = [
+        ("token_embd.weight", (vocab, h)), ("output_norm.weight", (h,)), ("output.weight", (vocab, h)),
+    ]  # fmt: skip
+    for i in range(spec.num_layers):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (h,)), (b + "ssm_in.weight", (d_in_proj, h)),
+                (b + "ssm_conv1d.weight", (conv, m.conv_kernel)), (b + "ssm_conv1d.bias", (conv,)),
+                (b + "ssm_dt.bias", (m.num_heads,)), (b + "ssm_a", (m.num_heads, 1)),
+                (b + "ssm_d", (m.num_heads, 1)),
+                (b + "ssm_norm.weight", (m.n_groups, m.intermediate_size // m.n_groups)),
+                (b + "ssm_out.weight", (h, m.intermediate_size))]  # fmt: skip
     return out

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import struct
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,17 +33,18 @@ from kvcalc.engines.llamacpp import (
     ggml_name,
     is_iswa,
 )
+from kvcalc.engines.llamacpp_context import on_host
 from kvcalc.engines.llamacpp_log import is_predicted_line
+from kvcalc.engines.llamacpp_recurrent import is_recurrent_only, recurrent_memory
 from kvcalc.errors import KvcalcError
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
+from kvcalc.verify.llamacpp_state import parse_state, recurrent_components
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
 
 _HUGE = 1 << 50
-#: ``io_magic`` of ``llama_context::state_seq_get_data``
-STATE_MAGIC = 0xAF143CD8
 _FLASH = {"auto": -1, "off": 0, "on": 1, True: 1, False: 0}
 #: ``enum ggml_log_level`` (ggml.h): NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
 GGML_LOG_LEVEL_DEBUG = 1
@@ -63,8 +63,8 @@ def import_binding() -> Any:
 @dataclass(frozen=True, kw_only=True)
 class _Measured:
     lines: tuple[str, ...]
-    #: per cache: streams, then per layer (K row bytes, V row bytes)
-    caches: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    #: ``llama_state_seq_get_data`` of sequence 0 after one token (:mod:`.llamacpp_state`)
+    state: bytes
     compute_lines: tuple[str, ...]
     #: ``compute buffer size is %8.4f MiB`` (debug level, printed by ``llama_free``)
     compute_mib: str
@@ -90,7 +90,12 @@ def verify_run_llamacpp(
     plan = LlamaCppEngine().plan_kv_cache(request)  # bad options fail before anything is built
     type_k, type_v = cache_types(request)
     ctx = context(request, "latest", model, is_iswa(model), type_v)
-    caches = build_caches(request, model, ctx, type_k, type_v, "latest", is_iswa(model))
+    recurrent = is_recurrent_only(model)
+    caches = (
+        []
+        if recurrent
+        else build_caches(request, model, ctx, type_k, type_v, "latest", is_iswa(model))
+    )
     spec = spec_for(model, widths)
     binding = import_binding()
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
@@ -102,7 +107,13 @@ def verify_run_llamacpp(
         replace(request, model=replace(model, graph_dims=written))
     )
     predicted_lines = tuple(line for line in plan.log_lines if is_predicted_line(line))
-    components, total_predicted, total_measured = _components(caches, ctx, measured)
+    if recurrent:
+        memory = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
+        components, total_predicted, total_measured = recurrent_components(memory, measured.state)
+    else:
+        components, total_predicted, total_measured = _components(
+            caches, ctx, parse_state(measured.state, v_padding(measured.lines))
+        )
     error, passed = judge(total_predicted, total_measured, components, tolerance)
     lines_match = measured.lines == predicted_lines
     notes = [f"llama.cpp {measured.version}: {spec.arch} GGUF, {spec.num_layers} layers, random weights; "
@@ -149,13 +160,13 @@ def verify_run_llamacpp(
     )  # fmt: skip
 
 
-def _components(caches, ctx, measured: _Measured) -> tuple[tuple[ComponentResult, ...], int, int]:
+def _components(caches, ctx, measured) -> tuple[tuple[ComponentResult, ...], int, int]:
     rows = []
     total_p = total_m = 0
-    if len(measured.caches) != len(caches):
-        raise KvcalcError(f"llama.cpp made {len(measured.caches)} KV cache(s), kvcalc predicts {len(caches)}",
+    if len(measured) != len(caches):
+        raise KvcalcError(f"llama.cpp made {len(measured)} KV cache(s), kvcalc predicts {len(caches)}",
                           hint="please report this with the command line", code="internal")  # fmt: skip
-    for cache, (streams, layer_rows) in zip(caches, measured.caches, strict=True):
+    for cache, (streams, layer_rows) in zip(caches, measured, strict=True):
         label = {"": "full", "non-SWA": "full", "SWA": "sliding"}[cache.label]
         cells = cache.cells * streams
         for part, predicted, index in (("K", cache.k_bytes, 0), ("V", cache.v_bytes, 1)):
@@ -166,6 +177,15 @@ def _components(caches, ctx, measured: _Measured) -> tuple[tuple[ComponentResult
             total_p += predicted
             total_m += got
     return tuple(rows), total_p, total_m
+
+
+def v_padding(lines: tuple[str, ...]) -> int | None:
+    """The V width llama.cpp says it padded the transposed V cache to, if it said so."""
+    for line in lines:
+        found = re.search(r"padding V cache to (\d+)$", line)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def _read_back(path: Path) -> GraphDims | None:
@@ -218,7 +238,7 @@ def _run(
                 for line in "".join(text).splitlines()
                 if "compute buffer size" in line
             )
-            caches = _state_rows(lc, lctx, ctx)
+            state = _state_rows(lc, lctx, ctx)
         finally:
             lc.llama_free(lctx)
     finally:
@@ -226,7 +246,7 @@ def _run(
         lc.llama_log_set(_quiet(lc), ctypes.c_void_p(0))
     version = str(getattr(lc, "__version__", "?"))
     mib = re.findall(r"CPU compute buffer size is +([0-9.]+) MiB", "".join(freed))
-    return _Measured(lines=lines, caches=caches, compute_lines=compute, compute_mib=mib[0] if mib else "",
+    return _Measured(lines=lines, state=state, compute_lines=compute, compute_mib=mib[0] if mib else "",
                      version=describe_binding(version))  # fmt: skip
 
 
@@ -281,8 +301,8 @@ def _last_error(text: list[str]) -> str:
     return (lines[-1] if lines else "no message")[:300]
 
 
-def _state_rows(lc: Any, lctx: Any, ctx) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
-    """Decode one token in sequence 0 and read every cache's rows from the sequence state."""
+def _state_rows(lc: Any, lctx: Any, ctx) -> bytes:
+    """Decode one token in sequence 0 and read back the sequence's state."""
     tokens = (lc.llama_token * 1)(3)
     if lc.llama_decode(lctx, lc.llama_batch_get_one(tokens, 1)) != 0:
         raise KvcalcError("llama.cpp could not decode a token", hint="run the layout check instead (without --run)",
@@ -290,56 +310,4 @@ def _state_rows(lc: Any, lctx: Any, ctx) -> tuple[tuple[int, tuple[tuple[int, in
     size = lc.llama_state_seq_get_size(lctx, 0)
     buf = (ctypes.c_uint8 * size)()
     written = lc.llama_state_seq_get_data(lctx, buf, size, 0)
-    return parse_state(bytes(buf)[:written])
-
-
-def parse_state(blob: bytes) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
-    """(streams, ((K row, V row) per layer)) per cache of a one-cell ``llama_state_seq_get_data``
-    blob: ``io_magic`` and the sequence id, then per cache (``llama_kv_cache::state_write``) the
-    stream count, each stream's cell count, the cells' meta, and each layer's type, row size, data."""
-    pos, caches = 8, []
-    if struct.unpack_from("<I", blob)[0] != STATE_MAGIC:
-        raise KvcalcError(
-            "llama.cpp's sequence state does not start with its magic",
-            hint="please report this with the command line",
-            code="internal",
-        )
-
-    def take(fmt: str) -> Any:
-        nonlocal pos
-        value = struct.unpack_from("<" + fmt, blob, pos)
-        pos += struct.calcsize(fmt)
-        return value[0]
-
-    while pos < len(blob):
-        n_stream = take("I")
-        rows: tuple[tuple[int, int], ...] = ()
-        for _ in range(n_stream):
-            cells = take("I")
-            if not cells:
-                continue
-            for _ in range(cells):
-                take("i")  # pos
-                n_seq = take("I")
-                pos += 4 * n_seq  # the seq ids
-            v_trans, n_layer = take("I"), take("I")
-            k_rows = []
-            for _ in range(n_layer):
-                take("i")
-                k_rows.append(take("Q"))
-                pos += cells * k_rows[-1]
-            v_rows = []
-            for _ in range(n_layer):
-                if pos >= len(blob):
-                    break
-                take("i")
-                if v_trans:
-                    el, width = take("I"), take("I")
-                    v_rows.append(el * width)
-                else:
-                    v_rows.append(take("Q"))
-                pos += cells * v_rows[-1]
-            v_rows += [0] * (n_layer - len(v_rows))  # MLA: no V tensors
-            rows = tuple(zip(k_rows, v_rows, strict=True))
-        caches.append((n_stream, rows))
-    return tuple(caches)
+    return bytes(buf)[:written]

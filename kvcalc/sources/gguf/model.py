@@ -35,8 +35,11 @@ from kvcalc.model.shape import ModelShape
 #: architectures whose keys kvcalc reads, and llama.cpp's default SWA period (0: no SWA support)
 ARCHITECTURES: Mapping[str, int] = {
     "llama": 0, "mistral3": 0, "qwen2": 0, "qwen2moe": 0, "qwen3": 0, "qwen3moe": 0,
-    "gemma": 0, "gemma2": 2, "gemma3": 6, "gpt-oss": 2, "deepseek2": 0, "mamba2": 0,
+    "gemma": 0, "gemma2": 2, "gemma3": 6, "gpt-oss": 2, "deepseek2": 0, "mamba2": 0, "deci": 0,
 }  # fmt: skip
+#: the architectures whose loader sizes each layer's K/V projections by that layer's
+#: ``head_count_kv`` (the others use layer 0's, so a file with differing heads does not load)
+_PER_LAYER_KV_HEADS = frozenset({"deci"})
 #: architectures that always have sliding layers; for gemma3 only when ``sliding_window`` is set
 _SWA_ALWAYS = {"gemma2": 4096, "gpt-oss": 0}
 _MAX_DIM = 1 << 24
@@ -139,6 +142,14 @@ def parse_gguf(
         if heads < 1:
             raise k.bad("attention.head_count", heads, "at least one head")
         kv_heads = k.per_layer("attention.head_count_kv", total, heads)
+        if len(set(kv_heads[:n])) > 1 and arch not in _PER_LAYER_KV_HEADS:
+            raise ConfigError(f"{where}: {arch}.attention.head_count_kv differs between layers, but "
+                              f"llama.cpp's {arch} loader shapes every layer's K and V by layer 0's",
+                              hint="llama.cpp would not load this file; per-layer KV heads are read for: "
+                              + ", ".join(sorted(_PER_LAYER_KV_HEADS)), code="config-unsupported")  # fmt: skip
+        if 0 in kv_heads[:n]:
+            raise k.bad("attention.head_count_kv", kv_heads, "at least one KV head in every layer "
+                        "(layers without attention are not modelled)")  # fmt: skip
         layers = _attention_layers(k, n, heads, hidden, kv_heads, prov)
     context = k.num("context_length", minimum=1)
     experts = k.num("expert_count", 0)  # recorded (config_keys) for the MoE layout; no cache effect
