@@ -214,3 +214,26 @@ def test_hybrids_are_refused_by_name():
     with pytest.raises(InputError) as err:
         plan(bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16"), 4096)
     assert err.value.code == "unsupported-model" and "Mamba2State" in err.value.message
+
+
+def test_llama_server_automatic_slots_and_fit():
+    model = bundled_shape("llama-3.1-8b")
+    auto = plan(model, 32768, extra={"server": True})
+    # -np unset: 4 slots in one unified cache of -c cells, each slot able to use all of it
+    assert auto.log_lines[:3] == (
+        "llama_context: n_seq_max             = 4",
+        "llama_context: n_ctx                 = 32768",
+        "llama_context: n_ctx_seq             = 32768",
+    )
+    assert auto.max_concurrency == 1.0 and auto.kv_cache_tokens == 32768
+    assert any("4 slots sharing one unified cache" in n for n in auto.notes)
+    tight = plan(model, 131072, extra={"server": True}, available_kv_bytes=8 * GIB)
+    assert not tight.fits and any("--fit (on by default) would lower -c" in n for n in tight.notes)
+    given = plan(
+        model, 8192, extra={"server": True, "n_seq_max": 2}
+    )  # -np 2: as given, not unified
+    assert given.log_lines[0] == "llama_context: n_seq_max             = 2"
+    with pytest.raises(InputError) as err:
+        plan(model, 8192, extra={"fit": "on"})
+    assert err.value.code == "unmodelled-option" and "--fit" in err.value.message
+    assert plan(model, 8192, extra={"fit": "off"}).fits

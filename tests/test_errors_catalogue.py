@@ -338,6 +338,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "unknown-engine": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--engine", "nope"),
     "unknown-engine-version": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--engine-version", "99"),
     "unknown-engine-option": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-E", "nope=1"),
+    "unmodelled-option": lambda c: c.cli("plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "L4", "-E", "fit=on"),
     "unknown-gpu": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "H1000"),
     "unknown-dtype": lambda c: c.cli("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp9"),
     "unsupported-dtype": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--kv-cache-dtype", "fp9"),

@@ -244,3 +244,16 @@ def test_per_layer_kv_heads_as_deci(tmp_path, flash):
     else:  # a transposed V is padded to the widest layer: 4 · 64 in all 3 layers
         assert r.measured_bytes == 512 * 7 * 64 * 2 + 512 * 3 * 256 * 2 == 1_245_184
         assert r.llamacpp.measured_lines[3].endswith("padding V cache to 256")
+
+
+@pytest.mark.parametrize(("dtype", "extra"), [("auto", {}), ("auto", {"flash_attn": "off", "n_seq_max": 2}),
+                                             ("q8_0", {})])  # fmt: skip
+def test_mla_as_deepseek2(dtype, extra):
+    r = run("deepseek-v3", 2, dtype, n_ctx=512, **extra)
+    assert r.llamacpp.architecture == "deepseek2"
+    # no V tensor: 512 cells · 2 layers · (512 + 64) latent values, f16 2 B or q8_0 18 blocks · 34 B
+    row = 576 * 2 if dtype == "auto" else 18 * 34
+    assert r.measured_bytes == 512 * 2 * row
+    assert r.llamacpp.measured_lines[-1].endswith(
+        "V (%s):    0.00 MiB" % ("f16" if dtype == "auto" else "q8_0")
+    )

@@ -48,6 +48,7 @@ from kvcalc.engines.base import (
     KvCachePlan,
     binary_search_max_len,
     check_extra,
+    extra_bool,
     unknown_version,
 )
 from kvcalc.engines.llamacpp_compute import ComputeBuffer, ComputeInputs, compute_buffer, why_not
@@ -66,6 +67,7 @@ from kvcalc.engines.llamacpp_context import (
     ggml_name,
     is_iswa,
     on_host,
+    refuse_fit,
 )
 from kvcalc.engines.llamacpp_log import log_lines
 from kvcalc.engines.llamacpp_recurrent import (
@@ -115,6 +117,7 @@ class LlamaCppEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        refuse_fit(request.extra)
         refuse_unmodelled(self.name, request.model)
         version = request.engine_version or VERSIONS[0]
         if version not in VERSIONS:
@@ -171,6 +174,18 @@ class LlamaCppEngine:
         return replace(buffer, note=note), ""
 
 
+def _server_note(request: EngineRequest, memory_ok: bool) -> str:
+    """What llama-server would do beside the plan (its defaults at this version)."""
+    slots = ("-np unset: 4 slots sharing one unified cache (llama-server's auto)"
+             if "n_seq_max" not in request.extra else "slots as given")  # fmt: skip
+    if request.extra.get("fit", "on" if "n_ctx" not in request.extra else "off") == "off":
+        return f"llama-server: {slots}"
+    fit = ("--fit (on by default) leaves -c as is when it fits" if memory_ok else
+           "--fit (on by default) would lower -c (not below 4096) until it fits instead of failing; "
+           "kvcalc does not model by how much (give -E fit=off or the n_ctx llama.cpp prints)")  # fmt: skip
+    return f"llama-server: {slots}; {fit}"
+
+
 def compute_inputs(ctx: Context) -> ComputeInputs:
     return ComputeInputs(n_ubatch=ctx.n_ubatch, n_batch=ctx.n_batch, n_seq_max=ctx.n_seq_max, kv_size=ctx.kv_size,
                          n_stream=ctx.n_stream, kv_unified=ctx.kv_unified, flash_attn=ctx.flash_attn)  # fmt: skip
@@ -220,6 +235,8 @@ def _plan(
         notes.append(
             f"the cache needs {device_bytes:,} B but {request.available_kv_bytes:,} B are available"
         )
+    if extra_bool(request.extra, "server", False):
+        notes.append(_server_note(request, memory_ok))
     per_token = sum(
         sum(_row_bytes(request.model.layers[i], type_k, type_v, version))
         for c in caches

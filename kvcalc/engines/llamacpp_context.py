@@ -20,8 +20,11 @@ VERSIONS = ("latest", "b5452")
 LATEST_COMMIT = "0c1e570"
 EXTRA_KEYS = (
     "n_ctx", "n_seq_max", "n_ubatch", "n_batch", "kv_unified", "swa_full", "flash_attn", "type_v",
-    "buffer_name", "n_gpu_layers", "offload_kqv",
+    "buffer_name", "n_gpu_layers", "offload_kqv", "server", "fit",
 )  # fmt: skip
+#: llama-server with ``-np`` unset (``n_parallel = -1``, auto): ``tools/server/server.cpp`` sets
+#: ``n_parallel = 4`` and ``kv_unified = true``
+SERVER_AUTO_SLOTS = 4
 #: ggml cache types (``-ctk``/``-ctv``)
 GGML_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 _GGML_NAME = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
@@ -108,7 +111,9 @@ def context(
 ) -> Context:
     x = request.extra
     asked = _int(x, "n_ctx", request.max_model_len)
-    n_seq = _int(x, "n_seq_max", 1)
+    # llama-server's automatic slots: 4 sequences sharing one unified cache
+    auto_slots = bool(extra_bool(x, "server", False)) and "n_seq_max" not in x
+    n_seq = SERVER_AUTO_SLOTS if auto_slots else _int(x, "n_seq_max", 1)
     batch = _int(x, "n_batch", 2048)
     flash, forced = (
         _flash(request, type_v)
@@ -127,7 +132,7 @@ def context(
     batch = min(asked, batch)  # with causal attention the batch is limited by the context
     ubatch = min(batch, _int(x, "n_ubatch", 512))
     n_ctx = round_up(asked, 256)
-    unified = extra_bool(x, "kv_unified", False)
+    unified = auto_slots or extra_bool(x, "kv_unified", False)
     warning = None
     if unified or n_seq == 1:
         ctx_seq, streams = n_ctx, 1
@@ -220,3 +225,13 @@ def build_caches(
     if not iswa:
         return [build("", ctx.kv_size, False)]
     return [build("non-SWA", ctx.kv_size, False), build("SWA", ctx.swa_size, True)]
+
+
+def refuse_fit(extra: Mapping[str, Any]) -> None:
+    """``--fit on`` (``-E fit=on``) is refused: kvcalc does not reproduce llama.cpp's search."""
+    if extra_choice(extra, "fit", "off", ("on", "off")) == "on":
+        raise InputError("llama.cpp's --fit is not modelled: common_fit_params loads the model without "
+                         "allocating, measures each device's free memory and lowers the unset -c (not "
+                         "below 4096) and -ngl until everything fits with --fit-target (1 GiB) to spare",
+                         hint="plan the context llama.cpp settles on (its 'llama_context: n_ctx' line) with "
+                         "-E n_ctx=N, or start llama.cpp with --fit off", code="unmodelled-option")  # fmt: skip

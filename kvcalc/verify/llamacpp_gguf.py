@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model.layouts import Mamba2State
+from kvcalc.model.layouts import Mamba2State, MLALatent
 from kvcalc.model.shape import ModelShape
 
 HIDDEN = 64
@@ -54,6 +54,8 @@ class GgufSpec:
     kv_heads_per_layer: tuple[int, ...] | None = None
     #: Mamba-2 (``mamba2``): the state's shape
     ssm: Mamba2State | None = None
+    #: MLA (``deepseek2``): the latent's shape
+    mla: MLALatent | None = None
 
 
 def unsupported(model: ModelShape, why: str) -> KvcalcError:
@@ -68,6 +70,8 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     kinds = set(model.kinds)
     if kinds == {"recurrent"}:
         return _mamba2(model, w)
+    if kinds == {"mla"}:
+        return _deepseek2(model, w)
     if kinds - {"full", "sliding"}:
         raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
     attn = list(model.layers)
@@ -117,6 +121,17 @@ def _mamba2(model: ModelShape, w: GgufWidths) -> GgufSpec:
                     context_length=model.max_model_len, hidden=w.hidden, ffn=0, vocab=w.vocab, ssm=ssm)  # fmt: skip
 
 
+def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
+    latents = {x for x in model.layers if isinstance(x, MLALatent)}
+    if len(latents) != 1:
+        raise unsupported(model, "MLA layers of different shapes")
+    (mla,) = latents
+    heads = mla.num_heads or model.num_attention_heads
+    return GgufSpec(arch="deepseek2", num_layers=model.num_layers, heads=heads, kv_heads=1,
+                    head_k=mla.latent_dim, head_v=mla.kv_lora_rank, context_length=model.max_model_len,
+                    hidden=w.hidden, ffn=w.ffn, vocab=w.vocab, mla=mla)  # fmt: skip
+
+
 def _experts(model: ModelShape) -> tuple[int, int]:
     moe = getattr(model.weights, "moe", None)
     if moe is not None:
@@ -138,7 +153,8 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     a = spec.arch
     w = GGUFWriter(path, a)
     w.add_name(f"kvcalc verify {a}")
-    for key, value in (_int_keys(spec) if spec.ssm is None else _ssm_keys(spec)).items():
+    keys = _ssm_keys(spec) if spec.ssm else _mla_keys(spec) if spec.mla else _int_keys(spec)
+    for key, value in keys.items():
         w.add_uint32(f"{a}.{key}", value)
     if spec.kv_heads_per_layer is not None:
         w.add_array(f"{a}.attention.head_count_kv", list(spec.kv_heads_per_layer))
@@ -159,7 +175,8 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    for name, shape in _tensors(spec) if spec.ssm is None else _ssm_tensors(spec):
+    tensors = _ssm_tensors(spec) if spec.ssm else _mla_tensors(spec) if spec.mla else _tensors(spec)
+    for name, shape in tensors:
         if len(shape) == 1 or name.endswith(
             ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
         ):
@@ -256,4 +273,44 @@ def _ssm_tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ssm_d", (m.num_heads, 1)),
                 (b + "ssm_norm.weight", (m.n_groups, m.intermediate_size // m.n_groups)),
                 (b + "ssm_out.weight", (h, m.intermediate_size))]  # fmt: skip
+    return out
+
+
+#: the per-head widths MLA decompresses to (DeepSeek-V3's): they size weights, not the cache
+MLA_NOPE, MLA_V = 128, 128
+
+
+def _mla_keys(spec: GgufSpec) -> dict[str, int]:
+    """``deepseek2`` as llama.cpp's converter writes MLA: one KV head, ``key_length`` the latent
+    (``kv_lora_rank + rope``), ``value_length`` the rank, the decompressed widths in ``*_mla``; every
+    layer a dense leading block (no experts needed)."""
+    m = spec.mla
+    assert m is not None
+    return {"context_length": spec.context_length, "embedding_length": spec.hidden,
+            "block_count": spec.num_layers, "feed_forward_length": spec.ffn,
+            "attention.head_count": spec.heads, "attention.head_count_kv": 1,
+            "attention.key_length": m.latent_dim, "attention.value_length": m.kv_lora_rank,
+            "attention.key_length_mla": MLA_NOPE + m.rope_dim, "attention.value_length_mla": MLA_V,
+            "attention.q_lora_rank": 0, "attention.kv_lora_rank": m.kv_lora_rank,
+            "rope.dimension_count": m.rope_dim, "leading_dense_block_count": spec.num_layers,
+            "expert_feed_forward_length": EXPERT_FFN, "expert_shared_count": 0}  # fmt: skip
+
+
+def _mla_tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """``llama_model_deepseek2::load_arch_tensors``' tensors for dense MLA layers without a Q LoRA."""
+    m, h, vocab, n = spec.mla, spec.hidden, spec.vocab, spec.heads
+    assert m is not None
+    rank = m.kv_lora_rank
+    out: list[tuple[str, tuple[int, ...]]] = [
+        ("token_embd.weight", (vocab, h)), ("output_norm.weight", (h,)), ("output.weight", (vocab, h)),
+    ]  # fmt: skip
+    for i in range(spec.num_layers):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (h,)), (b + "attn_kv_a_norm.weight", (rank,)),
+                (b + "attn_q.weight", (n * (MLA_NOPE + m.rope_dim), h)),
+                (b + "attn_kv_a_mqa.weight", (rank + m.rope_dim, h)),
+                (b + "attn_k_b.weight", (n, rank, MLA_NOPE)), (b + "attn_v_b.weight", (n, MLA_V, rank)),
+                (b + "attn_output.weight", (h, n * MLA_V)), (b + "ffn_norm.weight", (h,)),
+                (b + "ffn_gate.weight", (spec.ffn, h)), (b + "ffn_up.weight", (spec.ffn, h)),
+                (b + "ffn_down.weight", (h, spec.ffn))]  # fmt: skip
     return out

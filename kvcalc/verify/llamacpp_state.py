@@ -76,14 +76,15 @@ def recurrent_components(
 
 
 def parse_state(
-    blob: bytes, v_width: int | None = None
+    blob: bytes, v_width: int | None = None, *, has_v: bool = True
 ) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
     """(streams, ((K row, V row) per layer)) per cache of a one-cell ``llama_state_seq_get_data``
     blob: ``io_magic`` and the sequence id, then per cache (``llama_kv_cache::state_write``) the
     stream count, each stream's cell count, the cells' meta, and each layer's type, row size, data.
 
     A transposed V is written as its layer's width; ``v_width`` is the width llama.cpp padded every
-    V tensor to (its ``padding V cache to %d`` warning), when it printed one."""
+    V tensor to (its ``padding V cache to %d`` warning), when it printed one. MLA caches have no V
+    tensors (``has_v = !is_mla``): nothing follows their K rows."""
     r = _Reader(blob)
     caches = []
     take = r.take
@@ -106,9 +107,7 @@ def parse_state(
                 k_rows.append(take("Q"))
                 r.pos += cells * k_rows[-1]
             v_rows = []
-            for _ in range(n_layer):
-                if r.pos >= len(blob):
-                    break
+            for _ in range(n_layer if has_v else 0):
                 take("i")
                 if v_trans:
                     el, width = take("I"), take("I")

@@ -112,7 +112,9 @@ def verify_run_llamacpp(
         components, total_predicted, total_measured = recurrent_components(memory, measured.state)
     else:
         components, total_predicted, total_measured = _components(
-            caches, ctx, parse_state(measured.state, v_padding(measured.lines))
+            caches,
+            ctx,
+            parse_state(measured.state, v_padding(measured.lines), has_v=not model.is_mla),
         )
     error, passed = judge(total_predicted, total_measured, components, tolerance)
     lines_match = measured.lines == predicted_lines
