@@ -117,10 +117,6 @@ def test_what_is_not_modelled_is_said():
         EngineRequest(model=gemma, max_model_len=4096, available_kv_bytes=0)
     )
     assert none is None and "gemma2" in why
-    q8, why = LLAMACPP.compute_buffer(
-        replace(request("llama-3.1-8b", 2, (64, 64, 384)), kv_cache_dtype="q8_0")
-    )
-    assert q8 is None and "quantized" in why
     moe, why = LLAMACPP.compute_buffer(
         EngineRequest(
             model=bundled_shape("mixtral-8x7b-v0.1"), max_model_len=4096, available_kv_bytes=0
@@ -161,3 +157,21 @@ def test_a_gguf_plan_has_a_compute_buffer_not_zero(tmp_path):
         EngineRequest(model=two, max_model_len=1024, available_kv_bytes=0)
     )
     assert expected is not None and p.memory.activation_bytes == expected.bytes > 0
+
+
+#: quantized caches: llama.cpp rotates Q/K (a head-wide Hadamard matrix) and V (64 × 64) —
+#: (model, layers, widths, cache type, options, llama.cpp's four-decimal figure), printed by 0c1e570
+QUANTIZED = [
+    ("llama-3.1-8b", 2, (64, 64, 384), "q8_0", {"n_ctx": 512}, "16.9668"),
+    ("llama-3.1-8b", 2, (64, 64, 384), "q8_0", {"n_ctx": 512, "type_v": "f16", "flash_attn": "off"}, "45.5723"),
+    ("llama-3.1-8b", 2, (64, 64, 384), "q4_0", {"n_ctx": 1024, "n_seq_max": 2}, "16.9668"),
+    ("qwen3-8b", 2, (128, 256, 1000), "q8_0", {"n_ctx": 512}, "17.3418"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "layers", "widths", "dtype", "extra", "printed"), QUANTIZED)
+def test_quantized_caches_add_the_rotations(model, layers, widths, dtype, extra, printed):
+    r = replace(request(model, layers, widths, **extra), kv_cache_dtype=dtype)
+    buffer, why = LLAMACPP.compute_buffer(r)
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed

@@ -19,7 +19,8 @@ says so. Only the architectures and options below are modelled; anything else re
 
 - ``llama`` (Llama, Mistral), ``qwen2``, ``qwen3`` (Q/K norms): dense gated MLPs, separate Q/K/V
   projections with or without biases, no other biases;
-- f32/f16/bf16 caches (quantized caches add llama.cpp's Hadamard rotation inputs);
+- every cache type; quantized ones with llama.cpp's Hadamard rotations of Q/K and V
+  (``attn_rot_k``/``attn_rot_v``, unless ``LLAMA_ATTN_ROT_DISABLE`` is set, which kvcalc ignores);
 - one cache (no sliding-window layers), flash attention on or off, any ``n_seq_max``/unified.
 """
 
@@ -90,8 +91,10 @@ def why_not(model: ModelShape, type_k: CacheDtype, type_v: CacheDtype) -> str | 
         return f"the graph nodes of {', '.join(dims.unmodelled_tensors)} are not modelled"
     if any(not isinstance(x, FullAttention) or x.kind != "full" for x in model.layers):
         return "only models with full-attention layers alone are modelled"
-    if type_k.is_quantized or type_v.is_quantized:
-        return "quantized caches add llama.cpp's rotation tensors, which are not modelled"
+    if (type_k.is_quantized or type_v.is_quantized) and len(
+        {x.head_dim_k for x in model.layers}
+    ) > 1:
+        return "quantized caches of layers with different head widths are not modelled"
     return None
 
 
@@ -129,7 +132,8 @@ def _graph(
     layers = [x for x in model.layers if isinstance(x, FullAttention)]
     v_gqa_max = max(x.num_kv_heads * x.head_dim_v for x in layers)
     wt = g.F16  # weights: external, their type does not change any compute tensor
-    ks, vs = type_k.row_bytes(1), type_v.row_bytes(1)
+    # the cache's views are never allocated here: a block type's element size does not matter
+    ks, vs = (1 if t.block_values > 1 else t.row_bytes(1) for t in (type_k, type_v))
 
     # build_inp_embd: both inputs of ggml_build_forward_select enter the graph
     tokens = g.inp(g.I32, n_tokens)
@@ -144,6 +148,10 @@ def _graph(
     streams = 1 if ctx.kv_unified else n_seqs_of(ctx)
     mask = g.inp(g.F16 if fa else g.F32, n_kv, n_tokens // streams, 1, streams)
     out_ids = g.inp(g.I32, n_outputs)
+    # quantized caches: Hadamard rotations of K (and Q) and of V (build_input_k_rot/v_rot)
+    hd0 = layers[0].head_dim_k
+    k_rot = g.inp(g.F32, _nrot(hd0), _nrot(hd0)) if type_k.is_quantized and hd0 % 64 == 0 else None
+    v_rot = g.inp(g.F32, 64, 64) if type_v.is_quantized and layers[0].head_dim_v % 64 == 0 else None
 
     for il, layer in enumerate(layers):
         hd, n_kv_head = layer.head_dim_k, layer.num_kv_heads
@@ -164,7 +172,13 @@ def _graph(
             k = g.dup(g.dup(k, "rms_norm"), "mul", g.external(g.F32, hd))
         q = g.dup(q, "rope", pos)
         k = g.dup(k, "rope", pos)
+        if k_rot is not None:
+            q, k = _hadamard(q, k_rot), _hadamard(k, k_rot)
+        if v_rot is not None:
+            v = _hadamard(v, v_rot)
         cur = _attn(gf, q, k, v, layer, ctx, mask, k_idxs, v_idxs, ks, vs, v_gqa_max, n_tokens)
+        if v_rot is not None:
+            cur = _hadamard(cur, v_rot)
         cur = g.mul_mat(g.external(wt, n_head * layer.head_dim_v, n_embd), cur)
         if il == len(layers) - 1:
             cur = g.get_rows(cur, out_ids)
@@ -187,6 +201,25 @@ def _graph(
 def n_seqs_of(ctx: ComputeInputs) -> int:
     """``ubatch.n_seqs_unq`` of the reserve ubatches: every sequence."""
     return ctx.n_seq_max
+
+
+def _nrot(head_dim: int) -> int:
+    """``build_input_k_rot``: the largest power of two from 64 up that divides the head width."""
+    nrot = 64
+    while True:
+        nrot *= 2
+        if head_dim % nrot:
+            return nrot // 2
+
+
+def _hadamard(cur: g.Tensor, rot: g.Tensor) -> g.Tensor:
+    """``llama_mul_mat_hadamard``: rows of ``rot``'s width, multiplied, shaped back."""
+    n = rot.ne[0]
+    contiguous = cur.nb == g.strides(cur.size, cur.ne)
+    rows = (
+        g.reshape(cur, n, cur.nelements // n) if contiguous else g.cont(cur, n, cur.nelements // n)
+    )
+    return g.reshape(g.mul_mat(rot, rows), *cur.ne)
 
 
 def _norm(x: g.Tensor, n_embd: int) -> g.Tensor:

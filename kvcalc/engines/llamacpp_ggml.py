@@ -55,7 +55,7 @@ class Tensor:
         return self.size == other.size and self.ne == other.ne and self.nb == other.nb
 
 
-def _strides(size: int, ne: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+def strides(size: int, ne: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     return size, size * ne[0], size * ne[0] * ne[1], size * ne[0] * ne[1] * ne[2]
 
 
@@ -66,7 +66,7 @@ def _ne(*dims: int) -> tuple[int, int, int, int]:
 
 def new(size: int, *dims: int, op: str = "none", src: tuple[Tensor | None, ...] = ()) -> Tensor:
     ne = _ne(*dims)
-    return Tensor(size=size, ne=ne, nb=_strides(size, ne), op=op, src=src)
+    return Tensor(size=size, ne=ne, nb=strides(size, ne), op=op, src=src)
 
 
 def external(size: int, *dims: int) -> Tensor:
@@ -97,14 +97,14 @@ def _view(
 def view(a: Tensor, *dims: int, nb: tuple[int, ...] = ()) -> Tensor:
     """``ggml_view_Nd``: ``nb`` gives ``nb[1:]`` (the offset does not matter for sizes)."""
     ne = _ne(*dims)
-    strides = list(_strides(a.size, ne))
-    strides[1 : 1 + len(nb)] = nb
-    return _view(a, ne, (strides[0], strides[1], strides[2], strides[3]), "view")
+    nbs = list(strides(a.size, ne))
+    nbs[1 : 1 + len(nb)] = nb
+    return _view(a, ne, (nbs[0], nbs[1], nbs[2], nbs[3]), "view")
 
 
 def reshape(a: Tensor, *dims: int) -> Tensor:
     ne = _ne(*dims)
-    return _view(a, ne, _strides(a.size, ne), "reshape")
+    return _view(a, ne, strides(a.size, ne), "reshape")
 
 
 def view_tensor(a: Tensor, op: str = "view") -> Tensor:
