@@ -237,3 +237,17 @@ def test_llama_server_automatic_slots_and_fit():
         plan(model, 8192, extra={"fit": "on"})
     assert err.value.code == "unmodelled-option" and "--fit" in err.value.message
     assert plan(model, 8192, extra={"fit": "off"}).fits
+
+
+def test_engine_kv_per_request_is_one_slots_share_not_the_pool(cli):
+    """llama.cpp allocates every slot's cells up front; one request of 8,192 tokens holds 8,192
+    cells of one slot: 32 layers × 8 KV heads × 128 × 2 (K, V) × 34/32 B (q8_0) = 69,632 B per
+    cell, × 8,192 = 570,425,344 B (544 MiB) — not the 4-slot pool of 2,281,701,376 B."""
+    data = cli(
+        "plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "RTX-4090", "--max-model-len",
+        "8192", "--batch", "4", "--kv-cache-dtype", "q8_0", "--json",
+    ).json  # fmt: skip
+    assert data["kv_bytes_per_token"] == 69_632
+    assert data["engine_kv_bytes_per_request"] == 570_425_344
+    assert data["layer_kv_bytes_per_request"] == 570_425_344
+    assert data["kv_cache_bytes"] == 4 * 570_425_344

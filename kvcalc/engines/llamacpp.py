@@ -259,10 +259,13 @@ def _plan(
                                 layer_indices=recurrent.layers),)  # fmt: skip
         notes.append(f"recurrent state: {recurrent.cells} cell(s) (one per sequence), "
                      f"{rs // recurrent.cells:,} B each, float32")  # fmt: skip
+    # one request of L tokens holds min(L, cells per slot) cells in each cache (and one recurrent
+    # cell); the fit check above compares the whole pool, which llama.cpp allocates up front
+    per_request = sum(g.page_bytes * g.num_layers * g.blocks_per_request for g in groups)
     return KvCachePlan(
         engine="llamacpp", engine_version=version, kv_cache_dtype=ggml_name(type_k), block_size=1,
         num_blocks=cells, kv_cache_bytes=device_bytes, kv_cache_tokens=cells, max_concurrency=concurrency,
-        kv_bytes_per_token=per_token, bytes_per_request=device_bytes, fits=fits, estimated_max_model_len=estimate,
+        kv_bytes_per_token=per_token, bytes_per_request=per_request, fits=fits, estimated_max_model_len=estimate,
         groups=groups, log_lines=tuple(lines), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=request.available_kv_bytes,
     )  # fmt: skip
