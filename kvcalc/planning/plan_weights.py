@@ -1,0 +1,103 @@
+"""Weights per GPU for a plan: ``--weights-memory``, the checkpoint's exact bytes split as the engine
+loads them, a GGUF file's tensors, or the config-based estimate (:mod:`kvcalc.estimate.weights`).
+
+Pure: the checkpoint's bytes (``exact``) are read by :mod:`kvcalc.planning.api` and passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+from kvcalc.model.shape import ModelShape
+from kvcalc.planning.inputs import PlanInputs
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanWeights:
+    per_gpu_bytes: int
+    source: str
+    num_parameters: int | None
+    notes: tuple[str, ...] = ()
+    #: per pipeline stage, first to last (empty: every stage holds ``per_gpu_bytes``)
+    stage_bytes: tuple[int, ...] = ()
+
+
+_WEIGHTS_MEMO: dict[tuple, Any] = {}
+
+
+def _weight_estimate(model: ModelShape, inputs: PlanInputs):
+    """``kvcalc.estimate.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
+    from kvcalc.estimate.weights import weight_bytes
+
+    key: tuple[object, ...] = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
+           inputs.tensor_parallel_size, inputs.pipeline_parallel_size)  # fmt: skip
+    try:
+        hash(key)
+    except TypeError:
+        key = (id(model), *key[2:])
+    if key not in _WEIGHTS_MEMO:
+        if len(_WEIGHTS_MEMO) > 512:
+            _WEIGHTS_MEMO.clear()
+        _WEIGHTS_MEMO[key] = weight_bytes(
+            model,
+            dtype=inputs.dtype,
+            quantization=inputs.quantization,
+            tensor_parallel_size=inputs.tensor_parallel_size,
+            pipeline_parallel_size=inputs.pipeline_parallel_size,
+        )
+    return _WEIGHTS_MEMO[key]
+
+
+def plan_weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> PlanWeights:
+    """Weights per GPU and where each byte came from (``exact``: safetensors or GGUF bytes)."""
+    try:
+        est = _weight_estimate(model, inputs)
+    except KvcalcError as exc:
+        single = inputs.tensor_parallel_size * inputs.pipeline_parallel_size == 1
+        if exact is not None and single and inputs.weights_memory_bytes is None:
+            # a GGUF file: its tensor infos give the bytes; there is no config to estimate from
+            return PlanWeights(per_gpu_bytes=exact.total_bytes, source=exact.source, num_parameters=exact.num_parameters,
+                            notes=(f"weights: {exact.total_bytes:,} B in the file's tensors",))  # fmt: skip
+        if inputs.weights_memory_bytes is None and inputs.kv_cache_memory_bytes is None:
+            raise
+        return PlanWeights(
+            per_gpu_bytes=inputs.weights_memory_bytes or 0,
+            source="given (--weights-memory)"
+            if inputs.weights_memory_bytes
+            else "not needed (--kv-cache-memory)",
+            num_parameters=None,
+            notes=(f"no weight estimate: {exc.message}",),
+        )
+    per_gpu = est.weights_bytes_per_gpu + est.buffers_bytes_per_gpu
+    stages = tuple(s + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu)
+    if inputs.weights_memory_bytes is not None:
+        return PlanWeights(per_gpu_bytes=inputs.weights_memory_bytes, source="given (--weights-memory)",
+                        num_parameters=est.num_parameters)  # fmt: skip
+    if (
+        exact is not None
+        and inputs.dtype is None
+        and inputs.quantization is None
+        and est.weights_bytes
+    ):
+        # the checkpoint's exact bytes, split across GPUs (and padded) as the estimate lays them out
+        ratio = exact.total_bytes / est.weights_bytes
+        shares = tuple(
+            round(s * ratio) + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu
+        )
+        padding = est.layout_padding_bytes_per_gpu
+        return PlanWeights(
+            per_gpu_bytes=max(shares),
+            source=exact.source,
+            num_parameters=est.num_parameters,
+            stage_bytes=shares,
+            notes=(
+                f"weights: {exact.total_bytes:,} B in the checkpoint ({exact.source}), split over "
+                "TP/PP as vLLM loads them (config layout"
+                + (f", {padding:,} B of kernel padding per GPU" if padding else "")
+                + f"), plus {est.buffers_bytes_per_gpu:,} B of RoPE cache",
+            ),  # fmt: skip
+        )
+    return PlanWeights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
+                    notes=est.notes, stage_bytes=stages)  # fmt: skip
