@@ -115,3 +115,49 @@ def test_variants_planned_on_a_gpu(llama):
     conc = [r.max_concurrency for r in result.rows]
     # fewer KV bytes per request, more requests: MQA > MLA > GQA > MHA
     assert conc[2] > conc[3] > conc[1] > conc[0] > 1
+
+
+def test_compare_cli_one_row_per_engine_equal_to_each_single_engine_run(cli):
+    """--engine repeated: each (model, engine) row carries exactly the figures of that engine alone."""
+    args = (
+        "compare",
+        "llama-3.1-8b",
+        "qwen3-8b",
+        "--gpu",
+        "H100",
+        "--max-model-len",
+        "32K",
+        "--json",
+    )
+    both = cli(*args, "--engine", "vllm", "--engine", "sglang")
+    assert both.exit_code == 0, both.stderr
+    assert both.json["engines"] == ["vllm", "sglang"] and both.json["engine"] == "vllm"
+    assert [(r["label"], r["engine"]) for r in both.json["rows"]] == [
+        ("llama-3.1-8b (vllm)", "vllm"), ("llama-3.1-8b (sglang)", "sglang"),
+        ("qwen3-8b (vllm)", "vllm"), ("qwen3-8b (sglang)", "sglang"),
+    ]  # fmt: skip
+    for engine in ("vllm", "sglang"):
+        alone = cli(*args, "--engine", engine).json
+        assert alone["engines"] == [engine]
+        for row in alone["rows"]:
+            (twin,) = [r for r in both.json["rows"] if r["label"] == f"{row['label']} ({engine})"]
+            assert {**twin, "label": row["label"]} == row
+    # the two engines really differ here (else the test could not tell them apart): 13.71x vs 12.62x
+    llama = both.json["rows"][:2]
+    assert llama[0]["max_concurrency"] != llama[1]["max_concurrency"]
+
+
+def test_compare_cli_engines_without_a_gpu(cli):
+    both = cli("compare", "llama-3.1-8b", "--engine", "vllm", "--engine", "llamacpp", "--json")
+    assert both.exit_code == 0, both.stderr
+    for row in both.json["rows"]:
+        alone = cli("compare", "llama-3.1-8b", "--engine", row["engine"], "--json").json
+        (single,) = alone["rows"]
+        assert {**row, "label": single["label"]} == single
+
+
+def test_compare_table_labels_each_engine(cli):
+    out = cli("compare", "llama-3.1-8b", "--gpu", "H100", "--engine", "vllm", "--engine", "sglang")
+    assert out.exit_code == 0, out.stderr
+    assert "with vllm, sglang" in out.stdout
+    assert "llama-3.1-8b (vllm)" in out.stdout and "llama-3.1-8b (sglang)" in out.stdout

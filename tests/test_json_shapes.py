@@ -64,8 +64,10 @@ def test_check_json_matches_its_schema(cli, path):
         ("inspect", ("inspect", "gemma-2-9b-it", "--json", "--max-model-len", "8K")),
         ("compare", ("compare", "mistral-7b-v0.1", "llama-3.1-70b", "--gpu", "H100", "--json")),
         ("compare", ("compare", "mistral-7b-v0.1", "llama-3.1-8b", "--json")),
+        ("compare", ("compare", "qwen3-8b", "--gpu", "H100", "--engine", "vllm", "--engine", "sglang", "--json")),
         ("curve", ("curve", "qwen3-1.7b", "--gpu", "L4", "--engine", "vllm", "--engine", "sglang", "--json")),
         ("throughput", ("throughput", "qwen3-1.7b", "--gpu", "L4", "--prompt-len", "512", "--json")),
+        ("throughput", ("throughput", "qwen3-1.7b", "--gpu", "L4", "--engine", "vllm", "--engine", "hf", "--json")),
         ("models", ("models", "--json")),
         ("verify", ("verify", "qwen3-0.6b", "--json")),  # torch on the CPU: the layout check
     ],

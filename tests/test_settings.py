@@ -111,6 +111,19 @@ def test_repeatable_where_a_command_draws_one_series_each():
     assert not _options("plan")["engine"].multiple
 
 
+def test_engine_is_repeatable_alike_wherever_it_draws_one_row_each():
+    """curve, compare and throughput: the same flags, parser and table help for ``--engine``."""
+    ctx = COMMANDS["curve"].context_class(COMMANDS["curve"])
+    options = {c: _options(c)["engine"] for c in ("curve", "compare", "throughput")}
+    for command, option in options.items():
+        assert option.multiple and option.opts == ["--engine"], command
+        table_help = BY_NAME["engine"].help_for("cli", default_shown=True).rstrip(".")
+        assert option.help.startswith(table_help), command
+        texts = ["vllm", "sglang", "llama.cpp"]
+        parsed = tuple(BY_NAME["engine"].parse(t) for t in texts)
+        assert tuple(option.process_value(ctx, texts)) == parsed, command
+
+
 # -- the serve-flag map and the deployment keys come from the table ------------------------------
 def test_serve_flags_are_the_tables():
     assert {name: spellings for name, (_, spellings) in FLAGS.items()} == {

@@ -246,3 +246,26 @@ def test_efficiency_must_be_sensible(qwen):
                            efficiency=0)  # fmt: skip
     with pytest.raises(InputError):
         Roofline(memory_bandwidth_bytes_per_s=0)
+
+
+def test_throughput_cli_one_entry_per_engine_equal_to_each_single_engine_run(cli):
+    """--engine repeated: each engine's entry is exactly that engine's run alone (top level: the first)."""
+    args = ("throughput", "qwen3-1.7b", "--gpu", "L4", "--prompt-len", "512", "--json")
+    both = cli(*args, "--engine", "vllm", "--engine", "sglang")
+    assert both.exit_code == 0, both.stderr
+    assert [e["engine"] for e in both.json["engines"]] == ["vllm", "sglang"]
+    for entry in both.json["engines"]:
+        alone = cli(*args, "--engine", entry["engine"]).json
+        (single,) = alone["engines"]
+        assert entry == single
+        assert {k: alone[k] for k in entry} == entry  # the single run's top level, too
+    assert {k: both.json[k] for k in both.json["engines"][0]} == both.json["engines"][0]
+    # the engines differ here: batch limit 256 (vLLM, max_num_seqs) vs 211 (SGLang's pool)
+    assert [e["batch_limit"] for e in both.json["engines"]] == [256, 211]
+
+
+def test_throughput_table_per_engine(cli):
+    out = cli("throughput", "qwen3-1.7b", "--gpu", "L4", "--engine", "vllm", "--engine", "sglang")
+    assert out.exit_code == 0, out.stderr
+    assert "L4 (300 GB/s, 121.0 TFLOP/s), vllm," in out.stdout
+    assert "L4 (300 GB/s, 121.0 TFLOP/s), sglang," in out.stdout

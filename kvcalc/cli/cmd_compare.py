@@ -20,7 +20,8 @@ _MEMORY = ("gpu", "gpu_memory", "kv_cache_memory")
 
 @command(
     app,
-    *(use(n, default=32768) if n == "max_model_len" else n
+    *(use(n, default=32768) if n == "max_model_len"
+      else use(n, multi=True, note="One row per model and engine.") if n == "engine" else n
       for n in DEPLOYMENT if n != "trust_layout"),
     *MODEL_SOURCE, "json",
     examples=(
@@ -57,8 +58,9 @@ def compare(
     if attention_variants and len(models) != 1:
         raise InputError("--attention-variants takes exactly one model", code="invalid-input")
     inputs = None
+    engines = given["engine"] or ("vllm",)
     if any(given[name] is not None for name in _MEMORY):
-        inputs = plan_inputs(given, models[0])
+        inputs = plan_inputs(given, models[0], engine=engines[0])
     else:
         _refuse_without_memory(given)
     if given["gguf_file"] and len(models) != 1:
@@ -68,7 +70,7 @@ def compare(
     result = compare_references(
         models, inputs, max_model_len=given["max_model_len"],
         attention_variants_of=attention_variants, **source_kwargs(given),
-        kv_cache_dtype=given["kv_cache_dtype"], engine=given["engine"],
+        kv_cache_dtype=given["kv_cache_dtype"], engine=engines[0], engines=engines,
         tensor_parallel_size=given["tensor_parallel_size"],
     )  # fmt: skip
     if given["json"]:

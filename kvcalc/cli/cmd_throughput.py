@@ -13,7 +13,8 @@ from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
 
 @command(
     app,
-    *DEPLOYMENT, "num_gpus",
+    *(use(n, multi=True, note="One table per engine.") if n == "engine" else n
+      for n in DEPLOYMENT), "num_gpus",
     use("batch", multi=True, note="One row per batch size (default: 1, 2, 4... up to the "
         "KV-limited maximum)."),
     "prompt_len", "output_len",
@@ -70,11 +71,12 @@ def throughput(
     from kvcalc.cli.plan_args import plan_request, say_notes
     from kvcalc.planning.api import throughput_reference
 
-    request = plan_request(given, model, batch=None)
+    engines = given["engine"] or ("vllm",)
+    request = plan_request(given, model, batch=None, engine=engines[0])
     result = throughput_reference(
         with_gguf_file(model, given["gguf_file"]), request.inputs, bandwidth=bandwidth,
         tflops=tflops, batches=tuple(given["batch"] or ()), efficiency=efficiency,
-        **{**source_kwargs(given), "revision": request.revision},
+        engines=tuple(engines), **{**source_kwargs(given), "revision": request.revision},
     )  # fmt: skip
     say_notes(request.notes)
     if given["json"]:
@@ -84,5 +86,8 @@ def throughput(
     else:
         from kvcalc.render import curve_view
 
-        curve_view.render_throughput(result)
-    return 0 if result.points else 1
+        for i, entry in enumerate(result.engines):
+            if i:
+                curve_view.stdout_console().print()
+            curve_view.render_throughput(result.for_engine(entry))
+    return 0 if all(e.points for e in result.engines) else 1

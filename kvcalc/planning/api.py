@@ -139,24 +139,32 @@ def throughput_reference(
     tflops: float | None = None,
     batches: tuple[int, ...] = (),
     efficiency: float | None = None,
+    engines: tuple[str, ...] = (),
     revision: str | None = None,
     token: str | None = None,
     offline: bool | None = None,
 ) -> ThroughputReport:
-    """Resolve ``reference``, plan it (suggestions off) and compute the ceiling per batch."""
+    """Resolve ``reference``, plan it (suggestions off) and compute the ceiling per batch, for
+    ``inputs``' engine or each of ``engines`` (the top level is the first one's)."""
+    from kvcalc.engines.names import engine_name
     from kvcalc.planning.throughput import resolve_roofline, throughput_ceiling
 
     roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
                                   trust_layout=inputs.trust_layout)  # fmt: skip
-    result = plan(loaded.shape, inputs, exact_weights=_exact_weights(loaded, inputs),
-                  with_suggestions=False, calibration=read_calibration(inputs))  # fmt: skip
-    if efficiency is not None:
-        eff, source = efficiency, "given (--efficiency)"
-    else:
-        eff, source = calibrated_efficiency(inputs, roof.name or None)
-    return throughput_ceiling(loaded.shape, result, inputs, roof, batches=tuple(batches) or None,
-                              efficiency=eff, efficiency_source=source)  # fmt: skip
+    names = tuple(dict.fromkeys(engines)) or (inputs.engine,)
+    reports = []
+    for name in names:
+        asked = replace(inputs, engine=engine_name(name)) if len(names) > 1 else inputs
+        result = plan(loaded.shape, asked, exact_weights=_exact_weights(loaded, asked),
+                      with_suggestions=False, calibration=read_calibration(asked))  # fmt: skip
+        if efficiency is not None:
+            eff, source = efficiency, "given (--efficiency)"
+        else:
+            eff, source = calibrated_efficiency(asked, roof.name or None)
+        reports.append(throughput_ceiling(loaded.shape, result, asked, roof, batches=tuple(batches) or None,
+                                          efficiency=eff, efficiency_source=source))  # fmt: skip
+    return replace(reports[0], engines=tuple(r.ceiling() for r in reports))
 
 
 def capacity_curve_reference(

@@ -46,6 +46,8 @@ class CompareRow:
 
     label: str
     model: str
+    #: the engine this row is planned (or, without a GPU, sized) for
+    engine: str
     attention_kind: str
     num_layers: int
     #: KV heads of the attention layers (``"8"``, ``"8/4"`` when they differ, ``"latent 576"``)
@@ -81,7 +83,10 @@ class Comparison:
     #: the catalog's name for the GPU (``H100-SXM`` for ``--gpu H100``)
     gpu: str | None
     gpu_memory_bytes: int | None
+    #: the first of ``engines``
     engine: str
+    #: every engine compared (``--engine`` repeated): one row per model and engine
+    engines: tuple[str, ...]
     tensor_parallel_size: int
     rows: tuple[CompareRow, ...]
     notes: tuple[str, ...] = ()
@@ -101,8 +106,8 @@ def _engine_row(entry: CompareEntry, length: int, name: str, tp: int, engine: st
                                                        tensor_parallel_size=tp, available_kv_bytes=1 << 50))  # fmt: skip
     model = entry.model
     return CompareRow(
-        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_cache_dtype=p.kv_cache_dtype, kv_bytes_per_token=p.kv_bytes_per_token,
+        label=entry.label, model=model.name, engine=str(engine), attention_kind=model.attention_kind,
+        num_layers=model.num_layers, kv_heads=kv_heads_text(model), kv_cache_dtype=p.kv_cache_dtype, kv_bytes_per_token=p.kv_bytes_per_token,
         layer_kv_bytes_per_request=None, engine_kv_bytes_per_request=p.bytes_per_request,
         weights_bytes=None, num_parameters=None,
         max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status=f"no GPU given ({engine})",
@@ -140,8 +145,8 @@ def _no_gpu_row(
     except KvcalcError:
         weights = params = None
     return CompareRow(
-        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_cache_dtype=(layout or model.dtype).name,
+        label=entry.label, model=model.name, engine=str(engine), attention_kind=model.attention_kind,
+        num_layers=model.num_layers, kv_heads=kv_heads_text(model), kv_cache_dtype=(layout or model.dtype).name,
         kv_bytes_per_token=rank.bytes_per_token, layer_kv_bytes_per_request=rank.bytes_for(length),
         engine_kv_bytes_per_request=None, weights_bytes=weights, num_parameters=params,
         max_concurrency=None, kv_cache_tokens=None, fits=None, verdict=None, status="no GPU given",
@@ -155,8 +160,8 @@ def _planned_row(entry: CompareEntry, inputs: PlanInputs) -> CompareRow:
     r = plan(model, inputs, exact_weights=entry.exact_weights, with_suggestions=False)
     fits = r.verdict not in _FAILED
     return CompareRow(
-        label=entry.label, model=model.name, attention_kind=model.attention_kind, num_layers=model.num_layers,
-        kv_heads=kv_heads_text(model), kv_cache_dtype=r.kv_cache_dtype, kv_bytes_per_token=r.kv_bytes_per_token,
+        label=entry.label, model=model.name, engine=str(r.engine), attention_kind=model.attention_kind,
+        num_layers=model.num_layers, kv_heads=kv_heads_text(model), kv_cache_dtype=r.kv_cache_dtype, kv_bytes_per_token=r.kv_bytes_per_token,
         layer_kv_bytes_per_request=r.layer_kv_bytes_per_request,
         engine_kv_bytes_per_request=r.engine_kv_bytes_per_request, weights_bytes=r.weights_bytes,
         num_parameters=r.num_parameters,
@@ -167,8 +172,14 @@ def _planned_row(entry: CompareEntry, inputs: PlanInputs) -> CompareRow:
 
 
 def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_model_len: int,
-            kv_cache_dtype: str = "auto", engine: str = "vllm", tensor_parallel_size: int = 1) -> Comparison:  # fmt: skip
-    """Every entry at ``max_model_len`` tokens per request; planned on ``inputs``' GPU if given (pure)."""
+            kv_cache_dtype: str = "auto", engine: str = "vllm", tensor_parallel_size: int = 1,
+            engines: Sequence[str] = ()) -> Comparison:  # fmt: skip
+    """Every entry at ``max_model_len`` tokens per request; planned on ``inputs``' GPU if given (pure).
+
+    ``engines`` (several): one row per entry and engine, labelled ``"entry (engine)"``; without
+    them, the one engine of ``inputs`` (or ``engine`` without a GPU)."""
+    from kvcalc.engines.names import engine_name
+
     if not entries:
         raise InputError("no models to compare", hint="kvcalc compare MODEL MODEL ... (see `kvcalc models`)",
                          code="missing-model")  # fmt: skip
@@ -181,14 +192,18 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
                          f"{short_int(max_model_len) if isinstance(max_model_len, int) else repr(max_model_len)}",
                          code="invalid-input")  # fmt: skip
     base = replace(inputs, max_model_len=max_model_len) if inputs is not None else None
+    names = tuple(dict.fromkeys(str(e) for e in engines)) or (str(base.engine if base else engine),)
+    several = len(names) > 1
     rows, notes = [], []
     for entry in entries:
-        if base is None:
-            rows.append(
-                _no_gpu_row(entry, max_model_len, kv_cache_dtype, tensor_parallel_size, engine)
-            )
-        else:
-            rows.append(_planned_row(entry, base))
+        for name in names:
+            if base is None:
+                row = _no_gpu_row(entry, max_model_len, kv_cache_dtype, tensor_parallel_size, name)
+            else:
+                row = _planned_row(
+                    entry, replace(base, engine=engine_name(name)) if several else base
+                )
+            rows.append(replace(row, label=f"{entry.label} ({name})") if several else row)
         if max_model_len > entry.model.max_model_len:
             notes.append(f"{entry.label}: {max_model_len:,} tokens exceed its max_model_len "
                          f"{entry.model.max_model_len:,} (vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")  # fmt: skip
@@ -197,12 +212,12 @@ def compare(entries: Sequence[CompareEntry], inputs: PlanInputs | None, *, max_m
     src = base
     asked: dict[str, Any] = {"max_model_len": max_model_len, "gpu": src.gpu if src else None,
              "gpu_memory_bytes": src.gpu_memory_bytes if src else None,
-             "engine": str(src.engine if src else engine),
+             "engine": names[0],
              "kv_cache_dtype": src.kv_cache_dtype if src else kv_cache_dtype,
              "tensor_parallel_size": src.tensor_parallel_size if src else tensor_parallel_size}  # fmt: skip
     return Comparison(
         max_model_len=max_model_len, gpu=get_gpu(src.gpu).name if src and src.gpu else None,
-        gpu_memory_bytes=asked["gpu_memory_bytes"], engine=asked["engine"],
+        gpu_memory_bytes=asked["gpu_memory_bytes"], engine=names[0], engines=names,
         tensor_parallel_size=asked["tensor_parallel_size"],
         rows=tuple(rows), notes=tuple(notes), inputs=asked,
     )  # fmt: skip

@@ -24,7 +24,7 @@ B = 1: 3,507,210,240 B per step → 272e9 / 3.507e9 = 77.6 tok/s (measured: 66, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from kvcalc.errors import InputError
@@ -77,6 +77,25 @@ def default_batches(limit: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EngineCeiling:
+    """One engine's figures in ``kvcalc throughput --engine A --engine B`` (same keys as the top level)."""
+
+    engine: str
+    kv_cache_dtype: str
+    max_concurrency: float
+    max_num_seqs: int | None
+    batch_limit: int
+    efficiency: float
+    efficiency_source: str
+    weights_bytes: int
+    layer_kv_bytes_per_request: int
+    points: tuple[DecodePoint, ...]
+    prefill: PrefillEstimate | None
+    verdict: str
+    verdict_reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ThroughputReport:
     """The answer of ``kvcalc throughput``. Field names are the ``--json`` keys."""
 
@@ -111,6 +130,16 @@ class ThroughputReport:
     verdict_reason: str = ""
     upper_bound: bool = True
     assumptions: tuple[str, ...] = ASSUMPTIONS
+    #: every engine asked for (``--engine`` repeated), in order; the top level is the first one's
+    engines: tuple[EngineCeiling, ...] = ()
+
+    def ceiling(self) -> EngineCeiling:
+        """This report's engine figures as one entry of ``engines``."""
+        return EngineCeiling(**{f.name: getattr(self, f.name) for f in fields(EngineCeiling)})
+
+    def for_engine(self, entry: EngineCeiling) -> ThroughputReport:
+        """This report with ``entry``'s figures at the top level (one table per engine)."""
+        return replace(self, **{f.name: getattr(entry, f.name) for f in fields(EngineCeiling)})
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -178,7 +207,7 @@ def throughput_ceiling(
         decode_point(cost, roof, b, efficiency=efficiency, kv_limit=kv_cap) for b in wanted
     )
     prompt = inputs.prompt_len or 0
-    return ThroughputReport(
+    report = ThroughputReport(
         model=result.model, gpu=result.gpu or roof.name or None, engine=result.engine,
         kv_cache_dtype=result.kv_cache_dtype, tensor_parallel_size=result.tensor_parallel_size,
         pipeline_parallel_size=result.pipeline_parallel_size,
@@ -193,6 +222,7 @@ def throughput_ceiling(
         if prompt and roof.peak_flops_per_s else None,
         verdict=result.verdict, verdict_reason=result.verdict_reason,
     )  # fmt: skip
+    return replace(report, engines=(report.ceiling(),))
 
 
 def efficiency_of(calibration: Calibration | None) -> tuple[float, str]:

@@ -32,7 +32,7 @@ def render(result) -> None:
     console = stdout_console()
     where = ""
     if result.gpu or result.gpu_memory_bytes:
-        where = f" on {result.gpu or fmt.size(result.gpu_memory_bytes)} with {result.engine}"
+        where = f" on {result.gpu or fmt.size(result.gpu_memory_bytes)} with {', '.join(result.engines)}"
     tp = f", TP {result.tensor_parallel_size}" if result.tensor_parallel_size > 1 else ""
     console.print(f"[bold]{result.max_model_len:,} tokens per request[/]{where}{tp}, KV cache {_dtypes(result)}",
                   highlight=False)  # fmt: skip
@@ -70,7 +70,7 @@ def render(result) -> None:
         console.print("[dim]layers' bytes: what the layers hold (windows capped, no block rounding), "
                       "as `kvcalc inspect` counts it.[/]", highlight=False)  # fmt: skip
     if engine:
-        console.print(f"[dim]engine blocks: what {result.engine} reserves for one request, as in "
+        console.print(f"[dim]engine blocks: what {' or '.join(result.engines)} reserves for one request, as in "
                       "`kvcalc plan`; its concurrency divides by this.[/]", highlight=False)  # fmt: skip
     if result.gpu is None and result.gpu_memory_bytes is None:
         console.print("[dim]No GPU given: layout bytes per tensor-parallel rank and estimated weights; "

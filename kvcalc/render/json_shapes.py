@@ -29,7 +29,7 @@ from kvcalc.planning.curves import CapacityCurve, CurvePoint, CurveSeries
 from kvcalc.planning.inputs import JSON_NAMES, PlanInputs
 from kvcalc.planning.inspect import DtypeRow, EngineFormatRow, InspectResult, LayerInfo
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion
-from kvcalc.planning.throughput import PlanThroughput, ThroughputReport
+from kvcalc.planning.throughput import EngineCeiling, PlanThroughput, ThroughputReport
 from kvcalc.sources.catalog import BundledRow
 from kvcalc.verify.result import FillResult, VerifyResult
 
@@ -135,7 +135,7 @@ DOCUMENTS: dict[str, tuple[str, type, bool]] = {
 SCHEMAS = ("plan", "check")
 #: classes documented in the reference, so nested objects link to each other
 _KNOWN = (MemoryBreakdown, Suggestion, KvCacheGroup, PlanInputs, PlanThroughput, Failure, DtypeRow,
-          EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate)  # fmt: skip
+          EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling)  # fmt: skip
 
 
 @dataclass(frozen=True)
