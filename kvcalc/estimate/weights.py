@@ -19,17 +19,20 @@ layers across pipeline stages as vLLM's ``get_pp_indices``; the result is the la
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kvcalc.errors import InputError
-from kvcalc.estimate.tensors import QUANTIZABLE_ROLES, Tensor, inventory
+from kvcalc.estimate.pricing import (
+    MXFP4_HIDDEN_ALIGN,
+    MXFP4_INTERMEDIATE_ALIGN,
+    VOCAB_PADDING,
+    Pricer,
+)
+from kvcalc.estimate.tensors import Tensor, inventory
 from kvcalc.hfconfig.quant import DEFAULT_SPECS, QuantSpec
 from kvcalc.hfconfig.weights import WeightShape
 from kvcalc.model.shape import ModelShape
-from kvcalc.units import cdiv
 
 _WEIGHT_DTYPES = {"bf16": ("bf16", 2), "bfloat16": ("bf16", 2), "fp16": ("fp16", 2),
                   "float16": ("fp16", 2), "half": ("fp16", 2), "fp32": ("fp32", 4),
@@ -122,7 +125,7 @@ def weight_bytes(
     dtype_name, dtype_bytes = _resolve_dtype(model, dtype, notes)
     spec = _resolve_quant(shape.quantization, quantization, notes)
     tensors = inventory(shape)
-    price = _Pricer(spec, dtype_name, dtype_bytes)
+    price = Pricer(spec, dtype_name, dtype_bytes)
     by_dtype: dict[str, int] = {}
     for t in tensors:
         for key, value in price(t, 1).items():
@@ -190,116 +193,8 @@ def pp_layer_counts(num_layers: int, pp: int) -> tuple[int, ...]:
     return tuple(parts)
 
 
-#: vLLM's ``DEFAULT_VOCAB_PADDING_SIZE``: embedding and lm_head rows padded before the TP split
-VOCAB_PADDING = 64
-#: mxfp4 MoE tiles (vLLM ``mxfp4_round_up_hidden_size_and_intermediate_size``, Marlin and TRT-LLM
-#: backends). The Triton backend pads the width to 64 only, but both H100 logs load as these tiles
-#: say: gpt-oss-120b 65.91 GiB predicted vs 65.97 logged; gpt-oss-20b TP 2 7.08 vs 7.01.
-MXFP4_HIDDEN_ALIGN = 256
-MXFP4_INTERMEDIATE_ALIGN = 128
-
-
-def _round_up(n: int, k: int) -> int:
-    return cdiv(n, k) * k
-
-
-class _Pricer:
-    """Bytes of one tensor (one TP rank's share), per storage dtype."""
-
-    def __init__(self, spec: QuantSpec | None, dtype_name: str, dtype_bytes: int) -> None:
-        self.spec, self.dtype_name, self.dtype_bytes = spec, dtype_name, dtype_bytes
-
-    def loaded_shape(self, t: Tensor, tp: int) -> tuple[int, int]:
-        """One rank's ``(rows, cols)`` as vLLM allocates it (padded), not as the checkpoint has it."""
-        rows, cols = t.shape_per_rank(tp)
-        if t.split == "vocab":
-            return cdiv(_round_up(t.rows, VOCAB_PADDING), tp), cols
-        if not (t.expert and self.spec and self.spec.method == "mxfp4"):
-            return rows, cols
-        h, w = MXFP4_HIDDEN_ALIGN, MXFP4_INTERMEDIATE_ALIGN
-        if ".gate_up_proj" in t.name:  # rows: gate and up halves of the rank's width
-            half = rows // 2 if rows % 2 == 0 else rows
-            rows = (2 if half != rows else 1) * _round_up(half, w)
-            return rows, _round_up(cols, h) if cols > 1 else cols
-        if ".down_proj" in t.name:  # rows: hidden; cols: the rank's width
-            return _round_up(rows, h), _round_up(cols, w) if cols > 1 else cols
-        return rows, cols
-
-    def quantized(self, t: Tensor) -> bool:
-        s = self.spec
-        if (
-            s is None
-            or t.role not in QUANTIZABLE_ROLES
-            or t.vision
-            or (s.experts_only and not t.expert)
-        ):
-            return False
-        if s.skip_exact:
-            return t.name not in s.skip_modules
-        return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
-
-    def __call__(self, t: Tensor, tp: int, *, loaded: bool = False) -> dict[str, int]:
-        rows, cols = self.loaded_shape(t, tp) if loaded else t.shape_per_rank(tp)
-        if not self.quantized(t):
-            return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}
-        s = self.spec
-        assert s is not None  # quantized() is False without a spec
-        scales = _scale_count(s, rows, cols)
-        out = {_data_name(s): cdiv(rows * cols * s.weight_bits, 8) * t.copies}
-        _add(out, _scale_name(s), scales * s.scale_bytes * t.copies)
-        _add(out, f"int{s.zero_point_bits}", cdiv(scales * s.zero_point_bits, 8) * t.copies)
-        _add(out, "int32", (4 * cols if s.g_idx else 0) * t.copies)
-        _add(out, "fp32", s.per_matrix_bytes * t.copies)
-        return out
-
-
-def _scale_count(s: QuantSpec, rows: int, cols: int) -> int:
-    if s.scale_granularity == "channel":
-        return rows
-    if s.scale_granularity == "group":
-        return rows * cdiv(cols, s.group_size)
-    if s.scale_granularity == "block":
-        return cdiv(rows, s.block_rows) * cdiv(cols, s.block_cols)
-    return 1
-
-
-def _data_name(s: QuantSpec) -> str:
-    if s.method == "bitsandbytes" and s.weight_bits == 4:
-        return "nf4"
-    return f"fp{s.weight_bits}" if s.weight_format == "float" else f"int{s.weight_bits}"
-
-
-def _scale_name(s: QuantSpec) -> str:
-    if s.method == "mxfp4":
-        return "e8m0"
-    if s.scale_bytes == 1:
-        return "uint8" if s.method == "bitsandbytes" else "fp8"
-    return {4: "fp32", 2: "fp16"}.get(s.scale_bytes, f"{8 * s.scale_bytes}-bit")
-
-
-def _add(out: dict[str, int], key: str, value: int) -> None:
-    if value:
-        out[key] = out.get(key, 0) + value
-
-
-def _matches(name: str, pattern: str) -> bool:
-    """``modules_to_not_convert`` semantics: ``re:`` regex, glob with ``*``, else a substring.
-
-    Multimodal checkpoints keep the text stack under ``model.language_model.``; kvcalc names its
-    tensors ``model.layers.…``, so a pattern that names ``language_model`` is tried on both."""
-    if "language_model" in pattern and name.startswith("model.layers."):
-        text_name = "model.language_model." + name.removeprefix("model.")
-        if _matches(text_name, pattern):
-            return True
-    if pattern.startswith("re:"):
-        return re.match(pattern[3:], name) is not None
-    if "*" in pattern:
-        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
-    return pattern in name
-
-
 def _stage_bytes(
-    shape: WeightShape, tensors, price: _Pricer, tp: int, pp: int, notes: list[str],
+    shape: WeightShape, tensors, price: Pricer, tp: int, pp: int, notes: list[str],
     *, loaded: bool = True,
 ) -> list[int]:  # fmt: skip
     counts = pp_layer_counts(shape.num_layers, pp)
