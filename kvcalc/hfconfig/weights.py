@@ -42,10 +42,12 @@ from kvcalc.hfconfig.weight_shape import (  # noqa: F401  (re-exported: part of 
 )
 from kvcalc.hfconfig.weights_families import (
     dsv4_weights,
+    gdn_weights,
     gemma4_global,
     granite_mamba2,
     jamba_mamba1,
     lfm2_ffn,
+    mamba2_weights,
 )
 from kvcalc.hfconfig.weights_vision import read_vision
 
@@ -146,10 +148,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
-        mamba2=(granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else _mamba2(r))
+        mamba2=(granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r))
         if L.MAMBA2 in mixers or both
         else None,
-        gdn=_gdn(r) if L.GDN in mixers else None,
+        gdn=gdn_weights(r) if L.GDN in mixers else None,
         mamba1=jamba_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
         short_conv=ShortConvWeights(
             conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias")
@@ -298,28 +300,6 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
             size = 4 * r.int("hidden_size", "n_embd", "d_model")
     bias = model_type in _ALWAYS_BIASED or r.bool("mlp_bias")
     return MlpWeights(intermediate_size=size, gated=model_type not in _NON_GATED, bias=bias)
-
-
-def _mamba2(r: ConfigReader) -> Mamba2Weights:
-    return Mamba2Weights(
-        num_heads=r.int("mamba_num_heads", "num_heads"),
-        head_dim=r.int("mamba_head_dim", "head_dim"),
-        n_groups=r.int("n_groups", default=1),
-        state_size=r.int("ssm_state_size", "state_size"),
-        conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
-        conv_bias=r.bool("use_conv_bias", True),
-        proj_bias=r.bool("mamba_proj_bias", False) or r.bool("use_bias", False),
-    )
-
-
-def _gdn(r: ConfigReader) -> GdnWeights:
-    return GdnWeights(
-        num_k_heads=r.int("linear_num_key_heads"),
-        num_v_heads=r.int("linear_num_value_heads"),
-        k_head_dim=r.int("linear_key_head_dim"),
-        v_head_dim=r.int("linear_value_head_dim"),
-        conv_kernel=r.int("linear_conv_kernel_dim", default=4),
-    )
 
 
 def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:

@@ -1,6 +1,7 @@
 """Weight dimensions of families whose layers differ from the generic reader's
 (:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers, DeepSeek-V4's attention blocks,
-Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width.
+Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width, and the recurrent
+mixers (Mamba2, Gated DeltaNet) every hybrid shares.
 Each equals transformers' meta-device build (tests/test_weights.py).
 """
 
@@ -10,7 +11,13 @@ import math
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import AttentionWeights, Dsv4Weights, Mamba1Weights, Mamba2Weights
+from kvcalc.hfconfig.weight_shape import (
+    AttentionWeights,
+    Dsv4Weights,
+    GdnWeights,
+    Mamba1Weights,
+    Mamba2Weights,
+)
 
 #: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
 #: double-wide MLPs, audio): a config using one is refused, not guessed
@@ -110,4 +117,28 @@ def jamba_mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
         dt_rank=math.ceil(hidden / 16) if rank == "auto" else r.int("mamba_dt_rank"),
         conv_bias=r.bool("mamba_conv_bias", True),
         proj_bias=r.bool("mamba_proj_bias", False),
+    )
+
+
+def mamba2_weights(r: ConfigReader) -> Mamba2Weights:
+    """A Mamba2 mixer (Nemotron-H, Falcon-H1, Zamba2 style keys)."""
+    return Mamba2Weights(
+        num_heads=r.int("mamba_num_heads", "num_heads"),
+        head_dim=r.int("mamba_head_dim", "head_dim"),
+        n_groups=r.int("n_groups", default=1),
+        state_size=r.int("ssm_state_size", "state_size"),
+        conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
+        conv_bias=r.bool("use_conv_bias", True),
+        proj_bias=r.bool("mamba_proj_bias", False) or r.bool("use_bias", False),
+    )
+
+
+def gdn_weights(r: ConfigReader) -> GdnWeights:
+    """A Gated DeltaNet mixer (Qwen3-Next, Qwen3.5/3.6)."""
+    return GdnWeights(
+        num_k_heads=r.int("linear_num_key_heads"),
+        num_v_heads=r.int("linear_num_value_heads"),
+        k_head_dim=r.int("linear_key_head_dim"),
+        v_head_dim=r.int("linear_value_head_dim"),
+        conv_kernel=r.int("linear_conv_kernel_dim", default=4),
     )
