@@ -30,14 +30,7 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
                role="linear", split="column"),
         Tensor(name=f"{p}.layernorm_pre_post", rows=hv, copies=4, role="norm"),
     ]  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.layers.{i}"
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.self_attn.o_proj", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=4, role="norm"))
+    out += _encoder(v, f"{p}.layers", "self_attn", "o_proj", "mlp", "layernorms", bias=True)
     shuffled = int(hv / v.pixel_shuffle_ratio**2)
     out += _linear(f"{p}.adapter.fc1", v.projector_input_dim, shuffled, None, "column")
     out += _linear(f"{p}.adapter.fc2", v.projector_output_dim, v.projector_input_dim, None, "row")
@@ -64,14 +57,9 @@ def _siglip(v: VisionWeights) -> list[Tensor]:
                role="position"),
         Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"),
     ]  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.encoder.layers.{i}"
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.self_attn.out_proj", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out += _encoder(
+        v, f"{p}.encoder.layers", "self_attn", "out_proj", "mlp", "layer_norms", bias=True
+    )
     out.append(Tensor(name="multi_modal_projector.mm_input_projection_weight", rows=v.text_hidden_size,
                       cols=hv, role="linear"))  # fmt: skip
     out.append(Tensor(name="multi_modal_projector.mm_soft_emb_norm", rows=hv, role="norm"))
@@ -87,14 +75,8 @@ def _pixtral(v: VisionWeights) -> list[Tensor]:
                split="column"),
         Tensor(name=f"{p}.ln_pre", rows=hv, role="norm"),
     ]  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True)
-    for i in range(v.num_layers):
-        q = f"{p}.transformer.layers.{i}"
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            out += _linear(f"{q}.attention.{proj}", hv, hv, None, "column")
-        out += _linear(f"{q}.attention.o_proj", hv, hv, None, "row")
-        out += _mlp(block, hv, f"{q}.feed_forward", None)
-        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))
+    out += _encoder(v, f"{p}.transformer.layers", "attention", "o_proj", "feed_forward", "norms",
+                    norm_copies=2, gated=True)  # fmt: skip
     m = "multi_modal_projector"
     out.append(Tensor(name=f"{m}.norm", rows=hv, role="norm"))
     out += _linear(
@@ -143,15 +125,29 @@ def _gemma4(v: VisionWeights) -> list[Tensor]:
         Tensor(name=f"{p}.patch_embedder.input_proj", rows=hv,
                cols=v.num_channels * v.patch_size**2, role="linear", split="column"),
     ]  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True)
-    for i in range(v.num_layers):
-        q = f"{p}.encoder.layers.{i}"
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            out += _linear(f"{q}.self_attn.{proj}", hv, hv, None, "column")
-        out += _linear(f"{q}.self_attn.o_proj", hv, hv, None, "row")
-        out.append(Tensor(name=f"{q}.self_attn.qk_norm", rows=v.head_dim, copies=2, role="norm"))
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))
+    out += _encoder(v, f"{p}.encoder.layers", "self_attn", "o_proj", "mlp", "norms", gated=True,
+                    qk_norm_rows=v.head_dim)  # fmt: skip
     out += _linear("model.embed_vision.embedding_projection", v.text_hidden_size, hv, None,
                    "column")  # fmt: skip
+    return out
+
+
+def _encoder(
+    v: VisionWeights, layers: str, attn: str, out_proj: str, mlp: str, norms: str, *,
+    norm_copies: int = 4, gated: bool = False, bias: bool = False, qk_norm_rows: int = 0,
+) -> list[Tensor]:  # fmt: skip
+    """The towers' encoder layers: separate q/k/v and output projections (``hv × hv``), an MLP, the
+    layer's norms (``norm_copies`` vectors of ``hv``) and, where the tower has them, q/k norms."""
+    hv = v.hidden_size
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=gated, bias=bias)
+    out: list[Tensor] = []
+    for i in range(v.num_layers):
+        q = f"{layers}.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.{attn}.{proj}", hv, hv, None, "column", bias=bias)
+        out += _linear(f"{q}.{attn}.{out_proj}", hv, hv, None, "row", bias=bias)
+        if qk_norm_rows:
+            out.append(Tensor(name=f"{q}.{attn}.qk_norm", rows=qk_norm_rows, copies=2, role="norm"))
+        out += _mlp(block, hv, f"{q}.{mlp}", None)
+        out.append(Tensor(name=f"{q}.{norms}", rows=hv, copies=norm_copies, role="norm"))
     return out
