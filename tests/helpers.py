@@ -64,3 +64,43 @@ def fixture_config(name: str) -> dict:
 
 def fixture_shape(name: str):
     return parse_config(fixture_config(name), name=name)
+
+
+#: the GPUs the vLLM reference harness emulates, as the engine request names them
+HARNESS_GPUS = {
+    "h100": {"gpu_memory_bytes": 80 * (1 << 30), "gpu_name": "NVIDIA H100 80GB HBM3",
+             "gpu_compute_capability": (9, 0)},
+    "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
+             "gpu_compute_capability": (10, 0)},
+}  # fmt: skip
+
+
+def harness_cases(data: dict) -> list:
+    """One ``pytest.param(name, row)`` per recorded scenario of a vLLM harness fixture."""
+    import pytest
+
+    return [
+        pytest.param(
+            name,
+            row,
+            id=f"{name[:-5]}-{row.get('gpu', 'h100')}-{row['kv_cache_dtype']}"
+            f"-tp{row['tensor_parallel_size']}-{row['max_model_len']}",
+        )  # fmt: skip
+        for name, model in data["models"].items()
+        for row in model["scenarios"]
+    ]
+
+
+def harness_plan(data: dict, name: str, row: dict):
+    """kvcalc's vLLM engine on one recorded scenario (its config, length, dtype, TP, budget, GPU)."""
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    model = parse_config(data["models"][name]["config"], name=name)
+    return get_engine("vllm").plan_kv_cache(
+        EngineRequest(
+            model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
+            tensor_parallel_size=row["tensor_parallel_size"],
+            available_kv_bytes=row["available_kv_bytes"], **HARNESS_GPUS[row.get("gpu", "h100")],
+        )
+    )  # fmt: skip

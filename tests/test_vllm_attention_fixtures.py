@@ -14,44 +14,19 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import harness_cases, harness_plan
 
-from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import KvcalcError
-from kvcalc.hfconfig import parse_config
-from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "attention_families.json"
 DATA = json.loads(FIXTURE.read_text())
-GPUS = {
-    "h100": {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
-             "gpu_compute_capability": (9, 0)},
-    "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
-             "gpu_compute_capability": (10, 0)},
-}  # fmt: skip
 #: scenarios that need the checkpoint's quantization to decide ``auto`` (its kv_cache_scheme → fp8)
 QUANT_AUTO = {"nvidia--Gemma-4-31B-IT-NVFP4.json"}
-CASES = [
-    pytest.param(
-        name,
-        row,
-        id=f"{name[:-5]}-{row['gpu']}-{row['kv_cache_dtype']}-tp{row['tensor_parallel_size']}"
-        f"-{row['max_model_len']}",
-    )  # fmt: skip
-    for name, model in DATA["models"].items()
-    for row in model["scenarios"]
-]
+CASES = harness_cases(DATA)
 
 
 def _plan(name: str, row: dict):
-    model = parse_config(DATA["models"][name]["config"], name=name)
-    return get_engine("vllm").plan_kv_cache(
-        EngineRequest(
-            model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
-            tensor_parallel_size=row["tensor_parallel_size"],
-            available_kv_bytes=row["available_kv_bytes"], **GPUS[row["gpu"]],
-        )
-    )  # fmt: skip
+    return harness_plan(DATA, name, row)
 
 
 def test_every_family_is_recorded():

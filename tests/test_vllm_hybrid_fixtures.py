@@ -14,43 +14,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import harness_cases, harness_plan
 
-from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import ConfigError, InputError
-from kvcalc.hfconfig import parse_config
-from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "hybrid_families.json"
 DATA = json.loads(FIXTURE.read_text())
-GPUS = {
-    "h100": {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
-             "gpu_compute_capability": (9, 0)},
-    "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
-             "gpu_compute_capability": (10, 0)},
-}  # fmt: skip
 KINDS = {"mamba": "recurrent", "full_attention": "full", "mla_attention": "mla"}
-CASES = [
-    pytest.param(
-        name,
-        row,
-        id=f"{name[:-5]}-{row.get('gpu', 'h100')}-{row['kv_cache_dtype']}"
-        f"-tp{row['tensor_parallel_size']}-{row['max_model_len']}",
-    )  # fmt: skip
-    for name, model in DATA["models"].items()
-    for row in model["scenarios"]
-]
+CASES = harness_cases(DATA)
 
 
 def _plan(name: str, row: dict):
-    model = parse_config(DATA["models"][name]["config"], name=name)
-    return get_engine("vllm").plan_kv_cache(
-        EngineRequest(
-            model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
-            tensor_parallel_size=row["tensor_parallel_size"],
-            available_kv_bytes=row["available_kv_bytes"], **GPUS[row.get("gpu", "h100")],
-        )
-    )  # fmt: skip
+    return harness_plan(DATA, name, row)
 
 
 def test_every_family_is_recorded():
