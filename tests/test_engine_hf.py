@@ -7,7 +7,7 @@ from helpers import bundled_shape
 from test_engine_vllm import gemma3_12b_config
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.hf_setup import installed_transformers_version
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
@@ -88,10 +88,9 @@ def test_refusals():
 
 
 def test_budget_rule():
-    assert HF.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=None, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
-        non_torch_bytes=GIB, cudagraph_bytes=0, version=None, tensor_parallel_size=1,
-    ) == 61 * GIB  # fmt: skip
+    assert HF.available_kv_bytes(MemoryInputs(
+        gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, activation_bytes=2 * GIB, non_torch_bytes=GIB,
+    )) == 61 * GIB  # fmt: skip
 
 
 def test_recurrent_state_as_transformers_keeps_it():

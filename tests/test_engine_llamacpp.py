@@ -7,7 +7,7 @@ from helpers import bundled_shape
 from test_engine_vllm import gemma3_12b_config
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB
@@ -101,7 +101,7 @@ def test_refusals():
     with pytest.raises(InputError) as err:
         plan(bundled_shape("llama-3.1-8b"), tensor_parallel_size=2)
     assert err.value.code == "invalid-parallelism"
-    assert LLAMACPP.default_gpu_memory_utilization() is None
+    assert LLAMACPP.default_gpu_memory_utilization(MemoryInputs()) is None
 
 
 # -- the modelled version (0c1e570): batch limits, flash attention, offloading, lines ------------

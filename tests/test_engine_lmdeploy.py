@@ -11,7 +11,7 @@ import pytest
 from helpers import bundled_shape
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.lmdeploy import default_max_batch_size
 from kvcalc.errors import InputError
 from kvcalc.units import GIB
@@ -54,11 +54,10 @@ def test_block_count_and_budget():
         plan(dtype="int4", extra={"cache_block_seq_len": 128}).num_blocks == 3_855
     )  # 4,456,448 B a block
     # 0.8 of the memory free after the weights and the CUDA context
-    assert LMD.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=None, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
-        non_torch_bytes=GIB, cudagraph_bytes=0, version=None, tensor_parallel_size=1,
-    ) == int(63 * GIB * 0.8)  # fmt: skip
-    assert LMD.default_gpu_memory_utilization() == 0.8
+    assert LMD.available_kv_bytes(MemoryInputs(
+        gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, activation_bytes=2 * GIB, non_torch_bytes=GIB,
+    )) == int(63 * GIB * 0.8)  # fmt: skip
+    assert LMD.default_gpu_memory_utilization(MemoryInputs()) == 0.8
     tight = plan(dtype="int4", available=100 * 2_228_224, L=8192)
     assert not tight.fits and tight.estimated_max_model_len == 6_400  # 100 blocks of 64
 

@@ -16,7 +16,7 @@ import yaml
 from helpers import bundled_config, bundled_shape
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.hfconfig import parse_config
 from kvcalc.model.gpus import get_gpu
 from kvcalc.units import GIB, MIB, format_gib
@@ -91,11 +91,10 @@ def test_vllm_10517_v0_failing_start():
     assert list(p.log_lines) == [tail(line, marker) for line, marker in zip(
         record["log_lines"][2:], ("# GPU", "Maximum", "The model's"), strict=False)]  # fmt: skip
     # The budget rule from the printed (rounded) figures: 23.58·0.90 − 17.98 − 0.35 = 2.892 GiB
-    budget = VLLM.available_kv_bytes(
-        total_memory_bytes=round(23.58 * GIB), utilization=0.90, weights_bytes=round(17.98 * GIB),
-        activation_bytes=0, non_torch_bytes=round(0.35 * GIB), cudagraph_bytes=0, version="0.6",
-        tensor_parallel_size=1,
-    )  # fmt: skip
+    budget = VLLM.available_kv_bytes(MemoryInputs(
+        gpu_memory_bytes=round(23.58 * GIB), gpu_memory_utilization=0.90, weights_bytes=round(17.98 * GIB),
+        non_torch_bytes=round(0.35 * GIB), engine_version="0.6",
+    ))  # fmt: skip
     assert f"{budget / GIB:.2f}" == "2.89"  # each input is ±0.005 GiB, so blocks 1,477..1,482
 
 
@@ -143,11 +142,11 @@ def test_vllm_16570_qwen25_vl_72b_near_zero_kv():
     for non_torch, kv in zip(
         record["non_torch_memory_gib"], record["kv_cache_gib_per_rank"], strict=False
     ):
-        budget = VLLM.available_kv_bytes(
-            total_memory_bytes=round(39.38 * GIB), utilization=0.95, weights_bytes=round(34.43 * GIB),
-            activation_bytes=round(2.51 * GIB), non_torch_bytes=round(non_torch * GIB), cudagraph_bytes=0,
-            version="0.8.3", tensor_parallel_size=4,
-        )  # fmt: skip
+        budget = VLLM.available_kv_bytes(MemoryInputs(
+            gpu_memory_bytes=round(39.38 * GIB), gpu_memory_utilization=0.95, weights_bytes=round(34.43 * GIB),
+            activation_bytes=round(2.51 * GIB), non_torch_bytes=round(non_torch * GIB),
+            engine_version="0.8.3", tensor_parallel_size=4,
+        ))  # fmt: skip
         assert abs(budget / GIB - kv) <= 0.015
     # vLLM uses the smallest rank: 0.04 GiB at TP 4 (2 KV heads per rank: 81,920 B per token)
     # holds 32 blocks = 512 tokens, so the text model's default length cannot start.

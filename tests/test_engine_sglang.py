@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB, MIB
@@ -161,19 +161,21 @@ def test_llama4_chunked_layers_are_swa():
 )  # fmt: skip
 def test_default_mem_fraction_static(memory_bytes, tp, alias, fraction):
     got = SGLANG.default_gpu_memory_utilization(
-        gpu_memory_bytes=memory_bytes, tensor_parallel_size=tp, model=bundled_shape(alias)
+        MemoryInputs(
+            gpu_memory_bytes=memory_bytes, tensor_parallel_size=tp, model=bundled_shape(alias)
+        )
     )
     assert got == fraction
 
 
 def test_default_mem_fraction_of_older_releases():
     # 0.4.x: by TP alone
-    assert [SGLANG.default_gpu_memory_utilization("2025.03", tensor_parallel_size=tp)
+    assert [SGLANG.default_gpu_memory_utilization(MemoryInputs(engine_version="2025.03", tensor_parallel_size=tp))
             for tp in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]  # fmt: skip
     # 0.5.8: no prefill-graph reserve; 288 GiB: 512 + 16,384·1.5 + 1,024 + 512·2 = 27,136 MiB
     assert (
         SGLANG.default_gpu_memory_utilization(
-            "0.5.8", gpu_memory_bytes=288 * GIB, tensor_parallel_size=8
+            MemoryInputs(engine_version="0.5.8", gpu_memory_bytes=288 * GIB, tensor_parallel_size=8)
         )
         == 0.908
     )
@@ -184,7 +186,9 @@ def test_multimodal_fraction_and_reservation():
     # prefill graphs off (not allow-listed): 13,440 MiB → 0.835; vision_config has no
     # num_hidden_layers (it writes depth), so SGLang's 24 layers of 1,152:
     # r = 24·1,152² / (24·1,024²) = 1.2656, factor 0.95 · (1 − 0.1 · 0.2656) = 0.92477
-    got = SGLANG.default_gpu_memory_utilization(gpu_memory_bytes=81_559 * MIB, model=vl)
+    got = SGLANG.default_gpu_memory_utilization(
+        MemoryInputs(gpu_memory_bytes=81_559 * MIB, model=vl)
+    )
     assert got == pytest.approx(0.835 * 0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1)), abs=1e-12)
     # Qwen3-VL on a Hopper card of 60 GiB or more: 1,024 MiB of CUDA-IPC feature pool come off
     hopper = plan(vl, gpu_memory_bytes=81_559 * MIB, gpu_compute_capability=(9, 0))
@@ -197,10 +201,10 @@ def test_multimodal_fraction_and_reservation():
 
 
 def test_rest_memory_rule():
-    rest = SGLANG.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=0.835, weights_bytes=15 * GIB, activation_bytes=3 * GIB,
-        non_torch_bytes=GIB, cudagraph_bytes=GIB, version=None, tensor_parallel_size=1,
-    )  # fmt: skip
+    rest = SGLANG.available_kv_bytes(MemoryInputs(
+        gpu_memory_bytes=80 * GIB, gpu_memory_utilization=0.835, weights_bytes=15 * GIB,
+        activation_bytes=3 * GIB, non_torch_bytes=GIB, cudagraph_bytes=GIB,
+    ))  # fmt: skip
     # (80 − 1) GiB · 0.835 − 15 GiB; activations and graphs sit in the reserved 16.5%
     assert rest == int(79 * GIB * 0.835) - 15 * GIB
 

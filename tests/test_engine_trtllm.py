@@ -6,7 +6,7 @@ import pytest
 from helpers import bundled_shape
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.errors import InputError
 from kvcalc.units import GIB
 
@@ -45,11 +45,11 @@ def test_mla_latent_and_pp():
 
 
 def test_free_memory_fraction():
-    assert TRT.default_gpu_memory_utilization() == 0.9
-    budget = TRT.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=None, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
-        non_torch_bytes=GIB, cudagraph_bytes=GIB, version=None, tensor_parallel_size=1,
-    )  # fmt: skip
+    assert TRT.default_gpu_memory_utilization(MemoryInputs()) == 0.9
+    budget = TRT.available_kv_bytes(MemoryInputs(
+        gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, activation_bytes=2 * GIB,
+        non_torch_bytes=GIB, cudagraph_bytes=GIB,
+    ))  # fmt: skip
     assert budget == int(60 * GIB * 0.9)  # 90 % of the 60 GiB left after loading
 
 

@@ -6,13 +6,15 @@ profile (vLLM 0.33.0 source read); "0.21" is the one-batch rule of §6; "0.8" th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from helpers import bundled_config, bundled_shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.vllm.groups import LayerSpec, group_layers, pp_stages, unify_page_sizes
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
@@ -344,23 +346,19 @@ def test_gpt_oss_two_groups():
 
 
 def test_utilization_defaults():
-    assert VLLM.default_gpu_memory_utilization() == 0.92
-    assert VLLM.default_gpu_memory_utilization("0.21") == 0.92
-    assert VLLM.default_gpu_memory_utilization("0.8") == 0.90
+    assert VLLM.default_gpu_memory_utilization(MemoryInputs()) == 0.92
+    assert VLLM.default_gpu_memory_utilization(MemoryInputs(engine_version="0.21")) == 0.92
+    assert VLLM.default_gpu_memory_utilization(MemoryInputs(engine_version="0.8")) == 0.90
 
 
 def test_available_kv_bytes_rules():
-    common = {"weights_bytes": 15 * GIB, "activation_bytes": 2 * GIB, "non_torch_bytes": GIB,
-              "cudagraph_bytes": GIB, "tensor_parallel_size": 1}  # fmt: skip
+    common = MemoryInputs(gpu_memory_bytes=80 * GIB, weights_bytes=15 * GIB, activation_bytes=2 * GIB,
+                          non_torch_bytes=GIB, cudagraph_bytes=GIB)  # fmt: skip
     # ceil(80 GiB · 0.92) = 79,027,398,247 (80·0.92 GiB = 73.6 GiB, rounded up) − 19 GiB
-    new = VLLM.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=None, version="0.33", **common
-    )
+    new = VLLM.available_kv_bytes(replace(common, engine_version="0.33"))
     assert new == 79_027_398_247 - 19 * GIB
     # 0.8: int(80 GiB · 0.90) − 15 − 2 − 1 GiB, no CUDA-graph term
-    old = VLLM.available_kv_bytes(
-        total_memory_bytes=80 * GIB, utilization=None, version="0.8", **common
-    )
+    old = VLLM.available_kv_bytes(replace(common, engine_version="0.8"))
     assert old == int(80 * GIB * 0.90) - 18 * GIB
 
 

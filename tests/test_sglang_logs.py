@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.sglang.defaults import memory_defaults
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB, MIB
@@ -46,11 +46,11 @@ def token_range(model, tp: int, fraction: float, before_gib: float, after_gib: f
     found = []
     for before in (before_gib - 0.005, before_gib + 0.005):
         for after in (after_gib - 0.005, after_gib + 0.005):
-            rest = SGLANG.available_kv_bytes(
-                total_memory_bytes=math.floor(before * GIB), utilization=fraction,
-                weights_bytes=math.floor(before * GIB) - math.floor(after * GIB), activation_bytes=0,
-                non_torch_bytes=0, cudagraph_bytes=0, version=version, tensor_parallel_size=tp,
-            )  # fmt: skip
+            rest = SGLANG.available_kv_bytes(MemoryInputs(
+                gpu_memory_bytes=math.floor(before * GIB), gpu_memory_utilization=fraction,
+                weights_bytes=math.floor(before * GIB) - math.floor(after * GIB),
+                engine_version=version, tensor_parallel_size=tp,
+            ))  # fmt: skip
             found.append(plan(model, tp, rest, version).kv_cache_tokens)
     return min(found), max(found)
 
@@ -70,7 +70,7 @@ def test_qwq_32b_on_four_l4_sglang_0_4_3():
     # 0.4.x: by TP alone, 0.85 at TP 4; under 25,000 MB: chunked prefill 2,048, graphs up to 80
     assert (
         SGLANG.default_gpu_memory_utilization(
-            "2025.03", gpu_memory_bytes=l4, tensor_parallel_size=4
+            MemoryInputs(engine_version="2025.03", gpu_memory_bytes=l4, tensor_parallel_size=4)
         )
         == record["mem_fraction_static"]
         == 0.85
@@ -95,7 +95,12 @@ def test_r1_distill_qwen_7b_on_a_3090_sglang_feb_2025():
     f = record["figures"]
     model = qwen2(28, 28, 4, 3584, "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B")
     rtx3090 = 24_576 * MIB
-    assert SGLANG.default_gpu_memory_utilization("2025.02", gpu_memory_bytes=rtx3090) == 0.88
+    assert (
+        SGLANG.default_gpu_memory_utilization(
+            MemoryInputs(engine_version="2025.02", gpu_memory_bytes=rtx3090)
+        )
+        == 0.88
+    )
     defaults = memory_defaults("2025.02", rtx3090, 1)
     assert (defaults.chunked_prefill_size, defaults.decode_graph_max_bs) == (2048, 8)
     # rest = 8.37 − 22.76 · 0.12 = 5.64 GiB over 28 · 4 · 2 · 128 · 2 B = 57,344 B per token
@@ -119,7 +124,8 @@ def test_gemma3_4b_sglang_march_2025(version):
                         "num_key_value_heads": 4, "head_dim": 256, "hidden_size": 2560, "sliding_window": 1024,
                         "sliding_window_pattern": 6, "max_position_embeddings": 131072},
     }, name="google/gemma-3-4b-it")  # fmt: skip
-    assert SGLANG.default_gpu_memory_utilization("2025.03") == record["mem_fraction_static"]
+    fraction = SGLANG.default_gpu_memory_utilization(MemoryInputs(engine_version="2025.03"))
+    assert fraction == record["mem_fraction_static"]
     # Gemma 3 is not a hybrid-SWA architecture in SGLang (and is served text-only by default):
     # every layer for every token. cell = 4 · (256 + 256) · 34 · 2 B = 139,264 B
     cell = 139_264
@@ -143,9 +149,9 @@ def test_kimi_k25_on_mi355x_sglang_0_5_8():
     model = parse_config(m["config"], name="moonshotai/Kimi-K2.5")
     # MI355X, 288 GiB, TP 8: 512 + 16,384 · 1.5 + 1,024 + 512 · 2 = 27,136 MiB, no prefill-graph
     # reserve in 0.5.8 → 0.908; the vision tower (27 layers of 1,152) × 0.95 · 0.957617
-    got = SGLANG.default_gpu_memory_utilization(
-        "0.5.8", gpu_memory_bytes=288 * GIB, tensor_parallel_size=8, model=model
-    )
+    got = SGLANG.default_gpu_memory_utilization(MemoryInputs(
+        engine_version="0.5.8", gpu_memory_bytes=288 * GIB, tensor_parallel_size=8, model=model
+    ))  # fmt: skip
     assert got == pytest.approx(0.8260405859375, abs=1e-12)
     assert record["mem_fraction_static"].startswith("0.8260405859375")
     # at the printed count the printed line: (2,454,421 + 1) · 61 · 576 · 2 B = 160.63 GiB

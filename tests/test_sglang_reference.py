@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.sglang.multimodal import reservation_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.hfconfig import parse_config
@@ -85,16 +86,14 @@ def _request(entry: dict, available: int, max_model_len: int) -> EngineRequest:
 def _default_budget(entry: dict) -> int:
     """kvcalc's rest memory at its own default fraction, from the recorded free memory."""
     model = _shape(entry["config"])
-    fraction = SGLANG.default_gpu_memory_utilization(
-        gpu_memory_bytes=H100, tensor_parallel_size=entry["tp"], model=model
-    )
+    device = MemoryInputs(gpu_memory_bytes=H100, tensor_parallel_size=entry["tp"], model=model)
+    fraction = SGLANG.default_gpu_memory_utilization(device)
     assert fraction == entry["mem_fraction_static"]
-    return SGLANG.available_kv_bytes(
-        total_memory_bytes=H100, utilization=fraction,
+    return SGLANG.available_kv_bytes(replace(
+        device, gpu_memory_utilization=fraction,
         weights_bytes=entry["pre_load_bytes"] - entry["free_after_weights_bytes"],
-        activation_bytes=0, non_torch_bytes=H100 - entry["pre_load_bytes"], cudagraph_bytes=0,
-        version=None, tensor_parallel_size=entry["tp"],
-    )  # fmt: skip
+        non_torch_bytes=H100 - entry["pre_load_bytes"],
+    ))  # fmt: skip
 
 
 def _budget(entry: dict) -> int:
@@ -172,10 +171,10 @@ def test_default_mem_fraction_static(entry):
         with pytest.raises(KvcalcError):  # no ModelShape: kvcalc refuses the config by name
             _shape(entry["config"])
         return
-    got = SGLANG.default_gpu_memory_utilization(
+    got = SGLANG.default_gpu_memory_utilization(MemoryInputs(
         gpu_memory_bytes=entry["gpu_memory_mib"] * MIB, tensor_parallel_size=entry["tp"],
         model=_shape(entry["config"]),
-    )  # fmt: skip
+    ))  # fmt: skip
     # e.g. H100 TP 1: round((81,559 − 13,904) / 81,559, 3) = 0.83; DeepSeek-V3 (MLA) 0.816
     assert got == pytest.approx(entry["mem_fraction_static"], abs=1e-12)
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import bundled_shape
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 
 GIB = 1 << 30
 VLLM = get_engine("vllm")
@@ -83,7 +83,7 @@ def test_v0_batch_defaults(max_model_len, model, expected):
 def test_utilization_and_cudagraph_estimate_per_release(version, utilization, subtracts):
     # 0.19.0: gpu_memory_utilization 0.9, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "0";
     # 0.20.0 and 0.21.0: 0.92 and "1" (gpu_worker.py subtracts cudagraph_memory_estimate_applied)
-    assert VLLM.default_gpu_memory_utilization(version) == utilization
+    assert VLLM.default_gpu_memory_utilization(MemoryInputs(engine_version=version)) == utilization
     assert VLLM.subtracts_cudagraph(version) is subtracts
 
 

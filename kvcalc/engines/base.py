@@ -205,6 +205,50 @@ class KvCachePlan:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class MemoryInputs:
+    """What an engine's memory rules read, per GPU (per TP/PP rank).
+
+    The planner builds one for the deployment (:meth:`Engine.default_gpu_memory_utilization` reads
+    its device side) and, for each pipeline stage, a copy with that stage's weights and overhead
+    (:meth:`Engine.available_kv_bytes`).
+    """
+
+    #: an engine version or profile name; None = newest
+    engine_version: str | None = None
+    #: the memory one GPU reports (None: not known, as with ``--kv-cache-memory`` alone)
+    gpu_memory_bytes: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    #: the model as parsed, where the engine's default fraction depends on it
+    model: ModelShape | None = None
+    #: the memory fraction (vLLM ``--gpu-memory-utilization``...); None = the engine's default
+    gpu_memory_utilization: float | None = None
+    #: one stage's weights and overhead terms, per GPU
+    weights_bytes: int = 0
+    activation_bytes: int = 0
+    non_torch_bytes: int = 0
+    cudagraph_bytes: int = 0
+
+    @property
+    def total_memory_bytes(self) -> int:
+        """``gpu_memory_bytes``, which every budget rule starts from."""
+        if self.gpu_memory_bytes is None:
+            raise InputError(
+                "no GPU given",
+                hint="pass --gpu NAME (see `kvcalc gpus`), --gpu-memory GiB, or --kv-cache-memory",
+                code="missing-gpu",
+            )
+        return self.gpu_memory_bytes
+
+    @property
+    def non_kv_bytes(self) -> int:
+        """The stage's weights, activation peak, non-torch and CUDA-graph memory together."""
+        return (
+            self.weights_bytes + self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
+        )
+
+
 @runtime_checkable
 class Engine(Protocol):
     """A serving engine's KV-cache accounting.
@@ -221,37 +265,20 @@ class Engine(Protocol):
         """Selectable ``--engine-version`` values, newest first."""
         ...
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         """The engine's default memory fraction (vLLM ``gpu_memory_utilization``, SGLang
         ``mem_fraction_static``, TRT-LLM ``free_gpu_memory_fraction``); None where N/A.
 
-        ``model`` and ``pipeline_parallel_size`` matter where the engine's rule reads them (SGLang:
-        MLA, multimodal towers, which CUDA graphs it captures)."""
+        Reads the device side of ``memory``: the model and ``pipeline_parallel_size`` matter where
+        the engine's rule reads them (SGLang: MLA, multimodal towers, which CUDA graphs it captures);
+        ``gpu_memory_utilization`` and the stage's terms are not read."""
         ...
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan: ...
 
-    def available_kv_bytes(
-        self,
-        *,
-        total_memory_bytes: int,
-        utilization: float | None,
-        weights_bytes: int,
-        activation_bytes: int,
-        non_torch_bytes: int,
-        cudagraph_bytes: int,
-        version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:
-        """The engine's own budget rule for KV bytes per GPU. May be negative."""
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
+        """The engine's own budget rule for KV bytes per GPU, for the stage ``memory`` describes
+        (``gpu_memory_utilization`` None: the engine's default). May be negative."""
         ...
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len
 from kvcalc.engines.extra import (
     check_extra,
@@ -86,27 +86,15 @@ class HfEngine:
     name = "hf"
     versions = VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         return None
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
-        """Whatever the weights, activations and CUDA context leave (``utilization`` scales the total)."""
-        total = (
-            int(total_memory_bytes * utilization) if utilization is not None else total_memory_bytes
-        )
-        return total - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
+        """Whatever the weights, activations and CUDA context leave (``gpu_memory_utilization`` scales the total)."""
+        total = memory.total_memory_bytes
+        if memory.gpu_memory_utilization is not None:
+            total = int(total * memory.gpu_memory_utilization)
+        return total - memory.non_kv_bytes
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

@@ -46,6 +46,7 @@ from kvcalc.engines.base import (
     EngineRequest,
     KvCacheGroup,
     KvCachePlan,
+    MemoryInputs,
     binary_search_max_len,
     check_extra,
     extra_bool,
@@ -80,7 +81,6 @@ from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import LayerKind, RecurrentState
-from kvcalc.model.shape import ModelShape
 
 __all__ = ["EXTRA_KEYS", "GGML_TYPES", "LATEST_COMMIT", "VERSIONS", "Cache", "Context", "LlamaCppEngine",
            "build_caches", "cache_types", "check_types", "context", "ggml_name", "is_iswa", "on_host"]  # fmt: skip
@@ -90,30 +90,12 @@ class LlamaCppEngine:
     name = "llamacpp"
     versions = VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         return None  # llama.cpp sizes the cache from n_ctx, not from a memory fraction
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """Device memory minus weights, compute buffers and the CUDA context (no fraction)."""
-        return (
-            total_memory_bytes
-            - weights_bytes
-            - activation_bytes
-            - non_torch_bytes
-            - cudagraph_bytes
-        )
+        return memory.total_memory_bytes - memory.non_kv_bytes
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

@@ -33,7 +33,7 @@ Worked example (Llama-3.1-8B, ``quant_policy=4``, 64-token blocks): 32 layers ·
 
 from __future__ import annotations
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len
 from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest
@@ -41,7 +41,6 @@ from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, CacheDtype
 from kvcalc.model.layouts import FullAttention, LayerKind
-from kvcalc.model.shape import ModelShape
 from kvcalc.units import MIB, cdiv
 
 VERSIONS = ("0.18",)
@@ -60,29 +59,19 @@ class LmdeployEngine:
     name = "lmdeploy"
     versions = VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         """``cache_max_entry_count`` (of the memory free after the weights)."""
-        _version(version)
+        _version(memory.engine_version)
         return DEFAULT_FRACTION
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``size_t(free · cache_max_entry_count)``, free = total − weights − non-torch memory (the
         activation buffers and CUDA graphs are assumed to come after the cache, unconfirmed)."""
-        _version(version)
-        fraction = DEFAULT_FRACTION if utilization is None else utilization
-        free = total_memory_bytes - weights_bytes - non_torch_bytes
+        _version(memory.engine_version)
+        fraction = memory.gpu_memory_utilization
+        if fraction is None:
+            fraction = DEFAULT_FRACTION
+        free = memory.total_memory_bytes - memory.weights_bytes - memory.non_torch_bytes
         return int(free * fraction) if free > 0 else free
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:

@@ -30,7 +30,7 @@ Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 toke
 
 from __future__ import annotations
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len, is_float32_config
 from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
@@ -63,34 +63,18 @@ class TrtllmEngine:
     name = "trtllm"
     versions = VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         """``KvCacheConfig.free_gpu_memory_fraction`` (of free memory after loading)."""
-        _version(version)
+        _version(memory.engine_version)
         return DEFAULT_FRACTION
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``int(free · fraction)`` with free = total − weights − activations − context − graphs."""
-        _version(version)
-        fraction = DEFAULT_FRACTION if utilization is None else utilization
-        free = (
-            total_memory_bytes
-            - weights_bytes
-            - activation_bytes
-            - non_torch_bytes
-            - cudagraph_bytes
-        )
+        _version(memory.engine_version)
+        fraction = memory.gpu_memory_utilization
+        if fraction is None:
+            fraction = DEFAULT_FRACTION
+        free = memory.total_memory_bytes - memory.non_kv_bytes
         return int(free * fraction) if free > 0 else free
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:

@@ -13,9 +13,9 @@ to estimate (``kvcalc.estimate.overhead``); it is zero when the KV memory was gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
+from kvcalc.engines.base import Engine, MemoryInputs
 from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
 
@@ -36,17 +36,19 @@ class KvBudget:
 
 
 def kv_budget(
-    engine: Any,
+    engine: Engine,
+    memory: MemoryInputs,
     *,
-    inputs: Any,
-    memory: int | None,
-    util: float | None,
+    given_kv_bytes: int | None,
     stage_weights_bytes: tuple[int, ...],
     overhead: Overhead,
 ) -> KvBudget:
-    """The engine's KV budget for every stage and the band around it (see the module doc)."""
-    if inputs.kv_cache_memory_bytes is not None:
-        given = inputs.kv_cache_memory_bytes
+    """The engine's KV budget for every stage and the band around it (see the module doc).
+
+    ``memory`` is the deployment's device side, its fraction resolved; ``given_kv_bytes`` is
+    ``--kv-cache-memory``, which replaces the engine's rule."""
+    if given_kv_bytes is not None:
+        given = given_kv_bytes
         return KvBudget(available_bytes=given, low_bytes=given, high_bytes=given, stage_bytes=(given,),
                         measured=True)  # fmt: skip
     stages = overhead.per_stage()
@@ -56,14 +58,13 @@ def kv_budget(
         (stage_weights_bytes[-1],) * len(stages))  # fmt: skip
     per_stage = tuple(
         engine.available_kv_bytes(
-            total_memory_bytes=memory,
-            utilization=util,
-            weights_bytes=w,
-            activation_bytes=s.activation_bytes,
-            non_torch_bytes=s.non_torch_bytes + shift,
-            cudagraph_bytes=s.cudagraph_bytes,
-            version=inputs.engine_version,
-            tensor_parallel_size=inputs.tensor_parallel_size,
+            replace(
+                memory,
+                weights_bytes=w,
+                activation_bytes=s.activation_bytes,
+                non_torch_bytes=s.non_torch_bytes + shift,
+                cudagraph_bytes=s.cudagraph_bytes,
+            )
         )
         for w, s in zip(weights, stages, strict=True)
     )

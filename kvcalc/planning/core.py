@@ -31,7 +31,7 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.planning.budget import KvBudget, kv_budget, shifted
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
-from kvcalc.planning.request import engine_request, gpu_and_memory
+from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
 from kvcalc.planning.verdict import overhead_notes, runnable, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
@@ -72,16 +72,12 @@ def plan(
     overhead = _engine_compute(engine, request, overhead, inputs)
     if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
         overhead = apply_calibration(overhead, calibration)
+    device = memory_inputs(model, inputs, memory)
     util = inputs.gpu_memory_utilization
     if util is None:
-        util = engine.default_gpu_memory_utilization(
-            inputs.engine_version,
-            gpu_memory_bytes=memory,
-            tensor_parallel_size=inputs.tensor_parallel_size,
-            pipeline_parallel_size=inputs.pipeline_parallel_size,
-            model=model,
-        )
-    budget = kv_budget(engine, inputs=inputs, memory=memory, util=util, overhead=overhead,
+        util = engine.default_gpu_memory_utilization(device)
+    budget = kv_budget(engine, replace(device, gpu_memory_utilization=util), overhead=overhead,
+                       given_kv_bytes=inputs.kv_cache_memory_bytes,
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
     available = budget.available_bytes
     kv = engine.plan_kv_cache(_with_budget(request, budget, 0))

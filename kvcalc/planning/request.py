@@ -1,10 +1,11 @@
-"""The engine's view of what a person asked: :class:`PlanInputs` → :class:`EngineRequest`. Pure."""
+"""The engine's view of what a person asked: :class:`PlanInputs` → :class:`EngineRequest` and
+:class:`MemoryInputs`. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.names import traits
 from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.model.shape import ModelShape
@@ -38,6 +39,19 @@ def engine_request(
         gpu_name=gpu.device_name if gpu else None,
         gpu_compute_capability=_capability(gpu),
         extra=_engine_extra(inputs),
+    )
+
+
+def memory_inputs(model: ModelShape, inputs: PlanInputs, memory: int | None) -> MemoryInputs:
+    """What the engine's memory rules read for ``inputs`` on a GPU reporting ``memory`` bytes
+    (the fraction as given: None = the engine's default)."""
+    return MemoryInputs(
+        engine_version=inputs.engine_version,
+        gpu_memory_bytes=memory,
+        tensor_parallel_size=inputs.tensor_parallel_size,
+        pipeline_parallel_size=inputs.pipeline_parallel_size,
+        model=model,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
     )
 
 

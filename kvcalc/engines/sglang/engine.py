@@ -9,6 +9,7 @@ import struct
 from kvcalc.engines.base import (
     EngineRequest,
     KvCachePlan,
+    MemoryInputs,
     check_extra,
     extra_fraction,
     extra_int,
@@ -43,26 +44,14 @@ class SglangEngine:
     name = "sglang"
     versions = VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
         """``mem_fraction_static``: from GPU memory, TP × PP and the model (MLA, vision tower)."""
         return default_mem_fraction_static(
-            gpu_memory_bytes, tensor_parallel_size, pipeline_parallel_size, model,
-            profile=_profile(version),
+            memory.gpu_memory_bytes, memory.tensor_parallel_size, memory.pipeline_parallel_size,
+            memory.model, profile=_profile(memory.engine_version),
         )  # fmt: skip
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``rest = available_after_load − pre_model_load · (1 − mem_fraction_static)``, in GiB.
 
         ``pre_model_load`` is the free memory before weights (device total minus the CUDA
@@ -73,14 +62,15 @@ class SglangEngine:
         the result by up to a few KiB. Without a fraction: the default of a text model (the
         planner passes the model's own).
         """
-        fraction = utilization
+        total, tp = memory.total_memory_bytes, memory.tensor_parallel_size
+        fraction = memory.gpu_memory_utilization
         if fraction is None:
             fraction = default_mem_fraction_static(
-                total_memory_bytes, tensor_parallel_size, profile=_profile(version)
+                total, tp, profile=_profile(memory.engine_version)
             )
-        before = (total_memory_bytes - non_torch_bytes) / GIB
-        after = (total_memory_bytes - non_torch_bytes - weights_bytes) / GIB
-        if tensor_parallel_size > 1:
+        before = (total - memory.non_torch_bytes) / GIB
+        after = (total - memory.non_torch_bytes - memory.weights_bytes) / GIB
+        if tp > 1:
             before, after = _float32(before), _float32(after)
         return int((after - before * (1 - fraction)) * GIB)
 

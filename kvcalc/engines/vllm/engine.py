@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len
 from kvcalc.engines.extra import check_extra, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
@@ -68,35 +68,29 @@ class VllmEngine:
     name = "vllm"
     versions = D.VERSIONS
 
-    def default_gpu_memory_utilization(
-        self,
-        version: str | None = None,
-        *,
-        gpu_memory_bytes: int | None = None,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
-        model: ModelShape | None = None,
-    ) -> float | None:
-        return D.resolve_profile(version)[0].gpu_memory_utilization
+    def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
+        return D.resolve_profile(memory.engine_version)[0].gpu_memory_utilization
 
     def subtracts_cudagraph(self, version: str | None = None) -> bool:
         """vLLM subtracts its CUDA-graph estimate from the KV budget (v0.21 on)."""
         return D.resolve_profile(version)[0].subtracts_cudagraph
 
-    def available_kv_bytes(
-        self, *, total_memory_bytes: int, utilization: float | None, weights_bytes: int,
-        activation_bytes: int, non_torch_bytes: int, cudagraph_bytes: int, version: str | None,
-        tensor_parallel_size: int,
-    ) -> int:  # fmt: skip
+    def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``ceil(total·util) − weights − activation peak − non-torch − CUDA graphs`` (v0.21+);
         before: ``total·util − (weights + activation) − max(0, non-torch)``, no graph term."""
-        profile = D.resolve_profile(version)[0]
-        util = profile.gpu_memory_utilization if utilization is None else utilization
+        profile = D.resolve_profile(memory.engine_version)[0]
+        util = memory.gpu_memory_utilization
+        if util is None:
+            util = profile.gpu_memory_utilization
         if profile.subtracts_cudagraph:
-            requested = math.ceil(total_memory_bytes * util)
-            return requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
-        requested = int(total_memory_bytes * util)
-        return requested - weights_bytes - activation_bytes - max(0, non_torch_bytes)
+            return math.ceil(memory.total_memory_bytes * util) - memory.non_kv_bytes
+        requested = int(memory.total_memory_bytes * util)
+        return (
+            requested
+            - memory.weights_bytes
+            - memory.activation_bytes
+            - max(0, memory.non_torch_bytes)
+        )
 
     def fit_budget_bytes(
         self, *, available_kv_bytes: int, bytes_per_block: int, version: str | None
