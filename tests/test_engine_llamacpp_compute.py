@@ -50,7 +50,8 @@ def request(model: str, layers: int, widths: tuple[int, int, int], **extra) -> E
     """As ``verify --run`` plans the GGUF it writes: the model's KV layout, small widths."""
     shape = bundled_shape(model)
     shape = replace(shape, layers=shape.layers[:layers])
-    arch = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2"}[shape.model_type]
+    arch = {"llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2", "gemma2": "gemma2",
+            "gemma3_text": "gemma3"}[shape.model_type]  # fmt: skip
     hidden, ffn, vocab = widths
     dims = GraphDims(arch=arch, n_embd=hidden, n_ff=ffn, n_vocab=vocab, qkv_bias=arch == "qwen2")
     extra.setdefault("n_ctx", 64)
@@ -112,11 +113,11 @@ def test_the_cpu_line_is_predicted_and_cuda_is_an_estimate():
 
 
 def test_what_is_not_modelled_is_said():
-    gemma = bundled_shape("gemma-2-9b-it")
+    gpt2 = bundled_shape("gpt2")
     none, why = LLAMACPP.compute_buffer(
-        EngineRequest(model=gemma, max_model_len=4096, available_kv_bytes=0)
+        EngineRequest(model=gpt2, max_model_len=1024, available_kv_bytes=0)
     )
-    assert none is None and "gemma2" in why
+    assert none is None and "the gpt2 graph is not modelled" in why
     moe, why = LLAMACPP.compute_buffer(
         EngineRequest(
             model=bundled_shape("mixtral-8x7b-v0.1"), max_model_len=4096, available_kv_bytes=0
@@ -175,3 +176,97 @@ def test_quantized_caches_add_the_rotations(model, layers, widths, dtype, extra,
     buffer, why = LLAMACPP.compute_buffer(r)
     assert buffer is not None, why
     assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+#: Gemma-2 and Gemma-3: two caches (llama_kv_cache_iswa), their own graphs — (model, layers,
+#: widths, cache type, options, llama.cpp's four-decimal figure), printed by 0c1e570. Gemma-2's
+#: window is 4,096 (one SWA cache of PAD(min(n_ctx, 4,096 + 512), 256) cells), Gemma-3-1B's 512;
+#: 7 Gemma-3 layers are 5 sliding, 1 full, 1 sliding
+GEMMA = [
+    ("gemma-2-9b-it", 2, (64, 64, 384), "auto", {"n_ctx": 512}, "17.3965"),
+    ("gemma-2-9b-it", 2, (64, 64, 384), "auto", {"n_ctx": 512, "flash_attn": "off"}, "50.3887"),
+    ("gemma-2-9b-it", 4, (64, 64, 384), "auto", {"n_ctx": 8192}, "29.0215"),
+    ("gemma-2-9b-it", 2, (64, 64, 384), "auto", {"n_ctx": 8192, "flash_attn": "off"}, "297.1387"),
+    ("gemma-2-9b-it", 2, (128, 256, 1000), "q8_0", {"n_ctx": 1024}, "23.3027"),
+    ("gemma-2-9b-it", 2, (128, 256, 1000), "auto", {"n_ctx": 1024, "n_seq_max": 2}, "17.7715"),
+    ("gemma-3-1b-it", 7, (64, 64, 384), "auto", {"n_ctx": 512}, "5.5215"),
+    ("gemma-3-1b-it", 7, (64, 64, 384), "auto", {"n_ctx": 2000, "n_seq_max": 3}, "6.0334"),
+    ("gemma-3-1b-it", 7, (64, 64, 384), "auto", {"n_ctx": 2000, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}, "30.5734"),
+    ("gemma-3-1b-it", 6, (64, 64, 384), "q8_0", {"n_ctx": 1000, "swa_full": True}, "7.0527"),
+    ("gemma-3-1b-it", 7, (64, 64, 384), "auto", {"n_ctx": 4096, "flash_attn": "off"}, "48.5137"),
+    ("gemma-3-1b-it", 7, (256, 1024, 5000), "auto", {"n_ctx": 1024, "n_ubatch": 128, "n_batch": 300}, "2.8169"),
+    ("gemma-3-1b-it", 7, (64, 64, 384), "q8_0", {"n_ctx": 1024, "type_v": "f16", "flash_attn": "off"}, "17.0137"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "layers", "widths", "dtype", "extra", "printed"), GEMMA)
+def test_gemma_graphs_with_two_caches(model, layers, widths, dtype, extra, printed):
+    r = replace(request(model, layers, widths, **extra), kv_cache_dtype=dtype)
+    buffer, why = LLAMACPP.compute_buffer(r)
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+def test_the_sliding_cache_sizes_the_sliding_layers_kq():
+    # without flash attention each layer holds KQ: cells × 512 tokens × 16 heads × 4 B; 8,192 cells
+    # in the full cache, PAD(min(8,192, 4,096 + 512), 256) = 4,608 in the sliding one
+    full_kq, swa_kq = 8192 * 512 * 16 * 4, 4608 * 512 * 16 * 4
+    buffer, _ = LLAMACPP.compute_buffer(
+        request("gemma-2-9b-it", 2, (64, 64, 384), n_ctx=8192, flash_attn="off")
+    )
+    assert buffer is not None and buffer.bytes > full_kq > swa_kq
+    full, _ = LLAMACPP.compute_buffer(
+        request("gemma-2-9b-it", 2, (64, 64, 384), n_ctx=8192, flash_attn="off", swa_full=True)
+    )
+    assert full is not None and full.bytes >= buffer.bytes
+
+
+def test_soft_capping_works_in_place():
+    # Gemma-3 soft-caps its logits only when its file says so: scale, tanh and scale overwrite
+    # the logits (one consumer each), so the buffer is the same either way
+    r = request("gemma-3-1b-it", 7, (64, 64, 384), n_ctx=1024, flash_attn="off")
+    dims = r.model.graph_dims
+    capped = replace(r, model=replace(r.model, graph_dims=replace(dims, final_logit_softcap=True)))
+    a, _ = LLAMACPP.compute_buffer(r)
+    b, _ = LLAMACPP.compute_buffer(capped)
+    assert a is not None and b is not None and a.bytes == b.bytes
+
+
+def test_a_gemma_config_plans_its_compute_buffer():
+    p = plan_reference(
+        "gemma-3-1b-it", PlanInputs(engine="llamacpp", gpu="h100", max_model_len=8192)
+    )
+    assert p.memory.activation_bytes > 0
+    assert not any(n.startswith("compute buffer not modelled") for n in p.notes)
+    assert any("not confirmed" in n for n in p.notes)
+
+
+def test_every_layer_sliding_is_refused():
+    shape = bundled_shape("gemma-3-1b-it")
+    sliding = replace(shape, layers=shape.layers[:3])  # layers 0-2 all slide
+    none, why = LLAMACPP.compute_buffer(
+        EngineRequest(model=sliding, max_model_len=1024, available_kv_bytes=0)
+    )
+    assert none is None and "every layer slides" in why
+
+
+@pytest.mark.parametrize(("arch", "softcap", "expected"), [("gemma3", 30.0, True), ("gemma3", None, False),
+                                                           ("gemma2", 30.0, False)])  # fmt: skip
+def test_a_gemma_gguf_says_whether_its_logits_are_soft_capped(tmp_path, arch, softcap, expected):
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import llama_keys, write_gguf
+
+    from kvcalc.sources.gguf.files import read_local
+    from kvcalc.sources.gguf.model import parse_gguf
+
+    keys = {**llama_keys(arch, layers=2, heads=4, kv_heads=1, hidden=256, head_dim=64),
+            f"{arch}.feed_forward_length": 512, f"{arch}.attention.sliding_window": 512}  # fmt: skip
+    if softcap is not None:
+        keys[f"{arch}.final_logit_softcapping"] = softcap
+    path = write_gguf(tmp_path / "g.gguf", arch, keys, [("token_embd.weight", (300, 256), Q.F16)])
+    model = read_local(path)
+    dims = parse_gguf(model.metadata, name="g", where="g.gguf",
+                      tensors={t.name: t.dims for t in model.tensors()}).graph_dims  # fmt: skip
+    # Gemma-3 reads the key; Gemma-2 soft-caps whatever it says, so the flag is Gemma-3's alone
+    assert dims is not None and dims.final_logit_softcap is expected
+    assert dims.arch == arch and dims.n_vocab == 300

@@ -154,10 +154,31 @@ def test_compute_buffer_equals_llama_cpp_s_own(model, layers, widths, extra):
     assert run.predicted_compute_bytes is not None and run.predicted_compute_bytes % 32 == 0
 
 
-def test_a_gemma_compute_buffer_is_reported_not_predicted():
-    r = run("gemma-2-9b-it", 2, n_ctx=512)
+@pytest.mark.parametrize(
+    ("model", "layers", "dtype", "extra"),
+    [
+        ("gemma-2-9b-it", 2, "auto", {"n_ctx": 512, "flash_attn": "off"}),
+        ("gemma-2-9b-it", 4, "auto", {"n_ctx": 8192}),
+        ("gemma-2-9b-it", 2, "q8_0", {"n_ctx": 1024, "n_seq_max": 2}),
+        ("gemma-3-1b-it", 7, "auto", {"n_ctx": 2000, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}),
+        ("gemma-3-1b-it", 6, "q8_0", {"n_ctx": 1000, "swa_full": True}),
+    ],
+)  # fmt: skip
+def test_gemma_compute_buffer_equals_llama_cpp_s_own(model, layers, dtype, extra):
+    r = run(model, layers, dtype, **extra)
+    run_ = r.llamacpp
+    assert run_.architecture == {"gemma-2-9b-it": "gemma2", "gemma-3-1b-it": "gemma3"}[model]
+    assert run_.compute_lines == run_.predicted_compute_lines != ()
+    assert run_.measured_compute_mib == run_.predicted_compute_mib != ""
+
+
+def test_a_compute_buffer_not_modelled_is_reported_not_predicted(tmp_path):
+    keys = {**llama_keys("deci", layers=2, heads=8, kv_heads=("int32[]", (2, 4)), hidden=512,
+                         head_dim=64), "deci.feed_forward_length": 256}  # fmt: skip
+    path = write_gguf(tmp_path / "d.gguf", "deci", keys, [("token_embd.weight", (500, 512), Q.F16)])
+    r = run(str(path), None, n_ctx=512)
     assert r.llamacpp.compute_lines and not r.llamacpp.predicted_compute_lines
-    assert any(n.startswith("compute buffer not modelled (the gemma2 graph") for n in r.notes)
+    assert any(n.startswith("compute buffer not modelled (the deci graph") for n in r.notes)
 
 
 def test_a_gguf_file_verifies(tmp_path):

@@ -170,7 +170,8 @@ def _server_note(request: EngineRequest, memory_ok: bool) -> str:
 
 def compute_inputs(ctx: Context) -> ComputeInputs:
     return ComputeInputs(n_ubatch=ctx.n_ubatch, n_batch=ctx.n_batch, n_seq_max=ctx.n_seq_max, kv_size=ctx.kv_size,
-                         n_stream=ctx.n_stream, kv_unified=ctx.kv_unified, flash_attn=ctx.flash_attn)  # fmt: skip
+                         n_stream=ctx.n_stream, kv_unified=ctx.kv_unified, flash_attn=ctx.flash_attn,
+                         swa_kv_size=ctx.swa_size)  # fmt: skip
 
 
 def compute_line(buffer_name: str, num_bytes: int) -> str:

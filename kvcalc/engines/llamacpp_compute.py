@@ -20,10 +20,13 @@ says so. Only the architectures and options below are modelled; anything else re
 (the plan then says the compute buffer is not modelled):
 
 - ``llama`` (Llama, Mistral), ``qwen2``, ``qwen3`` (Q/K norms): dense gated MLPs, separate Q/K/V
-  projections with or without biases, no other biases;
+  projections with or without biases, no other biases, one cache (full-attention layers only);
+- ``gemma2``, ``gemma3`` (:mod:`kvcalc.engines.llamacpp_graph_swa`): two caches
+  (``llama_kv_cache_iswa``, ``swa_full`` on or off), or one for a Gemma-3 file without
+  ``sliding_window``;
 - every cache type; quantized ones with llama.cpp's Hadamard rotations of Q/K and V
   (``attn_rot_k``/``attn_rot_v``, unless ``LLAMA_ATTN_ROT_DISABLE`` is set, which kvcalc ignores);
-- one cache (no sliding-window layers), flash attention on or off, any ``n_seq_max``/unified.
+- flash attention on or off, any ``n_seq_max``/unified.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines import llamacpp_graph_swa as swa
 from kvcalc.engines.llamacpp_graph import (
     WEIGHT,
     Builder,
@@ -53,7 +57,7 @@ from kvcalc.model.shape import ModelShape
 __all__ = ["GRAPH_ARCHS", "ComputeBuffer", "ComputeInputs", "compute_buffer", "dims_for", "n_seqs_of",
            "why_not"]  # fmt: skip
 
-_HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+_HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", **swa.HF_ARCH}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +162,6 @@ def _llama(s: GraphSpec) -> g.Graph:
 
 _LLAMA = Builder(build=_llama, refuse=_refuse_llama)
 #: every architecture whose graph is rebuilt, and its builder
-BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA}
+BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, **swa.BUILDERS}
 #: llama.cpp architectures whose graph is rebuilt here
 GRAPH_ARCHS = tuple(BUILDERS)

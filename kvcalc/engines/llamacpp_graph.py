@@ -180,10 +180,13 @@ def gated_ffn(s: GraphSpec, cur: g.Tensor) -> g.Tensor:
     return g.mul_mat(g.external(WEIGHT, n_ff, n_embd), g.glu_split(gate, up))
 
 
-def logits(gf: g.Graph, s: GraphSpec, t_embd: g.Tensor) -> g.Graph:
-    """The output norm's result and ``lm_head``'s logits: the graph's two outputs."""
+def logits(gf: g.Graph, s: GraphSpec, t_embd: g.Tensor, *, softcap: bool = False) -> g.Graph:
+    """The output norm's result and ``lm_head``'s logits: the graph's two outputs. ``softcap``:
+    final logit soft-capping (``scale``, ``tanh``, ``scale``) after ``lm_head``."""
     t_embd.is_output = True
     logits = g.mul_mat(g.external(WEIGHT, s.dims.n_embd, s.dims.n_vocab), t_embd)
+    if softcap:
+        logits = g.dup(g.dup(g.dup(logits, "scale"), "unary"), "scale")
     logits.is_output = True
     gf.expand(logits)
     return gf

@@ -19,6 +19,8 @@ class GraphDims:
     n_ff_exp: int = 0
     #: separate Q, K and V biases (``blk.N.attn_q.bias`` ...): one more ``add`` per projection
     qkv_bias: bool = False
+    #: final logit soft-capping written in the file (``{arch}.final_logit_softcapping``, Gemma-3)
+    final_logit_softcap: bool = False
     #: tensors present that add graph nodes kvcalc does not rebuild (a fused ``attn_qkv``, an
     #: output-projection, MLP or ``output`` bias): the compute buffer is then not modelled
     unmodelled_tensors: tuple[str, ...] = ()

@@ -203,7 +203,9 @@ def _graph_dims(
     return GraphDims(arch=k.arch, n_embd=hidden, n_ff=ffs[0] if ffs else 0, n_vocab=embd[1],
                      n_expert=experts, n_expert_used=used,
                      n_ff_exp=k.num("expert_feed_forward_length", 0) if experts else 0,
-                     qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra)  # fmt: skip
+                     qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra,
+                     # Gemma-3 soft-caps its logits only when the key is set (Gemma-2 always does)
+                     final_logit_softcap=k.arch == "gemma3" and bool(k.raw("final_logit_softcapping")))  # fmt: skip
 
 
 def _attention_layers(

@@ -1,0 +1,96 @@
+"""The sliding-window graphs of llama.cpp ``0c1e570``: ``gemma2`` and ``gemma3``
+(``src/models/gemma2.cpp``, ``gemma3.cpp``), rebuilt for :mod:`kvcalc.engines.llamacpp_compute`.
+
+Both keep two caches (``llama_kv_cache_iswa``): full layers attend over the base cache
+(``kv_size`` cells), sliding ones over the SWA cache (its own, smaller size, or the base size with
+``swa_full``); ``build_attn_inp_kv_iswa`` makes each cache's inputs (K/V row indices, a mask as wide
+as that cache, the Hadamard matrices of a quantized one). A Gemma-3 file without
+``sliding_window`` has one cache and the one-cache attention input. What the graph holds beyond
+Llama's:
+
+- the embeddings scaled by ``√n_embd`` (``ggml_scale``);
+- Gemma-3's Q and K RMS norms before RoPE, and Q scaled by ``f_attention_scale`` (both Gemmas);
+- a norm after attention and after the MLP (``attn_post_norm``, ``ffn_post_norm``), the MLP a
+  GELU with a parallel gate (``ggml_geglu_split``);
+- Gemma-2's attention soft-capping (``attn_soft_cap``: ``scale``, ``tanh``, ``scale`` on KQ without
+  flash attention; a parameter of ``ggml_flash_attn_ext`` with it) and final logit soft-capping
+  (always for Gemma-2, for Gemma-3 when ``final_logit_softcapping`` is set). These ops work in
+  place on tensors with one consumer, so they never change the buffer's size — they are rebuilt
+  all the same.
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines.llamacpp_graph import (
+    WEIGHT,
+    Builder,
+    GraphSpec,
+    attn,
+    embed,
+    gated_ffn,
+    kv_inputs,
+    logits,
+    norm,
+    qkv,
+)
+from kvcalc.model.graph_dims import GraphDims
+from kvcalc.model.layouts import FullAttention
+from kvcalc.model.shape import ModelShape
+
+#: Hugging Face ``model_type`` → the llama.cpp architecture its converter writes
+HF_ARCH = {"gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3"}
+
+
+def _refuse(model: ModelShape, dims: GraphDims) -> str | None:
+    kinds = {x.kind for x in model.layers}
+    if not all(isinstance(x, FullAttention) for x in model.layers) or kinds - {"full", "sliding"}:
+        return f"only full and sliding-window attention layers are modelled for {dims.arch}"
+    if "sliding" in kinds and "full" not in kinds:
+        return "every layer slides: llama.cpp's cache for such a model is not modelled"
+    if dims.arch == "gemma2" and "sliding" not in kinds:
+        return "a gemma2 graph without sliding-window layers is not modelled (llama.cpp always has them)"
+    return None
+
+
+def _gemma(s: GraphSpec) -> g.Graph:
+    gf = g.Graph()
+    n_embd, arch = s.dims.n_embd, s.dims.arch
+    layers = s.layers
+    iswa = any(x.kind == "sliding" for x in layers)
+    inp_l = g.dup(embed(gf, s), "scale")  # × √n_embd
+    pos = g.inp(g.I32, s.n_tokens)
+    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind != "sliding"])
+    swa = (
+        kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind == "sliding"])
+        if iswa
+        else base
+    )
+    out_ids = g.inp(g.I32, s.n_outputs)
+    for il, layer in enumerate(layers):
+        hd = layer.head_dim_k
+        q, k, v = qkv(s, norm(inp_l, n_embd), layer)
+        if arch == "gemma3":
+            q, k = norm(q, hd), norm(k, hd)
+        q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
+        q = g.dup(q, "scale")  # f_attention_scale
+        cache = swa if layer.kind == "sliding" else base
+        cur = attn(gf, s, layer, q, k, v, cache, iswa=iswa, soft_cap=arch == "gemma2")
+        cur = g.mul_mat(
+            g.external(WEIGHT, s.model.num_attention_heads * layer.head_dim_v, n_embd), cur
+        )
+        if il == len(layers) - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        sa_out = g.dup(norm(cur, n_embd), "add", inp_l)
+        cur = norm(gated_ffn(s, norm(sa_out, n_embd)), n_embd)
+        inp_l = g.dup(cur, "add", sa_out)
+    softcap = arch == "gemma2" or s.dims.final_logit_softcap
+    return logits(gf, s, norm(inp_l, n_embd), softcap=softcap)
+
+
+#: the architectures rebuilt here and their builder
+BUILDERS = {
+    "gemma2": Builder(build=_gemma, refuse=_refuse),
+    "gemma3": Builder(build=_gemma, refuse=_refuse),
+}
