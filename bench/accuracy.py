@@ -86,6 +86,8 @@ class Case:
     patch: tuple = ()
     #: vLLM engine options the log states or implies (``flashinfer_sampler``)
     options: tuple = ()
+    #: where the record's thread states it and the record does not
+    max_model_len: int | None = None
     fitted: bool = False
     #: for records that do not print the available memory: how it is derived
     actual: str = ""
@@ -133,17 +135,32 @@ CASES = {
         "gpt-oss-120b", "H100", "0.11", 0.95, tokens=1024, options=NO_FLASHINFER,
         assumption="Oct 2025: vLLM 0.11 assumed; pip install (site-packages of a conda env in the "
         "traceback): FlashInfer is only an extra of vllm 0.11.0, so the sampler sorts"),
-    # -- early V1 (0.8) ---------------------------------------------------------------------------
-    "vllm-17122-llama31-8b-l40s": Case("llama-3.1-8b", "L40S", "0.8", 0.9,
-                                       actual="158,656 tokens × 128 KiB", assumption="util 0.9 (default)"),
-    "vllm-17327-qwen3-30b-a3b-4xa10-tp4": Case("qwen3-30b-a3b", "A10", "0.8.5", 0.9, tp=4,
-                                               actual="198,784 tokens × 24 KiB", assumption="util 0.9 (default)"),
+    # -- early V1 (0.8.0-0.9.0) ------------------------------------------------------------------
+    "vllm-17122-llama31-8b-l40s": Case(
+        "llama-3.1-8b", "L40S", "0.8.4", 0.9, options=NO_FLASHINFER,
+        actual="158,656 tokens × 128 KiB",
+        assumption="a main build between 0.8.4 and 0.8.5 (gpu_model_runner.py:1316 lies between the "
+        "wheels' 1291 and 1347; determine_available_memory is the same in both); util 0.9 (default; "
+        "not in the log); a source install (the compile cache under a home directory, not the Docker "
+        "image's /root): FlashInfer is no dependency, the sampler sorts. Not established: the "
+        "utilization, LLM class or API server, and what else held memory on the GPU (0.8.0-0.9.0 "
+        "subtract it)"),
+    "vllm-17327-qwen3-30b-a3b-4xa10-tp4": Case(
+        "qwen3-30b-a3b", "A10", "0.8.5", 0.9, tp=4, options=(("flashinfer_sampler", True),),
+        actual="198,784 tokens × 24 KiB",
+        assumption="vLLM 0.8.5 (the comment; gpu_model_runner.py:1347 as in the wheel); util 0.9 "
+        "(default; the args line is cut); the Docker image (/usr/local/lib/python3.12/dist-packages "
+        "in the traceback) installs FlashInfer 0.2.1.post2, whose sampler 0.8.x uses"),
+    # -- V0 ---------------------------------------------------------------------------------------
     "vllm-16570-qwen25-vl-72b-4xa100-40g": Case(
-        "qwen2.5-72b", "A100-40GB", "0.8.3", 0.95, tp=4,
+        "qwen2.5-72b", "A100-40GB", "0.6", 0.95, tp=4, seqs=2, max_model_len=4096,
         patch=(*QWEN_INSTRUCT, ("vision_config", {"hidden_size": 1280})),
         actual="the smallest rank's 0.04 GiB",
-        assumption="Qwen2.5-72B's text model for the VL model (its vision tower not counted)"),
-    # -- V0 ---------------------------------------------------------------------------------------
+        assumption="VLLM_USE_V1=0 vllm serve ... --tensor-parallel-size 4 --gpu-memory-utilization "
+        "0.95 --max-num-seqs 2 --max-model-len 4096 (the reporter, 2025-04-14): the V0 engine of "
+        "0.8.3, planned by kvcalc's V0 profile; Qwen2.5-72B's text model for the VL model. The "
+        "profile run's vision encoder (one image of the largest size) is not modelled: vLLM printed "
+        "an activation peak of 2.51 GiB"),
     "vllm-10517-llama31-8b-3090-29k": Case("llama-3.1-8b", "RTX-3090", "0.6", 0.9, tokens=29000, seqs=256,
                                            fitted=True, assumption="V0 profiles max_model_len tokens"),
     "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
@@ -161,6 +178,35 @@ SUPPLEMENTARY = {
         assumption="https://github.com/vllm-project/vllm/issues/23278 (Aug 2025, vLLM 0.10.1 assumed; "
         "pip install in a conda env, torch 2.7.1, Marlin: no FlashInfer, the sampler sorts)")),
 }  # fmt: skip
+
+#: Why a record lies outside the target or the band, from its sources (printed under the table).
+REMARKS = {
+    "vllm-17122-llama31-8b-l40s": "not established: the log (PR #17122's 'before' sample) states "
+    "neither the utilization nor the usage context, and 0.8.0-0.9.0 subtract every byte on the GPU "
+    "that this process's torch did not allocate (gpu_worker.py determine_available_memory: "
+    "(total - free) - torch allocated, after empty_cache), other processes included. Modelled: the "
+    "sorting sampler 1.18 GiB, the CUDA context 0.49 GiB; 4.0 GiB stay unexplained. At utilization "
+    "0.80 kvcalc would print 18.94 GiB (-0.43); another process holding 4.0 GiB would close it; the "
+    "thread states neither",
+    "vllm-16570-qwen25-vl-72b-4xa100-40g": "the profile run also runs the vision tower on the "
+    "largest image (V0 _dummy_run of 0.8.3 sizes the batch by get_max_multimodal_tokens; the log's "
+    "'[model_runner.py:1311] Co...' is its 'Computed max_num_seqs ... less than 1' warning: one "
+    "sequence of 5,120 tokens with its images): vLLM printed an activation peak of 2.51 GiB, kvcalc models the text forward only "
+    "(0.33 GiB), and the tower's weights are not counted (34.43 GiB printed, 33.87 planned); the "
+    "band's vision allowance covers it",
+    "vllm-pr10511-llama3-8b-h100": "the whole error is the non-torch term: that PR's own build "
+    "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
+    "(vllm-10517); the activation (1.26 GiB printed) is reproduced",
+}
+
+#: The CUDA-graph estimate (0.39 GiB + 16 MiB per layer, fitted on vLLM 0.19's own estimates on an
+#: H100) against vLLM logs of 0.21 on, where the estimate is subtracted: (model, layers, printed GiB,
+#: source). None in engine_logs.yaml prints it; public logs found by the search tool:
+CUDAGRAPH_021 = (
+    ("qwen3-8b", 36, 0.52, "LMCache issue #3430: 'Profiling CUDA graph memory: PIECEWISE=51 "
+     "(largest=512), FULL=35 (largest=256)', 'Estimated CUDA graph memory: 0.52 GiB total' "
+     "(a 24 GB GPU, not named; vLLM release not stated, 0.21 or later by its message)"),
+)  # fmt: skip
 
 #: vLLM records not run, and why.
 NOT_RUN = {
@@ -254,7 +300,7 @@ def run_case(rid: str, figures: dict, case: Case, max_model_len: int | None) -> 
 
 def rows() -> list[Row]:
     records = {r["id"]: r for r in yaml.safe_load(LOGS.read_text())}
-    out = [run_case(rid, records[rid]["figures"], case, records[rid].get("max_model_len"))
+    out = [run_case(rid, records[rid]["figures"], case, case.max_model_len or records[rid].get("max_model_len"))
            for rid, case in CASES.items()]  # fmt: skip
     out += [run_case(rid, figures, case, None) for rid, (figures, case) in SUPPLEMENTARY.items()]
     return out
@@ -294,12 +340,24 @@ def main() -> int:
     for era in dict.fromkeys(r.era for r in table):
         for fitted in (False, True):
             group = [r for r in table if r.era == era and r.fitted == fitted]
-            print(_summary(f"vLLM {era} era, {'fitted' if fitted else 'not fitted'}", group))
+            name = "V0 (0.6 era)" if era == "0.6" else f"{era} era"
+            print(_summary(f"vLLM {name}, {'fitted' if fitted else 'not fitted'}", group))
     unfitted = [r for r in table if not r.fitted]
     print("\n" + _summary("all records not fitted on", unfitted))
     print(_summary("all records", table))
     print(f"within the target (8%, or 1 GiB for small pools): {sum(r.within_target for r in unfitted)}"
           f"/{len(unfitted)} of the records not fitted on")  # fmt: skip
+    print("\noutside the target or the band, and why:")
+    for r in table:
+        if not (r.within_target and r.inside_band) and r.record in REMARKS:
+            print(f"- {r.record} ({r.error_gib:+.2f} GiB): {REMARKS[r.record]}")
+    print("\nCUDA-graph estimate against vLLM 0.21+ logs (subtracted there):")
+    from kvcalc.estimate.overhead import CUDAGRAPH_BASE_BYTES, CUDAGRAPH_BYTES_PER_LAYER
+
+    for model, layers, printed, source in CUDAGRAPH_021:
+        est = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * layers) / GIB
+        print(f"- {model} ({layers} layers): kvcalc {est:.2f} GiB, vLLM {printed:.2f} GiB "
+              f"({est - printed:+.2f}: kvcalc predicts that much less KV); {source}")  # fmt: skip
     print("\nnot run: " + "; ".join(f"{k} ({v})" for k, v in NOT_RUN.items()))
     return 0
 

@@ -87,3 +87,23 @@ def test_unknown_gpu_suggests(cli):
     assert result.exit_code in (0, 2)
     if result.exit_code == 2:
         assert "did you mean" in result.stderr
+
+
+def test_negative_budget_is_shown_the_same_everywhere(cli):
+    # gpt-oss-120b on one H100 with vLLM 0.10.1 and no FlashInfer: weights 65.91 + activation 7.33
+    # + non-torch 0.02 GiB exceed int(79.22 GiB × 0.9) = 71.30 GiB, so vLLM logs a negative
+    # "Available KV cache memory" (vllm-23278 printed -2.14 GiB) and refuses to start. The table,
+    # the engine log line and the JSON all show the same negative figure, never 0.00.
+    args = ("plan", "gpt-oss-120b", "--gpu", "H100", "--engine-version", "0.10.1",
+            "-E", "flashinfer_sampler=false", "--no-throughput")  # fmt: skip
+    data = cli(*args, "--json").json
+    available = data["available_kv_bytes"]
+    assert available < 0 and data["verdict"] == "wont-start" and data["num_blocks"] == 0
+    shown = f"{available / (1 << 30):.2f} GiB"
+    assert shown == "-1.97 GiB"
+    assert data["log_lines"][0] == f"Available KV cache memory: {shown}"
+    assert data["available_kv_bytes_low"] < available < data["available_kv_bytes_high"]
+    table = cli(*args)
+    assert table.exit_code == 1
+    assert "│ available for KV per GPU" in table.stdout and f"{shown} ± 0.35" in table.stdout
+    assert f"Available KV cache memory: {shown}" in table.stdout

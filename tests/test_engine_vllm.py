@@ -365,7 +365,10 @@ def test_available_kv_bytes_rules():
 def test_version_mapping_and_errors(llama):
     p = plan(llama, 8192, engine_version="0.31.0")
     assert p.engine_version == "0.28" and "vLLM 0.31.0 modelled by the 0.28 profile" in p.notes
-    assert plan(llama, 8192, engine_version="0.9.2").engine_version == "0.8"
+    # the memory accounting and the "Available KV cache memory" line change at 0.9.1 (the wheels'
+    # gpu_worker.py): 0.9.0 (and "0.9") is early V1, 0.9.1 on the 0.10 profile
+    for version, profile in (("0.9", "0.8"), ("0.9.0", "0.8"), ("0.9.1", "0.10"), ("0.9.2", "0.10")):  # fmt: skip
+        assert plan(llama, 8192, engine_version=version).engine_version == profile, version
     for bad, code in [({"engine_version": "banana"}, "unknown-engine-version"),
                       ({"kv_cache_dtype": "q8_0"}, "unsupported-dtype"),
                       ({"extra": {"typo": 1}}, "unknown-engine-option")]:  # fmt: skip

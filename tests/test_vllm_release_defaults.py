@@ -69,6 +69,10 @@ def test_gb10_is_left_out_only_by_the_newest_rule():
         (1024, "llama-3.1-8b", (2048, 256)),  # at least 2,048
         (65536, "llama-3.1-8b", (2048, 256)),  # > 32,768: chunked prefill, 2,048 tokens
         (65536, "gemma-2-9b-it", (65536, 256)),  # sliding window: no chunked prefill in V0
+        # a multimodal model: at least _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (0.8.3 config.py);
+        # vllm-16570 (V0 of 0.8.3, --max-model-len 4096): max(4,096, 2,048) → 5,120
+        (4096, "qwen3-vl-8b-instruct", (5120, 256)),
+        (8192, "qwen3-vl-8b-instruct", (8192, 256)),
     ],
 )
 def test_v0_batch_defaults(max_model_len, model, expected):

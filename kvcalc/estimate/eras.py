@@ -18,11 +18,20 @@ rows of the full vocabulary with top-k and top-p set) costs bytes per logit by i
 
 Which one runs (``vllm/v1/sample/ops/topk_topp_sampler.py`` of each release, read from the wheels):
 0.8.x falls back to the sort when FlashInfer ≥ 0.2.3 is installed and FlashInfer is not a vLLM
-dependency; 0.9.2–0.11 use FlashInfer when it is installed (PyPI: only the ``vllm[flashinfer]`` extra;
-the Docker image ships it); 0.12–0.16 sort unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; 0.17 on use
+dependency; 0.9.0–0.11 use FlashInfer (≥ 0.2.3) when it is installed (PyPI: only the
+``vllm[flashinfer]`` extra; the Docker image ships it); 0.12–0.16 sort unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; 0.17 on use
 the Triton kernel (0.21 on: FlashInfer by default), sorting only under 8 rows. The vLLM engine option
-``flashinfer_sampler`` says which applies where the release leaves it to the installation. The
-0.8 era covers 0.9 too (its sort default; 0.9.0-0.9.1 not read).
+``flashinfer_sampler`` says which applies where the release leaves it to the installation.
+
+**What counts as non-torch** (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``, read
+in every wheel from 0.8.0 to 0.9.2): 0.8.0-0.9.0 measure, after the profile run and
+``torch.cuda.empty_cache()``, ``(total − free) − torch allocated`` and add it to the torch peak —
+every byte on the device this process's torch did not allocate: its CUDA context, NCCL buffers, and
+the memory of any other process on the GPU. 0.9.1 on (``memory_profiling`` from the worker's start-up
+snapshot, as V0) count only the increase during the profile run. So the 0.8 era (0.8.0-0.9.0) adds
+the CUDA context to the later figures and cannot see other processes: its pessimistic end allows for
+them. 0.8.x uses FlashInfer's sampler only for FlashInfer < 0.2.3 (the Docker images install
+0.2.1.post2; FlashInfer is no pip dependency), 0.9.0-0.9.2 for >= 0.2.3.
 """
 
 from __future__ import annotations
@@ -69,10 +78,13 @@ class ProfileEra:
     """How one range of vLLM releases profiles memory (constants, with the records they come from)."""
 
     name: str
-    since: tuple[int, int]
+    #: first release, (major, minor) or (major, minor, patch)
+    since: tuple[int, ...]
     non_torch: NonTorch
     #: ± error measured on the era's records (see ``bench/accuracy.py``)
     band_bytes: int
+    #: how much lower the engine's figure may be for memory kvcalc cannot see (0.8: other processes)
+    band_low_extra_bytes: int = 0
     sources: str
     #: V0 keeps the forward's temporaries while sampling (peak = F + S); V1 frees them (max)
     sampler_adds_to_forward: bool = False
@@ -105,7 +117,18 @@ class ProfileEra:
 
 
 _BAND = round(0.25 * GIB)
+_BAND_010 = round(0.35 * GIB)
 _NON_TORCH_010 = NonTorch.gib(0.02, 0.11, 0.11, 0.02)
+#: what a vLLM worker holds on the GPU before its model loads (CUDA context, library handles):
+#: "Initial free memory: 43.82 GiB" of 44.31 (39.88 GiB requested at 0.90) in the Llama-3.2-1B
+#: dev-build record (vLLM 0.10, torch 2.7); 0.8 ran torch 2.6 (not measured there)
+CUDA_CONTEXT_BYTES = round(0.49 * GIB)
+_NON_TORCH_08 = NonTorch(*(CUDA_CONTEXT_BYTES + b for b in (
+    _NON_TORCH_010.one_gpu_bytes, round(2.10 * GIB), _NON_TORCH_010.tp_other_bytes,
+    _NON_TORCH_010.pp_only_bytes)))  # fmt: skip
+#: memory other processes hold on the GPU, which 0.8.0-0.9.0 subtract and kvcalc cannot see: the
+#: shortfall of vllm-17122 (4.0 GiB below the modelled terms), rounded up
+OTHER_PROCESSES_BAND_BYTES = round(4.5 * GIB)
 _SOURCES_010 = (
     "Llama-3.2-1B dev build (non-torch 0.02 GiB printed); Qwen2-7B TP 2 on A100-80GB (vLLM 0.10.1: "
     "0.11 GiB left after weights, activation and KV); activation terms of 0.19"
@@ -125,17 +148,24 @@ ERAS: tuple[ProfileEra, ...] = (
     ProfileEra(name="0.12", since=(0, 12), non_torch=_NON_TORCH_010, band_bytes=_BAND,
                sources=_SOURCES_010 + "; FlashInfer's sampler is opt-in in 0.12-0.16 (no record)"),
     ProfileEra(
-        name="0.10", since=(0, 10), non_torch=_NON_TORCH_010, band_bytes=round(0.35 * GIB),
+        name="0.10", since=(0, 9, 1), non_torch=_NON_TORCH_010, band_bytes=_BAND_010,
         flashinfer_by_default=True, flashinfer_optional=True,
-        sources=_SOURCES_010 + "; FlashInfer installed in those records, not in the two gpt-oss-120b "
+        sources=_SOURCES_010 + "; from 0.9.1 (memory_profiling from the start-up snapshot, read in "
+        "the 0.9.1 and 0.9.2 wheels); FlashInfer installed in those records, not in the two gpt-oss-120b "
         "pip installs (vllm-23278, vllm-27508: the sort); band: the worst single-node record not "
         "fitted, vllm-27508 (+0.32 GiB)",
     ),
     ProfileEra(
-        name="0.8", since=(0, 8), non_torch=NonTorch.gib(0.38, 0.38, 0.38, 0.38), band_bytes=round(5.0 * GIB),
-        sources="early V1: non-torch = all device memory not allocated by torch after the profile run "
-        "(CUDA context included; 0.34-0.43 GiB per rank in vllm-16570, a V0 log of 0.8.3); an L40S log of April 2025 main "
-        "(vllm-17122) shows ~4 GiB more overhead than any term explains, hence the band",
+        name="0.8", since=(0, 8), non_torch=_NON_TORCH_08, band_bytes=_BAND_010,
+        band_low_extra_bytes=OTHER_PROCESSES_BAND_BYTES, flashinfer_by_default=True,
+        flashinfer_optional=True,
+        sources="early V1 (0.8.0-0.9.0): non-torch = everything on the GPU torch did not allocate "
+        "after the profile run, so the 0.10 figures plus the CUDA context (0.49 GiB: 43.82 GiB free "
+        "of 44.31 before loading in the Llama-3.2-1B dev build; TP on NVSwitch boards: 0.19's 2.10 "
+        "GiB, unconfirmed for 0.8); FlashInfer's sampler as the 0.8 "
+        "Docker images install it (vllm-17327 fits it, the sort does not); the pessimistic end "
+        "allows 4.5 GiB of memory held by other processes, which these releases subtract: "
+        "vllm-17122 is 4.0 GiB below every modelled term",
     ),
     ProfileEra(
         name="0.6", since=(0, 0), non_torch=NonTorch.gib(0.35, 0.40, 0.40, 0.35), band_bytes=round(0.5 * GIB),
@@ -148,11 +178,12 @@ ERAS: tuple[ProfileEra, ...] = (
 
 
 def era_for(engine_version: str | None) -> ProfileEra:
-    """The era of ``engine_version`` (``"0.19.0"``, a profile name, None = newest)."""
-    match = re.match(r"\s*v?(\d+)\.(\d+)", engine_version or "")
+    """The era of ``engine_version`` (``"0.19.0"``, a profile name, None = newest); a version
+    without a patch number is its ``.0`` release (``"0.9"`` = 0.9.0, the 0.8 era)."""
+    match = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", engine_version or "")
     if match is None:
         return ERAS[0]
-    wanted = (int(match[1]), int(match[2]))
+    wanted = (int(match[1]), int(match[2]), int(match[3] or 0))
     for era in ERAS:
         if wanted >= era.since:
             return era

@@ -206,6 +206,12 @@ def estimate_overhead(
     low, high = era.band_bytes, era.band_bytes
     if subtracts_cudagraph and not enforce_eager:
         low, high = low + CUDAGRAPH_BAND_BYTES, high + CUDAGRAPH_BAND_BYTES
+    if era.band_low_extra_bytes:
+        low += era.band_low_extra_bytes
+        notes.append(
+            f"vLLM {era.name} era (0.8.0-0.9.0): memory other processes hold on the GPU is subtracted "
+            f"too; kvcalc assumes none, the pessimistic end allows {_gib(era.band_low_extra_bytes)}"
+        )
     if w.vision_encoder:
         low += VISION_BAND_BYTES
         notes.append(
@@ -218,7 +224,7 @@ def estimate_overhead(
         low += extra
         notes.append(
             f"FlashInfer's sampler assumed installed (the vLLM {era.name}-era Docker image ships it; "
-            f"PyPI only as vllm[flashinfer]): without it the profile run sorts the logits, "
+            f"the vllm wheel does not depend on it): without it the profile run sorts the logits, "
             f"{sort / 100:.0f} B each, {_gib(extra)} more; the pessimistic end allows for it "
             "(engine option flashinfer_sampler=false plans that install)"
         )

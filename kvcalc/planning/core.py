@@ -187,7 +187,7 @@ def _subtracts_cudagraph(engine: Any, version: str | None) -> bool:
 def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> EngineRequest:
     """``request`` with the budget moved by ``delta`` (0, or to the band's low end)."""
     stages = shifted(budget.stage_bytes, delta)
-    return replace(request, available_kv_bytes=max(0, budget.available_bytes + delta),
+    return replace(request, available_kv_bytes=budget.available_bytes + delta,
                    stage_available_kv_bytes=stages if len(stages) > 1 else ())  # fmt: skip
 
 

@@ -133,9 +133,11 @@ def render(result) -> None:
         for s in result.suggestions:
             console.print(f"  • {s.text}", highlight=False)
     if result.notes:
+        from rich.markup import escape  # a note may quote "vllm[flashinfer]"
+
         console.print("[dim]Notes:[/]")
         for note in result.notes:
-            console.print(f"  [dim]- {note}[/]", highlight=False)
+            console.print(f"  [dim]- {escape(note)}[/]", highlight=False)
 
 
 def _with_band(result) -> str:

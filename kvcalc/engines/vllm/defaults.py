@@ -22,8 +22,10 @@ Confirmed from the vLLM **0.33.0** wheel (``pip download --no-deps vllm==0.33.0`
 Profiles: ``0.33`` (0.33 on), ``0.28`` (0.28–0.32: one capacity line, the >= 160 GiB batch
 tier, read in the 0.28.0-0.32.0 wheels), ``0.21`` (0.21–0.27: CUDA graphs subtracted, one batch
 in flight, group-aware tokens on two lines, as the 0.21.0, 0.23.0, 0.25.0, 0.27.0 wheels print),
-``0.20`` (0.20: as 0.21 with the older two capacity lines), ``0.10`` (0.10–0.19: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
-vllm-24577 record prints), ``0.8`` (0.8–0.9: early V1, two lines, no memory line, vllm-17122),
+``0.20`` (0.20: as 0.21 with the older two capacity lines), ``0.10`` (0.9.1–0.19: two capacity lines plus "Available KV cache memory: %.2f GiB", as the
+vllm-24577 record prints; 0.9.1 is the first wheel that logs it, from ``memory_profiling``, and the
+first with the platform-preferred dtype for float32 configs), ``0.8`` (0.8.0–0.9.0: early V1, two
+lines, no memory line, vllm-17122),
 ``0.6`` (the V0 engine: "# GPU blocks" lines, vllm-4454 / vllm-10517).
 
 Read in the 0.19.0, 0.20.0 and 0.21.0 wheels (``config/cache.py``, ``envs.py``, ``v1/worker/
@@ -65,8 +67,8 @@ class VllmProfile:
     """The behaviours that differ between vLLM releases."""
 
     name: str
-    #: first release this profile stands for
-    since: tuple[int, int]
+    #: first release this profile stands for, (major, minor) or (major, minor, patch)
+    since: tuple[int, ...]
     v1: bool = True
     gpu_memory_utilization: float = 0.92
     #: CUDA-graph memory estimate subtracted from the budget (default since v0.21.0)
@@ -102,7 +104,7 @@ PROFILES: tuple[VllmProfile, ...] = (
     VllmProfile(name="0.21", since=(0, 21), one_capacity_line=False),
     VllmProfile(name="0.20", since=(0, 20), merged_log_line=False, one_capacity_line=False),
     VllmProfile(
-        name="0.10", since=(0, 10), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
+        name="0.10", since=(0, 9, 1), gpu_memory_utilization=0.90, subtracts_cudagraph=False,
         merged_log_line=False, available_line="%.2f",
     ),
     VllmProfile(
@@ -128,7 +130,7 @@ def resolve_profile(version: str | None) -> tuple[VllmProfile, str | None]:
     if not wanted or len(wanted) < 2:
         raise unknown_version("vllm", version, VERSIONS)
     for profile in PROFILES:
-        if wanted[:2] >= profile.since:
+        if wanted[:3] >= profile.since:  # "0.9" is 0.9.0: (0, 9) < (0, 9, 1)
             note = f"vLLM {version} modelled by the {profile.name} profile"
             return profile, note
     raise unknown_version("vllm", version, VERSIONS)  # pragma: no cover - 0.0 catches all
@@ -287,6 +289,8 @@ def default_block_size(
 # -- scheduler defaults -----------------------------------------------------------------------
 #: vLLM V0's ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` (the chunked-prefill budget)
 V0_CHUNKED_TOKENS = 2048
+#: V0's ``_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS`` (``vllm/config.py``, 0.8.3)
+V0_MULTIMODAL_TOKENS = 5120
 
 
 def batch_defaults(
@@ -329,14 +333,17 @@ def batch_defaults(
 
 
 def _v0_batch_defaults(request: EngineRequest) -> tuple[int, int, str]:
-    """V0 (``_set_default_args_v0`` and ``SchedulerConfig``, read in 0.8.4): chunked prefill only for
-    a max_model_len above 32,768 (not for multimodal, MLA or sliding-window models), with 2,048
-    tokens; otherwise one whole max_model_len prompt, at least 2,048 tokens. 256 sequences."""
+    """V0 (``_set_default_args_v0`` and ``SchedulerConfig``, read in 0.8.3 and 0.8.4): chunked
+    prefill only for a max_model_len above 32,768 (not for multimodal, MLA or sliding-window
+    models), with 2,048 tokens; otherwise one whole max_model_len prompt, at least 2,048 tokens; a
+    multimodal model at least ``_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS`` (5,120). 256 sequences."""
     model = request.model
     sliding = any(layer.kind == "sliding" for layer in model.layers)
     vision = getattr(model.weights, "vision_encoder", False)
     chunked = request.max_model_len > 32768 and not (model.is_mla or sliding or vision)
     tokens = V0_CHUNKED_TOKENS if chunked else max(request.max_model_len, V0_CHUNKED_TOKENS)
     how = "chunked prefill (max_model_len > 32,768)" if chunked else "one max_model_len prompt"
+    if vision and tokens < V0_MULTIMODAL_TOKENS:
+        tokens, how = V0_MULTIMODAL_TOKENS, "a multimodal model: at least 5,120"
     note = f"max_num_batched_tokens {tokens:,} and max_num_seqs 256: vLLM V0's default ({how})"
     return tokens, 256, note
