@@ -232,6 +232,28 @@ def test_non_torch_per_era():
     )
 
 
+def test_early_v1_record_with_the_docker_sampler():
+    # vllm-17327: vLLM 0.8.5 (Docker image: FlashInfer 0.2.1.post2, < 0.2.3, so its sampler runs),
+    # Qwen3-30B-A3B TP 4 on A10s, 2,048 tokens and 256 seqs (the small-GPU API-server default).
+    # Sampler 256 × 151,936 × 14.94 B + 2,048 × 2,048 × 2 B + the MoE workspace = 0.63 GiB;
+    # non-torch 0.49 (CUDA context) + 0.11 (TP off NVSwitch) = 0.60 GiB. int(22.20 GiB × 0.9) −
+    # 14.2474 (printed) − 1.23 = 4.50 GiB against 198,784 tokens × 24 KiB = 4.55 GiB printed.
+    f = RECORDS["vllm-17327-qwen3-30b-a3b-4xa10-tp4"]["figures"]
+    printed = f["gpu_kv_cache_tokens"] * 24 * 1024 / GIB
+    gpu = get_gpu("A10")
+    requested = int(gpu.memory_bytes * 0.9) / GIB - f["model_loading_gib_per_gpu"]
+    for flashinfer, error in ((True, 0.1), (False, None)):
+        o = estimate_overhead(bundled_shape("qwen3-30b-a3b"), max_num_batched_tokens=2048,
+                              max_num_seqs=256, tensor_parallel_size=4, gpu=gpu, engine_version="0.8.5",
+                              flashinfer_sampler=flashinfer)  # fmt: skip
+        assert o.non_torch_bytes == round(0.49 * GIB) + round(0.11 * GIB)
+        predicted = requested - (o.activation_bytes + o.non_torch_bytes) / GIB
+        if error is not None:
+            assert abs(predicted - printed) <= error
+        else:  # the sorting sampler would leave 0.84 GiB less: it is not what ran
+            assert printed - predicted > 0.8
+
+
 # -- CUDA graphs -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "record, model, layers",
