@@ -196,7 +196,8 @@ REMARKS = {
     "band's vision allowance covers it",
     "vllm-pr10511-llama3-8b-h100": "the whole error is the non-torch term: that PR's own build "
     "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
-    "(vllm-10517); the activation (1.26 GiB printed) is reproduced",
+    "(vllm-10517); the activation (1.26 GiB printed) is reproduced. The accounting was reworked "
+    "after it (PR #12126, Jan 2025, prints non_torch_memory 0.16 GiB on an H100)",
 }
 
 #: The CUDA-graph estimate (0.39 GiB + 16 MiB per layer, fitted on vLLM 0.19's own estimates on an
