@@ -118,12 +118,10 @@ def test_what_is_not_modelled_is_said():
         EngineRequest(model=gpt2, max_model_len=1024, available_kv_bytes=0)
     )
     assert none is None and "the gpt2 graph is not modelled" in why
-    moe, why = LLAMACPP.compute_buffer(
-        EngineRequest(
-            model=bundled_shape("mixtral-8x7b-v0.1"), max_model_len=4096, available_kv_bytes=0
-        )
+    mla, why = LLAMACPP.compute_buffer(
+        EngineRequest(model=bundled_shape("deepseek-v3"), max_model_len=4096, available_kv_bytes=0)
     )
-    assert moe is None and why
+    assert mla is None and "deepseek_v3" in why
 
 
 def test_a_llama_cpp_plan_takes_the_compute_buffer_as_its_activation():
@@ -207,6 +205,53 @@ def test_gemma_graphs_with_two_caches(model, layers, widths, dtype, extra, print
     assert f"{buffer.bytes / 2**20:.4f}" == printed
 
 
+def moe_request(model: str, layers: int, dtype: str = "auto", **extra) -> EngineRequest:
+    """As ``verify --run`` writes a MoE model with its own widths (``model_widths``): every
+    width the config's, the vocabulary 384; the graph widths are the ones kvcalc reads from the
+    config, as llama.cpp's converter would write them."""
+    from helpers import fixture_config
+
+    from kvcalc.engines.llamacpp_compute import dims_for
+    from kvcalc.hfconfig import parse_config
+
+    if "--" in model:  # a config kept as test data, of a family kvcalc has not verified
+        shape = parse_config(fixture_config(model), name=model, trust_layout=True)
+    else:
+        shape = bundled_shape(model)
+    shape = replace(shape, layers=shape.layers[:layers])
+    dims = dims_for(shape)
+    assert dims is not None
+    extra.setdefault("n_ctx", 512)
+    return EngineRequest(model=replace(shape, graph_dims=replace(dims, n_vocab=384)),
+                         max_model_len=extra["n_ctx"], available_kv_bytes=1 << 50, kv_cache_dtype=dtype,
+                         extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+QWEN2MOE = "Qwen--Qwen1.5-MoE-A2.7B-Chat"
+#: MoE graphs at the configs' own widths, 2 layers, vocabulary 384: (model, cache type, options,
+#: llama.cpp 0c1e570's four-decimal ``CPU compute buffer size``), printed by ``verify --run``
+RECORDED_MOE = [
+    ("qwen3-30b-a3b", "auto", {"n_ctx": 256}, "44.1318"),
+    ("qwen3-30b-a3b", "auto", {"flash_attn": "off"}, "87.0098"),
+    ("qwen3-30b-a3b", "auto", {"n_ctx": 1024, "n_seq_max": 2}, "88.5137"),
+    ("qwen3-30b-a3b", "auto", {"n_ctx": 1024, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}, "96.1974"),
+    ("qwen3-30b-a3b", "auto", {"n_ctx": 600, "n_ubatch": 128, "n_batch": 300}, "22.1909"),
+    ("qwen3-30b-a3b", "q8_0", {}, "88.5918"),
+    (QWEN2MOE, "auto", {}, "49.5137"),
+    (QWEN2MOE, "auto", {"flash_attn": "off", "n_seq_max": 2}, "57.5098"),
+    (QWEN2MOE, "q8_0", {"n_ctx": 768}, "55.0840"),
+    ("mixtral-8x7b-v0.1", "auto", {}, "200.5137"),
+    ("mixtral-8x7b-v0.1", "auto", {"n_ctx": 1024, "flash_attn": "off", "n_seq_max": 2, "kv_unified": True}, "206.0098"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "dtype", "extra", "printed"), RECORDED_MOE)
+def test_moe_compute_buffer_equals_what_llama_cpp_printed(model, dtype, extra, printed):
+    buffer, why = LLAMACPP.compute_buffer(moe_request(model, 2, dtype, **extra))
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
 def test_the_sliding_cache_sizes_the_sliding_layers_kq():
     # without flash attention each layer holds KQ: cells × 512 tokens × 16 heads × 4 B; 8,192 cells
     # in the full cache, PAD(min(8,192, 4,096 + 512), 256) = 4,608 in the sliding one
@@ -270,3 +315,35 @@ def test_a_gemma_gguf_says_whether_its_logits_are_soft_capped(tmp_path, arch, so
     # Gemma-3 reads the key; Gemma-2 soft-caps whatever it says, so the flag is Gemma-3's alone
     assert dims is not None and dims.final_logit_softcap is expected
     assert dims.arch == arch and dims.n_vocab == 300
+
+
+def test_the_experts_outputs_dominate_a_moe_graph():
+    buffer, _ = LLAMACPP.compute_buffer(moe_request("mixtral-8x7b-v0.1", 2))
+    assert buffer is not None and buffer.n_tokens == 512
+    # the experts' up and gate outputs (14,336 · 2 experts · 512 tokens · 4 B = 56 MiB each) and
+    # the weighted down projections (4,096 · 2 · 512 · 4 B = 16 MiB) are live at once
+    assert buffer.bytes > 2 * 14336 * 2 * 512 * 4 + 4096 * 2 * 512 * 4
+
+
+def test_a_moe_plan_carries_its_compute_buffer():
+    p = plan_reference(
+        "qwen3-30b-a3b", PlanInputs(engine="llamacpp", gpu="h100", max_model_len=8192)
+    )
+    assert p.memory.activation_bytes > 0
+    assert not any("compute buffer not modelled" in n for n in p.notes)
+
+
+def test_moe_graphs_llama_cpp_would_build_otherwise_are_refused():
+    r = moe_request("qwen3-30b-a3b", 2)
+    dims = r.model.graph_dims
+    assert dims is not None and LLAMACPP.compute_buffer(r)[0] is not None
+
+    def why(**changes) -> str:
+        model = replace(r.model, graph_dims=replace(dims, **changes))
+        buffer, reason = LLAMACPP.compute_buffer(replace(r, model=model))
+        assert buffer is None
+        return reason
+
+    assert "shared experts in a qwen3moe graph" in why(shared_expert=True)
+    assert "shared experts in a llama graph" in why(arch="llama", shared_expert=True)  # Granite
+    assert "without experts" in why(n_expert=0)

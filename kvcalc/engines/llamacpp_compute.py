@@ -21,6 +21,8 @@ says so. Only the architectures and options below are modelled; anything else re
 
 - ``llama`` (Llama, Mistral), ``qwen2``, ``qwen3`` (Q/K norms): dense gated MLPs, separate Q/K/V
   projections with or without biases, no other biases, one cache (full-attention layers only);
+- their MoE graphs: ``llama`` with experts (Mixtral), ``qwen3moe``, ``qwen2moe`` (its gated shared
+  expert) — the FFN blocks of :mod:`kvcalc.engines.llamacpp_graph_moe`;
 - ``gemma2``, ``gemma3`` (:mod:`kvcalc.engines.llamacpp_graph_swa`): two caches
   (``llama_kv_cache_iswa``, ``swa_full`` on or off), or one for a Gemma-3 file without
   ``sliding_window``;
@@ -42,13 +44,13 @@ from kvcalc.engines.llamacpp_graph import (
     GraphSpec,
     attn,
     embed,
-    gated_ffn,
     kv_inputs,
     logits,
     n_seqs_of,
     norm,
     qkv,
 )
+from kvcalc.engines.llamacpp_graph_moe import ffn_block, why_not_ffn
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention
@@ -57,7 +59,8 @@ from kvcalc.model.shape import ModelShape
 __all__ = ["GRAPH_ARCHS", "ComputeBuffer", "ComputeInputs", "compute_buffer", "dims_for", "n_seqs_of",
            "why_not"]  # fmt: skip
 
-_HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", **swa.HF_ARCH}
+_HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+            "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", **swa.HF_ARCH}  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,13 +81,25 @@ def dims_for(model: ModelShape) -> GraphDims | None:
         return model.graph_dims
     w = model.weights
     arch = _HF_ARCH.get(model.model_type)
-    attn_w, mlp = getattr(w, "attention", None), getattr(w, "mlp", None)
-    if arch is None or attn_w is None or mlp is None or getattr(w, "moe", None):
+    attn_w, mlp, moe = (getattr(w, name, None) for name in ("attention", "mlp", "moe"))
+    if arch is None or attn_w is None or (mlp is None) == (moe is None):
         return None
-    extra = tuple(name for name, present in (("attn_output.bias", attn_w.o_bias), ("ffn biases", mlp.bias),
-                                             ("ungated MLP", not mlp.gated)) if present)  # fmt: skip
-    return GraphDims(arch=arch, n_embd=w.hidden_size, n_ff=mlp.intermediate_size, n_vocab=w.vocab_size,
-                     qkv_bias=attn_w.qkv_bias, unmodelled_tensors=extra)  # fmt: skip
+    extra = tuple(name for name, present in (("attn_output.bias", attn_w.o_bias),
+                                             ("ffn biases", mlp is not None and mlp.bias),
+                                             ("ungated MLP", mlp is not None and not mlp.gated),
+                                             ("dense layers among the expert layers",
+                                              moe is not None and set(w.ffns) != {"moe"}))
+                  if present)  # fmt: skip
+    if mlp is not None:
+        return GraphDims(arch=arch, n_embd=w.hidden_size, n_ff=mlp.intermediate_size,
+                         n_vocab=w.vocab_size, qkv_bias=attn_w.qkv_bias, unmodelled_tensors=extra)  # fmt: skip
+    assert moe is not None
+    # as convert_hf_to_gguf.py writes them: feed_forward_length the config's intermediate_size
+    return GraphDims(arch=arch, n_embd=w.hidden_size, n_ff=w.intermediate_size, n_vocab=w.vocab_size,
+                     n_expert=moe.num_experts, n_expert_used=moe.experts_per_token,
+                     n_ff_exp=moe.expert_intermediate_size, n_ff_shexp=moe.shared_intermediate_size,
+                     shared_expert=moe.shared_intermediate_size > 0, qkv_bias=attn_w.qkv_bias,
+                     unmodelled_tensors=extra)  # fmt: skip
 
 
 def why_not(model: ModelShape, type_k: CacheDtype, type_v: CacheDtype) -> str | None:
@@ -93,8 +108,9 @@ def why_not(model: ModelShape, type_k: CacheDtype, type_v: CacheDtype) -> str | 
     if dims is None or dims.arch not in BUILDERS:
         arch = dims.arch if dims else model.model_type
         return f"the {arch} graph is not modelled (modelled: {', '.join(GRAPH_ARCHS)})"
-    if dims.n_expert:
-        return "mixture-of-experts graphs are not modelled"
+    moe_problem = why_not_ffn(dims)
+    if moe_problem is not None:
+        return moe_problem
     if dims.unmodelled_tensors:
         return f"the graph nodes of {', '.join(dims.unmodelled_tensors)} are not modelled"
     if (type_k.is_quantized or type_v.is_quantized) and len(
@@ -133,7 +149,8 @@ def _refuse_llama(model: ModelShape, dims: GraphDims) -> str | None:
 
 
 def _llama(s: GraphSpec) -> g.Graph:
-    """``src/models/llama.cpp`` (and qwen2, qwen3 with its Q/K norms): one cache."""
+    """``src/models/llama.cpp`` (and qwen2, qwen3 with its Q/K norms, their MoE graphs
+    ``qwen2moe.cpp``, ``qwen3moe.cpp``): one cache."""
     gf = g.Graph()
     n_embd, n_tokens = s.dims.n_embd, s.n_tokens
     layers = s.layers
@@ -144,7 +161,7 @@ def _llama(s: GraphSpec) -> g.Graph:
     for il, layer in enumerate(layers):
         inp_sa = inp_l
         q, k, v = qkv(s, norm(inp_l, n_embd), layer)
-        if s.dims.arch == "qwen3":
+        if s.dims.arch in ("qwen3", "qwen3moe"):
             q, k = norm(q, layer.head_dim_k), norm(k, layer.head_dim_k)
         q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
         cur = attn(gf, s, layer, q, k, v, cache)
@@ -155,13 +172,13 @@ def _llama(s: GraphSpec) -> g.Graph:
             cur = g.get_rows(cur, out_ids)
             inp_sa = g.get_rows(inp_sa, out_ids)
         ffn_inp = g.dup(cur, "add", inp_sa)
-        cur = gated_ffn(s, norm(ffn_inp, n_embd))
-        inp_l = g.dup(cur, "add", ffn_inp)
+        inp_l = g.dup(ffn_block(gf, norm(ffn_inp, n_embd), s.dims), "add", ffn_inp)
     return logits(gf, s, norm(inp_l, n_embd))
 
 
 _LLAMA = Builder(build=_llama, refuse=_refuse_llama)
 #: every architecture whose graph is rebuilt, and its builder
-BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, **swa.BUILDERS}
+BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "qwen2moe": _LLAMA,
+                                "qwen3moe": _LLAMA, **swa.BUILDERS}  # fmt: skip
 #: llama.cpp architectures whose graph is rebuilt here
 GRAPH_ARCHS = tuple(BUILDERS)

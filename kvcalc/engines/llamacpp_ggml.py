@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 #: ``TENSOR_ALIGNMENT`` (ggml-impl.h): the CPU buffer type's alignment
 CPU_ALIGNMENT = 32
 F32, F16, I32, I64 = 4, 2, 4, 8
-#: ops ``ggml_op_can_inplace`` allows to overwrite their parent
-INPLACE = frozenset({"add", "mul", "rms_norm", "rope", "soft_max", "scale", "unary"})
+#: ops ``ggml_op_can_inplace`` allows to overwrite their parent (those a graph here uses)
+INPLACE = frozenset({"fill", "scale", "add", "add_id", "mul", "div", "sqr", "sqrt", "unary",
+                     "rope", "rms_norm", "clamp", "soft_max"})  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -127,7 +128,22 @@ def mul_mat(a: Tensor, b: Tensor) -> Tensor:
 
 
 def get_rows(a: Tensor, b: Tensor) -> Tensor:
-    return new(F32, a.ne[0], b.ne[0], b.ne[1], b.ne[2], op="get_rows", src=(a, b))
+    return new(F32, a.ne[0], b.ne[0], b.ne[1], b.ne[2], op="get_rows", src=(a, b))  # I32: also 4 B
+
+
+def mul_mat_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
+    """``ggml_mul_mat_id``: one matrix of ``a`` per selected expert, ``[a.ne1, ids.ne0, b.ne2]``."""
+    return new(F32, a.ne[1], ids.ne[0], b.ne[2], op="mul_mat_id", src=(a, b, ids))
+
+
+def argsort_top_k(a: Tensor, k: int) -> Tensor:
+    """``ggml_argsort_top_k``: an I32 ``argsort`` of ``a``'s rows, viewed to its first ``k``."""
+    order = new(I32, *a.ne, op="argsort", src=(a,))
+    return view(order, k, *order.ne[1:], nb=order.nb[1:])
+
+
+def sum_rows(a: Tensor) -> Tensor:
+    return new(a.size, 1, *a.ne[1:], op="sum_rows", src=(a,))
 
 
 def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:

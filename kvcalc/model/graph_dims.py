@@ -17,6 +17,10 @@ class GraphDims:
     n_expert_used: int = 0
     #: one expert's MLP width (``expert_feed_forward_length``)
     n_ff_exp: int = 0
+    #: the shared experts' width (``expert_shared_feed_forward_length``; 0: the loader's default)
+    n_ff_shexp: int = 0
+    #: shared-expert tensors present (``blk.N.ffn_up_shexp.weight``)
+    shared_expert: bool = False
     #: separate Q, K and V biases (``blk.N.attn_q.bias`` ...): one more ``add`` per projection
     qkv_bias: bool = False
     #: final logit soft-capping written in the file (``{arch}.final_logit_softcapping``, Gemma-3)

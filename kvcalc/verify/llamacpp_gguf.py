@@ -2,9 +2,11 @@
 
 Everything the KV cache depends on is the model's own: layer count (or ``--layers``), attention
 heads, KV heads, head widths, the sliding-window pattern and window, the expert count. What only
-sizes weights is made small: a 64-wide embedding, a 64-wide MLP (32 per expert), a 384-token
-SentencePiece-style vocabulary. The architecture is the one llama.cpp would use for the model
-(``llama``, ``qwen2``, ``qwen3``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
+sizes weights is made small unless asked (:class:`GgufWidths`, :func:`model_widths`): a 64-wide
+embedding, a 64-wide MLP (32 per expert), a 384-token SentencePiece-style vocabulary. Tensors over
+``SPARSE_BYTES`` are holes in a sparse file (zeros), so a model's own expert widths cost no disk.
+The architecture is the one llama.cpp would use for the model (``llama``, ``qwen2``, ``qwen3``,
+``qwen2moe``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
 (``load_arch_tensors`` in the modelled version) and the sliding pattern written as one bool per
 layer (``{arch}.attention.sliding_window_pattern``), which every SWA loader reads first.
 """
@@ -23,6 +25,9 @@ HIDDEN = 64
 FFN = 64
 EXPERT_FFN = 32
 VOCAB = 384
+#: tensors larger than this are written as zeros, as a hole in a sparse file (the model's own
+#: expert widths run to gigabytes a layer; llama.cpp maps them, and they size no KV or compute)
+SPARSE_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +37,19 @@ class GgufWidths:
     hidden: int = HIDDEN
     ffn: int = FFN
     vocab: int = VOCAB
+    #: one routed expert's MLP width, and the shared experts' (0: the architecture's default)
+    expert_ffn: int = EXPERT_FFN
+    shared_ffn: int = 0
+
+
+def model_widths(model: ModelShape, *, vocab: int = VOCAB) -> GgufWidths:
+    """The model's own embedding and MLP widths (its experts' too), with a small vocabulary."""
+    w = model.weights
+    moe, mlp = getattr(w, "moe", None), getattr(w, "mlp", None)
+    ffn = mlp.intermediate_size if mlp is not None else getattr(w, "intermediate_size", 0) or FFN
+    return GgufWidths(hidden=w.hidden_size, ffn=ffn, vocab=vocab,
+                      expert_ffn=moe.expert_intermediate_size if moe else EXPERT_FFN,
+                      shared_ffn=moe.shared_intermediate_size if moe else 0)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +68,8 @@ class GgufSpec:
     hidden: int = HIDDEN
     ffn: int = FFN
     vocab: int = VOCAB
+    expert_ffn: int = EXPERT_FFN
+    shared_ffn: int = 0
     #: KV heads per layer where they differ (written as an array, as llama.cpp reads it)
     kv_heads_per_layer: tuple[int, ...] | None = None
     #: Mamba-2 (``mamba2``): the state's shape
@@ -97,6 +117,8 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
         arch = "qwen3moe" if experts else "qwen3"
     elif mtype == "qwen2" and not experts:
         arch = "qwen2"  # Q, K and V biases
+    elif mtype == "qwen2_moe" and experts:
+        arch = "qwen2moe"  # qwen2's attention, experts beside a gated shared expert
     else:
         arch = "llama"
     if len(set(per_layer)) > 1:
@@ -106,10 +128,11 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads,
                     kv_heads=kv_heads, head_k=head_k, head_v=head_v, context_length=model.max_model_len,
                     sliding=sliding, window=windows.pop() or 0 if windows else 0, experts=experts,
-                    experts_used=used, ffn=w.ffn, vocab=w.vocab,
+                    experts_used=used, ffn=w.ffn, vocab=w.vocab, expert_ffn=w.expert_ffn,
+                    shared_ffn=w.shared_ffn or w.ffn,
                     kv_heads_per_layer=per_layer if len(set(per_layer)) > 1 else None,
                     # qwen2's loader shapes attn_q/attn_output as n_embd × n_embd
-                    hidden=model.num_attention_heads * head_k if arch == "qwen2" else w.hidden)  # fmt: skip
+                    hidden=model.num_attention_heads * head_k if arch.startswith("qwen2") else w.hidden)  # fmt: skip
 
 
 def _mamba2(model: ModelShape, w: GgufWidths) -> GgufSpec:
@@ -176,17 +199,31 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     tensors = _ssm_tensors(spec) if spec.ssm else _mla_tensors(spec) if spec.mla else _tensors(spec)
-    for name, shape in tensors:
-        if len(shape) == 1 or name.endswith(
-            ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
-        ):
+    f32 = [len(shape) == 1 or name.endswith(
+        ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
+    ) for name, shape in tensors]  # fmt: skip
+    for (name, shape), wide in zip(tensors, f32, strict=True):
+        dtype = np.dtype(np.float32 if wide else np.float16)
+        w.add_tensor_info(name, shape, dtype, int(np.prod(shape)) * dtype.itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    out = w.fout[0] if w.fout else None
+    assert out is not None
+    for (name, shape), wide in zip(tensors, f32, strict=True):
+        nbytes = int(np.prod(shape)) * (4 if wide else 2)
+        if nbytes > SPARSE_BYTES:  # left a hole: reads as zeros, costs no disk or write time
+            w.tensors[0].pop(name)
+            w.write_padding(out, out.tell())
+            out.seek(nbytes, 1)
+            w.write_padding(out, nbytes)
+            continue
+        if wide:
             data: Any = (1.0 + 0.02 * rng.standard_normal(shape)).astype(np.float32)
         else:
             data = (0.02 * rng.standard_normal(shape)).astype(np.float16)
-        w.add_tensor(name, data)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+        w.write_tensor_data(data)
+    out.truncate(out.tell())
     w.close()
     return path
 
@@ -205,7 +242,9 @@ def _int_keys(spec: GgufSpec) -> dict[str, int]:
     }
     if spec.experts:
         keys |= {"expert_count": spec.experts, "expert_used_count": spec.experts_used,
-                 "expert_feed_forward_length": EXPERT_FFN}  # fmt: skip
+                 "expert_feed_forward_length": spec.expert_ffn}  # fmt: skip
+    if spec.arch == "qwen2moe":
+        keys["expert_shared_feed_forward_length"] = spec.shared_ffn
     return keys
 
 
@@ -219,7 +258,8 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
     ]
     if spec.arch != "gemma2":  # gemma2 always reuses token_embd as the output
         out.append(("output.weight", (vocab, h)))
-    ff = EXPERT_FFN if spec.arch == "qwen3moe" else spec.ffn
+    # the llama loader shapes experts by feed_forward_length, the Qwen MoE ones by the expert width
+    ff = spec.expert_ffn if spec.arch in ("qwen2moe", "qwen3moe") else spec.ffn
     for i in range(spec.num_layers):
         b = f"blk.{i}."
         kv = spec.kv_heads_per_layer[i] if spec.kv_heads_per_layer else spec.kv_heads
@@ -227,7 +267,7 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_k.weight", (kv * spec.head_k, h)),
                 (b + "attn_v.weight", (kv * spec.head_v, h)),
                 (b + "attn_output.weight", (h, q)), (b + "ffn_norm.weight", (h,))]  # fmt: skip
-        if spec.arch == "qwen2":
+        if spec.arch in ("qwen2", "qwen2moe"):
             out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv * spec.head_k,)),
                     (b + "attn_v.bias", (kv * spec.head_v,))]  # fmt: skip
         if spec.arch in ("qwen3", "qwen3moe", "gemma3"):
@@ -241,6 +281,10 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
             e = spec.experts
             out += [(b + "ffn_gate_inp.weight", (e, h)), (b + "ffn_gate_exps.weight", (e, ff, h)),
                     (b + "ffn_up_exps.weight", (e, ff, h)), (b + "ffn_down_exps.weight", (e, h, ff))]  # fmt: skip
+            if spec.arch == "qwen2moe":
+                sh = spec.shared_ffn
+                out += [(b + "ffn_gate_inp_shexp.weight", (h,)), (b + "ffn_gate_shexp.weight", (sh, h)),
+                        (b + "ffn_up_shexp.weight", (sh, h)), (b + "ffn_down_shexp.weight", (h, sh))]  # fmt: skip
         else:
             out += [(b + "ffn_gate.weight", (ff, h)), (b + "ffn_up.weight", (ff, h)),
                     (b + "ffn_down.weight", (h, ff))]  # fmt: skip

@@ -177,7 +177,7 @@ def parse_gguf(
 
 #: tensors whose graph nodes the compute-buffer model does not rebuild (``blk.N.`` stripped)
 _UNMODELLED = ("attn_qkv.weight", "attn_output.bias", "ffn_up.bias", "ffn_gate.bias",
-               "ffn_down.bias", "output.bias", "ffn_up_shexp.weight")  # fmt: skip
+               "ffn_down.bias", "output.bias")  # fmt: skip
 
 
 def _graph_dims(
@@ -203,6 +203,8 @@ def _graph_dims(
     return GraphDims(arch=k.arch, n_embd=hidden, n_ff=ffs[0] if ffs else 0, n_vocab=embd[1],
                      n_expert=experts, n_expert_used=used,
                      n_ff_exp=k.num("expert_feed_forward_length", 0) if experts else 0,
+                     n_ff_shexp=k.num("expert_shared_feed_forward_length", 0) if experts else 0,
+                     shared_expert="ffn_up_shexp.weight" in present,
                      qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra,
                      # Gemma-3 soft-caps its logits only when the key is set (Gemma-2 always does)
                      final_logit_softcap=k.arch == "gemma3" and bool(k.raw("final_logit_softcapping")))  # fmt: skip
