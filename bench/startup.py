@@ -6,10 +6,13 @@ work on the machine) or median wall times and their ratio, and the same for the 
 child used (user + system: less disturbed by a loaded machine than wall time). The children run
 with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` dropped), as an installed package has its
 ``.pyc`` files: otherwise kvcalc's modules would be compiled from source on every run while
-typer's come from its cache. Also lists heavy modules that
-the kvcalc path imported (there must be none: torch, huggingface_hub, yaml).
+typer's come from its cache. ``--no-bytecode`` measures that case on purpose (a source checkout
+with ``PYTHONDONTWRITEBYTECODE=1``): kvcalc is imported from a copy without ``__pycache__`` and
+nothing is written. Also lists heavy modules that the kvcalc path imported (there must be none:
+torch, huggingface_hub, yaml).
 
     python bench/startup.py [--runs 7] [--command plan|inspect|models] [--stat min|median]
+                            [--no-bytecode]
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,10 +57,10 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _time(code: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one fresh interpreter running ``code``."""
+def _time(code: str, cwd: Path = ROOT) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one fresh interpreter running ``code`` in ``cwd``."""
     cpu, start = _cpu(), time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, env=ENV)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=cwd, capture_output=True, env=ENV)
     return time.perf_counter() - start, _cpu() - cpu
 
 
@@ -75,26 +80,42 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--command", choices=sorted(COMMANDS), default="plan")
     parser.add_argument("--stat", choices=("min", "median"), default="min")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="compile kvcalc from source on every run (PYTHONDONTWRITEBYTECODE=1)")  # fmt: skip
     ns = parser.parse_args()
+    if ns.no_bytecode:
+        ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+        with tempfile.TemporaryDirectory() as tmp:
+            # kvcalc's sources without their __pycache__: each run compiles them, as a checkout
+            # never run with bytecode written does (typer's still come from its cache)
+            shutil.copytree(ROOT / "kvcalc", Path(tmp) / "kvcalc",
+                            ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+            (Path(tmp) / "model_configs").symlink_to(ROOT / "model_configs")
+            _report(ns, Path(tmp))
+    else:
+        _report(ns, ROOT)
+
+
+def _report(ns: argparse.Namespace, cwd: Path) -> None:
     args = COMMANDS[ns.command]
-    kvcalc_code = (
-        f"from kvcalc.cli.app import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass"
-    )
+    # exit status 0 (the plan passes) or the run stops with an error: a failing command is not timed
+    kvcalc_code = f"from kvcalc.cli.app import main\nmain({args!r})"
     hello = (
         "import typer\napp = typer.Typer()\n@app.command()\ndef hello(name: str = 'x'):\n    print(name)\n"
         "try:\n    app(['--name', 'y'])\nexcept SystemExit:\n    pass"
     )
-    _time(kvcalc_code)  # write the bytecode cache once
+    _time(kvcalc_code, cwd)  # write the bytecode cache once (with --no-bytecode: warm the disk)
     bare, app_run, ours = [], [], []
     for _ in range(ns.runs):
-        bare.append(_time("import typer"))
-        app_run.append(_time(hello))
-        ours.append(_time(kvcalc_code))
+        bare.append(_time("import typer", cwd))
+        app_run.append(_time(hello, cwd))
+        ours.append(_time(kvcalc_code, cwd))
     # the minimum is the run least disturbed by other work on the machine
     pick = min if ns.stat == "min" else statistics.median
     for index, clock in enumerate(("wall", "CPU")):
         b, h, o = (pick(t[index] for t in runs) for runs in (bare, app_run, ours))
-        print(f"{clock} time, {ns.stat} over {ns.runs} runs (kvcalc {' '.join(args)})")
+        how = ", no bytecode" if ns.no_bytecode else ""
+        print(f"{clock} time, {ns.stat} over {ns.runs} runs{how} (kvcalc {' '.join(args)})")
         print(f"  import typer                {b * 1000:7.1f} ms")
         print(f"  a one-command typer app     {h * 1000:7.1f} ms")
         print(f"  kvcalc {ns.command:<20} {o * 1000:7.1f} ms")

@@ -75,3 +75,32 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.planning.servecmd",
     ):
         assert module not in loaded, module
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "llama-3.1-8b", "--gpu", "H100-80GB"],
+        [
+            "plan",
+            "llama-3.1-8b",
+            "--gpu",
+            "H100-80GB",
+            "-tp",
+            "2",
+            "-E",
+            "num_gpu_blocks_override=1000",
+            "--max-model-len",
+            "32K",
+            "--json",
+        ],
+        ["inspect", "llama-3.1-8b"],
+        ["models"],
+    ],
+)
+def test_options_are_read_without_pydantic(args):
+    # typer converts each option through a pydantic adapter; kvcalc's options convert their own
+    # values (kvcalc.cli.coercion), so neither pydantic nor typer's adapters are imported
+    loaded = imported_modules(args)
+    assert [m for m in loaded if m.split(".")[0] in ("pydantic", "pydantic_core")] == []
+    assert "typer._adapters" not in loaded

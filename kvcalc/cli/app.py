@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import typer
 
+from kvcalc.cli.coercion import Group
 from kvcalc.errors import ExitCode, KvcalcError
 from kvcalc.render import console
 from kvcalc.version import __version__
@@ -26,6 +27,7 @@ EXIT_CODES_HELP = (
 
 app = typer.Typer(
     name="kvcalc",
+    cls=Group,
     help=(
         "How much GPU memory the KV cache takes, how many requests fit, and whether a deployment "
         "will run out of memory, computed the way the serving engine computes it.\n\n"

@@ -18,6 +18,7 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 
+from kvcalc.cli.coercion import Command
 from kvcalc.planning.settings import BY_NAME, PANELS, SETTINGS, Kind, Setting
 
 _TABLE: Any = object()  # "the table's default"
@@ -164,7 +165,7 @@ def command(
 
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in params}
-        return app.command(epilog=_examples_epilog(examples, epilog))(run)
+        return app.command(cls=Command, epilog=_examples_epilog(examples, epilog))(run)
 
     return decorate
 
