@@ -80,6 +80,12 @@ def test_capability_flags():
     assert {n.value: traits(n).cache_tensors.value for n in EngineName if traits(n).cache_tensors} == {
         "vllm": "paged", "sglang": "token-pool", "llamacpp": "cells", "hf": "per-layer",
     }  # fmt: skip
+    # verify --run runs transformers or llama.cpp; --fill emulates vLLM's budget
+    assert {n.value: traits(n).run_check.value for n in EngineName if traits(n).run_check} == {
+        "llamacpp": "llamacpp", "hf": "transformers",
+    }  # fmt: skip
+    assert [n.value for n in EngineName if traits(n).fill_check] == ["vllm"]
+    assert [n.value for n in EngineName if traits(n).long_max_model_len] == ["vllm"]
 
 
 def test_plans_show_only_what_the_engine_has(cli):
@@ -153,15 +159,30 @@ def test_vllm_no_memory_reason_adds_up_to_the_table(cli):
     )
 
 
-@pytest.mark.parametrize("module", ["verify/layout.py", "planning/curves.py"])
-def test_no_engine_names_compared_outside_the_engines(module):
-    # verify lays tensors out by the engine's cache_tensors trait, curves ask the engine's fit budget
+#: where an engine name may stand outside engines/ and decide nothing: the default engine of
+#: PlanInputs, and the program name of a pasted `vllm serve` line
+NAMES_ALLOWED = {"planning/inputs.py": 1, "planning/servecmd.py": 1}
+
+
+def test_no_engine_names_compared_outside_the_engines():
+    # verify lays tensors out by the engine's traits (cache_tensors, run_check, fill_check), curves
+    # ask the engine's fit budget, planning its traits and optional methods
     import re
     from pathlib import Path
 
-    source = (Path(__file__).resolve().parent.parent / "kvcalc" / module).read_text()
+    package = Path(__file__).resolve().parent.parent / "kvcalc"
     names = "|".join(n.value for n in EngineName)
-    assert re.findall(rf"[=!]= *\"({names})\"|\"({names})\" *[=!]=|EngineName\.[A-Z]", source) == []
+    compared = re.compile(
+        rf"[=!]= *\"({names})\"|\"({names})\" *[=!]=|\bin \(\"({names})\"|EngineName\.[A-Z]"
+    )
+    found = {
+        path.relative_to(package).as_posix(): len(
+            compared.findall(path.read_text(encoding="utf-8"))
+        )
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).parts[0] != "engines"
+    }
+    assert {m: n for m, n in found.items() if n} == NAMES_ALLOWED
 
 
 @pytest.mark.parametrize(

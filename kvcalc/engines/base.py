@@ -255,7 +255,8 @@ class Engine(Protocol):
 
     Optional methods, asked for by name where an engine has them: ``scheduler_defaults(request)``
     (the batch defaults the activation estimate needs), ``subtracts_cudagraph(version)`` (the KV
-    budget is net of CUDA graphs) and ``fit_budget_bytes(...)`` (see :func:`fit_budget_bytes`).
+    budget is net of CUDA graphs), ``flashinfer_sampler(request)`` (the sampler the activation
+    estimate sizes) and ``fit_budget_bytes(...)`` (see :func:`fit_budget_bytes`).
     """
 
     name: str

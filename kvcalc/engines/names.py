@@ -98,6 +98,15 @@ class CacheTensors(str, Enum):
     TOKEN_POOL = "token-pool"
 
 
+class RunCheck(str, Enum):
+    """What ``kvcalc verify --run`` runs for an engine: the engine's own code on a cut-down model."""
+
+    #: transformers builds the model (random weights) and generates; its cache is measured
+    TRANSFORMERS = "transformers"
+    #: llama.cpp's binding loads a GGUF in the model's layout; its log and state are compared
+    LLAMACPP = "llamacpp"
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineTraits:
     """What planning, curves, suggestions and rendering need to know about an engine."""
@@ -134,12 +143,19 @@ class EngineTraits:
     max_num_seqs_name: str = "max_num_seqs"
     #: how the cache tensors are laid out, where ``verify`` knows it (``None``: not modelled)
     cache_tensors: CacheTensors | None = None
+    #: what ``verify --run`` runs for this engine (``None``: no run check)
+    run_check: RunCheck | None = None
+    #: ``verify --fill`` emulates this engine's memory budget on the GPU
+    fill_check: bool = False
+    #: the engine can be told to accept a ``max_model_len`` past the model's own
+    #: (``--allow-long-max-model-len``: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``)
+    long_max_model_len: bool = False
 
 
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
-                                  cache_tensors=CacheTensors.PAGED),
+                                  cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
@@ -155,12 +171,14 @@ _TRAITS = {
                                       overhead_calibrated=False, compact_kv_dtype="q8_0",
                                       memory_fraction_knob=False, slots_from_target=True,
                                       cuda_graphs=False, max_num_seqs_knob=False,
-                                      max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS),
+                                      max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS,
+                                      run_check=RunCheck.LLAMACPP),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
                                 overhead_calibrated=False, compact_kv_dtype=None,
                                 memory_fraction_knob=False, batch_from_target=True,
                                 cuda_graphs=False, max_num_seqs_knob=False,
-                                max_num_seqs_name="batch_size", cache_tensors=CacheTensors.PER_LAYER),
+                                max_num_seqs_name="batch_size", cache_tensors=CacheTensors.PER_LAYER,
+                                run_check=RunCheck.TRANSFORMERS),
 }  # fmt: skip
 
 

@@ -22,8 +22,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.names import EngineName, traits
+from kvcalc.engines.base import Engine, EngineRequest
+from kvcalc.engines.names import traits
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
@@ -68,7 +68,7 @@ def plan(
     gpu, memory = gpu_and_memory(inputs)
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = plan_weights(model, inputs, exact_weights)
-    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine)
+    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine, request)
     overhead = _engine_compute(engine, request, overhead, inputs)
     if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
         overhead = apply_calibration(overhead, calibration)
@@ -102,7 +102,7 @@ def plan(
     return result
 
 
-def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None, int | None]:
+def _scheduler_defaults(engine: Engine, request: EngineRequest) -> tuple[int | None, int | None]:
     """The engine's batch-size defaults: asked directly where the engine can say, else read off a
     plan at zero KV memory."""
     ask = getattr(engine, "scheduler_defaults", None)
@@ -113,13 +113,18 @@ def _scheduler_defaults(engine: Any, request: EngineRequest) -> tuple[int | None
 
 
 def _overhead(
-    model: ModelShape, inputs: PlanInputs, gpu: GpuSpec | None, defaults: tuple, engine: Any = None
+    model: ModelShape,
+    inputs: PlanInputs,
+    gpu: GpuSpec | None,
+    defaults: tuple[int | None, int | None],
+    engine: Engine,
+    request: EngineRequest,
 ) -> Overhead:
     if inputs.kv_cache_memory_bytes is not None:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
     tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
-    flashinfer = _flashinfer_sampler(inputs)
+    flashinfer = _flashinfer_sampler(engine, request)
     can = traits(inputs.engine)
     if can.overhead_calibrated:
         seqs_default = "vLLM's default"
@@ -137,7 +142,8 @@ def _overhead(
             gpu=gpu,
             max_num_seqs=inputs.max_num_seqs or defaults[1],
             pipeline_parallel_size=inputs.pipeline_parallel_size,
-            engine_version=inputs.engine_version if inputs.engine is EngineName.VLLM else None,
+            # the estimate follows the releases of the engine it was calibrated on; others get its newest
+            engine_version=inputs.engine_version if can.overhead_calibrated else None,
             quantization=inputs.quantization,
             subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
             seqs_default=seqs_default,
@@ -149,7 +155,7 @@ def _overhead(
 
 
 def _engine_compute(
-    engine: Any, request: EngineRequest, overhead: Overhead, inputs: PlanInputs
+    engine: Engine, request: EngineRequest, overhead: Overhead, inputs: PlanInputs
 ) -> Overhead:
     """The engine's own compute-buffer model (llama.cpp) in place of the activation estimate."""
     ask = getattr(engine, "compute_buffer", None)
@@ -167,19 +173,14 @@ def _engine_compute(
                    moe_workspace_bytes=0, stages=(), notes=(*kept, buffer.note))  # fmt: skip
 
 
-def _flashinfer_sampler(inputs: PlanInputs) -> bool | None:
-    """vLLM's ``flashinfer_sampler`` engine option: FlashInfer's top-k/top-p sampler in use or not."""
-    value = dict(inputs.engine_options).get("flashinfer_sampler")
-    if value is None or inputs.engine is not EngineName.VLLM:
-        return None
-    if not isinstance(value, bool):
-        raise InputError(
-            f"flashinfer_sampler must be true or false, got {value!r}", code="invalid-input"
-        )
-    return value
+def _flashinfer_sampler(engine: Engine, request: EngineRequest) -> bool | None:
+    """FlashInfer's top-k/top-p sampler in use or not, from the engine's optional
+    ``flashinfer_sampler`` method (vLLM's engine option); None: the estimate's own rule."""
+    ask = getattr(engine, "flashinfer_sampler", None)
+    return ask(request) if ask is not None else None
 
 
-def _subtracts_cudagraph(engine: Any, version: str | None) -> bool:
+def _subtracts_cudagraph(engine: Engine, version: str | None) -> bool:
     ask = getattr(engine, "subtracts_cudagraph", None)
     return bool(ask(version)) if ask is not None else False
 

@@ -67,10 +67,10 @@ def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
     up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
     total context of all slots)."""
     extra = dict(inputs.engine_options)
-    if inputs.allow_long_max_model_len and inputs.engine == "vllm":
+    can = traits(inputs.engine)
+    if inputs.allow_long_max_model_len and can.long_max_model_len:
         extra["allow_long_max_model_len"] = True
     target = inputs.target_concurrency
-    can = traits(inputs.engine)
     if can.batch_from_target and target and "batch_size" not in extra:
         extra["batch_size"] = target
     if can.slots_from_target and target and "n_seq_max" not in extra:

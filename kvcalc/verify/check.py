@@ -123,7 +123,7 @@ def verify(
     revision: str | None = None, token: str | None = None, offline: bool | None = None,
 ) -> VerifyResult:  # fmt: skip
     """Resolve ``reference`` and run the chosen check (layout, ``fill`` or ``run``)."""
-    from kvcalc.verify.layout import engine_key
+    from kvcalc.engines.names import RunCheck, traits
 
     if not 0 <= tolerance < 1:
         raise KvcalcError(f"--tolerance must be in [0, 1), got {tolerance}", hint="e.g. --tolerance 0.01",
@@ -141,10 +141,11 @@ def verify(
     if fill and run:
         raise KvcalcError("choose --fill or --run, not both", hint="run them one after the other",
                           code="conflicting-options")  # fmt: skip
-    if run and engine_key(opts.engine) not in ("hf", "llamacpp"):
+    runner = traits(opts.engine).run_check
+    if run and runner is None:
         raise KvcalcError("--run runs transformers or llama.cpp and needs --engine hf or llamacpp",
                           hint="kvcalc verify MODEL --engine hf --run --layers 2", code="run-needs-hf")  # fmt: skip
-    if run and engine_key(opts.engine) == "llamacpp":
+    if run and runner is RunCheck.LLAMACPP:
         from kvcalc.verify.run_llamacpp import verify_run_llamacpp
 
         shape = load_shape(

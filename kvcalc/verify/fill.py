@@ -74,7 +74,7 @@ class _Pool:
 def _plan_for_this_gpu(
     shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None
 ):
-    from kvcalc.engines.names import EngineName
+    from kvcalc.engines.names import engine_name
     from kvcalc.errors import InputError
     from kvcalc.model.gpus import get_gpu
     from kvcalc.planning.core import plan
@@ -85,7 +85,7 @@ def _plan_for_this_gpu(
     except InputError:
         gpu = None
     inputs = PlanInputs(
-        engine=EngineName.VLLM, engine_version=opts.engine_version, gpu=gpu, gpu_memory_bytes=total,
+        engine=engine_name(opts.engine), engine_version=opts.engine_version, gpu=gpu, gpu_memory_bytes=total,
         tensor_parallel_size=opts.tensor_parallel_size, max_model_len=opts.max_model_len,
         kv_cache_dtype=opts.kv_cache_dtype, gpu_memory_utilization=util, block_size=opts.block_size,
         engine_options=opts.engine_options,
@@ -137,9 +137,9 @@ def verify_fill(
     if dev.type != "cuda":
         raise KvcalcError("--fill emulates the deployment on a GPU and needs CUDA; this machine has none",
                           hint="run the layout check (without --fill) on CPU", code="needs-cuda")  # fmt: skip
-    from kvcalc.verify.layout import engine_key
+    from kvcalc.engines.names import traits
 
-    if engine_key(opts.engine) != "vllm":
+    if not traits(opts.engine).fill_check:
         raise KvcalcError("--fill emulates vLLM's memory budget; use --engine vllm",
                           hint="other engines: the layout check (without --fill)", code="unsupported-engine")  # fmt: skip
     torchenv.release(dev)

@@ -25,7 +25,7 @@ from typing import cast
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.hf_quantized import NAMED
-from kvcalc.engines.names import CacheTensors, EngineName, engine_name, traits
+from kvcalc.engines.names import CacheTensors, EngineName, traits
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, RecurrentState
@@ -43,11 +43,6 @@ from kvcalc.verify.spec import (
 #: engines whose cache layout verify knows
 ENGINES = tuple(n.value for n in EngineName if traits(n).cache_tensors is not None)
 _HUGE = 1 << 50  # "memory is no object": the size is fixed by blocks/tokens instead
-
-
-def engine_key(name: str) -> EngineName:
-    """The canonical engine name (:func:`kvcalc.engines.names.engine_name`)."""
-    return engine_name(name)
 
 
 def allocation_plan(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len
-from kvcalc.engines.extra import check_extra, extra_choice, extra_int
+from kvcalc.engines.extra import check_extra, extra_bool, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
@@ -98,6 +98,11 @@ class VllmEngine:
         """What the one-request fit check compares a request's bytes with: the available memory,
         less the null block from 0.33 on."""
         return _fit_budget(D.resolve_profile(version)[0], available_kv_bytes, bytes_per_block)
+
+    def flashinfer_sampler(self, request: EngineRequest) -> bool | None:
+        """The ``flashinfer_sampler`` option: FlashInfer's top-k/top-p sampler in use or not (None:
+        not given; the overhead estimate's sampler term decides)."""
+        return extra_bool(request.extra, "flashinfer_sampler", None)
 
     def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;
