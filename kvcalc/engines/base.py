@@ -16,20 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-# the option checks engine modules import from here too (kvcalc.engines.extra owns them)
-from kvcalc.engines.common import binary_search_max_len  # noqa: F401
-from kvcalc.engines.extra import (  # noqa: F401
-    MAX_OPTION_INT,
-    check_extra,
-    extra_bool,
-    extra_choice,
-    extra_fraction,
-    extra_int,
-    is_int,
-    positive,
-    unknown_version,
-    version_tuple,
-)
+from kvcalc.engines.extra import is_int, positive
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape

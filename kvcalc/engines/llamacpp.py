@@ -42,16 +42,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCacheGroup,
-    KvCachePlan,
-    MemoryInputs,
-    binary_search_max_len,
-    check_extra,
-    extra_bool,
-    unknown_version,
-)
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
+from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.extra import check_extra, extra_bool, unknown_version
 from kvcalc.engines.llamacpp_compute import ComputeBuffer, ComputeInputs, compute_buffer, why_not
 from kvcalc.engines.llamacpp_context import (
     EXTRA_KEYS,

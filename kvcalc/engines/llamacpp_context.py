@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.engines.base import EngineRequest, extra_bool, extra_choice, extra_int
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.extra import extra_bool, extra_choice, extra_int
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype

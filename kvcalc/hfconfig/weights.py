@@ -28,16 +28,12 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.quant import read_quant_spec
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
-from kvcalc.hfconfig.weight_shape import (  # noqa: F401  (re-exported: part of kvcalc.hfconfig.weights)
+from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
-    Dsv4Weights,  # noqa: F401
-    GdnWeights,
-    Mamba2Weights,
     MlaWeights,
     MlpWeights,
     MoeWeights,
     ShortConvWeights,
-    VisionWeights,
     WeightShape,
 )
 from kvcalc.hfconfig.weights_families import (

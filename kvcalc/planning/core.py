@@ -32,7 +32,7 @@ from kvcalc.planning.budget import KvBudget, kv_budget, shifted
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
-from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion  # noqa: F401 (re-exported)
+from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
 from kvcalc.planning.verdict import overhead_notes, runnable, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
 from kvcalc.units import GIB

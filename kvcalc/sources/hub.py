@@ -32,11 +32,9 @@ from urllib.parse import urlsplit
 from kvcalc.errors import HubError, KvcalcError
 from kvcalc.sources.files import CONFIG_FILE, MAX_CONFIG_BYTES  # refused before download, too
 from kvcalc.sources.hub_access import (  # noqa: F401  (re-exported: part of kvcalc.sources.hub)
-    DEFAULT_ENDPOINT,
     DEFAULT_TIMEOUT_S,
     HubAccess,
     default_cache_dir,
-    env_offline,
     env_timeout_s,
 )
 from kvcalc.sources.hub_errors import (

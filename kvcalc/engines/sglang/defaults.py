@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines.base import EngineRequest, unknown_version
+from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
+from kvcalc.engines.extra import unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import struct
 
-from kvcalc.engines.base import (
-    EngineRequest,
-    KvCachePlan,
-    MemoryInputs,
-    check_extra,
-    extra_fraction,
-    extra_int,
-)
+from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import pp_stages
+from kvcalc.engines.extra import check_extra, extra_fraction, extra_int
 from kvcalc.engines.sglang import layers, mamba, multimodal, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from kvcalc.engines.base import KvCacheGroup, extra_bool, extra_int
+from kvcalc.engines.base import KvCacheGroup
+from kvcalc.engines.extra import extra_bool, extra_int
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.layouts import LayerKind, Layout, RecurrentState

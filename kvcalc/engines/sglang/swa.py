@@ -7,7 +7,8 @@ token (the sglang-4826 record). The 0.4.x profiles (``"2025.03"``, ``"2025.02"``
 
 from __future__ import annotations
 
-from kvcalc.engines.base import EngineRequest, extra_bool
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.extra import extra_bool
 from kvcalc.engines.sglang.defaults import LEGACY
 from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape

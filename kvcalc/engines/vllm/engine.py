@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
-from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.common import binary_search_max_len, pp_stages
 from kvcalc.engines.extra import check_extra, extra_bool, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.groups import (
@@ -34,7 +34,6 @@ from kvcalc.engines.vllm.groups import (
     Group,
     Sizing,
     group_layers,
-    pp_stages,
     promote_local_specs,
 )
 from kvcalc.engines.vllm.hybrid import layer_specs
