@@ -190,7 +190,7 @@ def test_mla_needs_one_type():
 
 def test_mamba2_keeps_one_state_cell_per_sequence():
     from kvcalc.model.dtypes import FP32
-    from kvcalc.model.layouts import Mamba2State
+    from kvcalc.model.recurrent_layouts import Mamba2State
     from kvcalc.model.shape import ModelShape
 
     ssm = Mamba2State(dtype=FP32, ssm_dtype=FP32, conv_kernel=4, intermediate_size=1536, n_groups=1,

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcalc.errors import ConfigError, KvcalcError
-from kvcalc.model.layouts import FullAttention, Mamba2State, MLALatent, SlidingWindow
+from kvcalc.model.layouts import FullAttention, MLALatent, SlidingWindow
+from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.sources.gguf.files import read_local, shard_names, split_parts
 from kvcalc.sources.gguf.header import Skipped, read_header
 from kvcalc.sources.gguf.model import parse_gguf

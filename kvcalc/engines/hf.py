@@ -55,14 +55,8 @@ from kvcalc.engines.hf_setup import (
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP32, CacheDtype
-from kvcalc.model.layouts import (
-    GatedDeltaNetState,
-    LayerKind,
-    Layout,
-    MLALatent,
-    RecurrentState,
-    StateTensor,
-)
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent, RecurrentState, StateTensor
+from kvcalc.model.recurrent_layouts import GatedDeltaNetState
 from kvcalc.model.shape import ModelShape
 
 EXTRA_KEYS = (

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.llamacpp_log import f32_mib
-from kvcalc.model.layouts import Mamba2State
+from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
 #: ``TENSOR_ALIGNMENT`` of the CPU buffer type (CUDA's is 128; a tensor of n_rows · 4 B rows)

@@ -175,7 +175,8 @@ def plain_head_dim(r: ConfigReader, heads: int, hidden: int) -> int | None:
 def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
     """The generic reader's layer-kind names, which the weight reader understands."""
     from kvcalc.hfconfig import layers as L
-    from kvcalc.model.layouts import ChunkedLocal, Mamba2State
+    from kvcalc.model.layouts import ChunkedLocal
+    from kvcalc.model.recurrent_layouts import Mamba2State
 
     out: list[str] = []
     for layout in layouts:

@@ -19,13 +19,12 @@ from kvcalc.model.dtypes import FP32, MODEL_DTYPES, CacheDtype
 from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
-    GatedDeltaNetState,
     Layout,
-    Mamba2State,
     MLALatent,
     NoCache,
     SlidingWindow,
 )
+from kvcalc.model.recurrent_layouts import GatedDeltaNetState, Mamba2State
 
 
 def read_layouts(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:

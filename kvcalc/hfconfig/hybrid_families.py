@@ -14,8 +14,8 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig import mamba_families as M
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent
-from kvcalc.model.recurrent_layouts import Mamba1State, ParallelHybrid, ShortConvState
+from kvcalc.model.layouts import FullAttention, Layout, MLALatent
+from kvcalc.model.recurrent_layouts import Mamba1State, Mamba2State, ParallelHybrid, ShortConvState
 
 _READERS = {
     **dict.fromkeys(M.JAMBA_TYPES, M.read_jamba),

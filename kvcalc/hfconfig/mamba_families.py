@@ -23,8 +23,8 @@ from __future__ import annotations
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention, Layout, Mamba2State
-from kvcalc.model.recurrent_layouts import Mamba1State, ParallelHybrid
+from kvcalc.model.layouts import FullAttention, Layout
+from kvcalc.model.recurrent_layouts import Mamba1State, Mamba2State, ParallelHybrid
 
 JAMBA_TYPES = ("jamba",)
 BAMBA_TYPES = ("bamba",)

@@ -1,10 +1,14 @@
-"""Recurrent layers beyond Mamba2 and Gated DeltaNet: Mamba1, short convolution, Kimi Delta Attention.
+"""The recurrent layers' states: Mamba2, Gated DeltaNet, Mamba1, short convolution, Kimi Delta
+Attention, and the parallel attention + Mamba hybrid.
 
-Each layer keeps a constant state per sequence, no per-token cache. The state tensors are the ones
+Each layer keeps a constant state per sequence, no per-token cache
+(:class:`~kvcalc.model.layouts.RecurrentState` is the base). The state tensors are the ones
 vLLM 0.33 allocates (``vllm/model_executor/layers/mamba/mamba_utils.py``,
 ``MambaStateShapeCalculator``), in its default ``SD`` orientation (``(state_len, dim)`` for the
 convolution state), split over tensor-parallel ranks with vLLM's ``divide``:
 
+- Mamba2 (Nemotron-H): conv ``(k − 1, (I + 2·G·N)/tp)``, SSM ``(H/tp, P, N)``;
+- Gated DeltaNet (Qwen3-Next): conv ``(k − 1, conv_dim/tp)``, state ``(Hv/tp, Dv, Dk)``;
 - Mamba1 (Jamba): conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``;
 - short convolution (LFM2): conv ``(L − 1, D/tp)`` only;
 - Kimi Delta Attention (Kimi-Linear): conv ``(k − 1, 3·H·Dh/tp)``, recurrent ``(H/tp, Dh, Dh)``.
@@ -26,6 +30,75 @@ from kvcalc.model.layouts import (
     RecurrentVariant,
     StateTensor,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mamba2State(RecurrentState):
+    """Mamba2 (Nemotron-H): conv ``(k-1, (I + 2·G·N)/tp)`` and SSM ``(H/tp, P, N)``.
+
+    Nemotron-3-Nano: conv (3, 4,096 + 2·8·128 = 6,144) bf16 = 36,864 B;
+    SSM (64, 64, 128) fp32 = 2,097,152 B; 2,134,016 B per sequence per layer.
+    """
+
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.MAMBA2
+    intermediate_size: int
+    n_groups: int
+    state_size: int
+    num_heads: int
+    head_dim: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        tp = tensor_parallel_size
+        groups = self.n_groups if self.n_groups % tp == 0 else self.n_groups + (tp - self.n_groups)
+        conv_dim = self.intermediate_size + 2 * groups * self.state_size
+        return {"conv channels": conv_dim, "heads": self.num_heads}
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        tp = self.tp
+        # vLLM pads n_groups so that groups shard evenly over tp ranks.
+        groups = self.n_groups if self.n_groups % tp == 0 else self.n_groups + (tp - self.n_groups)
+        conv_dim = (self.intermediate_size + 2 * groups * self.state_size) // tp
+        return (
+            StateTensor(name="conv", shape=(self.conv_kernel - 1, conv_dim), dtype=self.dtype),
+            StateTensor(
+                name="ssm",
+                shape=(max(1, self.num_heads // tp), self.head_dim, self.state_size),
+                dtype=self.ssm_dtype,
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatedDeltaNetState(RecurrentState):
+    """Gated DeltaNet linear attention (Qwen3-Next): conv ``(k-1, conv_dim/tp)``, state ``(Hv/tp, Dv, Dk)``.
+
+    Qwen3-Next-80B: conv_dim = 128·16·2 + 128·32 = 8,192; conv (3, 8,192) bf16 = 49,152 B;
+    state (32, 128, 128) bf16 = 1,048,576 B; 1,097,728 B per sequence per layer.
+    """
+
+    variant: ClassVar[RecurrentVariant] = RecurrentVariant.GATED_DELTANET
+    num_k_heads: int
+    num_v_heads: int
+    head_k_dim: int
+    head_v_dim: int
+
+    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
+        conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
+        return {"conv channels": conv_dim, "value heads": self.num_v_heads}
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        tp = self.tp
+        conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
+        return (
+            StateTensor(
+                name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype
+            ),
+            StateTensor(
+                name="ssm",
+                shape=(max(1, self.num_v_heads // tp), self.head_v_dim, self.head_k_dim),
+                dtype=self.ssm_dtype,
+            ),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,40 +11,35 @@ name, one parser and one help text everywhere:
 - deployment files: :mod:`kvcalc.deploy.keys` builds the keys in :attr:`Setting.yaml` (and the
   JSON Schema follows from those).
 
-Pure data and small parsers: importing this module imports only :mod:`kvcalc.errors` and
-:mod:`kvcalc.units` (start-up stays short). Help texts may name other settings as ``{name}``; each
-surface writes them its own way (``--gpu`` on the command line, ```gpu``` in a file).
+Pure data: importing this module imports only :mod:`kvcalc.planning.setting_values` (each kind's
+parser) and :mod:`kvcalc.units` (start-up stays short). Help texts may name other settings as
+``{name}``; each surface writes them its own way (``--gpu`` on the command line, ```gpu``` in a
+file).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from kvcalc.errors import InputError
-from kvcalc.units import parse_size, parse_token_count
+from kvcalc.planning.setting_values import (
+    TOKENS_HELP,
+    WEIGHT_DTYPES,
+    Kind,
+    parse_weight_dtype,
+    read_value,
+)
+from kvcalc.units import parse_token_count
 
-__all__ = ["BY_NAME", "Kind", "SETTINGS", "Setting", "parse_weight_dtype", "setting"]
-
-
-class Kind(str, Enum):
-    """How a value is read (the deployment-file kinds of :mod:`kvcalc.deploy.keys` too)."""
-
-    TEXT = "text"
-    COUNT = "count"  # a whole number ≥ minimum
-    TOKENS = "tokens"  # a count in vLLM's spelling: 32k = 32,000, 32K = 32,768
-    FRACTION = "fraction"  # a number in (0, 1]
-    THRESHOLD = "threshold"  # a share in [0, 1), or "10%"
-    BOOL = "bool"
-    SIZE = "size"  # bytes: 80GB, 79.2GiB, 80G; a bare number below 1,048,576 is GiB
-    ENGINE = "engine"
-    WEIGHT_DTYPE = "weight_dtype"
-    CACHE_DTYPE = "cache_dtype"
-    GPU = "gpu"
-    OPTIONS = "options"  # engine knobs: KEY=VALUE on the command line, a mapping in a file
+__all__ = [
+    "BY_NAME",
+    "Kind",
+    "SETTINGS",
+    "WEIGHT_DTYPES",
+    "Setting",
+    "parse_weight_dtype",
+    "setting",
+]
 
 
 MODEL_PANEL = "Model"
@@ -54,17 +49,6 @@ WORKLOAD_PANEL = "Workload"
 OUTPUT_PANEL = "Output"
 #: the help panels in the order ``--help`` lists them
 PANELS = (MODEL_PANEL, HARDWARE_PANEL, SERVING_PANEL, WORKLOAD_PANEL, OUTPUT_PANEL)
-
-#: the weight dtypes vLLM's ``--dtype`` takes, and what each spelling means
-WEIGHT_DTYPE_NAMES = {
-    "auto": None, "bfloat16": "bfloat16", "float16": "float16", "half": "float16",
-    "float32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16",
-    "fp32": "float32",
-}  # fmt: skip
-WEIGHT_DTYPES = tuple(WEIGHT_DTYPE_NAMES)
-TOKENS_HELP = "32k = 32,000, 32K = 32,768, as vLLM reads them"
-_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-_PLAIN_INT = re.compile(r"\s*[+-]?\d+\s*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +83,11 @@ class Setting:
         return self.flags
 
     @property
+    def what(self) -> str:
+        """How errors name it: its long flag, else its name."""
+        return self.cli_flags[0] if self.cli_flags else self.name
+
+    @property
     def param(self) -> str:
         """The commands' parameter name (``json_``: ``json`` is a module's name)."""
         return "json_" if self.name == "json" else self.name
@@ -122,108 +111,20 @@ class Setting:
 
     def parse(self, text: Any) -> Any:
         """Read a value given as text (a command-line argument, a serving command's value)."""
-        return _PARSERS[self.kind](self, text)
+        return read_value(self.kind, text, what=self.what, minimum=self.minimum)
 
     def parse_serve(self, text: str) -> Any:
         """Read the value of this setting's ``vllm serve`` flag, as vLLM reads it."""
         if self.serve_kind == "tokens_or_auto":  # human_readable_int_or_auto: None = fit to memory
             if text.strip().lower() == "auto" or text.strip() == "-1":
                 return None
-            return _tokens(self, text)
+            return read_value(Kind.TOKENS, text, what=self.what, minimum=self.minimum)
         if self.serve_kind == "bytes":  # human_readable_int, in bytes
             return parse_token_count(text, what=self.serve[0], minimum=0)
         if self.kind is Kind.COUNT:  # vLLM's argparse int: no k/K suffix
-            return _count(self, text)
+            return read_value(Kind.COUNT, text, what=self.what, minimum=self.minimum)
         return self.parse(text)
 
-
-def _what(s: Setting) -> str:
-    return s.cli_flags[0] if s.cli_flags else s.name
-
-
-def _text(s: Setting, text: Any) -> str:
-    value = str(text)
-    if not value.strip():
-        raise InputError(f"{_what(s)}: empty value", code="invalid-input")
-    return value
-
-
-def _count(s: Setting, text: Any) -> int:
-    if isinstance(text, bool) or not _PLAIN_INT.fullmatch(str(text)):
-        raise InputError(f"{_what(s)}: expected an integer, got {str(text)[:40]!r}", code="invalid-input")  # fmt: skip
-    value = int(str(text))
-    if s.minimum is not None and value < s.minimum:
-        raise InputError(f"{_what(s)}: must be at least {s.minimum:,}, got {value}", code="invalid-input")  # fmt: skip
-    return value
-
-
-def _tokens(s: Setting, text: Any) -> int:
-    return parse_token_count(text, what=_what(s), minimum=s.minimum)
-
-
-def _number(s: Setting, text: Any) -> float:
-    try:
-        return float(str(text))
-    except ValueError:
-        raise InputError(f"{_what(s)}: expected a number, got {str(text)[:40]!r}", code="invalid-input") from None  # fmt: skip
-
-
-def _threshold(s: Setting, text: Any) -> float:
-    match = _PERCENT.match(str(text))
-    value = float(match.group(1)) / 100 if match else _number(s, text)
-    if not 0 <= value < 1:
-        raise InputError(f"{_what(s)}: must be in [0, 1) or a percentage under 100%, got {text!r}",
-                         hint="e.g. 0.1 or 10%", code="invalid-input")  # fmt: skip
-    return value
-
-
-def _bool(s: Setting, text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    low = str(text).strip().lower()
-    if low not in ("true", "false"):
-        raise InputError(f"{_what(s)}: expected true or false, got {text!r}", code="invalid-input")
-    return low == "true"
-
-
-def _size(s: Setting, text: Any) -> int:
-    return parse_size(text, bare_unit="gib", what=_what(s))
-
-
-def parse_weight_dtype(text: Any, *, what: str = "--dtype") -> str | None:
-    """vLLM's ``--dtype``: ``None`` for ``auto``, else the canonical name (``half`` → ``float16``)."""
-    low = str(text).strip().lower()
-    if low not in WEIGHT_DTYPE_NAMES:
-        raise InputError(f"{what}: unknown weight dtype {str(text)[:40]!r}",
-                         hint="choose from: " + ", ".join(WEIGHT_DTYPES), code="invalid-input")  # fmt: skip
-    return WEIGHT_DTYPE_NAMES[low]
-
-
-def _option(s: Setting, text: Any) -> tuple[str, Any]:
-    """``n_seq_max=4`` → ``("n_seq_max", 4)``: numbers and true/false read as such."""
-    key, sep, raw = str(text).partition("=")
-    if not sep or not key.strip():
-        raise InputError(f"{_what(s)} needs KEY=VALUE, got {text!r}", code="invalid-input")
-    low = raw.strip().lower()
-    value: Any = raw.strip()
-    if low in ("true", "false"):
-        value = low == "true"
-    else:
-        for number in (int, float):
-            try:
-                value = number(raw)
-                break
-            except ValueError:
-                pass
-    return key.strip(), value
-
-
-_PARSERS: dict[Kind, Callable[[Setting, Any], Any]] = {
-    Kind.TEXT: _text, Kind.COUNT: _count, Kind.TOKENS: _tokens, Kind.FRACTION: _number,
-    Kind.THRESHOLD: _threshold, Kind.BOOL: _bool, Kind.SIZE: _size, Kind.ENGINE: _text,
-    Kind.WEIGHT_DTYPE: lambda s, t: parse_weight_dtype(t, what=_what(s)), Kind.CACHE_DTYPE: _text,
-    Kind.GPU: _text, Kind.OPTIONS: _option,
-}  # fmt: skip
 
 _KV_DTYPES_HELP = (
     "Cache dtype, as the engine names it: auto (the model's); vLLM fp8, fp8_e5m2, "

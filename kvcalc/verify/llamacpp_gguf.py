@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model.layouts import Mamba2State, MLALatent
+from kvcalc.model.layouts import MLALatent
+from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
 HIDDEN = 64

@@ -23,8 +23,13 @@ from __future__ import annotations
 
 from kvcalc.engines.vllm.groups import LayerSpec, layer_spec
 from kvcalc.model.dtypes import BF16
-from kvcalc.model.layouts import GatedDeltaNetState, Layout, Mamba2State, RecurrentState
-from kvcalc.model.recurrent_layouts import KimiDeltaState, ParallelHybrid
+from kvcalc.model.layouts import Layout, RecurrentState
+from kvcalc.model.recurrent_layouts import (
+    GatedDeltaNetState,
+    KimiDeltaState,
+    Mamba2State,
+    ParallelHybrid,
+)
 
 
 def cache_layers(layers: tuple[Layout, ...]) -> list[tuple[int, int, Layout]]:

@@ -29,7 +29,8 @@ from typing import Any
 from kvcalc.errors import ConfigError
 from kvcalc.model.dtypes import FP16, FP32
 from kvcalc.model.graph_dims import GraphDims
-from kvcalc.model.layouts import FullAttention, Layout, Mamba2State, MLALatent, SlidingWindow
+from kvcalc.model.layouts import FullAttention, Layout, MLALatent, SlidingWindow
+from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
 #: architectures whose keys kvcalc reads, and llama.cpp's default SWA period (0: no SWA support)
