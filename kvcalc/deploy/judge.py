@@ -1,6 +1,6 @@
 """Judge a plan against a deployment's requirements: a list of :class:`Failure`, empty if it passes.
 
-Pure arithmetic on a :class:`~kvcalc.planning.core.CapacityPlan`:
+Pure arithmetic on a :class:`~kvcalc.planning.result.CapacityPlan`:
 
 - ``allow_verdicts`` (default ``[ok, tight]``): the plan's verdict must be one of them, minus the
   verdicts named by ``--fail-on``. ``wont-start`` and ``weights-dont-fit`` always fail.
@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.spec import Deployment
 from kvcalc.units import GIB
+
+if TYPE_CHECKING:
+    from kvcalc.planning.result import CapacityPlan
 
 #: the file key whose line a verdict failure points at, when written
 _VERDICT_KEYS = {
@@ -57,7 +60,9 @@ def _gib(num_bytes: float) -> str:
     return f"{num_bytes / GIB:.2f} GiB"
 
 
-def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[Failure, ...]:
+def judge(
+    dep: Deployment, plan: CapacityPlan, *, fail_on: Iterable[str] = ()
+) -> tuple[Failure, ...]:
     """Every requirement of ``dep`` that ``plan`` misses."""
     req = dep.requirements
     failures = []
@@ -116,7 +121,9 @@ def judge(dep: Deployment, plan: Any, *, fail_on: Iterable[str] = ()) -> tuple[F
     return tuple(failures)
 
 
-def _headroom(dep: Deployment, plan: Any, min_headroom: tuple[str, float]) -> list[Failure]:
+def _headroom(
+    dep: Deployment, plan: CapacityPlan, min_headroom: tuple[str, float]
+) -> list[Failure]:
     unit, minimum = min_headroom
     line = dep.line_of("requirements.min_headroom")
     if unit == "bytes":

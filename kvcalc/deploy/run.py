@@ -13,11 +13,18 @@ import glob
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.judge import Failure, judge
 from kvcalc.deploy.spec import Deployment, Problem, parse_document
 from kvcalc.errors import ExitCode, KvcalcError
+
+if TYPE_CHECKING:
+    from kvcalc.planning.inputs import PlanInputs
+    from kvcalc.planning.result import CapacityPlan
+
+    #: a deployment planned once per check: (model, revision, inputs)
+    PlanKey = tuple[str, str | None, PlanInputs]
 
 #: a deployment file larger than this is refused unread
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -39,7 +46,7 @@ _CODE_KEYS = (
 @dataclass(frozen=True, kw_only=True)
 class DeploymentResult:
     deployment: Deployment
-    plan: Any  # kvcalc.planning.core.CapacityPlan
+    plan: CapacityPlan
     failures: tuple[Failure, ...]
 
     @property
@@ -168,8 +175,8 @@ def plan_deployment(
     token: str | None = None,
     offline: bool | None = None,
     with_suggestions: bool = True,
-) -> Any:
-    """The deployment's :class:`~kvcalc.planning.core.CapacityPlan`, as ``plan_reference`` makes it.
+) -> CapacityPlan:
+    """The deployment's :class:`~kvcalc.planning.result.CapacityPlan`, as ``plan_reference`` makes it.
 
     Each model is loaded once per process (``resolve_model_cached``). ``with_suggestions=False``
     skips the computed suggestions (several more plans each); the check asks for them only for
@@ -192,7 +199,7 @@ def _judged(
     fail_on: tuple[str, ...],
     token: str | None,
     offline: bool | None,
-    plans: dict[Any, Any],
+    plans: dict[PlanKey, CapacityPlan],
 ) -> DeploymentResult:
     """Plan and judge ``dep``; identical inputs are planned once (suggestions only on failure)."""
     key = (dep.model, dep.revision, dep.inputs)
@@ -223,7 +230,7 @@ def check_paths(
         problems.extend(more)
     results: list[DeploymentResult] = []
     fail_on = tuple(fail_on)
-    cache: dict[Any, Any] = {}
+    cache: dict[PlanKey, CapacityPlan] = {}
     for dep in deployments:
         try:
             results.append(_judged(dep, fail_on, token, offline, cache if _hashable(dep) else {}))

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import parse_cache_dtype
+from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.layouts import MLALatent
 from kvcalc.model.shape import ModelShape
 
@@ -40,7 +40,7 @@ class Roofline:
             )
 
 
-def gpu_roofline(gpu: Any, *, fp8_compute: bool = False) -> Roofline:
+def gpu_roofline(gpu: GpuSpec, *, fp8_compute: bool = False) -> Roofline:
     """A :class:`~kvcalc.model.gpus.GpuSpec`'s roofs: bf16 (else fp16) peak; fp8 peak for fp8 weights."""
     tflops = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     if fp8_compute and gpu.fp8_dense_tflops:

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.layouts import FullAttention, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import short_int
+
+if TYPE_CHECKING:
+    from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
 #: the MLA variant's latent: DeepSeek-V2/V3's sizes
 MLA_KV_LORA_RANK = 512
@@ -37,7 +40,7 @@ class CompareEntry:
 
     label: str
     model: ModelShape
-    exact_weights: Any = None
+    exact_weights: SafetensorsWeights | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

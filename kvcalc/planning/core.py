@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import Engine, EngineRequest
+from kvcalc.engines.base import Engine, EngineRequest, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration, estimate_overhead
@@ -193,7 +193,7 @@ def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> Engine
 
 
 def _headroom(
-    inputs: PlanInputs, kv: Any, available: int
+    inputs: PlanInputs, kv: KvCachePlan, available: int
 ) -> tuple[int | None, float | None, float, int, float]:
     """(workload tokens, workload concurrency, concurrency, headroom bytes, headroom fraction)."""
     workload_tokens, workload_conc = workload(inputs, kv, kv.max_model_len)
@@ -215,7 +215,7 @@ def _headroom(
 
 
 def layer_kv_bytes(
-    model: Any, kv_cache_dtype: str, tensor_parallel_size: int, tokens: int
+    model: ModelShape, kv_cache_dtype: str, tensor_parallel_size: int, tokens: int
 ) -> int | None:
     """One request of ``tokens`` in the layers' own bytes, per tensor-parallel rank (windows capped,
     state added); None for a format only its engine sizes."""

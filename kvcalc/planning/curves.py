@@ -37,6 +37,7 @@ from kvcalc.model.gpus import get_gpu
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
+from kvcalc.planning.result import CapacityPlan
 
 #: engines whose concurrency is ``pool / per-request need`` with a length-independent pool
 #: fewer series than this make no sense; more than this make an unreadable chart
@@ -214,7 +215,7 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
     )
 
 
-def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
+def _fit_budget(result: CapacityPlan, bytes_per_block: int) -> int | None:
     """What the engine's fit check compares one request's bytes with (``None``: it compares blocks
     with its pool, as SGLang and TensorRT-LLM do)."""
     from kvcalc.engines import get_engine
@@ -226,7 +227,7 @@ def _fit_budget(result: Any, bytes_per_block: int) -> int | None:
     )  # fmt: skip
 
 
-def _agrees(model: ModelShape, basis: CurveBasis, result: Any, length: int) -> bool:
+def _agrees(model: ModelShape, basis: CurveBasis, result: CapacityPlan | None, length: int) -> bool:
     if result is None:
         from kvcalc.planning.core import plan
 

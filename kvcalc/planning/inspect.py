@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import RecurrentState
 from kvcalc.model.shape import ModelShape
+
+if TYPE_CHECKING:
+    from kvcalc.sources.loaded import LoadedModel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,7 +257,7 @@ def inspect_model(
 
 
 def inspect_loaded(
-    loaded: Any,
+    loaded: LoadedModel,
     *,
     kv_cache_dtype: str = "auto",
     max_model_len: int | None = None,

@@ -7,11 +7,14 @@ Pure: the checkpoint's bytes (``exact``) are read by :mod:`kvcalc.planning.api` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
+
+if TYPE_CHECKING:
+    from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +53,9 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
     return _WEIGHTS_MEMO[key]
 
 
-def plan_weights(model: ModelShape, inputs: PlanInputs, exact: Any) -> PlanWeights:
+def plan_weights(
+    model: ModelShape, inputs: PlanInputs, exact: SafetensorsWeights | None
+) -> PlanWeights:
     """Weights per GPU and where each byte came from (``exact``: safetensors or GGUF bytes)."""
     try:
         est = _weight_estimate(model, inputs)

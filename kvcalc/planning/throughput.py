@@ -147,7 +147,7 @@ class ThroughputReport:
         return asdict(self)
 
 
-def batch_limit(result: Any) -> int:
+def batch_limit(result: CapacityPlan) -> int:
     """``min(floor(concurrency), max_num_seqs)``, at least 1 when the plan fits, else 0."""
     if result.verdict in ("wont-start", "weights-dont-fit"):
         return 0
@@ -160,7 +160,7 @@ def batch_limit(result: Any) -> int:
     return min(limit, result.max_num_seqs) if result.max_num_seqs else limit
 
 
-def context_for(inputs: Any, max_model_len: int) -> tuple[int, str]:
+def context_for(inputs: PlanInputs, max_model_len: int) -> tuple[int, str]:
     """Average context of a decoding sequence: prompt + output/2 with a workload, else max_model_len."""
     if inputs.prompt_len is not None:
         tokens = min(max_model_len, inputs.prompt_len + (inputs.output_len or 0) // 2)
@@ -170,8 +170,8 @@ def context_for(inputs: Any, max_model_len: int) -> tuple[int, str]:
 
 def throughput_ceiling(
     model: ModelShape,
-    result: Any,
-    inputs: Any,
+    result: CapacityPlan,
+    inputs: PlanInputs,
     roof: Roofline,
     *,
     batches: tuple[int, ...] | None = None,
@@ -304,7 +304,7 @@ class PlanThroughput:
 
 
 def resolve_roofline(
-    inputs: Any, *, bandwidth: str | float | None = None, tflops: float | None = None
+    inputs: PlanInputs, *, bandwidth: str | float | None = None, tflops: float | None = None
 ) -> Roofline:
     """The catalog GPU's roofs, with ``--bandwidth``/``--tflops`` overrides; an error without a bandwidth."""
     gpu = None

@@ -6,9 +6,14 @@ formats return strings (the command prints them), so tests compare them whole.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.render import fmt
+
+if TYPE_CHECKING:
+    from kvcalc.deploy.judge import Failure
+    from kvcalc.deploy.run import CheckReport, DeploymentResult
+    from kvcalc.planning.result import CapacityPlan
 
 PASS, FAIL = "PASS", "FAIL"
 _RIGHT = ("max len", "requests", "workload", "KV headroom")
@@ -16,7 +21,7 @@ _MD_MARK = {True: "✅", False: "❌"}
 
 
 # -- shared cells -------------------------------------------------------------------------------
-def _gpus(plan: Any) -> str:
+def _gpus(plan: CapacityPlan) -> str:
     if plan.gpu:
         each = plan.gpu
     elif plan.memory.total_bytes:
@@ -26,7 +31,7 @@ def _gpus(plan: Any) -> str:
     return f"{plan.num_gpus}× {each}"
 
 
-def _pass_text(result: Any) -> str:
+def _pass_text(result: DeploymentResult) -> str:
     plan = result.plan
     text = (
         f"{result.deployment.name} passes: {plan.verdict}; {plan.max_concurrency:,.2f} concurrent "
@@ -41,7 +46,7 @@ def _pass_text(result: Any) -> str:
     return text + f"; KV headroom {_headroom(plan)}"
 
 
-def _headroom(plan: Any) -> str:
+def _headroom(plan: CapacityPlan) -> str:
     share = plan.headroom_fraction
     return (
         f"{fmt.size(plan.headroom_bytes)} ({share:.1%})"
@@ -54,7 +59,7 @@ def _where(file: str, line: int | None) -> str:
     return file if line is None else f"{file}:{line}"
 
 
-def summary(report: Any) -> str:
+def summary(report: CheckReport) -> str:
     """``2 of 3 deployments pass``, or why the check could not run."""
     if report.problems:
         n = len(report.problems)
@@ -69,7 +74,7 @@ def summary(report: Any) -> str:
     return f"{passed} of {total} {noun} pass"
 
 
-def _failure_lines(report: Any) -> list[tuple[Any, Any]]:
+def _failure_lines(report: CheckReport) -> list[tuple[DeploymentResult, Failure]]:
     return [(r, f) for r in report.results for f in r.failures]
 
 
@@ -77,7 +82,7 @@ def _failure_lines(report: Any) -> list[tuple[Any, Any]]:
 MAX_SUGGESTIONS = 3
 
 
-def _tries(result: Any) -> list[str]:
+def _tries(result: DeploymentResult) -> list[str]:
     """The plan's computed suggestions for a failing deployment (each one was itself planned)."""
     if result.passed:
         return []
@@ -87,7 +92,7 @@ def _tries(result: Any) -> list[str]:
 
 
 # -- table --------------------------------------------------------------------------------------
-def _table_rows(report: Any) -> tuple[list[str], list[list[Any]]]:
+def _table_rows(report: CheckReport) -> tuple[list[str], list[list[Any]]]:
     """Column names and cells shared by the table and Markdown (a workload column if any has one)."""
     workload = any(r.deployment.has_workload for r in report.results)
     names = ["deployment", "model", "GPUs", "max len", "requests"]
@@ -112,7 +117,7 @@ def _table_rows(report: Any) -> tuple[list[str], list[list[Any]]]:
     return names, rows
 
 
-def render_table(report: Any) -> None:
+def render_table(report: CheckReport) -> None:
 
     from rich import box
     from rich.table import Table
@@ -155,7 +160,7 @@ def _md(text: Any) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(report: Any) -> str:
+def markdown(report: CheckReport) -> str:
     """A Markdown report for ``$GITHUB_STEP_SUMMARY`` and pull-request comments."""
     mark = _MD_MARK[report.passed]
     lines = [f"### {mark} kvcalc check: {summary(report)}", ""]
@@ -210,7 +215,7 @@ def _annotation(
     return f"::{level} {','.join(props)}::{_gh_data(message)}"
 
 
-def github(report: Any) -> str:
+def github(report: CheckReport) -> str:
     """Workflow annotations: ``::error`` at each failing line, ``::notice`` for each pass."""
     out = []
     for p in report.problems:
@@ -249,6 +254,6 @@ def github(report: Any) -> str:
 
 
 # -- problems (stderr) ----------------------------------------------------------------------------
-def problem_lines(report: Any) -> list[str]:
+def problem_lines(report: CheckReport) -> list[str]:
     """``file:line:column: message``, one per problem, in file and line order."""
     return [str(p) for p in report.problems]

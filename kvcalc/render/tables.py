@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
+
+if TYPE_CHECKING:
+    from kvcalc.sources.catalog import BundledRow
 
 
 def print_whole(table: Any, *, free: tuple[str, ...] = ()) -> None:
@@ -35,7 +38,7 @@ def print_whole(table: Any, *, free: tuple[str, ...] = ()) -> None:
     stdout_console(**({"width": needed} if needed > width else {})).print(table)
 
 
-def models_table(rows: list[Any]) -> None:
+def models_table(rows: list[BundledRow]) -> None:
     from rich.table import Table
 
     table = Table(title="Bundled models (work offline)", title_justify="left")

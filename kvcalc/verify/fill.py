@@ -16,13 +16,17 @@ than is free minus a safety margin. An out-of-memory error is caught; everything
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import ComponentResult, FillResult, VerifyResult, judge
 from kvcalc.verify.spec import VerifyOptions
+
+if TYPE_CHECKING:
+    from kvcalc.planning.result import CapacityPlan
+    from kvcalc.verify.spec import AllocationPlan
 
 #: free memory never handed out, for the driver and the allocator's own rounding
 SAFETY_MARGIN_BYTES = 64 << 20
@@ -73,7 +77,7 @@ class _Pool:
 
 def _plan_for_this_gpu(
     shape: ModelShape, opts: VerifyOptions, total: int, name: str, util: float | None
-):
+) -> CapacityPlan:
     from kvcalc.engines.names import engine_name
     from kvcalc.errors import InputError
     from kvcalc.model.gpus import get_gpu
@@ -93,14 +97,14 @@ def _plan_for_this_gpu(
     return plan(shape, inputs, with_suggestions=False)
 
 
-def _bytes_per_block(cplan) -> int:
+def _bytes_per_block(cplan: CapacityPlan) -> int:
     if cplan.num_blocks:
         return cplan.kv_cache_bytes // cplan.num_blocks
     return max(g.page_bytes if g.uniform_type else g.page_bytes * len(g.layer_indices)
                for g in cplan.groups)  # fmt: skip
 
 
-def _cache_layout(shape: ModelShape, cplan, opts: VerifyOptions):
+def _cache_layout(shape: ModelShape, cplan: CapacityPlan, opts: VerifyOptions) -> AllocationPlan:
     """The engine's tensors at the plan's block count (same groups and pages as the plan)."""
     from kvcalc.model.dtypes import parse_cache_dtype
     from kvcalc.verify.layout_vllm import build_from_plan
@@ -179,7 +183,10 @@ def verify_fill(
     )
 
 
-def _fill_cache(pool: _Pool, shape, cplan, opts, bpb: int, budget: int, notes: list[str]) -> int:
+def _fill_cache(
+    pool: _Pool, shape: ModelShape, cplan: CapacityPlan, opts: VerifyOptions, bpb: int, budget: int,
+    notes: list[str],
+) -> int:  # fmt: skip
     room = budget - pool.used_bytes()
     blocks = 0
     if cplan.num_blocks and cplan.kv_cache_bytes <= room:

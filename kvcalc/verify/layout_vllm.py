@@ -17,6 +17,8 @@ Worked example (Gemma-3-1B, bf16, 4 blocks): 22 sliding + 4 full layers; 22 ≥ 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
 from kvcalc.engines.vllm.engine import VllmEngine
 from kvcalc.engines.vllm.setup import resolve_setup
@@ -33,6 +35,9 @@ from kvcalc.verify.spec import (
     ViewSpec,
     contiguous_strides,
 )
+
+if TYPE_CHECKING:
+    from kvcalc.planning.result import CapacityPlan
 
 LAYOUT = "vLLM V1: per-layer (or per shared group slot) tensors of num_blocks pages"
 
@@ -79,8 +84,9 @@ def _refuse_unbuilt(plan: KvCachePlan, layers: tuple[Layout, ...]) -> None:
             )
 
 
-def build_from_plan(plan: KvCachePlan, layers: tuple[Layout, ...]) -> AllocationPlan:
-    """Buffers and predicted components for ``plan`` (its ``num_blocks``), layers per rank."""
+def build_from_plan(plan: KvCachePlan | CapacityPlan, layers: tuple[Layout, ...]) -> AllocationPlan:
+    """Buffers and predicted components for ``plan`` (its ``num_blocks``), layers per rank: the
+    engine's plan, or ``verify --fill``'s whole capacity plan (its ``to_dict`` is recorded)."""
     nb = plan.num_blocks
     buffers: list[BufferSpec] = []
     predicted: dict[str, list[int]] = {}

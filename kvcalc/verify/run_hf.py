@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import KvcalcError
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import RunInfo, VerifyResult, components_from, judge
 from kvcalc.verify.spec import VerifyOptions
+
+if TYPE_CHECKING:
+    from kvcalc.engines.hf_setup import QuantizedSetup
+    from kvcalc.model.shape import ModelShape
 
 #: tensor attributes of a cache layer → the part they hold (per attention kind)
 _ATTENTION_PARTS = {"keys": "K", "values": "V"}
@@ -263,7 +267,7 @@ def verify_run(
     )  # fmt: skip
 
 
-def _quantized(shape: Any, opts: VerifyOptions) -> Any:
+def _quantized(shape: ModelShape, opts: VerifyOptions) -> QuantizedSetup | None:
     """The ``QuantizedSetup`` of a quantized-cache check, else None."""
     from kvcalc.engines.base import EngineRequest
     from kvcalc.engines.hf_setup import major, quantized_name, quantized_setup
@@ -286,7 +290,7 @@ def _torch_name(kv_cache_dtype: str) -> str:
     return dtype.torch_name
 
 
-def _cache_config(setup: Any) -> dict[str, Any]:
+def _cache_config(setup: QuantizedSetup) -> dict[str, Any]:
     """``generate(cache_config=…)`` for the setup: the backend and every group-wise option."""
     spec = setup.spec
     if not spec.has_residual:
