@@ -228,6 +228,10 @@ class MemoryInputs:
             )
         return self.gpu_memory_bytes
 
+    def fraction_or(self, default: float) -> float:
+        """``gpu_memory_utilization``, or the engine's ``default`` where none was given."""
+        return default if self.gpu_memory_utilization is None else self.gpu_memory_utilization
+
     @property
     def non_kv_bytes(self) -> int:
         """The stage's weights, activation peak, non-torch and CUDA-graph memory together."""

@@ -4,12 +4,13 @@
   TensorRT-LLM all serve such checkpoints in 16 bits by default);
 - :func:`pp_stages`: the pipeline-stage split of ``get_pp_indices`` (vLLM's, which SGLang's
   ``get_pp_indices`` copies);
-- :func:`binary_search_max_len`: vLLM's ``estimate_max_model_len``, the longest request that fits.
+- :func:`binary_search_max_len`: vLLM's ``estimate_max_model_len``, the longest request that fits;
+- :func:`share_of_free`: a fraction of the memory left after loading (TensorRT-LLM, LMDeploy).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP32
@@ -43,7 +44,7 @@ def pp_stages(num_layers: int, pp: int, partition: tuple[object, ...] | None = N
     return [range(s, s + n) for s, n in zip(starts, parts, strict=False)]
 
 
-def binary_search_max_len(max_len: int, fits: Any) -> int:
+def binary_search_max_len(max_len: int, fits: Callable[[int], bool]) -> int:
     """vLLM's ``estimate_max_model_len``: the largest ``L`` in ``1..max_len`` with ``fits(L)``, else 0."""
     if not fits(1):
         return 0
@@ -55,3 +56,8 @@ def binary_search_max_len(max_len: int, fits: Any) -> int:
         else:
             right = mid - 1
     return result
+
+
+def share_of_free(free_bytes: int, fraction: float) -> int:
+    """``int(free · fraction)``; a free memory at or below zero stays as it is (nothing is left)."""
+    return int(free_bytes * fraction) if free_bytes > 0 else free_bytes

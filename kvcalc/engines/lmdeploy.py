@@ -34,7 +34,7 @@ Worked example (Llama-3.1-8B, ``quant_policy=4``, 64-token blocks): 32 layers ·
 from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
-from kvcalc.engines.common import binary_search_max_len
+from kvcalc.engines.common import binary_search_max_len, share_of_free
 from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest
 from kvcalc.engines.unmodelled import refuse_unmodelled
@@ -68,11 +68,8 @@ class LmdeployEngine:
         """``size_t(free · cache_max_entry_count)``, free = total − weights − non-torch memory (the
         activation buffers and CUDA graphs are assumed to come after the cache, unconfirmed)."""
         _version(memory.engine_version)
-        fraction = memory.gpu_memory_utilization
-        if fraction is None:
-            fraction = DEFAULT_FRACTION
         free = memory.total_memory_bytes - memory.weights_bytes - memory.non_torch_bytes
-        return int(free * fraction) if free > 0 else free
+        return share_of_free(free, memory.fraction_or(DEFAULT_FRACTION))
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

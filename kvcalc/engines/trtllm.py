@@ -31,7 +31,7 @@ Worked example (Llama-3.1-8B, bf16, 10 GiB budget): 131,072 B per token, 32 toke
 from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
-from kvcalc.engines.common import binary_search_max_len, is_float32_config
+from kvcalc.engines.common import binary_search_max_len, is_float32_config, share_of_free
 from kvcalc.engines.extra import check_extra, extra_int, unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
@@ -71,11 +71,8 @@ class TrtllmEngine:
     def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``int(free · fraction)`` with free = total − weights − activations − context − graphs."""
         _version(memory.engine_version)
-        fraction = memory.gpu_memory_utilization
-        if fraction is None:
-            fraction = DEFAULT_FRACTION
         free = memory.total_memory_bytes - memory.non_kv_bytes
-        return int(free * fraction) if free > 0 else free
+        return share_of_free(free, memory.fraction_or(DEFAULT_FRACTION))
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

@@ -78,9 +78,7 @@ class VllmEngine:
         """``ceil(total·util) − weights − activation peak − non-torch − CUDA graphs`` (v0.21+);
         before: ``total·util − (weights + activation) − max(0, non-torch)``, no graph term."""
         profile = D.resolve_profile(memory.engine_version)[0]
-        util = memory.gpu_memory_utilization
-        if util is None:
-            util = profile.gpu_memory_utilization
+        util = memory.fraction_or(profile.gpu_memory_utilization)
         if profile.subtracts_cudagraph:
             return math.ceil(memory.total_memory_bytes * util) - memory.non_kv_bytes
         requested = int(memory.total_memory_bytes * util)
