@@ -12,6 +12,7 @@ others. Records whose inputs are not known are listed with the reason.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ GEMMA3_27B = {
     "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
                       "num_hidden_layers": 27, "image_size": 896, "patch_size": 14},
 }  # fmt: skip
+#: Qwen/Qwen2.5-VL-72B-Instruct (tests/fixtures/configs/SOURCES.md says where it comes from)
+QWEN25_VL_72B = json.loads(
+    (ROOT / "tests" / "fixtures" / "configs" / "Qwen--Qwen2.5-VL-72B-Instruct.json").read_text()
+)
 #: RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8 (int8 per-row weights; the vision
 #: tower and lm_head stay bf16)
 MISTRAL_SMALL_W8A8 = {
@@ -153,14 +158,11 @@ CASES = {
         "in the traceback) installs FlashInfer 0.2.1.post2, whose sampler 0.8.x uses"),
     # -- V0 ---------------------------------------------------------------------------------------
     "vllm-16570-qwen25-vl-72b-4xa100-40g": Case(
-        "qwen2.5-72b", "A100-40GB", "0.6", 0.95, tp=4, seqs=2, max_model_len=4096,
-        patch=(*QWEN_INSTRUCT, ("vision_config", {"hidden_size": 1280})),
+        QWEN25_VL_72B, "A100-40GB", "0.6", 0.95, tp=4, seqs=2, max_model_len=4096,
         actual="the smallest rank's 0.04 GiB",
         assumption="VLLM_USE_V1=0 vllm serve ... --tensor-parallel-size 4 --gpu-memory-utilization "
-        "0.95 --max-num-seqs 2 --max-model-len 4096 (the reporter, 2025-04-14): the V0 engine of "
-        "0.8.3, planned by kvcalc's V0 profile; Qwen2.5-72B's text model for the VL model. The "
-        "profile run's vision encoder (one image of the largest size) is not modelled: vLLM printed "
-        "an activation peak of 2.51 GiB"),
+        "0.95 --max-num-seqs 2 --max-model-len 4096 --limit-mm-per-prompt image=1,video=0 (the "
+        "reporter, 2025-04-14): the V0 engine of 0.8.3, planned by kvcalc's V0 profile"),
     "vllm-10517-llama31-8b-3090-29k": Case("llama-3.1-8b", "RTX-3090", "0.6", 0.9, tokens=29000, seqs=256,
                                            fitted=True, assumption="V0 profiles max_model_len tokens"),
     "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
@@ -191,9 +193,9 @@ REMARKS = {
     "vllm-16570-qwen25-vl-72b-4xa100-40g": "the profile run also runs the vision tower on the "
     "largest image (V0 _dummy_run of 0.8.3 sizes the batch by get_max_multimodal_tokens; the log's "
     "'[model_runner.py:1311] Co...' is its 'Computed max_num_seqs ... less than 1' warning: one "
-    "sequence of 5,120 tokens with its images): vLLM printed an activation peak of 2.51 GiB, kvcalc models the text forward only "
-    "(0.33 GiB), and the tower's weights are not counted (34.43 GiB printed, 33.87 planned); the "
-    "band's vision allowance covers it",
+    "sequence with one image of 16,384 tokens): vLLM printed an activation peak of 2.51 GiB, kvcalc "
+    "models the text forward only (0.33 GiB); the tower's weights are counted (0.33 GiB per rank; "
+    "34.22 GiB planned, 34.43 printed: 0.21 GiB not explained); the band's vision allowance covers it",
     "vllm-pr10511-llama3-8b-h100": "the whole error is the non-torch term: that PR's own build "
     "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
     "(vllm-10517); the activation (1.26 GiB printed) is reproduced. The accounting was reworked "

@@ -19,6 +19,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _pixtral(v)]
     if v.family == "qwen3_vl":
         return [replace(t, vision=True) for t in _qwen3_vl(v)]
+    if v.family == "qwen2_5_vl":
+        return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -111,6 +113,29 @@ def _qwen3_vl(v: VisionWeights) -> list[Tensor]:
         out += _linear(f"{p}.{name}.linear_fc1", merged, merged, None, "column", bias=True)
         out += _linear(f"{p}.{name}.linear_fc2", v.projector_output_dim, merged, None, "row",
                        bias=True)  # fmt: skip
+    return out
+
+
+def _qwen2_5_vl(v: VisionWeights) -> list[Tensor]:
+    """Qwen2.5-VL's tower: an unbiased 3D patch embedding (``C × T × P × P``), RMSNorm blocks (two
+    per layer) with a fused biased qkv and a biased gated MLP, no position table (2D RoPE), and the
+    patch merger (RMSNorm on ``hv``, ``hv·m² → hv·m² → text``). vLLM shards the linear layers like
+    the text model's (qkv, gate/up and the merger's first layer by columns, proj, down and the
+    merger's second by rows); the convolution and the norms are whole on every rank."""
+    hv, p = v.hidden_size, "visual"
+    merged = hv * v.spatial_merge_size**2
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated")
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))  # 2 RMSNorms
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, role="norm"))
+    out += _linear(f"{p}.merger.mlp.0", merged, merged, None, "column", bias=True)
+    out += _linear(f"{p}.merger.mlp.2", v.projector_output_dim, merged, None, "row", bias=True)
     return out
 
 

@@ -155,7 +155,7 @@ class VisionWeights:
     Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:
     3D patch embedding, learned positions, patch merger and DeepStack mergers) or Gemma 4's."""
 
-    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl`` or ``gemma4``
+    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl`` or ``gemma4``
     family: str = "llama4"
     hidden_size: int
     intermediate_size: int
@@ -175,7 +175,7 @@ class VisionWeights:
     temporal_patch_size: int = 1
     num_positions: int = 0
     deepstack_layers: int = 0
-    #: Gemma 4: per-head q/k RMSNorm width in the tower
+    #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL: the tower's head width
     head_dim: int = 0
 
 

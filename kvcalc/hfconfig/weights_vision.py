@@ -2,7 +2,8 @@
 
 Each family is read as transformers builds it (checked on the meta device): Llama 4's ViT and
 pixel-shuffle adapter, SigLIP (Gemma 3), Pixtral (Mistral 3), Qwen3-VL's tower (Qwen3-VL,
-Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_moe``) and Gemma 4's
+Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_moe``), Qwen2.5-VL's
+(``model_type`` ``qwen2_5_vl``; its published ``vision_config`` names no model type) and Gemma 4's
 (``gemma4_vision``). Any other tower is noted as not counted.
 """
 
@@ -52,6 +53,21 @@ def read_vision(
             spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             deepstack_layers=len(vr.index_list("deepstack_visual_indexes") or ()),
+            text_hidden_size=text_hidden,
+        )
+    if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
+        return VisionWeights(
+            family="qwen2_5_vl",
+            hidden_size=vr.int("hidden_size"),
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_chans", "in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("out_hidden_size"),
+            head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
             text_hidden_size=text_hidden,
         )
     if vision_type == "gemma4_vision":

@@ -48,6 +48,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "nemotron-nas": "nemotron_nas",
     "nemotron_h": "nemotron_h",
     "qwen2": "qwen",
+    "qwen2_5_vl": "qwen",
     "qwen3": "qwen",
     "qwen3_5": "qwen3_5",
     "qwen3_5_moe": "qwen3_5",
