@@ -251,3 +251,25 @@ def test_engine_kv_per_request_is_one_slots_share_not_the_pool(cli):
     assert data["engine_kv_bytes_per_request"] == 570_425_344
     assert data["layer_kv_bytes_per_request"] == 570_425_344
     assert data["kv_cache_bytes"] == 4 * 570_425_344
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ((), "its CUDA backend's context and cuBLAS workspace (outside the buffers it prints) are not "
+         "modelled (unconfirmed, not counted)"),
+    ((("buffer_name", "CPU"),), "its CPU backend allocates nothing beyond the buffers it prints"),
+])  # fmt: skip
+def test_no_vllm_non_torch_term_on_llama_cpp_plans(options, words):
+    from kvcalc import PlanInputs, plan
+
+    model = bundled_shape("llama-3.1-8b")
+    base = {"gpu": "H100", "max_model_len": 8192}
+    vllm = plan(model, PlanInputs(**base), with_suggestions=False)
+    r = plan(
+        model, PlanInputs(**base, engine="llamacpp", engine_options=options), with_suggestions=False
+    )
+    assert vllm.memory.non_torch_bytes > 0  # vLLM's own term stays
+    assert r.memory.non_torch_bytes == 0
+    assert any(words in note for note in r.notes)
+    # the budget is the GPU less weights and the compute buffer only
+    m = r.memory
+    assert r.available_kv_bytes == m.total_bytes - m.weights_bytes - m.activation_bytes

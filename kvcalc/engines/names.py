@@ -133,6 +133,9 @@ class EngineTraits:
     #: the engine captures CUDA graphs whose memory kvcalc estimates (llama.cpp's graphs live in
     #: its compute buffer; transformers captures none)
     cuda_graphs: bool = True
+    #: the engine runs on PyTorch, so the non-torch term kvcalc measured for vLLM (CUDA context,
+    #: NCCL, cuBLAS outside PyTorch's allocator) applies; llama.cpp has no PyTorch
+    torch_runtime: bool = True
     #: the engine has a cap on running requests (vLLM ``max_num_seqs``, SGLang
     #: ``max_running_requests``, TensorRT-LLM/LMDeploy ``max_batch_size``)
     max_num_seqs_knob: bool = True
@@ -170,7 +173,7 @@ _TRAITS = {
     EngineName.LLAMACPP: EngineTraits(name=EngineName.LLAMACPP, fixed_pool=True, block_pool=False,
                                       overhead_calibrated=False, compact_kv_dtype="q8_0",
                                       memory_fraction_knob=False, slots_from_target=True,
-                                      cuda_graphs=False, max_num_seqs_knob=False,
+                                      cuda_graphs=False, max_num_seqs_knob=False, torch_runtime=False,
                                       max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS,
                                       run_check=RunCheck.LLAMACPP),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,

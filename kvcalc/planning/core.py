@@ -70,6 +70,7 @@ def plan(
     weights = plan_weights(model, inputs, exact_weights)
     overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine, request)
     overhead = _engine_compute(engine, request, overhead, inputs)
+    overhead = _without_torch(overhead, inputs)
     if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
         overhead = apply_calibration(overhead, calibration)
     device = memory_inputs(model, inputs, memory)
@@ -171,6 +172,22 @@ def _engine_compute(
     kept = tuple(n for n in overhead.notes if not n.startswith(("activation (", "max_num_seqs ")))
     return replace(overhead, activation_bytes=buffer.bytes, forward_bytes=0, sampler_bytes=0,
                    moe_workspace_bytes=0, stages=(), notes=(*kept, buffer.note))  # fmt: skip
+
+
+def _without_torch(overhead: Overhead, inputs: PlanInputs) -> Overhead:
+    """No non-torch term for an engine without PyTorch (llama.cpp): that term is vLLM's, measured
+    beside PyTorch's allocator. What such an engine holds outside the buffers it prints is not
+    modelled: on the CPU backend nothing, on CUDA its context and cuBLAS workspace (unconfirmed)."""
+    if traits(inputs.engine).torch_runtime or inputs.kv_cache_memory_bytes is not None:
+        return overhead
+    if dict(inputs.engine_options).get("buffer_name") == "CPU":
+        note = ("no non-torch term: llama.cpp has no PyTorch, and its CPU backend allocates nothing "
+                "beyond the buffers it prints")  # fmt: skip
+    else:
+        note = ("no non-torch term: llama.cpp has no PyTorch; its CUDA backend's context and cuBLAS "
+                "workspace (outside the buffers it prints) are not modelled (unconfirmed, not counted)")  # fmt: skip
+    stages = tuple(replace(s, non_torch_bytes=0) for s in overhead.stages)
+    return replace(overhead, non_torch_bytes=0, stages=stages, notes=(*overhead.notes, note))
 
 
 def _flashinfer_sampler(engine: Engine, request: EngineRequest) -> bool | None:

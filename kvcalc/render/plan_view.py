@@ -18,9 +18,9 @@ _BAR = (("weights", "W", "blue"), ("activation", "A", "magenta"), ("non_torch", 
 BAR_WIDTH = 60
 
 
-def memory_bar(memory, *, cuda_graphs: bool = True) -> str:
+def memory_bar(memory, *, cuda_graphs: bool = True, non_torch: bool = True) -> str:
     """One line of ``BAR_WIDTH`` cells, each part proportional to its bytes (rich markup); the
-    legend leaves out CUDA graphs for an engine that has none."""
+    legend leaves out CUDA graphs and the non-torch term for an engine that has none."""
     total = max(memory.total_bytes, 1)
     parts = []
     used = 0
@@ -32,7 +32,7 @@ def memory_bar(memory, *, cuda_graphs: bool = True) -> str:
         if cells:
             parts.append(f"[{style}]{char * cells}[/]")
     legend = "  ".join(f"[{style}]{char}[/] {key.replace('_', '-')}" for key, char, style in _BAR
-                       if cuda_graphs or key != "cudagraph")  # fmt: skip
+                       if (cuda_graphs or key != "cudagraph") and (non_torch or key != "non_torch"))  # fmt: skip
     return "[" + "".join(parts) + " " * (BAR_WIDTH - used) + "]\n" + legend
 
 
@@ -74,10 +74,12 @@ def render(result) -> None:
     for name, value, note in rows:
         if name == "CUDA graphs" and not can.cuda_graphs:
             continue  # the engine captures none kvcalc sizes
+        if name.startswith("non-torch") and not can.torch_runtime:
+            continue  # no PyTorch: the notes say what is not modelled instead
         table.add_row(name, fmt.size(value), note)
     console.print(table)
     if m.total_bytes:
-        console.print(memory_bar(m, cuda_graphs=can.cuda_graphs))
+        console.print(memory_bar(m, cuda_graphs=can.cuda_graphs, non_torch=can.torch_runtime))
     kv = Table(title="KV cache", title_justify="left", show_header=False)
     kv.add_column("what")
     kv.add_column("value", justify="right")
