@@ -210,10 +210,37 @@ def test_mamba2_keeps_one_state_cell_per_sequence():
     assert p.groups[-1].kind == "recurrent" and p.groups[-1].num_blocks == 4
 
 
-def test_hybrids_are_refused_by_name():
+def test_nemotron_h_hybrid_memory():
+    p = plan(bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16"), 4096)
+    # KV: 6 attention layers · 2 KV heads · 128 · 2 B · (K + V) = 6,144 B per cell, 4,096 cells
+    # = 25,165,824 B; state: 23 Mamba-2 layers · (R 3 · (4,096 + 2 · 8 · 128) · 4 = 73,728 B +
+    # S 128 · 4,096 · 4 = 2,097,152 B) = 49,930,240 B (float32, one cell); the 23 MoE layers hold none
+    assert p.kv_cache_bytes == 25_165_824 + 49_930_240
+    assert p.log_lines[3:] == (
+        "llama_kv_cache:      CUDA0 KV buffer size =    24.00 MiB",
+        "llama_kv_cache: size =   24.00 MiB (  4096 cells,   6 layers,  1/1 seqs), "
+        "K (f16):   12.00 MiB, V (f16):   12.00 MiB",
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    47.62 MiB",
+        "llama_memory_recurrent: size =   47.62 MiB (     1 cells,  52 layers,  1 seqs  0 rs_seq), "
+        "R (f32):    1.62 MiB, S (f32):   46.00 MiB, P (f32):    0.00 MiB",
+    )
+    assert [g.kind for g in p.groups] == ["full", "recurrent"]
+    # the KV cache grows with the context, the state does not: 1 GiB leaves 1 GiB − 49,930,240 B
+    # for 6,144 B per cell → 166,638 cells, the longest context whose padded cache fits
+    tight = plan(
+        bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16"), 262144, available_kv_bytes=GIB
+    )
+    assert not tight.fits
+    assert tight.estimated_max_model_len == (GIB - 49_930_240) // 6144 // 256 * 256
+
+
+def test_other_hybrids_are_refused_by_name():
+    from test_family_hybrids import shape
+
     with pytest.raises(InputError) as err:
-        plan(bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16"), 4096)
-    assert err.value.code == "unsupported-model" and "Mamba2State" in err.value.message
+        plan(shape("moonshotai--Kimi-Linear-48B-A3B-Instruct"), 4096)
+    assert err.value.code == "unsupported-model" and "kimi_linear" in err.value.message
+    assert "granitehybrid" in err.value.hint and "nemotron_h" in err.value.hint
 
 
 def test_llama_server_automatic_slots_and_fit():

@@ -318,3 +318,44 @@ def test_mla_as_deepseek2(dtype, extra):
     assert r.llamacpp.measured_lines[-1].endswith(
         "V (%s):    0.00 MiB" % ("f16" if dtype == "auto" else "q8_0")
     )
+
+
+@pytest.mark.parametrize("extra", [{"n_ctx": 512}, {"n_ctx": 1000, "n_seq_max": 3, "flash_attn": "off"},
+                                   {"n_ctx": 1024, "n_seq_max": 2, "kv_unified": True}])  # fmt: skip
+def test_nemotron_h_hybrid(extra):
+    r = run("nvidia-nemotron-3-nano-30b-a3b-bf16", 6, **extra)  # M E M E M *: layer 5 attends
+    assert r.llamacpp.architecture == "nemotron_h"
+    seqs = extra.get("n_seq_max", 1)
+    cells = {512: 512, 1000: 512, 1024: 1024}[extra["n_ctx"]]  # per stream
+    streams = 1 if extra.get("kv_unified") else seqs
+    # KV: 1 layer · 2 KV heads · 128 · 2 B · (K + V) per cell; state per sequence: 3 Mamba-2 layers
+    # · (R 3 · (4,096 + 2 · 8 · 128) · 4 = 73,728 B + S 128 · 4,096 · 4 = 2,097,152 B)
+    assert r.measured_bytes == cells * streams * 1024 + seqs * 3 * (73_728 + 2_097_152)
+    assert [c.name for c in r.components] == ["full K", "full V", "recurrent R", "recurrent S"]
+    assert r.llamacpp.measured_lines[-1].startswith(
+        f"llama_memory_recurrent: size = {seqs * 6.21:7.2f} MiB (     {seqs} cells,   6 layers"
+    )
+    if extra.get("flash_attn") == "off":  # head_count_kv is 0 off the attention layer
+        assert any(line.endswith("padding V cache to 256") for line in r.llamacpp.measured_lines)
+
+
+def test_granite_hybrid(tmp_path):
+    import json
+
+    from test_family_hybrids import CONFIGS
+
+    # Granite-4.0-H's layout at 512 wide (its loader needs the Mamba inner width = 2 · n_embd):
+    # 16 heads of 64, one group, state 256, conv 4; layer 1 attends with 2 KV heads of 64
+    config = {**CONFIGS["synthetic--granite-4.0-h-defaults"], "hidden_size": 512, "mamba_n_heads": 16,
+              "num_hidden_layers": 4, "layer_types": ["mamba", "attention", "mamba", "mamba"],
+              "num_attention_heads": 8, "num_key_value_heads": 2}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for extra, seqs in (
+        ({"n_ctx": 512}, 1),
+        ({"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, 2),
+    ):
+        r = run(str(tmp_path), None, **extra)
+        assert r.llamacpp.architecture == "granitehybrid"
+        # 512 cells per stream · 2 · 64 · 2 B · 2; R 3 · (1,024 + 2 · 256) · 4 = 18,432 B and
+        # S 256 · 1,024 · 4 = 1,048,576 B per sequence and Mamba layer
+        assert r.measured_bytes == 512 * seqs * 512 + seqs * 3 * (18_432 + 1_048_576)

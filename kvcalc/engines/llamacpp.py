@@ -31,9 +31,9 @@ padded to 256 with flash attention (32 without), ``n_ctx_per_seq = n_ctx / n_seq
 Capacity: ``kv_cache_tokens`` is the full-attention cells (all streams). One request fits when
 ``max_model_len <= n_ctx_seq`` and the GPU part of the cache fits ``available_kv_bytes``;
 ``max_concurrency`` is ``n_seq_max`` slots for separate streams, ``min(n_seq_max, cells / L)`` for a
-unified cache. Mamba-2 models keep one recurrent state cell per sequence
-(:mod:`kvcalc.engines.llamacpp_recurrent`); the compute buffer is
-:mod:`kvcalc.engines.llamacpp_compute`'s. Not modelled: hybrid (attention + recurrent) memory,
+unified cache. Mamba-2 models keep one recurrent state cell per sequence, hybrids (Granite-4.0-H,
+Nemotron-H) a KV cache beside it (:mod:`kvcalc.engines.llamacpp_recurrent`); the compute buffer is
+:mod:`kvcalc.engines.llamacpp_compute`'s. Not modelled: the other hybrids (refused by name),
 several GPUs, llama-server's automatic choices (``-np`` unset means 4 unified slots; ``--fit`` may
 shrink ``-c``) — pass ``n_seq_max`` and ``kv_unified`` as the server ends up using them.
 """
@@ -65,7 +65,11 @@ from kvcalc.engines.llamacpp_context import (
 )
 from kvcalc.engines.llamacpp_log import log_lines
 from kvcalc.engines.llamacpp_recurrent import (
+    PER_LAYER_KV_HEADS,
     RecurrentMemory,
+    check_recurrent,
+    has_recurrent,
+    hybrid_arch,
     is_recurrent_only,
     recurrent_lines,
     recurrent_memory,
@@ -73,7 +77,7 @@ from kvcalc.engines.llamacpp_recurrent import (
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import LayerKind, RecurrentState
+from kvcalc.model.layouts import LayerKind
 
 __all__ = ["EXTRA_KEYS", "GGML_TYPES", "LATEST_COMMIT", "VERSIONS", "Cache", "Context", "LlamaCppEngine",
            "build_caches", "cache_types", "check_types", "context", "ggml_name", "is_iswa", "on_host"]  # fmt: skip
@@ -103,19 +107,15 @@ class LlamaCppEngine:
         type_k, type_v = cache_types(request)
         model = request.model
         recurrent = None
-        if any(isinstance(x, RecurrentState) for x in model.layers):
-            if not is_recurrent_only(model) or version != "latest":
-                kinds = sorted({type(x).__name__ for x in model.layers})
-                raise InputError(f"llama.cpp memory for these layers ({', '.join(kinds)}) is not modelled",
-                                 hint="modelled: attention-only models, and Mamba-2 models (llama.cpp "
-                                 f"{LATEST_COMMIT}); hybrids are not", code="unsupported-model")  # fmt: skip
+        if has_recurrent(model):
+            check_recurrent(model, version, LATEST_COMMIT)
         iswa = is_iswa(model)
         ctx = context(request, version, model, iswa, type_v)
         check_types(model, ctx, type_k, type_v)
-        if any(isinstance(x, RecurrentState) for x in model.layers):
-            caches: list[Cache] = []
+        caches: list[Cache] = []
+        if has_recurrent(model):  # a hybrid's KV cache is built first, then the recurrent memory
             recurrent = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
-        else:
+        if not is_recurrent_only(model):
             caches = build_caches(request, model, ctx, type_k, type_v, version, iswa)
         plan = _plan(request, version, ctx, caches, type_k, type_v, recurrent)
         if request.extra.get("buffer_name") == "CPU":
@@ -193,11 +193,16 @@ def _plan(
         concurrency = float(ctx.n_seq_max) if L <= ctx.n_ctx_seq else 0.0
     memory_ok = device_bytes <= request.available_kv_bytes
     fits = L <= ctx.n_ctx_seq and memory_ok
-    if recurrent is not None:  # one cell per sequence: the state does not grow with the context
+    state_device = recurrent.r_bytes + recurrent.s_bytes - recurrent.host_bytes if recurrent else 0
+    if recurrent is not None and not caches:  # one cell per sequence: the state does not grow
         concurrency = float(ctx.n_seq_max) if L <= ctx.n_ctx_seq else 0.0
         estimate = None if fits else (ctx.n_ctx_seq if memory_ok else 0)
-    else:
-        estimate = None if fits else _estimate(request, version, ctx, type_k, type_v, memory_ok)
+    else:  # a hybrid's KV cache grows with the context beside its fixed recurrent state
+        estimate = (
+            None
+            if fits
+            else _estimate(request, version, ctx, type_k, type_v, memory_ok, state_device)
+        )
     notes = [
         f"{ctx.n_seq_max} sequence slot(s), {ctx.n_stream} stream(s), {ctx.n_ctx_seq:,} cells per slot"
     ]
@@ -225,7 +230,10 @@ def _plan(
                      layer_indices=c.layers)
         for c in caches
     )  # fmt: skip
-    lines = log_lines(request, version, ctx, caches, ggml_name(type_k), ggml_name(type_v))
+    zero_heads = hybrid_arch(request.model) in PER_LAYER_KV_HEADS  # head_count_kv 0 off attention
+    lines = log_lines(
+        request, version, ctx, caches, ggml_name(type_k), ggml_name(type_v), zero_heads
+    )
     if recurrent is not None:
         device = str(request.extra.get("buffer_name", "CUDA0"))
         lines += recurrent_lines(recurrent, device, request.model.num_layers, ctx.n_seq_max)
@@ -254,8 +262,10 @@ def _estimate(
     type_k: CacheDtype,
     type_v: CacheDtype,
     memory_ok: bool,
+    state_bytes: int = 0,
 ) -> int:
-    """The longest per-slot context whose cache (same slots) fits the available memory."""
+    """The longest per-slot context whose cache (same slots) fits the available memory beside
+    ``state_bytes`` of recurrent state (a hybrid's, on the device)."""
     if memory_ok:
         return ctx.n_ctx_seq
     model, iswa = request.model, is_iswa(request.model)
@@ -266,6 +276,6 @@ def _estimate(
         c = context(probe, version, model, iswa, type_v)
         size = sum(x.k_bytes + x.v_bytes - x.host_bytes
                    for x in build_caches(probe, model, c, type_k, type_v, version, iswa))  # fmt: skip
-        return size <= request.available_kv_bytes
+        return size + state_bytes <= request.available_kv_bytes
 
     return binary_search_max_len(request.max_model_len, fits)

@@ -61,7 +61,10 @@ def log_lines(
     caches: list[Cache],
     k_name: str,
     v_name: str,
+    zero_heads: bool = False,
 ) -> list[str]:
+    """``zero_heads``: the GGUF gives layers outside the cache 0 KV heads (a hybrid's per-layer
+    ``head_count_kv``), so the V widths vary across layers in llama.cpp's eyes."""
     old = version == "b5452"
     kv, iswa = (
         ("llama_kv_cache_unified", "llama_kv_cache_unified_iswa")
@@ -84,6 +87,7 @@ def log_lines(
     if ctx.swa_full and not old:
         lines.append(f"{iswa}: using full-size SWA cache (ref: {SWA_FULL_REF})")
     widths = {x.num_kv_heads * x.head_dim_v for x in request.model.layers if x.bytes_per_token}
+    widths |= {0} if zero_heads else set()
     pad_v = not old and not ctx.flash_attn and len(widths) > 1 and not request.model.is_mla
     for cache in caches:
         if cache.label:

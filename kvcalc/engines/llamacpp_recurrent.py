@@ -13,7 +13,17 @@ in the layer's device buffer (``CPU`` with ``offload_kqv`` false or a layer left
 Then ``llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs %2u rs_seq), R
 (f32): …, S (f32): …, P (f32): …`` in float32 MiB, ``layers`` being ``hparams.n_layer()``.
 Checked by ``verify --engine llamacpp --run`` (row bytes from the sequence state, lines as text).
-Only Mamba-2 layers are modelled; hybrids (attention beside recurrent layers) are refused.
+
+Hybrids (``llama_memory_hybrid``, ``llm_arch_is_hybrid``): a ``llama_kv_cache`` of ``n_ctx_seq``
+cells (``n_pad`` 1, unified or per-sequence streams as for any model) over the attention layers,
+built first, then this recurrent memory over the recurrent layers (the layer filters of
+``llama_model::create_memory``; Nemotron-H's MLP-only layers are in neither). ``n_embd_r`` and
+``n_embd_s`` are model-wide (``llama_hparams``), so every recurrent layer has the same rows: a model
+whose recurrent layers differ is refused. The architectures modelled are the ones ``verify --run``
+loads in this llama.cpp: ``granitehybrid`` (Granite-4.0-H, Bamba) and ``nemotron_h`` (Nemotron-H,
+Nemotron-3), both Mamba-2 beside attention. Their converters write ``head_count_kv`` per layer (0 on
+the recurrent and MLP layers), so without flash attention llama.cpp warns that V widths vary and
+pads V to the attention layers' width (the bytes do not change).
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.llamacpp_log import f32_mib
+from kvcalc.errors import InputError
+from kvcalc.model.layouts import RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
@@ -63,12 +75,66 @@ def _pad(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
+#: config ``model_type`` → the llama.cpp architecture of its GGUF (``convert_hf_to_gguf.py``), for
+#: the hybrids modelled: (architecture, the recurrent layer class its loader builds)
+HYBRID_ARCHS: dict[str, tuple[str, type[RecurrentState]]] = {
+    "granitemoehybrid": ("granitehybrid", Mamba2State),
+    "bamba": ("granitehybrid", Mamba2State),
+    "granitehybrid": ("granitehybrid", Mamba2State),
+    "nemotron_h": ("nemotron_h", Mamba2State),
+}
+#: hybrid architectures whose converter writes ``head_count_kv`` per layer (0 off the attention)
+PER_LAYER_KV_HEADS = frozenset({"granitehybrid", "nemotron_h"})
+
+
+def has_recurrent(model: ModelShape) -> bool:
+    return any(isinstance(x, RecurrentState) for x in model.layers)
+
+
 def is_recurrent_only(model: ModelShape) -> bool:
     return all(isinstance(x, Mamba2State) for x in model.layers)
 
 
-def rows(layer: Mamba2State) -> tuple[int, int]:
+def hybrid_arch(model: ModelShape) -> str | None:
+    """The llama.cpp architecture of a modelled hybrid, ``None`` for other models."""
+    if not has_recurrent(model) or is_recurrent_only(model):
+        return None
+    found = HYBRID_ARCHS.get(model.model_type.lower())
+    return found[0] if found else None
+
+
+def check_recurrent(model: ModelShape, version: str, latest: str) -> None:
+    """Refuse, by name, recurrent models whose llama.cpp memory is not modelled."""
+    kinds = sorted({type(x).__name__ for x in model.layers})
+    what = f"llama.cpp memory for {model.model_type} ({', '.join(kinds)})"
+    hint = (f"modelled (llama.cpp {latest}): attention-only models, Mamba-2 models and the hybrids "
+            f"{', '.join(sorted({a for a, _ in HYBRID_ARCHS.values()}))}")  # fmt: skip
+    if version != "latest":
+        raise InputError(f"{what} is modelled for llama.cpp {latest} only", hint=hint,
+                         code="unsupported-model")  # fmt: skip
+    if is_recurrent_only(model):
+        return
+    found = HYBRID_ARCHS.get(model.model_type.lower())
+    if found is None:
+        raise InputError(f"{what} is not modelled", hint=hint, code="unsupported-model")
+    arch, state = found
+    recurrent = [x for x in model.layers if isinstance(x, RecurrentState)]
+    others = sorted({type(x).__name__ for x in recurrent if not isinstance(x, state)})
+    if others:
+        raise InputError(f"{what}: llama.cpp's {arch} has no {', '.join(others)} layers",
+                         hint=hint, code="unsupported-model")  # fmt: skip
+    if len({rows(x) for x in recurrent}) > 1:
+        raise InputError(f"{what}: the recurrent layers' states differ, and llama.cpp sizes one "
+                         "state for every layer (n_embd_r, n_embd_s)", hint=hint,
+                         code="unsupported-model")  # fmt: skip
+    if any(x.kind not in ("full", "none", "recurrent") for x in model.layers):
+        raise InputError(f"{what}: sliding or other attention beside recurrent layers is not "
+                         "modelled", hint=hint, code="unsupported-model")  # fmt: skip
+
+
+def rows(layer: RecurrentState) -> tuple[int, int]:
     """(R, S) bytes of one cell in float32: ``n_embd_r`` and ``n_embd_s``."""
+    assert isinstance(layer, Mamba2State)  # check_recurrent refuses the others
     conv = (layer.conv_kernel - 1) * (
         layer.intermediate_size + 2 * layer.n_groups * layer.state_size
     )
@@ -76,7 +142,7 @@ def rows(layer: Mamba2State) -> tuple[int, int]:
 
 
 def recurrent_memory(model: ModelShape, n_seq_max: int, host: set[int]) -> RecurrentMemory:
-    layers = tuple(i for i, x in enumerate(model.layers) if isinstance(x, Mamba2State))
+    layers = tuple(i for i, x in enumerate(model.layers) if isinstance(x, RecurrentState))
     per = tuple(rows(model.layers[i]) for i in layers)  # type: ignore[arg-type]
     return RecurrentMemory(cells=max(1, n_seq_max), layers=layers, rows=per,
                            host_layers=frozenset(host & set(layers)))  # fmt: skip

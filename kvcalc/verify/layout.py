@@ -25,6 +25,7 @@ from typing import cast
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.hf_quantized import NAMED
+from kvcalc.engines.llamacpp_recurrent import rows as recurrent_rows
 from kvcalc.engines.names import CacheTensors, EngineName, traits
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
@@ -214,6 +215,15 @@ def _cells(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
         cells = group.num_blocks
         for i in group.layer_indices:
             layer = model.layers[i]
+            if group.kind == "recurrent":  # llama.cpp's R and S rows, float32, one cell a sequence
+                assert isinstance(layer, RecurrentState)
+                for part, nbytes in zip("RS", recurrent_rows(layer), strict=True):
+                    name = f"recurrent {part}"
+                    buffers.append(
+                        _tensor(f"layer {i} {part}", name, i, "float32", (cells, nbytes // 4))
+                    )
+                    _add(predicted, name, cells * nbytes, new_layer=part == "R")
+                continue
             if isinstance(layer, MLALatent):
                 widths = {"K": layer.latent_dim}
                 if plan.engine_version == "b5452":

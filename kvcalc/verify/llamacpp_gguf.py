@@ -18,9 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model.layouts import MLALatent
+from kvcalc.model.layouts import FullAttention, MLALatent, RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
+from kvcalc.verify.llamacpp_hybrid_gguf import (
+    EPS_KEYS,
+    hybrid_arch_for,
+    hybrid_keys,
+    hybrid_roles,
+    hybrid_tensors,
+    mamba2_keys,
+    mamba2_tensors,
+)
 
 HIDDEN = 64
 FFN = 64
@@ -77,6 +86,8 @@ class GgufSpec:
     ssm: Mamba2State | None = None
     #: MLA (``deepseek2``): the latent's shape
     mla: MLALatent | None = None
+    #: a hybrid's layers, ``attn``/``recr``/``mlp`` (:mod:`.llamacpp_hybrid_gguf`)
+    roles: tuple[str, ...] | None = None
 
 
 def unsupported(model: ModelShape, why: str) -> KvcalcError:
@@ -91,6 +102,8 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     kinds = set(model.kinds)
     if kinds == {"recurrent"}:
         return _mamba2(model, w)
+    if "recurrent" in kinds:
+        return _hybrid(model, w)
     if kinds == {"mla"}:
         return _deepseek2(model, w)
     if kinds - {"full", "sliding"}:
@@ -145,6 +158,28 @@ def _mamba2(model: ModelShape, w: GgufWidths) -> GgufSpec:
                     context_length=model.max_model_len, hidden=w.hidden, ffn=0, vocab=w.vocab, ssm=ssm)  # fmt: skip
 
 
+def _hybrid(model: ModelShape, w: GgufWidths) -> GgufSpec:
+    arch = hybrid_arch_for(model)
+    if arch is None:
+        raise unsupported(
+            model, f"no llama.cpp hybrid architecture is modelled for {model.model_type}"
+        )
+    states = {x for x in model.layers if isinstance(x, RecurrentState)}
+    attn = [x for x in model.layers if isinstance(x, FullAttention)]
+    shapes = {(x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}
+    if len(states) != 1 or not isinstance(next(iter(states)), Mamba2State) or len(shapes) != 1:
+        raise unsupported(model, "recurrent layers other than one Mamba-2 shape, or attention layers "
+                          "of different shapes")  # fmt: skip
+    (ssm,) = states
+    ((kv, head_k, head_v),) = shapes
+    assert isinstance(ssm, Mamba2State)
+    # granitehybrid's loader: ssm_d_inner == 2 · n_embd
+    hidden = ssm.intermediate_size // 2 if arch == "granitehybrid" else w.hidden
+    return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads, kv_heads=kv,
+                    head_k=head_k, head_v=head_v, context_length=model.max_model_len, hidden=hidden,
+                    ffn=w.ffn, vocab=w.vocab, ssm=ssm, roles=hybrid_roles(model))  # fmt: skip
+
+
 def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
     latents = {x for x in model.layers if isinstance(x, MLALatent)}
     if len(latents) != 1:
@@ -177,12 +212,22 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     a = spec.arch
     w = GGUFWriter(path, a)
     w.add_name(f"kvcalc verify {a}")
-    keys = _ssm_keys(spec) if spec.ssm else _mla_keys(spec) if spec.mla else _int_keys(spec)
+    keys: dict[str, int | list[int]] = {}
+    if spec.roles:
+        keys = hybrid_keys(spec)
+    else:
+        keys = {
+            **(mamba2_keys(spec) if spec.ssm else _mla_keys(spec) if spec.mla else _int_keys(spec))
+        }
     for key, value in keys.items():
-        w.add_uint32(f"{a}.{key}", value)
+        if isinstance(value, list):
+            w.add_array(f"{a}.{key}", value)
+        else:
+            w.add_uint32(f"{a}.{key}", value)
     if spec.kv_heads_per_layer is not None:
         w.add_array(f"{a}.attention.head_count_kv", list(spec.kv_heads_per_layer))
-    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    for key in ("attention.layer_norm_rms_epsilon", *EPS_KEYS.get(a, ())):
+        w.add_float32(f"{a}.{key}", 1e-6)
     w.add_float32(f"{a}.rope.freq_base", 10000.0)
     if spec.sliding is not None:
         w.add_uint32(f"{a}.attention.sliding_window", spec.window)
@@ -199,7 +244,12 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    tensors = _ssm_tensors(spec) if spec.ssm else _mla_tensors(spec) if spec.mla else _tensors(spec)
+    if spec.roles:
+        tensors = hybrid_tensors(spec)
+    else:
+        tensors = (
+            mamba2_tensors(spec) if spec.ssm else _mla_tensors(spec) if spec.mla else _tensors(spec)
+        )
     f32 = [len(shape) == 1 or name.endswith(
         ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
     ) for name, shape in tensors]  # fmt: skip
@@ -289,35 +339,6 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
         else:
             out += [(b + "ffn_gate.weight", (ff, h)), (b + "ffn_up.weight", (ff, h)),
                     (b + "ffn_down.weight", (h, ff))]  # fmt: skip
-    return out
-
-
-def _ssm_keys(spec: GgufSpec) -> dict[str, int]:
-    m = spec.ssm
-    assert m is not None
-    return {"context_length": spec.context_length, "embedding_length": spec.hidden,
-            "block_count": spec.num_layers, "ssm.conv_kernel": m.conv_kernel,
-            "ssm.inner_size": m.intermediate_size, "ssm.state_size": m.state_size,
-            "ssm.time_step_rank": m.num_heads, "ssm.group_count": m.n_groups}  # fmt: skip
-
-
-def _ssm_tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
-    """``llama_model_mamba2::load_arch_tensors``' tensors (numpy shapes, ggml ``ne`` reversed)."""
-    m, h, vocab = spec.ssm, spec.hidden, spec.vocab
-    assert m is not None
-    conv = m.intermediate_size + 2 * m.n_groups * m.state_size
-    d_in_proj = m.intermediate_size + conv + m.num_heads
-    out: list[tuple[str, tuple[int, ...]]] = [
-        ("token_embd.weight", (vocab, h)), ("output_norm.weight", (h,)), ("output.weight", (vocab, h)),
-    ]  # fmt: skip
-    for i in range(spec.num_layers):
-        b = f"blk.{i}."
-        out += [(b + "attn_norm.weight", (h,)), (b + "ssm_in.weight", (d_in_proj, h)),
-                (b + "ssm_conv1d.weight", (conv, m.conv_kernel)), (b + "ssm_conv1d.bias", (conv,)),
-                (b + "ssm_dt.bias", (m.num_heads,)), (b + "ssm_a", (m.num_heads, 1)),
-                (b + "ssm_d", (m.num_heads, 1)),
-                (b + "ssm_norm.weight", (m.n_groups, m.intermediate_size // m.n_groups)),
-                (b + "ssm_out.weight", (h, m.intermediate_size))]  # fmt: skip
     return out
 
 

@@ -33,9 +33,18 @@ class _Reader:
         return value[0]
 
 
-def parse_recurrent_state(blob: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+def parse_recurrent_state(
+    blob: bytes, n_layers: int | None = None
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """(cells, R row bytes per layer, S row bytes per layer) of a recurrent memory's state."""
-    r = _Reader(blob)
+    return _recurrent(_Reader(blob), n_layers)
+
+
+def _recurrent(r: _Reader, n_layers: int | None) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """``llama_memory_recurrent::state_write`` from ``r``'s position: ``n_layers`` is the number of
+    layers with a state (the header's layer count is the model's, skipped layers write nothing);
+    ``None`` reads as many as the header says, or up to the end."""
+    blob = r.blob
     cells = r.take("I")
     for _ in range(cells):
         r.take("i")  # pos
@@ -43,9 +52,10 @@ def parse_recurrent_state(blob: bytes) -> tuple[int, tuple[int, ...], tuple[int,
         r.pos += 4 * n_seq  # the seq ids
     r.take("I")  # s_trans
     n_layer = r.take("I")
+    count = n_layer if n_layers is None else n_layers
     out: list[list[int]] = [[], []]
     for side in out:
-        for _ in range(n_layer):
+        for _ in range(count):
             if r.pos >= len(blob):
                 break
             r.take("i")  # type
@@ -55,12 +65,13 @@ def parse_recurrent_state(blob: bytes) -> tuple[int, tuple[int, ...], tuple[int,
 
 
 def recurrent_components(
-    memory: RecurrentMemory, blob: bytes
+    memory: RecurrentMemory, blob: bytes | tuple[int, tuple[int, ...], tuple[int, ...]]
 ) -> tuple[tuple[ComponentResult, ...], int, int]:
     """R and S bytes: kvcalc's prediction against llama.cpp's own row sizes × its cells.
 
-    The state holds the sequence's one cell; the memory has ``memory.cells`` (``n_seq_max``)."""
-    cells, r_rows, s_rows = parse_recurrent_state(blob)
+    ``blob``: a recurrent model's state, or its recurrent part already parsed. The state holds the
+    sequence's one cell; the memory has ``memory.cells`` (``n_seq_max``)."""
+    cells, r_rows, s_rows = parse_recurrent_state(blob) if isinstance(blob, bytes) else blob
     if cells != 1:
         raise KvcalcError(f"llama.cpp's state holds {cells} cells for one sequence",
                           hint="please report this with the command line", code="internal")  # fmt: skip
@@ -87,37 +98,52 @@ def parse_state(
     tensors (``has_v = !is_mla``): nothing follows their K rows."""
     r = _Reader(blob)
     caches = []
-    take = r.take
-
     while r.pos < len(blob):
-        n_stream = take("I")
-        rows: tuple[tuple[int, int], ...] = ()
-        for _ in range(n_stream):
-            cells = take("I")
-            if not cells:
-                continue
-            for _ in range(cells):
-                take("i")  # pos
-                n_seq = take("I")
-                r.pos += 4 * n_seq  # the seq ids
-            v_trans, n_layer = take("I"), take("I")
-            k_rows = []
-            for _ in range(n_layer):
-                take("i")
-                k_rows.append(take("Q"))
-                r.pos += cells * k_rows[-1]
-            v_rows = []
-            for _ in range(n_layer if has_v else 0):
-                take("i")
-                if v_trans:
-                    el, width = take("I"), take("I")
-                    v_rows.append(el * (v_width or width))
-                    r.pos += cells * el * width
-                    continue
-                else:
-                    v_rows.append(take("Q"))
-                r.pos += cells * v_rows[-1]
-            v_rows += [0] * (n_layer - len(v_rows))  # MLA: no V tensors
-            rows = tuple(zip(k_rows, v_rows, strict=True))
-        caches.append((n_stream, rows))
+        caches.append(_kv_cache(r, v_width, has_v))
     return tuple(caches)
+
+
+def parse_hybrid_state(
+    blob: bytes, v_width: int | None, n_recurrent_layers: int
+) -> tuple[tuple[int, tuple[tuple[int, int], ...]], tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """A hybrid memory's state (``llama_memory_hybrid::state_write``): its KV cache, then the
+    recurrent memory's ``n_recurrent_layers`` R rows and S rows."""
+    r = _Reader(blob)
+    kv = _kv_cache(r, v_width, True)
+    return kv, _recurrent(r, n_recurrent_layers)
+
+
+def _kv_cache(
+    r: _Reader, v_width: int | None, has_v: bool
+) -> tuple[int, tuple[tuple[int, int], ...]]:
+    take = r.take
+    n_stream = take("I")
+    rows: tuple[tuple[int, int], ...] = ()
+    for _ in range(n_stream):
+        cells = take("I")
+        if not cells:
+            continue
+        for _ in range(cells):
+            take("i")  # pos
+            n_seq = take("I")
+            r.pos += 4 * n_seq  # the seq ids
+        v_trans, n_layer = take("I"), take("I")
+        k_rows = []
+        for _ in range(n_layer):
+            take("i")
+            k_rows.append(take("Q"))
+            r.pos += cells * k_rows[-1]
+        v_rows = []
+        for _ in range(n_layer if has_v else 0):
+            take("i")
+            if v_trans:
+                el, width = take("I"), take("I")
+                v_rows.append(el * (v_width or width))
+                r.pos += cells * el * width
+                continue
+            else:
+                v_rows.append(take("Q"))
+            r.pos += cells * v_rows[-1]
+        v_rows += [0] * (n_layer - len(v_rows))  # MLA: no V tensors
+        rows = tuple(zip(k_rows, v_rows, strict=True))
+    return n_stream, rows

@@ -35,12 +35,17 @@ from kvcalc.engines.llamacpp import (
 )
 from kvcalc.engines.llamacpp_context import on_host
 from kvcalc.engines.llamacpp_log import is_predicted_line
-from kvcalc.engines.llamacpp_recurrent import is_recurrent_only, recurrent_memory
+from kvcalc.engines.llamacpp_recurrent import (
+    has_recurrent,
+    hybrid_arch,
+    is_recurrent_only,
+    recurrent_memory,
+)
 from kvcalc.errors import KvcalcError
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
-from kvcalc.verify.llamacpp_state import parse_state, recurrent_components
+from kvcalc.verify.llamacpp_state import parse_hybrid_state, parse_state, recurrent_components
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
 
@@ -100,7 +105,8 @@ def verify_run_llamacpp(
     binding = import_binding()
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = write_model(spec, Path(tmp) / "model.gguf")
-        written = _read_back(path)
+        # a hybrid's graph is not modelled, and kvcalc's GGUF reader does not read hybrids
+        written = None if hybrid_arch(model) else _read_back(path)
         measured = _run(binding, path, request, ctx, ggml_name(type_k), ggml_name(type_v))
     # the compute graph is the written file's: its own (small) widths, read back by kvcalc
     compute, why = LlamaCppEngine().compute_buffer(
@@ -110,6 +116,14 @@ def verify_run_llamacpp(
     if recurrent:
         memory = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
         components, total_predicted, total_measured = recurrent_components(memory, measured.state)
+    elif has_recurrent(model):  # a hybrid: its KV cache's state, then the recurrent memory's
+        memory = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
+        kv, state = parse_hybrid_state(
+            measured.state, v_padding(measured.lines), len(memory.layers)
+        )
+        kv_rows, kv_p, kv_m = _components(caches, ctx, (kv,))
+        rs_rows, rs_p, rs_m = recurrent_components(memory, state)
+        components, total_predicted, total_measured = kv_rows + rs_rows, kv_p + rs_p, kv_m + rs_m
     else:
         components, total_predicted, total_measured = _components(
             caches,
