@@ -234,6 +234,27 @@ def test_nemotron_h_hybrid_memory():
     assert tight.estimated_max_model_len == (GIB - 49_930_240) // 6144 // 256 * 256
 
 
+def test_jamba_and_falcon_h1_hybrid_memory():
+    from test_family_hybrids import shape
+
+    jamba = plan(shape("ai21labs--AI21-Jamba-1.5-Mini"), 4096)
+    # KV: 4 attention layers · 8 KV heads · 128 · 2 B · 2 = 16,384 B per cell · 4,096 cells;
+    # 28 Mamba-1 layers · (R 3 · 8,192 · 4 = 98,304 B + S 16 · 8,192 · 4 = 524,288 B)
+    assert jamba.kv_cache_bytes == 16_384 * 4096 + 28 * 622_592
+    assert jamba.log_lines[-3].endswith(
+        "(  4096 cells,   4 layers,  1/1 seqs), K (f16):   32.00 MiB, V (f16):   32.00 MiB"
+    )
+    assert jamba.log_lines[-1] == (  # 17,432,576 B = 16.625 MiB
+        "llama_memory_recurrent: size =   16.62 MiB (     1 cells,  32 layers,  1 seqs  0 rs_seq), "
+        "R (f32):    2.62 MiB, S (f32):   14.00 MiB, P (f32):    0.00 MiB"
+    )
+    falcon = plan(shape("synthetic--falcon-h1-defaults"), 4096)
+    # every layer attends and holds a Mamba-2 state: 32 · 8 · 128 · 2 B · 2 = 131,072 B per cell;
+    # 32 · (R 3 · (1,024 + 2 · 256) · 4 = 18,432 B + S 256 · 1,024 · 4 = 1,048,576 B)
+    assert falcon.kv_cache_bytes == 131_072 * 4096 + 32 * 1_067_008
+    assert [g.num_layers for g in falcon.groups] == [32, 32]
+
+
 def test_other_hybrids_are_refused_by_name():
     from test_family_hybrids import shape
 

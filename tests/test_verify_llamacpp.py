@@ -339,23 +339,94 @@ def test_nemotron_h_hybrid(extra):
         assert any(line.endswith("padding V cache to 256") for line in r.llamacpp.measured_lines)
 
 
-def test_granite_hybrid(tmp_path):
+def config_dir(tmp_path, name, **changes):
     import json
 
     from test_family_hybrids import CONFIGS
 
+    (tmp_path / "config.json").write_text(json.dumps({**CONFIGS[name], **changes}))
+    return str(tmp_path)
+
+
+def test_granite_hybrid(tmp_path):
     # Granite-4.0-H's layout at 512 wide (its loader needs the Mamba inner width = 2 · n_embd):
     # 16 heads of 64, one group, state 256, conv 4; layer 1 attends with 2 KV heads of 64
-    config = {**CONFIGS["synthetic--granite-4.0-h-defaults"], "hidden_size": 512, "mamba_n_heads": 16,
-              "num_hidden_layers": 4, "layer_types": ["mamba", "attention", "mamba", "mamba"],
-              "num_attention_heads": 8, "num_key_value_heads": 2}  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    path = config_dir(tmp_path, "synthetic--granite-4.0-h-defaults", hidden_size=512, mamba_n_heads=16,
+                      num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"],
+                      num_attention_heads=8, num_key_value_heads=2)  # fmt: skip
     for extra, seqs in (
         ({"n_ctx": 512}, 1),
         ({"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, 2),
     ):
-        r = run(str(tmp_path), None, **extra)
+        r = run(path, None, **extra)
         assert r.llamacpp.architecture == "granitehybrid"
         # 512 cells per stream · 2 · 64 · 2 B · 2; R 3 · (1,024 + 2 · 256) · 4 = 18,432 B and
         # S 256 · 1,024 · 4 = 1,048,576 B per sequence and Mamba layer
         assert r.measured_bytes == 512 * seqs * 512 + seqs * 3 * (18_432 + 1_048_576)
+
+
+def test_jamba_mamba1_hybrid(tmp_path):
+    # Jamba's layout at 256 wide (Mamba inner 2 · 256 = 512, state 16, conv 4; 4 heads of 64, 2 KV):
+    # attention at layer 1 (offset 1, period 4), Mamba-1 elsewhere
+    path = config_dir(tmp_path, "ai21labs--AI21-Jamba-1.5-Mini", hidden_size=256, num_attention_heads=4,
+                      num_key_value_heads=2, num_hidden_layers=4, attn_layer_offset=1,
+                      attn_layer_period=4, num_experts=1, mamba_dt_rank=16)  # fmt: skip
+    r = run(path, None, n_ctx=1000, n_seq_max=3, flash_attn="off")
+    assert r.llamacpp.architecture == "jamba"
+    # KV 3 streams · 512 cells · 2 · 64 · 2 B · 2; per sequence and Mamba-1 layer R 3 · 512 · 4 =
+    # 6,144 B (no groups), S 16 · 512 · 4 = 32,768 B
+    assert r.measured_bytes == 3 * 512 * 512 + 3 * 3 * (6_144 + 32_768)
+    assert any(line.endswith("padding V cache to 128") for line in r.llamacpp.measured_lines)
+
+
+def test_falcon_h1_every_layer_in_both_caches(tmp_path):
+    path = config_dir(tmp_path, "synthetic--falcon-h1-defaults")
+    r = run(path, 2, n_ctx=512, n_seq_max=2)
+    assert r.llamacpp.architecture == "falcon-h1"
+    # both layers attend (8 KV heads of 128: 2 streams · 256 cells · 4,096 B) and hold a Mamba-2
+    # state: R 3 · (1,024 + 2 · 256) · 4 = 18,432 B, S 256 · 1,024 · 4 = 1,048,576 B per sequence
+    assert r.measured_bytes == 2 * 2 * 256 * 4096 + 2 * 2 * (18_432 + 1_048_576)
+    assert [c.num_layers for c in r.components] == [2, 2, 2, 2]
+
+
+def test_lfm2_short_convolutions(tmp_path):
+    # LFM2's layout at 256 wide (the state is the embedding's width): attention at layer 2
+    path = config_dir(tmp_path, "LiquidAI--LFM2-1.2B", hidden_size=256, conv_dim=256, conv_dim_out=256,
+                      block_dim=256, num_attention_heads=4, num_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=4, full_attn_idxs=[2])  # fmt: skip
+    r = run(path, None, n_ctx=512, flash_attn="off")
+    assert r.llamacpp.architecture == "lfm2"
+    # KV 512 · 2 · 64 · 2 B · 2; R (3 − 1) · 256 · 4 = 2,048 B per conv layer, no S state
+    assert r.measured_bytes == 512 * 512 + 3 * 2_048
+    assert r.llamacpp.measured_lines[-1].endswith("S (f32):    0.00 MiB, P (f32):    0.00 MiB")
+
+
+@pytest.mark.parametrize(
+    ("model", "arch"),
+    [("qwen3-next-80b-a3b-thinking", "qwen3next"), ("qwen3.5-35b-a3b", "qwen35moe")],
+)
+def test_gated_deltanet_hybrids(model, arch):
+    r = run(model, 4, n_ctx=1000, n_seq_max=2, flash_attn="off")
+    assert r.llamacpp.architecture == arch
+    # layer 3 attends (interval 4): 2 KV heads of 256 → 2 streams · 512 cells · 2,048 B; per
+    # sequence and DeltaNet layer R 3 · (32 · 128 + 2 · 16 · 128) · 4 = 98,304 B,
+    # S 128 · 32 · 128 · 4 = 2,097,152 B
+    assert r.measured_bytes == 2 * 512 * 2048 + 2 * 3 * (98_304 + 2_097_152)
+
+
+def test_dense_qwen35(tmp_path):
+    import json
+
+    from kvcalc.sources.bundled import find_bundled
+
+    # Qwen3.5-35B-A3B's text layers without the experts: llama.cpp's dense qwen35
+    text = dict(find_bundled("qwen3.5-35b-a3b").load()["text_config"])
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                "shared_expert_intermediate_size", "mlp_only_layers"):  # fmt: skip
+        text.pop(key, None)
+    text |= {"model_type": "qwen3_5_text", "intermediate_size": 1024}
+    (tmp_path / "config.json").write_text(json.dumps(text))
+    r = run(str(tmp_path), 4, n_ctx=512)
+    assert r.llamacpp.architecture == "qwen35"
+    # one attention layer of 512 cells · 2,048 B; 3 DeltaNet layers as in Qwen3.5-35B-A3B
+    assert r.measured_bytes == 512 * 2048 + 3 * (98_304 + 2_097_152)

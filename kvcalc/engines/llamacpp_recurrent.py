@@ -21,9 +21,11 @@ built first, then this recurrent memory over the recurrent layers (the layer fil
 ``n_embd_s`` are model-wide (``llama_hparams``), so every recurrent layer has the same rows: a model
 whose recurrent layers differ is refused. The architectures modelled are the ones ``verify --run``
 loads in this llama.cpp: ``granitehybrid`` (Granite-4.0-H, Bamba) and ``nemotron_h`` (Nemotron-H,
-Nemotron-3), both Mamba-2 beside attention. Their converters write ``head_count_kv`` per layer (0 on
-the recurrent and MLP layers), so without flash attention llama.cpp warns that V widths vary and
-pads V to the attention layers' width (the bytes do not change).
+Nemotron-3), Mamba-2 beside attention; ``jamba`` (Mamba-1); ``falcon-h1`` (attention and Mamba-2 in
+every layer: every layer is in both caches); ``lfm2`` (short convolutions); ``qwen3next``,
+``qwen35`` and ``qwen35moe`` (Gated DeltaNet: Qwen3-Next, Qwen3.5). The converters of granitehybrid, nemotron_h, jamba and lfm2 write ``head_count_kv``
+per layer (0 on the other layers), so without flash attention llama.cpp warns that V widths vary
+and pads V to the attention layers' width (the bytes do not change).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from dataclasses import dataclass
 from kvcalc.engines.llamacpp_log import f32_mib
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import RecurrentState
-from kvcalc.model.recurrent_layouts import Mamba2State
+from kvcalc.model.recurrent_layouts import (
+    GatedDeltaNetState,
+    Mamba1State,
+    Mamba2State,
+    ParallelHybrid,
+    ShortConvState,
+)
 from kvcalc.model.shape import ModelShape
 
 #: ``TENSOR_ALIGNMENT`` of the CPU buffer type (CUDA's is 128; a tensor of n_rows · 4 B rows)
@@ -82,9 +90,17 @@ HYBRID_ARCHS: dict[str, tuple[str, type[RecurrentState]]] = {
     "bamba": ("granitehybrid", Mamba2State),
     "granitehybrid": ("granitehybrid", Mamba2State),
     "nemotron_h": ("nemotron_h", Mamba2State),
+    "jamba": ("jamba", Mamba1State),
+    "falcon_h1": ("falcon-h1", ParallelHybrid),
+    "lfm2": ("lfm2", ShortConvState),
+    "qwen3_next": ("qwen3next", GatedDeltaNetState),
+    "qwen3_5_moe_text": ("qwen35moe", GatedDeltaNetState),
+    "qwen3_5_moe": ("qwen35moe", GatedDeltaNetState),
+    "qwen3_5_text": ("qwen35", GatedDeltaNetState),
+    "qwen3_5": ("qwen35", GatedDeltaNetState),
 }
 #: hybrid architectures whose converter writes ``head_count_kv`` per layer (0 off the attention)
-PER_LAYER_KV_HEADS = frozenset({"granitehybrid", "nemotron_h"})
+PER_LAYER_KV_HEADS = frozenset({"granitehybrid", "nemotron_h", "jamba", "lfm2"})
 
 
 def has_recurrent(model: ModelShape) -> bool:
@@ -123,6 +139,16 @@ def check_recurrent(model: ModelShape, version: str, latest: str) -> None:
     if others:
         raise InputError(f"{what}: llama.cpp's {arch} has no {', '.join(others)} layers",
                          hint=hint, code="unsupported-model")  # fmt: skip
+    mixers = [x.mixer if isinstance(x, ParallelHybrid) else x for x in recurrent]
+    if not all(
+        isinstance(x, (Mamba2State, Mamba1State, GatedDeltaNetState, ShortConvState))
+        for x in mixers
+    ):
+        raise InputError(f"{what}: llama.cpp's {arch} mixer is not modelled", hint=hint,
+                         code="unsupported-model")  # fmt: skip
+    if any(isinstance(x, GatedDeltaNetState) and x.head_k_dim != x.head_v_dim for x in mixers):
+        raise InputError(f"{what}: llama.cpp's {arch} takes one head width (ssm.state_size) for keys "
+                         "and values, and these differ", hint=hint, code="unsupported-model")  # fmt: skip
     if len({rows(x) for x in recurrent}) > 1:
         raise InputError(f"{what}: the recurrent layers' states differ, and llama.cpp sizes one "
                          "state for every layer (n_embd_r, n_embd_s)", hint=hint,
@@ -133,12 +159,31 @@ def check_recurrent(model: ModelShape, version: str, latest: str) -> None:
 
 
 def rows(layer: RecurrentState) -> tuple[int, int]:
-    """(R, S) bytes of one cell in float32: ``n_embd_r`` and ``n_embd_s``."""
-    assert isinstance(layer, Mamba2State)  # check_recurrent refuses the others
-    conv = (layer.conv_kernel - 1) * (
-        layer.intermediate_size + 2 * layer.n_groups * layer.state_size
-    )
-    return 4 * conv, 4 * layer.state_size * layer.intermediate_size
+    """(R, S) bytes of one cell in float32: ``n_embd_r`` and ``n_embd_s`` (``llama-hparams.cpp``),
+    from the GGUF keys llama.cpp's converter writes for the layer:
+
+    - Mamba-2 (and Falcon-H1's mixer): ``(d_conv − 1) · (d_inner + 2 · n_group · d_state)`` and
+      ``d_state · d_inner``;
+    - Mamba-1 (Jamba, no groups): ``(d_conv − 1) · d_inner`` and ``d_state · d_inner``;
+    - Gated DeltaNet (Qwen3-Next: ``d_inner`` the value heads' width, ``d_state`` the head width,
+      ``n_group`` the key heads): ``(d_conv − 1) · (H_v · D_v + 2 · H_k · D_k)`` and ``D_k · H_v · D_v``;
+    - short convolution (LFM2): ``n_embd · (l_cache − 1)`` and no S state.
+    """
+    if isinstance(layer, ParallelHybrid):
+        return rows(layer.mixer)
+    k = layer.conv_kernel - 1
+    if isinstance(layer, Mamba2State):
+        conv = k * (layer.intermediate_size + 2 * layer.n_groups * layer.state_size)
+        return 4 * conv, 4 * layer.state_size * layer.intermediate_size
+    if isinstance(layer, Mamba1State):
+        return 4 * k * layer.intermediate_size, 4 * layer.state_size * layer.intermediate_size
+    if isinstance(layer, GatedDeltaNetState):
+        value = layer.num_v_heads * layer.head_v_dim
+        return 4 * k * (
+            value + 2 * layer.num_k_heads * layer.head_k_dim
+        ), 4 * layer.head_k_dim * value
+    assert isinstance(layer, ShortConvState)  # check_recurrent refuses the others
+    return 4 * k * layer.conv_dim, 0
 
 
 def recurrent_memory(model: ModelShape, n_seq_max: int, host: set[int]) -> RecurrentMemory:

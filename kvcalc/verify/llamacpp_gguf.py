@@ -18,17 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.model.layouts import FullAttention, MLALatent, RecurrentState
+from kvcalc.model.layouts import MLALatent, RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_hybrid_gguf import (
     EPS_KEYS,
-    hybrid_arch_for,
     hybrid_keys,
+    hybrid_layout,
     hybrid_roles,
     hybrid_tensors,
     mamba2_keys,
     mamba2_tensors,
+    qwen3next_pattern_ok,
 )
 
 HIDDEN = 64
@@ -86,8 +87,10 @@ class GgufSpec:
     ssm: Mamba2State | None = None
     #: MLA (``deepseek2``): the latent's shape
     mla: MLALatent | None = None
-    #: a hybrid's layers, ``attn``/``recr``/``mlp`` (:mod:`.llamacpp_hybrid_gguf`)
+    #: a hybrid's layers, ``attn``/``recr``/``both``/``mlp``, and its recurrent mixer
+    #: (:mod:`.llamacpp_hybrid_gguf`)
     roles: tuple[str, ...] | None = None
+    state: RecurrentState | None = None
 
 
 def unsupported(model: ModelShape, why: str) -> KvcalcError:
@@ -100,7 +103,7 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     """The llama.cpp architecture and numbers that reproduce ``model``'s cache."""
     w = widths or GgufWidths()
     kinds = set(model.kinds)
-    if kinds == {"recurrent"}:
+    if all(isinstance(x, Mamba2State) for x in model.layers):
         return _mamba2(model, w)
     if "recurrent" in kinds:
         return _hybrid(model, w)
@@ -159,25 +162,24 @@ def _mamba2(model: ModelShape, w: GgufWidths) -> GgufSpec:
 
 
 def _hybrid(model: ModelShape, w: GgufWidths) -> GgufSpec:
-    arch = hybrid_arch_for(model)
-    if arch is None:
-        raise unsupported(
-            model, f"no llama.cpp hybrid architecture is modelled for {model.model_type}"
-        )
-    states = {x for x in model.layers if isinstance(x, RecurrentState)}
-    attn = [x for x in model.layers if isinstance(x, FullAttention)]
-    shapes = {(x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}
-    if len(states) != 1 or not isinstance(next(iter(states)), Mamba2State) or len(shapes) != 1:
-        raise unsupported(model, "recurrent layers other than one Mamba-2 shape, or attention layers "
-                          "of different shapes")  # fmt: skip
-    (ssm,) = states
+    found = hybrid_layout(model, w.hidden)
+    if isinstance(found, str):
+        raise unsupported(model, found)
+    arch, state, hidden = found
+    shapes = {
+        (x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in model.layers if x.bytes_per_token
+    }
+    if len(shapes) != 1:
+        raise unsupported(model, "attention layers of different shapes")
     ((kv, head_k, head_v),) = shapes
-    assert isinstance(ssm, Mamba2State)
-    # granitehybrid's loader: ssm_d_inner == 2 · n_embd
-    hidden = ssm.intermediate_size // 2 if arch == "granitehybrid" else w.hidden
+    roles = hybrid_roles(model)
+    if arch in ("qwen3next", "qwen35moe", "qwen35") and not qwen3next_pattern_ok(roles):
+        raise unsupported(
+            model, "a layer pattern that qwen3next's full_attention_interval cannot write"
+        )
     return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads, kv_heads=kv,
                     head_k=head_k, head_v=head_v, context_length=model.max_model_len, hidden=hidden,
-                    ffn=w.ffn, vocab=w.vocab, ssm=ssm, roles=hybrid_roles(model))  # fmt: skip
+                    ffn=w.ffn, vocab=w.vocab, state=state, roles=roles)  # fmt: skip
 
 
 def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
@@ -251,7 +253,8 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
             mamba2_tensors(spec) if spec.ssm else _mla_tensors(spec) if spec.mla else _tensors(spec)
         )
     f32 = [len(shape) == 1 or name.endswith(
-        ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight")
+        ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight",
+         "shortconv.conv.weight")
     ) for name, shape in tensors]  # fmt: skip
     for (name, shape), wide in zip(tensors, f32, strict=True):
         dtype = np.dtype(np.float32 if wide else np.float16)

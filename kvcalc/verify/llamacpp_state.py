@@ -103,18 +103,24 @@ def parse_state(
     return tuple(caches)
 
 
+#: ``sizeof(llama_kv_cell_ext)`` (x, y, tok): written after each cell's meta when the model has more
+#: than one position per embedding (M-RoPE: ``llama_kv_cache::has_cell_ext``)
+CELL_EXT_BYTES = 12
+
+
 def parse_hybrid_state(
-    blob: bytes, v_width: int | None, n_recurrent_layers: int
+    blob: bytes, v_width: int | None, n_recurrent_layers: int, *, cell_ext: bool = False
 ) -> tuple[tuple[int, tuple[tuple[int, int], ...]], tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """A hybrid memory's state (``llama_memory_hybrid::state_write``): its KV cache, then the
-    recurrent memory's ``n_recurrent_layers`` R rows and S rows."""
+    recurrent memory's ``n_recurrent_layers`` R rows and S rows. ``cell_ext``: the KV cells carry
+    their M-RoPE extension."""
     r = _Reader(blob)
-    kv = _kv_cache(r, v_width, True)
+    kv = _kv_cache(r, v_width, True, CELL_EXT_BYTES if cell_ext else 0)
     return kv, _recurrent(r, n_recurrent_layers)
 
 
 def _kv_cache(
-    r: _Reader, v_width: int | None, has_v: bool
+    r: _Reader, v_width: int | None, has_v: bool, ext: int = 0
 ) -> tuple[int, tuple[tuple[int, int], ...]]:
     take = r.take
     n_stream = take("I")
@@ -126,7 +132,7 @@ def _kv_cache(
         for _ in range(cells):
             take("i")  # pos
             n_seq = take("I")
-            r.pos += 4 * n_seq  # the seq ids
+            r.pos += ext + 4 * n_seq  # the cell's extension, the seq ids
         v_trans, n_layer = take("I"), take("I")
         k_rows = []
         for _ in range(n_layer):

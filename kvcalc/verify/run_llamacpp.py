@@ -45,6 +45,7 @@ from kvcalc.errors import KvcalcError
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
+from kvcalc.verify.llamacpp_hybrid_gguf import MROPE_ARCHS
 from kvcalc.verify.llamacpp_state import parse_hybrid_state, parse_state, recurrent_components
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
@@ -118,9 +119,8 @@ def verify_run_llamacpp(
         components, total_predicted, total_measured = recurrent_components(memory, measured.state)
     elif has_recurrent(model):  # a hybrid: its KV cache's state, then the recurrent memory's
         memory = recurrent_memory(model, ctx.n_seq_max, on_host(request, model))
-        kv, state = parse_hybrid_state(
-            measured.state, v_padding(measured.lines), len(memory.layers)
-        )
+        kv, state = parse_hybrid_state(measured.state, v_padding(measured.lines), len(memory.layers),
+                                       cell_ext=hybrid_arch(model) in MROPE_ARCHS)  # fmt: skip
         kv_rows, kv_p, kv_m = _components(caches, ctx, (kv,))
         rs_rows, rs_p, rs_m = recurrent_components(memory, state)
         components, total_predicted, total_measured = kv_rows + rs_rows, kv_p + rs_p, kv_m + rs_m
