@@ -73,6 +73,31 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.hfconfig.gemma_family",
         "kvcalc.hfconfig.hybrid_families",
         "kvcalc.planning.servecmd",
+        "kvcalc.model.graph_dims",  # llama.cpp's graph widths
+    ):
+        assert module not in loaded, module
+
+
+def test_plan_imports_no_other_command():
+    # only plan's command module, and none of the library modules of the other commands:
+    # deployment files, verification, curves, comparisons, inspect, their views, the Hub
+    loaded = imported_modules(["plan", "llama-3.1-8b", "--gpu", "H100-80GB"])
+    commands = [m for m in loaded if m.startswith("kvcalc.cli.cmd_")]
+    assert commands == ["kvcalc.cli.cmd_plan"]
+    views = [m for m in loaded if m.startswith("kvcalc.render.") and m.endswith("_view")]
+    assert views == ["kvcalc.render.plan_view"]
+    for package in ("kvcalc.deploy", "kvcalc.verify", "kvcalc.sources.gguf"):
+        assert [m for m in loaded if m == package or m.startswith(package + ".")] == [], package
+    for module in (
+        "kvcalc.planning.curves",
+        "kvcalc.planning.compare",
+        "kvcalc.planning.inspect",
+        "kvcalc.planning.suggest",
+        "kvcalc.render.tables",
+        "kvcalc.render.to_json",
+        "kvcalc.sources.hub",
+        "kvcalc.sources.catalog",
+        "kvcalc.sources.calibration",
     ):
         assert module not in loaded, module
 

@@ -1,7 +1,7 @@
 """The GPU catalog: memory as the driver reports it, bandwidth, peak TFLOP/s, by name or alias.
 
-The data live in ``kvcalc/data/gpus.json`` (loaded through :mod:`importlib.resources`, so they ship in
-the wheel). ``memory_bytes`` is the total CUDA reports (``cudaMemGetInfo``, what vLLM multiplies by
+The data live in ``kvcalc/data/gpus.json`` (read through the package's loader,
+:func:`pkgutil.get_data`, so they ship in the wheel). ``memory_bytes`` is the total CUDA reports (``cudaMemGetInfo``, what vLLM multiplies by
 ``gpu_memory_utilization``), a few hundred MiB under the board total nvidia-smi lists: an H100 80GB
 lists 81,559 MiB in nvidia-smi but vLLM logs ``total_gpu_memory 79.22GiB``. Most such figures are
 only known to 2 decimals of a GiB; ``memory_is_exact`` is false for those and ``memory_source`` says
@@ -14,12 +14,11 @@ prints (``"NVIDIA H100 80GB HBM3"``).
 
 from __future__ import annotations
 
-import difflib
 import json
+import pkgutil
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from kvcalc.errors import InputError
 from kvcalc.units import GIB
@@ -82,8 +81,9 @@ def _key(name: str) -> str:
 @lru_cache(maxsize=1)
 def list_gpus() -> tuple[GpuSpec, ...]:
     """Every GPU in the catalog, in catalog order."""
-    text = (resources.files("kvcalc") / "data" / "gpus.json").read_text(encoding="utf-8")
-    rows = json.loads(text)["gpus"]
+    data = pkgutil.get_data("kvcalc", "data/gpus.json")
+    assert data is not None  # the package's own loader reads files
+    rows = json.loads(data.decode("utf-8"))["gpus"]
     return tuple(GpuSpec(**{**row, "aliases": tuple(row["aliases"])}) for row in rows)
 
 
@@ -102,6 +102,8 @@ def get_gpu(name: str) -> GpuSpec:
     if found is not None:
         return found
     names = [gpu.name for gpu in list_gpus()]
+    import difflib
+
     close = difflib.get_close_matches(_key(name), list(_index()), n=3, cutoff=0.6)
     suggestions = list(dict.fromkeys(_index()[c].name for c in close))
     hint = (

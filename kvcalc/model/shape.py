@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import Layout
+
+if TYPE_CHECKING:  # llama.cpp's graph widths, read by the modules that build its graphs
+    from kvcalc.model.graph_dims import GraphDims
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""Bundled model configs: found through package resources, addressable by HF id or short alias.
+"""Bundled model configs: found beside the package's modules, addressable by HF id or short alias.
 
 The configs ship in the package (``kvcalc/model_configs`` in a wheel; ``model_configs/`` at the top
 of a source checkout). Each file is named ``<org>--<name>.json`` after its Hub id.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +30,11 @@ class BundledModel:
 
 def configs_dir() -> Path:
     """The folder of bundled configs, in a wheel or in a source checkout."""
-    packaged = resources.files("kvcalc") / "model_configs"
+    here = Path(__file__).resolve().parents[1]  # the kvcalc package
+    packaged = here / "model_configs"
     if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "model_configs"
+        return packaged
+    return here.parent / "model_configs"
 
 
 @lru_cache(maxsize=1)
