@@ -66,6 +66,17 @@ def fixture_shape(name: str):
     return parse_config(fixture_config(name), name=name)
 
 
+def deepseek_v2_lite_shape():
+    """DeepSeek-V2-Lite's published config (``tests/fixtures/deepseek-v2-lite/``, a model folder)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "deepseek-v2-lite" / "config.json"
+    return parse_config(
+        json.loads(path.read_text(encoding="utf-8")), name="deepseek-ai/DeepSeek-V2-Lite"
+    )
+
+
 #: the GPUs the vLLM reference harness emulates, as the engine request names them
 HARNESS_GPUS = {
     "h100": {"gpu_memory_bytes": 80 * (1 << 30), "gpu_name": "NVIDIA H100 80GB HBM3",

@@ -347,3 +347,62 @@ def test_moe_graphs_llama_cpp_would_build_otherwise_are_refused():
     assert "shared experts in a qwen3moe graph" in why(shared_expert=True)
     assert "shared experts in a llama graph" in why(arch="llama", shared_expert=True)  # Granite
     assert "without experts" in why(n_expert=0)
+
+
+def deepseek_request(layers: int, dtype: str = "auto", **extra) -> EngineRequest:
+    """DeepSeek-V2-Lite as ``verify --run`` writes it at its own widths (vocabulary 384): MLA with
+    192-wide Q heads (128 + 64 RoPE), 128-wide V heads, no Q LoRA; layer 0 dense (10,944), then 64
+    experts of 1,408, 6 per token, and 2 shared ones."""
+    from helpers import deepseek_v2_lite_shape
+
+    shape = deepseek_v2_lite_shape()
+    dims = GraphDims(arch="deepseek2", n_embd=2048, n_ff=10944, n_vocab=384, n_expert=64,
+                     n_expert_used=6, n_ff_exp=1408, n_expert_shared=2, n_layer_dense_lead=1,
+                     head_k_mla=192, head_v_mla=128)  # fmt: skip
+    extra.setdefault("n_ctx", 512)
+    return EngineRequest(model=replace(shape, layers=shape.layers[:layers], graph_dims=dims),
+                         max_model_len=extra["n_ctx"], available_kv_bytes=1 << 50, kv_cache_dtype=dtype,
+                         extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+#: DeepSeek-V2-Lite's deepseek2 graph (MLA, a dense layer, experts with shared ones): (layers, cache
+#: type, options, llama.cpp 0c1e570's four-decimal figure), printed by ``verify --run``
+RECORDED_DEEPSEEK2 = [
+    (2, "auto", {}, "80.6348"),
+    (2, "auto", {"flash_attn": "off"}, "77.1348"),
+    (2, "auto", {"n_ctx": 1024, "n_seq_max": 2}, "80.6348"),
+    (2, "auto", {"n_ctx": 1024, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}, "88.1817"),
+    (2, "q8_0", {}, "80.6348"),
+    (3, "auto", {"n_ctx": 300, "n_ubatch": 128}, "20.1587"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("layers", "dtype", "extra", "printed"), RECORDED_DEEPSEEK2)
+def test_deepseek2_compute_buffer_equals_what_llama_cpp_printed(layers, dtype, extra, printed):
+    buffer, why = LLAMACPP.compute_buffer(deepseek_request(layers, dtype, **extra))
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+def test_the_outputs_are_counted_before_the_tokens_are_rounded_to_the_sequences():
+    # 3 sequences: a 513-token graph (512 rounded up to a multiple of 3) with 512 outputs,
+    # min(n_ubatch, n_batch): one output row fewer than tokens; llama.cpp printed 88.1817 MiB
+    r = deepseek_request(2, n_ctx=1024, n_seq_max=3, kv_unified=True, flash_attn="off")
+    buffer, _ = LLAMACPP.compute_buffer(r)
+    assert buffer is not None and buffer.n_tokens == 513 and buffer.bytes == 92_465_248
+
+
+def test_deepseek2_graphs_it_does_not_rebuild_are_refused():
+    r = deepseek_request(2)
+    dims = r.model.graph_dims
+    assert dims is not None
+
+    def why(**changes) -> str:
+        model = replace(r.model, graph_dims=replace(dims, **changes))
+        buffer, reason = LLAMACPP.compute_buffer(replace(r, model=model))
+        assert buffer is None
+        return reason
+
+    assert "attn_kv_b" in why(head_k_mla=0, head_v_mla=0)  # a legacy file: MHA over attn_kv_b
+    assert "expert groups" in why(n_expert_groups=8)  # DeepSeek-V3's group-limited routing
+    assert "without shared experts" in why(n_expert_shared=0)

@@ -212,6 +212,43 @@ def test_gemma_compute_buffer_equals_llama_cpp_s_own(model, layers, dtype, extra
     assert run_.measured_compute_mib == run_.predicted_compute_mib != ""
 
 
+@pytest.mark.parametrize(
+    ("layers", "dtype", "extra"),
+    [
+        (2, "q8_0", {"n_ctx": 512}),
+        (2, "auto", {"n_ctx": 1024, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}),
+        (3, "auto", {"n_ctx": 300, "n_ubatch": 128}),
+    ],
+)  # fmt: skip
+def test_deepseek2_compute_buffer_at_the_model_s_own_widths(layers, dtype, extra, tmp_path):
+    """DeepSeek-V2-Lite: MLA, layer 0 dense, then 64 experts (6 used) beside 2 shared ones."""
+    from helpers import deepseek_v2_lite_shape
+
+    from kvcalc.verify.llamacpp_gguf import model_widths, spec_for, write_model
+    from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
+
+    shape = deepseek_v2_lite_shape()
+    shape = replace(shape, layers=shape.layers[:layers])
+    widths = model_widths(shape)
+    written = _read_back(write_model(spec_for(shape, widths), tmp_path / "m.gguf"))
+    assert written is not None and written.arch == "deepseek2" and written.n_layer_dense_lead == 1
+    assert (written.n_expert, written.n_expert_used, written.n_ff_exp, written.n_expert_shared) == (
+        64,
+        6,
+        1408,
+        2,
+    )
+    assert (written.head_k_mla, written.head_v_mla, written.n_lora_q) == (192, 128, 0)
+    opts = VerifyOptions(
+        engine="llamacpp", kv_cache_dtype=dtype, engine_options=tuple(extra.items())
+    )
+    r = verify_run_llamacpp(shape, opts, tolerance=0.0, widths=widths)
+    run = r.llamacpp
+    assert run is not None and run.architecture == "deepseek2" and run.compute_match and r.passed
+    assert run.compute_lines == run.predicted_compute_lines != ()
+    assert run.measured_compute_mib == run.predicted_compute_mib != ""
+
+
 def test_a_compute_buffer_not_modelled_is_reported_not_predicted(tmp_path):
     keys = {**llama_keys("deci", layers=2, heads=8, kv_heads=("int32[]", (2, 4)), hidden=512,
                          head_dim=64), "deci.feed_forward_length": 256}  # fmt: skip

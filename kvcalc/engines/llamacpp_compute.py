@@ -2,7 +2,8 @@
 
 ``llama_context::sched_reserve`` (llama.cpp ``0c1e570``) builds the model's graph for a
 prompt-processing ubatch (``n_tokens = min(n_ctx, n_ubatch)``, rounded up to a multiple of
-``n_seq_max``; ``min(n_tokens, n_outputs_max = n_batch)`` outputs), then for a one-token-per-sequence
+``n_seq_max`` by ``graph_reserve``; ``min(n_tokens, n_outputs_max = n_batch)`` outputs, of the
+``n_tokens`` before that rounding), then for a one-token-per-sequence
 ubatch, and reserves each with ggml's graph allocator; the buffer only grows, so its size is the
 larger of the two. Both graphs are rebuilt here tensor by tensor as the architecture's graph code
 writes them (``src/models/llama.cpp``, ``llm_graph_context::build_attn``/``build_attn_mha``/
@@ -23,6 +24,8 @@ says so. Only the architectures and options below are modelled; anything else re
   projections with or without biases, no other biases, one cache (full-attention layers only);
 - their MoE graphs: ``llama`` with experts (Mixtral), ``qwen3moe``, ``qwen2moe`` (its gated shared
   expert) — the FFN blocks of :mod:`kvcalc.engines.llamacpp_graph_moe`;
+- ``deepseek2`` (:mod:`kvcalc.engines.llamacpp_graph_mla`): MLA over a K-only cache (the split
+  ``attn_k_b``/``attn_v_b``), leading dense layers, routed and shared experts;
 - ``gemma2``, ``gemma3`` (:mod:`kvcalc.engines.llamacpp_graph_swa`): two caches
   (``llama_kv_cache_iswa``, ``swa_full`` on or off), or one for a Gemma-3 file without
   ``sliding_window``;
@@ -36,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines import llamacpp_graph_mla as mla
 from kvcalc.engines import llamacpp_graph_swa as swa
 from kvcalc.engines.llamacpp_graph import (
     WEIGHT,
@@ -136,7 +140,8 @@ def compute_buffer(
         return g.buffer_size(build(GraphSpec(model=model, dims=dims, ctx=ctx, type_k=type_k,
                                              type_v=type_v, n_tokens=tokens, n_outputs=outputs)))  # fmt: skip
 
-    pp = size(n_tokens, min(n_tokens, ctx.n_batch))
+    # the outputs: min(n_tokens, n_outputs_max) with n_tokens before its rounding to n_seq_max
+    pp = size(n_tokens, min(ctx.n_ubatch, ctx.n_batch))
     tg = size(n_seqs, n_seqs)
     return ComputeBuffer(bytes=max(pp, tg), pp_bytes=pp, tg_bytes=tg, n_tokens=n_tokens,
                          arch=dims.arch)  # fmt: skip
@@ -179,6 +184,6 @@ def _llama(s: GraphSpec) -> g.Graph:
 _LLAMA = Builder(build=_llama, refuse=_refuse_llama)
 #: every architecture whose graph is rebuilt, and its builder
 BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "qwen2moe": _LLAMA,
-                                "qwen3moe": _LLAMA, **swa.BUILDERS}  # fmt: skip
+                                "qwen3moe": _LLAMA, **swa.BUILDERS, **mla.BUILDERS}  # fmt: skip
 #: llama.cpp architectures whose graph is rebuilt here
 GRAPH_ARCHS = tuple(BUILDERS)

@@ -126,7 +126,9 @@ def _gated_shared_expert(cur: g.Tensor, n_ff: int) -> g.Tensor:
 
 
 #: llama.cpp architectures whose FFN blocks :func:`ffn_block` builds
-FFN_ARCHS = ("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe")
+FFN_ARCHS = ("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "deepseek2")
+#: ``llama_expert_gating_func_type`` values (the GGUF's ``expert_gating_func``)
+_GATING = {1: Gating.SOFTMAX, 2: Gating.SIGMOID, 3: Gating.SOFTMAX_WEIGHT}
 
 
 def why_not_ffn(dims: GraphDims) -> str | None:
@@ -137,8 +139,16 @@ def why_not_ffn(dims: GraphDims) -> str | None:
         return f"a {dims.arch} model without experts (llama.cpp refuses it)"
     if not dims.n_expert:
         return None
-    if dims.arch not in FFN_ARCHS or not (moe or dims.arch == "llama"):
+    if dims.arch not in FFN_ARCHS or not (moe or dims.arch in ("llama", "deepseek2")):
         return f"experts in a {dims.arch} graph are not modelled"
+    if dims.arch == "deepseek2":
+        if dims.n_expert_groups > 1:
+            return "expert groups (expert_group_count > 1, DeepSeek-V3's) are not modelled"
+        if dims.expert_gating_func not in (0, *_GATING):
+            return f"expert_gating_func {dims.expert_gating_func} is not modelled"
+        if not dims.n_expert_shared:
+            return "a deepseek2 graph without shared experts is not modelled"
+        return None
     if dims.shared_expert != (dims.arch == "qwen2moe"):
         return f"shared experts in a {dims.arch} graph are not modelled"
     return None
@@ -152,16 +162,23 @@ def moe_of(dims: GraphDims) -> MoeFfn | None:
         return MoeFfn(n_expert=dims.n_expert, n_expert_used=dims.n_expert_used,
                       n_ff_exp=dims.n_ff, norm_w=True)  # fmt: skip
     n_ff_exp = dims.n_ff_exp or dims.n_ff // dims.n_expert_used
+    if dims.arch == "deepseek2":  # as the file says; the gating softmax where unset
+        return MoeFfn(n_expert=dims.n_expert, n_expert_used=dims.n_expert_used, n_ff_exp=n_ff_exp,
+                      gating=_GATING.get(dims.expert_gating_func, Gating.SOFTMAX),
+                      norm_w=dims.expert_weights_norm, w_scale=dims.expert_weights_scale,
+                      probs_bias=dims.expert_probs_bias)  # fmt: skip
     return MoeFfn(n_expert=dims.n_expert, n_expert_used=dims.n_expert_used, n_ff_exp=n_ff_exp,
                   norm_w=dims.arch == "qwen3moe")  # fmt: skip
 
 
-def ffn_block(gf: g.Graph, cur: g.Tensor, dims: GraphDims) -> g.Tensor:
-    """The FFN output of one layer (before the residual add), from the normed input ``cur``."""
+def ffn_block(gf: g.Graph, cur: g.Tensor, dims: GraphDims, il: int = 0) -> g.Tensor:
+    """The FFN output of layer ``il`` (before the residual add), from the normed input ``cur``."""
     moe = moe_of(dims)
-    if moe is None:
+    if moe is None or il < dims.n_layer_dense_lead:
         return dense_ffn(cur, dims.n_ff)
     out = moe_ffn(gf, cur, moe)
     if dims.arch == "qwen2moe":
         out = g.dup(out, "add", _gated_shared_expert(cur, dims.n_ff_shexp or dims.n_ff))
+    elif dims.arch == "deepseek2":
+        out = g.dup(out, "add", dense_ffn(cur, moe.n_ff_exp * dims.n_expert_shared))
     return out

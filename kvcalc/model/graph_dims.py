@@ -21,6 +21,23 @@ class GraphDims:
     n_ff_shexp: int = 0
     #: shared-expert tensors present (``blk.N.ffn_up_shexp.weight``)
     shared_expert: bool = False
+    #: routed-expert options as llama.cpp reads them (``deepseek2``): ``expert_gating_func`` (its
+    #: enum: 0 unset, 1 softmax, 2 sigmoid, 3 softmax over the chosen), ``expert_weights_norm``,
+    #: ``expert_weights_scale``, a selection bias (``blk.N.exp_probs_b.bias``), ``expert_group_count``
+    expert_gating_func: int = 0
+    expert_weights_norm: bool = False
+    expert_weights_scale: float = 0.0
+    expert_probs_bias: bool = False
+    n_expert_groups: int = 0
+    #: shared experts as a count of routed-expert widths (``expert_shared_count``)
+    n_expert_shared: int = 0
+    #: ``leading_dense_block_count``: the first layers' FFN is dense, the others' experts
+    n_layer_dense_lead: int = 0
+    #: MLA (``deepseek2``): the Q LoRA rank (0: one ``attn_q``) and the decompressed head widths
+    #: (``key_length_mla``/``value_length_mla``; 0: a legacy file with one ``attn_kv_b``)
+    n_lora_q: int = 0
+    head_k_mla: int = 0
+    head_v_mla: int = 0
     #: separate Q, K and V biases (``blk.N.attn_q.bias`` ...): one more ``add`` per projection
     qkv_bias: bool = False
     #: final logit soft-capping written in the file (``{arch}.final_logit_softcapping``, Gemma-3)

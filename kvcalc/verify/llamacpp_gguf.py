@@ -83,6 +83,8 @@ class GgufSpec:
     vocab: int = VOCAB
     expert_ffn: int = EXPERT_FFN
     shared_ffn: int = 0
+    #: ``deepseek2``: the leading layers with a dense FFN (the rest have experts)
+    dense_lead: int = 0
     #: KV heads per layer where they differ (written as an array, as llama.cpp reads it)
     kv_heads_per_layer: tuple[int, ...] | None = None
     #: Mamba-2 (``mamba2``): the state's shape
@@ -190,9 +192,19 @@ def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
         raise unsupported(model, "MLA layers of different shapes")
     (mla,) = latents
     heads = mla.num_heads or model.num_attention_heads
+    ffns = tuple(getattr(model.weights, "ffns", ()))[: model.num_layers]
+    dense = next((i for i, kind in enumerate(ffns) if kind == "moe"), model.num_layers)
+    if "dense" in ffns[dense:]:
+        raise unsupported(model, "dense layers after the expert layers (llama.cpp's deepseek2 has "
+                          "leading dense blocks only)")  # fmt: skip
+    experts, used = _experts(model) if dense < model.num_layers else (0, 0)
+    if experts and w.shared_ffn % w.expert_ffn:
+        raise unsupported(model, "a shared-expert width that is not a whole number of experts")
     return GgufSpec(arch="deepseek2", num_layers=model.num_layers, heads=heads, kv_heads=1,
                     head_k=mla.latent_dim, head_v=mla.kv_lora_rank, context_length=model.max_model_len,
-                    hidden=w.hidden, ffn=w.ffn, vocab=w.vocab, mla=mla)  # fmt: skip
+                    hidden=w.hidden, ffn=w.ffn, vocab=w.vocab, mla=mla, experts=experts,
+                    experts_used=used, expert_ffn=w.expert_ffn, shared_ffn=w.shared_ffn,
+                    dense_lead=dense)  # fmt: skip
 
 
 def _experts(model: ModelShape) -> tuple[int, int]:

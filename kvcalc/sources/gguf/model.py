@@ -205,10 +205,25 @@ def _graph_dims(
                      n_expert=experts, n_expert_used=used,
                      n_ff_exp=k.num("expert_feed_forward_length", 0) if experts else 0,
                      n_ff_shexp=k.num("expert_shared_feed_forward_length", 0) if experts else 0,
-                     shared_expert="ffn_up_shexp.weight" in present,
+                     shared_expert="ffn_up_shexp.weight" in present, **_expert_options(k, present),
                      qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra,
                      # Gemma-3 soft-caps its logits only when the key is set (Gemma-2 always does)
                      final_logit_softcap=k.arch == "gemma3" and bool(k.raw("final_logit_softcapping")))  # fmt: skip
+
+
+def _expert_options(k: GgufKeys, present: set[str]) -> dict[str, Any]:
+    """The routing and MLA keys the ``deepseek2`` graph reads (absent keys: llama.cpp's defaults)."""
+    scale = k.raw("expert_weights_scale")
+    return {"expert_gating_func": k.num("expert_gating_func", 0),
+            "expert_weights_norm": bool(k.raw("expert_weights_norm")),
+            "expert_weights_scale": float(scale) if isinstance(scale, (int, float)) else 0.0,
+            "expert_probs_bias": "exp_probs_b.bias" in present,
+            "n_expert_groups": k.num("expert_group_count", 0),
+            "n_expert_shared": k.num("expert_shared_count", 0),
+            "n_layer_dense_lead": k.num("leading_dense_block_count", 0),
+            "n_lora_q": k.num("attention.q_lora_rank", 0),
+            "head_k_mla": k.num("attention.key_length_mla", 0),
+            "head_v_mla": k.num("attention.value_length_mla", 0)}  # fmt: skip
 
 
 def _attention_layers(
