@@ -10,11 +10,14 @@ each request needs 3 blocks in each of 4 recurrent groups and cdiv(128, 2,096) =
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from kvcalc.engines.base import KvCacheGroup
+from kvcalc.engines.vllm.groups import LayerSpec, SpecKind
 from kvcalc.model.attention_layouts import SharedKV
 from kvcalc.model.dtypes import BF16
 from kvcalc.model.layouts import LayerKind, RecurrentVariant
@@ -111,3 +114,76 @@ def test_shared_and_compressed_layers_have_their_own_kinds():
     # a KV-sharing layer (Gemma-3n, Gemma 4) owns no cache and is of kind shared
     shared = SharedKV(dtype=BF16, source_layer=3)
     assert shared.kind is LayerKind.SHARED and shared.kind == "shared" and not shared.has_cache
+
+
+#: modules still comparing layer kinds with strings, and how many times (none once all are enums)
+KIND_STRINGS_ALLOWED = {
+    "engines/llamacpp_compute.py": 1,
+    "engines/llamacpp_context.py": 4,
+    "engines/llamacpp_graph_swa.py": 8,
+    "engines/llamacpp_recurrent.py": 1,
+    "verify/llamacpp_gguf.py": 7,
+}
+
+
+def _string_literals(node: ast.expr) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _string_literals(e)]
+    return []
+
+
+def _kind_strings_compared(tree: ast.AST) -> list[str]:
+    """Comparisons and set operations of a ``.kind`` with a string literal, or of a ``kind`` /
+    ``kinds`` name with a literal naming a layer kind (``"sliding" in kinds``)."""
+    layer_kinds = {k.value for k in LayerKind}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.BinOp) and isinstance(
+            node.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.Sub)
+        ):
+            operands = [node.left, node.right]
+        else:
+            continue
+        literals = {s for o in operands for s in _string_literals(o)}
+        attributes = {o.attr for o in operands if isinstance(o, ast.Attribute)}
+        names = attributes | {o.id for o in operands if isinstance(o, ast.Name)}
+        if literals and (
+            "kind" in attributes or (names & {"kind", "kinds"} and literals & layer_kinds)
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_layer_kind_compared_as_a_string():
+    # kinds are LayerKind (and vLLM's SpecKind) members; deploy/ compares its YAML node kinds
+    package = Path(__file__).resolve().parent.parent / "kvcalc"
+    found = {
+        path.relative_to(package).as_posix(): _kind_strings_compared(
+            ast.parse(path.read_text(encoding="utf-8"))
+        )
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).parts[0] != "deploy"
+    }
+    found = {m: v for m, v in found.items() if v}
+    assert {m: len(v) for m, v in found.items()} == KIND_STRINGS_ALLOWED, found
+    assert (
+        len(_kind_strings_compared(ast.parse('x.kind in ("sliding", "chunked")\n"mla" in kinds')))
+        == 2
+    )
+    assert not _kind_strings_compared(ast.parse('kind == "yarn"\nx.kind is LayerKind.FULL'))
+
+
+def test_vllm_spec_kinds_name_layer_kinds():
+    # a MambaSpec group holds recurrent layers; the attention specs are named as their layers
+    assert {s.value: s.layer_kind for s in SpecKind} == {
+        "full": LayerKind.FULL,
+        "sliding": LayerKind.SLIDING,
+        "chunked": LayerKind.CHUNKED,
+        "mla": LayerKind.MLA,
+        "mamba": LayerKind.RECURRENT,
+    }
+    assert LayerSpec(kind="mamba", block_size=16, real_page_bytes=1).kind is SpecKind.MAMBA

@@ -226,7 +226,11 @@ class QuantizedSetup:
 def layer_shapes(model: ModelShape, tp: int, batch: int) -> list[tuple[int, tuple, tuple]]:
     """(layer index, K shape, V shape) per token; refuses what ``QuantizedCache`` refuses."""
     found = sorted(
-        {x.kind for x in model.layers if x.kind != "full" or not isinstance(x, FullAttention)}
+        {
+            x.kind
+            for x in model.layers
+            if x.kind is not LayerKind.FULL or not isinstance(x, FullAttention)
+        }
     )
     if found:
         raise InputError(

@@ -40,7 +40,7 @@ from kvcalc.engines.formats import nearest
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, CacheDtype
-from kvcalc.model.layouts import FullAttention, LayerKind
+from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, LayerKind
 from kvcalc.units import MIB, cdiv
 
 VERSIONS = ("0.18",)
@@ -106,7 +106,7 @@ class LmdeployEngine:
         estimate = (
             None if fits else binary_search_max_len(L, lambda n: cdiv(n, block_len) <= blocks)
         )
-        if any(x.kind in ("sliding", "chunked") for x in request.model.layers):
+        if any(x.kind in WINDOWED_KINDS for x in request.model.layers):
             notes.append(
                 "sliding/chunked layers booked for every token (TurboMind's window handling unconfirmed)"
             )

@@ -37,7 +37,7 @@ from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP16, INT8_PER_TENSOR, NVFP4, CacheDtype
-from kvcalc.model.layouts import LayerKind
+from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
 
@@ -81,11 +81,11 @@ class TrtllmEngine:
         notes = ["block count details of the C++ KV cache manager are unconfirmed"]
         dtype = _dtype(request, notes)
         model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
-        if any(x.kind == "recurrent" for x in model.layers):
+        if any(x.kind is LayerKind.RECURRENT for x in model.layers):
             raise InputError(
                 "TensorRT-LLM recurrent-state pools are not modelled", code="unsupported-model"
             )
-        if any(x.kind in ("sliding", "chunked") for x in model.layers):
+        if any(x.kind in WINDOWED_KINDS for x in model.layers):
             notes.append("sliding/chunked layers booked for every token (window pools unconfirmed)")
         tpb = extra_int(request.extra, "tokens_per_block", 32)
         if tpb & (tpb - 1):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import parse_cache_dtype
 from kvcalc.model.gpus import GpuSpec
-from kvcalc.model.layouts import MLALatent
+from kvcalc.model.layouts import ATTENTION_KINDS, MLALatent
 from kvcalc.model.shape import ModelShape
 
 
@@ -200,7 +200,7 @@ def _attention_coefficients(model: ModelShape) -> list[tuple[float, int | None]]
         if isinstance(layer, MLALatent):  # the only layout of kind "mla"
             heads = layer.num_heads or model.num_attention_heads
             out.append((2.0 * heads * (layer.latent_dim + layer.kv_lora_rank), None))
-        elif layer.kind in ("full", "sliding", "chunked"):
+        elif layer.kind in ATTENTION_KINDS:
             out.append(
                 (
                     2.0 * model.num_attention_heads * (layer.head_dim_k + layer.head_dim_v),

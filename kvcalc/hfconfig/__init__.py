@@ -18,7 +18,7 @@ from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
-from kvcalc.model.layouts import Layout
+from kvcalc.model.layouts import LayerKind, Layout
 from kvcalc.model.shape import ModelShape
 
 __all__ = ["parse_config", "ConfigReader"]
@@ -180,7 +180,7 @@ def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
 
     out: list[str] = []
     for layout in layouts:
-        if layout.kind == "recurrent":
+        if layout.kind is LayerKind.RECURRENT:
             out.append(L.MAMBA2 if isinstance(layout, Mamba2State) else L.GDN)
         elif isinstance(layout, ChunkedLocal):
             out.append(L.CHUNKED)

@@ -72,6 +72,8 @@ class RecurrentVariant(str, Enum):
 
 #: kinds whose cache grows with every token (``sliding``/``chunked`` up to their window)
 ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
+#: kinds that keep a bounded number of tokens (a window or a chunk)
+WINDOWED_KINDS = (LayerKind.SLIDING, LayerKind.CHUNKED)
 
 
 @dataclass(frozen=True, kw_only=True)

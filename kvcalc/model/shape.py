@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import Layout
+from kvcalc.model.layouts import ATTENTION_KINDS, LayerKind, Layout
 
 if TYPE_CHECKING:  # llama.cpp's graph widths, read by the modules that build its graphs
     from kvcalc.model.graph_dims import GraphDims
@@ -93,24 +93,24 @@ class ModelShape:
 
     @property
     def is_mla(self) -> bool:
-        return any(layer.kind == "mla" for layer in self.layers)
+        return any(layer.kind is LayerKind.MLA for layer in self.layers)
 
     @property
-    def kinds(self) -> tuple[str, ...]:
+    def kinds(self) -> tuple[LayerKind, ...]:
         """Distinct layer kinds in order of first appearance."""
         return tuple(dict.fromkeys(layer.kind for layer in self.layers))
 
     @property
     def attention_kind(self) -> str:
         """A one-word summary for listings: MHA, GQA, MQA, MLA, SWA, hybrid..."""
-        kinds = set(self.kinds) - {"none", "shared"}
-        if "compressed" in kinds:
+        kinds = set(self.kinds) - {LayerKind.NONE, LayerKind.SHARED}
+        if LayerKind.COMPRESSED in kinds:
             return "compressed sparse MLA"
-        if "mla" in kinds:
+        if LayerKind.MLA in kinds:
             return "MLA + sparse indexer" if self._sparse_mla else "MLA"
-        if "recurrent" in kinds:
+        if LayerKind.RECURRENT in kinds:
             return "hybrid (linear/SSM + attention)"
-        attn = [layer for layer in self.layers if layer.kind in ("full", "sliding", "chunked")]
+        attn = [layer for layer in self.layers if layer.kind in ATTENTION_KINDS]
         heads = {layer.num_kv_heads for layer in attn}
         if heads == {1} and self.num_attention_heads > 1:
             base = "MQA"
@@ -118,11 +118,11 @@ class ModelShape:
             base = "MHA"
         else:
             base = "GQA"
-        if kinds == {"sliding"}:
+        if kinds == {LayerKind.SLIDING}:
             return f"{base}, sliding window"
-        if "sliding" in kinds:
+        if LayerKind.SLIDING in kinds:
             return f"{base}, interleaved sliding/full"
-        if "chunked" in kinds:
+        if LayerKind.CHUNKED in kinds:
             return f"{base}, chunked local/full"
         return base
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
-from kvcalc.model.layouts import FullAttention, MLALatent
+from kvcalc.model.layouts import ATTENTION_KINDS, FullAttention, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.units import short_int
@@ -121,7 +121,7 @@ def kv_heads_text(model: ModelShape) -> str:
     mla = [layer for layer in model.layers if isinstance(layer, MLALatent)]  # kind "mla"
     if mla:
         return f"latent {mla[0].latent_dim}"
-    heads = sorted({layer.num_kv_heads for layer in model.layers if layer.kind in ("full", "sliding", "chunked")},
+    heads = sorted({layer.num_kv_heads for layer in model.layers if layer.kind in ATTENTION_KINDS},
                    reverse=True)  # fmt: skip
     return "/".join(str(h) for h in heads) or "-"
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import RecurrentState
+from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.model.shape import ModelShape
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ class LayerInfo:
     """One layer's cache layout (in ``layers``) or a group of identical layers (in
     ``layer_groups``, where ``indices`` lists which)."""
 
-    kind: str
+    kind: LayerKind
     count: int
     indices: tuple[int, ...]
     num_kv_heads: int
@@ -156,7 +156,9 @@ def _layer_infos(model: ModelShape, *, grouped: bool) -> tuple[LayerInfo, ...]:
                 bytes_per_token=layout.bytes_per_token,
                 state_bytes=layout.state_bytes,
                 state_shapes=shapes,
-                mixer=getattr(layout, "variant", None) if layout.kind == "recurrent" else None,
+                mixer=getattr(layout, "variant", None)
+                if layout.kind is LayerKind.RECURRENT
+                else None,
             )
         )
     return tuple(infos)

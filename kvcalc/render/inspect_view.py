@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inspect import InspectResult, LayerInfo
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
@@ -21,15 +22,15 @@ def _indices(indices: tuple[int, ...]) -> str:
 
 
 def _shape(layer: LayerInfo) -> str:
-    if layer.kind == "recurrent":
+    if layer.kind is LayerKind.RECURRENT:
         state = "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
         kv = f"; {layer.num_kv_heads} KV heads × {layer.head_dim_k}" if layer.num_kv_heads else ""
         return f"{layer.mixer}: {state}{kv}" if layer.mixer else state + kv
-    if layer.kind in ("mla", "compressed"):
+    if layer.kind in (LayerKind.MLA, LayerKind.COMPRESSED):
         return f"latent {layer.head_dim_k}"
-    if layer.kind == "shared":
+    if layer.kind is LayerKind.SHARED:
         return "an earlier layer's KV"
-    if layer.kind == "none":
+    if layer.kind is LayerKind.NONE:
         return "-"
     dims = (
         str(layer.head_dim_k)

@@ -29,7 +29,14 @@ from kvcalc.engines.llamacpp_recurrent import rows as recurrent_rows
 from kvcalc.engines.names import CacheTensors, EngineName, traits
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, RecurrentState
+from kvcalc.model.layouts import (
+    WINDOWED_KINDS,
+    FullAttention,
+    LayerKind,
+    Layout,
+    MLALatent,
+    RecurrentState,
+)
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.spec import (
     DEFAULT_NUM_BLOCKS,
@@ -215,7 +222,8 @@ def _cells(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
         cells = group.num_blocks
         for i in group.layer_indices:
             layer = model.layers[i]
-            if group.kind == "recurrent":  # llama.cpp's R and S rows, float32, one cell a sequence
+            # llama.cpp's R and S rows, float32, one cell a sequence
+            if group.kind is LayerKind.RECURRENT:
                 assert isinstance(layer, RecurrentState)
                 for part, nbytes in zip("RS", recurrent_rows(layer), strict=True):
                     name = f"recurrent {part}"
@@ -269,10 +277,10 @@ def _token_pool(model: ModelShape, opts: VerifyOptions) -> AllocationPlan:
     for i, layer in enumerate(layers):
         if not layer.bytes_per_token:
             continue
-        windowed = layer.kind in ("sliding", "chunked") and LayerKind.SLIDING in pools
+        windowed = layer.kind in WINDOWED_KINDS and LayerKind.SLIDING in pools
         pool = LayerKind.SLIDING if windowed else LayerKind.FULL
         rows = pools[pool] + page  # the pool keeps page_size padding slots
-        kind = "mla" if isinstance(layer, MLALatent) else pool
+        kind = LayerKind.MLA if isinstance(layer, MLALatent) else pool
         dtype = layer.dtype.torch_name
         if isinstance(layer, MLALatent):
             parts = [("latent", (rows, 1, layer.latent_dim), rows * layer.bytes_per_token)]

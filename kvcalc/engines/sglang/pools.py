@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engines.base import KvCacheGroup
-from kvcalc.model.layouts import LayerKind, Layout, MLALatent
+from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind, Layout, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
 
@@ -46,7 +46,7 @@ def cells(model: ModelShape, stage: range, hybrid: bool) -> Cells:
             continue
         if not isinstance(layer, MLALatent):
             k_bytes += layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_k)
-        if hybrid and layer.kind in ("sliding", "chunked"):
+        if hybrid and layer.kind in WINDOWED_KINDS:
             swa, n_swa = swa + layer.bytes_per_token, n_swa + 1
         else:
             full, n_full = full + layer.bytes_per_token, n_full + 1

@@ -11,6 +11,7 @@ from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_bool
 from kvcalc.engines.sglang.defaults import LEGACY
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import WINDOWED_KINDS
 from kvcalc.model.shape import ModelShape
 
 HYBRID_SWA_ARCHS = frozenset({
@@ -21,7 +22,7 @@ HYBRID_SWA_ARCHS = frozenset({
 
 def hybrid_swa(request: EngineRequest, model: ModelShape, version: str, notes: list[str]) -> bool:
     """Whether sliding/chunked layers get their own pool (``-E hybrid_swa`` overrides)."""
-    windowed = any(x.kind in ("sliding", "chunked") for x in model.layers)
+    windowed = any(x.kind in WINDOWED_KINDS for x in model.layers)
     default = version not in LEGACY and bool(HYBRID_SWA_ARCHS & set(model.architectures))
     hybrid = extra_bool(request.extra, "hybrid_swa", default) and windowed
     if windowed and not hybrid:
@@ -33,7 +34,7 @@ def hybrid_swa(request: EngineRequest, model: ModelShape, version: str, notes: l
 
 def pool_too_small(model: ModelShape, swa_tokens: int, page: int) -> str | None:
     """``validate_swa_pool_size``: SGLang stops when the SWA pool cannot admit one request."""
-    windows = [w for x in model.layers if x.kind in ("sliding", "chunked") and (w := x.window)]
+    windows = [w for x in model.layers if x.kind in WINDOWED_KINDS and (w := x.window)]
     if not windows or max(windows) + page < swa_tokens:
         return None
     return (

@@ -338,7 +338,7 @@ def _v0_batch_defaults(request: EngineRequest) -> tuple[int, int, str]:
     models), with 2,048 tokens; otherwise one whole max_model_len prompt, at least 2,048 tokens; a
     multimodal model at least ``_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS`` (5,120). 256 sequences."""
     model = request.model
-    sliding = any(layer.kind == "sliding" for layer in model.layers)
+    sliding = any(layer.kind is LayerKind.SLIDING for layer in model.layers)
     vision = getattr(model.weights, "vision_encoder", False)
     chunked = request.max_model_len > 32768 and not (model.is_mla or sliding or vision)
     tokens = V0_CHUNKED_TOKENS if chunked else max(request.max_model_len, V0_CHUNKED_TOKENS)

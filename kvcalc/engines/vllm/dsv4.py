@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines.vllm.groups import Group, LayerSpec
+from kvcalc.engines.vllm.groups import Group, LayerSpec, SpecKind
 from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.layouts import LayerKind
@@ -58,7 +58,7 @@ def _aligned(nbytes: int) -> int:
     return cdiv(nbytes, PAGE_ALIGNMENT) * PAGE_ALIGNMENT
 
 
-def _spec(kind: str, block: int, real: int, window: int | None, shape: tuple) -> LayerSpec:
+def _spec(kind: SpecKind, block: int, real: int, window: int | None, shape: tuple) -> LayerSpec:
     padded = _aligned(real)
     return LayerSpec(
         kind=kind, block_size=block, real_page_bytes=real,
@@ -70,7 +70,7 @@ def layer_specs(index: int, layer: CompressedSparseAttention) -> list[tuple[int,
     """The (layer, spec) pairs one DeepSeek-V4 layer registers, in vLLM's order."""
     record = layer.latent_bytes
     out = [
-        (index, _spec("sliding", SWA_BLOCK_SIZE, SWA_BLOCK_SIZE * record, layer.sliding_window,
+        (index, _spec(SpecKind.SLIDING, SWA_BLOCK_SIZE, SWA_BLOCK_SIZE * record, layer.sliding_window,
                       ("swa", record)))
     ]  # fmt: skip
     ratio = layer.compress_ratio
@@ -80,12 +80,14 @@ def layer_specs(index: int, layer: CompressedSparseAttention) -> list[tuple[int,
     state_block = 4 if ratio == 4 else 8
     dims = layer.compressor_state_dims
     if layer.overlap:
-        out.append((index, _spec("mla", MAIN_BLOCK_SIZE, states * layer.indexer_key_bytes, None,
+        out.append((index, _spec(SpecKind.MLA, MAIN_BLOCK_SIZE, states * layer.indexer_key_bytes, None,
                                  ("indexer", ratio))))  # fmt: skip
-        out.append((index, _spec("sliding", state_block, state_block * dims[1] * 4,
+        out.append((index, _spec(SpecKind.SLIDING, state_block, state_block * dims[1] * 4,
                                  layer.compressor_window, ("compressor", dims[1]))))  # fmt: skip
-    out.append((index, _spec("mla", MAIN_BLOCK_SIZE, states * record, None, ("compressed", ratio))))
-    out.append((index, _spec("sliding", state_block, state_block * dims[0] * 4,
+    out.append(
+        (index, _spec(SpecKind.MLA, MAIN_BLOCK_SIZE, states * record, None, ("compressed", ratio)))
+    )
+    out.append((index, _spec(SpecKind.SLIDING, state_block, state_block * dims[0] * 4,
                              layer.compressor_window, ("compressor", dims[0]))))  # fmt: skip
     return out
 
@@ -93,7 +95,7 @@ def layer_specs(index: int, layer: CompressedSparseAttention) -> list[tuple[int,
 def _bucket_key(spec: LayerSpec) -> tuple:
     # UniformTypeKVCacheSpecs.is_uniform_type: one block size, one base type (and one window for
     # sliding-window specs)
-    return (spec.kind, spec.block_size, spec.window if spec.kind == "sliding" else None)
+    return (spec.kind, spec.block_size, spec.window if spec.kind is SpecKind.SLIDING else None)
 
 
 def approximate_gcd(values: list[int], lower_bound: int) -> int:

@@ -33,6 +33,7 @@ from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
     Group,
     Sizing,
+    SpecKind,
     group_layers,
     promote_local_specs,
 )
@@ -142,7 +143,8 @@ def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
             hint="plan it with --pipeline-parallel-size 1",
             code="unsupported-model",
         )
-    if request.disable_hybrid_kv_cache_manager and any(s.kind == "mamba" for s in specs.values()):
+    recurrent = any(s.kind is SpecKind.MAMBA for s in specs.values())
+    if request.disable_hybrid_kv_cache_manager and recurrent:
         # vllm/config/vllm.py (0.33.0): "hybrid SSM models (e.g. Jamba, Bamba) require HMA and will
         # fail at startup without it"
         raise InputError(
@@ -313,9 +315,8 @@ def _holds_kv(layout: Layout) -> bool:
 
 
 def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCacheGroup:
-    kind = LayerKind.RECURRENT if group.kind == "mamba" else LayerKind(group.kind)
     return KvCacheGroup(
-        kind=kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
+        kind=group.kind.layer_kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
         num_blocks=num_blocks, layer_indices=tuple(i % n for i in group.layers),
         padding_layers=group.padding_layers,

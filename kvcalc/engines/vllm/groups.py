@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from enum import Enum
 from functools import lru_cache
 
 from kvcalc.engines.common import pp_stages  # noqa: F401  (vLLM's get_pp_indices)
@@ -26,6 +27,7 @@ from kvcalc.errors import InputError, KvcalcError
 from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
+    LayerKind,
     Layout,
     MLALatent,
     RecurrentState,
@@ -33,7 +35,34 @@ from kvcalc.model.layouts import (
 )
 from kvcalc.units import cdiv
 
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
+#: layer kinds vLLM pages per token (attention specs); recurrent layers take one state per request
+ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA)
+
+
+class SpecKind(str, Enum):
+    """The type of one layer's vLLM ``KVCacheSpec``, which is also its group's kind.
+
+    ``FullAttentionSpec``, ``SlidingWindowSpec``, ``ChunkedLocalAttentionSpec``, ``MLAAttentionSpec``
+    and ``MambaSpec`` (the one for every recurrent layer, whatever its mixer). Plans report the
+    :class:`~kvcalc.model.layouts.LayerKind` of a group (:attr:`layer_kind`).
+    """
+
+    FULL = "full"
+    SLIDING = "sliding"
+    CHUNKED = "chunked"
+    MLA = "mla"
+    MAMBA = "mamba"
+
+    @property
+    def layer_kind(self) -> LayerKind:
+        """The kind of the layers this spec's group holds: ``mamba`` specs hold recurrent ones."""
+        return LayerKind.RECURRENT if self is SpecKind.MAMBA else LayerKind(self.value)
+
+    def __str__(self) -> str:  # the value, as a plain string would print
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +79,7 @@ class Sizing:
 class LayerSpec:
     """One layer's ``KVCacheSpec``: equal specs group together."""
 
-    kind: str
+    kind: SpecKind
     block_size: int
     real_page_bytes: int
     page_padded_bytes: int | None = None
@@ -61,21 +90,24 @@ class LayerSpec:
     #: mamba: prefill-checkpoint blocks held in align mode (vLLM 0.33 ``num_prefill_checkpoint_blocks``)
     checkpoint_blocks: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", SpecKind(self.kind))  # "full" in, SpecKind.FULL kept
+
     @property
     def page_bytes(self) -> int:
         return self.page_padded_bytes or self.real_page_bytes
 
     def max_blocks(self, s: Sizing) -> int:
         """Blocks one request at ``s.max_model_len`` holds in this layer at most."""
-        if self.kind == "sliding":
+        if self.kind is SpecKind.SLIDING:
             # +1: the window need not start on a block boundary
             return (
                 cdiv(min(self._window() - 1 + s.in_flight_tokens, s.max_model_len), self.block_size)
                 + 1
             )
-        if self.kind == "chunked":
+        if self.kind is SpecKind.CHUNKED:
             return cdiv(min(self._window() + s.in_flight_tokens, s.max_model_len), self.block_size)
-        if self.kind == "mamba":
+        if self.kind is SpecKind.MAMBA:
             return 2 + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1
         return cdiv(s.max_model_len, self.block_size)
 
@@ -106,18 +138,18 @@ def layer_spec(
             type(layout).__name__,
             tuple(t.shape for t in layout.state_tensors()),
         )
-        return LayerSpec(kind="mamba", block_size=block_size, real_page_bytes=page,
+        return LayerSpec(kind=SpecKind.MAMBA, block_size=block_size, real_page_bytes=page,
                          page_padded_bytes=padded, shape=shape, checkpoint_blocks=checkpoint_blocks)  # fmt: skip
     if isinstance(layout, MLALatent):
         shape = ("mla", layout.latent_dim, layout.dtype.name)
-        return LayerSpec(kind="mla", block_size=block_size,
+        return LayerSpec(kind=SpecKind.MLA, block_size=block_size,
                          real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
     if isinstance(layout, FullAttention):
-        kind, window = "full", None
+        kind, window = SpecKind.FULL, None
         if isinstance(layout, SlidingWindow):
-            kind, window = "sliding", layout.sliding_window
+            kind, window = SpecKind.SLIDING, layout.sliding_window
         elif isinstance(layout, ChunkedLocal):
-            kind, window = "chunked", layout.chunk_size
+            kind, window = SpecKind.CHUNKED, layout.chunk_size
         shape = ("kv", layout.kv_heads, layout.k_dim, layout.v_dim, layout.dtype.name)
         return LayerSpec(kind=kind, block_size=block_size, window=window,
                          real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
@@ -136,7 +168,7 @@ class Group:
     uniform_type: bool = False
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> SpecKind:
         return self.specs[0].kind
 
     @property
@@ -164,19 +196,17 @@ class Group:
 def promote_local_specs(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
     """``--disable-hybrid-kv-cache-manager``: sliding/chunked layers booked as full (window kept)."""
     kinds = {s.kind for s in specs.values()}
-    if "full" not in kinds or not kinds & {"sliding", "chunked"}:
+    local = {SpecKind.SLIDING, SpecKind.CHUNKED}
+    if SpecKind.FULL not in kinds or not kinds & local:
         return specs
-    return {
-        i: replace(s, kind="full") if s.kind in ("sliding", "chunked") else s
-        for i, s in specs.items()
-    }
+    return {i: replace(s, kind=SpecKind.FULL) if s.kind in local else s for i, s in specs.items()}
 
 
 def _mergeable(specs: list[LayerSpec]) -> bool:
     """``is_kv_cache_spec_uniform``: one spec, full specs with and without a window merging."""
     unique = set(specs)  # a model has a handful of distinct specs; compare those only
-    keys = {replace(s, window=None) if s.kind == "full" else s for s in unique}
-    windows = {s.window for s in unique if s.kind == "full" and s.window is not None}
+    keys = {replace(s, window=None) if s.kind is SpecKind.FULL else s for s in unique}
+    windows = {s.window for s in unique if s.kind is SpecKind.FULL and s.window is not None}
     return len(keys) == 1 and len(windows) <= 1
 
 
@@ -188,7 +218,7 @@ def _same_type(specs: list[LayerSpec]) -> bool:
             s.block_size == first.block_size and s.kind == first.kind and s.window == first.window
             for s in specs
         )
-        and first.kind != "mamba"
+        and first.kind is not SpecKind.MAMBA
     )
 
 
@@ -214,11 +244,11 @@ def unify_page_sizes(specs: dict[int, LayerSpec]) -> dict[int, LayerSpec]:
         page = spec.page_bytes
         if page == largest:
             out[index] = spec
-        elif spec.kind == "mamba":
+        elif spec.kind is SpecKind.MAMBA:
             out[index] = replace(spec, page_padded_bytes=largest)
         elif largest % page == 0:
             out[index] = spec.with_block_size(spec.block_size * (largest // page))
-        elif spec.kind != "mla":
+        elif spec.kind is not SpecKind.MLA:
             out[index] = replace(spec, page_padded_bytes=largest)
         else:
             raise InputError(

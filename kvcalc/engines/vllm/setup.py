@@ -18,7 +18,7 @@ from kvcalc.engines.vllm.hybrid import (
     prefill_checkpoints,
 )
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import FullAttention, RecurrentState
+from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, RecurrentState
 from kvcalc.model.shape import ModelShape
 
 
@@ -130,7 +130,7 @@ def _scheduler(
     mnbt = request.max_num_batched_tokens or mnbt
     seqs = request.max_num_seqs or seqs
     in_flight = mnbt * _concurrent_batches(request, profile)
-    if any(x.kind in ("sliding", "chunked") for x in model.layers):
+    if any(x.kind in WINDOWED_KINDS for x in model.layers):
         if request.max_num_batched_tokens is None:
             notes.append(batch_note)
         notes.append(_in_flight_note(request, profile, mnbt, in_flight))

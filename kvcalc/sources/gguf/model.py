@@ -29,7 +29,7 @@ from typing import Any
 from kvcalc.errors import ConfigError
 from kvcalc.model.dtypes import FP16, FP32
 from kvcalc.model.graph_dims import GraphDims
-from kvcalc.model.layouts import FullAttention, Layout, MLALatent, SlidingWindow
+from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, SlidingWindow
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
@@ -255,7 +255,7 @@ def _attention_layers(
             layers.append(
                 FullAttention(dtype=FP16, kv_heads=kv_heads[i], k_dim=head_k, v_dim=head_v)
             )
-    sliding = sum(x.kind == "sliding" for x in layers)
+    sliding = sum(x.kind is LayerKind.SLIDING for x in layers)
     prov["layer pattern"] = (
         f"{sliding} sliding-window layers ({swa[2]}), {n - sliding} full"
         if swa
