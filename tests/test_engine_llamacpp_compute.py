@@ -380,6 +380,45 @@ RECORDED_DEEPSEEK2 = [
 @pytest.mark.parametrize(("layers", "dtype", "extra", "printed"), RECORDED_DEEPSEEK2)
 def test_deepseek2_compute_buffer_equals_what_llama_cpp_printed(layers, dtype, extra, printed):
     buffer, why = LLAMACPP.compute_buffer(deepseek_request(layers, dtype, **extra))
+
+
+def oss_request(
+    model: str, layers: int, widths: tuple[int, int, int, int], **extra
+) -> EngineRequest:
+    """gpt-oss as ``verify --run`` writes it: the file's graph widths as kvcalc reads them back."""
+    shape = bundled_shape(model)
+    hidden, ffn, vocab, expert_ffn = widths
+    moe = shape.weights.moe
+    dims = GraphDims(arch="gpt-oss", n_embd=hidden, n_ff=ffn, n_vocab=vocab, n_expert=moe.num_experts,
+                     n_expert_used=moe.experts_per_token, n_ff_exp=expert_ffn, qkv_bias=True,
+                     unmodelled_tensors=("attn_output.bias",))  # fmt: skip
+    extra.setdefault("n_ctx", 64)
+    return EngineRequest(model=replace(shape, layers=shape.layers[:layers], graph_dims=dims),
+                         max_model_len=extra["n_ctx"], available_kv_bytes=1 << 50,
+                         extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+#: gpt-oss: two caches (window 128: PAD(min(n_ctx, 128 + 512), 256) = 768 SWA cells), sinks,
+#: biases, 32 (120B: 128) experts of which 4 are used — (model, layers, (embedding, MLP, vocabulary,
+#: expert MLP), cache type, options, llama.cpp's four-decimal figure), printed by 0c1e570
+GPT_OSS = [
+    ("gpt-oss-20b", 2, (64, 64, 384, 32), "auto", {"n_ctx": 512}, "17.3965"),
+    ("gpt-oss-20b", 2, (64, 64, 384, 32), "auto", {"n_ctx": 512, "flash_attn": "off"}, "86.3887"),
+    ("gpt-oss-20b", 2, (256, 64, 5000, 512), "auto", {"n_ctx": 2048}, "21.7715"),
+    ("gpt-oss-20b", 2, (256, 64, 5000, 512), "auto", {"n_ctx": 2048, "flash_attn": "off"}, "282.0137"),
+    ("gpt-oss-20b", 3, (64, 64, 384, 32), "auto", {"n_ctx": 2000, "n_seq_max": 3}, "17.9316"),
+    ("gpt-oss-20b", 2, (64, 64, 384, 32), "auto", {"n_ctx": 1024, "n_seq_max": 2, "kv_unified": True, "flash_attn": "off"}, "151.6387"),
+    ("gpt-oss-20b", 2, (64, 64, 384, 32), "q8_0", {"n_ctx": 1024}, "18.2090"),
+    ("gpt-oss-20b", 2, (64, 64, 384, 32), "q8_0", {"n_ctx": 1024, "swa_full": True}, "18.4590"),
+    ("gpt-oss-20b", 4, (128, 64, 1000, 256), "auto", {"n_ctx": 1024, "n_ubatch": 128, "n_batch": 300}, "6.2866"),
+    ("gpt-oss-120b", 2, (64, 64, 384, 32), "q8_0", {"n_ctx": 1024, "type_v": "f16", "flash_attn": "off"}, "143.6699"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "layers", "widths", "dtype", "extra", "printed"), GPT_OSS)
+def test_gpt_oss_graphs(model, layers, widths, dtype, extra, printed):
+    r = replace(oss_request(model, layers, widths, **extra), kv_cache_dtype=dtype)
+    buffer, why = LLAMACPP.compute_buffer(r)
     assert buffer is not None, why
     assert f"{buffer.bytes / 2**20:.4f}" == printed
 
@@ -406,3 +445,27 @@ def test_deepseek2_graphs_it_does_not_rebuild_are_refused():
     assert "attn_kv_b" in why(head_k_mla=0, head_v_mla=0)  # a legacy file: MHA over attn_kv_b
     assert "expert groups" in why(n_expert_groups=8)  # DeepSeek-V3's group-limited routing
     assert "without shared experts" in why(n_expert_shared=0)
+
+
+def test_a_gpt_oss_config_plans_its_compute_buffer():
+    p = plan_reference("gpt-oss-20b", PlanInputs(engine="llamacpp", gpu="h100", max_model_len=8192))
+    assert p.memory.activation_bytes > 0
+    assert not any(n.startswith("compute buffer not modelled") for n in p.notes)
+
+
+def test_sliding_window_graphs_refuse_what_their_architecture_lacks():
+    gemma = request("gemma-2-9b-it", 2, (64, 64, 384), n_ctx=512)
+    dims = gemma.model.graph_dims
+    moe = replace(
+        gemma, model=replace(gemma.model, graph_dims=replace(dims, n_expert=8, n_expert_used=2))
+    )
+    assert "experts in a gemma2 graph" in LLAMACPP.compute_buffer(moe)[1]
+    oss = oss_request("gpt-oss-20b", 2, (64, 64, 384, 32), n_ctx=512)
+    dense = replace(
+        oss, model=replace(oss.model, graph_dims=replace(oss.model.graph_dims, n_expert=0))
+    )
+    assert "gpt-oss model without experts" in LLAMACPP.compute_buffer(dense)[1]
+    # gemma's graph has no output-projection bias node: a file with one is not modelled
+    biased = replace(gemma, model=replace(gemma.model, graph_dims=replace(
+        dims, unmodelled_tensors=("attn_output.bias",))))  # fmt: skip
+    assert "attn_output.bias" in LLAMACPP.compute_buffer(biased)[1]

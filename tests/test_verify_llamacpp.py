@@ -202,12 +202,16 @@ def test_moe_compute_buffer_at_the_model_s_own_widths(model, dtype, extra, tmp_p
         ("gemma-2-9b-it", 2, "q8_0", {"n_ctx": 1024, "n_seq_max": 2}),
         ("gemma-3-1b-it", 7, "auto", {"n_ctx": 2000, "n_seq_max": 3, "kv_unified": True, "flash_attn": "off"}),
         ("gemma-3-1b-it", 6, "q8_0", {"n_ctx": 1000, "swa_full": True}),
+        ("gpt-oss-20b", 2, "auto", {"n_ctx": 512, "flash_attn": "off"}),
+        ("gpt-oss-20b", 3, "auto", {"n_ctx": 2000, "n_seq_max": 3}),
+        ("gpt-oss-20b", 2, "q8_0", {"n_ctx": 1024, "swa_full": True}),
     ],
 )  # fmt: skip
-def test_gemma_compute_buffer_equals_llama_cpp_s_own(model, layers, dtype, extra):
+def test_sliding_window_compute_buffer_equals_llama_cpp_s_own(model, layers, dtype, extra):
     r = run(model, layers, dtype, **extra)
     run_ = r.llamacpp
-    assert run_.architecture == {"gemma-2-9b-it": "gemma2", "gemma-3-1b-it": "gemma3"}[model]
+    assert run_.architecture == {"gemma-2-9b-it": "gemma2", "gemma-3-1b-it": "gemma3",
+                                 "gpt-oss-20b": "gpt-oss"}[model]  # fmt: skip
     assert run_.compute_lines == run_.predicted_compute_lines != ()
     assert run_.measured_compute_mib == run_.predicted_compute_mib != ""
 

@@ -26,9 +26,9 @@ says so. Only the architectures and options below are modelled; anything else re
   expert) — the FFN blocks of :mod:`kvcalc.engines.llamacpp_graph_moe`;
 - ``deepseek2`` (:mod:`kvcalc.engines.llamacpp_graph_mla`): MLA over a K-only cache (the split
   ``attn_k_b``/``attn_v_b``), leading dense layers, routed and shared experts;
-- ``gemma2``, ``gemma3`` (:mod:`kvcalc.engines.llamacpp_graph_swa`): two caches
-  (``llama_kv_cache_iswa``, ``swa_full`` on or off), or one for a Gemma-3 file without
-  ``sliding_window``;
+- ``gemma2``, ``gemma3``, ``gpt-oss`` (its sinks, biases and experts) in
+  :mod:`kvcalc.engines.llamacpp_graph_swa`: two caches (``llama_kv_cache_iswa``, ``swa_full`` on
+  or off), or one for a Gemma-3 file without ``sliding_window``;
 - every cache type; quantized ones with llama.cpp's Hadamard rotations of Q/K and V
   (``attn_rot_k``/``attn_rot_v``, unless ``LLAMA_ATTN_ROT_DISABLE`` is set, which kvcalc ignores);
 - flash attention on or off, any ``n_seq_max``/unified.
@@ -115,13 +115,15 @@ def why_not(model: ModelShape, type_k: CacheDtype, type_v: CacheDtype) -> str | 
     moe_problem = why_not_ffn(dims)
     if moe_problem is not None:
         return moe_problem
-    if dims.unmodelled_tensors:
-        return f"the graph nodes of {', '.join(dims.unmodelled_tensors)} are not modelled"
+    builder = BUILDERS[dims.arch]
+    unmodelled = [x for x in dims.unmodelled_tensors if x not in builder.handles]
+    if unmodelled:
+        return f"the graph nodes of {', '.join(unmodelled)} are not modelled"
     if (type_k.is_quantized or type_v.is_quantized) and len(
         {x.head_dim_k for x in model.layers}
     ) > 1:
         return "quantized caches of layers with different head widths are not modelled"
-    return BUILDERS[dims.arch].refuse(model, dims)
+    return builder.refuse(model, dims)
 
 
 def compute_buffer(

@@ -69,6 +69,8 @@ class Builder:
     build: Callable[[GraphSpec], g.Graph]
     #: why this architecture's graph is not modelled for a model (layer kinds, options), or None
     refuse: Callable[[ModelShape, GraphDims], str | None]
+    #: entries of ``GraphDims.unmodelled_tensors`` whose nodes this graph does rebuild
+    handles: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,18 +205,22 @@ def attn(
     *,
     iswa: bool = False,
     soft_cap: bool = False,
+    sinks: bool = False,
 ) -> g.Tensor:
     """``build_attn`` with a KV cache, up to (not including) the output projection: rotate, store
     K and V, attend over the cache's ``n_kv`` cells. ``iswa``: the ``llm_graph_input_attn_kv_iswa``
     variant, which expands Q, K, V in that order (the one-cache variant expands Q, V, K);
-    ``soft_cap``: ``attn_soft_cap`` (three in-place ops on KQ without flash attention)."""
+    ``soft_cap``: ``attn_soft_cap`` (three in-place ops on KQ without flash attention);
+    ``sinks``: one learned sink logit per head (gpt-oss), a source of the softmax or of
+    ``flash_attn_ext``."""
     if cache.k_rot is not None:
         q, k = hadamard(q, cache.k_rot), hadamard(k, cache.k_rot)
     if cache.v_rot is not None:
         v = hadamard(v, cache.v_rot)
     for t in (q, k, v) if iswa else (q, v, k):
         gf.expand(t)
-    cur = _store_and_attend(gf, s, layer, q, k, v, cache, soft_cap)
+    sink = g.external(g.F32, s.model.num_attention_heads) if sinks else None
+    cur = _store_and_attend(gf, s, layer, q, k, v, cache, soft_cap, sink)
     if cache.v_rot is not None:
         cur = hadamard(cur, cache.v_rot)
     return cur
@@ -229,6 +235,7 @@ def _store_and_attend(
     v: g.Tensor,
     cache: KvInputs,
     soft_cap: bool,
+    sinks: g.Tensor | None,
 ) -> g.Tensor:
     ctx, n_tokens, v_gqa_max = s.ctx, s.n_tokens, s.v_gqa_max
     fa, n_kv, ns = ctx.flash_attn, cache.n_kv, ctx.n_stream
@@ -264,12 +271,14 @@ def _store_and_attend(
     vp = g.permute(v_view4, 0, 2, 1, 3)
     if fa:
         out = g.flash_attn_ext(qp, kp, vp, cache.mask)
+        if sinks is not None:  # ggml_flash_attn_ext_add_sinks
+            out.src = (*out.src, sinks)
         cur = g.reshape(out, out.ne[0] * out.ne[1], out.ne[2] * out.ne[3])
     else:
         kq = g.mul_mat(kp, qp)
         if soft_cap:  # scale, tanh, scale
             kq = g.dup(g.dup(g.dup(kq, "scale"), "unary"), "scale")
-        kq = g.dup(kq, "soft_max", cache.mask)
+        kq = g.dup(kq, "soft_max", cache.mask, sinks)  # ggml_soft_max_add_sinks: src[2]
         kqv = g.mul_mat(vp, kq)
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])

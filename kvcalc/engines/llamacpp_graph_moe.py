@@ -137,7 +137,7 @@ def why_not_ffn(dims: GraphDims) -> str | None:
     moe = dims.arch in ("qwen2moe", "qwen3moe")
     if moe and not (dims.n_expert and dims.n_expert_used):
         return f"a {dims.arch} model without experts (llama.cpp refuses it)"
-    if not dims.n_expert:
+    if not dims.n_expert or dims.arch == "gpt-oss":  # gpt-oss: llamacpp_graph_swa checks its own
         return None
     if dims.arch not in FFN_ARCHS or not (moe or dims.arch in ("llama", "deepseek2")):
         return f"experts in a {dims.arch} graph are not modelled"

@@ -1,5 +1,6 @@
-"""The sliding-window graphs of llama.cpp ``0c1e570``: ``gemma2`` and ``gemma3``
-(``src/models/gemma2.cpp``, ``gemma3.cpp``), rebuilt for :mod:`kvcalc.engines.llamacpp_compute`.
+"""The sliding-window graphs of llama.cpp ``0c1e570``: ``gemma2``, ``gemma3`` and ``gpt-oss``
+(``src/models/gemma2.cpp``, ``gemma3.cpp``, ``openai-moe.cpp``), rebuilt for
+:mod:`kvcalc.engines.llamacpp_compute`.
 
 Both keep two caches (``llama_kv_cache_iswa``): full layers attend over the base cache
 (``kv_size`` cells), sliding ones over the SWA cache (its own, smaller size, or the base size with
@@ -17,6 +18,14 @@ Llama's:
   (always for Gemma-2, for Gemma-3 when ``final_logit_softcapping`` is set). These ops work in
   place on tensors with one consumer, so they never change the buffer's size — they are rebuilt
   all the same.
+
+gpt-oss (``llama_model_openai_moe``) has the same two caches and Llama's pre-norm layer, with Q/K/V
+biases and an output-projection bias, one learned sink logit per head (a source of the softmax or
+of ``flash_attn_ext``; ``kq_scale`` inside the softmax, no ``scale`` node), a post-attention norm
+before its experts (:func:`~kvcalc.engines.llamacpp_graph_moe.moe_ffn`: biased router, the chosen
+experts' logits softmaxed among themselves, biased experts) and no ``ffn_norm``. With
+``embeddings_nextn_masked`` false (the default) the last layer runs on every token: the output rows
+are picked after it, and its output (``t_h_nextn``) is a graph output, never overwritten.
 """
 
 from __future__ import annotations
@@ -34,22 +43,25 @@ from kvcalc.engines.llamacpp_graph import (
     norm,
     qkv,
 )
+from kvcalc.engines.llamacpp_graph_moe import Gating, MoeFfn, moe_ffn
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention
 from kvcalc.model.shape import ModelShape
 
 #: Hugging Face ``model_type`` → the llama.cpp architecture its converter writes
-HF_ARCH = {"gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3"}
+HF_ARCH = {"gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "gpt_oss": "gpt-oss"}
 
 
 def _refuse(model: ModelShape, dims: GraphDims) -> str | None:
+    if dims.arch == "gpt-oss" and not (dims.n_expert and dims.n_expert_used and dims.n_ff_exp):
+        return "a gpt-oss model without experts (llama.cpp refuses it)"
     kinds = {x.kind for x in model.layers}
     if not all(isinstance(x, FullAttention) for x in model.layers) or kinds - {"full", "sliding"}:
         return f"only full and sliding-window attention layers are modelled for {dims.arch}"
     if "sliding" in kinds and "full" not in kinds:
         return "every layer slides: llama.cpp's cache for such a model is not modelled"
-    if dims.arch == "gemma2" and "sliding" not in kinds:
-        return "a gemma2 graph without sliding-window layers is not modelled (llama.cpp always has them)"
+    if dims.arch in ("gemma2", "gpt-oss") and "sliding" not in kinds:
+        return f"a {dims.arch} graph without sliding-window layers is not modelled (llama.cpp always has them)"
     return None
 
 
@@ -89,8 +101,33 @@ def _gemma(s: GraphSpec) -> g.Graph:
     return logits(gf, s, norm(inp_l, n_embd), softcap=softcap)
 
 
-#: the architectures rebuilt here and their builder
-BUILDERS = {
-    "gemma2": Builder(build=_gemma, refuse=_refuse),
-    "gemma3": Builder(build=_gemma, refuse=_refuse),
-}
+def _gpt_oss(s: GraphSpec) -> g.Graph:
+    gf = g.Graph()
+    n_embd, layers, d = s.dims.n_embd, s.layers, s.dims
+    inp_l = embed(gf, s)
+    pos = g.inp(g.I32, s.n_tokens)
+    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind != "sliding"])
+    swa = kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind == "sliding"])
+    out_ids = g.inp(g.I32, s.n_outputs)
+    experts = MoeFfn(n_expert=d.n_expert, n_expert_used=d.n_expert_used, n_ff_exp=d.n_ff_exp,
+                     gating=Gating.SOFTMAX_WEIGHT, biases=True)  # fmt: skip
+    for layer in layers:
+        inp_sa = inp_l
+        q, k, v = qkv(s, norm(inp_l, n_embd), layer)
+        q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
+        cache = swa if layer.kind == "sliding" else base
+        cur = attn(gf, s, layer, q, k, v, cache, iswa=True, sinks=True)
+        cur = g.mul_mat(
+            g.external(WEIGHT, s.model.num_attention_heads * layer.head_dim_v, n_embd), cur
+        )
+        cur = g.dup(cur, "add", g.external(g.F32, n_embd))  # attn_output.bias
+        ffn_inp = g.dup(cur, "add", inp_sa)
+        inp_l = g.dup(moe_ffn(gf, norm(ffn_inp, n_embd), experts), "add", ffn_inp)
+    inp_l.is_output = True  # t_h_nextn: the last layer's output, every token
+    return logits(gf, s, norm(g.get_rows(inp_l, out_ids), n_embd))
+
+
+_GEMMA = Builder(build=_gemma, refuse=_refuse)
+#: the architectures rebuilt here and their builder (gpt-oss's loader requires an output bias)
+BUILDERS = {"gemma2": _GEMMA, "gemma3": _GEMMA,
+            "gpt-oss": Builder(build=_gpt_oss, refuse=_refuse, handles=frozenset({"attn_output.bias"}))}  # fmt: skip

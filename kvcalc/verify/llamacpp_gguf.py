@@ -6,7 +6,7 @@ sizes weights is made small unless asked (:class:`GgufWidths`, :func:`model_widt
 embedding, a 64-wide MLP (32 per expert), a 384-token SentencePiece-style vocabulary. Tensors over
 ``SPARSE_BYTES`` are holes in a sparse file (zeros), so a model's own expert widths cost no disk.
 The architecture is the one llama.cpp would use for the model (``llama``, ``qwen2``, ``qwen3``,
-``qwen2moe``, ``qwen3moe``, ``gemma2``, ``gemma3``), with the tensors its loader requires
+``qwen2moe``, ``qwen3moe``, ``gemma2``, ``gemma3``, ``gpt-oss``), with the tensors its loader requires
 (``load_arch_tensors`` in the modelled version) and the sliding pattern written as one bool per
 layer (``{arch}.attention.sliding_window_pattern``), which every SWA loader reads first.
 """
@@ -133,7 +133,7 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     if sliding is not None:
         if not any(not s for s in sliding):
             raise unsupported(model, "every layer slides (llama.cpp books such models as full)")
-        arch = "gemma2" if mtype == "gemma2" else "gemma3"
+        arch = {"gemma2": "gemma2", "gpt_oss": "gpt-oss"}.get(mtype, "gemma3")
     elif mtype in ("qwen3", "qwen3moe", "qwen3_moe"):
         arch = "qwen3moe" if experts else "qwen3"
     elif mtype == "qwen2" and not experts:
@@ -268,7 +268,7 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
         )
     f32 = [len(shape) == 1 or name.endswith(
         ("ffn_gate_inp.weight", "ssm_a", "ssm_d", "ssm_norm.weight", "ssm_conv1d.weight",
-         "shortconv.conv.weight")
+         "shortconv.conv.weight", "_exps.bias")
     ) for name, shape in tensors]  # fmt: skip
     for (name, shape), wide in zip(tensors, f32, strict=True):
         dtype = np.dtype(np.float32 if wide else np.float16)
@@ -327,15 +327,19 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
     if spec.arch != "gemma2":  # gemma2 always reuses token_embd as the output
         out.append(("output.weight", (vocab, h)))
     # the llama loader shapes experts by feed_forward_length, the Qwen MoE ones by the expert width
-    ff = spec.expert_ffn if spec.arch in ("qwen2moe", "qwen3moe") else spec.ffn
+    ff = spec.expert_ffn if spec.arch in ("qwen2moe", "qwen3moe", "gpt-oss") else spec.ffn
+    oss = spec.arch == "gpt-oss"
     for i in range(spec.num_layers):
         b = f"blk.{i}."
         kv = spec.kv_heads_per_layer[i] if spec.kv_heads_per_layer else spec.kv_heads
         out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (q, h)),
                 (b + "attn_k.weight", (kv * spec.head_k, h)),
                 (b + "attn_v.weight", (kv * spec.head_v, h)),
-                (b + "attn_output.weight", (h, q)), (b + "ffn_norm.weight", (h,))]  # fmt: skip
-        if spec.arch in ("qwen2", "qwen2moe"):
+                (b + "attn_output.weight", (h, q))]  # fmt: skip
+        # gpt-oss: a post-attention norm before the experts instead of ffn_norm, the sinks, biases
+        out += [(b + "post_attention_norm.weight", (h,)), (b + "attn_sinks.weight", (spec.heads,)),
+                (b + "attn_output.bias", (h,))] if oss else [(b + "ffn_norm.weight", (h,))]  # fmt: skip
+        if spec.arch in ("qwen2", "qwen2moe", "gpt-oss"):
             out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv * spec.head_k,)),
                     (b + "attn_v.bias", (kv * spec.head_v,))]  # fmt: skip
         if spec.arch in ("qwen3", "qwen3moe", "gemma3"):
@@ -349,6 +353,9 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
             e = spec.experts
             out += [(b + "ffn_gate_inp.weight", (e, h)), (b + "ffn_gate_exps.weight", (e, ff, h)),
                     (b + "ffn_up_exps.weight", (e, ff, h)), (b + "ffn_down_exps.weight", (e, h, ff))]  # fmt: skip
+            if oss:
+                out += [(b + "ffn_gate_inp.bias", (e,)), (b + "ffn_gate_exps.bias", (e, ff)),
+                        (b + "ffn_up_exps.bias", (e, ff)), (b + "ffn_down_exps.bias", (e, h))]  # fmt: skip
             if spec.arch == "qwen2moe":
                 sh = spec.shared_ffn
                 out += [(b + "ffn_gate_inp_shexp.weight", (h,)), (b + "ffn_gate_shexp.weight", (sh, h)),
