@@ -118,9 +118,7 @@ def test_shared_and_compressed_layers_have_their_own_kinds():
 
 #: modules still comparing layer kinds with strings, and how many times (none once all are enums)
 KIND_STRINGS_ALLOWED = {
-    "engines/llamacpp_compute.py": 1,
     "engines/llamacpp_context.py": 4,
-    "engines/llamacpp_graph_swa.py": 8,
     "engines/llamacpp_recurrent.py": 1,
     "verify/llamacpp_gguf.py": 7,
 }

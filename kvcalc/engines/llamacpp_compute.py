@@ -57,7 +57,7 @@ from kvcalc.engines.llamacpp_graph import (
 from kvcalc.engines.llamacpp_graph_moe import ffn_block, why_not_ffn
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
-from kvcalc.model.layouts import FullAttention
+from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
 
 __all__ = ["GRAPH_ARCHS", "ComputeBuffer", "ComputeInputs", "compute_buffer", "dims_for", "n_seqs_of",
@@ -150,7 +150,7 @@ def compute_buffer(
 
 
 def _refuse_llama(model: ModelShape, dims: GraphDims) -> str | None:
-    if any(not isinstance(x, FullAttention) or x.kind != "full" for x in model.layers):
+    if any(not isinstance(x, FullAttention) or x.kind is not LayerKind.FULL for x in model.layers):
         return "only models with full-attention layers alone are modelled"
     return None
 

@@ -45,7 +45,7 @@ from kvcalc.engines.llamacpp_graph import (
 )
 from kvcalc.engines.llamacpp_graph_moe import Gating, MoeFfn, moe_ffn
 from kvcalc.model.graph_dims import GraphDims
-from kvcalc.model.layouts import FullAttention
+from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
 
 #: Hugging Face ``model_type`` → the llama.cpp architecture its converter writes
@@ -56,11 +56,14 @@ def _refuse(model: ModelShape, dims: GraphDims) -> str | None:
     if dims.arch == "gpt-oss" and not (dims.n_expert and dims.n_expert_used and dims.n_ff_exp):
         return "a gpt-oss model without experts (llama.cpp refuses it)"
     kinds = {x.kind for x in model.layers}
-    if not all(isinstance(x, FullAttention) for x in model.layers) or kinds - {"full", "sliding"}:
+    if not all(isinstance(x, FullAttention) for x in model.layers) or kinds - {
+        LayerKind.FULL,
+        LayerKind.SLIDING,
+    }:
         return f"only full and sliding-window attention layers are modelled for {dims.arch}"
-    if "sliding" in kinds and "full" not in kinds:
+    if LayerKind.SLIDING in kinds and LayerKind.FULL not in kinds:
         return "every layer slides: llama.cpp's cache for such a model is not modelled"
-    if dims.arch in ("gemma2", "gpt-oss") and "sliding" not in kinds:
+    if dims.arch in ("gemma2", "gpt-oss") and LayerKind.SLIDING not in kinds:
         return f"a {dims.arch} graph without sliding-window layers is not modelled (llama.cpp always has them)"
     return None
 
@@ -69,12 +72,12 @@ def _gemma(s: GraphSpec) -> g.Graph:
     gf = g.Graph()
     n_embd, arch = s.dims.n_embd, s.dims.arch
     layers = s.layers
-    iswa = any(x.kind == "sliding" for x in layers)
+    iswa = any(x.kind is LayerKind.SLIDING for x in layers)
     inp_l = g.dup(embed(gf, s), "scale")  # × √n_embd
     pos = g.inp(g.I32, s.n_tokens)
-    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind != "sliding"])
+    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind is not LayerKind.SLIDING])
     swa = (
-        kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind == "sliding"])
+        kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind is LayerKind.SLIDING])
         if iswa
         else base
     )
@@ -86,7 +89,7 @@ def _gemma(s: GraphSpec) -> g.Graph:
             q, k = norm(q, hd), norm(k, hd)
         q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
         q = g.dup(q, "scale")  # f_attention_scale
-        cache = swa if layer.kind == "sliding" else base
+        cache = swa if layer.kind is LayerKind.SLIDING else base
         cur = attn(gf, s, layer, q, k, v, cache, iswa=iswa, soft_cap=arch == "gemma2")
         cur = g.mul_mat(
             g.external(WEIGHT, s.model.num_attention_heads * layer.head_dim_v, n_embd), cur
@@ -106,8 +109,8 @@ def _gpt_oss(s: GraphSpec) -> g.Graph:
     n_embd, layers, d = s.dims.n_embd, s.layers, s.dims
     inp_l = embed(gf, s)
     pos = g.inp(g.I32, s.n_tokens)
-    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind != "sliding"])
-    swa = kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind == "sliding"])
+    base = kv_inputs(s, s.ctx.kv_size, [x for x in layers if x.kind is not LayerKind.SLIDING])
+    swa = kv_inputs(s, s.ctx.swa_kv_size, [x for x in layers if x.kind is LayerKind.SLIDING])
     out_ids = g.inp(g.I32, s.n_outputs)
     experts = MoeFfn(n_expert=d.n_expert, n_expert_used=d.n_expert_used, n_ff_exp=d.n_ff_exp,
                      gating=Gating.SOFTMAX_WEIGHT, biases=True)  # fmt: skip
@@ -115,7 +118,7 @@ def _gpt_oss(s: GraphSpec) -> g.Graph:
         inp_sa = inp_l
         q, k, v = qkv(s, norm(inp_l, n_embd), layer)
         q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
-        cache = swa if layer.kind == "sliding" else base
+        cache = swa if layer.kind is LayerKind.SLIDING else base
         cur = attn(gf, s, layer, q, k, v, cache, iswa=True, sinks=True)
         cur = g.mul_mat(
             g.external(WEIGHT, s.model.num_attention_heads * layer.head_dim_v, n_embd), cur
