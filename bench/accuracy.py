@@ -115,11 +115,11 @@ CASES = {
         assumption="Llama-3.1-70B's config with the checkpoint's fp8-dynamic quantization_config"),
     "repolog-llmd-mixtral-8x7b-2xh100-tp2": Case("mixtral-8x7b-v0.1", "H100", "0.19.0", 0.95, tp=2),
     "repolog-llmd-gemma3-27b-h100-tp1": Case(GEMMA3_27B, "H100", "0.19.0", 0.95,
-                                            assumption="SigLIP tower not counted (vision band)"),
+                                            assumption="the SigLIP tower counted; its V1 profile not modelled (vision band)"),
     "repolog-llmd-gpt-oss-20b-2xh100-tp2": Case("gpt-oss-20b", "H100", "0.19.0", 0.90, tp=2),
     "repolog-llmd-qwen3-30b-a3b-h100-tp1": Case("qwen3-30b-a3b", "H100", "0.19.0", 0.95),
     "repolog-llmd-mistral-small31-24b-w8a8-h100-tp1": Case(MISTRAL_SMALL_W8A8, "H100", "0.19.0", 0.95,
-                                                          assumption="Pixtral tower not counted (vision band)"),
+                                                          assumption="the Pixtral tower counted; its V1 profile not modelled (vision band)"),
     # -- vLLM 0.10-0.11 ---------------------------------------------------------------------------
     "repofile-llama32-1b-debug-memory-profiling-44gib-gpu": Case(
         "llama-3.2-1b-instruct", "L40S", "0.10.1", 0.9, fitted=True,
@@ -159,10 +159,13 @@ CASES = {
     # -- V0 ---------------------------------------------------------------------------------------
     "vllm-16570-qwen25-vl-72b-4xa100-40g": Case(
         QWEN25_VL_72B, "A100-40GB", "0.6", 0.95, tp=4, seqs=2, max_model_len=4096,
-        actual="the smallest rank's 0.04 GiB",
+        options=(("limit_mm_image", 1), ("limit_mm_video", 0)), actual="the smallest rank's 0.04 GiB",
         assumption="VLLM_USE_V1=0 vllm serve ... --tensor-parallel-size 4 --gpu-memory-utilization "
         "0.95 --max-num-seqs 2 --max-model-len 4096 --limit-mm-per-prompt image=1,video=0 (the "
-        "reporter, 2025-04-14): the V0 engine of 0.8.3, planned by kvcalc's V0 profile"),
+        "reporter, 2025-04-14): the V0 engine of 0.8.3, planned by kvcalc's V0 profile; the "
+        "72B config reconstructed (tests/fixtures/configs/SOURCES.md). The multimodal profile "
+        "run (kvcalc/estimate/encoder_profile.py): 2.50 GiB, printed 2.51; the weights 34.22 "
+        "GiB counted, 34.43 logged ('Model loading took 34.4340 GiB'): 0.21 GiB not explained"),
     "vllm-10517-llama31-8b-3090-29k": Case("llama-3.1-8b", "RTX-3090", "0.6", 0.9, tokens=29000, seqs=256,
                                            fitted=True, assumption="V0 profiles max_model_len tokens"),
     "vllm-4454-a6000-meta-llama-3-8b-instruct": Case(
@@ -190,12 +193,6 @@ REMARKS = {
     "sorting sampler 1.18 GiB, the CUDA context 0.49 GiB; 4.0 GiB stay unexplained. At utilization "
     "0.80 kvcalc would print 18.94 GiB (-0.43); another process holding 4.0 GiB would close it; the "
     "thread states neither",
-    "vllm-16570-qwen25-vl-72b-4xa100-40g": "the profile run also runs the vision tower on the "
-    "largest image (V0 _dummy_run of 0.8.3 sizes the batch by get_max_multimodal_tokens; the log's "
-    "'[model_runner.py:1311] Co...' is its 'Computed max_num_seqs ... less than 1' warning: one "
-    "sequence with one image of 16,384 tokens): vLLM printed an activation peak of 2.51 GiB, kvcalc "
-    "models the text forward only (0.33 GiB); the tower's weights are counted (0.33 GiB per rank; "
-    "34.22 GiB planned, 34.43 printed: 0.21 GiB not explained); the band's vision allowance covers it",
     "vllm-pr10511-llama3-8b-h100": "the whole error is the non-torch term: that PR's own build "
     "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
     "(vllm-10517); the activation (1.26 GiB printed) is reproduced. The accounting was reworked "

@@ -98,6 +98,9 @@ class ProfileEra:
     #: FlashInfer is optional in this release: the pessimistic end allows for an install without it
     flashinfer_optional: bool = False
     moe_workspace_kept: bool = True
+    #: V0's profile run of a multimodal model: the largest items, the prompt not cut
+    #: (:mod:`kvcalc.estimate.encoder_profile`)
+    v0_multimodal_profile: bool = False
 
     def sampler(self, rows: int, flashinfer: bool | None) -> SamplerKind:
         """Which sampler the profile run uses (``flashinfer``: the engine option, None = unstated)."""
@@ -170,7 +173,7 @@ ERAS: tuple[ProfileEra, ...] = (
     ProfileEra(
         name="0.6", since=(0, 0), non_torch=NonTorch.gib(0.35, 0.40, 0.40, 0.35), band_bytes=round(0.5 * GIB),
         sampler_adds_to_forward=True, forward_percent=87, fused_centibytes_per_logit=1900,
-        moe_workspace_kept=False,
+        moe_workspace_kept=False, v0_multimodal_profile=True,
         sources="V0: two profiles of Llama-3-8B, 2.99 GiB at 29,000 tokens (vllm-10517) and "
         "1.26 GiB at 8,192 (vLLM PR #10511): slope 87% of the width, 19 B per sampler logit",
     ),

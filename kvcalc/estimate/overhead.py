@@ -37,8 +37,13 @@ the engine only from v0.21 on (``VllmProfile.subtracts_cudagraph``).
 
 **Band**: how far the engine's figure may lie from the prediction, measured on the records
 (:data:`ERAS` ``band_bytes``), widened on the pessimistic side for what the model does not cover
-(vision encoders, a 0.10-0.11 install without FlashInfer, the CUDA-graph estimate where it is
-subtracted).
+(vision encoders other than Qwen2.5-VL's in V0, a 0.10-0.11 install without FlashInfer, the
+CUDA-graph estimate where it is subtracted).
+
+**Vision encoder, V0**: for Qwen2.5-VL the V0 profile run is modelled from vLLM 0.8.3's code
+(:mod:`kvcalc.estimate.encoder_profile`): the dummy prompt holds the largest image (and video) and is
+not cut, so the text forward runs over its placeholders with the fp32 pixels held; the activation is
+the larger of that and the estimate above.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from kvcalc.estimate.activation import (
     moe_workspace_bytes,
     stage_layers,
 )
+from kvcalc.estimate.encoder_profile import v0_qwen2_5_vl_profile
 from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
@@ -75,8 +81,14 @@ CUDAGRAPH_BASE_BYTES = round(0.39 * GIB)
 CUDAGRAPH_BYTES_PER_LAYER = 16 * MIB
 #: How much the CUDA-graph estimate may be off where vLLM subtracts it (0.33 GiB in the sweep).
 CUDAGRAPH_BAND_BYTES = round(0.35 * GIB)
-#: Vision encoders are profiled with the text model and their towers are not all counted: the
-#: pessimistic side widens by the worst such record (vllm-16570, Qwen2.5-VL-72B: 2.55 GiB).
+#: Vision encoders kvcalc does not model in the profile run (every tower but Qwen2.5-VL's in V0,
+#: :mod:`kvcalc.estimate.encoder_profile`): the pessimistic side widens by what the one such record
+#: showed before it was modelled (vllm-16570, Qwen2.5-VL-72B in V0: 2.18 GiB above kvcalc's text
+#: estimate, the text forward over the image's 16,384 placeholders). Unconfirmed for V1, whose
+#: encoder budget is another rule: the multimodal records of the 0.19 sweep print torch peaks
+#: within 0.17 GiB of kvcalc's text and sampler estimate (Gemma 3 27B 3.99 GiB against 3.82,
+#: Mistral Small 3.1 2.18 against 2.34; their samplers over 262,208 / 131,072 logits set it); what
+#: their encoders take there was not derived.
 VISION_BAND_BYTES = round(2.6 * GIB)
 
 
@@ -138,6 +150,7 @@ def estimate_overhead(
     subtracts_cudagraph: bool = False,
     seqs_default: str = "vLLM's default",
     flashinfer_sampler: bool | None = None,
+    mm_limits: tuple[int, int] = (1, 1),
 ) -> Overhead:
     """vLLM's non-weight, non-KV memory per GPU for one profile run (see the module doc).
 
@@ -146,7 +159,8 @@ def estimate_overhead(
     ``flashinfer_sampler`` says whether FlashInfer's sampler runs where the release leaves it to the
     installation (None: the era's default, see :mod:`kvcalc.estimate.eras`).
     Without ``max_num_seqs`` the sampler is sized for vLLM's default; ``seqs_default`` says in the
-    note whose default that is for the engine being planned.
+    note whose default that is for the engine being planned. ``mm_limits``: images and videos per
+    prompt (``--limit-mm-per-prompt``; vLLM's default one each) for the multimodal profile run.
     """
     w = model.weights
     if not isinstance(w, WeightShape) or w.hidden_size <= 0:
@@ -212,7 +226,11 @@ def estimate_overhead(
             f"vLLM {era.name} era (0.8.0-0.9.0): memory other processes hold on the GPU is subtracted "
             f"too; kvcalc assumes none, the pessimistic end allows {_gib(era.band_low_extra_bytes)}"
         )
-    if w.vision_encoder:
+    # V0 profiles no encoder when the limits are 0 (0.8.3: get_max_multimodal_tokens is 0)
+    no_items = era.v0_multimodal_profile and sum(mm_limits) == 0
+    mm_modelled = (era.v0_multimodal_profile and pp == 1 and w.vision is not None
+                   and w.vision.family == "qwen2_5_vl" and w.mlp is not None)  # fmt: skip
+    if w.vision_encoder and not (mm_modelled or no_items):
         low += VISION_BAND_BYTES
         notes.append(
             f"vision encoder: vLLM profiles it beside the text model; the pessimistic end allows "
@@ -228,6 +246,13 @@ def estimate_overhead(
             f"{sort / 100:.0f} B each, {_gib(extra)} more; the pessimistic end allows for it "
             "(engine option flashinfer_sampler=false plans that install)"
         )
+    if mm_modelled and not no_items:
+        mm = v0_qwen2_5_vl_profile(w, tensor_parallel_size=tp, max_num_batched_tokens=tokens,
+                                   max_num_seqs=max_num_seqs, images=mm_limits[0],
+                                   videos=mm_limits[1])  # fmt: skip
+        notes.append(mm.note())
+        if mm.peak_bytes > stages[-1].activation_bytes:
+            stages[-1] = replace(stages[-1], activation_bytes=mm.peak_bytes)
     final = stages[-1]
     return Overhead(
         activation_bytes=final.activation_bytes,

@@ -126,6 +126,7 @@ def _overhead(
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
     tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
     flashinfer = _flashinfer_sampler(engine, request)
+    limits = _mm_limits(engine, request)
     can = traits(inputs.engine)
     if can.overhead_calibrated:
         seqs_default = "vLLM's default"
@@ -149,6 +150,7 @@ def _overhead(
             subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
             seqs_default=seqs_default,
             flashinfer_sampler=flashinfer,
+            mm_limits=limits,
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -195,6 +197,13 @@ def _flashinfer_sampler(engine: Engine, request: EngineRequest) -> bool | None:
     ``flashinfer_sampler`` method (vLLM's engine option); None: the estimate's own rule."""
     ask = getattr(engine, "flashinfer_sampler", None)
     return ask(request) if ask is not None else None
+
+
+def _mm_limits(engine: Engine, request: EngineRequest) -> tuple[int, int]:
+    """Images and videos per prompt the profile run uses, from the engine's optional
+    ``mm_limits`` method (vLLM's ``limit_mm_image``/``limit_mm_video`` options); else one each."""
+    ask = getattr(engine, "mm_limits", None)
+    return ask(request) if ask is not None else (1, 1)
 
 
 def _subtracts_cudagraph(engine: Engine, version: str | None) -> bool:

@@ -51,6 +51,7 @@ from kvcalc.units import GIB, format_gib
 EXTRA_KEYS = (
     "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
     "swap_space_bytes", "num_gpu_blocks_override", "allow_long_max_model_len", "flashinfer_sampler",
+    "limit_mm_image", "limit_mm_video",
 )  # fmt: skip
 
 
@@ -101,6 +102,12 @@ class VllmEngine:
         """The ``flashinfer_sampler`` option: FlashInfer's top-k/top-p sampler in use or not (None:
         not given; the overhead estimate's sampler term decides)."""
         return extra_bool(request.extra, "flashinfer_sampler", None)
+
+    def mm_limits(self, request: EngineRequest) -> tuple[int, int]:
+        """Images and videos per prompt for the profile run (``--limit-mm-per-prompt
+        image=N,video=M``; options ``limit_mm_image``, ``limit_mm_video``; vLLM's default 1 each)."""
+        return (extra_int(request.extra, "limit_mm_image", 1, minimum=0),
+                extra_int(request.extra, "limit_mm_video", 1, minimum=0))  # fmt: skip
 
     def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;
