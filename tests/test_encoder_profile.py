@@ -118,3 +118,10 @@ def test_no_items_no_encoder_profile():
     plain = _plan("0.6", limit_mm_image=0, limit_mm_video=0)
     assert plain.memory.activation_bytes < profile().peak_bytes
     assert plain.available_kv_bytes - plain.available_kv_bytes_low == round(0.5 * GIB)
+
+
+def test_note_names_the_dummy_items():
+    note = profile(videos=1).note()
+    assert "image 3584² (65,536 patches, 16,384 tokens)" in note
+    assert "video 3584² (65,536 patches, 16,384 tokens)" in note
+    assert "the text forward runs over 32,768 tokens" in note

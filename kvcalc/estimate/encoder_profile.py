@@ -57,6 +57,7 @@ class DummyItem:
     grid_t: int
     grid_side: int
     merge: int
+    patch: int = 14
 
     @property
     def patches(self) -> int:
@@ -87,7 +88,7 @@ class EncoderProfile:
 
     def note(self) -> str:
         gib = 1 << 30
-        what = ", ".join(f"{i.modality} {i.grid_side * 14}² ({i.patches:,} patches, "
+        what = ", ".join(f"{i.modality} {i.grid_side * i.patch}² ({i.patches:,} patches, "
                          f"{i.tokens:,} tokens)" for i in self.items)  # fmt: skip
         where = "the text forward" if self.text_peak_bytes >= self.tower_peak_bytes else "the tower"
         return (
@@ -125,7 +126,8 @@ def v0_qwen2_5_vl_profile(
         raise ValueError("v0_qwen2_5_vl_profile needs a Qwen2.5-VL tower and a dense text stack")
     tp, unit = tensor_parallel_size, v.spatial_merge_size**2
     grid = largest_side(max_pixels, v.patch_size * v.spatial_merge_size) // v.patch_size
-    image = DummyItem(modality="image", grid_t=1, grid_side=grid, merge=v.spatial_merge_size)
+    image = DummyItem(modality="image", grid_t=1, grid_side=grid, merge=v.spatial_merge_size,
+                      patch=v.patch_size)  # fmt: skip
     tokens, seqs = max_num_batched_tokens, max_num_seqs
     video_max = _video(v, grid, tokens - image.tokens * images, videos)
     most = image.tokens * images + video_max.tokens * videos
@@ -163,7 +165,8 @@ def _video(v: VisionWeights, grid: int, room_tokens: int, videos: int) -> DummyI
         frames += 1  # fmt: skip
     frames = max(min(frames // max(videos, 1), MAX_FRAMES_PER_VIDEO), 1)
     grid_t = max((frames + frames % v.temporal_patch_size) // v.temporal_patch_size, 1)
-    return DummyItem(modality="video", grid_t=grid_t, grid_side=grid, merge=v.spatial_merge_size)
+    return DummyItem(modality="video", grid_t=grid_t, grid_side=grid, merge=v.spatial_merge_size,
+                     patch=v.patch_size)  # fmt: skip
 
 
 def _rope_bytes(v: VisionWeights, s: int, grid: int, unit: int) -> int:
