@@ -118,10 +118,11 @@ def test_what_is_not_modelled_is_said():
         EngineRequest(model=gpt2, max_model_len=1024, available_kv_bytes=0)
     )
     assert none is None and "the gpt2 graph is not modelled" in why
-    mla, why = LLAMACPP.compute_buffer(
-        EngineRequest(model=bundled_shape("deepseek-v3"), max_model_len=4096, available_kv_bytes=0)
+    scout = bundled_shape("llama-4-scout-17b-16e-instruct")
+    none, why = LLAMACPP.compute_buffer(
+        EngineRequest(model=scout, max_model_len=4096, available_kv_bytes=0)
     )
-    assert mla is None and "deepseek_v3" in why
+    assert none is None and "llama4" in why
 
 
 def test_a_llama_cpp_plan_takes_the_compute_buffer_as_its_activation():
@@ -443,7 +444,9 @@ def test_deepseek2_graphs_it_does_not_rebuild_are_refused():
         return reason
 
     assert "attn_kv_b" in why(head_k_mla=0, head_v_mla=0)  # a legacy file: MHA over attn_kv_b
-    assert "expert groups" in why(n_expert_groups=8)  # DeepSeek-V3's group-limited routing
+    assert "expert groups" in why(
+        n_expert_groups=8, n_group_used=8
+    )  # llama.cpp asserts used < groups
     assert "without shared experts" in why(n_expert_shared=0)
 
 
@@ -469,3 +472,44 @@ def test_sliding_window_graphs_refuse_what_their_architecture_lacks():
     biased = replace(gemma, model=replace(gemma.model, graph_dims=replace(
         dims, unmodelled_tensors=("attn_output.bias",))))  # fmt: skip
     assert "attn_output.bias" in LLAMACPP.compute_buffer(biased)[1]
+
+
+def v3_request(**extra) -> EngineRequest:
+    """DeepSeek-V3 cut to 4 layers (3 dense, 1 with 256 experts) as ``verify --run`` wrote it:
+    its Q LoRA, MLA and router (sigmoid, 8 groups of which 4 kept, a selection bias, normalised,
+    ×2.5), a 64-wide embedding and dense MLP, 16,384-wide experts (so the experts' block holds the
+    peak), vocabulary 384."""
+    from kvcalc.engines.llamacpp_compute import dims_for
+
+    shape = bundled_shape("deepseek-v3")
+    shape = replace(shape, layers=shape.layers[:4])
+    dims = replace(dims_for(shape), n_embd=64, n_ff=64, n_vocab=384, n_ff_exp=16384)
+    return EngineRequest(model=replace(shape, graph_dims=dims), max_model_len=256,
+                         available_kv_bytes=1 << 50, extra={"n_ctx": 256, **extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+@pytest.mark.parametrize(("n_ubatch", "printed"), [(256, "384.8174"), (64, "96.2043")])
+def test_deepseek_v3_routing_equals_what_llama_cpp_printed(n_ubatch, printed):
+    buffer, why = LLAMACPP.compute_buffer(v3_request(n_ubatch=n_ubatch))
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+def test_the_v3_case_tells_the_routing_apart():
+    # the group-limited routing and the selection bias each change the figure llama.cpp matched:
+    # 403,510,272 B; without groups 403,772,416 B, without the bias 403,903,488 B
+    r = v3_request(n_ubatch=256)
+    dims = r.model.graph_dims
+    sizes = []
+    for changes in ({}, {"n_expert_groups": 1}, {"expert_probs_bias": False}):
+        model = replace(r.model, graph_dims=replace(dims, **changes))
+        buffer, _ = LLAMACPP.compute_buffer(replace(r, model=model))
+        assert buffer is not None
+        sizes.append(buffer.bytes)
+    assert sizes == [403_510_272, 403_772_416, 403_903_488]
+
+
+def test_a_deepseek_config_plans_its_compute_buffer():
+    p = plan_reference("deepseek-v3", PlanInputs(engine="llamacpp", gpu="h200", max_model_len=8192))
+    assert p.memory.activation_bytes > 0
+    assert not any("compute buffer not modelled" in n for n in p.notes)

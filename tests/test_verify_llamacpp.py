@@ -228,6 +228,7 @@ def test_deepseek2_compute_buffer_at_the_model_s_own_widths(layers, dtype, extra
     """DeepSeek-V2-Lite: MLA, layer 0 dense, then 64 experts (6 used) beside 2 shared ones."""
     from helpers import deepseek_v2_lite_shape
 
+    from kvcalc.engines.llamacpp_compute import dims_for
     from kvcalc.verify.llamacpp_gguf import model_widths, spec_for, write_model
     from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
 
@@ -236,6 +237,7 @@ def test_deepseek2_compute_buffer_at_the_model_s_own_widths(layers, dtype, extra
     widths = model_widths(shape)
     written = _read_back(write_model(spec_for(shape, widths), tmp_path / "m.gguf"))
     assert written is not None and written.arch == "deepseek2" and written.n_layer_dense_lead == 1
+    assert written == replace(dims_for(shape), n_vocab=384)  # as kvcalc reads the config
     assert (written.n_expert, written.n_expert_used, written.n_ff_exp, written.n_expert_shared) == (
         64,
         6,
@@ -251,6 +253,28 @@ def test_deepseek2_compute_buffer_at_the_model_s_own_widths(layers, dtype, extra
     assert run is not None and run.architecture == "deepseek2" and run.compute_match and r.passed
     assert run.compute_lines == run.predicted_compute_lines != ()
     assert run.measured_compute_mib == run.predicted_compute_mib != ""
+
+
+def test_deepseek_v3_routing_and_q_lora(tmp_path):
+    """DeepSeek-V3, 4 layers (3 dense, 1 MoE): its Q LoRA and its router — sigmoid, 8 expert groups
+    of which 4 kept, a selection bias, normalised and scaled weights — written as the converter
+    writes them and read back as kvcalc reads the config; 16,384-wide experts, the rest small."""
+    from helpers import bundled_shape
+
+    from kvcalc.engines.llamacpp_compute import dims_for
+    from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
+    from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
+
+    shape = bundled_shape("deepseek-v3")
+    shape = replace(shape, layers=shape.layers[:4])
+    widths = GgufWidths(expert_ffn=16384, shared_ffn=16384)
+    written = _read_back(write_model(spec_for(shape, widths), tmp_path / "m.gguf"))
+    assert written == replace(dims_for(shape), n_embd=64, n_ff=64, n_vocab=384, n_ff_exp=16384)
+    opts = VerifyOptions(engine="llamacpp", engine_options=(("n_ctx", 256), ("n_ubatch", 64)))
+    r = verify_run_llamacpp(shape, opts, tolerance=0.0, widths=widths)
+    run = r.llamacpp
+    assert run is not None and run.compute_match and r.passed
+    assert run.measured_compute_mib == run.predicted_compute_mib == "96.2043"
 
 
 def test_a_compute_buffer_not_modelled_is_reported_not_predicted(tmp_path):

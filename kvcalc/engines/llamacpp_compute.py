@@ -64,7 +64,7 @@ __all__ = ["GRAPH_ARCHS", "ComputeBuffer", "ComputeInputs", "compute_buffer", "d
            "why_not"]  # fmt: skip
 
 _HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-            "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", **swa.HF_ARCH}  # fmt: skip
+            "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", **swa.HF_ARCH, **mla.HF_ARCH}  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +85,8 @@ def dims_for(model: ModelShape) -> GraphDims | None:
         return model.graph_dims
     w = model.weights
     arch = _HF_ARCH.get(model.model_type)
+    if arch == "deepseek2":
+        return mla.dims_from_config(model)
     attn_w, mlp, moe = (getattr(w, name, None) for name in ("attention", "mlp", "moe"))
     if arch is None or attn_w is None or (mlp is None) == (moe is None):
         return None

@@ -18,7 +18,7 @@ optimisation, as MQA over the latent: per layer
 - the FFN: dense in the ``leading_dense_block_count`` first layers, else routed experts plus
   ``expert_shared_count`` shared ones (:mod:`kvcalc.engines.llamacpp_graph_moe`).
 
-Not modelled (refused): legacy files with one ``attn_kv_b`` (MHA), expert groups. (A quantized
+Not modelled (refused): legacy files with one ``attn_kv_b`` (MHA). (A quantized
 cache needs flash attention here: llama.cpp wants K and V of one type for MLA, and a quantized V
 needs flash attention.)
 """
@@ -28,11 +28,39 @@ from __future__ import annotations
 from kvcalc.engines import llamacpp_ggml as g
 from kvcalc.engines.llamacpp_graph import WEIGHT, Builder, GraphSpec, embed, logits, norm
 from kvcalc.engines.llamacpp_graph_moe import ffn_block
+from kvcalc.hfconfig.moe_router import MoeRouter, RouterScoring
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import MLALatent
 from kvcalc.model.shape import ModelShape
 
 HF_ARCH = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
+
+
+def dims_from_config(model: ModelShape) -> GraphDims | None:
+    """The graph widths of a DeepSeek config as ``convert_hf_to_gguf.py`` writes them (MLA split
+    into ``attn_k_b``/``attn_v_b``, ``leading_dense_block_count = first_k_dense_replace``, the router
+    keys), or ``None`` without MLA."""
+    w = model.weights
+    m, moe, mlp = (getattr(w, name, None) for name in ("mla", "moe", "mlp"))
+    if m is None:
+        return None
+    ffns = tuple(getattr(w, "ffns", ()))
+    lead = next((i for i, kind in enumerate(ffns) if kind == "moe"), len(ffns))
+    extra = ("dense layers after the expert layers",) if "dense" in ffns[lead:] else ()
+    router = moe.router if moe is not None else MoeRouter()
+    n_ff = mlp.intermediate_size if mlp is not None else w.intermediate_size
+    return GraphDims(arch="deepseek2", n_embd=w.hidden_size, n_ff=n_ff, n_vocab=w.vocab_size,
+                     n_expert=moe.num_experts if moe else 0, n_expert_used=moe.experts_per_token if moe else 0,
+                     n_ff_exp=moe.expert_intermediate_size if moe else 0,
+                     n_expert_shared=moe.shared_intermediate_size // moe.expert_intermediate_size if moe else 0,
+                     shared_expert=bool(moe and moe.shared_intermediate_size),
+                     expert_gating_func=2 if router.scoring is RouterScoring.SIGMOID else 1,
+                     expert_weights_norm=router.norm_topk_prob,
+                     expert_weights_scale=router.routed_scaling_factor, expert_probs_bias=router.selection_bias,
+                     n_expert_groups=router.n_group, n_group_used=router.topk_group,
+                     n_layer_dense_lead=lead if moe else len(ffns), n_lora_q=m.q_lora_rank,
+                     head_k_mla=m.qk_nope_head_dim + m.qk_rope_head_dim, head_v_mla=m.v_head_dim,
+                     unmodelled_tensors=extra)  # fmt: skip
 
 
 def _refuse(model: ModelShape, dims: GraphDims) -> str | None:

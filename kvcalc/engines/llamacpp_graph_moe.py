@@ -6,7 +6,8 @@ creates them and expands them into the graph (``build_moe_ffn`` expands the rout
 early, then the weighted experts, then each expert's view before the adds that sum them):
 
 - the router: logits ``[n_expert, n_tokens]``, the gating (softmax, sigmoid, or softmax over
-  the chosen ones), an optional selection bias, ``argsort_top_k``, the chosen weights
+  the chosen ones), an optional selection bias, group-limited routing (the best groups by their
+  two best scores, the others filled with -inf and the chosen rows set back), ``argsort_top_k``, the chosen weights
   (``get_rows``), normalised (``sum_rows``/``clamp``/``div``) and scaled where asked;
 - the experts: ``mul_mat_id`` for up and gate, the gated activation, ``mul_mat_id`` for down,
   the weighting, and the sum over the ``n_expert_used`` experts;
@@ -53,6 +54,10 @@ class MoeFfn:
     probs_bias: bool = False
     #: ``gate_inp_b`` and the ``*_exps_b`` biases (``add_id``), as gpt-oss has them
     biases: bool = False
+    #: group-limited routing (``n_expert_groups > 1``): the best ``n_group_used`` groups by the
+    #: sum of their two best scores, the others masked (DeepSeek-V3)
+    n_expert_groups: int = 1
+    n_group_used: int = 1
 
 
 def moe_ffn(gf: g.Graph, cur: g.Tensor, moe: MoeFfn) -> g.Tensor:
@@ -69,6 +74,8 @@ def moe_ffn(gf: g.Graph, cur: g.Tensor, moe: MoeFfn) -> g.Tensor:
     else:
         probs = logits
     selection = g.dup(probs, "add", g.external(g.F32, n_exp)) if moe.probs_bias else probs
+    if moe.n_expert_groups > 1 and n_tokens > 0:
+        selection = _group_limited(selection, moe)
     selected = g.argsort_top_k(selection, n_used)
     weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
     if moe.gating is Gating.SOFTMAX_WEIGHT:
@@ -104,6 +111,19 @@ def moe_ffn(gf: g.Graph, cur: g.Tensor, moe: MoeFfn) -> g.Tensor:
         out = g.dup(out, "add", v)
         gf.expand(out)
     return g.cont(out) if n_used == 1 else out
+
+
+def _group_limited(selection: g.Tensor, moe: MoeFfn) -> g.Tensor:
+    """The selection scores with all but the best ``n_group_used`` expert groups set to -inf."""
+    n_groups, n_tokens = moe.n_expert_groups, selection.ne[1]
+    groups = g.reshape(selection, moe.n_expert // n_groups, n_groups, n_tokens)
+    top2 = g.argsort_top_k(groups, 2)
+    scores = g.get_rows(g.reshape(groups, 1, *groups.ne[:3]), top2)  # [1, 2, n_groups, n_tokens]
+    scores = g.sum_rows(g.reshape(scores, *scores.ne[1:]))
+    best = g.argsort_top_k(g.reshape(scores, scores.ne[1], scores.ne[2]), moe.n_group_used)
+    kept = g.get_rows(groups, best)
+    masked = g.set_rows(g.dup(groups, "fill"), kept, best)
+    return g.reshape(masked, moe.n_expert, n_tokens)
 
 
 def _add_id(a: g.Tensor, ids: g.Tensor) -> g.Tensor:
@@ -142,8 +162,10 @@ def why_not_ffn(dims: GraphDims) -> str | None:
     if dims.arch not in FFN_ARCHS or not (moe or dims.arch in ("llama", "deepseek2")):
         return f"experts in a {dims.arch} graph are not modelled"
     if dims.arch == "deepseek2":
-        if dims.n_expert_groups > 1:
-            return "expert groups (expert_group_count > 1, DeepSeek-V3's) are not modelled"
+        if dims.n_expert_groups > 1 and (
+            dims.n_expert % dims.n_expert_groups or not 0 < dims.n_group_used < dims.n_expert_groups
+        ):
+            return "expert groups llama.cpp's loader refuses (expert_group_count, _used_count)"
         if dims.expert_gating_func not in (0, *_GATING):
             return f"expert_gating_func {dims.expert_gating_func} is not modelled"
         if not dims.n_expert_shared:
@@ -166,7 +188,8 @@ def moe_of(dims: GraphDims) -> MoeFfn | None:
         return MoeFfn(n_expert=dims.n_expert, n_expert_used=dims.n_expert_used, n_ff_exp=n_ff_exp,
                       gating=_GATING.get(dims.expert_gating_func, Gating.SOFTMAX),
                       norm_w=dims.expert_weights_norm, w_scale=dims.expert_weights_scale,
-                      probs_bias=dims.expert_probs_bias)  # fmt: skip
+                      probs_bias=dims.expert_probs_bias, n_expert_groups=max(1, dims.n_expert_groups),
+                      n_group_used=max(1, dims.n_group_used))  # fmt: skip
     return MoeFfn(n_expert=dims.n_expert, n_expert_used=dims.n_expert_used, n_ff_exp=n_ff_exp,
                   norm_w=dims.arch == "qwen3moe")  # fmt: skip
 

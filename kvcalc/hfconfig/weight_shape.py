@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.hfconfig.quant import QuantSpec
 
 
@@ -68,6 +69,8 @@ class MoeWeights:
     #: Nemotron-3 latent MoE: routed experts work in this width, behind hidden → latent → hidden
     #: projections (``moe_latent_size``); 0: experts work in the hidden size
     latent_size: int = 0
+    #: the router's keys, read for DeepSeek-style configs (the defaults elsewhere)
+    router: MoeRouter = MoeRouter()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.moe_router import MoeRouter, read_router
 from kvcalc.hfconfig.quant import read_quant_spec
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weight_shape import (
@@ -72,6 +73,8 @@ _TIE_DEFAULT = {
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
+#: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
+_DEEPSEEK_ROUTER = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order)
@@ -274,6 +277,7 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         shared_intermediate_size=shared,
         shared_expert_gate=gate,
         latent_size=r.int("moe_latent_size", default=0, minimum=0),
+        router=read_router(r) if model_type in _DEEPSEEK_ROUTER else MoeRouter(),
     )
     return moe, flags
 

@@ -23,12 +23,14 @@ class GraphDims:
     shared_expert: bool = False
     #: routed-expert options as llama.cpp reads them (``deepseek2``): ``expert_gating_func`` (its
     #: enum: 0 unset, 1 softmax, 2 sigmoid, 3 softmax over the chosen), ``expert_weights_norm``,
-    #: ``expert_weights_scale``, a selection bias (``blk.N.exp_probs_b.bias``), ``expert_group_count``
+    #: ``expert_weights_scale``, a selection bias (``blk.N.exp_probs_b.bias``), ``expert_group_count`` and
+    #: ``expert_group_used_count``
     expert_gating_func: int = 0
     expert_weights_norm: bool = False
     expert_weights_scale: float = 0.0
     expert_probs_bias: bool = False
     n_expert_groups: int = 0
+    n_group_used: int = 0
     #: shared experts as a count of routed-expert widths (``expert_shared_count``)
     n_expert_shared: int = 0
     #: ``leading_dense_block_count``: the first layers' FFN is dense, the others' experts

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.model.layouts import MLALatent, RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
@@ -83,8 +84,11 @@ class GgufSpec:
     vocab: int = VOCAB
     expert_ffn: int = EXPERT_FFN
     shared_ffn: int = 0
-    #: ``deepseek2``: the leading layers with a dense FFN (the rest have experts)
+    #: ``deepseek2``: the leading layers with a dense FFN (the rest have experts), the router, the
+    #: Q LoRA rank (0: one ``attn_q``)
     dense_lead: int = 0
+    router: MoeRouter = MoeRouter()
+    q_lora: int = 0
     #: KV heads per layer where they differ (written as an array, as llama.cpp reads it)
     kv_heads_per_layer: tuple[int, ...] | None = None
     #: Mamba-2 (``mamba2``): the state's shape
@@ -198,13 +202,15 @@ def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
         raise unsupported(model, "dense layers after the expert layers (llama.cpp's deepseek2 has "
                           "leading dense blocks only)")  # fmt: skip
     experts, used = _experts(model) if dense < model.num_layers else (0, 0)
+    moe = getattr(model.weights, "moe", None)
     if experts and w.shared_ffn % w.expert_ffn:
         raise unsupported(model, "a shared-expert width that is not a whole number of experts")
     return GgufSpec(arch="deepseek2", num_layers=model.num_layers, heads=heads, kv_heads=1,
                     head_k=mla.latent_dim, head_v=mla.kv_lora_rank, context_length=model.max_model_len,
                     hidden=w.hidden, ffn=w.ffn, vocab=w.vocab, mla=mla, experts=experts,
                     experts_used=used, expert_ffn=w.expert_ffn, shared_ffn=w.shared_ffn,
-                    dense_lead=dense)  # fmt: skip
+                    dense_lead=dense, router=getattr(moe, "router", None) or MoeRouter(),
+                    q_lora=getattr(model.weights.mla, "q_lora_rank", 0) if model.weights.mla else 0)  # fmt: skip
 
 
 def _experts(model: ModelShape) -> tuple[int, int]:
@@ -228,9 +234,9 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     a = spec.arch
     w = GGUFWriter(path, a)
     w.add_name(f"kvcalc verify {a}")
-    keys: dict[str, int | list[int]] = {}
+    keys: dict[str, int | float | bool | list[int]] = {}
     if spec.roles:
-        keys = hybrid_keys(spec)
+        keys = {**hybrid_keys(spec)}
     else:
         keys = {
             **(mamba2_keys(spec) if spec.ssm else _mla_keys(spec) if spec.mla else _int_keys(spec))
@@ -238,6 +244,10 @@ def write_model(spec: GgufSpec, path: Path, *, seed: int = 0) -> Path:
     for key, value in keys.items():
         if isinstance(value, list):
             w.add_array(f"{a}.{key}", value)
+        elif isinstance(value, bool):
+            w.add_bool(f"{a}.{key}", value)
+        elif isinstance(value, float):
+            w.add_float32(f"{a}.{key}", value)
         else:
             w.add_uint32(f"{a}.{key}", value)
     if spec.kv_heads_per_layer is not None:

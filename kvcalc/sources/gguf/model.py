@@ -219,6 +219,7 @@ def _expert_options(k: GgufKeys, present: set[str]) -> dict[str, Any]:
             "expert_weights_scale": float(scale) if isinstance(scale, (int, float)) else 0.0,
             "expert_probs_bias": "exp_probs_b.bias" in present,
             "n_expert_groups": k.num("expert_group_count", 0),
+            "n_group_used": k.num("expert_group_used_count", 0),
             "n_expert_shared": k.num("expert_shared_count", 0),
             "n_layer_dense_lead": k.num("leading_dense_block_count", 0),
             "n_lora_q": k.num("attention.q_lora_rank", 0),
