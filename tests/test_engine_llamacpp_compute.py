@@ -513,3 +513,28 @@ def test_a_deepseek_config_plans_its_compute_buffer():
     p = plan_reference("deepseek-v3", PlanInputs(engine="llamacpp", gpu="h200", max_model_len=8192))
     assert p.memory.activation_bytes > 0
     assert not any("compute buffer not modelled" in n for n in p.notes)
+
+
+def test_fused_gate_up_experts_are_not_modelled(tmp_path):
+    # convert_hf_to_gguf.py --fuse-gate-up-exps writes one ffn_gate_up_exps per layer, which
+    # deepseek2's loader takes instead of ffn_gate_exps/ffn_up_exps (one mul_mat_id, two views)
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import llama_keys, write_gguf
+
+    from kvcalc.sources.gguf.files import read_local
+    from kvcalc.sources.gguf.model import parse_gguf
+
+    keys = {**llama_keys("qwen3moe", layers=2, heads=4, kv_heads=1, hidden=256, head_dim=64),
+            "qwen3moe.feed_forward_length": 512, "qwen3moe.expert_count": 8,
+            "qwen3moe.expert_used_count": 2}  # fmt: skip
+    tensors = [
+        ("token_embd.weight", (300, 256), Q.F16),
+        ("blk.0.ffn_gate_up_exps.weight", (8, 64, 256), Q.F16),
+    ]
+    model = read_local(write_gguf(tmp_path / "f.gguf", "qwen3moe", keys, tensors))
+    shape = parse_gguf(model.metadata, name="f", where="f.gguf",
+                       tensors={t.name: t.dims for t in model.tensors()})  # fmt: skip
+    none, why = LLAMACPP.compute_buffer(
+        EngineRequest(model=shape, max_model_len=512, available_kv_bytes=0)
+    )
+    assert none is None and "ffn_gate_up_exps.weight" in why

@@ -176,9 +176,10 @@ def parse_gguf(
     )
 
 
-#: tensors whose graph nodes the compute-buffer model does not rebuild (``blk.N.`` stripped)
+#: tensors whose graph nodes the compute-buffer model does not rebuild (``blk.N.`` stripped); the
+#: last: gate and up experts fused by ``convert_hf_to_gguf.py --fuse-gate-up-exps`` (one mul_mat_id)
 _UNMODELLED = ("attn_qkv.weight", "attn_output.bias", "ffn_up.bias", "ffn_gate.bias",
-               "ffn_down.bias", "output.bias")  # fmt: skip
+               "ffn_down.bias", "output.bias", "ffn_gate_up_exps.weight")  # fmt: skip
 
 
 def _graph_dims(
