@@ -321,3 +321,25 @@ def test_no_vllm_non_torch_term_on_llama_cpp_plans(options, words):
     # the budget is the GPU less weights and the compute buffer only
     m = r.memory
     assert r.available_kv_bytes == m.total_bytes - m.weights_bytes - m.activation_bytes
+
+
+def test_llama4_chunk_and_pattern_are_llama_cpp_s_own():
+    from dataclasses import replace
+
+    from kvcalc.model.layouts import ChunkedLocal
+
+    model = bundled_shape("llama-4-scout-17b-16e-instruct")
+    p = plan(model, 16384)
+    # 36 chunked layers: PAD(min(16,384, 8,192 + 512), 256) = 8,704 cells; 12 full layers
+    assert [(g.kind, g.num_layers, g.num_blocks) for g in p.groups] == [("full", 12, 16384),
+                                                                         ("chunked", 36, 8704)]  # fmt: skip
+    # llama.cpp's llama4 loader fixes the chunk at 8,192 and every 4th layer full: others refused
+    other_chunk = replace(model, layers=tuple(replace(x, chunk_size=4096) if isinstance(x, ChunkedLocal)
+                                              else x for x in model.layers))  # fmt: skip
+    with pytest.raises(InputError) as err:
+        plan(other_chunk, 16384)
+    assert err.value.code == "unsupported-model" and "4,096" in err.value.message
+    other_pattern = replace(model, layers=model.layers[1:])
+    with pytest.raises(InputError) as err:
+        plan(other_pattern, 16384)
+    assert "every 4th layer full" in err.value.message

@@ -495,3 +495,17 @@ def test_dense_qwen35(tmp_path):
     assert r.llamacpp.architecture == "qwen35"
     # one attention layer of 512 cells · 2,048 B; 3 DeltaNet layers as in Qwen3.5-35B-A3B
     assert r.measured_bytes == 512 * 2048 + 3 * (98_304 + 2_097_152)
+
+
+@pytest.mark.parametrize(("extra", "swa_cells"), [({"n_ctx": 16384}, 8704),
+                                                 ({"n_ctx": 16384, "n_seq_max": 2, "kv_unified": True}, 16384)])  # fmt: skip
+def test_llama4_chunked_attention(extra, swa_cells):
+    r = run("llama-4-scout-17b-16e-instruct", 4, **extra)
+    assert r.llamacpp.architecture == "llama4"
+    # layers 0–2 chunked, layer 3 full; 8 KV heads · 128 · 2 B · 2 = 4,096 B per cell and layer.
+    # chunk cache: PAD(min(16,384, 8,192 · (unified ? 2 : 1) + 512), 256) cells
+    assert r.measured_bytes == 16384 * 4096 + 3 * swa_cells * 4096
+    assert [c.name for c in r.components] == ["full K", "full V", "chunked K", "chunked V"]
+    assert f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa_cells} cells" in (
+        r.llamacpp.measured_lines
+    )

@@ -12,7 +12,8 @@
   per stream (``n_pad`` is 1 since the context pads);
 - SWA cache: ``GGML_PAD(min(n_ctx_seq, n_swa · (unified ? n_seq_max : 1) + n_ubatch), 256)``, or
   ``n_ctx_seq`` with ``swa_full`` (llama-cli/llama-server default false; the C library's
-  ``llama_context_default_params`` says true);
+  ``llama_context_default_params`` says true); Llama 4's chunked layers the same with the
+  8,192-token chunk and 3-chunked-1-full pattern its loader fixes (others refused);
 - per layer: K ``ggml_row_size(type_k, heads · head_dim_k) · cells · streams``, V likewise; without
   flash attention V is stored transposed with the widest layer's width (``n_embd_v_gqa_max``);
   MLA (DeepSeek-2 family) has **no V tensor** (``has_v = !is_mla``), K ``kv_lora_rank + rope`` wide;
@@ -56,6 +57,7 @@ from kvcalc.engines.llamacpp_context import (
     _row_bytes,
     build_caches,
     cache_types,
+    check_chunked,
     check_types,
     context,
     ggml_name,
@@ -109,6 +111,7 @@ class LlamaCppEngine:
         recurrent = None
         if has_recurrent(model):
             check_recurrent(model, version, LATEST_COMMIT)
+        check_chunked(model)
         iswa = is_iswa(model)
         ctx = context(request, version, model, iswa, type_v)
         check_types(model, ctx, type_k, type_v)
@@ -224,7 +227,8 @@ def _plan(
         for i in c.layers
     )
     groups = tuple(
-        KvCacheGroup(kind=LayerKind.SLIDING if c.label == "SWA" else LayerKind.FULL, num_layers=len(c.layers),
+        KvCacheGroup(kind=LayerKind(request.model.layers[c.layers[0]].kind) if c.label == "SWA" and c.layers
+                     else LayerKind.FULL, num_layers=len(c.layers),
                      page_bytes=(c.k_bytes + c.v_bytes) // max(1, len(c.layers) * c.cells * ctx.n_stream),
                      block_size=1, blocks_per_request=min(L, c.cells), num_blocks=c.cells * ctx.n_stream,
                      layer_indices=c.layers)

@@ -12,7 +12,7 @@ from kvcalc.engines.extra import extra_bool, extra_choice, extra_int
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import Layout, MLALatent
+from kvcalc.model.layouts import LayerKind, Layout, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import round_up
 
@@ -84,6 +84,35 @@ def ggml_name(dtype: CacheDtype) -> str:
 def is_iswa(model: ModelShape) -> bool:
     kinds = set(model.kinds)
     return bool(kinds & {"sliding", "chunked"}) and bool(kinds & {"full", "mla"})
+
+
+#: ``llama_model_llama4::load_arch_hparams``: chunked attention is always 8,192 tokens, in a
+#: pattern of 3 chunked layers then 1 full (the converter writes neither), unless the GGUF
+#: carries its own ``attention.sliding_window_pattern``
+LLAMA4_CHUNK, LLAMA4_PERIOD = 8192, 4
+
+
+def check_chunked(model: ModelShape) -> None:
+    """Refuse a chunked-attention model whose chunk or layer pattern is not the one llama.cpp's
+    ``llama4`` loader fixes: llama.cpp would book its own, not the model's."""
+    kinds = [LayerKind(x.kind) for x in model.layers]
+    if LayerKind.CHUNKED not in kinds:
+        return
+    chunks = sorted(
+        {x.window or 0 for x, k in zip(model.layers, kinds, strict=True) if k is LayerKind.CHUNKED}
+    )
+    if chunks != [LLAMA4_CHUNK]:
+        raise InputError(f"llama.cpp's llama4 loader fixes the attention chunk at {LLAMA4_CHUNK:,} tokens "
+                         f"(n_swa); this model chunks at {', '.join(f'{c:,}' for c in chunks)}",
+                         hint="llama.cpp would cache its own chunk, not the model's: not planned",
+                         code="unsupported-model")  # fmt: skip
+    pattern = [LayerKind.CHUNKED if i % LLAMA4_PERIOD < LLAMA4_PERIOD - 1 else LayerKind.FULL
+               for i in range(len(kinds))]  # fmt: skip
+    if kinds != pattern:
+        raise InputError("llama.cpp's llama4 loader makes every 4th layer full and the others chunked "
+                         "(its converter writes no pattern); this model's layers differ",
+                         hint="llama.cpp would cache its own pattern, not the model's: not planned",
+                         code="unsupported-model")  # fmt: skip
 
 
 def _window(model: ModelShape) -> int:

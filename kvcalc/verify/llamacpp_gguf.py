@@ -19,7 +19,7 @@ from typing import Any
 
 from kvcalc.errors import KvcalcError
 from kvcalc.hfconfig.moe_router import MoeRouter
-from kvcalc.model.layouts import MLALatent, RecurrentState
+from kvcalc.model.layouts import LayerKind, MLALatent, RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_hybrid_gguf import (
@@ -117,6 +117,8 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
         return _hybrid(model, w)
     if kinds == {"mla"}:
         return _deepseek2(model, w)
+    if kinds == {LayerKind.FULL, LayerKind.CHUNKED}:
+        return _llama4(model, w)
     if kinds - {"full", "sliding"}:
         raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
     attn = list(model.layers)
@@ -188,6 +190,20 @@ def _hybrid(model: ModelShape, w: GgufWidths) -> GgufSpec:
     return GgufSpec(arch=arch, num_layers=model.num_layers, heads=model.num_attention_heads, kv_heads=kv,
                     head_k=head_k, head_v=head_v, context_length=model.max_model_len, hidden=hidden,
                     ffn=w.ffn, vocab=w.vocab, state=state, roles=roles)  # fmt: skip
+
+
+def _llama4(model: ModelShape, w: GgufWidths) -> GgufSpec:
+    """``llama4`` as its converter writes it: no chunk size and no pattern (the loader's are
+    fixed, and the engine refuses a model that differs from them), experts in every layer."""
+    shapes = {(x.num_kv_heads, x.head_dim_k, x.head_dim_v) for x in model.layers}
+    experts, used = _experts(model)
+    if len(shapes) != 1 or not experts:
+        raise unsupported(model, "llama4 needs one attention shape and experts")
+    ((kv, head_k, head_v),) = shapes
+    return GgufSpec(arch="llama4", num_layers=model.num_layers, heads=model.num_attention_heads,
+                    kv_heads=kv, head_k=head_k, head_v=head_v, context_length=model.max_model_len,
+                    experts=experts, experts_used=used, hidden=w.hidden, ffn=w.ffn, vocab=w.vocab,
+                    expert_ffn=w.expert_ffn)  # fmt: skip
 
 
 def _deepseek2(model: ModelShape, w: GgufWidths) -> GgufSpec:
@@ -323,6 +339,8 @@ def _int_keys(spec: GgufSpec) -> dict[str, int]:
                  "expert_feed_forward_length": spec.expert_ffn}  # fmt: skip
     if spec.arch == "qwen2moe":
         keys["expert_shared_feed_forward_length"] = spec.shared_ffn
+    if spec.arch == "llama4":
+        keys["interleave_moe_layer_step"] = 1  # experts in every layer (Scout's)
     return keys
 
 
@@ -337,7 +355,7 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
     if spec.arch != "gemma2":  # gemma2 always reuses token_embd as the output
         out.append(("output.weight", (vocab, h)))
     # the llama loader shapes experts by feed_forward_length, the Qwen MoE ones by the expert width
-    ff = spec.expert_ffn if spec.arch in ("qwen2moe", "qwen3moe", "gpt-oss") else spec.ffn
+    ff = spec.expert_ffn if spec.arch in ("qwen2moe", "qwen3moe", "gpt-oss", "llama4") else spec.ffn
     oss = spec.arch == "gpt-oss"
     for i in range(spec.num_layers):
         b = f"blk.{i}."
@@ -366,6 +384,9 @@ def _tensors(spec: GgufSpec) -> list[tuple[str, tuple[int, ...]]]:
             if oss:
                 out += [(b + "ffn_gate_inp.bias", (e,)), (b + "ffn_gate_exps.bias", (e, ff)),
                         (b + "ffn_up_exps.bias", (e, ff)), (b + "ffn_down_exps.bias", (e, h))]  # fmt: skip
+            if spec.arch == "llama4":  # a shared expert as wide as the routed ones, no gate
+                out += [(b + "ffn_gate_shexp.weight", (ff, h)), (b + "ffn_up_shexp.weight", (ff, h)),
+                        (b + "ffn_down_shexp.weight", (h, ff))]  # fmt: skip
             if spec.arch == "qwen2moe":
                 sh = spec.shared_ffn
                 out += [(b + "ffn_gate_inp_shexp.weight", (h,)), (b + "ffn_gate_shexp.weight", (sh, h)),

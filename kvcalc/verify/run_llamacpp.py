@@ -43,6 +43,7 @@ from kvcalc.engines.llamacpp_recurrent import (
 )
 from kvcalc.errors import KvcalcError
 from kvcalc.model.graph_dims import GraphDims
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
 from kvcalc.verify.llamacpp_hybrid_gguf import MROPE_ARCHS
@@ -106,8 +107,7 @@ def verify_run_llamacpp(
     binding = import_binding()
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = write_model(spec, Path(tmp) / "model.gguf")
-        # a hybrid's graph is not modelled, and kvcalc's GGUF reader does not read hybrids
-        written = None if hybrid_arch(model) else _read_back(path)
+        written = _read_back(path, spec.arch)
         measured = _run(binding, path, request, ctx, ggml_name(type_k), ggml_name(type_v))
     # the compute graph is the written file's: its own (small) widths, read back by kvcalc
     compute, why = LlamaCppEngine().compute_buffer(
@@ -129,6 +129,7 @@ def verify_run_llamacpp(
             caches,
             ctx,
             parse_state(measured.state, v_padding(measured.lines), has_v=not model.is_mla),
+            swa=str(LayerKind.CHUNKED if LayerKind.CHUNKED in model.kinds else LayerKind.SLIDING),
         )
     error, passed = judge(total_predicted, total_measured, components, tolerance)
     lines_match = measured.lines == predicted_lines
@@ -176,14 +177,16 @@ def verify_run_llamacpp(
     )  # fmt: skip
 
 
-def _components(caches, ctx, measured) -> tuple[tuple[ComponentResult, ...], int, int]:
+def _components(
+    caches, ctx, measured, swa: str = "sliding"
+) -> tuple[tuple[ComponentResult, ...], int, int]:
     rows = []
     total_p = total_m = 0
     if len(measured) != len(caches):
         raise KvcalcError(f"llama.cpp made {len(measured)} KV cache(s), kvcalc predicts {len(caches)}",
                           hint="please report this with the command line", code="internal")  # fmt: skip
     for cache, (streams, layer_rows) in zip(caches, measured, strict=True):
-        label = {"": "full", "non-SWA": "full", "SWA": "sliding"}[cache.label]
+        label = {"": "full", "non-SWA": "full", "SWA": swa}[cache.label]
         cells = cache.cells * streams
         for part, predicted, index in (("K", cache.k_bytes, 0), ("V", cache.v_bytes, 1)):
             got = cells * sum(r[index] for r in layer_rows)
@@ -204,10 +207,14 @@ def v_padding(lines: tuple[str, ...]) -> int | None:
     return None
 
 
-def _read_back(path: Path) -> GraphDims | None:
-    """The graph widths kvcalc's own GGUF reader finds in the file just written."""
+def _read_back(path: Path, arch: str | None = None) -> GraphDims | None:
+    """The graph widths kvcalc's own GGUF reader finds in the file just written; ``None`` for an
+    architecture the reader does not read (hybrids, ``llama4``), whose graph is not modelled."""
     from kvcalc.sources.gguf.files import read_local
-    from kvcalc.sources.gguf.model import parse_gguf
+    from kvcalc.sources.gguf.model import ARCHITECTURES, parse_gguf
+
+    if arch is not None and arch not in ARCHITECTURES:
+        return None
 
     model = read_local(path)
     tensors = {t.name: t.dims for t in model.tensors()}
