@@ -98,6 +98,11 @@ HYBRID_ARCHS: dict[str, tuple[str, type[RecurrentState]]] = {
     "qwen3_5_moe": ("qwen35moe", GatedDeltaNetState),
     "qwen3_5_text": ("qwen35", GatedDeltaNetState),
     "qwen3_5": ("qwen35", GatedDeltaNetState),
+    # a GGUF's own architecture names (its model type), where they differ from the configs'
+    "falcon-h1": ("falcon-h1", ParallelHybrid),
+    "qwen3next": ("qwen3next", GatedDeltaNetState),
+    "qwen35moe": ("qwen35moe", GatedDeltaNetState),
+    "qwen35": ("qwen35", GatedDeltaNetState),
 }
 #: hybrid architectures whose converter writes ``head_count_kv`` per layer (0 off the attention)
 PER_LAYER_KV_HEADS = frozenset({"granitehybrid", "nemotron_h", "jamba", "lfm2"})

@@ -47,6 +47,7 @@ from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
 from kvcalc.verify.llamacpp_hybrid_gguf import MROPE_ARCHS
+from kvcalc.verify.llamacpp_readback import read_back
 from kvcalc.verify.llamacpp_state import parse_hybrid_state, parse_state, recurrent_components
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
@@ -107,7 +108,7 @@ def verify_run_llamacpp(
     binding = import_binding()
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = write_model(spec, Path(tmp) / "model.gguf")
-        written = _read_back(path, spec.arch)
+        written = _read_back(path, model)
         measured = _run(binding, path, request, ctx, ggml_name(type_k), ggml_name(type_v))
     # the compute graph is the written file's: its own (small) widths, read back by kvcalc
     compute, why = LlamaCppEngine().compute_buffer(
@@ -207,18 +208,10 @@ def v_padding(lines: tuple[str, ...]) -> int | None:
     return None
 
 
-def _read_back(path: Path, arch: str | None = None) -> GraphDims | None:
-    """The graph widths kvcalc's own GGUF reader finds in the file just written; ``None`` for an
-    architecture the reader does not read (hybrids, ``llama4``), whose graph is not modelled."""
-    from kvcalc.sources.gguf.files import read_local
-    from kvcalc.sources.gguf.model import ARCHITECTURES, parse_gguf
-
-    if arch is not None and arch not in ARCHITECTURES:
-        return None
-
-    model = read_local(path)
-    tensors = {t.name: t.dims for t in model.tensors()}
-    return parse_gguf(model.metadata, name=path.stem, where=str(path), tensors=tensors).graph_dims
+def _read_back(path: Path, model: ModelShape | None = None) -> GraphDims | None:
+    """The graph widths kvcalc's own GGUF reader finds in the file just written (with ``model``:
+    a hybrid's or ``llama4``'s layers read back must be the model's)."""
+    return read_back(path, model)
 
 
 def _run(

@@ -16,7 +16,9 @@ architecture's ``load_arch_hparams`` in the version kvcalc models, see
   gpt-oss 2, Gemma-3 6). Llama, Mistral and Qwen architectures ignore a ``sliding_window`` key;
 - MLA (DeepSeek-2 family): ``key_length_mla`` and ``value_length_mla`` set; the cache holds
   ``key_length × head_count_kv`` = ``kv_lora_rank + rope.dimension_count`` values per token and no V;
-- Mamba-2 state from ``{arch}.ssm.*`` (llama.cpp keeps it in float32).
+- Mamba-2 state from ``{arch}.ssm.*`` (llama.cpp keeps it in float32);
+- hybrids (attention beside recurrent layers) and Llama 4's chunked layers:
+  :mod:`kvcalc.sources.gguf.recurrent`.
 
 Any other architecture is refused by name: its keys may mean something else there.
 """
@@ -32,11 +34,13 @@ from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, LayerKind, Layout, MLALatent, SlidingWindow
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
+from kvcalc.sources.gguf.recurrent import HYBRIDS, hybrid_layers, llama4_layers
 
 #: architectures whose keys kvcalc reads, and llama.cpp's default SWA period (0: no SWA support)
 ARCHITECTURES: Mapping[str, int] = {
     "llama": 0, "mistral3": 0, "qwen2": 0, "qwen2moe": 0, "qwen3": 0, "qwen3moe": 0,
     "gemma": 0, "gemma2": 2, "gemma3": 6, "gpt-oss": 2, "deepseek2": 0, "mamba2": 0, "deci": 0,
+    "llama4": 0, **dict.fromkeys(HYBRIDS, 0),
 }  # fmt: skip
 #: the architectures whose loader sizes each layer's K/V projections by that layer's
 #: ``head_count_kv`` (the others use layer 0's, so a file with differing heads does not load)
@@ -137,11 +141,11 @@ def parse_gguf(
         layers: list[Layout] = [_mamba2(k)] * n
         heads = 0
         prov["layer pattern"] = f"{n} Mamba-2 layers ({arch}.ssm.*), state in float32"
+    elif arch in HYBRIDS:
+        heads = _heads(k, total)
+        layers = hybrid_layers(k, n, total, hidden, heads, prov)
     else:
-        heads_per_layer = k.per_layer("attention.head_count", total, 0)
-        heads = heads_per_layer[0]
-        if heads < 1:
-            raise k.bad("attention.head_count", heads, "at least one head")
+        heads = _heads(k, total)
         kv_heads = k.per_layer("attention.head_count_kv", total, heads)
         if len(set(kv_heads[:n])) > 1 and arch not in _PER_LAYER_KV_HEADS:
             raise ConfigError(f"{where}: {arch}.attention.head_count_kv differs between layers, but "
@@ -180,6 +184,13 @@ def parse_gguf(
 #: last: gate and up experts fused by ``convert_hf_to_gguf.py --fuse-gate-up-exps`` (one mul_mat_id)
 _UNMODELLED = ("attn_qkv.weight", "attn_output.bias", "ffn_up.bias", "ffn_gate.bias",
                "ffn_down.bias", "output.bias", "ffn_gate_up_exps.weight")  # fmt: skip
+
+
+def _heads(k: GgufKeys, total: int) -> int:
+    heads = k.per_layer("attention.head_count", total, 0)[0]
+    if heads < 1:
+        raise k.bad("attention.head_count", heads, "at least one head")
+    return heads
 
 
 def _graph_dims(
@@ -248,6 +259,8 @@ def _attention_layers(
             f"{rope}, one KV head, no V (key_length_mla and value_length_mla are set)"
         )
         return [MLALatent(dtype=FP16, kv_lora_rank=rank, rope_dim=rope, num_heads=heads)] * n
+    if k.arch == "llama4":
+        return llama4_layers(k, n, kv_heads, head_k, head_v, prov)
     layers: list[Layout] = []
     for i in range(n):
         if swa is not None and swa[1][i]:
