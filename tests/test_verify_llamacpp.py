@@ -356,6 +356,8 @@ def test_mamba2_recurrent_state(tmp_path, extra):
         f"llama_memory_recurrent: size =    {size} MiB (     {cells} cells,   2 layers,  {cells} seqs  0 rs_seq), "
         f"R (f32):    {r_mib} MiB, S (f32):    {s_mib} MiB, P (f32):    0.00 MiB"
     )
+    # the Mamba-2 graph's compute buffer, predicted and printed (run() compares them)
+    assert r.llamacpp.predicted_compute_mib == {1: "20.7168", 2: "21.5078", 3: "22.3378"}[cells]
 
 
 @pytest.mark.parametrize("flash", ["on", "off"])

@@ -29,6 +29,10 @@ says so. Only the architectures and options below are modelled; anything else re
 - ``gemma2``, ``gemma3``, ``gpt-oss`` (its sinks, biases and experts) in
   :mod:`kvcalc.engines.llamacpp_graph_swa`: two caches (``llama_kv_cache_iswa``, ``swa_full`` on
   or off), or one for a Gemma-3 file without ``sliding_window``;
+- ``mamba2`` (:mod:`kvcalc.engines.llamacpp_graph_ssm`): Mamba-2 layers alone, from a GGUF file
+  (a ``config.json``'s vocabulary is padded by the converter: not modelled) — the recurrent
+  state's gathers and copies, ``ssm_conv``, ``ssm_scan`` with its packed ``y`` and states, the
+  grouped RMS norm;
 - every cache type; quantized ones with llama.cpp's Hadamard rotations of Q/K and V
   (``attn_rot_k``/``attn_rot_v``, unless ``LLAMA_ATTN_ROT_DISABLE`` is set, which kvcalc ignores);
 - flash attention on or off, any ``n_seq_max``/unified.
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 
 from kvcalc.engines import llamacpp_ggml as g
 from kvcalc.engines import llamacpp_graph_mla as mla
+from kvcalc.engines import llamacpp_graph_ssm as ssm
 from kvcalc.engines import llamacpp_graph_swa as swa
 from kvcalc.engines.llamacpp_graph import (
     WEIGHT,
@@ -122,7 +127,7 @@ def why_not(model: ModelShape, type_k: CacheDtype, type_v: CacheDtype) -> str | 
     if unmodelled:
         return f"the graph nodes of {', '.join(unmodelled)} are not modelled"
     if (type_k.is_quantized or type_v.is_quantized) and len(
-        {x.head_dim_k for x in model.layers}
+        {x.head_dim_k for x in model.layers if isinstance(x, FullAttention)}
     ) > 1:
         return "quantized caches of layers with different head widths are not modelled"
     return builder.refuse(model, dims)
@@ -188,6 +193,6 @@ def _llama(s: GraphSpec) -> g.Graph:
 _LLAMA = Builder(build=_llama, refuse=_refuse_llama)
 #: every architecture whose graph is rebuilt, and its builder
 BUILDERS: dict[str, Builder] = {"llama": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "qwen2moe": _LLAMA,
-                                "qwen3moe": _LLAMA, **swa.BUILDERS, **mla.BUILDERS}  # fmt: skip
+                                "qwen3moe": _LLAMA, **swa.BUILDERS, **mla.BUILDERS, **ssm.BUILDERS}  # fmt: skip
 #: llama.cpp architectures whose graph is rebuilt here
 GRAPH_ARCHS = tuple(BUILDERS)

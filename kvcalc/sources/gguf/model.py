@@ -207,9 +207,11 @@ def _graph_dims(
     if embd is None or len(embd) != 2:
         return None  # no tensor infos (or a file without embeddings): the graph is not known
     ffs = k.per_layer("feed_forward_length", n, 0)
-    if not experts and not all(ffs):
-        return None  # no MLP width: llama.cpp would not load the file as a dense model either
     present = {name.split(".", 2)[2] if name.startswith("blk.") else name for name in tensors}
+    if k.arch == "mamba2" and not any(ffs):
+        ffs = ()  # Mamba-2 layers alone: no MLP
+    elif not experts and not all(ffs):
+        return None  # no MLP width: llama.cpp would not load the file as a dense model either
     extra = tuple(x for x in _UNMODELLED if x in present)
     if len(set(ffs)) > 1:
         extra += ("per-layer feed_forward_length",)

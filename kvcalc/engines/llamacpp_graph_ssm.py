@@ -1,0 +1,151 @@
+"""The pure Mamba-2 graph of llama.cpp ``0c1e570`` (``src/models/mamba.cpp`` with
+``llm_build_mamba_base::build_mamba2_layer`` in ``mamba-base.cpp``), rebuilt for
+:mod:`kvcalc.engines.llamacpp_compute`.
+
+The recurrent memory is reserved in full (``llama_memory_recurrent::init_full``): ``n_rs`` = its
+size (one cell per sequence), head 0, ``rs_z`` 0; the ubatch holds ``n_seq_max`` sequences of
+``n_tokens / n_seq_max`` tokens each, and ``n_rs_seq = 0`` (no rollback snapshots: ``K`` = 1).
+What the graph holds:
+
+- ``build_rs_inp``: one I32 ``s_copy`` of ``n_rs`` rows, viewed as the main and the (empty) extra
+  copies;
+- per layer, ``build_rs`` twice (the conv state R, then the SSM state S): a zeroed state
+  (``ggml_scale_inplace``, a view of the cache), the main rows (``get_rows`` for R, ``ssm_scan``
+  for S) and the extra rows copied back (zero of them);
+- ``ssm_in``, the conv state concatenated with the transposed ``xBC`` (``ggml_concat``), its last
+  ``d_conv − 1`` columns copied into the cache, ``ggml_ssm_conv`` (``{conv_dim, n_seq_tokens,
+  n_seqs}``), its bias and SiLU (both in place), ``dt`` made contiguous plus its bias;
+- ``ggml_ssm_scan``: one F32 vector of ``y`` (``nelements(x)``) followed by the new states
+  (``d_state · head_dim · n_head · n_seqs``), the states copied into the cache, ``y + x·D``,
+  ``swiglu_split(cont(z), y)``, the grouped RMS norm (``ssm_norm``) and ``ssm_out``;
+- the residual, and the last layer's rows picked by ``out_ids`` before it, as in Llama.
+
+The recurrent state's tensors are F32 (``type_r``/``type_s``), whatever the cache types.
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines.llamacpp_graph import WEIGHT, Builder, GraphSpec, embed, logits, norm
+from kvcalc.model.graph_dims import GraphDims
+from kvcalc.model.recurrent_layouts import Mamba2State
+from kvcalc.model.shape import ModelShape
+
+
+def _refuse(model: ModelShape, dims: GraphDims) -> str | None:
+    layers = model.layers
+    if not layers or not all(isinstance(x, Mamba2State) for x in layers) or len(set(layers)) > 1:
+        return "only Mamba-2 layers of one shape are modelled for mamba2"
+    return None
+
+
+def _cpy(a: g.Tensor, b: g.Tensor) -> g.Tensor:
+    """``ggml_cpy``: a view of the destination ``b`` with sources ``a``, ``b``."""
+    t = g.view_tensor(b, "cpy")
+    t.src = (a, b)
+    return t
+
+
+def _zero(gf: g.Graph, states: g.Tensor) -> None:
+    """``build_rs``'s zeroed state (``rs_z`` 0: one row, scaled in place)."""
+    gf.expand(g.view_tensor(g.view(states, states.ne[0]), "scale"))
+
+
+def _copy_extra(gf: g.Graph, states: g.Tensor, s: g.Tensor, extra_ids: g.Tensor) -> None:
+    """``build_rs``'s extra rows (``n_rs − n_seqs``: none in the reserve graphs), copied back."""
+    extra = g.get_rows(states, extra_ids)
+    gf.expand(_cpy(extra, g.view(s, s.ne[0], extra_ids.ne[0], nb=(s.nb[1],))))
+
+
+def _mamba2_layer(
+    gf: g.Graph, s: GraphSpec, layer: Mamba2State, cur: g.Tensor, ids: tuple[g.Tensor, g.Tensor]
+) -> g.Tensor:
+    n_seqs = s.ctx.n_seq_max
+    mem_size = max(1, s.ctx.n_seq_max)
+    n_seq_tokens = s.n_tokens // n_seqs
+    d_conv, d_inner, d_state = layer.conv_kernel, layer.intermediate_size, layer.state_size
+    n_head, n_group = layer.num_heads, layer.n_groups
+    head_dim = d_inner // n_head
+    conv_dim = d_inner + 2 * n_group * d_state
+    n_embd_r, n_embd_s = (d_conv - 1) * conv_dim, d_state * d_inner
+    main, extra = ids
+    r_all = g.external(g.F32, n_embd_r, mem_size)
+    s_all = g.external(g.F32, n_embd_s, mem_size)
+
+    # build_rs for the conv state
+    r_states = g.reshape(r_all, n_embd_r, mem_size)
+    _zero(gf, r_states)
+    conv = g.get_rows(r_states, main)
+    gf.expand(conv)
+    _copy_extra(gf, r_states, r_all, extra)
+    conv = g.reshape(conv, d_conv - 1, conv_dim, n_seqs)
+
+    d_in_proj = 2 * d_inner + 2 * n_group * d_state + n_head
+    zxbcdt = g.mul_mat(g.external(WEIGHT, s.dims.n_embd, d_in_proj), cur)
+    zxbcdt = g.reshape(zxbcdt, d_in_proj, n_seq_tokens, n_seqs)
+    nb1, nb2 = zxbcdt.nb[1], zxbcdt.nb[2]
+    z = g.view(zxbcdt, head_dim, n_head, n_seq_tokens, n_seqs, nb=(head_dim * 4, nb1, nb2))
+    xbc = g.view(zxbcdt, conv_dim, n_seq_tokens, n_seqs, nb=(nb1, nb2))
+    dt = g.view(zxbcdt, n_head, n_seq_tokens, n_seqs, nb=(nb1, nb2))
+
+    xbc_t = g.transpose(xbc)
+    conv_x = g.new(g.F32, d_conv - 1 + n_seq_tokens, conv_dim, n_seqs, op="concat",
+                   src=(conv, xbc_t))  # fmt: skip
+    last_conv = g.view(conv_x, d_conv - 1, conv_dim, n_seqs, nb=(conv_x.nb[1], conv_x.nb[2]))
+    gf.expand(_cpy(last_conv, g.view(r_all, n_embd_r, n_seqs, nb=(r_all.nb[1],))))
+    xbc = g.new(g.F32, conv_dim, n_seq_tokens, n_seqs, op="ssm_conv",
+                src=(conv_x, g.external(g.F32, d_conv, conv_dim)))  # fmt: skip
+    xbc = g.dup(xbc, "add", g.external(g.F32, conv_dim))
+    xbc = g.dup(xbc, "unary")  # silu
+
+    xnb1, xnb2 = xbc.nb[1], xbc.nb[2]
+    x = g.view(xbc, head_dim, n_head, n_seq_tokens, n_seqs, nb=(head_dim * 4, xnb1, xnb2))
+    b = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=(d_state * 4, xnb1, xnb2))
+    c = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=(d_state * 4, xnb1, xnb2))
+    dt = g.dup(g.cont(dt), "add", g.external(g.F32, n_head))
+    a = g.external(g.F32, 1, n_head)
+
+    # build_rs for the SSM state, its rows read by ssm_scan
+    s_states = g.reshape(s_all, n_embd_s, mem_size)
+    _zero(gf, s_states)
+    ssm = g.reshape(s_states, d_state, head_dim, n_head, mem_size)
+    y_ssm = g.new(g.F32, x.nelements + d_state * head_dim * n_head * n_seqs, op="ssm_scan",
+                  src=(ssm, x, dt, a, b, c, main))  # fmt: skip
+    gf.expand(y_ssm)
+    _copy_extra(gf, s_states, s_all, extra)
+    d = d_state * d_inner
+    new_states = g.view(y_ssm, d, n_seqs, 1, nb=(d * 4, d * 4 * n_seqs))
+    gf.expand(
+        _cpy(new_states, g.view(s_all, d, n_seqs, 1, nb=(s_all.nb[1], s_all.nb[1] * mem_size)))
+    )
+
+    y = g.view(y_ssm, head_dim, n_head, n_seq_tokens, n_seqs)
+    y = g.dup(y, "add", g.dup(x, "mul", g.external(g.F32, 1, n_head)))
+    y = g.glu_split(g.cont(z), y)
+    y = g.reshape(y, d_inner // n_group, n_group, n_seq_tokens, n_seqs)
+    y = norm(y, d_inner // n_group)
+    y = g.reshape(y, d_inner, n_seq_tokens * n_seqs)
+    return g.mul_mat(g.external(WEIGHT, d_inner, s.dims.n_embd), y)
+
+
+def _mamba2(s: GraphSpec) -> g.Graph:
+    gf = g.Graph()
+    n_embd = s.dims.n_embd
+    inp_l = embed(gf, s)
+    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
+    s_copy = g.inp(g.I32, n_rs)
+    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    out_ids = g.inp(g.I32, s.n_outputs)
+    layers = s.model.layers
+    for il, layer in enumerate(layers):
+        assert isinstance(layer, Mamba2State)
+        cur = _mamba2_layer(gf, s, layer, norm(inp_l, n_embd), ids)
+        if il == len(layers) - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        inp_l = g.dup(cur, "add", inp_l)
+    return logits(gf, s, norm(inp_l, n_embd))
+
+
+#: the architectures rebuilt here and their builder
+BUILDERS = {"mamba2": Builder(build=_mamba2, refuse=_refuse)}

@@ -1,0 +1,106 @@
+"""llama.cpp's compute buffer for the pure Mamba-2 graph (``mamba2``), against the figures
+llama.cpp ``0c1e570`` printed on the CPU (``verify --engine llamacpp --run``, recorded here)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.model.dtypes import FP32
+from kvcalc.model.graph_dims import GraphDims
+from kvcalc.model.recurrent_layouts import Mamba2State
+from kvcalc.model.shape import ModelShape
+
+LLAMACPP = get_engine("llamacpp")
+
+
+def mamba2(
+    layers: int, inner: int, groups: int, state: int, heads: int, kernel: int = 4
+) -> ModelShape:
+    ssm = Mamba2State(dtype=FP32, ssm_dtype=FP32, conv_kernel=kernel, intermediate_size=inner,
+                      n_groups=groups, state_size=state, num_heads=heads, head_dim=inner // heads)  # fmt: skip
+    return ModelShape(name="mamba2", model_type="mamba2", layers=(ssm,) * layers, dtype=FP32,
+                      num_attention_heads=0, hidden_size=768, max_model_len=1 << 20)  # fmt: skip
+
+
+def request(model: ModelShape, embd: int, vocab: int, **extra) -> EngineRequest:
+    """As ``verify --run`` plans the GGUF it writes: the model's state layout, small widths."""
+    dims = GraphDims(arch="mamba2", n_embd=embd, n_ff=0, n_vocab=vocab)
+    return EngineRequest(model=replace(model, graph_dims=dims), max_model_len=extra["n_ctx"],
+                         available_kv_bytes=1 << 50, extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+
+
+MAMBA2_130M = mamba2(2, 1536, 1, 128, 24)  # Mamba-2 130M's layers: inner 1,536, state 128, 24 heads
+NEMOTRON_M = mamba2(3, 4096, 8, 128, 64)  # Nemotron-H's Mamba-2 layers: 8 groups, 64 heads
+
+#: (model, embedding, vocabulary, options, llama.cpp's ``CPU compute buffer size is … MiB`` at
+#: llama_free, four decimals) — printed by llama.cpp 0c1e570 (llama-cpp-python 0.3.36)
+RECORDED = [
+    (MAMBA2_130M, 64, 384, {"n_ctx": 512}, "20.7168"),
+    (MAMBA2_130M, 64, 384, {"n_ctx": 1000, "n_seq_max": 3}, "22.3378"),
+    (MAMBA2_130M, 64, 384, {"n_ctx": 512, "n_seq_max": 2, "offload_kqv": False}, "21.5078"),
+    (MAMBA2_130M, 64, 384, {"n_ctx": 512, "n_seq_max": 4, "n_ubatch": 100}, "6.4699"),
+    (MAMBA2_130M, 768, 20000, {"n_ctx": 600, "n_ubatch": 128, "n_batch": 100}, "8.5091"),
+    (NEMOTRON_M, 256, 5000, {"n_ctx": 512}, "53.7696"),
+    (NEMOTRON_M, 256, 5000, {"n_ctx": 2048, "n_seq_max": 4, "n_ubatch": 256, "n_batch": 300}, "39.3770"),
+    (mamba2(2, 1024, 2, 64, 16, kernel=3), 128, 1000, {"n_ctx": 512, "n_seq_max": 5}, "15.7166"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "embd", "vocab", "extra", "printed"), RECORDED)
+def test_mamba2_compute_buffer_equals_what_llama_cpp_printed(model, embd, vocab, extra, printed):
+    buffer, why = LLAMACPP.compute_buffer(request(model, embd, vocab, **extra))
+    assert why == "" and buffer is not None and buffer.arch == "mamba2"
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+    assert buffer.bytes == max(buffer.pp_bytes, buffer.tg_bytes) and buffer.bytes % 32 == 0
+
+
+def test_the_scan_output_packs_y_and_the_states():
+    buffer, _ = LLAMACPP.compute_buffer(request(MAMBA2_130M, 64, 384, n_ctx=512))
+    assert buffer is not None and buffer.n_tokens == 512
+    # live at the scan: ssm_in's output (2 · 1,536 + 2 · 128 + 24 = 3,352 wide) 3,352 · 512 · 4 B
+    # = 6,864,896; the convolution's 1,792 · 512 · 4 = 3,670,016; ssm_scan's y and new state
+    # (1,536 · 512 + 128 · 1,536) · 4 = 3,932,160
+    assert buffer.pp_bytes > 6_864_896 + 3_670_016 + 3_932_160
+    # one token per sequence: the state (786,432 B) dominates the one-token graph
+    assert buffer.tg_bytes > (1536 + 128 * 1536) * 4 > buffer.tg_bytes // 2
+
+
+def test_several_sequences_scan_one_state_each():
+    one, _ = LLAMACPP.compute_buffer(request(MAMBA2_130M, 64, 384, n_ctx=512))
+    four, _ = LLAMACPP.compute_buffer(request(MAMBA2_130M, 64, 384, n_ctx=512, n_seq_max=4))
+    assert one is not None and four is not None
+    # the one-token graph of 4 sequences holds 4 states where 1 held one: 3 · 786,432 B more
+    assert four.tg_bytes - one.tg_bytes >= 3 * 128 * 1536 * 4
+
+
+def test_mamba2_layers_of_other_kinds_are_refused():
+    from helpers import bundled_shape
+
+    attn = bundled_shape("llama-3.1-8b").layers[0]
+    mixed = replace(MAMBA2_130M, layers=(*MAMBA2_130M.layers, attn))
+    none, why = LLAMACPP.compute_buffer(request(mixed, 64, 384, n_ctx=512))
+    assert none is None and "only Mamba-2 layers" in why
+
+
+def test_a_mamba2_gguf_plan_carries_its_compute_buffer(tmp_path):
+    from gguf import GGMLQuantizationType as Q
+    from gguf_helpers import write_gguf
+
+    from kvcalc.planning.api import plan_reference
+    from kvcalc.planning.inputs import PlanInputs
+
+    a = "mamba2"  # Mamba-2 130M's shape, 2 layers, a 384-token vocabulary 64 wide
+    keys = {f"{a}.block_count": 2, f"{a}.context_length": 1 << 20, f"{a}.embedding_length": 64,
+            f"{a}.ssm.conv_kernel": 4, f"{a}.ssm.inner_size": 1536, f"{a}.ssm.state_size": 128,
+            f"{a}.ssm.time_step_rank": 24, f"{a}.ssm.group_count": 1}  # fmt: skip
+    path = write_gguf(tmp_path / "m.gguf", a, keys, [("token_embd.weight", (384, 64), Q.F16)])
+    p = plan_reference(
+        str(path), PlanInputs(engine="llamacpp", gpu_memory_bytes=4 << 30, max_model_len=512)
+    )
+    # the first recorded case: 20.7168 MiB
+    assert p.memory.activation_bytes == 21_723_168
+    assert not any("compute buffer not modelled" in n for n in p.notes)
