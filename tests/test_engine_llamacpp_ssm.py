@@ -104,3 +104,58 @@ def test_a_mamba2_gguf_plan_carries_its_compute_buffer(tmp_path):
     # the first recorded case: 20.7168 MiB
     assert p.memory.activation_bytes == 21_723_168
     assert not any("compute buffer not modelled" in n for n in p.notes)
+
+
+def granite(rope: bool = True) -> ModelShape:
+    """Granite-4.0-H's layout at 512 wide (Mamba inner 1,024, 16 heads of 64, state 256), layer 1
+    attending with 8 heads and 2 KV heads of 64, as ``verify --run`` writes it (MLP 64, 384 tokens)."""
+    from helpers import bundled_shape
+
+    ssm = mamba2(1, 1024, 1, 256, 16).layers[0]
+    attn = replace(bundled_shape("llama-3.1-8b").layers[0], kv_heads=2, k_dim=64, v_dim=64)
+    dims = GraphDims(arch="granitehybrid", n_embd=512, n_ff=64, n_vocab=384, rope=rope)
+    return ModelShape(name="granite", model_type="granitemoehybrid", layers=(ssm, attn, ssm, ssm),
+                      dtype=FP32, num_attention_heads=8, hidden_size=512, max_model_len=1 << 17,
+                      graph_dims=dims)  # fmt: skip
+
+
+#: (RoPE, cache type, options, llama.cpp's four-decimal figure), printed by 0c1e570; RoPE off:
+#: ``granitehybrid.rope.scaling.finetuned`` false, as the converter writes Granite-4.0-H ("nope")
+RECORDED_GRANITE = [
+    (True, "auto", {"n_ctx": 512}, "16.5801"),
+    (True, "auto", {"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, "19.6114"),
+    (True, "auto", {"n_ctx": 1024, "n_seq_max": 3, "kv_unified": True}, "20.1838"),
+    (True, "q8_0", {"n_ctx": 512}, "16.6114"),
+    (False, "auto", {"n_ctx": 512}, "16.5782"),
+    (False, "auto", {"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, "19.6094"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rope", "dtype", "extra", "printed"), RECORDED_GRANITE)
+def test_granite_hybrid_compute_buffer_equals_what_llama_cpp_printed(rope, dtype, extra, printed):
+    r = EngineRequest(model=granite(rope), kv_cache_dtype=dtype, max_model_len=extra["n_ctx"],
+                      available_kv_bytes=1 << 50, extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+    buffer, why = LLAMACPP.compute_buffer(r)
+    assert why == "" and buffer is not None and buffer.arch == "granitehybrid"
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+def test_granite_without_rope_drops_the_positions():
+    with_rope, _ = LLAMACPP.compute_buffer(request_for(granite(True)))
+    without, _ = LLAMACPP.compute_buffer(request_for(granite(False)))
+    assert with_rope is not None and without is not None
+    # the 512-token positions input: 512 · 4 B = 2,048 B
+    assert with_rope.bytes - without.bytes == 2048
+
+
+def request_for(model: ModelShape) -> EngineRequest:
+    return EngineRequest(model=model, max_model_len=512, available_kv_bytes=1 << 50,
+                         extra={"n_ctx": 512, "buffer_name": "CPU"})  # fmt: skip
+
+
+def test_granite_experts_are_refused():
+    model = granite()
+    assert model.graph_dims is not None
+    moe = replace(model, graph_dims=replace(model.graph_dims, n_expert=4, n_expert_used=2))
+    none, why = LLAMACPP.compute_buffer(request_for(moe))
+    assert none is None and "granitehybrid" in why and "not modelled" in why

@@ -421,15 +421,31 @@ def test_granite_hybrid(tmp_path):
     path = config_dir(tmp_path, "synthetic--granite-4.0-h-defaults", hidden_size=512, mamba_n_heads=16,
                       num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"],
                       num_attention_heads=8, num_key_value_heads=2)  # fmt: skip
-    for extra, seqs in (
-        ({"n_ctx": 512}, 1),
-        ({"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, 2),
+    for extra, seqs, mib in (
+        ({"n_ctx": 512}, 1, "16.5801"),
+        ({"n_ctx": 1000, "n_seq_max": 2, "flash_attn": "off"}, 2, "19.6114"),
     ):
         r = run(path, None, **extra)
         assert r.llamacpp.architecture == "granitehybrid"
+        assert r.llamacpp.predicted_compute_mib == mib  # the compute buffer, predicted and printed
         # 512 cells per stream · 2 · 64 · 2 B · 2; R 3 · (1,024 + 2 · 256) · 4 = 18,432 B and
         # S 256 · 1,024 · 4 = 1,048,576 B per sequence and Mamba layer
         assert r.measured_bytes == 512 * seqs * 512 + seqs * 3 * (18_432 + 1_048_576)
+
+
+def test_granite_hybrid_without_rope(tmp_path, monkeypatch):
+    from kvcalc.verify import llamacpp_gguf
+
+    # Granite-4.0-H's converter writes rope.scaling.finetuned false ("nope"): no positions input
+    keys = llamacpp_gguf.hybrid_keys
+    monkeypatch.setattr(llamacpp_gguf, "hybrid_keys",
+                        lambda spec: {**keys(spec), "rope.scaling.finetuned": False})  # fmt: skip
+    path = config_dir(tmp_path, "synthetic--granite-4.0-h-defaults", hidden_size=512, mamba_n_heads=16,
+                      num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"],
+                      num_attention_heads=8, num_key_value_heads=2)  # fmt: skip
+    r = run(path, None, n_ctx=512)
+    # 2,048 B (the 512 positions · 4 B) below the RoPE graph's 16.5801 MiB
+    assert r.llamacpp.predicted_compute_mib == "16.5782"
 
 
 def test_jamba_mamba1_hybrid(tmp_path):

@@ -21,13 +21,32 @@ What the graph holds:
 - the residual, and the last layer's rows picked by ``out_ids`` before it, as in Llama.
 
 The recurrent state's tensors are F32 (``type_r``/``type_s``), whatever the cache types.
+
+``granitehybrid`` (``src/models/granite-hybrid.cpp``) with a dense MLP: ``build_inp_mem_hybrid``
+(``s_copy`` and one cache's attention inputs), each layer a Mamba-2 block as above or Llama's
+attention (RoPE unless the file sets ``rope.scaling.finetuned`` false: then no positions input),
+then its residual, ``ffn_norm``, the gated SiLU MLP and its residual. Granite's embedding,
+residual and logit scales (``ggml_scale``) work in place on tensors with one consumer and change
+no size; they are not rebuilt (the checked files set none of them). Its expert layers are refused.
 """
 
 from __future__ import annotations
 
 from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines.llamacpp_graph import WEIGHT, Builder, GraphSpec, embed, logits, norm
+from kvcalc.engines.llamacpp_graph import (
+    WEIGHT,
+    Builder,
+    GraphSpec,
+    attn,
+    embed,
+    gated_ffn,
+    kv_inputs,
+    logits,
+    norm,
+    qkv,
+)
 from kvcalc.model.graph_dims import GraphDims
+from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
@@ -147,5 +166,52 @@ def _mamba2(s: GraphSpec) -> g.Graph:
     return logits(gf, s, norm(inp_l, n_embd))
 
 
+def _refuse_granite(model: ModelShape, dims: GraphDims) -> str | None:
+    mamba = [x for x in model.layers if isinstance(x, Mamba2State)]
+    attention = [x for x in model.layers if isinstance(x, FullAttention)]
+    if len(mamba) + len(attention) != len(model.layers) or len(set(mamba)) > 1:
+        return "only Mamba-2 layers of one shape beside full-attention layers are modelled for granitehybrid"
+    if any(x.kind is not LayerKind.FULL for x in attention):
+        return "only full-attention layers beside the Mamba-2 ones are modelled for granitehybrid"
+    if dims.n_expert or not dims.n_ff:
+        return "granitehybrid's expert layers are not modelled (only its dense MLP)"
+    return None
+
+
+def _granite(s: GraphSpec) -> g.Graph:
+    """``src/models/granite-hybrid.cpp`` with its dense MLP: a Mamba-2 or an attention layer (RoPE,
+    one cache: ``build_inp_mem_hybrid``), then the gated SiLU MLP, each with its residual."""
+    gf = g.Graph()
+    n_embd = s.dims.n_embd
+    inp_l = embed(gf, s)
+    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
+    s_copy = g.inp(g.I32, n_rs)
+    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    cache = kv_inputs(s, s.ctx.kv_size, s.layers)
+    out_ids = g.inp(g.I32, s.n_outputs)
+    pos = g.inp(g.I32, s.n_tokens) if s.dims.rope else None
+    layers = s.model.layers
+    for il, layer in enumerate(layers):
+        inp_sa = inp_l
+        cur = norm(inp_l, n_embd)
+        if isinstance(layer, Mamba2State):
+            cur = _mamba2_layer(gf, s, layer, cur, ids)
+        else:
+            assert isinstance(layer, FullAttention)
+            q, k, v = qkv(s, cur, layer)
+            if pos is not None:
+                q, k = g.dup(q, "rope", pos), g.dup(k, "rope", pos)
+            cur = attn(gf, s, layer, q, k, v, cache)
+            heads = s.model.num_attention_heads * layer.head_dim_v
+            cur = g.mul_mat(g.external(WEIGHT, heads, n_embd), cur)
+        if il == len(layers) - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_sa = g.get_rows(inp_sa, out_ids)
+        ffn_inp = g.dup(cur, "add", inp_sa)
+        inp_l = g.dup(gated_ffn(s, norm(ffn_inp, n_embd)), "add", ffn_inp)
+    return logits(gf, s, norm(inp_l, n_embd))
+
+
 #: the architectures rebuilt here and their builder
-BUILDERS = {"mamba2": Builder(build=_mamba2, refuse=_refuse)}
+BUILDERS = {"mamba2": Builder(build=_mamba2, refuse=_refuse),
+            "granitehybrid": Builder(build=_granite, refuse=_refuse_granite)}  # fmt: skip

@@ -44,6 +44,9 @@ class GraphDims:
     qkv_bias: bool = False
     #: final logit soft-capping written in the file (``{arch}.final_logit_softcapping``, Gemma-3)
     final_logit_softcap: bool = False
+    #: RoPE on the attention layers (``granitehybrid`` switches it off with
+    #: ``{arch}.rope.scaling.finetuned`` false: no positions input, no ``rope`` nodes)
+    rope: bool = True
     #: tensors present that add graph nodes kvcalc does not rebuild (a fused ``attn_qkv``, an
     #: output-projection, MLP or ``output`` bias): the compute buffer is then not modelled
     unmodelled_tensors: tuple[str, ...] = ()

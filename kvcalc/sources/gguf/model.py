@@ -222,7 +222,9 @@ def _graph_dims(
                      shared_expert="ffn_up_shexp.weight" in present, **_expert_options(k, present),
                      qkv_bias="attn_q.bias" in present, unmodelled_tensors=extra,
                      # Gemma-3 soft-caps its logits only when the key is set (Gemma-2 always does)
-                     final_logit_softcap=k.arch == "gemma3" and bool(k.raw("final_logit_softcapping")))  # fmt: skip
+                     final_logit_softcap=k.arch == "gemma3" and bool(k.raw("final_logit_softcapping")),
+                     # Granite's switch for RoPE, true when absent (llama_model_granite_hybrid)
+                     rope=k.arch != "granitehybrid" or k.raw("rope.scaling.finetuned") is not False)  # fmt: skip
 
 
 def _expert_options(k: GgufKeys, present: set[str]) -> dict[str, Any]:
