@@ -159,3 +159,40 @@ def test_granite_experts_are_refused():
     moe = replace(model, graph_dims=replace(model.graph_dims, n_expert=4, n_expert_used=2))
     none, why = LLAMACPP.compute_buffer(request_for(moe))
     assert none is None and "granitehybrid" in why and "not modelled" in why
+
+
+def nemotron_h(n_ff: int, vocab: int) -> ModelShape:
+    """Nemotron-3-Nano's first 6 layers (M E M E M *: Mamba-2, MLP, ..., attention in layer 5), the
+    expert layers written as MLP blocks, 64 wide, as ``verify --run`` writes them."""
+    from helpers import bundled_shape
+
+    shape = bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16")
+    dims = GraphDims(arch="nemotron_h", n_embd=64, n_ff=n_ff, n_vocab=vocab)
+    return replace(shape, layers=shape.layers[:6], graph_dims=dims)
+
+
+#: (MLP width, vocabulary, options, llama.cpp's four-decimal figure), printed by 0c1e570
+RECORDED_NEMOTRON = [
+    (64, 384, {"n_ctx": 512}, "53.1524"),
+    (64, 384, {"n_ctx": 1000, "n_seq_max": 3, "flash_attn": "off"}, "61.0362"),
+    (64, 384, {"n_ctx": 1024, "n_seq_max": 2, "kv_unified": True}, "53.7930"),
+    (30000, 1000, {"n_ctx": 512}, "67.5508"),  # the MLP's 30,000 · 512 · 4 B up projection
+    (30000, 1000, {"n_ctx": 4096, "flash_attn": "off"}, "273.3828"),  # KQ over 4,096 cells
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n_ff", "vocab", "extra", "printed"), RECORDED_NEMOTRON)
+def test_nemotron_h_compute_buffer_equals_what_llama_cpp_printed(n_ff, vocab, extra, printed):
+    r = EngineRequest(model=nemotron_h(n_ff, vocab), max_model_len=extra["n_ctx"],
+                      available_kv_bytes=1 << 50, extra={**extra, "buffer_name": "CPU"})  # fmt: skip
+    buffer, why = LLAMACPP.compute_buffer(r)
+    assert why == "" and buffer is not None and buffer.arch == "nemotron_h"
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
+
+
+def test_nemotron_h_experts_are_refused():
+    model = nemotron_h(64, 384)
+    assert model.graph_dims is not None
+    moe = replace(model, graph_dims=replace(model.graph_dims, n_expert=128, n_expert_used=6))
+    none, why = LLAMACPP.compute_buffer(request_for(moe))
+    assert none is None and "not modelled" in why

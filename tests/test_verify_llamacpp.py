@@ -402,6 +402,11 @@ def test_nemotron_h_hybrid(extra):
     assert r.llamacpp.measured_lines[-1].startswith(
         f"llama_memory_recurrent: size = {seqs * 6.21:7.2f} MiB (     {seqs} cells,   6 layers"
     )
+    # the compute buffer, predicted and printed
+    assert (
+        r.llamacpp.predicted_compute_mib
+        == {512: "53.1524", 1000: "61.0362", 1024: "53.7930"}[extra["n_ctx"]]
+    )
     if extra.get("flash_attn") == "off":  # head_count_kv is 0 off the attention layer
         assert any(line.endswith("padding V cache to 256") for line in r.llamacpp.measured_lines)
 

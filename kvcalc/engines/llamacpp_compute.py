@@ -33,7 +33,8 @@ says so. Only the architectures and options below are modelled; anything else re
   (a ``config.json``'s vocabulary is padded by the converter: not modelled) — the recurrent
   state's gathers and copies, ``ssm_conv``, ``ssm_scan`` with its packed ``y`` and states, the
   grouped RMS norm; and ``granitehybrid`` with a dense MLP (Granite-4.0-H: those layers beside
-  Llama's attention over one cache, RoPE on or off);
+  Llama's attention over one cache, RoPE on or off) and ``nemotron_h`` with MLP layers
+  (attention without RoPE, squared-ReLU MLPs);
 - every cache type; quantized ones with llama.cpp's Hadamard rotations of Q/K and V
   (``attn_rot_k``/``attn_rot_v``, unless ``LLAMA_ATTN_ROT_DISABLE`` is set, which kvcalc ignores);
 - flash attention on or off, any ``n_seq_max``/unified.

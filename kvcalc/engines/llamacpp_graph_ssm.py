@@ -28,6 +28,9 @@ attention (RoPE unless the file sets ``rope.scaling.finetuned`` false: then no p
 then its residual, ``ffn_norm``, the gated SiLU MLP and its residual. Granite's embedding,
 residual and logit scales (``ggml_scale``) work in place on tensors with one consumer and change
 no size; they are not rebuilt (the checked files set none of them). Its expert layers are refused.
+
+``nemotron_h`` (``src/models/nemotron-h.cpp``) with MLP layers: Mamba-2 blocks, attention without
+RoPE and ungated squared-ReLU MLPs (:func:`_nemotron_h`); expert layers are refused.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from kvcalc.engines.llamacpp_graph import (
     qkv,
 )
 from kvcalc.model.graph_dims import GraphDims
-from kvcalc.model.layouts import FullAttention, LayerKind
+from kvcalc.model.layouts import FullAttention, LayerKind, NoCache
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 
@@ -212,6 +215,51 @@ def _granite(s: GraphSpec) -> g.Graph:
     return logits(gf, s, norm(inp_l, n_embd))
 
 
+def _refuse_nemotron(model: ModelShape, dims: GraphDims) -> str | None:
+    layers = model.layers
+    mamba = [x for x in layers if isinstance(x, Mamba2State)]
+    kinds_ok = all(isinstance(x, (Mamba2State, NoCache)) or
+                   (isinstance(x, FullAttention) and x.kind is LayerKind.FULL) for x in layers)  # fmt: skip
+    if not kinds_ok or len(set(mamba)) > 1:
+        return "only Mamba-2, full-attention and MLP layers are modelled for nemotron_h"
+    if dims.n_expert or (any(isinstance(x, NoCache) for x in layers) and not dims.n_ff):
+        return "nemotron_h's expert layers are not modelled (only its MLP layers)"
+    return None
+
+
+def _nemotron_h(s: GraphSpec) -> g.Graph:
+    """``src/models/nemotron-h.cpp`` with MLP layers: each layer a Mamba-2 block, attention
+    without RoPE over one cache, or an ungated squared-ReLU MLP (``build_ffn`` ``RELU_SQR``), with
+    its residual. ``embeddings_nextn_masked`` false (the default): the last layer runs on every
+    token, the output norm (``t_h_nextn``) is a graph output and the output rows are picked after
+    it."""
+    gf = g.Graph()
+    n_embd, n_ff = s.dims.n_embd, s.dims.n_ff
+    inp_l = embed(gf, s)
+    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
+    s_copy = g.inp(g.I32, n_rs)
+    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    cache = kv_inputs(s, s.ctx.kv_size, s.layers)
+    out_ids = g.inp(g.I32, s.n_outputs)
+    for layer in s.model.layers:
+        cur = norm(inp_l, n_embd)
+        if isinstance(layer, Mamba2State):
+            cur = _mamba2_layer(gf, s, layer, cur, ids)
+        elif isinstance(layer, FullAttention):
+            q, k, v = qkv(s, cur, layer)
+            cur = attn(gf, s, layer, q, k, v, cache)
+            heads = s.model.num_attention_heads * layer.head_dim_v
+            cur = g.mul_mat(g.external(WEIGHT, heads, n_embd), cur)
+        else:
+            up = g.mul_mat(g.external(WEIGHT, n_embd, n_ff), cur)
+            cur = g.mul_mat(g.external(WEIGHT, n_ff, n_embd), g.dup(g.dup(up, "unary"), "sqr"))
+        inp_l = g.dup(cur, "add", inp_l)
+    h_nextn = norm(inp_l, n_embd)
+    h_nextn.is_output = True
+    return logits(gf, s, g.get_rows(h_nextn, out_ids))
+
+
 #: the architectures rebuilt here and their builder
 BUILDERS = {"mamba2": Builder(build=_mamba2, refuse=_refuse),
-            "granitehybrid": Builder(build=_granite, refuse=_refuse_granite)}  # fmt: skip
+            "granitehybrid": Builder(build=_granite, refuse=_refuse_granite),
+            "nemotron_h": Builder(build=_nemotron_h, refuse=_refuse_nemotron)}  # fmt: skip

@@ -210,6 +210,8 @@ def _graph_dims(
     present = {name.split(".", 2)[2] if name.startswith("blk.") else name for name in tensors}
     if k.arch == "mamba2" and not any(ffs):
         ffs = ()  # Mamba-2 layers alone: no MLP
+    elif k.arch == "nemotron_h" and not experts:
+        ffs = tuple(x for x in ffs if x)  # 0 marks the Mamba-2 and attention layers
     elif not experts and not all(ffs):
         return None  # no MLP width: llama.cpp would not load the file as a dense model either
     extra = tuple(x for x in _UNMODELLED if x in present)
