@@ -12,7 +12,7 @@ from kvcalc.engines.extra import extra_bool, extra_choice, extra_int
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
-from kvcalc.model.layouts import LayerKind, Layout, MLALatent
+from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind, Layout, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import round_up
 
@@ -83,7 +83,7 @@ def ggml_name(dtype: CacheDtype) -> str:
 
 def is_iswa(model: ModelShape) -> bool:
     kinds = set(model.kinds)
-    return bool(kinds & {"sliding", "chunked"}) and bool(kinds & {"full", "mla"})
+    return bool(kinds & set(WINDOWED_KINDS)) and bool(kinds & {LayerKind.FULL, LayerKind.MLA})
 
 
 #: ``llama_model_llama4::load_arch_hparams``: chunked attention is always 8,192 tokens, in a
@@ -116,7 +116,7 @@ def check_chunked(model: ModelShape) -> None:
 
 
 def _window(model: ModelShape) -> int:
-    return max(x.window or 0 for x in model.layers if x.kind in ("sliding", "chunked"))
+    return max(x.window or 0 for x in model.layers if x.kind in WINDOWED_KINDS)
 
 
 def _flash(request: EngineRequest, type_v: CacheDtype) -> tuple[bool, bool]:
@@ -245,7 +245,7 @@ def build_caches(
 
     def build(label: str, cells: int, swa: bool) -> Cache:
         layers = tuple(i for i, x in enumerate(model.layers)
-                       if x.bytes_per_token and (not iswa or (x.kind in ("sliding", "chunked")) == swa))  # fmt: skip
+                       if x.bytes_per_token and (not iswa or (x.kind in WINDOWED_KINDS) == swa))  # fmt: skip
         rows = [_row_bytes(model.layers[i], type_k, type_v, version, v_max) for i in layers]
         total = cells * ctx.n_stream
         host_bytes = sum(k + v for i, (k, v) in zip(layers, rows, strict=True) if i in host) * total

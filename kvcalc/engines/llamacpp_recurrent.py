@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from kvcalc.engines.llamacpp_log import f32_mib
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import RecurrentState
+from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.model.recurrent_layouts import (
     GatedDeltaNetState,
     Mamba1State,
@@ -158,7 +158,9 @@ def check_recurrent(model: ModelShape, version: str, latest: str) -> None:
         raise InputError(f"{what}: the recurrent layers' states differ, and llama.cpp sizes one "
                          "state for every layer (n_embd_r, n_embd_s)", hint=hint,
                          code="unsupported-model")  # fmt: skip
-    if any(x.kind not in ("full", "none", "recurrent") for x in model.layers):
+    if any(
+        x.kind not in (LayerKind.FULL, LayerKind.NONE, LayerKind.RECURRENT) for x in model.layers
+    ):
         raise InputError(f"{what}: sliding or other attention beside recurrent layers is not "
                          "modelled", hint=hint, code="unsupported-model")  # fmt: skip
 

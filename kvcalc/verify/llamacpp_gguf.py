@@ -54,14 +54,14 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     kinds = set(model.kinds)
     if all(isinstance(x, Mamba2State) for x in model.layers):
         return _mamba2(model, w)
-    if "recurrent" in kinds:
+    if LayerKind.RECURRENT in kinds:
         return _hybrid(model, w)
-    if kinds == {"mla"}:
+    if kinds == {LayerKind.MLA}:
         return _deepseek2(model, w)
     if kinds == {LayerKind.FULL, LayerKind.CHUNKED}:
         return _llama4(model, w)
-    if kinds - {"full", "sliding"}:
-        raise unsupported(model, f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding'}))}")
+    if other := kinds - {LayerKind.FULL, LayerKind.SLIDING}:
+        raise unsupported(model, f"layers of kind {', '.join(sorted(other))}")
     attn = list(model.layers)
     shapes = {(x.head_dim_k, x.head_dim_v) for x in attn}
     if len(shapes) != 1:
@@ -72,8 +72,10 @@ def spec_for(model: ModelShape, widths: GgufWidths | None = None) -> GgufSpec:
     if head_k != head_v:
         raise unsupported(model, f"K width {head_k} differs from V width {head_v}")
     experts, used = _experts(model)
-    sliding = tuple(x.kind == "sliding" for x in attn) if "sliding" in kinds else None
-    windows = {x.window for x in attn if x.kind == "sliding"}
+    sliding = (
+        tuple(x.kind is LayerKind.SLIDING for x in attn) if LayerKind.SLIDING in kinds else None
+    )
+    windows = {x.window for x in attn if x.kind is LayerKind.SLIDING}
     if len(windows) > 1:
         raise unsupported(model, "sliding layers with different windows")
     mtype = model.model_type.lower()
