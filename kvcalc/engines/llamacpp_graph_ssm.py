@@ -150,13 +150,18 @@ def _mamba2_layer(
     return g.mul_mat(g.external(WEIGHT, d_inner, s.dims.n_embd), y)
 
 
+def _rs_inputs(s: GraphSpec) -> tuple[g.Tensor, g.Tensor]:
+    """``build_rs_inp``: one I32 ``s_copy`` of ``n_rs`` rows, viewed as the main and the extra ids."""
+    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
+    s_copy = g.inp(g.I32, n_rs)
+    return g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs)
+
+
 def _mamba2(s: GraphSpec) -> g.Graph:
     gf = g.Graph()
     n_embd = s.dims.n_embd
     inp_l = embed(gf, s)
-    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
-    s_copy = g.inp(g.I32, n_rs)
-    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    ids = _rs_inputs(s)
     out_ids = g.inp(g.I32, s.n_outputs)
     layers = s.model.layers
     for il, layer in enumerate(layers):
@@ -187,9 +192,7 @@ def _granite(s: GraphSpec) -> g.Graph:
     gf = g.Graph()
     n_embd = s.dims.n_embd
     inp_l = embed(gf, s)
-    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
-    s_copy = g.inp(g.I32, n_rs)
-    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    ids = _rs_inputs(s)
     cache = kv_inputs(s, s.ctx.kv_size, s.layers)
     out_ids = g.inp(g.I32, s.n_outputs)
     pos = g.inp(g.I32, s.n_tokens) if s.dims.rope else None
@@ -236,9 +239,7 @@ def _nemotron_h(s: GraphSpec) -> g.Graph:
     gf = g.Graph()
     n_embd, n_ff = s.dims.n_embd, s.dims.n_ff
     inp_l = embed(gf, s)
-    n_rs, n_seqs = max(1, s.ctx.n_seq_max), s.ctx.n_seq_max
-    s_copy = g.inp(g.I32, n_rs)
-    ids = (g.view(s_copy, n_seqs), g.view(s_copy, n_rs - n_seqs))
+    ids = _rs_inputs(s)
     cache = kv_inputs(s, s.ctx.kv_size, s.layers)
     out_ids = g.inp(g.I32, s.n_outputs)
     for layer in s.model.layers:
