@@ -1,0 +1,43 @@
+"""Which CUDA graphs a vLLM worker captures: the descriptor counts its memory estimate multiplies.
+
+vLLM (``gpu_model_runner.profile_cudagraph_memory``) captures the two largest descriptors of each
+runtime mode, takes the first capture as the pool the mode needs and the second as what every
+further graph adds, and multiplies by the descriptor count. The counts and largest sizes come from
+the engine's capture sizes (``kvcalc.engines.vllm``); this record carries them as plain numbers to
+the memory estimate (:mod:`kvcalc.estimate.cudagraph`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaGraphCaptures:
+    """The graphs one worker captures, per runtime mode (0: the mode is not captured)."""
+
+    #: PIECEWISE descriptors (mixed prefill-decode batches), one per capture size
+    piecewise_graphs: int = 0
+    #: FULL descriptors (uniform decode batches, or every size in FULL mode)
+    full_graphs: int = 0
+    #: the largest PIECEWISE descriptor's tokens
+    largest_piecewise_tokens: int = 0
+    #: the largest FULL descriptor's tokens
+    largest_full_tokens: int = 0
+    #: how the counts were found, for the plan's note (e.g. "FULL_AND_PIECEWISE, sizes 1-512")
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("piecewise_graphs", "full_graphs", "largest_piecewise_tokens",
+                     "largest_full_tokens"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if (self.piecewise_graphs > 0) != (self.largest_piecewise_tokens > 0):
+            raise ValueError("piecewise_graphs and largest_piecewise_tokens go together")
+        if (self.full_graphs > 0) != (self.largest_full_tokens > 0):
+            raise ValueError("full_graphs and largest_full_tokens go together")
+
+    @property
+    def total_graphs(self) -> int:
+        return self.piecewise_graphs + self.full_graphs
