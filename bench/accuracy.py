@@ -176,7 +176,7 @@ CASES = {
 #: Public vLLM logs not in engine_logs.yaml, used the same way.
 SUPPLEMENTARY = {
     "vllm-pr10511-llama3-8b-h100": ({"available_kv_cache_memory_gib": 53.29}, Case(
-        "llama-3.1-8b", "H100", "0.6", 0.9, tokens=8192, seqs=256, patch=META_LLAMA_3, fitted=True,
+        "llama-3.1-8b", "H100", "0.6", 0.9, tokens=8192, seqs=256, patch=META_LLAMA_3,
         assumption="https://github.com/vllm-project/vllm/pull/10511 (V0, Dec 2024)")),
     "vllm-23278-gpt-oss-120b-h100": ({"available_kv_cache_memory_gib": -2.14}, Case(
         "gpt-oss-120b", "H100", "0.10.1", 0.9, options=NO_FLASHINFER,

@@ -38,11 +38,14 @@ D, BF = "meta", torch.bfloat16
 
 
 class LiveBytes(TorchDispatchMode):
-    """Bytes of the storages created inside the mode that are still alive, and their peak."""
+    """Bytes of the storages created inside the mode that are still alive, and their peak;
+    ``block_bytes``: each storage counted rounded up to a multiple of it (the CUDA caching
+    allocator's 512 B blocks, as ``torch.cuda.max_memory_allocated`` counts them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, block_bytes: int = 1) -> None:
         super().__init__()
         self.live = self.peak = 0
+        self.block = block_bytes
         self.seen: set[int] = set()
 
     def _free(self, key: int, n: int) -> None:
@@ -61,8 +64,9 @@ class LiveBytes(TorchDispatchMode):
             if key in self.seen or key in inputs or s.nbytes() == 0:
                 continue  # already counted, or a view of / write into a tensor made outside
             self.seen.add(key)
-            self.live += s.nbytes()
-            weakref.finalize(s, self._free, key, s.nbytes())
+            n = -(-s.nbytes() // self.block) * self.block
+            self.live += n
+            weakref.finalize(s, self._free, key, n)
             self.peak = max(self.peak, self.live)
         return out
 

@@ -86,8 +86,9 @@ class ProfileEra:
     #: how much lower the engine's figure may be for memory kvcalc cannot see (0.8: other processes)
     band_low_extra_bytes: int = 0
     sources: str
-    #: V0 keeps the forward's temporaries while sampling (peak = F + S); V1 frees them (max)
-    sampler_adds_to_forward: bool = False
+    #: V0: the profile run of vLLM 0.6.4's code (:mod:`kvcalc.estimate.v0_profile`), not the
+    #: two constants below
+    v0_profile: bool = False
     forward_percent: int = 141
     #: the fused sampler's bytes per logit, in hundredths of a byte
     fused_centibytes_per_logit: int = 1494
@@ -104,8 +105,8 @@ class ProfileEra:
 
     def sampler(self, rows: int, flashinfer: bool | None) -> SamplerKind:
         """Which sampler the profile run uses (``flashinfer``: the engine option, None = unstated)."""
-        if self.sampler_adds_to_forward:
-            return SamplerKind.FUSED  # V0: its own sampler, measured as one figure
+        if self.v0_profile:  # V0 sorts unless VLLM_USE_FLASHINFER_SAMPLER=1
+            return SamplerKind.FUSED if flashinfer else SamplerKind.SORT
         if self.triton_topk:
             return SamplerKind.FUSED if rows >= TRITON_TOPK_MIN_ROWS else SamplerKind.SORT
         use = self.flashinfer_by_default if flashinfer is None else flashinfer
@@ -172,10 +173,11 @@ ERAS: tuple[ProfileEra, ...] = (
     ),
     ProfileEra(
         name="0.6", since=(0, 0), non_torch=NonTorch.gib(0.35, 0.40, 0.40, 0.35), band_bytes=round(0.5 * GIB),
-        sampler_adds_to_forward=True, forward_percent=87, fused_centibytes_per_logit=1900,
-        moe_workspace_kept=False, v0_multimodal_profile=True,
-        sources="V0: two profiles of Llama-3-8B, 2.99 GiB at 29,000 tokens (vllm-10517) and "
-        "1.26 GiB at 8,192 (vLLM PR #10511): slope 87% of the width, 19 B per sampler logit",
+        v0_profile=True, moe_workspace_kept=False, v0_multimodal_profile=True,
+        sources="V0: the activation from vLLM 0.6.4's profile run (kvcalc/estimate/v0_profile.py, "
+        "bench/v0_profile_replay.py), fitted on nothing: 2.9955 GiB against 2.991 printed for "
+        "Llama-3.1-8B at 29,000 tokens on an RTX 3090 (vllm-10517), 1.2559 GiB against 1.26 for "
+        "Meta-Llama-3-8B at 8,192 on an H100 (vLLM PR #10511); non-torch 0.35 GiB from vllm-10517",
     ),
 )  # fmt: skip
 

@@ -11,7 +11,7 @@ per engine era (:data:`~kvcalc.estimate.eras.ERAS`), and checked against the rec
 **Activation peak** (the profile run's "torch peak increase", per GPU) — the profile run does a
 forward over ``max_num_batched_tokens`` (T) tokens, then (last PP stage) a dummy sampler run over
 ``R = min(max_num_seqs, T)`` rows of logits. V1 frees the forward's temporaries before sampling, so
-the peak is the larger of the two; V0 keeps both:
+the peak is the larger of the two (V0: vLLM 0.6.4's profile run, :mod:`kvcalc.estimate.v0_profile`):
 
 - forward ``F = FORWARD_PERCENT/100 · T · 2 B · w``, ``w`` the widest layer's live width per token
   (dense MLP ``3 · I/tp + 2 · H``; MoE ``top_k · (3 · I_e/tp + H) + 3 · I_shared/tp + 2 · H``; attention
@@ -60,6 +60,7 @@ from kvcalc.estimate.activation import (
 )
 from kvcalc.estimate.encoder_profile import v0_qwen2_5_vl_profile
 from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
+from kvcalc.estimate.v0_profile import v0_profile
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
@@ -193,13 +194,15 @@ def estimate_overhead(
     stages = []
     for index in range(pp):
         first, last = index == 0, index == pp - 1
-        forward = cdiv(era.forward_percent * tokens * ACT_BYTES * width, 100)
-        logits = cdiv(rows * w.vocab_size * per_logit, 100) if last else 0
         buffers = 0 if first else 2 * hidden
-        if era.sampler_adds_to_forward:
-            sampler, peak = logits, forward + logits
+        if era.v0_profile:
+            v0 = v0_profile(w, architectures=model.architectures, tokens=tokens, rows=rows, tp=tp,
+                            sm90=_sm90(gpu), last_stage=last, flashinfer=bool(flashinfer_sampler))  # fmt: skip
+            forward, sampler, peak = v0.forward_bytes, v0.sampler_bytes, v0.peak_bytes
         else:
+            forward = cdiv(era.forward_percent * tokens * ACT_BYTES * width, 100)
             forward = max(forward, workspace + 2 * hidden)
+            logits = cdiv(rows * w.vocab_size * per_logit, 100) if last else 0
             sampler = logits + hidden + workspace if last else 0
             peak = max(forward, sampler)
         graphs = (
@@ -211,7 +214,9 @@ def estimate_overhead(
             moe_workspace_bytes=workspace, pp_buffers_bytes=buffers,
         ))  # fmt: skip
     notes.append(
-        f"activation ({era.name} era): max(forward {_gib(stages[-1].forward_bytes)}, sampler "
+        v0.note(tokens, rows, w.vocab_size)
+        if era.v0_profile
+        else f"activation ({era.name} era): max(forward {_gib(stages[-1].forward_bytes)}, sampler "
         f"{_gib(stages[-1].sampler_bytes)}); forward {era.forward_percent}% × {tokens:,} tokens × "
         f"{ACT_BYTES} B × {width:,} values, sampler {rows:,} rows × {w.vocab_size:,} logits × "
         f"{per_logit / 100:.2f} B ({_SAMPLER_WORDS[kind]})"
@@ -280,6 +285,11 @@ def _non_torch(era: ProfileEra, tp: int, pp: int, gpu: GpuSpec | None) -> int:
     if tp > 1:
         return n.tp_nvswitch_bytes if nvswitch_class(gpu) else n.tp_other_bytes
     return n.pp_only_bytes if pp > 1 else n.one_gpu_bytes
+
+
+def _sm90(gpu: GpuSpec | None) -> bool:
+    """Compute capability 9.0 (PyTorch's larger cuBLAS workspace); an unknown GPU counts as one."""
+    return gpu is None or (gpu.compute_capability or "9.0") == "9.0"
 
 
 def nvswitch_class(gpu: GpuSpec | None) -> bool:
