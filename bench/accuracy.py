@@ -199,14 +199,10 @@ REMARKS = {
     "after it (PR #12126, Jan 2025, prints non_torch_memory 0.16 GiB on an H100)",
 }
 
-#: The CUDA-graph estimate (0.39 GiB + 16 MiB per layer, fitted on vLLM 0.19's own estimates on an
-#: H100) against vLLM logs of 0.21 on, where the estimate is subtracted: (model, layers, printed GiB,
-#: source). None in engine_logs.yaml prints it; public logs found by the search tool:
-CUDAGRAPH_021 = (
-    ("qwen3-8b", 36, 0.52, "LMCache issue #3430: 'Profiling CUDA graph memory: PIECEWISE=51 "
-     "(largest=512), FULL=35 (largest=256)', 'Estimated CUDA graph memory: 0.52 GiB total' "
-     "(a 24 GB GPU, not named; vLLM release not stated, 0.21 or later by its message)"),
-)  # fmt: skip
+#: vLLM's own "Estimated CUDA graph memory" lines with the graph counts they print (the H100 sweep
+#: and public logs): kvcalc's estimate from those counts is checked against every one
+CUDAGRAPH_RECORDS = ROOT / "tests" / "fixtures" / "vllm_cudagraph_estimates.yaml"
+
 
 #: vLLM records not run, and why.
 NOT_RUN = {
@@ -219,6 +215,44 @@ NOT_RUN = {
     "the tokens are reproduced from a reconstructed one (tests/test_engine_logs.py)",
     "repofile-gemma4-e2b-qat-w4a16-t4-fp16-16k": "no google/gemma-4-E2B config here; patched attention kernels",
 }
+
+
+def _cudagraph_table() -> None:
+    """kvcalc's CUDA-graph estimate from the printed graph counts against vLLM's own figure."""
+    from kvcalc.estimate.captures import CudaGraphCaptures
+    from kvcalc.estimate.cudagraph import cudagraph_bytes
+
+    print("\nCUDA-graph estimate from the graph counts vLLM printed, against its own estimate:")
+    errors, rows = [], []
+    for r in yaml.safe_load(CUDAGRAPH_RECORDS.read_text(encoding="utf-8")):
+        (p, tp), (f, tf) = r["piecewise"], r["full"]
+        c = CudaGraphCaptures(piecewise_graphs=p, largest_piecewise_tokens=tp, full_graphs=f,
+                              largest_full_tokens=tf)  # fmt: skip
+        est = cudagraph_bytes(c, r["layers"]) / GIB
+        err = est - r["estimate_gib"]
+        if r["fit"]:
+            errors.append(err)
+            rows.append((r["layers"] * (max(p - 1, 0) + max(f - 1, 0)), r["estimate_gib"]))
+        print(f"- {r['id']}: {p}+{f} graphs, {r['layers']} layers: kvcalc {est:.2f}, vLLM "
+              f"{r['estimate_gib']:.2f} GiB ({err:+.2f})" + ("" if r["fit"] else f"; not fitted: {r['why']}"))  # fmt: skip
+    ordered = sorted(abs(e) for e in errors)
+    print(
+        f"fitted records: {len(errors)}, median |error| {statistics.median(ordered):.2f} GiB, "
+        f"worst {min(errors):+.2f} / {max(errors):+.2f} GiB"
+    )
+    # each record predicted by the line fitted on the others (leave one out)
+    held = []
+    for i, (x, y) in enumerate(rows):
+        rest = rows[:i] + rows[i + 1 :]
+        n, sx, sy = len(rest), sum(a for a, _ in rest), sum(b for _, b in rest)
+        sxx, sxy = sum(a * a for a, _ in rest), sum(a * b for a, b in rest)
+        slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+        held.append((sy - slope * sx) / n + slope * x - y)
+    print(
+        f"each predicted from a fit on the other {len(rows) - 1}: median |error| "
+        f"{statistics.median(sorted(abs(e) for e in held)):.2f} GiB, worst {min(held):+.2f} / "
+        f"{max(held):+.2f} GiB"
+    )
 
 
 def load_model(case: Case):
@@ -351,13 +385,7 @@ def main() -> int:
     for r in table:
         if not (r.within_target and r.inside_band) and r.record in REMARKS:
             print(f"- {r.record} ({r.error_gib:+.2f} GiB): {REMARKS[r.record]}")
-    print("\nCUDA-graph estimate against vLLM 0.21+ logs (subtracted there):")
-    from kvcalc.estimate.overhead import CUDAGRAPH_BASE_BYTES, CUDAGRAPH_BYTES_PER_LAYER
-
-    for model, layers, printed, source in CUDAGRAPH_021:
-        est = (CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * layers) / GIB
-        print(f"- {model} ({layers} layers): kvcalc {est:.2f} GiB, vLLM {printed:.2f} GiB "
-              f"({est - printed:+.2f}: kvcalc predicts that much less KV); {source}")  # fmt: skip
+    _cudagraph_table()
     print("\nnot run: " + "; ".join(f"{k} ({v})" for k, v in NOT_RUN.items()))
     return 0
 

@@ -31,9 +31,10 @@ Worked example, Llama-3.1-8B on an H100 with vLLM 0.19 (8,192 tokens, 1,024 seqs
 **Non-torch** (CUDA context growth, cuBLAS workspaces, NCCL and custom all-reduce buffers): a
 figure per era for one GPU, for tensor parallelism and for pipeline-only parallelism.
 
-**CUDA graphs** (0 with ``enforce_eager``): ``CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER · L``
-(layers on the stage), fitted to vLLM 0.19's own "Estimated CUDA graph memory" lines; subtracted by
-the engine only from v0.21 on (``VllmProfile.subtracts_cudagraph``).
+**CUDA graphs** (0 with ``enforce_eager``): vLLM's own estimate from the graphs it captures — the
+first capture plus, per further graph, a cost per layer of the stage (:mod:`kvcalc.estimate.cudagraph`;
+the counts from the engine's capture sizes, :class:`~kvcalc.estimate.captures.CudaGraphCaptures`);
+subtracted by the engine only from v0.20 on (``VllmProfile.subtracts_cudagraph``).
 
 **Band**: how far the engine's figure may lie from the prediction, measured on the records
 (:data:`ERAS` ``band_bytes``), widened on the pessimistic side for what the model does not cover
@@ -58,30 +59,32 @@ from kvcalc.estimate.activation import (
     moe_workspace_bytes,
     stage_layers,
 )
+from kvcalc.estimate.captures import CudaGraphCaptures
+from kvcalc.estimate.cudagraph import (
+    CUDAGRAPH_BAND_HIGH_BYTES,
+    CUDAGRAPH_BAND_LOW_BYTES,
+    NCCL_IN_GRAPHS_BYTES,
+    SWEEP_CAPTURES,
+    cudagraph_bytes,
+    describe,
+)
 from kvcalc.estimate.encoder_profile import v0_qwen2_5_vl_profile
 from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
+from kvcalc.estimate.interconnect import nccl_in_graphs, nvswitch_class
 from kvcalc.estimate.v0_profile import v0_profile
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
-from kvcalc.units import GIB, MIB, cdiv
+from kvcalc.units import GIB, cdiv
 
 __all__ = [
-    "ACT_BYTES", "CUDAGRAPH_BAND_BYTES", "ERAS", "Calibration", "Overhead", "ProfileEra",
+    "ACT_BYTES", "CUDAGRAPH_BAND_HIGH_BYTES", "CUDAGRAPH_BAND_LOW_BYTES", "ERAS", "Calibration", "Overhead", "ProfileEra",
     "StageOverhead", "apply_calibration", "era_for", "estimate_overhead", "moe_workspace_bytes",
     "nvswitch_class", "vllm_available_kv_bytes",
 ]  # fmt: skip
 
 #: vLLM's default ``max_num_seqs`` when no GPU is given.
 DEFAULT_MAX_NUM_SEQS = 256
-#: CUDA-graph pool, fitted to vLLM 0.19's "Estimated CUDA graph memory" on an H100 (capture sizes up
-#: to 512): 0.49 GiB for 8 layers (PP 4 stage), 0.84 for 32 (Llama-3.1-8B), 1.63 for 80 (Qwen2.5-72B
-#: TP 2) → 0.39 GiB + 16 MiB per layer. The other seven records of the sweep lie within 0.33 GiB
-#: (gpt-oss-20b: 0.77 predicted, 1.09 estimated and 1.55 used).
-CUDAGRAPH_BASE_BYTES = round(0.39 * GIB)
-CUDAGRAPH_BYTES_PER_LAYER = 16 * MIB
-#: How much the CUDA-graph estimate may be off where vLLM subtracts it (0.33 GiB in the sweep).
-CUDAGRAPH_BAND_BYTES = round(0.35 * GIB)
 #: Vision encoders kvcalc does not model in the profile run (every tower but Qwen2.5-VL's in V0,
 #: :mod:`kvcalc.estimate.encoder_profile`): the pessimistic side widens by what the one such record
 #: showed before it was modelled (vllm-16570, Qwen2.5-VL-72B in V0: 2.18 GiB above kvcalc's text
@@ -152,6 +155,7 @@ def estimate_overhead(
     seqs_default: str = "vLLM's default",
     flashinfer_sampler: bool | None = None,
     mm_limits: tuple[int, int] = (1, 1),
+    cudagraph_captures: CudaGraphCaptures | None = None,
 ) -> Overhead:
     """vLLM's non-weight, non-KV memory per GPU for one profile run (see the module doc).
 
@@ -162,6 +166,8 @@ def estimate_overhead(
     Without ``max_num_seqs`` the sampler is sized for vLLM's default; ``seqs_default`` says in the
     note whose default that is for the engine being planned. ``mm_limits``: images and videos per
     prompt (``--limit-mm-per-prompt``; vLLM's default one each) for the multimodal profile run.
+    ``cudagraph_captures``: the graphs the engine captures (None: the capture set the constants were
+    measured at, vLLM's default at max_num_seqs >= 256; ignored with ``enforce_eager``).
     """
     w = model.weights
     if not isinstance(w, WeightShape) or w.hidden_size <= 0:
@@ -191,6 +197,7 @@ def estimate_overhead(
     per_logit = era.centibytes_per_logit(kind, rows)
     hidden = tokens * w.hidden_size * ACT_BYTES
     layers = stage_layers(w.num_layers, pp)
+    captures = cudagraph_captures or SWEEP_CAPTURES
     stages = []
     for index in range(pp):
         first, last = index == 0, index == pp - 1
@@ -205,9 +212,7 @@ def estimate_overhead(
             logits = cdiv(rows * w.vocab_size * per_logit, 100) if last else 0
             sampler = logits + hidden + workspace if last else 0
             peak = max(forward, sampler)
-        graphs = (
-            0 if enforce_eager else CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * layers[index]
-        )
+        graphs = 0 if enforce_eager else cudagraph_bytes(captures, layers[index])
         stages.append(StageOverhead(
             activation_bytes=peak + buffers, non_torch_bytes=_non_torch(era, tp, pp, gpu),
             cudagraph_bytes=graphs, forward_bytes=forward, sampler_bytes=sampler,
@@ -223,8 +228,19 @@ def estimate_overhead(
         + (f", fused-MoE workspace {_gib(workspace)}" if workspace else "")
     )
     low, high = era.band_bytes, era.band_bytes
-    if subtracts_cudagraph and not enforce_eager:
-        low, high = low + CUDAGRAPH_BAND_BYTES, high + CUDAGRAPH_BAND_BYTES
+    graphs_counted = subtracts_cudagraph and not enforce_eager and captures.total_graphs > 0
+    if not enforce_eager and captures.total_graphs:
+        notes.append(describe(captures, layers[-1])
+                     + ("" if subtracts_cudagraph else "; not subtracted by this release"))  # fmt: skip
+    if graphs_counted:
+        low, high = low + CUDAGRAPH_BAND_LOW_BYTES, high + CUDAGRAPH_BAND_HIGH_BYTES
+        if nccl_in_graphs(gpu, tp):
+            low += NCCL_IN_GRAPHS_BYTES
+            notes.append(
+                f"tensor parallelism {tp} over PCIe: vLLM's custom all-reduce is off, NCCL's is "
+                f"captured into every graph; the pessimistic end allows {_gib(NCCL_IN_GRAPHS_BYTES)} "
+                "more graph memory (one record: Qwen2.5-72B TP 4 on L40S)"
+            )
     if era.band_low_extra_bytes:
         low += era.band_low_extra_bytes
         notes.append(
@@ -290,17 +306,6 @@ def _non_torch(era: ProfileEra, tp: int, pp: int, gpu: GpuSpec | None) -> int:
 def _sm90(gpu: GpuSpec | None) -> bool:
     """Compute capability 9.0 (PyTorch's larger cuBLAS workspace); an unknown GPU counts as one."""
     return gpu is None or (gpu.compute_capability or "9.0") == "9.0"
-
-
-def nvswitch_class(gpu: GpuSpec | None) -> bool:
-    """An NVIDIA Hopper/Blackwell data-centre board of NVSwitch systems (SXM, GH200, B200), where
-    NCCL allocates NVLink SHARP buffers; unknown GPUs count as one (the larger, measured figure)."""
-    if gpu is None:
-        return True
-    name = gpu.name.lower()
-    major = int((gpu.compute_capability or "0").partition(".")[0] or 0)
-    consumer = name.startswith("rtx") or "pcie" in name or "nvl" in name
-    return gpu.vendor.lower() == "nvidia" and major in (9, 10) and not consumer
 
 
 def _gib(n: int) -> str:

@@ -25,6 +25,7 @@ from kvcalc.engines import get_engine
 from kvcalc.engines.base import Engine, EngineRequest, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError, KvcalcError
+from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
@@ -151,6 +152,7 @@ def _overhead(
             seqs_default=seqs_default,
             flashinfer_sampler=flashinfer,
             mm_limits=limits,
+            cudagraph_captures=_cudagraph_captures(engine, request),
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -204,6 +206,13 @@ def _mm_limits(engine: Engine, request: EngineRequest) -> tuple[int, int]:
     ``mm_limits`` method (vLLM's ``limit_mm_image``/``limit_mm_video`` options); else one each."""
     ask = getattr(engine, "mm_limits", None)
     return ask(request) if ask is not None else (1, 1)
+
+
+def _cudagraph_captures(engine: Engine, request: EngineRequest) -> CudaGraphCaptures | None:
+    """The graphs the engine captures, from its optional ``cudagraph_captures`` method (vLLM's
+    capture sizes); None: the estimate's default capture set."""
+    ask = getattr(engine, "cudagraph_captures", None)
+    return ask(request) if ask is not None else None
 
 
 def _subtracts_cudagraph(engine: Engine, version: str | None) -> bool:
