@@ -182,6 +182,21 @@ SUPPLEMENTARY = {
         "gpt-oss-120b", "H100", "0.10.1", 0.9, options=NO_FLASHINFER,
         assumption="https://github.com/vllm-project/vllm/issues/23278 (Aug 2025, vLLM 0.10.1 assumed; "
         "pip install in a conda env, torch 2.7.1, Marlin: no FlashInfer, the sampler sorts)")),
+    # public GitHub files found by the search index (its file ids; tests/fixtures/
+    # vllm_cudagraph_estimates.yaml has their CUDA-graph lines)
+    "qwen3-8b-a100-40gb-v0191": ({"available_kv_cache_memory_gib": 19.36}, Case(
+        "qwen3-8b", "A100-40GB", "0.19.1", 0.9, tokens=2048, seqs=256, max_model_len=40960,
+        assumption="search index file 57978845466: vllm serve Qwen/Qwen3-8B on one A100-SXM4-40GB, "
+        "v0.19.1, defaults (max_num_batched_tokens=2048 printed)")),
+    "qwen25-72b-tp4-l40s-v0190": ({"available_kv_cache_memory_gib": 5.11}, Case(
+        "qwen2.5-72b", "L40S", "0.19.0", 0.9, tp=4, tokens=2048, seqs=256, max_model_len=8192,
+        patch=QWEN_INSTRUCT, assumption="search index file 53041548781: four L40S (AWS g6e.12xlarge), "
+        "v0.19.0 by its log's line numbers, max_model_len 8,192")),
+    "qwen25-7b-v0220": ({"available_kv_cache_memory_gib": 26.32}, Case(
+        "qwen2.5-7b", "L40S", "0.22.0", 0.95, tokens=2048, seqs=256, max_model_len=4096,
+        patch=QWEN_INSTRUCT, assumption="search index file 67144197265: v0.22.0, utilization 0.95, "
+        "max_model_len 4,096; GPU not named: its 44.6 GiB total (0.37 GiB estimate / (0.95 - "
+        "0.9417)) ≈ an L40S")),
 }  # fmt: skip
 
 #: Why a record lies outside the target or the band, from its sources (printed under the table).
@@ -197,6 +212,10 @@ REMARKS = {
     "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
     "(vllm-10517); the activation (1.26 GiB printed) is reproduced. The accounting was reworked "
     "after it (PR #12126, Jan 2025, prints non_torch_memory 0.16 GiB on an H100)",
+    "qwen25-72b-tp4-l40s-v0190": "0.9 x 44.53 GiB - 33.98 loaded - 5.11 KV leaves 0.99 GiB for the "
+    "activation and non-torch memory, kvcalc models 0.69 (sampler 0.57, non-torch 0.11: the 0.10 "
+    "figure for TP off NVSwitch boards, unconfirmed for 0.19; over four PCIe GPUs NCCL carries the "
+    "all-reduce, custom all-reduce being off); the weights 33.89 GiB counted, 33.98 logged",
 }
 
 #: vLLM's own "Estimated CUDA graph memory" lines with the graph counts they print (the H100 sweep
