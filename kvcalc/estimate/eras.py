@@ -2,6 +2,9 @@
 
 The constants are checked against the records that print them (``reference/engine_logs.yaml``;
 ``python bench/accuracy.py``). The terms themselves are computed in :mod:`kvcalc.estimate.overhead`.
+V0 (the ``0.6`` era) uses none of the activation constants below: its activation is vLLM 0.6.4's
+profile run in closed form (:mod:`kvcalc.estimate.v0_profile`), its sampler the sort (38 B per
+logit from 128 rows; 50 B for 2-127; 18 B with ``VLLM_USE_FLASHINFER_SAMPLER=1``).
 
 **The dummy sampler** (the profile run samples ``R = min(max_num_seqs, max_num_batched_tokens)``
 rows of the full vocabulary with top-k and top-p set) costs bytes per logit by implementation:
