@@ -17,7 +17,8 @@ rows of the full vocabulary with top-k and top-p set) costs bytes per logit by i
   logits. PyTorch's segmented sort (``SortStable.cu``, ≥ 128 rows) holds the sorted values (4 B)
   and indices (8 B), an int64 iota (8 B) and cub's alternate keys and values (4 + 8 B) beside the
   bf16 and fp32 logits: 38 B per logit. Under 128 rows the full-sort variant holds two int2
-  index/segment arrays, a keys buffer and the int2 alternates instead: 50 B.
+  index/segment arrays, a keys buffer and the int2 alternates instead: 50 B; one row
+  (``segmented_sort_large_segments``) holds an iota of the row and cub's alternates: 38 B again.
 
 Which one runs (``vllm/v1/sample/ops/topk_topp_sampler.py`` of each release, read from the wheels):
 0.8.x falls back to the sort when FlashInfer ≥ 0.2.3 is installed and FlashInfer is not a vLLM
@@ -119,7 +120,7 @@ class ProfileEra:
         if kind is SamplerKind.FUSED:
             return self.fused_centibytes_per_logit
         return 100 * (
-            SORT_FEW_ROWS_BYTES_PER_LOGIT if rows < SORT_FEW_ROWS else SORT_BYTES_PER_LOGIT
+            SORT_FEW_ROWS_BYTES_PER_LOGIT if 1 < rows < SORT_FEW_ROWS else SORT_BYTES_PER_LOGIT
         )
 
 
