@@ -12,9 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import bundled_shape
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.vllm.cudagraphs import (
     SETTING_CODE,
     GraphMode,
@@ -27,7 +30,10 @@ from kvcalc.engines.vllm.cudagraphs import (
     spec_decode_sizes,
     vllm_cudagraph_captures,
 )
+from kvcalc.engines.vllm.graph_defaults import default_runner_v2, graph_support
 from kvcalc.errors import InputError
+from kvcalc.model.gpus import get_gpu
+from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "cudagraph_captures.json"
 SCENARIOS = json.loads(FIXTURE.read_text())["scenarios"]
@@ -48,9 +54,8 @@ def _inputs(sc):
         given_.get("cudagraph_capture_sizes"),
         given_.get("max_cudagraph_capture_size"),
     )
-    if sizes is None and max_size is None:  # the gpt-oss config hook
-        max_size = model_max_size(ARCHITECTURES.get(sc["model"], ()))
     return dict(
+        model_max=model_max_size(ARCHITECTURES.get(sc["model"], ())),  # the gpt-oss hook
         max_num_seqs=cfg.get("max_num_seqs", given_.get("max_num_seqs", 1024)),
         max_num_batched_tokens=cfg.get("max_num_batched_tokens",
                                        given_.get("max_num_batched_tokens", 8192)),
@@ -86,7 +91,7 @@ def test_capture_sizes_equal_vllm(sc):
         V033, max_num_seqs=inputs["max_num_seqs"],
         max_num_batched_tokens=inputs["max_num_batched_tokens"],
         decode_query_len=cfg["uniform_decode_query_len"], blackwell=inputs["blackwell"],
-        sizes=inputs["sizes"], max_size=inputs["max_size"],
+        sizes=inputs["sizes"], max_size=inputs["max_size"], model_max=inputs["model_max"],
     )  # fmt: skip
     assert list(sizes) == cfg["cudagraph_capture_sizes"]
     assert sizes[-1] == cfg["max_cudagraph_capture_size"]
@@ -284,3 +289,125 @@ def test_modes_parse_as_vllm_spells_them():
     with pytest.raises(InputError) as err:
         parse_graph_mode("FULL_ONLY")
     assert err.value.code == SETTING_CODE and "FULL_DECODE_ONLY" in err.value.hint
+
+
+# -- the engine: a plan's request → its graphs --------------------------------------------------
+CATALOG = {"h100": "H100-80GB", "h200": "H200", "a100": "A100-80GB", "a100_40": "A100-40GB",
+           "l4": "L4", "b200": "B200"}  # fmt: skip
+VLLM = get_engine("vllm")
+
+
+def _request(sc, **kw):
+    gpu = get_gpu(CATALOG[sc["gpu"]])
+    major, _, minor = gpu.compute_capability.partition(".")
+    given_ = sc["given"]
+    extra = {"usage_context": "llm"} if sc["usage_context"] == "llm" else {}
+    sizes = given_.get("cudagraph_capture_sizes")
+    tokens = given_.get("max_num_batched_tokens")
+    cfg = sc.get("config", {})
+    if tokens is None and cfg and cfg["max_num_batched_tokens"] == cfg["max_num_seqs"] * 4096:
+        # vLLM (0.12 on) caps its default at max_num_seqs × max_model_len; kvcalc's batch
+        # defaults do not yet, so the capped value is given as vLLM resolved it
+        tokens = cfg["max_num_batched_tokens"]
+    fields = dict(
+        model=bundled_shape(sc["model"]), max_model_len=4096, available_kv_bytes=20 * GIB,
+        gpu_memory_bytes=gpu.memory_bytes, gpu_name=gpu.device_name,
+        gpu_compute_capability=(int(major), int(minor)), extra=extra,
+        max_num_seqs=given_.get("max_num_seqs"),
+        max_num_batched_tokens=tokens,
+        enforce_eager=given_.get("enforce_eager", False),
+        cudagraph_capture_sizes=tuple(sizes) if sizes else None,
+        max_cudagraph_capture_size=given_.get("max_cudagraph_capture_size"),
+        cudagraph_mode=given_.get("cudagraph_mode"),
+    )  # fmt: skip
+    return EngineRequest(**{**fields, **kw})
+
+
+ENGINE_CASES = [s for s in SCENARIOS if "num_speculative_tokens" not in s["given"]]
+
+
+@pytest.mark.parametrize("sc", ENGINE_CASES, ids=_ids)
+def test_engine_captures_equal_vllm(sc):
+    """From the plan's settings: vLLM's batch defaults for the GPU, the backends' support for the
+    model, the gpt-oss hook and runner V2 (0.33's default) — as vLLM 0.33.0 built them."""
+    request = _request(sc)
+    if "refused" in sc:
+        with pytest.raises(InputError):
+            VLLM.cudagraph_captures(request)
+        return
+    cfg, want = sc["config"], sc["v2"]
+    assert cfg["use_v2_model_runner"]
+    assert VLLM.scheduler_defaults(request) == (cfg["max_num_batched_tokens"], cfg["max_num_seqs"])
+    got = VLLM.cudagraph_captures(request)
+    if want["mode"] == "NONE":
+        assert got is None
+        return
+    assert got is not None and got.runner_v2
+    assert got.source.startswith(want["mode"])
+    assert (got.piecewise_graphs, got.full_graphs) == (len(want["PIECEWISE"]), len(want["FULL"]))
+    assert got.largest_piecewise_tokens == max(want["PIECEWISE"], default=0)
+    assert got.largest_full_tokens == max(want["FULL"], default=0)
+    if "attention" in sc:
+        support, _ = graph_support(request.model, request.gpu_compute_capability)
+        assert support.name == sc["attention"]["min_support"]
+
+
+def test_engine_default_h100_llama():
+    # Llama-3.1-8B on an H100, vLLM 0.33 API server: 1,024 seqs, 8,192 tokens → 51 sizes 1-512,
+    # FULL_AND_PIECEWISE: 51 PIECEWISE + 51 FULL decode graphs (all sizes ≤ 1,024 · 1)
+    sc = next(s for s in SCENARIOS if s["name"] == "h100-default-api")
+    got = VLLM.cudagraph_captures(_request(sc))
+    assert got is not None and (got.piecewise_graphs, got.full_graphs) == (51, 51)
+    assert got.source == "FULL_AND_PIECEWISE, model runner V2, 51 capture sizes 1-512"
+
+
+@pytest.mark.parametrize(("version", "v2", "graphs"), [
+    # 0.19: runner V1, 256 seqs on an A100 → ceiling 512: 51 sizes, 35 decode sizes ≤ 256
+    ("0.19.0", False, (51, 35)),
+    # 0.24: Llama on runner V2 (its architecture list), which estimates nothing before 0.29
+    ("0.24.0", True, (51, 35)),
+    # 0.11: step 8 to min(2 · 256, 512): 3 + 64 = 67 sizes, FULL_AND_PIECEWISE the default
+    ("0.11.0", False, (67, 35)),
+    # 0.10: 67 PIECEWISE graphs only (the 0.10.1.1 A100 records: "took 0.50 GiB")
+    ("0.10.1", False, (67, 0)),
+])  # fmt: skip
+def test_engine_versions(version, v2, graphs):
+    sc = next(s for s in SCENARIOS if s["name"] == "a100-default-api")
+    got = VLLM.cudagraph_captures(_request(sc, engine_version=version))
+    assert got is not None and got.runner_v2 is v2
+    assert (got.piecewise_graphs, got.full_graphs) == graphs
+    assert ("estimates no graph memory" in got.source) is (version == "0.24.0")
+
+
+def test_engine_eager_v0_and_refusals():
+    sc = next(s for s in SCENARIOS if s["name"] == "h100-default-api")
+    assert VLLM.cudagraph_captures(_request(sc, engine_version="0.6")) is None
+    with pytest.raises(InputError) as err:
+        VLLM.cudagraph_captures(_request(sc, engine_version="0.11", max_cudagraph_capture_size=64))
+    assert err.value.code == SETTING_CODE and "0.12" in err.value.message
+    with pytest.raises(InputError):
+        VLLM.cudagraph_captures(_request(sc, cudagraph_mode="FULL_ONLY"))
+
+
+def test_runner_defaults_by_release():
+    llama, qwen_moe = bundled_shape("llama-3.1-8b"), bundled_shape("qwen3-30b-a3b")
+    nemotron = bundled_shape("nvidia-nemotron-3-nano-30b-a3b-bf16")
+    assert [default_runner_v2(v, llama) for v in ((0, 21), (0, 22), (0, 23), (0, 25), (0, 29))] == [
+        False, False, True, True, True]  # fmt: skip
+    # an MoE off the lists stays on V1 until 0.29; a hybrid too
+    assert not default_runner_v2((0, 28), qwen_moe) and default_runner_v2((0, 29), qwen_moe)
+    assert not default_runner_v2((0, 26), nemotron) and default_runner_v2((0, 30), nemotron)
+
+
+@pytest.mark.parametrize(("version", "sizes"), [
+    # 0.12 on: gpt-oss's hook raises the maximum to 1024: 3 + 31 + (256..1024 by 16 = 49) = 83
+    ("0.19.0", 83), ("0.33", 83),
+    # 0.11: its hook writes 1, 2, 4, 8-248, 256-992 by 16: 3 + 31 + 47 = 81 ("from 67 to 81")
+    ("0.11.0", 81),
+])  # fmt: skip
+def test_gpt_oss_hook(version, sizes):
+    sc = next(s for s in SCENARIOS if s["name"] == "h100-default-api")
+    request = _request(sc, model=bundled_shape("gpt-oss-20b"), engine_version=version)
+    got = VLLM.cudagraph_captures(request)
+    assert got is not None and got.piecewise_graphs == sizes
+    assert "gpt-oss's maximum capture size" in got.source

@@ -73,6 +73,13 @@ class EngineRequest:
     disable_hybrid_kv_cache_manager: bool = False
     #: None = the engine default (vLLM: on)
     enable_prefix_caching: bool | None = None
+    #: vLLM ``--enforce-eager``: no CUDA graphs
+    enforce_eager: bool = False
+    #: vLLM ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size`` /
+    #: ``-cc.cudagraph_mode`` (None: vLLM's default)
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    max_cudagraph_capture_size: int | None = None
+    cudagraph_mode: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

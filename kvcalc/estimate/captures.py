@@ -26,6 +26,11 @@ class CudaGraphCaptures:
     largest_full_tokens: int = 0
     #: how the counts were found, for the plan's note (e.g. "FULL_AND_PIECEWISE, sizes 1-512")
     source: str = ""
+    #: vLLM's model runner V2 captures them (the default from 0.29 on). Its estimate
+    #: (``v1/worker/gpu/cudagraph_utils.py``) captures every PIECEWISE graph and measures them,
+    #: extrapolating only FULL from the two largest; before 0.29 it returns 0. Runner V1's
+    #: (``gpu_model_runner.py``) samples the two largest of each mode.
+    runner_v2: bool = False
 
     def __post_init__(self) -> None:
         for name in ("piecewise_graphs", "full_graphs", "largest_piecewise_tokens",

@@ -20,8 +20,11 @@ Read in the vLLM 0.33.0 wheel and checked against its own code for every scenari
   default from 0.29 on): one mixed-batch descriptor per size; FULL decode descriptors for the sizes
   from q to ``q · max_num_seqs`` (V2: each size rounded up to a multiple of q, deduplicated).
 
-Older releases, read in their wheels: the ceiling was 512 on every GPU before 0.28;
-``max_num_batched_tokens`` is appended from 0.21 on; decode sizes at q > 1 from 0.29 and
+Older releases, read in their wheels: 0.8-0.9 captured 1, 2, 4 and multiples of 8 to 512,
+0.10-0.11 to ``min(2 · max_num_seqs, 512)`` (the 16-stride from 256 and the two size settings
+arrive in 0.12; 0.10.0 is not read); the ceiling was 512 on every GPU before 0.28;
+``max_num_batched_tokens`` is appended from 0.21 on; the ceiling counts the decode query
+length from 0.16 (read in 0.16; 0.13-0.15 not read); PIECEWISE was the default mode before 0.11; decode sizes at q > 1 from 0.29 and
 ``max_num_seqs`` at q = 1 from 0.31. The dispatcher's keys are the same code from 0.18 to 0.33.
 """
 
@@ -89,15 +92,18 @@ class GraphSupport(IntEnum):
 
 
 #: ``model_executor/models/config.py`` ``GptOssForCausalLMConfig``: 1024 unless sizes or a maximum
-#: are given ("This will increase the number of CUDA graphs from 67 to 83")
-MODEL_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+#: are given ("This will increase the number of CUDA graphs from 67 to 83"); 0.11.0: the sizes
+#: 1, 2, 4, 8-248 by 8, 256-992 by 16 ("from 67 to 81")
+MODEL_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": (1024, 992)}
 
 
-def model_max_size(architectures: Sequence[str]) -> int | None:
+def model_max_size(architectures: Sequence[str], version: tuple[int, ...] = (0, 33)) -> int | None:
     """The maximum capture size a model's config hook sets when the user sets neither."""
-    return next(
-        (MODEL_MAX_CAPTURE_SIZE[a] for a in architectures if a in MODEL_MAX_CAPTURE_SIZE), None
-    )
+    for a in architectures:
+        if a in MODEL_MAX_CAPTURE_SIZE:
+            new, old = MODEL_MAX_CAPTURE_SIZE[a]
+            return new if version >= (0, 12) else old
+    return None
 
 
 def _refuse(message: str, hint: str) -> InputError:
@@ -113,14 +119,27 @@ def capture_sizes(
     blackwell: bool = False,
     sizes: Sequence[int] | None = None,
     max_size: int | None = None,
+    model_max: int | None = None,
 ) -> tuple[int, ...]:
-    """The capture sizes ``_set_cudagraph_sizes`` writes back (ascending), graphs not disabled."""
+    """The capture sizes ``_set_cudagraph_sizes`` writes back (ascending), graphs not disabled;
+    ``model_max``: the model's hook (:func:`model_max_size`), used when neither is given."""
     q, seqs, tokens = decode_query_len, max_num_seqs, max_num_batched_tokens
+    if version < (0, 12):
+        if sizes is not None or max_size is not None:
+            raise _refuse(
+                "--cudagraph-capture-sizes and --max-cudagraph-capture-size exist from vLLM 0.12 on",
+                "older releases spell the sizes --cuda-graph-sizes, which kvcalc does not model; "
+                "plan with --engine-version 0.12 or later, or leave the sizes at vLLM's default",
+            )
+        return _early_sizes(version, seqs, tokens, model_max)
+    given_max = max_size
+    if sizes is None and max_size is None:
+        max_size = model_max
     decode: list[int] = []
     ceiling = max_size
     if ceiling is None:
         platform = 1024 if blackwell and version >= (0, 28) else 512
-        ceiling = min(seqs * q * 2, platform)
+        ceiling = min(seqs * (q if version >= (0, 16) else 1) * 2, platform)
         if q > 1 and version >= (0, 29):
             grid = _request_counts(min(seqs, platform))
             decode = sorted({n * q for n in grid if n * q <= ceiling})
@@ -142,7 +161,7 @@ def capture_sizes(
             chosen.append(tokens)
         chosen = sorted({*chosen, *(s for s in decode if s <= tokens)})
     largest = chosen[-1] if chosen else 0
-    if sizes is not None and max_size is not None and max_size != largest:
+    if sizes is not None and given_max is not None and given_max != largest:
         raise _refuse(
             f"vLLM refuses max_cudagraph_capture_size {max_size}: it should be consistent with the "
             f"max value of cudagraph_capture_sizes ({largest}, the largest up to "
@@ -150,6 +169,21 @@ def capture_sizes(
             "give --max-cudagraph-capture-size equal to the largest capture size, or only one of the two",
         )
     return tuple(chosen)
+
+
+def _early_sizes(
+    version: tuple[int, ...], seqs: int, tokens: int, model_max: int | None
+) -> tuple[int, ...]:
+    """0.8-0.11 (``VllmConfig._set_cudagraph_sizes``, read in 0.8.5, 0.9.2, 0.10.1.1, 0.11.0):
+    1, 2, 4 and multiples of 8 up to 512 (0.10 on: up to ``min(2 · max_num_seqs, 512)``, the
+    default ``--cuda-graph-sizes``; a model hook's list: by 8 below 256, by 16 to its maximum),
+    those above ``max_num_batched_tokens`` dropped."""
+    if model_max is not None:
+        grid = (1, 2, 4, *range(8, 256, 8), *range(256, model_max + 1, 16))
+    else:
+        top = min(2 * seqs, 512) if version >= (0, 10) else 512
+        grid = (1, 2, 4, *range(8, top + 1, 8))
+    return tuple(s for s in grid if s <= tokens)
 
 
 def _request_counts(max_reqs: int) -> list[int]:
@@ -245,6 +279,7 @@ def vllm_cudagraph_captures(
     mode: GraphMode | None = None,
     support: GraphSupport = GraphSupport.UNIFORM_BATCH,
     runner_v2: bool = True,
+    model_max: int | None = None,
 ) -> CudaGraphCaptures | None:
     """The graphs vLLM ``version`` captures per worker; None when it captures none (eager, NONE).
 
@@ -261,13 +296,17 @@ def vllm_cudagraph_captures(
         raise InputError(f"num_speculative_tokens must be 0 or more, got {num_speculative_tokens!r}",
                          code="invalid-input")  # fmt: skip
     _check_sizes(sizes, max_size)
-    wanted = GraphMode.FULL_AND_PIECEWISE if mode is None else mode
+    if mode is not None and version < (0, 10):
+        raise _refuse("cudagraph_mode exists from vLLM 0.10 on",
+                      "plan with --engine-version 0.10 or later, or leave the mode out")  # fmt: skip
+    wanted = mode or (GraphMode.FULL_AND_PIECEWISE if version >= (0, 11) else GraphMode.PIECEWISE)
     if enforce_eager or wanted is GraphMode.NONE:
         return None
     q = 1 + num_speculative_tokens
     chosen = capture_sizes(version, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, decode_query_len=q,
-                           blackwell=blackwell, sizes=sizes, max_size=max_size)  # fmt: skip
+                           blackwell=blackwell, sizes=sizes, max_size=max_size,
+                           model_max=model_max)  # fmt: skip
     resolved, why = resolve_mode(wanted, support, q)
     if resolved is GraphMode.NONE:
         return None
@@ -286,7 +325,7 @@ def vllm_cudagraph_captures(
     return CudaGraphCaptures(
         piecewise_graphs=len(pw), full_graphs=len(full),
         largest_piecewise_tokens=pw[0] if pw else 0, largest_full_tokens=full[0] if full else 0,
-        source=note,
+        source=note, runner_v2=runner_v2,
     )  # fmt: skip
 
 

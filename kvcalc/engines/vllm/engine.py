@@ -29,6 +29,7 @@ from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, Memory
 from kvcalc.engines.common import binary_search_max_len, pp_stages
 from kvcalc.engines.extra import check_extra, extra_bool, extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.graph_defaults import plan_captures
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
     Group,
@@ -43,6 +44,7 @@ from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
 from kvcalc.errors import InputError
+from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.model.layouts import LayerKind, Layout
 from kvcalc.model.recurrent_layouts import ParallelHybrid
 from kvcalc.model.shape import ModelShape
@@ -117,6 +119,15 @@ class VllmEngine:
         usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
         tokens, seqs, _ = D.batch_defaults(request, profile, usage)
         return request.max_num_batched_tokens or tokens, request.max_num_seqs or seqs
+
+    def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:
+        """The CUDA graphs one worker captures, for the graph-memory estimate; None for none
+        (eager, mode NONE) and for the V0 engine (:mod:`~kvcalc.engines.vllm.graph_defaults`)."""
+        tokens, seqs = self.scheduler_defaults(request)
+        v1 = D.resolve_profile(request.engine_version)[0].v1
+        return plan_captures(
+            request, v1_engine=v1, max_num_batched_tokens=tokens, max_num_seqs=seqs
+        )
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
