@@ -28,6 +28,10 @@ all-reduce is captured into every graph — the pessimistic end widens by
 :data:`NCCL_IN_GRAPHS_BYTES` there) and Qwen3-8B on an A100-40GB with driver 535 (2.35 GiB, 1.6
 above; unexplained). Unified-memory devices (GB10) print estimates from −0.87 to 0.61 GiB: vLLM
 reads system memory there; not modelled.
+
+Model runner V2 (the default from 0.29 on, ``v1/worker/gpu/cudagraph_utils.py``) captures and
+measures every PIECEWISE graph and extrapolates only FULL from its two largest; the same form is
+assumed for it (its records are not among the fitted ones: unconfirmed, and said in the plan).
 """
 
 from __future__ import annotations
@@ -90,4 +94,10 @@ def describe(captures: CudaGraphCaptures, layers: int) -> str:
         + (f", {captures.source}" if captures.source else "")
         + f"; first capture {FIRST_CAPTURE_BYTES / GIB:.2f} GiB + {further} more × "
         f"{GRAPH_LAYER_BYTES / MIB:.3f} MiB × {layers} layers (fitted on vLLM's own estimates)"
+        + (
+            "; model runner V2 measures every PIECEWISE graph where V1 extrapolates from two: "
+            "the constants come from V1-era logs (0.19-0.25), unconfirmed for V2"
+            if captures.runner_v2
+            else ""
+        )
     )
