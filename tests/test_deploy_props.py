@@ -108,6 +108,7 @@ _VALUES = {
     "choice": st.sampled_from(["vllm", "sglang", "llama.cpp", "bfloat16", "half", "nope", 3]),
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "q8_0", "fp9", 8]),
     "options": st.sampled_from([{}, {"n_seq_max": 4}, {"x": [1]}, "a"]),
+    "counts": st.sampled_from([[1, 2, 4], "1,2,4", [], [0], "x", [1.5], "1,,2", [True], 8]),
 }
 
 
@@ -145,6 +146,7 @@ _VALID = {
     ),
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "bf16", "int8"]),
     "options": st.just({}),
+    "counts": st.sampled_from([[1, 2, 4, 8], "1,2,4", "[8, 16]", "1 2", [16]]),
 }
 
 

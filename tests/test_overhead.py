@@ -163,7 +163,12 @@ def test_sorting_sampler_gpt_oss_120b_pip_install():
         ("0.17.0", None, 256, 14.94),  # the Triton top-k/top-p kernel from 8 rows
         ("0.19.0", False, 256, 14.94),
         ("0.19.0", None, 4, 50),  # under 8 rows the PyTorch path again
-        ("0.19.0", None, 1, 38),  # one row: PyTorch's large-segment sort, an iota + cub's alternates
+        (
+            "0.19.0",
+            None,
+            1,
+            38,
+        ),  # one row: PyTorch's large-segment sort, an iota + cub's alternates
         ("0.33", None, 1024, 14.94),  # 0.21 on: FlashInfer by default
     ],
 )

@@ -57,6 +57,8 @@ SAMPLES = {
     Kind.CACHE_DTYPE: ("fp8", "fp8"),
     Kind.GPU: ("L40S", "L40S"),
     Kind.OPTIONS: ("n_seq_max=4", ("n_seq_max", 4)),
+    Kind.COUNTS: ("1, 2,4 8", (1, 2, 4, 8)),
+    Kind.GRAPH_MODE: ("full_and_piecewise", "FULL_AND_PIECEWISE"),
 }
 VALUED = [s for s in SETTINGS if s.cli_flags and s.kind is not Kind.BOOL]
 

@@ -53,7 +53,8 @@ DEPLOYMENT = (
     "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "engine",
     "engine_version", "max_model_len", "max_num_seqs", "kv_cache_dtype", "dtype", "quantization",
     "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-    "enforce_eager", "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
+    "enforce_eager", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",
+    "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
 )  # fmt: skip
 
 

@@ -11,7 +11,8 @@ Kinds: ``text`` (non-empty string), ``count`` (integer ≥ ``minimum``), ``token
 vLLM's ``32k``/``32K`` spelling), ``fraction`` (number in (0, 1]), ``threshold`` (fraction in
 [0, 1) or ``"10%"``), ``bool``, ``size`` (``"80GB"``, ``"20GiB"``; a bare number is GiB),
 ``headroom`` (a size, or a percentage of the KV pool), ``verdicts`` (list of verdict names),
-``choice`` (one of ``choices``), ``cache_dtype``, ``gpu``, ``options`` (a mapping of engine knobs)
+``choice`` (one of ``choices``), ``cache_dtype``, ``gpu``, ``counts`` (a list of whole numbers
+≥ ``minimum``, or a string ``"1,2,4"``), ``options`` (a mapping of engine knobs)
 and ``section`` (a nested mapping: ``workload``, ``requirements``).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from kvcalc.deploy.values import (  # re-exported: the key vocabulary in one import
     ALLOWABLE_VERDICTS,
+    COUNTS_PATTERN,
     DEFAULT_ALLOWED,
     BadValue,
     Key,
@@ -27,9 +29,10 @@ from kvcalc.deploy.values import (  # re-exported: the key vocabulary in one imp
     suggest,
 )
 from kvcalc.engines.names import ALIAS_SPELLINGS, EngineName
+from kvcalc.engines.vllm.cudagraphs import MODES as GRAPH_MODES
 from kvcalc.planning.settings import SETTINGS, WEIGHT_DTYPES, Kind, Setting
 
-__all__ = ["ALLOWABLE_VERDICTS", "BY_NAME", "DEFAULT_ALLOWED", "DEPLOYMENT_KEYS", "SECTIONS",
+__all__ = ["ALLOWABLE_VERDICTS", "BY_NAME", "COUNTS_PATTERN", "DEFAULT_ALLOWED", "DEPLOYMENT_KEYS", "SECTIONS",
            "BadValue", "Key", "convert", "describe", "suggest"]  # fmt: skip
 
 ENGINES = tuple(name.value for name in EngineName)
@@ -38,7 +41,8 @@ HUMAN_INT_PATTERN = r"^\s*\d+(\.\d+)?[kmgt]\s*$|^\s*\d+[KMGT]\s*$|^\s*\d+\s*$"
 SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?[bB]|[bB])?\s*$"
 PERCENT_PATTERN = r"^\s*\d+(\.\d+)?\s*%\s*$"
 
-_CHOICES = {Kind.ENGINE: ENGINES + ENGINE_ALIASES, Kind.WEIGHT_DTYPE: WEIGHT_DTYPES}
+_CHOICES = {Kind.ENGINE: ENGINES + ENGINE_ALIASES, Kind.WEIGHT_DTYPE: WEIGHT_DTYPES,
+            Kind.GRAPH_MODE: tuple(m.lower() for m in GRAPH_MODES) + GRAPH_MODES}  # fmt: skip
 
 
 def key_of(s: Setting) -> Key:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.deploy.keys import (
+    COUNTS_PATTERN,
     DEFAULT_ALLOWED,
     DEPLOYMENT_KEYS,
     HUMAN_INT_PATTERN,
@@ -80,6 +81,9 @@ def _fragment(key: Key) -> dict[str, Any]:
             "oneOf": [item, {"type": "array", "items": item, "minItems": 1}],
             "default": list(DEFAULT_ALLOWED),
         }
+    if kind == "counts":
+        return {"oneOf": [{"type": "array", "items": _count(key), "minItems": 1},
+                          {"type": "string", "pattern": COUNTS_PATTERN}]}  # fmt: skip
     if kind == "options":
         return {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
     if kind == "section":

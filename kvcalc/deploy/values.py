@@ -22,6 +22,8 @@ from kvcalc.units import short_int
 ALLOWABLE_VERDICTS = ("ok", "tight", "below-target")
 DEFAULT_ALLOWED = ("ok", "tight")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+#: a list of sizes written as text: ``"1,2,4"``, ``"1 2 4"``, ``"[1, 2, 4]"``
+COUNTS_PATTERN = r"^\s*\[?\s*\d+(\s*[,\s]\s*\d+)*\s*\]?\s*$"
 
 
 class BadValue(Exception):
@@ -249,11 +251,21 @@ def _options(value: Any, key: Key) -> tuple[tuple[str, Any], ...]:
     return tuple(value.items())
 
 
+def _counts(value: Any, key: Key) -> tuple[int, ...]:
+    if isinstance(value, str):
+        if not re.fullmatch(COUNTS_PATTERN, value):
+            raise BadValue(f"expected whole numbers like 1,2,4,8, got {describe(value)}")
+        value = [int(v) for v in re.split(r"[\s,]+", value.strip("[] \t")) if v]
+    if not isinstance(value, list) or not value:
+        raise BadValue(f"expected a list of whole numbers like [1, 2, 4, 8], got {describe(value)}")
+    return tuple(_int(item, key) for item in value)
+
+
 _CONVERTERS = {
     "text": _text, "count": _int, "number": _number, "tokens": _tokens, "fraction": _fraction,
     "threshold": _threshold, "size": _size, "headroom": _headroom, "choice": _choice,
     "bool": _bool, "cache_dtype": _cache_dtype, "gpu": _gpu, "verdicts": _verdicts,
-    "options": _options,
+    "options": _options, "counts": _counts,
 }  # fmt: skip
 
 

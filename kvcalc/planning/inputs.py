@@ -49,6 +49,12 @@ class PlanInputs:
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    #: vLLM's ``--cudagraph-capture-sizes`` (None: its default, from ``max_num_seqs``)
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    #: vLLM's ``--max-cudagraph-capture-size`` (None: its default)
+    max_cudagraph_capture_size: int | None = None
+    #: vLLM's ``-cc.cudagraph_mode``, upper case as vLLM names it (None: its default)
+    cudagraph_mode: str | None = None
     kv_cache_memory_bytes: int | None = None
     prompt_len: int | None = None
     output_len: int | None = None
@@ -128,6 +134,7 @@ class PlanInputs:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InputError(f"{name} must not be empty", code="invalid-input")
         object.__setattr__(self, "engine", engine_name(self.engine))  # resolved once, here
+        self._check_cudagraph_settings()
         if (
             self.gpu is None
             and self.gpu_memory_bytes is None
@@ -144,6 +151,37 @@ class PlanInputs:
                 f"but num_gpus is {self.num_gpus}",
                 code="invalid-input",
             )
+
+    def _check_cudagraph_settings(self) -> None:
+        from kvcalc.engines.vllm.cudagraphs import parse_graph_mode
+
+        sizes = self.cudagraph_capture_sizes
+        if sizes is not None:
+            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (list, tuple)) or not sizes:
+                raise InputError(f"cudagraph_capture_sizes must be a list of sizes, got {sizes!r}",
+                                 hint="e.g. 1,2,4,8", code="invalid-cudagraph-setting")  # fmt: skip
+            for size in sizes:
+                if (
+                    isinstance(size, bool)
+                    or not isinstance(size, int)
+                    or not 1 <= size <= MAX_COUNT
+                ):
+                    raise InputError(
+                        f"cudagraph_capture_sizes must be positive integers, got {size!r}",
+                        hint="e.g. 1,2,4,8", code="invalid-cudagraph-setting",
+                    )  # fmt: skip
+            object.__setattr__(self, "cudagraph_capture_sizes", tuple(sizes))
+        largest = self.max_cudagraph_capture_size
+        if largest is not None and (
+            isinstance(largest, bool)
+            or not isinstance(largest, int)
+            or not 1 <= largest <= MAX_COUNT
+        ):
+            raise InputError(f"max_cudagraph_capture_size must be a positive integer, got {largest!r}",
+                             hint="e.g. 512", code="invalid-cudagraph-setting")  # fmt: skip
+        if self.cudagraph_mode is not None:
+            mode = parse_graph_mode(str(self.cudagraph_mode), what="cudagraph_mode")
+            object.__setattr__(self, "cudagraph_mode", mode.value)
 
     @property
     def world_size(self) -> int:

@@ -39,6 +39,10 @@ def engine_request(
         gpu_name=gpu.device_name if gpu else None,
         gpu_compute_capability=_capability(gpu),
         extra=_engine_extra(inputs),
+        enforce_eager=inputs.enforce_eager,
+        cudagraph_capture_sizes=inputs.cudagraph_capture_sizes,
+        max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
+        cudagraph_mode=inputs.cudagraph_mode,
     )
 
 

@@ -9,7 +9,9 @@ KV-cache sizing, spelled as vLLM spells them:
 - ``--tensor-parallel-size``/``-tp``, ``--pipeline-parallel-size``/``-pp``, ``--kv-cache-dtype``,
   ``--gpu-memory-utilization``, ``--max-num-seqs``, ``--max-num-batched-tokens`` (``8k`` too),
   ``--block-size``, ``--dtype``, ``--quantization``/``-q``, ``--enforce-eager`` (and
-  ``--no-enforce-eager``), ``--kv-cache-memory-bytes`` (``20G`` too), ``--model``, ``--revision``;
+  ``--no-enforce-eager``), ``--kv-cache-memory-bytes`` (``20G`` too), ``--model``, ``--revision``,
+  ``--cudagraph-capture-sizes 1 2 4``, ``--max-cudagraph-capture-size``, the CUDA-graph keys of
+  ``-cc``/``--compilation-config`` and ``-O`` levels (:mod:`kvcalc.planning.servecmd_compile`);
 - ``--flag=value`` as well as ``--flag value``, and ``_`` for ``-`` in names (``--max_model_len``),
   as vLLM's ``FlexibleArgumentParser`` accepts.
 
@@ -34,6 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.planning.servecmd_compile import (
+    compilation_values,
+    is_compilation_flag,
+    is_level_flag,
+    level_mode,
+)
 from kvcalc.planning.settings import SETTINGS, Kind, Setting
 from kvcalc.units import parse_token_count
 
@@ -137,6 +145,7 @@ _SWITCHES = frozenset(
     }
 )
 _STOP = frozenset({"&&", "||", ";", "|", "&"})
+_SIZES = re.compile(r"\d+(,\d+)*,?")
 _WRAPPERS = frozenset({"env", "exec", "nohup", "time"})
 _API_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
 _ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -239,6 +248,8 @@ class _Reader:
         self.unknown: list[str] = []
         self.extra: list[str] = []
         self.notes: list[str] = []
+        self.ignored_keys: list[str] = []
+        self.level: tuple[str, str] | None = None
 
     def set(self, name: str, value: Any, spelled: str) -> None:
         if name == "model" and self.model is not None or name in self.values:
@@ -259,6 +270,8 @@ class _Reader:
     def flag(self, tokens: list[str], i: int) -> int:
         """Read the flag at ``tokens[i]``; return the index after it (and its value)."""
         raw, eq, attached = tokens[i].partition("=")
+        if is_compilation_flag(raw) or is_level_flag(raw):
+            return self.compilation(tokens, i, raw, attached if eq else None)
         name = "--" + raw[2:].replace("_", "-") if raw.startswith("--") else raw
         negated = name.startswith("--no-") and _BY_FLAG.get("--" + name[5:]) == "enforce_eager"
         fld = "enforce_eager" if negated else _BY_FLAG.get(name)
@@ -274,6 +287,9 @@ class _Reader:
             value, after = attached, i + 1
         elif i + 1 < len(tokens) and not _is_flag(tokens[i + 1]) and tokens[i + 1] not in _STOP:
             value, after = tokens[i + 1], i + 2
+            if fld == "cudagraph_capture_sizes":  # nargs="+": 1 2 4 8
+                while after < len(tokens) and _SIZES.fullmatch(tokens[after]):
+                    value, after = f"{value},{tokens[after]}", after + 1
         else:
             raise InputError(f"{raw} needs a value", code=CODE)
         converted = convert(value, raw)
@@ -285,6 +301,25 @@ class _Reader:
             return after
         self.set(fld, converted, raw)
         return after
+
+    def compilation(self, tokens: list[str], i: int, raw: str, attached: str | None) -> int:
+        """``-cc``/``--compilation-config`` (JSON or dotted) and ``-O`` levels."""
+        following = tokens[i + 1] if i + 1 < len(tokens) else None
+        if following is not None and (_is_flag(following) or following in _STOP):
+            following = None
+        if is_level_flag(raw):
+            level_text = attached if attached is not None else None
+            mode, used = level_mode(raw if level_text is None else "-O" + level_text, following)
+            self.level = (mode, raw)
+            return i + 1 if used is None else i + 2
+        text = attached if attached is not None else following
+        if text is None:
+            raise InputError(f"{raw} needs a value", code=CODE)
+        values, ignored = compilation_values(raw, text)
+        for fld, value in values.items():
+            self.set(fld, value, raw)
+        self.ignored_keys += ignored
+        return i + 1 if attached is not None else i + 2
 
     def skip(self, tokens: list[str], i: int, name: str, has_eq: bool) -> int:
         if name not in _SILENT:
@@ -324,6 +359,11 @@ def parse_serve_command(text: str) -> ServeCommand:
         else:
             reader.extra.append(token)
         i += 1
+    if reader.level is not None and "cudagraph_mode" not in reader.values:
+        mode, spelled = reader.level
+        reader.set("cudagraph_mode", mode, spelled)
+        reader.notes.append(f"{spelled}: cudagraph_mode {mode}, that level's default")
+    reader.unknown += reader.ignored_keys
     if reader.unknown:
         names = ", ".join(dict.fromkeys(reader.unknown))
         reader.notes.append(f"ignored flags kvcalc does not model: {names}")

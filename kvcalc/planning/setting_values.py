@@ -3,7 +3,7 @@
 :mod:`kvcalc.planning.settings` gives every setting a kind; the command line, deployment files and
 ``vllm serve`` commands all read its values through :func:`read_value`, so one kind has one
 reading and one error text (``--block-size: must be at least 1, got 0``). Pure: imports only
-:mod:`kvcalc.errors` and :mod:`kvcalc.units`.
+:mod:`kvcalc.errors` and :mod:`kvcalc.units` (and vLLM's graph modes when one is read).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class Kind(str, Enum):
     CACHE_DTYPE = "cache_dtype"
     GPU = "gpu"
     OPTIONS = "options"  # engine knobs: KEY=VALUE on the command line, a mapping in a file
+    COUNTS = "counts"  # whole numbers ≥ minimum: "1,2,4,8" or "1 2 4 8" (a list in a file)
+    GRAPH_MODE = "graph_mode"  # vLLM's CUDA graph mode, any case: full_and_piecewise
 
 
 #: the weight dtypes vLLM's ``--dtype`` takes, and what each spelling means
@@ -125,11 +127,29 @@ def _option(text: Any, what: str, minimum: int | None) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def _counts(text: Any, what: str, minimum: int | None) -> tuple[int, ...]:
+    """``"1,2,4,8"``, ``"1 2 4 8"``, ``"[1, 2, 4]"`` or a list → ``(1, 2, 4, 8)``."""
+    items = (
+        text if isinstance(text, (list, tuple)) else re.split(r"[\s,]+", str(text).strip("[] \t"))
+    )
+    items = [i for i in items if not (isinstance(i, str) and not i.strip())]
+    if not items:
+        raise InputError(f"{what}: expected one or more numbers, got {str(text)[:40]!r}",
+                         hint="e.g. 1,2,4,8", code="invalid-input")  # fmt: skip
+    return tuple(_count(i, what, minimum) for i in items)
+
+
+def _graph_mode(text: Any, what: str, minimum: int | None) -> str:
+    from kvcalc.engines.vllm.cudagraphs import parse_graph_mode
+
+    return parse_graph_mode(_text(text, what, minimum), what=what).value
+
+
 _PARSERS: dict[Kind, Callable[[Any, str, int | None], Any]] = {
     Kind.TEXT: _text, Kind.COUNT: _count, Kind.TOKENS: _tokens, Kind.FRACTION: _number,
     Kind.THRESHOLD: _threshold, Kind.BOOL: _bool, Kind.SIZE: _size, Kind.ENGINE: _text,
     Kind.WEIGHT_DTYPE: lambda t, what, _: parse_weight_dtype(t, what=what), Kind.CACHE_DTYPE: _text,
-    Kind.GPU: _text, Kind.OPTIONS: _option,
+    Kind.GPU: _text, Kind.OPTIONS: _option, Kind.COUNTS: _counts, Kind.GRAPH_MODE: _graph_mode,
 }  # fmt: skip
 
 

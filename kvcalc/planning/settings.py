@@ -196,6 +196,19 @@ SETTINGS: tuple[Setting, ...] = (
        serve=("--block-size",), minimum=1, default_help="the engine's"),
     _s("enforce_eager", Kind.BOOL, S, "No CUDA graphs (no graph memory).", field="enforce_eager",
        yaml="enforce_eager", serve=("--enforce-eager",), default=False),
+    _s("cudagraph_capture_sizes", Kind.COUNTS, S, "vLLM's CUDA graph capture sizes (tokens per "
+       "batch), e.g. 1,2,4,8,16; the graphs whose memory vLLM sets aside.",
+       field="cudagraph_capture_sizes", yaml="cudagraph_capture_sizes",
+       serve=("--cudagraph-capture-sizes",), minimum=1, default_help="vLLM's, from max_num_seqs",
+       metavar="N,N,..."),
+    _s("max_cudagraph_capture_size", Kind.COUNT, S, "The largest CUDA graph vLLM captures "
+       "(tokens); its default sizes stop there.", field="max_cudagraph_capture_size",
+       yaml="max_cudagraph_capture_size", serve=("--max-cudagraph-capture-size",), minimum=1,
+       default_help="vLLM's: 2 × max_num_seqs, at most 512 (1,024 on B200/B300)"),
+    _s("cudagraph_mode", Kind.GRAPH_MODE, S, "vLLM's CUDA graph mode: none, piecewise, full, "
+       "full_decode_only or full_and_piecewise (-cc.cudagraph_mode).", field="cudagraph_mode",
+       yaml="cudagraph_mode", serve=("-cc.cudagraph_mode", "--compilation-config.cudagraph-mode"),
+       default_help="vLLM's, full_and_piecewise", metavar="MODE"),
     _s("kv_cache_memory", Kind.SIZE, S, "KV-cache bytes per GPU, skipping the memory estimate "
        "(vLLM --kv-cache-memory-bytes); a bare number below 1,048,576 means GiB.",
        field="kv_cache_memory_bytes", yaml="kv_cache_memory", serve=("--kv-cache-memory-bytes",),

@@ -66,7 +66,7 @@ class GraphMode(str, Enum):
 
 MODES = tuple(m.value for m in GraphMode)
 #: the error code of a CUDA-graph setting vLLM would refuse
-SETTING_CODE = "invalid-input"
+SETTING_CODE = "invalid-cudagraph-setting"
 
 
 def parse_graph_mode(text: str, *, what: str = "cudagraph_mode") -> GraphMode:
@@ -281,7 +281,8 @@ def vllm_cudagraph_captures(
     runner_v2: bool = True,
     model_max: int | None = None,
 ) -> CudaGraphCaptures | None:
-    """The graphs vLLM ``version`` captures per worker; None when it captures none (eager, NONE).
+    """The graphs vLLM ``version`` captures per worker; None with ``enforce_eager`` (no graphs,
+    nor an estimate); mode NONE (given, or no sizes left) is a record of no graphs.
 
     ``blackwell``: a data-centre Blackwell GPU (SM 10.x); ``support``: the attention backends'
     graph support (the least over the model's layers); ``runner_v2``: model runner V2 (the default
@@ -300,16 +301,16 @@ def vllm_cudagraph_captures(
         raise _refuse("cudagraph_mode exists from vLLM 0.10 on",
                       "plan with --engine-version 0.10 or later, or leave the mode out")  # fmt: skip
     wanted = mode or (GraphMode.FULL_AND_PIECEWISE if version >= (0, 11) else GraphMode.PIECEWISE)
-    if enforce_eager or wanted is GraphMode.NONE:
+    if enforce_eager:
         return None
+    if wanted is GraphMode.NONE:
+        return CudaGraphCaptures(source="NONE: no CUDA graphs (cudagraph_mode NONE)")
     q = 1 + num_speculative_tokens
     chosen = capture_sizes(version, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens, decode_query_len=q,
                            blackwell=blackwell, sizes=sizes, max_size=max_size,
                            model_max=model_max)  # fmt: skip
     resolved, why = resolve_mode(wanted, support, q)
-    if resolved is GraphMode.NONE:
-        return None
     if not runner_v2 and resolved.full_decode and q > 1:
         chosen = spec_decode_sizes(chosen, q)
     pw, full = descriptors(resolved, chosen, max_num_seqs=max_num_seqs, decode_query_len=q,

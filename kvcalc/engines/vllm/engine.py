@@ -121,8 +121,8 @@ class VllmEngine:
         return request.max_num_batched_tokens or tokens, request.max_num_seqs or seqs
 
     def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:
-        """The CUDA graphs one worker captures, for the graph-memory estimate; None for none
-        (eager, mode NONE) and for the V0 engine (:mod:`~kvcalc.engines.vllm.graph_defaults`)."""
+        """The CUDA graphs one worker captures, for the graph-memory estimate (none in mode NONE);
+        None with ``--enforce-eager`` and on V0 (:mod:`~kvcalc.engines.vllm.graph_defaults`)."""
         tokens, seqs = self.scheduler_defaults(request)
         v1 = D.resolve_profile(request.engine_version)[0].v1
         return plan_captures(
@@ -131,6 +131,7 @@ class VllmEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        self.cudagraph_captures(request)  # graph settings vLLM refuses stop it starting
         if D.resolve_profile(request.engine_version)[0].in_flight_batches:  # the 0.33 profile
             refuse_unbuildable(request.model, "0.33")
             reason = unbuildable_reason(request.model)

@@ -112,8 +112,8 @@ def graph_support(model: ModelShape, cc: tuple[int, int] | None) -> tuple[GraphS
 def plan_captures(
     request: EngineRequest, *, v1_engine: bool, max_num_batched_tokens: int, max_num_seqs: int
 ) -> CudaGraphCaptures | None:
-    """The graphs one worker of this plan captures; None when it captures none (eager, mode NONE)
-    or runs the V0 engine (not modelled: its graph memory is never subtracted)."""
+    """The graphs one worker of this plan captures (none in mode NONE); None with
+    ``--enforce-eager`` or on the V0 engine (not modelled: its graph memory is never subtracted)."""
     if not v1_engine or request.enforce_eager:
         return None
     version = version_tuple(request.engine_version or "") or (0, 33)
