@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import bundled_shape
+from helpers import bundled_config, bundled_shape
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvcalc import PlanInputs, plan
 from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.estimate.cudagraph import (
     CUDAGRAPH_BAND_HIGH_BYTES,
@@ -23,6 +24,7 @@ from kvcalc.estimate.cudagraph import (
 )
 from kvcalc.estimate.interconnect import nccl_in_graphs
 from kvcalc.estimate.overhead import estimate_overhead
+from kvcalc.hfconfig import parse_config
 from kvcalc.model.gpus import get_gpu
 
 GIB = 1 << 30
@@ -154,3 +156,23 @@ def test_monotone_in_graphs_and_layers(p, f, layers, more):
 def test_bad_captures_refused(bad):
     with pytest.raises(ValueError):
         CudaGraphCaptures(**bad)
+
+
+def test_runner_v2_before_029_estimates_nothing():
+    # vLLM 0.23-0.28 run dense Llama on model runner V2, whose profile_cudagraph_memory returns 0:
+    # the graphs are captured after the cache is sized, so nothing is subtracted for them (0.21: V1
+    # subtracts its estimate; 0.29 on: V2 estimates them)
+
+    model = parse_config(bundled_config("llama-3.1-8b"), name="llama-3.1-8b")
+    kw = dict(gpu="H100", max_model_len=8192, gpu_memory_utilization=0.9)
+    runs = {v: plan(model, PlanInputs(engine_version=v, **kw), with_suggestions=False)
+            for v in ("0.21.0", "0.25.0", "0.29.0")}  # fmt: skip
+    graphs = {v: r.memory.cudagraph_bytes for v, r in runs.items()}
+    assert graphs["0.25.0"] == graphs["0.21.0"] > 0  # the same 51 + 51 graphs are captured
+    # 0.25 subtracts nothing for them: its budget is the graph estimate higher than 0.21's
+    assert runs["0.25.0"].available_kv_bytes - runs["0.21.0"].available_kv_bytes == graphs["0.21.0"]
+    assert runs["0.29.0"].available_kv_bytes == runs["0.21.0"].available_kv_bytes
+    # and the band has no graph term there
+    v25 = runs["0.25.0"]
+    assert v25.available_kv_bytes - v25.available_kv_bytes_low == round(0.25 * GIB)
+    assert any("model runner V2 before 0.29" in n for n in v25.notes)

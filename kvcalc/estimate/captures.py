@@ -31,6 +31,9 @@ class CudaGraphCaptures:
     #: extrapolating only FULL from the two largest; before 0.29 it returns 0. Runner V1's
     #: (``gpu_model_runner.py``) samples the two largest of each mode.
     runner_v2: bool = False
+    #: vLLM estimates their memory before sizing the cache (False: model runner V2 before 0.29,
+    #: whose ``profile_cudagraph_memory`` returns 0 — the graphs are captured after, unbudgeted)
+    estimated: bool = True
 
     def __post_init__(self) -> None:
         for name in ("piecewise_graphs", "full_graphs", "largest_piecewise_tokens",

@@ -128,6 +128,9 @@ class Overhead:
     band_high_bytes: int = 0
     era: str = ""
     notes: tuple[str, ...] = field(default=())
+    #: the engine estimates the graphs' memory before sizing the cache (False: captured after,
+    #: not in the budget even where the release subtracts its estimate)
+    cudagraph_estimated: bool = True
 
     @property
     def total_bytes(self) -> int:
@@ -228,10 +231,15 @@ def estimate_overhead(
         + (f", fused-MoE workspace {_gib(workspace)}" if workspace else "")
     )
     low, high = era.band_bytes, era.band_bytes
-    graphs_counted = subtracts_cudagraph and not enforce_eager and captures.total_graphs > 0
+    graphs_counted = (subtracts_cudagraph and not enforce_eager and captures.total_graphs > 0
+                      and captures.estimated)  # fmt: skip
     if not enforce_eager and captures.total_graphs:
-        notes.append(describe(captures, layers[-1])
-                     + ("" if subtracts_cudagraph else "; not subtracted by this release"))  # fmt: skip
+        unbudgeted = "" if subtracts_cudagraph else "; not subtracted by this release"
+        if subtracts_cudagraph and not captures.estimated:
+            unbudgeted = (
+                "; vLLM estimates none for them (model runner V2 before 0.29): not subtracted"
+            )
+        notes.append(describe(captures, layers[-1]) + unbudgeted)
     if graphs_counted:
         low, high = low + CUDAGRAPH_BAND_LOW_BYTES, high + CUDAGRAPH_BAND_HIGH_BYTES
         if nccl_in_graphs(gpu, tp):
@@ -279,6 +287,7 @@ def estimate_overhead(
         activation_bytes=final.activation_bytes,
         non_torch_bytes=final.non_torch_bytes,
         cudagraph_bytes=final.cudagraph_bytes,
+        cudagraph_estimated=captures.estimated,
         forward_bytes=final.forward_bytes,
         sampler_bytes=final.sampler_bytes,
         moe_workspace_bytes=workspace,

@@ -63,7 +63,8 @@ def kv_budget(
                 weights_bytes=w,
                 activation_bytes=s.activation_bytes,
                 non_torch_bytes=s.non_torch_bytes + shift,
-                cudagraph_bytes=s.cudagraph_bytes,
+                # graphs whose memory vLLM does not estimate are not subtracted (runner V2 < 0.29)
+                cudagraph_bytes=s.cudagraph_bytes if overhead.cudagraph_estimated else 0,
             )
         )
         for w, s in zip(weights, stages, strict=True)

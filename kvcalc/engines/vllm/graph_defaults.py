@@ -138,6 +138,7 @@ def plan_captures(
         note += f", gpt-oss's maximum capture size {hooked}"
     if mode is GraphMode.FULL or support is GraphSupport.NEVER:
         note += f", graph support {support.name} ({why})"
-    if runner_v2 and version < (0, 29):
+    estimated = not (runner_v2 and version < (0, 29))
+    if not estimated:
         note += "; runner V2 estimates no graph memory before 0.29"
-    return replace(captures, source=note)
+    return replace(captures, source=note, estimated=estimated)
