@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.errors import InputError
+from kvcalc.planning import curves
 from kvcalc.planning.curves import (
     capacity_curve,
     curve_basis,
@@ -149,8 +150,11 @@ def bases():
 def test_fast_points_equal_full_plans(bases, name, engine, fraction):
     model, basis = bases[(name, engine)]
     length = max(1, round(fraction * model.max_model_len))
-    fast = curve_point(basis, length, model_max_len=model.max_model_len) if basis.fast else None
+    # below fast_from_tokens vLLM caps a defaulted token budget at max_num_seqs × length (0.12 on)
+    use_fast = basis.fast and length >= basis.fast_from_tokens
+    fast = curve_point(basis, length, model_max_len=model.max_model_len) if use_fast else None
     full = planned_point(model, basis, length)
+    assert curves.series_points(model, basis, (length,))[0] == full
     if fast is not None:
         assert math.isclose(fast.max_concurrency, full.max_concurrency, rel_tol=1e-12)
         assert fast == full

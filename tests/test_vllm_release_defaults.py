@@ -55,6 +55,29 @@ def test_batch_defaults_per_release(version, memory_gib, name, usage, expected):
     assert defaults(version, memory_gib, name, usage=usage) == expected
 
 
+def _resolved(version, *, max_model_len, seqs=None, tokens=None):
+    request = EngineRequest(
+        model=bundled_shape("llama-3.1-8b"), engine_version=version, max_model_len=max_model_len,
+        available_kv_bytes=GIB, gpu_memory_bytes=80 * GIB, gpu_name="NVIDIA H100 80GB HBM3",
+        gpu_compute_capability=(9, 0), max_num_seqs=seqs, max_num_batched_tokens=tokens,
+    )  # fmt: skip
+    return VLLM.scheduler_defaults(request)
+
+
+def test_defaulted_budgets_capped_from_012():
+    # _set_default_max_num_seqs_and_batched_tokens_args (0.12 on, not in 0.11.0): a defaulted
+    # max_num_batched_tokens is min(max_num_seqs × max_model_len, default) — one sequence of
+    # 4,096 tokens on an H100 runs with 4,096, not the API server's 8,192
+    assert _resolved("0.33", max_model_len=4096, seqs=1) == (4096, 1)
+    assert _resolved("0.12.0", max_model_len=4096, seqs=1) == (4096, 1)
+    assert _resolved("0.11.0", max_model_len=4096, seqs=1) == (8192, 1)
+    assert _resolved("0.33", max_model_len=4096, seqs=1, tokens=8192) == (8192, 1)  # given: kept
+    # a defaulted max_num_seqs is capped at the token budget: 512 tokens → 512 sequences
+    assert _resolved("0.33", max_model_len=8192, tokens=512) == (512, 512)
+    assert _resolved("0.33", max_model_len=8192, tokens=512, seqs=1024) == (512, 1024)
+    assert _resolved("0.33", max_model_len=8192) == (8192, 1024)  # 1,024 × 8,192 > 8,192: no cap
+
+
 def test_gb10_is_left_out_only_by_the_newest_rule():
     # DGX Spark (GB10, SM 12.1, ~120 GiB): 0.33's get_batch_defaults leaves it out; 0.32 does not
     assert defaults("0.33", 120, "NVIDIA GB10", (12, 1)) == (2048, 256)

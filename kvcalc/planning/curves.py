@@ -70,6 +70,10 @@ class CurveBasis:
     fast: bool
     inputs: PlanInputs
     notes: tuple[str, ...] = ()
+    #: below this length the block arithmetic does not hold and points are planned in full: a
+    #: defaulted token budget is capped at ``max_num_seqs × max_model_len`` (vLLM 0.12 on), which
+    #: moves the activation estimate and so the KV budget
+    fast_from_tokens: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +206,11 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
         or result.data_parallel_replicas < 1
     ):
         return basis
-    fast = replace(basis, fast=True)
+    seqs, tokens = result.max_num_seqs, result.max_num_batched_tokens
+    fast_from = (
+        -(-tokens // seqs) if seqs and tokens and inputs.max_num_batched_tokens is None else 0
+    )
+    fast = replace(basis, fast=True, fast_from_tokens=fast_from)
     # full/MLA groups need cdiv(L, block) at every length; capped groups are checked below the cap too
     capped = any(g.kind not in (LayerKind.FULL, LayerKind.MLA) for g in result.groups)
     if _agrees(model, fast, result, ref) and (
@@ -287,7 +295,12 @@ def series_points(
     model: ModelShape, basis: CurveBasis, lengths: tuple[int, ...]
 ) -> tuple[CurvePoint, ...]:
     if basis.fast:
-        return tuple(curve_point(basis, n, model_max_len=model.max_model_len) for n in lengths)
+        return tuple(
+            curve_point(basis, n, model_max_len=model.max_model_len)
+            if n >= basis.fast_from_tokens
+            else planned_point(model, basis, n)
+            for n in lengths
+        )
     return tuple(planned_point(model, basis, n) for n in lengths)
 
 

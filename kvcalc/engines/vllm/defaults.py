@@ -332,6 +332,29 @@ def batch_defaults(
     return tokens, seqs, note
 
 
+def resolved_batch(
+    request: EngineRequest, profile: VllmProfile, usage: str
+) -> tuple[int, int, str]:
+    """The (max_num_batched_tokens, max_num_seqs) the engine runs with: the request's, else
+    :func:`batch_defaults`, then (V1, 0.12 on: ``_set_default_max_num_seqs_and_batched_tokens_args``,
+    read in the 0.12.0, 0.16.0, 0.19.0, 0.21.0, 0.28.0 and 0.33.0 wheels; not in 0.11.0) a defaulted
+    token budget capped at ``max_num_seqs · max_model_len`` and a defaulted ``max_num_seqs`` at
+    the token budget."""
+    tokens, seqs, note = batch_defaults(request, profile, usage)
+    tokens = request.max_num_batched_tokens or tokens
+    seqs = request.max_num_seqs or seqs
+    version = version_tuple(request.engine_version or "") or profile.since
+    if not profile.v1 or version[:2] < (0, 12):
+        return tokens, seqs, note
+    if request.max_num_batched_tokens is None and seqs * request.max_model_len < tokens:
+        tokens = seqs * request.max_model_len
+        note += f"; capped at max_num_seqs × max_model_len = {tokens:,}"
+    if request.max_num_seqs is None and tokens < seqs:
+        seqs = tokens
+        note += f"; max_num_seqs capped at max_num_batched_tokens = {seqs:,}"
+    return tokens, seqs, note
+
+
 def _v0_batch_defaults(request: EngineRequest) -> tuple[int, int, str]:
     """V0 (``_set_default_args_v0`` and ``SchedulerConfig``, read in 0.8.3 and 0.8.4): chunked
     prefill only for a max_model_len above 32,768 (not for multimodal, MLA or sliding-window

@@ -117,8 +117,8 @@ class VllmEngine:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         profile = D.resolve_profile(request.engine_version)[0]
         usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
-        tokens, seqs, _ = D.batch_defaults(request, profile, usage)
-        return request.max_num_batched_tokens or tokens, request.max_num_seqs or seqs
+        tokens, seqs, _ = D.resolved_batch(request, profile, usage)
+        return tokens, seqs
 
     def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:
         """The CUDA graphs one worker captures, for the graph-memory estimate (none in mode NONE);

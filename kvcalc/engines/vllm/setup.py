@@ -126,9 +126,7 @@ def _scheduler(
 ) -> tuple[int, int, int]:
     """(max_num_batched_tokens, max_num_seqs, tokens in flight for the sliding/chunked reserve)."""
     usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
-    mnbt, seqs, batch_note = D.batch_defaults(request, profile, usage)
-    mnbt = request.max_num_batched_tokens or mnbt
-    seqs = request.max_num_seqs or seqs
+    mnbt, seqs, batch_note = D.resolved_batch(request, profile, usage)
     in_flight = mnbt * _concurrent_batches(request, profile)
     if any(x.kind in WINDOWED_KINDS for x in model.layers):
         if request.max_num_batched_tokens is None:
