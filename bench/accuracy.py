@@ -196,10 +196,11 @@ SUPPLEMENTARY = {
         patch=QWEN_INSTRUCT, assumption="search index file 53041548781: four L40S (AWS g6e.12xlarge), "
         "v0.19.0 by its log's line numbers, max_model_len 8,192")),
     "qwen25-7b-v0220": ({"available_kv_cache_memory_gib": 26.32}, Case(
-        "qwen2.5-7b", "L40S", "0.22.0", 0.95, tokens=2048, seqs=256, max_model_len=4096,
+        "qwen2.5-7b", "L40S", "0.22.0", 0.95, tokens=2048, seqs=128, max_model_len=4096, established=False,
         patch=QWEN_INSTRUCT, assumption="search index file 67144197265: v0.22.0, utilization 0.95, "
-        "max_model_len 4,096; GPU not named: its 44.6 GiB total (0.37 GiB estimate / (0.95 - "
-        "0.9417)) ≈ an L40S")),
+        "max_model_len 4,096, AsyncLLMEngine.from_engine_args (usage context ENGINE_CONTEXT: "
+        "SchedulerConfig's 2,048 tokens and 128 sequences, as its capture sizes 1-256 show); "
+        "GPU not named: its 44.6 GiB total (0.37 GiB estimate / (0.95 - 0.9417)) ≈ an L40S")),
 }  # fmt: skip
 
 #: Why a record lies outside the target or the band, from its sources (printed under the table).
@@ -215,6 +216,10 @@ REMARKS = {
     "printed non_torch_memory 1.79 GiB at TP 1 (3.58 at TP 2) where the V0 era models 0.35 GiB "
     "(vllm-10517); the activation (1.26 GiB printed) is reproduced. The accounting was reworked "
     "after it (PR #12126, Jan 2025, prints non_torch_memory 0.16 GiB on an H100)",
+    "qwen25-7b-v0220": "the GPU is not named: its utilization line (0.37 GiB of graphs = 0.95 - "
+    "0.9417 of the total, 4 decimals) bounds its memory to 43.7-45.5 GiB, ±0.9 GiB of budget at "
+    "0.95; planned as an L40S (44.53 GiB), whose budget leaves 1.32 GiB for the activation and "
+    "non-torch memory where kvcalc models 0.62",
     "qwen25-72b-tp4-l40s-v0190": "0.9 x 44.53 GiB - 33.98 loaded - 5.11 KV leaves 0.99 GiB for the "
     "activation and non-torch memory, kvcalc models 0.69 (sampler 0.57, non-torch 0.11: the 0.10 "
     "figure for TP off NVSwitch boards, unconfirmed for 0.19; over four PCIe GPUs NCCL carries the "
