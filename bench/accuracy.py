@@ -196,7 +196,8 @@ SUPPLEMENTARY = {
         patch=QWEN_INSTRUCT, assumption="search index file 53041548781: four L40S (AWS g6e.12xlarge), "
         "v0.19.0 by its log's line numbers, max_model_len 8,192")),
     "qwen25-7b-v0220": ({"available_kv_cache_memory_gib": 26.32}, Case(
-        "qwen2.5-7b", "L40S", "0.22.0", 0.95, tokens=2048, seqs=128, max_model_len=4096, established=False,
+        "qwen2.5-7b", "L40S", "0.22.0", 0.95, max_model_len=4096, established=False,
+        options=(("usage_context", "engine"),),
         patch=QWEN_INSTRUCT, assumption="search index file 67144197265: v0.22.0, utilization 0.95, "
         "max_model_len 4,096, AsyncLLMEngine.from_engine_args (usage context ENGINE_CONTEXT: "
         "SchedulerConfig's 2,048 tokens and 128 sequences, as its capture sizes 1-256 show); "

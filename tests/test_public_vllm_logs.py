@@ -35,7 +35,8 @@ def test_qwen25_7b_v0220_graphs_subtracted():
     # The GPU is not named (43.7-45.5 GiB by its utilization line): planned as an L40S, kvcalc is
     # 0.76 GiB above — bench/accuracy.py prints it apart, its inputs not established
     r = _plan("qwen2.5-7b", QWEN_INSTRUCT, gpu="L40S", engine_version="0.22.0",
-              gpu_memory_utilization=0.95, max_model_len=4096, max_num_seqs=128)  # fmt: skip
+              gpu_memory_utilization=0.95, max_model_len=4096, max_num_seqs=None,
+              max_num_batched_tokens=None, engine_options=(("usage_context", "engine"),))  # fmt: skip
     assert round(r.available_kv_bytes / GIB, 2) == 27.08
     # the graphs counted are the printed ones: 35 PIECEWISE + 19 FULL
     assert any("35 PIECEWISE (largest 256) + 19 FULL (largest 128)" in n for n in r.notes)

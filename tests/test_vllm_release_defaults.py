@@ -13,6 +13,7 @@ from helpers import bundled_shape
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, MemoryInputs
+from kvcalc.errors import InputError
 
 GIB = 1 << 30
 VLLM = get_engine("vllm")
@@ -76,6 +77,18 @@ def test_defaulted_budgets_capped_from_012():
     assert _resolved("0.33", max_model_len=8192, tokens=512) == (512, 512)
     assert _resolved("0.33", max_model_len=8192, tokens=512, seqs=1024) == (512, 1024)
     assert _resolved("0.33", max_model_len=8192) == (8192, 1024)  # 1,024 × 8,192 > 8,192: no cap
+
+
+def test_engine_context_takes_scheduler_config_defaults():
+    # AsyncLLMEngine.from_engine_args: usage context ENGINE_CONTEXT has no entry in
+    # get_batch_defaults, so SchedulerConfig's 2,048 tokens and 128 sequences, on any GPU
+    # (a 0.22.0 log: "max_num_batched_tokens=2048", capture sizes 1-256 = 2 × 128)
+    assert defaults("0.33", 80, "NVIDIA H100 80GB HBM3", usage="engine") == (2048, 128)
+    assert defaults("0.22.0", 44, "NVIDIA L40S", (8, 9), usage="engine") == (2048, 128)
+    with pytest.raises(InputError, match="0.12 on"):
+        defaults("0.11.0", 80, "NVIDIA H100 80GB HBM3", usage="engine")
+    with pytest.raises(InputError, match="usage_context must be one of"):
+        defaults("0.33", 80, "NVIDIA H100 80GB HBM3", usage="server")
 
 
 def test_gb10_is_left_out_only_by_the_newest_rule():

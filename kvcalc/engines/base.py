@@ -30,7 +30,8 @@ class EngineRequest:
     ``extra`` carries engine-specific knobs; each engine lists the keys it accepts in its
     ``EXTRA_KEYS`` and rejects others with ``unknown-engine-option``:
 
-    - vllm: ``usage_context`` (``"api_server"`` default, or ``"llm"``), ``mamba_cache_mode``
+    - vllm: ``usage_context`` (``"api_server"`` default, ``"llm"``, or ``"engine"`` for
+      ``AsyncLLMEngine.from_engine_args``), ``mamba_cache_mode``
       (``"none"``/``"align"``), ``max_concurrent_batches`` (int), ``pp_layer_partition``
       (tuple of ints, ``VLLM_PP_LAYER_PARTITION``), ``swap_space_bytes`` (V0 CPU blocks, 4 GiB),
       ``num_gpu_blocks_override`` (int);

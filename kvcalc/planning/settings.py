@@ -221,7 +221,7 @@ SETTINGS: tuple[Setting, ...] = (
        metavar="SHARE"),
     _s("engine_option", Kind.OPTIONS, S, "Engine-specific knobs: llama.cpp n_seq_max, n_ubatch, "
        "kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm "
-       "usage_context=llm.", flags=("--engine-option", "-E"), field="engine_options",
+       "usage_context=llm|engine.", flags=("--engine-option", "-E"), field="engine_options",
        yaml="engine_options", metavar="KEY=VALUE"),
     _s("prompt_len", Kind.TOKENS, W, "Expected prompt tokens per request.", field="prompt_len",
        yaml="workload.prompt_len", minimum=1),

@@ -60,6 +60,9 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
 
 DEFAULT_BLOCK_SIZE = 16
+#: the ``usage_context`` engine option: the API server (``vllm serve``), the ``LLM`` class, or
+#: ``LLMEngine``/``AsyncLLMEngine.from_engine_args``
+USAGE_CONTEXTS = ("api_server", "llm", "engine")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,6 +309,8 @@ def batch_defaults(
     """
     if not profile.v1:
         return _v0_batch_defaults(request)
+    if usage == "engine":
+        return _engine_context_defaults(request, profile)
     memory = request.gpu_memory_bytes or 0
     name = (request.gpu_name or "").lower()
     llm = usage == "llm"
@@ -329,6 +334,27 @@ def batch_defaults(
     note = f"max_num_batched_tokens {tokens:,} and max_num_seqs {seqs:,}: vLLM's {tier} default for {where}"
     if not request.gpu_memory_bytes:
         note += " (no GPU memory given, so vLLM's fallback tier)"
+    return tokens, seqs, note
+
+
+#: ``SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS`` / ``DEFAULT_MAX_NUM_SEQS`` (0.12.0-0.33.0 wheels)
+ENGINE_CONTEXT_DEFAULTS = (2048, 128)
+
+
+def _engine_context_defaults(request: EngineRequest, profile: VllmProfile) -> tuple[int, int, str]:
+    """``LLMEngine``/``AsyncLLMEngine.from_engine_args`` (usage context ``ENGINE_CONTEXT``):
+    ``get_batch_defaults`` has no entry for it, so ``SchedulerConfig``'s class defaults apply, on
+    any GPU (read in the 0.12.0, 0.19.0, 0.21.0, 0.28.0 and 0.33.0 wheels; earlier not read)."""
+    version = version_tuple(request.engine_version or "") or profile.since
+    if version[:2] < (0, 12):
+        raise InputError(
+            f"usage_context=engine is read for vLLM 0.12 on, not {request.engine_version}",
+            hint="give max_num_batched_tokens and max_num_seqs, or usage_context api_server/llm",
+            code="invalid-input",
+        )
+    tokens, seqs = ENGINE_CONTEXT_DEFAULTS
+    note = (f"max_num_batched_tokens {tokens:,} and max_num_seqs {seqs}: vLLM's SchedulerConfig "
+            "defaults (usage context ENGINE_CONTEXT: LLMEngine/AsyncLLMEngine.from_engine_args)")  # fmt: skip
     return tokens, seqs, note
 
 

@@ -116,7 +116,7 @@ class VllmEngine:
         the planner needs them for the activation estimate before it knows the KV budget."""
         check_extra(self.name, request.extra, EXTRA_KEYS)
         profile = D.resolve_profile(request.engine_version)[0]
-        usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
+        usage = extra_choice(request.extra, "usage_context", "api_server", D.USAGE_CONTEXTS)
         tokens, seqs, _ = D.resolved_batch(request, profile, usage)
         return tokens, seqs
 

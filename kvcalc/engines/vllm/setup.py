@@ -125,7 +125,7 @@ def _scheduler(
     request: EngineRequest, profile: D.VllmProfile, model: ModelShape, notes: list[str]
 ) -> tuple[int, int, int]:
     """(max_num_batched_tokens, max_num_seqs, tokens in flight for the sliding/chunked reserve)."""
-    usage = extra_choice(request.extra, "usage_context", "api_server", ("api_server", "llm"))
+    usage = extra_choice(request.extra, "usage_context", "api_server", D.USAGE_CONTEXTS)
     mnbt, seqs, batch_note = D.resolved_batch(request, profile, usage)
     in_flight = mnbt * _concurrent_batches(request, profile)
     if any(x.kind in WINDOWED_KINDS for x in model.layers):
