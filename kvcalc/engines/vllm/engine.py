@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len, pp_stages
-from kvcalc.engines.extra import check_extra, extra_bool, extra_choice, extra_int
+from kvcalc.engines.extra import check_extra, extra_bool, extra_int
 from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.batch import scheduler_batch
 from kvcalc.engines.vllm.graph_defaults import plan_captures
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
@@ -116,8 +117,7 @@ class VllmEngine:
         the planner needs them for the activation estimate before it knows the KV budget."""
         check_extra(self.name, request.extra, EXTRA_KEYS)
         profile = D.resolve_profile(request.engine_version)[0]
-        usage = extra_choice(request.extra, "usage_context", "api_server", D.USAGE_CONTEXTS)
-        tokens, seqs, _ = D.resolved_batch(request, profile, usage)
+        tokens, seqs, _ = scheduler_batch(request, profile)
         return tokens, seqs
 
     def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.batch import scheduler_batch
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.engines.vllm.hybrid import (
     attention_layers,
@@ -125,8 +126,7 @@ def _scheduler(
     request: EngineRequest, profile: D.VllmProfile, model: ModelShape, notes: list[str]
 ) -> tuple[int, int, int]:
     """(max_num_batched_tokens, max_num_seqs, tokens in flight for the sliding/chunked reserve)."""
-    usage = extra_choice(request.extra, "usage_context", "api_server", D.USAGE_CONTEXTS)
-    mnbt, seqs, batch_note = D.resolved_batch(request, profile, usage)
+    mnbt, seqs, batch_note = scheduler_batch(request, profile)
     in_flight = mnbt * _concurrent_batches(request, profile)
     if any(x.kind in WINDOWED_KINDS for x in model.layers):
         if request.max_num_batched_tokens is None:
