@@ -13,7 +13,7 @@ import os
 import pytest
 
 from kvcalc.errors import InputError
-from kvcalc.estimate.overhead import Calibration
+from kvcalc.estimate.calibration import Calibration
 from kvcalc.planning import api
 from kvcalc.planning.core import plan
 from kvcalc.planning.inputs import PlanInputs

@@ -78,8 +78,8 @@ from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, cdiv
 
 __all__ = [
-    "ACT_BYTES", "CUDAGRAPH_BAND_HIGH_BYTES", "CUDAGRAPH_BAND_LOW_BYTES", "ERAS", "Calibration", "Overhead", "ProfileEra",
-    "StageOverhead", "apply_calibration", "era_for", "estimate_overhead", "moe_workspace_bytes",
+    "ACT_BYTES", "CUDAGRAPH_BAND_HIGH_BYTES", "CUDAGRAPH_BAND_LOW_BYTES", "ERAS", "Overhead", "ProfileEra",
+    "StageOverhead", "era_for", "estimate_overhead", "moe_workspace_bytes",
     "nvswitch_class", "vllm_available_kv_bytes",
 ]  # fmt: skip
 
@@ -330,7 +330,7 @@ def vllm_available_kv_bytes(
     subtract_cudagraph: bool,
 ) -> int:
     """vLLM's KV budget per GPU: ``ceil(total · util) − weights − activation − non_torch``, minus the
-    CUDA-graph estimate from v0.21 on (``subtract_cudagraph``). May be negative (vLLM then refuses).
+    CUDA-graph estimate from v0.20 on (``subtract_cudagraph``). May be negative (vLLM then refuses).
 
     >>> o = Overhead(activation_bytes=2 * GIB, non_torch_bytes=GIB // 2, cudagraph_bytes=GIB)
     >>> vllm_available_kv_bytes(total_memory_bytes=80 * GIB, gpu_memory_utilization=0.9,
@@ -343,30 +343,3 @@ def vllm_available_kv_bytes(
     requested = math.ceil(total_memory_bytes * gpu_memory_utilization)
     graphs = overhead.cudagraph_bytes if subtract_cudagraph else 0
     return requested - weights_bytes - overhead.activation_bytes - overhead.non_torch_bytes - graphs
-
-
-@dataclass(frozen=True, kw_only=True)
-class Calibration:
-    """The overhead correction for one GPU, from ``kvcalc verify --fill --record`` files
-    (:mod:`kvcalc.sources.calibration` reads them)."""
-
-    gpu_name: str
-    num_records: int
-    #: add to the predicted overhead (may be negative); 0 when no record matched
-    extra_overhead_bytes: int
-    source: str
-    #: measured fraction of the decode roofline (no record carries one yet)
-    decode_efficiency: float | None = None
-
-
-def apply_calibration(overhead: Overhead, calibration: Calibration) -> Overhead:
-    """``overhead`` corrected by ``kvcalc verify --fill --record`` measurements (pure)."""
-    path = calibration.source
-    if calibration.num_records == 0:
-        note = f"calibration: no --fill record for {calibration.gpu_name} in {path}"
-        return replace(overhead, notes=(*overhead.notes, note))
-    extra = calibration.extra_overhead_bytes
-    non_torch = max(0, overhead.non_torch_bytes + extra)
-    note = (f"calibration: {extra / (1 << 20):+,.0f} MiB overhead from "
-            f"{calibration.num_records} verify --fill record(s) for {calibration.gpu_name} in {path}")  # fmt: skip
-    return replace(overhead, non_torch_bytes=non_torch, notes=(*overhead.notes, note))

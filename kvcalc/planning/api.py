@@ -21,7 +21,7 @@ from kvcalc.planning.result import CapacityPlan
 from kvcalc.sources.cache import ModelCache
 
 if TYPE_CHECKING:
-    from kvcalc.estimate.overhead import Calibration
+    from kvcalc.estimate.calibration import Calibration
     from kvcalc.model.shape import ModelShape
     from kvcalc.planning.compare import Comparison
     from kvcalc.planning.curves import CapacityCurve

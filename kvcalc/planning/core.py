@@ -25,11 +25,18 @@ from kvcalc.engines import get_engine
 from kvcalc.engines.base import Engine, EngineRequest, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError, KvcalcError
-from kvcalc.estimate.captures import CudaGraphCaptures
-from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration, estimate_overhead
+from kvcalc.estimate.calibration import Calibration, apply_calibration
+from kvcalc.estimate.overhead import Overhead, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.budget import KvBudget, kv_budget, shifted
+from kvcalc.planning.engine_asks import (
+    cudagraph_captures,
+    flashinfer_sampler,
+    mm_limits,
+    scheduler_defaults,
+    subtracts_cudagraph,
+)
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
@@ -69,7 +76,7 @@ def plan(
     gpu, memory = gpu_and_memory(inputs)
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = plan_weights(model, inputs, exact_weights)
-    overhead = _overhead(model, inputs, gpu, _scheduler_defaults(engine, request), engine, request)
+    overhead = _overhead(model, inputs, gpu, scheduler_defaults(engine, request), engine, request)
     overhead = _engine_compute(engine, request, overhead, inputs)
     overhead = _without_torch(overhead, inputs)
     if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
@@ -104,16 +111,6 @@ def plan(
     return result
 
 
-def _scheduler_defaults(engine: Engine, request: EngineRequest) -> tuple[int | None, int | None]:
-    """The engine's batch-size defaults: asked directly where the engine can say, else read off a
-    plan at zero KV memory."""
-    ask = getattr(engine, "scheduler_defaults", None)
-    if ask is not None:
-        return ask(request)
-    probe = engine.plan_kv_cache(request)
-    return probe.max_num_batched_tokens, probe.max_num_seqs
-
-
 def _overhead(
     model: ModelShape,
     inputs: PlanInputs,
@@ -126,8 +123,8 @@ def _overhead(
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
                         notes=("--kv-cache-memory given: the engine skips its memory estimate",))  # fmt: skip
     tokens = inputs.max_num_batched_tokens or defaults[0] or 2048
-    flashinfer = _flashinfer_sampler(engine, request)
-    limits = _mm_limits(engine, request)
+    flashinfer = flashinfer_sampler(engine, request)
+    limits = mm_limits(engine, request)
     can = traits(inputs.engine)
     if can.overhead_calibrated:
         seqs_default = "vLLM's default"
@@ -148,11 +145,11 @@ def _overhead(
             # the estimate follows the releases of the engine it was calibrated on; others get its newest
             engine_version=inputs.engine_version if can.overhead_calibrated else None,
             quantization=inputs.quantization,
-            subtracts_cudagraph=_subtracts_cudagraph(engine, inputs.engine_version),
+            subtracts_cudagraph=subtracts_cudagraph(engine, inputs.engine_version),
             seqs_default=seqs_default,
             flashinfer_sampler=flashinfer,
             mm_limits=limits,
-            cudagraph_captures=_cudagraph_captures(engine, request),
+            cudagraph_captures=cudagraph_captures(engine, request),
         )
     except KvcalcError:
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
@@ -192,32 +189,6 @@ def _without_torch(overhead: Overhead, inputs: PlanInputs) -> Overhead:
                 "workspace (outside the buffers it prints) are not modelled (unconfirmed, not counted)")  # fmt: skip
     stages = tuple(replace(s, non_torch_bytes=0) for s in overhead.stages)
     return replace(overhead, non_torch_bytes=0, stages=stages, notes=(*overhead.notes, note))
-
-
-def _flashinfer_sampler(engine: Engine, request: EngineRequest) -> bool | None:
-    """FlashInfer's top-k/top-p sampler in use or not, from the engine's optional
-    ``flashinfer_sampler`` method (vLLM's engine option); None: the estimate's own rule."""
-    ask = getattr(engine, "flashinfer_sampler", None)
-    return ask(request) if ask is not None else None
-
-
-def _mm_limits(engine: Engine, request: EngineRequest) -> tuple[int, int]:
-    """Images and videos per prompt the profile run uses, from the engine's optional
-    ``mm_limits`` method (vLLM's ``limit_mm_image``/``limit_mm_video`` options); else one each."""
-    ask = getattr(engine, "mm_limits", None)
-    return ask(request) if ask is not None else (1, 1)
-
-
-def _cudagraph_captures(engine: Engine, request: EngineRequest) -> CudaGraphCaptures | None:
-    """The graphs the engine captures, from its optional ``cudagraph_captures`` method (vLLM's
-    capture sizes); None: the estimate's default capture set."""
-    ask = getattr(engine, "cudagraph_captures", None)
-    return ask(request) if ask is not None else None
-
-
-def _subtracts_cudagraph(engine: Engine, version: str | None) -> bool:
-    ask = getattr(engine, "subtracts_cudagraph", None)
-    return bool(ask(version)) if ask is not None else False
 
 
 def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> EngineRequest:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from kvcalc.errors import InputError
-from kvcalc.estimate.overhead import Calibration
+from kvcalc.estimate.calibration import Calibration
 from kvcalc.estimate.roofline import (
     DecodePoint,
     PrefillEstimate,

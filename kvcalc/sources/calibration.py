@@ -11,7 +11,7 @@ A record is one JSON object per line (JSON Lines), appended, never rewritten::
 Only ``--fill`` records carry overhead figures (the layout check has no budget). For a GPU, the
 correction is the median over its records of ``measured − predicted`` overhead, where the measured
 overhead is the one that explains the blocks really allocatable: ``predicted + (planned −
-allocatable) · bytes_per_block``. :func:`kvcalc.estimate.overhead.apply_calibration` adds it to
+allocatable) · bytes_per_block``. :func:`kvcalc.estimate.calibration.apply_calibration` adds it to
 the non-torch part of the overhead estimate; this module reads and appends the file.
 """
 
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import KvcalcError
-from kvcalc.estimate.overhead import Calibration, Overhead, apply_calibration
+from kvcalc.estimate.calibration import Calibration, apply_calibration
+from kvcalc.estimate.overhead import Overhead
 
 RECORD_KIND = "kvcalc-verify"
 RECORD_VERSION = 1

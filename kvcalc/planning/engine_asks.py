@@ -1,0 +1,44 @@
+"""What the planner asks an engine beyond the protocol: optional methods, asked for by name where
+an engine has them (``Engine`` in :mod:`kvcalc.engines.base` lists them), with the fallback each
+one has for engines without it."""
+
+from __future__ import annotations
+
+from kvcalc.engines.base import Engine, EngineRequest
+from kvcalc.estimate.captures import CudaGraphCaptures
+
+
+def scheduler_defaults(engine: Engine, request: EngineRequest) -> tuple[int | None, int | None]:
+    """The engine's batch-size defaults: asked directly where the engine can say, else read off a
+    plan at zero KV memory."""
+    ask = getattr(engine, "scheduler_defaults", None)
+    if ask is not None:
+        return ask(request)
+    probe = engine.plan_kv_cache(request)
+    return probe.max_num_batched_tokens, probe.max_num_seqs
+
+
+def flashinfer_sampler(engine: Engine, request: EngineRequest) -> bool | None:
+    """FlashInfer's top-k/top-p sampler in use or not, from the engine's optional
+    ``flashinfer_sampler`` method (vLLM's engine option); None: the estimate's own rule."""
+    ask = getattr(engine, "flashinfer_sampler", None)
+    return ask(request) if ask is not None else None
+
+
+def mm_limits(engine: Engine, request: EngineRequest) -> tuple[int, int]:
+    """Images and videos per prompt the profile run uses, from the engine's optional
+    ``mm_limits`` method (vLLM's ``limit_mm_image``/``limit_mm_video`` options); else one each."""
+    ask = getattr(engine, "mm_limits", None)
+    return ask(request) if ask is not None else (1, 1)
+
+
+def cudagraph_captures(engine: Engine, request: EngineRequest) -> CudaGraphCaptures | None:
+    """The graphs the engine captures, from its optional ``cudagraph_captures`` method (vLLM's
+    capture sizes); None: the estimate's default capture set."""
+    ask = getattr(engine, "cudagraph_captures", None)
+    return ask(request) if ask is not None else None
+
+
+def subtracts_cudagraph(engine: Engine, version: str | None) -> bool:
+    ask = getattr(engine, "subtracts_cudagraph", None)
+    return bool(ask(version)) if ask is not None else False
