@@ -91,59 +91,23 @@ FLAGS = _flag_map()
 _BY_FLAG = {name: fld for fld, (_, names) in FLAGS.items() for name in names}
 
 #: flags with no effect on memory: ignored without a note
-_SILENT = frozenset(
-    [
-        "--host",
-        "--port",
-        "--served-model-name",
-        "--api-key",
-        "--tokenizer",
-        "--tokenizer-mode",
-        "--tokenizer-revision",
-        "--chat-template",
-        "--uvicorn-log-level",
-        "--download-dir",
-        "--load-format",
-        "--seed",
-        "--response-role",
-        "--ssl-keyfile",
-        "--ssl-certfile",
-        "--ssl-ca-certs",
-        "--root-path",
-        "--tool-call-parser",
-        "--reasoning-parser",
-        "--hf-token",
-        "--allowed-origins",
-        "--allowed-methods",
-        "--allowed-headers",
-        "--max-log-len",
-        "--code-revision",
-        "--config-format",
-        "--api-server-count",
-        "--trust-remote-code",
-        "--disable-log-requests",
-        "--disable-log-stats",
-        "--enable-log-requests",
-        "--disable-uvicorn-access-log",
-        "--enable-auto-tool-choice",
-        "--disable-fastapi-docs",
-        "--enable-request-id-headers",
-        "--generation-config",
-        "--chat-template-content-format",
-        "--log-level",
-    ]
-)
+_SILENT = frozenset((
+    "--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--tokenizer-mode",
+    "--tokenizer-revision", "--chat-template", "--uvicorn-log-level", "--download-dir",
+    "--load-format", "--seed", "--response-role", "--ssl-keyfile", "--ssl-certfile",
+    "--ssl-ca-certs", "--root-path", "--tool-call-parser", "--reasoning-parser", "--hf-token",
+    "--allowed-origins", "--allowed-methods", "--allowed-headers", "--max-log-len",
+    "--code-revision", "--config-format", "--api-server-count", "--trust-remote-code",
+    "--disable-log-requests", "--disable-log-stats", "--enable-log-requests",
+    "--disable-uvicorn-access-log", "--enable-auto-tool-choice", "--disable-fastapi-docs",
+    "--enable-request-id-headers", "--generation-config", "--chat-template-content-format",
+    "--log-level",
+))  # fmt: skip
 #: switches that never take a value (besides ``--no-*``, ``--enable-*``, ``--disable-*``)
-_SWITCHES = frozenset(
-    {
-        "--trust-remote-code",
-        "--headless",
-        "--async-scheduling",
-        "--skip-tokenizer-init",
-        "--calculate-kv-scales",
-        "--enforce-eager",
-    }
-)
+_SWITCHES = frozenset((
+    "--trust-remote-code", "--headless", "--async-scheduling", "--skip-tokenizer-init",
+    "--calculate-kv-scales", "--enforce-eager",
+))  # fmt: skip
 _STOP = frozenset({"&&", "||", ";", "|", "&"})
 _SIZES = re.compile(r"\d+(,\d+)*,?")
 _WRAPPERS = frozenset({"env", "exec", "nohup", "time"})
