@@ -260,7 +260,7 @@ def _cudagraph_table() -> None:
         err = est - r["estimate_gib"]
         if r["fit"]:
             errors.append(err)
-            rows.append((r["layers"] * (max(p - 1, 0) + max(f - 1, 0)), r["estimate_gib"]))
+            rows.append((r["layers"] * c.further_graphs, r["estimate_gib"]))
         print(f"- {r['id']}: {p}+{f} graphs, {r['layers']} layers: kvcalc {est:.2f}, vLLM "
               f"{r['estimate_gib']:.2f} GiB ({err:+.2f})" + ("" if r["fit"] else f"; not fitted: {r['why']}"))  # fmt: skip
     ordered = sorted(abs(e) for e in errors)

@@ -91,6 +91,7 @@ def test_hand_computed():
                           largest_full_tokens=256)  # fmt: skip
     # Qwen3-8B, 36 layers (LMCache #3430, printed 0.52): 169,651,208 + (50 + 34) × 36 × 201,327
     # = 169,651,208 + 608,812,848 = 778,464,056 B (0.73 GiB)
+    assert c.further_graphs == 50 + 34
     assert cudagraph_bytes(c, 36) == 778_464_056
     # one graph per mode: the first capture alone
     one = CudaGraphCaptures(piecewise_graphs=1, full_graphs=1, largest_piecewise_tokens=1,

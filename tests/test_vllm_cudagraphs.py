@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.vllm.cudagraphs import (
-    SETTING_CODE,
     GraphMode,
     GraphSupport,
     capture_sizes,
@@ -137,7 +136,7 @@ def test_vllm_refusals_are_refused(sc):
     """Sizes and a different maximum, both given: vLLM's config refuses; so does kvcalc."""
     with pytest.raises(InputError) as err:
         vllm_cudagraph_captures(V033, **_inputs(sc))
-    assert err.value.code == SETTING_CODE
+    assert err.value.code == "invalid-cudagraph-setting"
 
 
 @pytest.mark.parametrize("sc", [s for s in SCENARIOS if "attention" in s], ids=_ids)
@@ -273,7 +272,7 @@ def test_given_sizes_are_kept_up_to_the_batch(sizes, tokens):
 def test_bad_graph_settings_are_refused(kwargs):
     with pytest.raises(InputError) as err:
         vllm_cudagraph_captures(V033, max_num_seqs=64, max_num_batched_tokens=8192, **kwargs)
-    assert err.value.code == SETTING_CODE and err.value.hint
+    assert err.value.code == "invalid-cudagraph-setting" and err.value.hint
 
 
 @pytest.mark.parametrize("kwargs", [{"max_num_seqs": 0}, {"max_num_batched_tokens": -1},
@@ -289,7 +288,7 @@ def test_modes_parse_as_vllm_spells_them():
     assert parse_graph_mode(" Piecewise ") is GraphMode.PIECEWISE
     with pytest.raises(InputError) as err:
         parse_graph_mode("FULL_ONLY")
-    assert err.value.code == SETTING_CODE and "FULL_DECODE_ONLY" in err.value.hint
+    assert err.value.code == "invalid-cudagraph-setting" and "FULL_DECODE_ONLY" in err.value.hint
 
 
 # -- the engine: a plan's request → its graphs --------------------------------------------------
@@ -385,7 +384,7 @@ def test_engine_eager_v0_and_refusals():
     assert VLLM.cudagraph_captures(_request(sc, engine_version="0.6")) is None
     with pytest.raises(InputError) as err:
         VLLM.cudagraph_captures(_request(sc, engine_version="0.11", max_cudagraph_capture_size=64))
-    assert err.value.code == SETTING_CODE and "0.12" in err.value.message
+    assert err.value.code == "invalid-cudagraph-setting" and "0.12" in err.value.message
     with pytest.raises(InputError):
         VLLM.cudagraph_captures(_request(sc, cudagraph_mode="FULL_ONLY"))
 

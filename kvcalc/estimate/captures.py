@@ -49,3 +49,8 @@ class CudaGraphCaptures:
     @property
     def total_graphs(self) -> int:
         return self.piecewise_graphs + self.full_graphs
+
+    @property
+    def further_graphs(self) -> int:
+        """The graphs after each mode's first (vLLM's ``n − 1`` per mode)."""
+        return max(self.piecewise_graphs - 1, 0) + max(self.full_graphs - 1, 0)

@@ -75,13 +75,12 @@ def cudagraph_bytes(captures: CudaGraphCaptures, layers: int) -> int:
     if captures.total_graphs == 0:
         return 0
     per_graph = max(GRAPH_LAYER_BYTES * layers, MIN_GRAPH_BYTES)
-    further = max(captures.piecewise_graphs - 1, 0) + max(captures.full_graphs - 1, 0)
-    return FIRST_CAPTURE_BYTES + further * per_graph
+    return FIRST_CAPTURE_BYTES + captures.further_graphs * per_graph
 
 
 def describe(captures: CudaGraphCaptures, layers: int) -> str:
     """The plan's note on the term."""
-    further = max(captures.piecewise_graphs - 1, 0) + max(captures.full_graphs - 1, 0)
+    further = captures.further_graphs
     total = cudagraph_bytes(captures, layers)
     modes = " + ".join(
         f"{n} {name} (largest {t:,})"

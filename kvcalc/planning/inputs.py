@@ -153,32 +153,12 @@ class PlanInputs:
             )
 
     def _check_cudagraph_settings(self) -> None:
-        from kvcalc.engines.vllm.cudagraphs import parse_graph_mode
+        from kvcalc.engines.vllm.cudagraphs import check_graph_settings, parse_graph_mode
 
-        sizes = self.cudagraph_capture_sizes
-        if sizes is not None:
-            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (list, tuple)) or not sizes:
-                raise InputError(f"cudagraph_capture_sizes must be a list of sizes, got {sizes!r}",
-                                 hint="e.g. 1,2,4,8", code="invalid-cudagraph-setting")  # fmt: skip
-            for size in sizes:
-                if (
-                    isinstance(size, bool)
-                    or not isinstance(size, int)
-                    or not 1 <= size <= MAX_COUNT
-                ):
-                    raise InputError(
-                        f"cudagraph_capture_sizes must be positive integers, got {size!r}",
-                        hint="e.g. 1,2,4,8", code="invalid-cudagraph-setting",
-                    )  # fmt: skip
-            object.__setattr__(self, "cudagraph_capture_sizes", tuple(sizes))
-        largest = self.max_cudagraph_capture_size
-        if largest is not None and (
-            isinstance(largest, bool)
-            or not isinstance(largest, int)
-            or not 1 <= largest <= MAX_COUNT
-        ):
-            raise InputError(f"max_cudagraph_capture_size must be a positive integer, got {largest!r}",
-                             hint="e.g. 512", code="invalid-cudagraph-setting")  # fmt: skip
+        sizes = check_graph_settings(
+            self.cudagraph_capture_sizes, self.max_cudagraph_capture_size, limit=MAX_COUNT
+        )
+        object.__setattr__(self, "cudagraph_capture_sizes", sizes)
         if self.cudagraph_mode is not None:
             mode = parse_graph_mode(str(self.cudagraph_mode), what="cudagraph_mode")
             object.__setattr__(self, "cudagraph_mode", mode.value)

@@ -66,7 +66,7 @@ class GraphMode(str, Enum):
 
 MODES = tuple(m.value for m in GraphMode)
 #: the error code of a CUDA-graph setting vLLM would refuse
-SETTING_CODE = "invalid-cudagraph-setting"
+CODE = "invalid-cudagraph-setting"
 
 
 def parse_graph_mode(text: str, *, what: str = "cudagraph_mode") -> GraphMode:
@@ -77,7 +77,7 @@ def parse_graph_mode(text: str, *, what: str = "cudagraph_mode") -> GraphMode:
         raise InputError(
             f"{what}: vLLM has no CUDA graph mode {str(text)[:40]!r}",
             hint="choose one of: " + ", ".join(MODES),
-            code=SETTING_CODE,
+            code=CODE,
         ) from None
 
 
@@ -107,7 +107,7 @@ def model_max_size(architectures: Sequence[str], version: tuple[int, ...] = (0, 
 
 
 def _refuse(message: str, hint: str) -> InputError:
-    return InputError(message, hint=hint, code=SETTING_CODE)
+    return InputError(message, hint=hint, code=CODE)
 
 
 def capture_sizes(
@@ -296,7 +296,7 @@ def vllm_cudagraph_captures(
     if not isinstance(num_speculative_tokens, int) or num_speculative_tokens < 0:
         raise InputError(f"num_speculative_tokens must be 0 or more, got {num_speculative_tokens!r}",
                          code="invalid-input")  # fmt: skip
-    _check_sizes(sizes, max_size)
+    check_graph_settings(sizes, max_size)
     if mode is not None and version < (0, 10):
         raise _refuse("cudagraph_mode exists from vLLM 0.10 on",
                       "plan with --engine-version 0.10 or later, or leave the mode out")  # fmt: skip
@@ -330,16 +330,25 @@ def vllm_cudagraph_captures(
     )  # fmt: skip
 
 
-def _check_sizes(sizes: Sequence[int] | None, max_size: int | None) -> None:
+def check_graph_settings(
+    sizes: Sequence[int] | None, max_size: int | None, *, limit: int | None = None
+) -> tuple[int, ...] | None:
+    """The capture sizes as a tuple, both settings checked: one or more whole numbers of at least
+    1 (and at most ``limit``), as vLLM's config accepts them."""
+
+    def bad(value: object) -> bool:
+        return (isinstance(value, bool) or not isinstance(value, int) or value < 1
+                or (limit is not None and value > limit))  # fmt: skip
+
     if sizes is not None:
-        if isinstance(sizes, (str, bytes)) or not sizes:
-            raise _refuse("cudagraph_capture_sizes needs at least one size",
-                          "e.g. --cudagraph-capture-sizes 1 2 4 8")  # fmt: skip
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (list, tuple)) or not sizes:
+            raise _refuse(f"cudagraph_capture_sizes needs a list of one or more sizes, got {sizes!r}",
+                          "e.g. --cudagraph-capture-sizes 1,2,4,8")  # fmt: skip
         for s in sizes:
-            if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+            if bad(s):
                 raise _refuse(f"cudagraph_capture_sizes must be positive integers, got {s!r}",
-                              "e.g. --cudagraph-capture-sizes 1 2 4 8")  # fmt: skip
-    if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)
-                                 or max_size < 1):  # fmt: skip
+                              "e.g. --cudagraph-capture-sizes 1,2,4,8")  # fmt: skip
+    if max_size is not None and bad(max_size):
         raise _refuse(f"max_cudagraph_capture_size must be a positive integer, got {max_size!r}",
                       "e.g. --max-cudagraph-capture-size 256")  # fmt: skip
+    return None if sizes is None else tuple(sizes)
