@@ -206,6 +206,9 @@ def _plan(
             if fits
             else _estimate(request, version, ctx, type_k, type_v, memory_ok, state_device)
         )
+    # the context fails to allocate its cache (llama_init_from_model): nothing runs
+    if not memory_ok:
+        concurrency = 0.0
     notes = [
         f"{ctx.n_seq_max} sequence slot(s), {ctx.n_stream} stream(s), {ctx.n_ctx_seq:,} cells per slot"
     ]

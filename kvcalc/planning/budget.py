@@ -81,3 +81,39 @@ def kv_budget(
 def shifted(stage_bytes: tuple[int, ...], delta: int) -> tuple[int, ...]:
     """Every stage's budget moved by ``delta`` (the band's end), floored at 0 for the engine."""
     return tuple(max(0, s + delta) for s in stage_bytes)
+
+
+#: the overhead terms an engine's budget rule may leave out, as the memory table names them
+_TERMS = (("activation peak", "activation_bytes"), ("CUDA graphs", "cudagraph_bytes"))
+
+
+def outside_terms(
+    engine: Engine, memory: MemoryInputs, *, weights_bytes: int, overhead: Overhead
+) -> tuple[tuple[str, int], ...]:
+    """The overhead terms (name, bytes) the engine allocates after its KV cache, outside the
+    budget the cache was sized from: asked of the engine's own rule (a term whose growth leaves
+    ``available_kv_bytes`` unchanged is not in it), plus graphs the release does not estimate
+    (``Overhead.cudagraph_estimated``). vLLM before 0.21, and runner V2 before 0.29, captures
+    its CUDA graphs after allocating the KV cache (``v1/worker/gpu_worker.py:
+    Worker.compile_or_warm_up_model``: ``capture_model`` after ``initialize_from_config``);
+    SGLang keeps activations and graphs in the reserved ``1 − mem_fraction_static``
+    (``srt/model_executor/runner/decode_cuda_graph_runner.py``: "Capture cuda graph failed").
+    Empty without a GPU size."""
+    if memory.gpu_memory_bytes is None:
+        return ()
+    stage = replace(memory, weights_bytes=weights_bytes, activation_bytes=overhead.activation_bytes,
+                    non_torch_bytes=overhead.non_torch_bytes,
+                    cudagraph_bytes=overhead.cudagraph_bytes if overhead.cudagraph_estimated else 0)  # fmt: skip
+    base = engine.available_kv_bytes(stage)
+    out = []
+    for name, key in _TERMS:
+        value = getattr(overhead, key)
+        if value <= 0:
+            continue
+        if key == "cudagraph_bytes" and not overhead.cudagraph_estimated:
+            out.append((name, value))
+            continue
+        grown = replace(stage, **{key: getattr(stage, key) + (1 << 30)})
+        if engine.available_kv_bytes(grown) >= base:
+            out.append((name, value))
+    return tuple(out)

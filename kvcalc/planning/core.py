@@ -29,7 +29,7 @@ from kvcalc.estimate.calibration import Calibration, apply_calibration
 from kvcalc.estimate.overhead import Overhead, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
-from kvcalc.planning.budget import KvBudget, kv_budget, shifted
+from kvcalc.planning.budget import KvBudget, kv_budget, outside_terms, shifted
 from kvcalc.planning.engine_asks import (
     cudagraph_captures,
     flashinfer_sampler,
@@ -41,7 +41,7 @@ from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
-from kvcalc.planning.verdict import overhead_notes, runnable, workload
+from kvcalc.planning.verdict import Device, overhead_notes, runnable, workload
 from kvcalc.planning.verdict import verdict as judge_verdict
 from kvcalc.units import GIB
 
@@ -93,9 +93,12 @@ def plan(
     low_kv = kv
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
+    outside = outside_terms(engine, replace(device, gpu_memory_utilization=util),
+                            weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(
-        model, inputs, gpu, memory, util, weights, overhead, budget, kv, low_kv, model_source
-    )
+        model, inputs, gpu, memory, util, weights, overhead, budget, kv, low_kv, model_source,
+        outside,
+    )  # fmt: skip
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 
@@ -234,6 +237,40 @@ def layer_kv_bytes(
     return int(model.with_cache_dtype(layout).per_rank(tensor_parallel_size).bytes_for(tokens))
 
 
+def _starts(verdict: str) -> bool:
+    return verdict not in ("wont-start", "weights-dont-fit")
+
+
+def _pessimistic(
+    inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device, central
+) -> tuple[str, str]:
+    """The verdict at the pessimistic end of the band, worded with the central estimate beside it:
+    a deployment that starts at the central estimate and not at the low end "may not start"; two
+    "longest that fits" figures each say which end of the estimate they are."""
+    verdict, reason = central
+    available, low = kv_budget.available_bytes, kv_budget.low_bytes
+    _, _, low_conc, _, low_fraction = _headroom(inputs, low_kv, low)
+    low_verdict, low_reason = judge_verdict(
+        inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens,
+        device=device,
+    )  # fmt: skip
+    band = f"{low / GIB:.2f} GiB for KV instead of {available / GIB:.2f}"
+    if low_verdict == verdict:
+        longest, low_longest = kv.estimated_max_model_len, low_kv.estimated_max_model_len
+        if (verdict == "wont-start" and not kv.fits and longest and low_longest
+                and low_longest != longest and reason.endswith(" tokens")):  # fmt: skip
+            reason += (f" at the central estimate ({available / GIB:.2f} GiB for KV), {low_longest:,} "
+                       f"at its pessimistic end ({low / GIB:.2f} GiB)")  # fmt: skip
+        return verdict, reason
+    if low_verdict == "wont-start" and _starts(verdict):
+        return low_verdict, (
+            f"may not start: at the central estimate of the KV memory ({available / GIB:.2f} GiB) "
+            f"{traits(kv.engine).name.display} starts and would be {verdict} ({reason}); at the "
+            f"pessimistic end of the estimate ({low / GIB:.2f} GiB) {low_reason}"
+        )
+    return low_verdict, f"at the pessimistic end of the estimate ({band}): {low_reason}"
+
+
 def _assemble(
     model,
     inputs,
@@ -246,6 +283,7 @@ def _assemble(
     kv,
     low_kv,
     model_source,
+    outside: tuple[tuple[str, int], ...] = (),
 ) -> CapacityPlan:
     available = kv_budget.available_bytes
     max_len = kv.max_model_len
@@ -258,23 +296,18 @@ def _assemble(
         # SGLang: rest = (total − non-torch) · mem_fraction_static − weights (the engine's own rule)
         budget = int((memory - overhead.non_torch_bytes) * util)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
-    verdict, reason = judge_verdict(
-        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens
+    device = (
+        Device(total_bytes=memory, free_bytes=memory - used, outside=outside) if memory else None
     )
+    verdict, reason = judge_verdict(
+        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens,
+        device=device,
+    )  # fmt: skip
     if low_kv is not kv:  # judged on the pessimistic end of the band
-        low = kv_budget.low_bytes
-        _, _, low_conc, _, low_fraction = _headroom(inputs, low_kv, low)
-        low_verdict, low_reason = judge_verdict(
-            inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens
-        )
-        if low_verdict != verdict:
-            verdict, reason = (
-                low_verdict,
-                (
-                    f"at the pessimistic end of the estimate ({low / GIB:.2f} GiB for KV instead of "
-                    f"{available / GIB:.2f}): {low_reason}"
-                ),
-            )
+        verdict, reason = _pessimistic(
+            inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device,
+            (verdict, reason),
+        )  # fmt: skip
     world = inputs.world_size
     num_gpus = inputs.num_gpus or world
     replicas = max(1, num_gpus // world)
@@ -313,7 +346,8 @@ def _assemble(
         target_concurrency=target,
         workload_tokens=workload_tokens,
         workload_concurrency=workload_conc,
-        runnable_concurrency=runnable(conc, kv.max_num_seqs),
+        # a deployment that does not start runs nothing, whatever its cache would hold
+        runnable_concurrency=runnable(conc, kv.max_num_seqs) if _starts(verdict) else 0.0,
         headroom_bytes=headroom,
         headroom_fraction=headroom_fraction,
         verdict=verdict,

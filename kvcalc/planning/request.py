@@ -38,7 +38,7 @@ def engine_request(
         gpu_memory_bytes=memory,
         gpu_name=gpu.device_name if gpu else None,
         gpu_compute_capability=_capability(gpu),
-        extra=_engine_extra(inputs),
+        extra=engine_extra(inputs),
         enforce_eager=inputs.enforce_eager,
         cudagraph_capture_sizes=inputs.cudagraph_capture_sizes,
         max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
@@ -66,7 +66,7 @@ def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
     return int(major), int(minor or 0)
 
 
-def _engine_extra(inputs: PlanInputs) -> dict[str, Any]:
+def engine_extra(inputs: PlanInputs) -> dict[str, Any]:
     """``--engine-option`` values, plus the target concurrency where an engine allocates per request
     up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
     total context of all slots)."""

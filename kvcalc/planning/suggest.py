@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -72,7 +73,9 @@ def suggestions(
         length = longest
         r = _try(replan, inputs, max_model_len=length)
         if r:
-            out.append(_make(f"--max-model-len {length}: the longest request that fits "
+            where = (" at the pessimistic end of the estimate"
+                     if base.available_kv_bytes_low != base.available_kv_bytes else "")  # fmt: skip
+            out.append(_make(f"--max-model-len {length}: the longest request that fits{where} "
                              f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
     if verdict == "below-target" and inputs.target_concurrency:
         target_length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
@@ -95,6 +98,9 @@ def suggestions(
             out.append(_make(f"--quantization fp8 (weights): {r.max_concurrency:.2f}x → {r.verdict}",
                              {"quantization": "fp8"}, r))  # fmt: skip
     util = base.memory.gpu_memory_utilization
+    lower = _lower_fraction(inputs, base, replan) if verdict == "wont-start" else None
+    if lower is not None:
+        out.append(lower)
     if (
         can.memory_fraction_knob
         and util is not None
@@ -105,7 +111,35 @@ def suggestions(
         if r and r.max_concurrency > base.max_concurrency:
             out.append(_make(f"--gpu-memory-utilization 0.95: {r.max_concurrency:.2f}x → {r.verdict}",
                              {"gpu_memory_utilization": 0.95}, r))  # fmt: skip
+    if verdict in _NOT_STARTING:  # a change that still does not start fixes nothing
+        out = [x for x in out if x.verdict not in _NOT_STARTING]
     return out
+
+
+#: verdicts of a deployment that does not start
+_NOT_STARTING = ("wont-start", "weights-dont-fit")
+
+
+def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> Suggestion | None:
+    """A memory fraction low enough that what the engine allocates after its KV cache (CUDA
+    graphs, SGLang's activations) fits on the GPU, when the plan is short of device memory: the
+    fraction less the shortfall's share of the GPU, then 0.01 lower at a time (a few tries)."""
+    m = base.memory
+    if m.free_bytes >= 0 or not m.total_bytes or m.gpu_memory_utilization is None:
+        return None
+    if inputs.kv_cache_memory_bytes is not None:
+        return None
+    value = math.floor((m.gpu_memory_utilization + m.free_bytes / m.total_bytes) * 100) / 100
+    for _ in range(5):
+        if value <= 0:
+            return None
+        r = _try(replan, inputs, gpu_memory_utilization=value)
+        if r is not None and r.verdict not in _NOT_STARTING:
+            return _make(f"--gpu-memory-utilization {value:.2f}: leaves room for what the engine "
+                         f"allocates after its KV cache ({r.max_concurrency:.2f}x) → {r.verdict}",
+                         {"gpu_memory_utilization": value}, r)  # fmt: skip
+        value = round(value - 0.01, 2)
+    return None
 
 
 def _length_for_concurrency(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
@@ -68,11 +70,72 @@ def no_memory_reason(engine: str, budget: int, weights: int, available: int) -> 
     return head + f" and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Device:
+    """The whole GPU beside the engine's budget: what the plan leaves free on it (negative: short)
+    and the terms the engine allocates after its KV cache, outside that budget
+    (:func:`kvcalc.planning.budget.outside_terms`)."""
+
+    total_bytes: int
+    free_bytes: int
+    outside: tuple[tuple[str, int], ...] = ()
+
+
+def short_reason(engine: str, device: Device) -> str:
+    """Why a plan whose parts add up to more than the GPU does not start."""
+    gib, mib = 1 << 30, 1 << 20
+    used = device.total_bytes - device.free_bytes
+    whole = (f"weights, overhead and KV cache take {used / gib:.2f} GiB of the GPU's "
+             f"{device.total_bytes / gib:.2f} GiB ({-device.free_bytes / mib:,.2f} MiB short)")  # fmt: skip
+    name = traits(engine).name.display
+    if not device.outside:
+        return f"{whole}: {name} runs out of memory allocating them"
+    terms = " and ".join(f"the {n} ({b / mib:,.2f} MiB)" for n, b in device.outside)
+    fix = ("; lower --gpu-memory-utilization" if traits(engine).memory_fraction_knob
+           else f"; lower {name}'s memory fraction (--gpu-memory-utilization)")  # fmt: skip
+    return (f"{terms}, which {name} allocates after its KV cache outside the budget it sizes the "
+            f"cache from, do not fit: {whole}; it runs out of memory at start-up (capturing its "
+            f"CUDA graphs, warming up) or on its first full batch{fix}")  # fmt: skip
+
+
+def sequences(inputs: PlanInputs) -> int:
+    """The sequences a fixed-pool engine allocates up front (llama.cpp's slots, transformers'
+    batch), as :func:`kvcalc.planning.request.engine_extra` passes them; 1 when not given."""
+    from kvcalc.planning.request import engine_extra
+
+    extra = engine_extra(inputs)
+    n = extra.get("n_seq_max", extra.get("batch_size", 1))
+    return n if isinstance(n, int) and n > 0 else 1
+
+
+def _pool_reason(inputs: PlanInputs, kv: KvCachePlan) -> str:
+    """A fixed pool (llama.cpp slots, transformers' batch) that does not fit: the whole pool is
+    allocated up front, so the cause is every slot's context, not one request's."""
+    gib = 1 << 30
+    name = traits(kv.engine).name.display
+    n = sequences(inputs)
+    longest = kv.estimated_max_model_len or 0
+    if kv.kv_cache_bytes <= kv.available_kv_bytes and traits(kv.engine).slots_from_target:
+        # memory is there: the request is longer than a slot's context (-c / --parallel)
+        return (f"a request of {kv.max_model_len:,} tokens is longer than the {longest:,} tokens "
+                f"{name}'s context gives each of its {n} slot(s)")  # fmt: skip
+    if n <= 1 or kv.kv_cache_bytes <= kv.available_kv_bytes:
+        return (f"one request of {kv.max_model_len:,} tokens needs {kv.bytes_per_request / gib:.2f} GiB "
+                f"of KV cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest "
+                f"that fits is {longest:,} tokens")  # fmt: skip
+    return (f"{name} allocates its whole cache up front: {n} sequences × {kv.max_model_len:,} tokens "
+            f"need {kv.kv_cache_bytes / gib:.2f} GiB ({n} × {kv.bytes_per_request / gib:.2f} GiB) but "
+            f"{kv.available_kv_bytes / gib:.2f} GiB are available; with {n} sequences the longest "
+            f"context that fits each is {longest:,} tokens")  # fmt: skip
+
+
 def verdict(
-    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, tokens=None
-) -> tuple[str, str]:
+    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, tokens=None,
+    device: Device | None = None,
+) -> tuple[str, str]:  # fmt: skip
     """The verdict and its reason. ``conc`` is the KV-limited concurrency for requests of
-    ``tokens`` tokens (the workload's, else ``max_model_len``)."""
+    ``tokens`` tokens (the workload's, else ``max_model_len``); ``device`` the whole GPU, where
+    its size is known."""
     gib = 1 << 30
     tokens = tokens or kv.max_model_len
     cap = kv.max_num_seqs
@@ -86,11 +149,8 @@ def verdict(
         return "wont-start", f"{kv.engine} refuses to start: {kv.refusal}{fix}"
     if available <= 0:
         return "wont-start", no_memory_reason(kv.engine, budget, weights.per_gpu_bytes, available)
-    if not kv.fits and traits(kv.engine).batch_from_target and (kv.max_num_seqs or 1) > 1:
-        return "wont-start", (
-            f"transformers' cache for {kv.max_num_seqs} sequences of {kv.max_model_len:,} tokens needs "
-            f"{kv.kv_cache_bytes / gib:.2f} GiB but {kv.available_kv_bytes / gib:.2f} GiB are available"
-        )
+    if not kv.fits and traits(kv.engine).fixed_pool:
+        return "wont-start", _pool_reason(inputs, kv)
     if not kv.fits:
         longest = kv.estimated_max_model_len or 0
         return "wont-start", (
@@ -98,6 +158,8 @@ def verdict(
             f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
             f"{longest:,} tokens"
         )
+    if device is not None and device.free_bytes < 0:
+        return "wont-start", short_reason(kv.engine, device)
     target = inputs.target_concurrency
     if target is not None and runnable(conc, cap) < target:
         if conc >= target:

@@ -1,0 +1,113 @@
+"""Verdicts that say what the engine does: never ``ok`` where it runs out of memory, every figure
+said with what it is (issue 25, items 1, 5, 8, 14)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import bundled_shape
+
+from kvcalc.planning.core import plan
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.units import GIB, MIB
+
+
+def _plan(name: str, **kw):
+    return plan(bundled_shape(name), PlanInputs(**kw))
+
+
+# -- 1: terms the engine allocates after its KV cache --------------------------------------------
+def test_vllm_graphs_captured_after_the_pool_do_not_fit():
+    # vLLM 0.28 (runner V2, before 0.29) does not subtract its CUDA graphs from the budget: the pool
+    # takes ceil(8 GiB · 0.99) less weights, activation and non-torch, and the graphs are captured
+    # after it (gpu_worker.py: Worker.compile_or_warm_up_model). 8 GiB · 0.01 = 81.92 MiB is all
+    # that is left outside the budget, and the graphs need ~613 MiB: it dies at start-up.
+    r = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096, engine_version="0.28",
+              gpu_memory_utilization=0.99)  # fmt: skip
+    m = r.memory
+    assert m.free_bytes == m.total_bytes - (
+        m.weights_bytes
+        + m.activation_bytes
+        + m.non_torch_bytes
+        + m.cudagraph_bytes
+        + m.kv_cache_bytes
+    )
+    assert m.cudagraph_bytes > 0.01 * 8 * GIB and m.free_bytes < 0
+    assert r.verdict == "wont-start" and not r.passed
+    assert "CUDA graphs" in r.verdict_reason and "after its KV cache" in r.verdict_reason
+    assert f"{-m.free_bytes / MIB:,.2f} MiB short" in r.verdict_reason
+    assert r.runnable_concurrency == 0.0
+    # the suggestion lowers the fraction until the graphs fit, and was itself planned
+    (s,) = [s for s in r.suggestions if "gpu_memory_utilization" in s.change]
+    assert s.change["gpu_memory_utilization"] < 0.99 and s.verdict in ("ok", "tight")
+    fixed = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096, engine_version="0.28",
+                  gpu_memory_utilization=s.change["gpu_memory_utilization"])  # fmt: skip
+    assert fixed.memory.free_bytes >= 0 and fixed.verdict == s.verdict
+
+
+def test_vllm_graphs_inside_the_budget_leave_the_rest_free():
+    # vLLM 0.33 subtracts its graph estimate from the budget: nothing is allocated outside it, so
+    # what is left free is the 1 % of the GPU beyond ceil(8 GiB · 0.99), never negative
+    r = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096,
+              gpu_memory_utilization=0.99)  # fmt: skip
+    assert r.memory.free_bytes >= 0 and r.verdict == "ok"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "lmdeploy"])
+def test_engines_that_keep_graphs_outside_their_budget(engine):
+    # SGLang keeps activations and CUDA graphs in the reserved 1 − mem_fraction_static
+    # (decode_cuda_graph_runner.py: "Capture cuda graph failed"); LMDeploy sizes its cache from
+    # the memory free after the weights and allocates them after it. At 0.99 on an L4 (22.05 GiB)
+    # the 1 % left cannot hold ~0.7 GiB of graphs.
+    r = _plan(
+        "qwen3-1.7b", engine=engine, gpu="L4", gpu_memory_utilization=0.99, max_model_len=4096
+    )
+    assert r.memory.free_bytes < 0
+    assert r.verdict == "wont-start"
+    assert "CUDA graphs" in r.verdict_reason and "activation peak" in r.verdict_reason
+    assert any(s.verdict in ("ok", "tight") and "gpu_memory_utilization" in s.change
+               for s in r.suggestions)  # fmt: skip
+
+
+# -- 5: llama.cpp allocates every slot up front --------------------------------------------------
+def test_llamacpp_slots_say_the_whole_pool():
+    # Qwen2.5-7B: 28 layers · (K + V) · 4 KV heads · 128 · 2 B = 57,344 B per cell; 16 slots of
+    # 32,768 cells = 524,288 cells · 57,344 B = 28.00 GiB (16 × 1.75 GiB) on an L4 that leaves
+    # ~7.5 GiB: llama.cpp cannot allocate the cache, so no request runs at all
+    r = _plan("qwen2.5-7b", engine="llamacpp", gpu="L4", batch=16, max_model_len=32768)
+    assert r.kv_cache_bytes == 524_288 * 57_344 == 28 * GIB
+    assert r.verdict == "wont-start"
+    assert "16 sequences × 32,768 tokens need 28.00 GiB (16 × 1.75 GiB)" in r.verdict_reason
+    assert f"but {r.available_kv_bytes / GIB:.2f} GiB are available" in r.verdict_reason
+    # no concurrency a deployment that does not start cannot run: the table and JSON read these
+    assert r.max_concurrency == 0.0 and r.total_max_concurrency == 0.0
+    assert r.runnable_concurrency == 0.0
+
+
+# -- 8, 14: the band's two ends, each named --------------------------------------------------------
+def test_two_longest_figures_say_which_end():
+    # Llama-3.1-8B on an L4: 3.90 GiB for KV at the central estimate, 3.15 at the pessimistic end.
+    # 131,072 B per token: vLLM 0.33's estimate is (blocks − 1 null block) · 16 tokens
+    r = _plan("llama-3.1-8b", gpu="L4", max_model_len=40000)
+    assert r.verdict == "wont-start"
+    central = (r.available_kv_bytes // (16 * 131_072) - 1) * 16
+    assert r.estimated_max_model_len == central == 31_952
+    low = (r.available_kv_bytes_low // (16 * 131_072) - 1) * 16
+    assert (
+        f"the longest that fits is {central:,} tokens at the central estimate" in r.verdict_reason
+    )
+    assert f"{low:,} at its pessimistic end" in r.verdict_reason
+    (s,) = [s for s in r.suggestions if "max_model_len" in s.change]
+    assert s.change["max_model_len"] == low
+    assert "at the pessimistic end of the estimate" in s.text
+
+
+def test_starts_at_the_central_estimate_may_not_start():
+    # 30,000 tokens: 1.07x at the central estimate (vLLM starts and prints it), one request does
+    # not fit the pessimistic end's 3.15 GiB: the verdict stays wont-start (exit 1), in words
+    r = _plan("llama-3.1-8b", gpu="L4", max_model_len=30000)
+    assert r.max_concurrency == pytest.approx(31_968 / 30_000, abs=1e-4)
+    assert any("Maximum concurrency for 30,000 tokens per request: 1.07x" in x for x in r.log_lines)
+    assert r.verdict == "wont-start"
+    assert r.verdict_reason.startswith("may not start: at the central estimate")
+    assert "vLLM starts and would be tight" in r.verdict_reason
+    assert "at the pessimistic end of the estimate" in r.verdict_reason
