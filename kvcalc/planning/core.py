@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import Engine, EngineRequest, KvCachePlan
+from kvcalc.engines.base import Engine, EngineRequest
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError, KvcalcError
 from kvcalc.estimate.calibration import Calibration, apply_calibration
@@ -41,9 +41,9 @@ from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
-from kvcalc.planning.verdict import Device, overhead_notes, runnable, workload
+from kvcalc.planning.verdict import Device, overhead_notes, pessimistic, runnable, starts
+from kvcalc.planning.verdict import headroom as kv_headroom
 from kvcalc.planning.verdict import verdict as judge_verdict
-from kvcalc.units import GIB
 
 if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -201,28 +201,6 @@ def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> Engine
                    stage_available_kv_bytes=stages if len(stages) > 1 else ())  # fmt: skip
 
 
-def _headroom(
-    inputs: PlanInputs, kv: KvCachePlan, available: int
-) -> tuple[int | None, float | None, float, int, float]:
-    """(workload tokens, workload concurrency, concurrency, headroom bytes, headroom fraction)."""
-    workload_tokens, workload_conc = workload(inputs, kv, kv.max_model_len)
-    conc = workload_conc if workload_conc is not None else kv.max_concurrency
-    need = inputs.target_concurrency or 1
-    if traits(kv.engine).fixed_pool:
-        # the pool is sized by the settings (slots × context, batch × length): headroom is memory
-        headroom = available - kv.kv_cache_bytes
-        fraction = headroom / available if available > 0 else -1.0
-    else:
-        # the engine fills its budget with blocks: headroom is concurrency beyond the target
-        fraction = 1.0 - need / conc if conc > 0 else -1.0
-        headroom = (
-            kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc)
-            if conc > 0
-            else -kv.bytes_per_request
-        )
-    return workload_tokens, workload_conc, conc, headroom, fraction
-
-
 def layer_kv_bytes(
     model: ModelShape, kv_cache_dtype: str, tensor_parallel_size: int, tokens: int
 ) -> int | None:
@@ -235,40 +213,6 @@ def layer_kv_bytes(
     except InputError:
         return None
     return int(model.with_cache_dtype(layout).per_rank(tensor_parallel_size).bytes_for(tokens))
-
-
-def _starts(verdict: str) -> bool:
-    return verdict not in ("wont-start", "weights-dont-fit")
-
-
-def _pessimistic(
-    inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device, central
-) -> tuple[str, str]:
-    """The verdict at the pessimistic end of the band, worded with the central estimate beside it:
-    a deployment that starts at the central estimate and not at the low end "may not start"; two
-    "longest that fits" figures each say which end of the estimate they are."""
-    verdict, reason = central
-    available, low = kv_budget.available_bytes, kv_budget.low_bytes
-    _, _, low_conc, _, low_fraction = _headroom(inputs, low_kv, low)
-    low_verdict, low_reason = judge_verdict(
-        inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens,
-        device=device,
-    )  # fmt: skip
-    band = f"{low / GIB:.2f} GiB for KV instead of {available / GIB:.2f}"
-    if low_verdict == verdict:
-        longest, low_longest = kv.estimated_max_model_len, low_kv.estimated_max_model_len
-        if (verdict == "wont-start" and not kv.fits and longest and low_longest
-                and low_longest != longest and reason.endswith(" tokens")):  # fmt: skip
-            reason += (f" at the central estimate ({available / GIB:.2f} GiB for KV), {low_longest:,} "
-                       f"at its pessimistic end ({low / GIB:.2f} GiB)")  # fmt: skip
-        return verdict, reason
-    if low_verdict == "wont-start" and _starts(verdict):
-        return low_verdict, (
-            f"may not start: at the central estimate of the KV memory ({available / GIB:.2f} GiB) "
-            f"{traits(kv.engine).name.display} starts and would be {verdict} ({reason}); at the "
-            f"pessimistic end of the estimate ({low / GIB:.2f} GiB) {low_reason}"
-        )
-    return low_verdict, f"at the pessimistic end of the estimate ({band}): {low_reason}"
 
 
 def _assemble(
@@ -288,7 +232,7 @@ def _assemble(
     available = kv_budget.available_bytes
     max_len = kv.max_model_len
     target = inputs.target_concurrency
-    workload_tokens, workload_conc, conc, headroom, headroom_fraction = _headroom(
+    workload_tokens, workload_conc, conc, headroom, headroom_fraction = kv_headroom(
         inputs, kv, available
     )
     budget = kv.kv_cache_bytes if memory is None else (math.ceil(memory * util) if util else memory)
@@ -304,7 +248,7 @@ def _assemble(
         device=device,
     )  # fmt: skip
     if low_kv is not kv:  # judged on the pessimistic end of the band
-        verdict, reason = _pessimistic(
+        verdict, reason = pessimistic(
             inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device,
             (verdict, reason),
         )  # fmt: skip
@@ -347,7 +291,7 @@ def _assemble(
         workload_tokens=workload_tokens,
         workload_concurrency=workload_conc,
         # a deployment that does not start runs nothing, whatever its cache would hold
-        runnable_concurrency=runnable(conc, kv.max_num_seqs) if _starts(verdict) else 0.0,
+        runnable_concurrency=runnable(conc, kv.max_num_seqs) if starts(verdict) else 0.0,
         headroom_bytes=headroom,
         headroom_fraction=headroom_fraction,
         verdict=verdict,

@@ -9,6 +9,7 @@ from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
 from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.units import GIB
 
 
 def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
@@ -176,3 +177,60 @@ def verdict(
     knob = traits(kv.engine).max_num_seqs_name
     capped = f"; the engine runs {cap:,} at once ({knob})" if cap and conc > cap else ""
     return "ok", f"{conc:.2f} requests of {tokens:,} tokens fit per engine{capped}"
+
+
+def headroom(
+    inputs: PlanInputs, kv: KvCachePlan, available: int
+) -> tuple[int | None, float | None, float, int, float]:
+    """(workload tokens, workload concurrency, concurrency, headroom bytes, headroom fraction)."""
+    workload_tokens, workload_conc = workload(inputs, kv, kv.max_model_len)
+    conc = workload_conc if workload_conc is not None else kv.max_concurrency
+    need = inputs.target_concurrency or 1
+    if traits(kv.engine).fixed_pool:
+        # the pool is sized by the settings (slots × context, batch × length): headroom is memory
+        headroom = available - kv.kv_cache_bytes
+        fraction = headroom / available if available > 0 else -1.0
+    else:
+        # the engine fills its budget with blocks: headroom is concurrency beyond the target
+        fraction = 1.0 - need / conc if conc > 0 else -1.0
+        headroom = (
+            kv.kv_cache_bytes - round(kv.kv_cache_bytes * need / conc)
+            if conc > 0
+            else -kv.bytes_per_request
+        )
+    return workload_tokens, workload_conc, conc, headroom, fraction
+
+
+def starts(verdict: str) -> bool:
+    """The deployment starts (a verdict other than ``wont-start``/``weights-dont-fit``)."""
+    return verdict not in ("wont-start", "weights-dont-fit")
+
+
+def pessimistic(
+    inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device, central
+) -> tuple[str, str]:
+    """The verdict at the pessimistic end of the band, worded with the central estimate beside it:
+    a deployment that starts at the central estimate and not at the low end "may not start"; two
+    "longest that fits" figures each say which end of the estimate they are."""
+    verdict, reason = central
+    available, low = kv_budget.available_bytes, kv_budget.low_bytes
+    _, _, low_conc, _, low_fraction = headroom(inputs, low_kv, low)
+    low_verdict, low_reason = verdict(
+        inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens,
+        device=device,
+    )  # fmt: skip
+    band = f"{low / GIB:.2f} GiB for KV instead of {available / GIB:.2f}"
+    if low_verdict == verdict:
+        longest, low_longest = kv.estimated_max_model_len, low_kv.estimated_max_model_len
+        if (verdict == "wont-start" and not kv.fits and longest and low_longest
+                and low_longest != longest and reason.endswith(" tokens")):  # fmt: skip
+            reason += (f" at the central estimate ({available / GIB:.2f} GiB for KV), {low_longest:,} "
+                       f"at its pessimistic end ({low / GIB:.2f} GiB)")  # fmt: skip
+        return verdict, reason
+    if low_verdict == "wont-start" and starts(verdict):
+        return low_verdict, (
+            f"may not start: at the central estimate of the KV memory ({available / GIB:.2f} GiB) "
+            f"{traits(kv.engine).name.display} starts and would be {verdict} ({reason}); at the "
+            f"pessimistic end of the estimate ({low / GIB:.2f} GiB) {low_reason}"
+        )
+    return low_verdict, f"at the pessimistic end of the estimate ({band}): {low_reason}"
