@@ -27,7 +27,7 @@ def _check(tmp_path, text: str, **kw):
 def test_worked_example_passes(tmp_path):
     r = _check(
         tmp_path,
-        BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 4\n  min_headroom: 1.9GiB\n",
+        BASE + "max_num_seqs: 4\nbatch: 4\nrequirements:\n  min_concurrency: 4\n  min_headroom: 1.9GiB\n",
     )
     assert r.plan.kv_cache_tokens == 81_920
     assert r.plan.max_concurrency == pytest.approx(5.0)
@@ -43,6 +43,18 @@ def test_min_concurrency_above_max_num_seqs_fails(tmp_path):
     (f,) = r.failures
     assert (f.requirement, f.expected, f.actual) == ("min_concurrency", 5, 4)
     assert "max_num_seqs 4 runs 4 at once" in f.message
+
+
+@pytest.mark.parametrize("cap", [5, 256, 1024])
+def test_max_num_seqs_is_a_cap_not_a_target(tmp_path, cap):
+    # 5 requests of 16,384 tokens fit; max_num_seqs 256 (or vLLM's own default, 1,024) caps what
+    # runs at once and asks for nothing: the plan is ok and min_concurrency 5 is met. The headroom
+    # is beyond one request, 1 − 1/5 of the 10 GiB pool = 8 GiB
+    r = _check(tmp_path, BASE + f"max_num_seqs: {cap}\nrequirements:\n  min_concurrency: 5\n")
+    assert r.plan.verdict == "ok" and r.plan.target_concurrency is None
+    assert r.plan.runnable_concurrency == pytest.approx(5.0)
+    assert r.plan.headroom_bytes == pytest.approx(8 * GIB, abs=1)
+    assert r.passed and r.failures == ()
 
 
 def test_min_concurrency_fails_with_its_line(tmp_path):
@@ -70,14 +82,14 @@ def test_min_concurrency_uses_the_workload_when_given(tmp_path):
 
 
 def test_min_headroom_bytes_and_percent(tmp_path):
-    r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_headroom: 3GiB\n")
+    r = _check(tmp_path, BASE + "batch: 4\nrequirements:\n  min_headroom: 3GiB\n")
     (f,) = r.failures
     assert (f.requirement, f.expected, f.line) == ("min_headroom", 3 * GIB, 6)
     assert f.actual == pytest.approx(2 * GIB, abs=1)
     assert f.message == (
         "KV headroom is 2.00 GiB beyond the target concurrency; min_headroom is 3.00 GiB"
     )
-    r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_headroom: 25%\n")
+    r = _check(tmp_path, BASE + "batch: 4\nrequirements:\n  min_headroom: 25%\n")
     (f,) = r.failures
     assert (f.expected, f.actual) == (0.25, pytest.approx(0.2))
 
@@ -99,7 +111,7 @@ def test_wont_start_always_fails_and_points_at_max_model_len(tmp_path):
 
 def test_tight_passes_by_default_and_fails_on_request(tmp_path):
     # 5 requests fit, 5 wanted: no headroom left → tight
-    text = BASE + "max_num_seqs: 5\n"
+    text = BASE + "batch: 5\n"
     assert _check(tmp_path, text).plan.verdict == "tight"
     assert _check(tmp_path, text).passed
     r = _check(tmp_path, text, fail_on=["tight"])
@@ -108,7 +120,7 @@ def test_tight_passes_by_default_and_fails_on_request(tmp_path):
 
 
 def test_below_target_can_be_allowed(tmp_path):
-    text = BASE + "max_num_seqs: 6\n"
+    text = BASE + "batch: 6\n"
     assert _check(tmp_path, text).failures[0].actual == "below-target"
     assert _check(
         tmp_path, text + "requirements: {allow_verdicts: [ok, tight, below-target]}\n"

@@ -111,3 +111,39 @@ def test_starts_at_the_central_estimate_may_not_start():
     assert r.verdict_reason.startswith("may not start: at the central estimate")
     assert "vLLM starts and would be tight" in r.verdict_reason
     assert "at the pessimistic end of the estimate" in r.verdict_reason
+
+
+# -- 6: --max-num-seqs caps what runs; --batch is the target ---------------------------------------
+@pytest.mark.parametrize("cap", [256, 1024])
+def test_max_num_seqs_is_a_cap(cap):
+    # Llama-3.1-8B at its 131,072 tokens on an H100: ~3.5 requests fit. max_num_seqs 256 (or vLLM's
+    # own default, 1,024) caps the scheduler and asks for nothing: ok, headroom beyond 1 request
+    r = _plan("llama-3.1-8b", gpu="H100", max_num_seqs=cap)
+    assert r.target_concurrency is None and r.max_num_seqs == cap
+    assert r.verdict == "ok" and r.headroom_bytes > 0
+    assert r.runnable_concurrency == pytest.approx(r.max_concurrency)
+    # --batch is the target: 256 wanted, ~3.5 fit
+    r = _plan("llama-3.1-8b", gpu="H100", max_num_seqs=cap, batch=256)
+    assert r.target_concurrency == 256 and r.verdict == "below-target"
+
+
+def test_pasted_serve_command_max_num_seqs_is_a_cap(cli):
+    result = cli("plan", "--from-command", "vllm serve meta-llama/Llama-3.1-8B --max-num-seqs 1024 "
+                 "--max-model-len 8192", "--gpu", "H100", "--json", "--no-throughput")  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    data = result.json
+    assert data["target_concurrency"] is None and data["max_num_seqs"] == 1024
+    assert data["verdict"] == "ok"
+
+
+@pytest.mark.parametrize(("engine", "key"), [("llamacpp", "n_seq_max"), ("hf", "batch_size")])
+def test_max_num_seqs_still_sizes_engines_that_allocate_per_sequence(engine, key):
+    # llama.cpp's n_seq_max slots and transformers' batch are the cache itself: --max-num-seqs 4
+    # allocates 4 sequences of 4,096 tokens (Qwen2.5-1.5B: 28 layers · 2 · 2 heads · 128 · 2 B =
+    # 28,672 B per token → 4 · 4,096 · 28,672 = 469,762,048 B), not 1
+    from kvcalc.planning.request import engine_extra
+
+    inputs = PlanInputs(engine=engine, gpu="L4", max_model_len=4096, max_num_seqs=4)
+    assert engine_extra(inputs)[key] == 4
+    r = plan(bundled_shape("qwen2.5-1.5b"), inputs)
+    assert r.kv_cache_bytes == 4 * 4096 * 28_672 and r.target_concurrency is None

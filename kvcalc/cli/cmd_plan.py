@@ -13,7 +13,7 @@ from kvcalc.planning.settings import OUTPUT_PANEL
 
 @command(
     app,
-    *DEPLOYMENT, "num_gpus", use("batch", note="The target, instead of --max-num-seqs."),
+    *DEPLOYMENT, "num_gpus", use("batch", note="The target; --max-num-seqs only caps what runs at once."),
     "tight_threshold", "calibration", "from_command",
     "prompt_len", "output_len", "shared_prefix", *MODEL_SOURCE, "json",
     examples=(

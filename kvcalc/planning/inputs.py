@@ -169,8 +169,17 @@ class PlanInputs:
 
     @property
     def target_concurrency(self) -> int | None:
-        """The concurrency asked for: ``--batch`` if given, else ``--max-num-seqs``."""
-        return self.batch if self.batch is not None else self.max_num_seqs
+        """The concurrency asked for: ``--batch`` (a deployment file's ``batch``). An explicit
+        ``--max-num-seqs`` is the engine's cap on what runs at once, not a target: vLLM's own
+        default, 1,024 on an H100, asks for nothing (``SchedulerConfig.max_num_seqs``)."""
+        return self.batch
+
+    @property
+    def sequences(self) -> int | None:
+        """The sequences an engine that allocates per sequence up front sizes its cache for
+        (llama.cpp's slots, ``n_seq_max``; transformers' batch): its cap, ``--max-num-seqs``, where
+        given (the cache holds no more), else the target ``--batch``."""
+        return self.max_num_seqs if self.max_num_seqs is not None else self.batch
 
     def to_dict(self) -> dict[str, Any]:
         """The ``inputs`` object of the JSON: the request as given, keys as the flags spell them."""

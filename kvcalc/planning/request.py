@@ -67,14 +67,14 @@ def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
 
 
 def engine_extra(inputs: PlanInputs) -> dict[str, Any]:
-    """``--engine-option`` values, plus the target concurrency where an engine allocates per request
+    """``--engine-option`` values, plus the sequences where an engine allocates per request
     up front: transformers' cache batch and llama.cpp's slots (``--parallel``, with ``-c`` the
     total context of all slots)."""
     extra = dict(inputs.engine_options)
     can = traits(inputs.engine)
     if inputs.allow_long_max_model_len and can.long_max_model_len:
         extra["allow_long_max_model_len"] = True
-    target = inputs.target_concurrency
+    target = inputs.sequences
     if can.batch_from_target and target and "batch_size" not in extra:
         extra["batch_size"] = target
     if can.slots_from_target and target and "n_seq_max" not in extra:

@@ -103,7 +103,7 @@ class CapacityPlan:
     #: the engine's values, defaults resolved (null where the engine has no such setting)
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
-    #: the concurrency asked for (``--batch``, else ``--max-num-seqs``)
+    #: the concurrency asked for (``--batch``); ``--max-num-seqs`` is a cap, not a target
     target_concurrency: int | None
     #: tokens one workload request holds (``--prompt-len`` + ``--output-len``), if given
     workload_tokens: int | None

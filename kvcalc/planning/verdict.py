@@ -212,7 +212,7 @@ def pessimistic(
     """The verdict at the pessimistic end of the band, worded with the central estimate beside it:
     a deployment that starts at the central estimate and not at the low end "may not start"; two
     "longest that fits" figures each say which end of the estimate they are."""
-    verdict, reason = central
+    central_verdict, reason = central
     available, low = kv_budget.available_bytes, kv_budget.low_bytes
     _, _, low_conc, _, low_fraction = headroom(inputs, low_kv, low)
     low_verdict, low_reason = verdict(
@@ -220,17 +220,17 @@ def pessimistic(
         device=device,
     )  # fmt: skip
     band = f"{low / GIB:.2f} GiB for KV instead of {available / GIB:.2f}"
-    if low_verdict == verdict:
+    if low_verdict == central_verdict:
         longest, low_longest = kv.estimated_max_model_len, low_kv.estimated_max_model_len
-        if (verdict == "wont-start" and not kv.fits and longest and low_longest
+        if (central_verdict == "wont-start" and not kv.fits and longest and low_longest
                 and low_longest != longest and reason.endswith(" tokens")):  # fmt: skip
             reason += (f" at the central estimate ({available / GIB:.2f} GiB for KV), {low_longest:,} "
                        f"at its pessimistic end ({low / GIB:.2f} GiB)")  # fmt: skip
-        return verdict, reason
-    if low_verdict == "wont-start" and starts(verdict):
+        return central_verdict, reason
+    if low_verdict == "wont-start" and starts(central_verdict):
         return low_verdict, (
             f"may not start: at the central estimate of the KV memory ({available / GIB:.2f} GiB) "
-            f"{traits(kv.engine).name.display} starts and would be {verdict} ({reason}); at the "
+            f"{traits(kv.engine).name.display} starts and would be {central_verdict} ({reason}); at the "
             f"pessimistic end of the estimate ({low / GIB:.2f} GiB) {low_reason}"
         )
     return low_verdict, f"at the pessimistic end of the estimate ({band}): {low_reason}"
