@@ -40,7 +40,9 @@ def test_worked_example_passes(tmp_path):
 
 def test_min_concurrency_above_max_num_seqs_fails(tmp_path):
     r = _check(tmp_path, BASE + "max_num_seqs: 4\nrequirements:\n  min_concurrency: 5\n")
-    (f,) = r.failures
+    # min_concurrency is the plan's target: below-target, and the requirement fails
+    assert r.plan.verdict == "below-target" and r.plan.target_concurrency == 5
+    (f,) = [f for f in r.failures if f.requirement == "min_concurrency"]
     assert (f.requirement, f.expected, f.actual) == ("min_concurrency", 5, 4)
     assert "max_num_seqs 4 runs 4 at once" in f.message
 
@@ -48,18 +50,28 @@ def test_min_concurrency_above_max_num_seqs_fails(tmp_path):
 @pytest.mark.parametrize("cap", [5, 256, 1024])
 def test_max_num_seqs_is_a_cap_not_a_target(tmp_path, cap):
     # 5 requests of 16,384 tokens fit; max_num_seqs 256 (or vLLM's own default, 1,024) caps what
-    # runs at once and asks for nothing: the plan is ok and min_concurrency 5 is met. The headroom
-    # is beyond one request, 1 − 1/5 of the 10 GiB pool = 8 GiB
-    r = _check(tmp_path, BASE + f"max_num_seqs: {cap}\nrequirements:\n  min_concurrency: 5\n")
-    assert r.plan.verdict == "ok" and r.plan.target_concurrency is None
+    # runs at once and asks for nothing: the target is min_concurrency 4, met, and the headroom is
+    # beyond 4 requests, 1 − 4/5 of the 10 GiB pool = 2 GiB
+    r = _check(tmp_path, BASE + f"max_num_seqs: {cap}\nrequirements:\n  min_concurrency: 4\n")
+    assert r.plan.verdict == "ok" and r.plan.target_concurrency == 4
     assert r.plan.runnable_concurrency == pytest.approx(5.0)
-    assert r.plan.headroom_bytes == pytest.approx(8 * GIB, abs=1)
+    assert r.plan.headroom_bytes == pytest.approx(2 * GIB, abs=1)
     assert r.passed and r.failures == ()
+    # without a requirement nothing is asked for: headroom beyond one request, 8 GiB
+    r = _check(tmp_path, BASE + f"max_num_seqs: {cap}\n")
+    assert r.plan.verdict == "ok" and r.plan.target_concurrency is None
+    assert r.plan.headroom_bytes == pytest.approx(8 * GIB, abs=1)
+
+
+def test_min_concurrency_is_the_target_per_replica(tmp_path):
+    # 10 across 2 data-parallel replicas: each engine is asked for ceil(10 / 2) = 5
+    r = _check(tmp_path, BASE + "num_gpus: 2\nrequirements:\n  min_concurrency: 9\n")
+    assert r.plan.target_concurrency == 5 and r.passed
 
 
 def test_min_concurrency_fails_with_its_line(tmp_path):
     r = _check(tmp_path, BASE + "requirements:\n  min_concurrency: 6\n")
-    (f,) = r.failures
+    (f,) = [f for f in r.failures if f.requirement == "min_concurrency"]
     assert (f.requirement, f.expected, f.actual, f.line) == ("min_concurrency", 6, 5.0, 5)
     assert f.message == "5.00 concurrent requests fit at max_model_len 16,384; min_concurrency is 6"
 
@@ -76,7 +88,7 @@ def test_min_concurrency_uses_the_workload_when_given(tmp_path):
         BASE + "workload: {prompt_len: 3072, output_len: 1024}\n"
         "requirements: {min_concurrency: 21}\n",
     )
-    (f,) = r.failures
+    (f,) = [f for f in r.failures if f.requirement == "min_concurrency"]
     assert f.actual == pytest.approx(20.0)
     assert "at the workload's 4,096 tokens" in f.message
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import bundled_shape
 
+from kvcalc.errors import InputError
 from kvcalc.planning.core import plan
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import GIB, MIB
@@ -147,3 +148,41 @@ def test_max_num_seqs_still_sizes_engines_that_allocate_per_sequence(engine, key
     assert engine_extra(inputs)[key] == 4
     r = plan(bundled_shape("qwen2.5-1.5b"), inputs)
     assert r.kv_cache_bytes == 4 * 4096 * 28_672 and r.target_concurrency is None
+
+
+# -- 13: a workload longer than max_model_len ---------------------------------------------------
+def test_vllm_cuts_a_long_workload_at_max_model_len():
+    # Qwen3-8B's max_model_len is 40,960: 5,000 + 200,000 tokens are served cut at 40,960 (the
+    # scheduler's check_stop; the 0.33 server clamps max_tokens to 40,960 − 5,000 = 35,960)
+    r = _plan("qwen3-8b", gpu="H100", prompt_len=5000, output_len=200_000)
+    assert r.workload_tokens == 40_960
+    assert r.workload_concurrency == pytest.approx(r.max_concurrency)
+    assert "at most 35,960 output tokens are generated" in r.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("engine", "kw", "text"),
+    [
+        # vLLM's InputProcessor rejects a prompt of max_model_len tokens or more
+        ("vllm", {"prompt_len": 40_960}, "not shorter than max_model_len 40,960"),
+        ("sglang", {"prompt_len": 50_000}, "not shorter than max_model_len 40,960"),
+        # SGLang's TokenizerManager rejects prompt + max_new_tokens beyond its context length
+        ("sglang", {"prompt_len": 5000, "output_len": 200_000}, "give --output-len at most 35,960"),
+        ("llamacpp", {"prompt_len": 5000, "output_len": 200_000}, "at most 35,960"),
+    ],
+)
+def test_workloads_the_engine_rejects_are_refused(engine, kw, text):
+    with pytest.raises(InputError) as err:
+        _plan("qwen3-8b", engine=engine, gpu="H100", **kw)
+    assert err.value.code == "invalid-input"
+    assert text in err.value.message + (err.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "kw", [{"shared_prefix": 1000}, {"output_len": 200}, {"prompt_len": 500, "shared_prefix": 1000}]
+)
+def test_a_workload_needs_its_prompt(kw):
+    # --shared-prefix or --output-len alone would be planned as no workload at all
+    with pytest.raises(InputError) as err:
+        PlanInputs(gpu="H100", **kw)
+    assert err.value.code == "invalid-input"

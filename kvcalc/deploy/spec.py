@@ -10,6 +10,7 @@ unknown keys (with a "did you mean"), types, ranges, GPU names, cache dtypes, a 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -182,6 +183,19 @@ def _read_keys(
     return values
 
 
+def _target_from_requirements(fields_: dict[str, Any], requirements: dict[str, Any]) -> None:
+    """``min_concurrency`` is the plan's target where the file gives no ``batch``: per engine, its
+    share of the data-parallel replicas, rounded up (``max_num_seqs`` only caps what runs)."""
+    wanted = requirements.get("min_concurrency")
+    if fields_.get("batch") is not None or not isinstance(wanted, int | float) or wanted <= 0:
+        return
+    world = int(fields_.get("tensor_parallel_size") or 1) * int(
+        fields_.get("pipeline_parallel_size") or 1
+    )
+    replicas = max(1, int(fields_.get("num_gpus") or world) // max(1, world))
+    fields_["batch"] = max(1, math.ceil(wanted / replicas))
+
+
 def _deployment(
     node: Node, ctx: _Ctx, *, default_name: str, top_level: bool = False
 ) -> Deployment | None:
@@ -212,6 +226,7 @@ def _deployment(
     if (len(ctx.problems), ctx.bad) != before:
         return None
     fields_.update(values.get("workload", {}))
+    _target_from_requirements(fields_, values.get("requirements", {}))
     if fields_.get("dtype") is not None:
         fields_["dtype"] = parse_weight_dtype(fields_["dtype"])
     try:

@@ -153,12 +153,19 @@ class EngineTraits:
     #: the engine can be told to accept a ``max_model_len`` past the model's own
     #: (``--allow-long-max-model-len``: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``)
     long_max_model_len: bool = False
+    #: a request whose prompt + output exceeds ``max_model_len`` is served with its output cut at
+    #: ``max_model_len`` (vLLM: the scheduler's ``check_stop`` in ``v1/core/sched/utils.py``, the
+    #: 0.33 server's ``get_max_tokens`` in ``entrypoints/serve/utils/api_utils.py``); False: the
+    #: engine refuses it (SGLang's ``TokenizerManager._validate_one_request``) or kvcalc does not
+    #: know what it does, and such a workload is refused
+    output_capped_at_max_model_len: bool = False
 
 
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
-                                  cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True),
+                                  cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
+                                  output_capped_at_max_model_len=True),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,

@@ -41,7 +41,14 @@ from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
-from kvcalc.planning.verdict import Device, overhead_notes, pessimistic, runnable, starts
+from kvcalc.planning.verdict import (
+    Device,
+    overhead_notes,
+    pessimistic,
+    runnable,
+    starts,
+    workload_length,
+)
 from kvcalc.planning.verdict import headroom as kv_headroom
 from kvcalc.planning.verdict import verdict as judge_verdict
 
@@ -90,6 +97,7 @@ def plan(
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
     available = budget.available_bytes
     kv = engine.plan_kv_cache(_with_budget(request, budget, 0))
+    length_notes = workload_length(inputs, kv.max_model_len)
     low_kv = kv
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
@@ -99,6 +107,8 @@ def plan(
         model, inputs, gpu, memory, util, weights, overhead, budget, kv, low_kv, model_source,
         outside,
     )  # fmt: skip
+    if length_notes:
+        result = replace(result, notes=(*length_notes, *result.notes))
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 

@@ -134,6 +134,7 @@ class PlanInputs:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InputError(f"{name} must not be empty", code="invalid-input")
         object.__setattr__(self, "engine", engine_name(self.engine))  # resolved once, here
+        self._check_workload()
         self._check_cudagraph_settings()
         if (
             self.gpu is None
@@ -149,6 +150,28 @@ class PlanInputs:
             raise InputError(
                 f"tensor_parallel_size × pipeline_parallel_size = {self.world_size} needs that many GPUs, "
                 f"but num_gpus is {self.num_gpus}",
+                code="invalid-input",
+            )
+
+    def _check_workload(self) -> None:
+        """A workload is its prompt: an output length or a shared prefix without one would be
+        planned as no workload at all, so it is refused; so is a prefix longer than the prompt."""
+        if self.prompt_len is None:
+            given = [f"--{n.replace('_', '-')}" for n in ("output_len", "shared_prefix")
+                     if getattr(self, n)]  # fmt: skip
+            if given:
+                raise InputError(
+                    f"{' and '.join(given)} needs --prompt-len: a workload is planned from "
+                    "its prompt",
+                    hint="give --prompt-len TOKENS (workload.prompt_len in a deployment file): "
+                    "a request holds prompt + output tokens",
+                    code="invalid-input",
+                )
+        elif self.shared_prefix > self.prompt_len:
+            raise InputError(
+                f"shared_prefix {self.shared_prefix:,} is longer than the prompt "
+                f"(prompt_len {self.prompt_len:,})",
+                hint="the shared prefix is the part of the prompt every request starts with",
                 code="invalid-input",
             )
 

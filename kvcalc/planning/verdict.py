@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
 from kvcalc.engines.names import traits
+from kvcalc.errors import InputError
 from kvcalc.estimate.overhead import Overhead
 from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inputs import PlanInputs
@@ -31,6 +32,41 @@ def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | N
     if unique <= 0:
         return tokens, float(kv.num_blocks)
     return tokens, max(0.0, (kv.num_blocks - shared) / unique)
+
+
+def workload_length(inputs: PlanInputs, max_len: int) -> tuple[str, ...]:
+    """Refuse a workload the engine would reject at ``max_model_len``; a note where it serves it
+    cut short. A prompt of ``max_model_len`` tokens or more is rejected (vLLM's
+    ``InputProcessor._validate_model_input`` in ``v1/engine/input_processor.py`` leaves room for
+    one output token; SGLang's ``TokenizerManager._validate_one_request``); a longer prompt +
+    output is served cut at ``max_model_len`` by vLLM and rejected by SGLang
+    (:attr:`~kvcalc.engines.names.EngineTraits.output_capped_at_max_model_len`)."""
+    if inputs.prompt_len is None:
+        return ()
+    can = traits(inputs.engine)
+    prompt, output = inputs.prompt_len, inputs.output_len or 0
+    if prompt >= max_len:
+        raise InputError(
+            f"the workload's prompt of {prompt:,} tokens is not shorter than max_model_len "
+            f"{max_len:,}: {can.name.display} rejects such requests (the prompt needs room for at "
+            f"least one output token)",
+            hint="raise --max-model-len above the prompt, or shorten --prompt-len",
+            code="invalid-input",
+        )
+    total = prompt + output
+    if total <= max_len:
+        return ()
+    if can.output_capped_at_max_model_len:
+        return (f"the workload's {total:,} tokens ({prompt:,} prompt + {output:,} output) exceed "
+                f"max_model_len {max_len:,}: {can.name.display} stops each request at {max_len:,} "
+                f"tokens, so at most {max_len - prompt:,} output tokens are generated",)  # fmt: skip
+    raise InputError(
+        f"the workload's {total:,} tokens ({prompt:,} prompt + {output:,} output) exceed "
+        f"max_model_len {max_len:,}: {can.name.display} is not known to serve such requests "
+        f"(SGLang rejects them: 'Requested token count exceeds the model's maximum context length')",
+        hint=f"give --output-len at most {max_len - prompt:,}, or raise --max-model-len",
+        code="invalid-input",
+    )
 
 
 def group_blocks(g: KvCacheGroup, tokens: int, max_len: int) -> int:
