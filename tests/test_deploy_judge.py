@@ -27,7 +27,8 @@ def _check(tmp_path, text: str, **kw):
 def test_worked_example_passes(tmp_path):
     r = _check(
         tmp_path,
-        BASE + "max_num_seqs: 4\nbatch: 4\nrequirements:\n  min_concurrency: 4\n  min_headroom: 1.9GiB\n",
+        BASE
+        + "max_num_seqs: 4\nbatch: 4\nrequirements:\n  min_concurrency: 4\n  min_headroom: 1.9GiB\n",
     )
     assert r.plan.kv_cache_tokens == 81_920
     assert r.plan.max_concurrency == pytest.approx(5.0)
