@@ -186,3 +186,21 @@ def test_a_workload_needs_its_prompt(kw):
     with pytest.raises(InputError) as err:
         PlanInputs(gpu="H100", **kw)
     assert err.value.code == "invalid-input"
+
+
+# -- 9: weights larger than the GPU --------------------------------------------------------------
+def test_weights_larger_than_the_gpu_print_no_kv_lines_and_get_a_tp_that_starts():
+    # Llama-3.1-70B in bf16: ~131 GiB of weights on one 79.2 GiB H100. vLLM runs out of memory in
+    # load_model, before it measures anything for the KV cache: no "Available KV cache memory".
+    # TP 2 leaves each rank ~65.7 GiB of weights, too little room for one 131,072-token request;
+    # TP 4 starts, and so do fp8 weights at TP 2 (each suggestion planned)
+    r = _plan("llama-3.1-70b", gpu="H100")
+    assert r.verdict == "weights-dont-fit" and r.weights_bytes > r.memory.total_bytes
+    assert r.log_lines == ()
+    assert "fails loading the weights" in r.notes[0]
+    tp2 = _plan("llama-3.1-70b", gpu="H100", tensor_parallel_size=2)
+    assert tp2.verdict == "wont-start"
+    changes = [s.change for s in r.suggestions]
+    assert {"tensor_parallel_size": 4} in changes
+    assert {"quantization": "fp8", "tensor_parallel_size": 2} in changes
+    assert all(s.verdict in ("ok", "tight", "below-target") for s in r.suggestions)

@@ -51,6 +51,7 @@ from kvcalc.planning.verdict import (
 )
 from kvcalc.planning.verdict import headroom as kv_headroom
 from kvcalc.planning.verdict import verdict as judge_verdict
+from kvcalc.units import GIB
 
 if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -225,6 +226,17 @@ def layer_kv_bytes(
     return int(model.with_cache_dtype(layout).per_rank(tensor_parallel_size).bytes_for(tokens))
 
 
+def _unloadable(engine: str, weights_bytes: int, memory: int | None) -> tuple[str, ...]:
+    """Weights larger than the whole GPU: the engine fails loading them (CUDA out of memory in
+    vLLM's ``load_model``, before ``determine_available_memory``) and prints nothing about its KV
+    cache, so the plan shows none of those lines."""
+    if not memory or weights_bytes <= memory:
+        return ()
+    return (f"{traits(engine).name.display} fails loading the weights ({weights_bytes / GIB:.2f} GiB "
+            f"per GPU, more than the GPU's {memory / GIB:.2f} GiB) and prints nothing about its KV "
+            f"cache",)  # fmt: skip
+
+
 def _assemble(
     model,
     inputs,
@@ -262,6 +274,7 @@ def _assemble(
             inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device,
             (verdict, reason),
         )  # fmt: skip
+    unloadable = _unloadable(kv.engine, weights.per_gpu_bytes, memory)
     world = inputs.world_size
     num_gpus = inputs.num_gpus or world
     replicas = max(1, num_gpus // world)
@@ -318,9 +331,11 @@ def _assemble(
             free_bytes=(memory - used) if memory else 0,
         ),
         groups=kv.groups,
-        log_lines=kv.log_lines,
+        log_lines=() if unloadable else kv.log_lines,
         notes=tuple(
-            dict.fromkeys((*weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes))
+            dict.fromkeys(
+                (*unloadable, *weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes)
+            )
         ),
         inputs=inputs.to_dict(),
         layout_validated=model.layout_validated,

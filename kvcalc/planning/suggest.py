@@ -84,19 +84,7 @@ def suggestions(
             if r:
                 out.append(_make(f"--max-model-len {target_length} gives {r.max_concurrency:.2f}x → {r.verdict}",
                                  {"max_model_len": target_length}, r))  # fmt: skip
-    tp = inputs.tensor_parallel_size * 2
-    r = _try(replan, inputs, tensor_parallel_size=tp, num_gpus=None)
-    if r and (
-        r.max_concurrency > base.max_concurrency
-        or (verdict == "weights-dont-fit" and r.verdict != verdict)
-    ):
-        out.append(_make(f"--tensor-parallel-size {tp} ({tp * inputs.pipeline_parallel_size} GPUs): "
-                         f"{r.max_concurrency:.2f}x concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
-    if verdict == "weights-dont-fit" and inputs.quantization is None:
-        r = _try(replan, inputs, quantization="fp8")
-        if r and r.verdict != verdict:
-            out.append(_make(f"--quantization fp8 (weights): {r.max_concurrency:.2f}x → {r.verdict}",
-                             {"quantization": "fp8"}, r))  # fmt: skip
+    out.extend(_parallelism(inputs, base, replan))
     util = base.memory.gpu_memory_utilization
     lower = _lower_fraction(inputs, base, replan) if verdict == "wont-start" else None
     if lower is not None:
@@ -118,6 +106,50 @@ def suggestions(
 
 #: verdicts of a deployment that does not start
 _NOT_STARTING = ("wont-start", "weights-dont-fit")
+#: how far tensor parallelism is searched for a deployment that does not start (× the given)
+_TP_STEPS = (2, 4, 8, 16)
+
+
+def _smallest_tp(inputs: PlanInputs, replan: Replan, **change: Any) -> CapacityPlan | None:
+    """The plan at the smallest tensor-parallel size, doubling from the given one, at which the
+    deployment starts (each planned; sizes the model cannot split are skipped); None if none."""
+    for step in _TP_STEPS:
+        tp = inputs.tensor_parallel_size * step
+        r = _try(replan, inputs, tensor_parallel_size=tp, num_gpus=None, **change)
+        if r is not None and r.verdict not in _NOT_STARTING:
+            return r
+    return None
+
+
+def _parallelism(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> list[Suggestion]:
+    """More tensor parallelism, and fp8 weights: for a deployment that does not start, the
+    smallest tensor-parallel size that starts (weights that do not fit one GPU: with fp8 weights
+    too, at the smallest size that then starts); else the next size where it holds more."""
+    out = []
+    pp = inputs.pipeline_parallel_size
+    if base.verdict in _NOT_STARTING:
+        r = _smallest_tp(inputs, replan)
+    else:
+        tp = inputs.tensor_parallel_size * 2
+        r = _try(replan, inputs, tensor_parallel_size=tp, num_gpus=None)
+        r = r if r is not None and r.max_concurrency > base.max_concurrency else None
+    if r is not None:
+        tp = r.tensor_parallel_size
+        out.append(_make(f"--tensor-parallel-size {tp} ({tp * pp} GPUs): {r.max_concurrency:.2f}x "
+                         f"concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
+    if base.verdict == "weights-dont-fit" and inputs.quantization is None:
+        q = _try(replan, inputs, quantization="fp8")
+        if q is not None and q.verdict not in _NOT_STARTING:
+            out.append(_make(f"--quantization fp8 (weights): {q.max_concurrency:.2f}x → {q.verdict}",
+                             {"quantization": "fp8"}, q))  # fmt: skip
+        elif (q := _smallest_tp(inputs, replan, quantization="fp8")) is not None and (
+            r is None or q.tensor_parallel_size < r.tensor_parallel_size
+        ):
+            tp = q.tensor_parallel_size
+            out.append(_make(f"--quantization fp8 --tensor-parallel-size {tp} ({tp * pp} GPUs, fp8 "
+                             f"weights): {q.max_concurrency:.2f}x → {q.verdict}",
+                             {"quantization": "fp8", "tensor_parallel_size": tp}, q))  # fmt: skip
+    return out
 
 
 def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> Suggestion | None:
