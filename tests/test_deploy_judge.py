@@ -148,3 +148,19 @@ def test_identical_deployments_are_planned_once(tmp_path):
     plans = {id(r.plan) for r in report.results}
     assert len(report.results) == 50 and len(plans) == 1
     assert [r.deployment.name for r in report.results][:2] == ["many#1", "many#2"]
+
+
+def test_suggestions_keep_the_files_requirements(tmp_path):
+    # Llama-3.1-70B at TP 2 on A100s holds ~33k tokens of KV: 65,536 does not start. The longest
+    # that fits (28,224 at the pessimistic end) is below the file's min_max_model_len 32,768, so
+    # it is not offered; TP 4 is, measured at the workload's 8,000 + 1,000 tokens
+    text = ("model: llama-3.1-70b\ngpu: A100-80GB\ntensor_parallel_size: 2\nmax_model_len: 65536\n"
+            "workload: {prompt_len: 8000, output_len: 1000}\n"
+            "requirements:\n  min_max_model_len: 32768\n")  # fmt: skip
+    r = _check(tmp_path, text)
+    assert r.plan.verdict == "wont-start" and r.plan.suggestions
+    for s in r.plan.suggestions:
+        assert s.change.get("max_model_len", 32_768) >= 32_768
+        assert s.verdict in ("ok", "tight")
+    (tp,) = [s for s in r.plan.suggestions if "tensor_parallel_size" in s.change]
+    assert "requests of the workload's 9,000 tokens" in tp.text

@@ -204,3 +204,14 @@ def test_weights_larger_than_the_gpu_print_no_kv_lines_and_get_a_tp_that_starts(
     assert {"tensor_parallel_size": 4} in changes
     assert {"quantization": "fp8", "tensor_parallel_size": 2} in changes
     assert all(s.verdict in ("ok", "tight", "below-target") for s in r.suggestions)
+
+
+# -- 7: suggestions say at what they measure and keep the workload's requests ----------------------
+def test_no_max_model_len_suggestion_below_the_workloads_requests():
+    # Llama-3.1-8B on an L4 fits ~25,808 tokens at the pessimistic end: requests of 20,000 + 8,000
+    # tokens would be cut there, so no --max-model-len is suggested; fp8 is, at the workload
+    r = _plan("llama-3.1-8b", gpu="L4", max_model_len=40000, prompt_len=20_000, output_len=8000)
+    assert r.verdict == "wont-start"
+    assert not [s for s in r.suggestions if "max_model_len" in s.change]
+    (fp8,) = [s for s in r.suggestions if s.change == {"kv_cache_dtype": "fp8"}]
+    assert "requests of the workload's 28,000 tokens" in fp8.text

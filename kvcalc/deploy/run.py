@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.judge import Failure, judge
@@ -21,7 +21,7 @@ from kvcalc.errors import ExitCode, KvcalcError
 
 if TYPE_CHECKING:
     from kvcalc.planning.inputs import PlanInputs
-    from kvcalc.planning.result import CapacityPlan
+    from kvcalc.planning.result import CapacityPlan, Suggestion
 
     #: a deployment planned once per check: (model, revision, inputs)
     PlanKey = tuple[str, str | None, PlanInputs]
@@ -211,7 +211,24 @@ def _judged(
     failures = judge(dep, plan, fail_on=fail_on)
     if failures and plan.verdict != "ok" and not plan.suggestions:
         plan = plans[key] = plan_deployment(dep, token=token, offline=offline)
+    kept = _within_requirements(dep, plan.suggestions, fail_on)
+    if kept != plan.suggestions:
+        plan = replace(plan, suggestions=kept)
     return DeploymentResult(deployment=dep, plan=plan, failures=failures)
+
+
+def _within_requirements(
+    dep: Deployment, suggestions: tuple[Suggestion, ...], fail_on: tuple[str, ...]
+) -> tuple[Suggestion, ...]:
+    """The suggestions that keep the file's own requirements: none shortens ``max_model_len``
+    below ``min_max_model_len``, and none whose planned verdict the file refuses is offered."""
+    req = dep.requirements
+    allowed = [v for v in req.allow_verdicts if v not in fail_on]
+    floor = req.min_max_model_len or 0
+    return tuple(
+        s for s in suggestions
+        if s.verdict in allowed and int(s.change.get("max_model_len", floor)) >= floor
+    )  # fmt: skip
 
 
 def check_paths(

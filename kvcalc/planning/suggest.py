@@ -24,6 +24,16 @@ def _try(replan: Replan, inputs: PlanInputs, **change: Any) -> CapacityPlan | No
         return None
 
 
+def _measured(r: CapacityPlan) -> str:
+    """What a changed plan holds, and at what: the workload's requests when it has one (its
+    verdict is judged there), else requests of ``max_model_len`` tokens."""
+    if r.workload_concurrency is not None and r.workload_tokens:
+        return (
+            f"{r.workload_concurrency:,.2f} requests of the workload's {r.workload_tokens:,} tokens"
+        )
+    return f"{r.max_concurrency:,.2f} requests of {r.max_model_len:,} tokens"
+
+
 def _make(text: str, change: dict[str, Any], result: CapacityPlan) -> Suggestion:
     return Suggestion(
         text=text,
@@ -66,9 +76,13 @@ def suggestions(
                 if base.max_concurrency > 0
                 else ""
             )
-            out.append(_make(f"--kv-cache-dtype {compact}: {r.max_concurrency:.2f}x concurrency, "
+            out.append(_make(f"--kv-cache-dtype {compact}: {_measured(r)}, "
                              f"{r.kv_cache_tokens:,} tokens{gain} → {r.verdict}", {"kv_cache_dtype": compact}, r))  # fmt: skip
     longest = _longest_fitting(model, inputs, base) if verdict == "wont-start" else None
+    # never a max_model_len the workload's own requests do not fit in (the engine cuts or rejects them)
+    request_tokens = (inputs.prompt_len or 0) + (inputs.output_len or 0)
+    if longest and longest < request_tokens:
+        longest = None
     if longest:
         length = longest
         r = _try(replan, inputs, max_model_len=length)
@@ -76,13 +90,14 @@ def suggestions(
             where = (" at the pessimistic end of the estimate"
                      if base.available_kv_bytes_low != base.available_kv_bytes else "")  # fmt: skip
             out.append(_make(f"--max-model-len {length}: the longest request that fits{where} "
-                             f"({r.max_concurrency:.2f}x) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
-    if verdict == "below-target" and inputs.target_concurrency:
+                             f"({_measured(r)}) → {r.verdict}", {"max_model_len": length}, r))  # fmt: skip
+    if verdict == "below-target" and inputs.target_concurrency and inputs.prompt_len is None:
+        # measured at max_model_len: with a workload its requests, not max_model_len, set the count
         target_length = _length_for_concurrency(model, inputs, base, inputs.target_concurrency)
         if target_length:
             r = _try(replan, inputs, max_model_len=target_length)
             if r:
-                out.append(_make(f"--max-model-len {target_length} gives {r.max_concurrency:.2f}x → {r.verdict}",
+                out.append(_make(f"--max-model-len {target_length}: {_measured(r)} → {r.verdict}",
                                  {"max_model_len": target_length}, r))  # fmt: skip
     out.extend(_parallelism(inputs, base, replan))
     util = base.memory.gpu_memory_utilization
@@ -97,7 +112,7 @@ def suggestions(
     ):
         r = _try(replan, inputs, gpu_memory_utilization=0.95)
         if r and r.max_concurrency > base.max_concurrency:
-            out.append(_make(f"--gpu-memory-utilization 0.95: {r.max_concurrency:.2f}x → {r.verdict}",
+            out.append(_make(f"--gpu-memory-utilization 0.95: {_measured(r)} → {r.verdict}",
                              {"gpu_memory_utilization": 0.95}, r))  # fmt: skip
     if verdict in _NOT_STARTING:  # a change that still does not start fixes nothing
         out = [x for x in out if x.verdict not in _NOT_STARTING]
@@ -135,19 +150,19 @@ def _parallelism(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> list
         r = r if r is not None and r.max_concurrency > base.max_concurrency else None
     if r is not None:
         tp = r.tensor_parallel_size
-        out.append(_make(f"--tensor-parallel-size {tp} ({tp * pp} GPUs): {r.max_concurrency:.2f}x "
-                         f"concurrency → {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
+        out.append(_make(f"--tensor-parallel-size {tp} ({tp * pp} GPUs): {_measured(r)} "
+                         f"→ {r.verdict}", {"tensor_parallel_size": tp}, r))  # fmt: skip
     if base.verdict == "weights-dont-fit" and inputs.quantization is None:
         q = _try(replan, inputs, quantization="fp8")
         if q is not None and q.verdict not in _NOT_STARTING:
-            out.append(_make(f"--quantization fp8 (weights): {q.max_concurrency:.2f}x → {q.verdict}",
+            out.append(_make(f"--quantization fp8 (weights): {_measured(q)} → {q.verdict}",
                              {"quantization": "fp8"}, q))  # fmt: skip
         elif (q := _smallest_tp(inputs, replan, quantization="fp8")) is not None and (
             r is None or q.tensor_parallel_size < r.tensor_parallel_size
         ):
             tp = q.tensor_parallel_size
             out.append(_make(f"--quantization fp8 --tensor-parallel-size {tp} ({tp * pp} GPUs, fp8 "
-                             f"weights): {q.max_concurrency:.2f}x → {q.verdict}",
+                             f"weights): {_measured(q)} → {q.verdict}",
                              {"quantization": "fp8", "tensor_parallel_size": tp}, q))  # fmt: skip
     return out
 
@@ -168,7 +183,7 @@ def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> S
         r = _try(replan, inputs, gpu_memory_utilization=value)
         if r is not None and r.verdict not in _NOT_STARTING:
             return _make(f"--gpu-memory-utilization {value:.2f}: leaves room for what the engine "
-                         f"allocates after its KV cache ({r.max_concurrency:.2f}x) → {r.verdict}",
+                         f"allocates after its KV cache ({_measured(r)}) → {r.verdict}",
                          {"gpu_memory_utilization": value}, r)  # fmt: skip
         value = round(value - 0.01, 2)
     return None

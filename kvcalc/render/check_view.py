@@ -92,6 +92,10 @@ def _tries(result: DeploymentResult) -> list[str]:
 
 
 # -- table --------------------------------------------------------------------------------------
+def _starts(plan) -> bool:
+    return plan.verdict not in ("wont-start", "weights-dont-fit")
+
+
 def _table_rows(report: CheckReport) -> tuple[list[str], list[list[Any]]]:
     """Column names and cells shared by the table and Markdown (a workload column if any has one)."""
     workload = any(r.deployment.has_workload for r in report.results)
@@ -107,10 +111,11 @@ def _table_rows(report: CheckReport) -> tuple[list[str], list[list[Any]]]:
             plan.model.rsplit("/", 1)[-1],
             _gpus(plan),
             fmt.int_(plan.max_model_len),
-            f"{plan.max_concurrency:,.2f}{replicas}",
+            # a deployment that does not start runs no request (runnable_concurrency 0)
+            f"{plan.max_concurrency:,.2f}{replicas}" if _starts(plan) else "-",
         ]
         if workload:
-            at = plan.workload_concurrency if r.deployment.has_workload else None
+            at = plan.workload_concurrency if r.deployment.has_workload and _starts(plan) else None
             row.append("-" if at is None else f"{at:,.2f}{replicas}")
         row += [_headroom(plan), plan.verdict]
         rows.append(row)

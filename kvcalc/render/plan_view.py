@@ -99,8 +99,11 @@ def render(result) -> None:
     kv.add_row("block size (tokens)", fmt.int_(result.block_size))
     kv.add_row("blocks", fmt.int_(result.num_blocks))
     kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
+    starts = result.verdict not in ("wont-start", "weights-dont-fit")
+    # a deployment that does not start runs none of what its cache would hold
     kv.add_row(
-        f"max concurrency at {result.max_model_len:,} tokens", f"{result.max_concurrency:.2f}x"
+        f"max concurrency at {result.max_model_len:,} tokens",
+        f"{result.max_concurrency:.2f}x" + ("" if starts else " (none run)"),
     )
     if result.data_parallel_replicas > 1:
         kv.add_row("… over all replicas", f"{result.total_max_concurrency:.2f}x")
