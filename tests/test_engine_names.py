@@ -48,9 +48,10 @@ def test_llama_cpp_spellings_give_one_verdict():
     llama = bundled_shape("llama-3.1-8b")
     plans = [plan(llama, PlanInputs(engine=e, gpu="RTX-4090", max_model_len=32768, batch=8))
              for e in ("llama-cpp", "llamacpp", "llama.cpp")]  # fmt: skip
-    # 8 slots of 32,768 cells x 131,072 B per token = 32 GiB: far over the 6.85 GiB left
+    # 8 slots of 32,768 cells x 131,072 B per token = 32 GiB: far over the 6.85 GiB left, so the
+    # cache is never allocated and no slot runs (concurrency 0)
     assert {(p.verdict, p.max_concurrency, p.kv_cache_bytes) for p in plans} == {
-        ("wont-start", 8.0, 8 * 32768 * 131_072)
+        ("wont-start", 0.0, 8 * 32768 * 131_072)
     }
 
 
