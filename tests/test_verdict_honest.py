@@ -215,3 +215,16 @@ def test_no_max_model_len_suggestion_below_the_workloads_requests():
     assert not [s for s in r.suggestions if "max_model_len" in s.change]
     (fp8,) = [s for s in r.suggestions if s.change == {"kv_cache_dtype": "fp8"}]
     assert "requests of the workload's 28,000 tokens" in fp8.text
+
+
+def test_curve_does_not_draw_a_deployment_short_of_the_gpu():
+    # the same vLLM 0.28 deployment at 0.99 of 8 GiB: its block pool fills the budget at every
+    # length, so the graphs never fit and no length starts (the plan at 4,096 said 8.90x before)
+    from kvcalc.planning.curves import curve_basis, curve_point
+
+    inputs = PlanInputs(
+        gpu_memory_bytes=8 * GIB, engine_version="0.28", gpu_memory_utilization=0.99
+    )
+    basis = curve_basis(bundled_shape("qwen3-1.7b"), inputs)
+    assert basis.verdict == "wont-start" and "CUDA graphs" in basis.notes[0]
+    assert not curve_point(basis, 4096).fits and curve_point(basis, 4096).max_concurrency == 0.0

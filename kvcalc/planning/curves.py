@@ -200,6 +200,11 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
     )  # fmt: skip
     if result.verdict == "weights-dont-fit" or result.available_kv_bytes <= 0:
         return replace(basis, fast=True, notes=(result.verdict_reason,))
+    short = _device_short(model, inputs, result, ref)
+    if short is not None:  # what the engine allocates after its pool does not fit at any length
+        return replace(
+            basis, groups=(), verdict=short.verdict, fast=True, notes=(short.verdict_reason,)
+        )
     if (
         not traits(result.engine).block_pool
         or not result.groups
@@ -221,6 +226,22 @@ def curve_basis(model: ModelShape, inputs: PlanInputs, *, label: str = "") -> Cu
         basis,
         notes=("block arithmetic disagrees with the engine here: every length planned in full",),
     )
+
+
+def _device_short(
+    model: ModelShape, inputs: PlanInputs, result: CapacityPlan, ref: int
+) -> CapacityPlan | None:
+    """The plan at a short length when the whole GPU is short at ``ref`` (``memory.free_bytes``
+    negative: terms the engine allocates after its KV cache do not fit) and still short there: a
+    block pool fills its budget at every length, so no length starts."""
+    from kvcalc.planning.core import plan
+
+    m = result.memory
+    if not m.total_bytes or m.free_bytes >= 0 or not traits(result.engine).block_pool:
+        return None
+    probe = plan(model, replace(inputs, max_model_len=min(ref, 1024)), with_suggestions=False)
+    short = probe.verdict == "wont-start" and probe.memory.free_bytes < 0
+    return probe if short else None
 
 
 def _fit_budget(result: CapacityPlan, bytes_per_block: int) -> int | None:
