@@ -110,7 +110,8 @@ class CapacityPlan:
     #: requests of ``workload_tokens`` that fit
     workload_concurrency: float | None
     #: concurrent requests the deployment can run: the KV-limited figure (the workload's when given,
-    #: else ``max_concurrency``) capped by ``max_num_seqs``; verdicts and requirements use it
+    #: else ``max_concurrency``) capped by ``max_num_seqs``; verdicts and requirements use it; 0 for a
+    #: deployment that does not start (``wont-start``, ``weights-dont-fit``)
     runnable_concurrency: float
     #: KV memory beyond the target (negative: missing)
     headroom_bytes: int
