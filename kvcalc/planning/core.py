@@ -229,8 +229,9 @@ def layer_kv_bytes(
 def _unloadable(engine: str, weights_bytes: int, memory: int | None) -> tuple[str, ...]:
     """Weights larger than the whole GPU: the engine fails loading them (CUDA out of memory in
     vLLM's ``load_model``, before ``determine_available_memory``) and prints nothing about its KV
-    cache, so the plan shows none of those lines."""
-    if not memory or weights_bytes <= memory:
+    cache, so the plan shows none of those lines. Not for llama.cpp, whose ``--fit`` (on by
+    default in llama-server) keeps layers on the host instead (``_server_note``)."""
+    if not memory or weights_bytes <= memory or not traits(engine).torch_runtime:
         return ()
     return (f"{traits(engine).name.display} fails loading the weights ({weights_bytes / GIB:.2f} GiB "
             f"per GPU, more than the GPU's {memory / GIB:.2f} GiB) and prints nothing about its KV "
