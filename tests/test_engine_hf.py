@@ -8,7 +8,7 @@ from test_engine_vllm import gemma3_12b_config
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, MemoryInputs
-from kvcalc.engines.hf_setup import installed_transformers_version
+from kvcalc.engines.hf.setup import installed_transformers_version
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import GIB
@@ -96,7 +96,7 @@ def test_budget_rule():
 def test_recurrent_state_as_transformers_keeps_it():
     from helpers import bundled_shape
 
-    from kvcalc.engines.hf import state_tensors
+    from kvcalc.engines.hf.engine import state_tensors
 
     gdn = bundled_shape("qwen3-next-80b-a3b-thinking").layers[0]
     conv, ssm = state_tensors(gdn, 1)

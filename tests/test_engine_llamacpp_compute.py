@@ -9,8 +9,8 @@ import pytest
 from helpers import bundled_shape
 
 from kvcalc.engines import get_engine
-from kvcalc.engines import llamacpp_ggml as g
 from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.llamacpp import ggml as g
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.planning.api import plan_reference
 from kvcalc.planning.inputs import PlanInputs
@@ -212,7 +212,7 @@ def moe_request(model: str, layers: int, dtype: str = "auto", **extra) -> Engine
     config, as llama.cpp's converter would write them."""
     from helpers import fixture_config
 
-    from kvcalc.engines.llamacpp_compute import dims_for
+    from kvcalc.engines.llamacpp.compute import dims_for
     from kvcalc.hfconfig import parse_config
 
     if "--" in model:  # a config kept as test data, of a family kvcalc has not verified
@@ -479,7 +479,7 @@ def v3_request(**extra) -> EngineRequest:
     its Q LoRA, MLA and router (sigmoid, 8 groups of which 4 kept, a selection bias, normalised,
     ×2.5), a 64-wide embedding and dense MLP, 16,384-wide experts (so the experts' block holds the
     peak), vocabulary 384."""
-    from kvcalc.engines.llamacpp_compute import dims_for
+    from kvcalc.engines.llamacpp.compute import dims_for
 
     shape = bundled_shape("deepseek-v3")
     shape = replace(shape, layers=shape.layers[:4])

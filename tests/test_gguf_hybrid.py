@@ -253,8 +253,8 @@ def test_plan_on_the_gguf_equals_the_config_path(tmp_path, cli, arch, extra):
     from helpers import assert_clean, bundled_shape
 
     from kvcalc.hfconfig import parse_config
-    from kvcalc.verify.llamacpp_gguf import spec_for, write_model
-    from kvcalc.verify.llamacpp_spec import GgufWidths
+    from kvcalc.verify.llamacpp.gguf import spec_for, write_model
+    from kvcalc.verify.llamacpp.spec import GgufWidths
 
     name, changes, layers = CASES[arch]
     if changes is None:

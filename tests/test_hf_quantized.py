@@ -12,7 +12,7 @@ from verify_helpers import needs_transformers
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.hf_quantized import QuantizedCacheSpec
+from kvcalc.engines.hf.quantized import QuantizedCacheSpec
 from kvcalc.errors import InputError
 from kvcalc.units import GIB
 

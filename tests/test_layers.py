@@ -218,7 +218,7 @@ def test_no_engine_borrows_from_another_engine():
         "kvcalc.engines.dtype_names",
     }
 
-    def engine_of(module: str) -> str | None:  # engines/llamacpp_log.py belongs to llamacpp
+    def engine_of(module: str) -> str | None:  # engines/llamacpp/log.py belongs to llamacpp
         parts = module.split(".")
         return parts[2].split("_")[0] if len(parts) > 2 and module not in shared else None
 
@@ -230,3 +230,31 @@ def test_no_engine_borrows_from_another_engine():
         if t.startswith("kvcalc.engines.") and engine_of(t) and engine_of(t) != engine_of(m)
     ]
     assert wrong == []
+
+
+def test_engines_holds_the_shared_modules_and_one_room_per_engine():
+    """``engines/`` has the protocol, the names and the shared helpers, and one package (or, for a
+    small engine, one module) per engine; an engine's modules live in its package."""
+    from kvcalc.engines.names import EngineName
+
+    shared = {
+        "__init__",
+        "base",
+        "common",
+        "dtype_names",
+        "extra",
+        "formats",
+        "names",
+        "unmodelled",
+    }
+    folder = PACKAGE / "engines"
+    flat = {p.stem for p in folder.glob("*.py")} - shared
+    packages = {p.parent.name for p in folder.glob("*/__init__.py")}
+    engines = {name.value for name in EngineName}
+    assert flat <= engines and packages <= engines, (flat - engines, packages - engines)
+    assert flat | packages == engines and not flat & packages
+
+
+def test_verify_keeps_each_engine_run_in_its_room():
+    """The llama.cpp GGUF writers and runner are one package, ``verify/llamacpp/``."""
+    assert [p.name for p in (PACKAGE / "verify").glob("*llamacpp*.py")] == []

@@ -109,8 +109,8 @@ def test_quantized_v_without_flash_attention_is_refused_by_llama_cpp_too():
 
     from helpers import bundled_shape
 
-    from kvcalc.verify import run_llamacpp as R
-    from kvcalc.verify.llamacpp_gguf import spec_for, write_model
+    from kvcalc.verify.llamacpp import run as R
+    from kvcalc.verify.llamacpp.gguf import spec_for, write_model
 
     model = bundled_shape("llama-3.1-8b")
     request = EngineRequest(model=model, max_model_len=256, available_kv_bytes=1 << 40,
@@ -136,8 +136,8 @@ def test_quantized_v_without_flash_attention_is_refused_by_llama_cpp_too():
 def test_compute_buffer_equals_llama_cpp_s_own(model, layers, widths, extra):
     from helpers import bundled_shape
 
-    from kvcalc.verify.llamacpp_gguf import GgufWidths
-    from kvcalc.verify.run_llamacpp import verify_run_llamacpp
+    from kvcalc.verify.llamacpp.gguf import GgufWidths
+    from kvcalc.verify.llamacpp.run import verify_run_llamacpp
 
     shape = bundled_shape(model)
     shape = replace(shape, layers=shape.layers[:layers])
@@ -170,10 +170,10 @@ def test_moe_compute_buffer_at_the_model_s_own_widths(model, dtype, extra, tmp_p
     """Every width the config's (the experts' gigabytes are holes in a sparse file), 2 layers."""
     from helpers import bundled_shape, fixture_config
 
-    from kvcalc.engines.llamacpp_compute import dims_for
+    from kvcalc.engines.llamacpp.compute import dims_for
     from kvcalc.hfconfig import parse_config
-    from kvcalc.verify.llamacpp_gguf import model_widths, spec_for, write_model
-    from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
+    from kvcalc.verify.llamacpp.gguf import model_widths, spec_for, write_model
+    from kvcalc.verify.llamacpp.run import _read_back, verify_run_llamacpp
 
     if "--" in model:  # kept as test data: a family kvcalc has not verified for the other engines
         shape = parse_config(fixture_config(model), name=model, trust_layout=True)
@@ -228,9 +228,9 @@ def test_deepseek2_compute_buffer_at_the_model_s_own_widths(layers, dtype, extra
     """DeepSeek-V2-Lite: MLA, layer 0 dense, then 64 experts (6 used) beside 2 shared ones."""
     from helpers import deepseek_v2_lite_shape
 
-    from kvcalc.engines.llamacpp_compute import dims_for
-    from kvcalc.verify.llamacpp_gguf import model_widths, spec_for, write_model
-    from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
+    from kvcalc.engines.llamacpp.compute import dims_for
+    from kvcalc.verify.llamacpp.gguf import model_widths, spec_for, write_model
+    from kvcalc.verify.llamacpp.run import _read_back, verify_run_llamacpp
 
     shape = deepseek_v2_lite_shape()
     shape = replace(shape, layers=shape.layers[:layers])
@@ -261,9 +261,9 @@ def test_deepseek_v3_routing_and_q_lora(tmp_path):
     writes them and read back as kvcalc reads the config; 16,384-wide experts, the rest small."""
     from helpers import bundled_shape
 
-    from kvcalc.engines.llamacpp_compute import dims_for
-    from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
-    from kvcalc.verify.run_llamacpp import _read_back, verify_run_llamacpp
+    from kvcalc.engines.llamacpp.compute import dims_for
+    from kvcalc.verify.llamacpp.gguf import GgufWidths, spec_for, write_model
+    from kvcalc.verify.llamacpp.run import _read_back, verify_run_llamacpp
 
     shape = bundled_shape("deepseek-v3")
     shape = replace(shape, layers=shape.layers[:4])
@@ -304,7 +304,7 @@ def test_cli_prints_llama_cpp_lines(cli):
 
 
 def test_the_binding_version_is_named_as_it_is():
-    from kvcalc.verify.run_llamacpp import describe_binding
+    from kvcalc.verify.llamacpp.run import describe_binding
 
     assert describe_binding("0.3.36") == "0c1e570 (llama-cpp-python 0.3.36)"
     assert describe_binding("0.3.37") == "of llama-cpp-python 0.3.37"  # its llama.cpp is not known
@@ -439,7 +439,7 @@ def test_granite_hybrid(tmp_path):
 
 
 def test_granite_hybrid_without_rope(tmp_path, monkeypatch):
-    from kvcalc.verify import llamacpp_gguf
+    from kvcalc.verify.llamacpp import gguf as llamacpp_gguf
 
     # Granite-4.0-H's converter writes rope.scaling.finetuned false ("nope"): no positions input
     keys = llamacpp_gguf.hybrid_keys

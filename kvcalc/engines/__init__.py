@@ -2,10 +2,11 @@
 
 This layer owns everything an engine does differently: how it picks its cache dtype and block
 size, how it groups layers, how much memory it hands the cache and how many blocks or tokens that
-makes. One module per engine (``llamacpp``, ``hf``, ``trtllm``, ``lmdeploy``) and the
-:mod:`~kvcalc.engines.vllm` and :mod:`~kvcalc.engines.sglang` subpackages, each a pure model of the
-engine's own code on a :class:`~kvcalc.model.shape.ModelShape` and an
-:class:`~kvcalc.engines.base.EngineRequest`.
+makes. One package per engine (:mod:`~kvcalc.engines.vllm`, :mod:`~kvcalc.engines.sglang`,
+:mod:`~kvcalc.engines.llamacpp`, :mod:`~kvcalc.engines.hf`; ``trtllm`` and ``lmdeploy`` are one
+module each), each a pure model of the engine's own code on a
+:class:`~kvcalc.model.shape.ModelShape` and an :class:`~kvcalc.engines.base.EngineRequest`; beside
+them only the protocol (``base``), the names (``names``) and the shared helpers.
 
 >>> get_engine("vllm").versions[0]
 '0.33'
@@ -37,11 +38,11 @@ def get_engine(name: str | EngineName) -> Engine:
 
         return SglangEngine()
     if key is EngineName.LLAMACPP:
-        from kvcalc.engines.llamacpp import LlamaCppEngine
+        from kvcalc.engines.llamacpp.engine import LlamaCppEngine
 
         return LlamaCppEngine()
     if key is EngineName.HF:
-        from kvcalc.engines.hf import HfEngine
+        from kvcalc.engines.hf.engine import HfEngine
 
         return HfEngine()
     if key is EngineName.TRTLLM:

@@ -20,11 +20,11 @@ def engine_dtypes(engine: str) -> tuple[str, ...]:
 
         return sglang
     if engine == "llamacpp":
-        from kvcalc.engines.llamacpp import GGML_TYPES
+        from kvcalc.engines.llamacpp.engine import GGML_TYPES
 
         return ("auto", *GGML_TYPES)
     if engine == "hf":
-        from kvcalc.engines.hf_setup import KV_CACHE_DTYPES as hf
+        from kvcalc.engines.hf.setup import KV_CACHE_DTYPES as hf
 
         return hf
     if engine == "trtllm":

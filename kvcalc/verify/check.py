@@ -146,7 +146,7 @@ def verify(
         raise KvcalcError("--run runs transformers or llama.cpp and needs --engine hf or llamacpp",
                           hint="kvcalc verify MODEL --engine hf --run --layers 2", code="run-needs-hf")  # fmt: skip
     if run and runner is RunCheck.LLAMACPP:
-        from kvcalc.verify.run_llamacpp import verify_run_llamacpp
+        from kvcalc.verify.llamacpp.run import verify_run_llamacpp
 
         shape = load_shape(
             reference, layers=layers, revision=revision, token=token, offline=offline

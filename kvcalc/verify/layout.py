@@ -24,8 +24,8 @@ from typing import cast
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
-from kvcalc.engines.hf_quantized import NAMED
-from kvcalc.engines.llamacpp_recurrent import rows as recurrent_rows
+from kvcalc.engines.hf.quantized import NAMED
+from kvcalc.engines.llamacpp.recurrent import rows as recurrent_rows
 from kvcalc.engines.names import CacheTensors, EngineName, traits
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CACHE_DTYPES, FP16, CacheDtype, parse_cache_dtype
@@ -141,8 +141,8 @@ def _hf_quantized(
 ) -> AllocationPlan:
     """transformers ``QuantizedCache``: per layer and side the packed codes, scales and zero points
     (raw bytes here: ``--run`` measures the backends' real tensors) and the model-dtype residual."""
-    from kvcalc.engines.hf_quantized import layer_shapes, parts_at, residual_at
-    from kvcalc.engines.hf_setup import quantized_name, quantized_setup
+    from kvcalc.engines.hf.quantized import layer_shapes, parts_at, residual_at
+    from kvcalc.engines.hf.setup import quantized_name, quantized_setup
 
     request = _request(model, opts, tokens, 0, batch_size=opts.batch_size)
     setup = quantized_setup(
@@ -173,7 +173,7 @@ def _hf_tensors(
     """(part, torch dtype, shape, predicted bytes) for one layer holding ``t`` tokens."""
     name = layer.dtype.torch_name
     if isinstance(layer, RecurrentState):
-        from kvcalc.engines.hf import state_tensors
+        from kvcalc.engines.hf.engine import state_tensors
 
         # transformers keeps conv_kernel columns and Gated DeltaNet's state in float32
         conv, ssm = state_tensors(layer, tp)

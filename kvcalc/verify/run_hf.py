@@ -23,7 +23,7 @@ from kvcalc.verify.result import RunInfo, VerifyResult, components_from, judge
 from kvcalc.verify.spec import VerifyOptions
 
 if TYPE_CHECKING:
-    from kvcalc.engines.hf_setup import QuantizedSetup
+    from kvcalc.engines.hf.setup import QuantizedSetup
     from kvcalc.model.shape import ModelShape
 
 #: tensor attributes of a cache layer → the part they hold (per attention kind)
@@ -270,7 +270,7 @@ def verify_run(
 def _quantized(shape: ModelShape, opts: VerifyOptions) -> QuantizedSetup | None:
     """The ``QuantizedSetup`` of a quantized-cache check, else None."""
     from kvcalc.engines.base import EngineRequest
-    from kvcalc.engines.hf_setup import major, quantized_name, quantized_setup
+    from kvcalc.engines.hf.setup import major, quantized_name, quantized_setup
 
     named = quantized_name(opts.kv_cache_dtype, [])
     options = dict(opts.engine_options)

@@ -2,7 +2,7 @@
 
 The keys and their defaults are llama.cpp's own (``llama_model_base::load_hparams`` and each
 architecture's ``load_arch_hparams`` in the version kvcalc models, see
-:mod:`kvcalc.engines.llamacpp`):
+:mod:`kvcalc.engines.llamacpp.engine`):
 
 - ``{arch}.block_count`` layers, of which the last ``{arch}.nextn_predict_layers`` are
   multi-token-prediction heads that the main context never caches (they are left out);

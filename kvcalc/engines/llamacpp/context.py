@@ -1,5 +1,5 @@
 """llama.cpp's context and KV caches as ``llama_init_from_model`` settles them (see
-:mod:`kvcalc.engines.llamacpp` for the version and the rules)."""
+:mod:`kvcalc.engines.llamacpp.engine` for the version and the rules)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.model.layouts import LayerKind, MLALatent
 from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
-from kvcalc.verify.llamacpp_hybrid_gguf import (
+from kvcalc.verify.llamacpp.hybrid_gguf import (
     EPS_KEYS,
     hybrid_keys,
     hybrid_layout,
@@ -30,9 +30,9 @@ from kvcalc.verify.llamacpp_hybrid_gguf import (
     mamba2_tensors,
     qwen3next_pattern_ok,
 )
-from kvcalc.verify.llamacpp_mla_gguf import mla_keys as _mla_keys
-from kvcalc.verify.llamacpp_mla_gguf import mla_tensors as _mla_tensors
-from kvcalc.verify.llamacpp_spec import (
+from kvcalc.verify.llamacpp.mla_gguf import mla_keys as _mla_keys
+from kvcalc.verify.llamacpp.mla_gguf import mla_tensors as _mla_tensors
+from kvcalc.verify.llamacpp.spec import (
     EXPERT_FFN,
     FFN,
     HIDDEN,

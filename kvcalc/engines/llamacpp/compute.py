@@ -9,9 +9,9 @@ larger of the two. Both graphs are rebuilt here tensor by tensor as the architec
 writes them (``src/models/llama.cpp``, ``llm_graph_context::build_attn``/``build_attn_mha``/
 ``build_ffn``/``build_norm``, ``llama_kv_cache::cpy_k``/``cpy_v``/``get_k``/``get_v``), with the
 full cache in view (``init_full``: ``n_kv`` = the cache's cells, every stream), and sized by
-:mod:`kvcalc.engines.llamacpp_ggml`. Each architecture's graph is a
-:class:`~kvcalc.engines.llamacpp_graph.Builder` in ``BUILDERS`` (the ``llama`` one below), made of
-the shared blocks of :mod:`kvcalc.engines.llamacpp_graph`.
+:mod:`kvcalc.engines.llamacpp.ggml`. Each architecture's graph is a
+:class:`~kvcalc.engines.llamacpp.graph.Builder` in ``BUILDERS`` (the ``llama`` one below), made of
+the shared blocks of :mod:`kvcalc.engines.llamacpp.graph`.
 
 Confirmed against llama.cpp's own ``CPU compute buffer size`` line by ``kvcalc verify --engine
 llamacpp --run``. **Not confirmed**: GPU backends. CUDA reorders the graph
@@ -23,13 +23,13 @@ says so. Only the architectures and options below are modelled; anything else re
 - ``llama`` (Llama, Mistral), ``qwen2``, ``qwen3`` (Q/K norms): dense gated MLPs, separate Q/K/V
   projections with or without biases, no other biases, one cache (full-attention layers only);
 - their MoE graphs: ``llama`` with experts (Mixtral), ``qwen3moe``, ``qwen2moe`` (its gated shared
-  expert) — the FFN blocks of :mod:`kvcalc.engines.llamacpp_graph_moe`;
-- ``deepseek2`` (:mod:`kvcalc.engines.llamacpp_graph_mla`): MLA over a K-only cache (the split
+  expert) — the FFN blocks of :mod:`kvcalc.engines.llamacpp.graph_moe`;
+- ``deepseek2`` (:mod:`kvcalc.engines.llamacpp.graph_mla`): MLA over a K-only cache (the split
   ``attn_k_b``/``attn_v_b``), leading dense layers, routed and shared experts;
 - ``gemma2``, ``gemma3``, ``gpt-oss`` (its sinks, biases and experts) in
-  :mod:`kvcalc.engines.llamacpp_graph_swa`: two caches (``llama_kv_cache_iswa``, ``swa_full`` on
+  :mod:`kvcalc.engines.llamacpp.graph_swa`: two caches (``llama_kv_cache_iswa``, ``swa_full`` on
   or off), or one for a Gemma-3 file without ``sliding_window``;
-- ``mamba2`` (:mod:`kvcalc.engines.llamacpp_graph_ssm`): Mamba-2 layers alone, from a GGUF file
+- ``mamba2`` (:mod:`kvcalc.engines.llamacpp.graph_ssm`): Mamba-2 layers alone, from a GGUF file
   (a ``config.json``'s vocabulary is padded by the converter: not modelled) — the recurrent
   state's gathers and copies, ``ssm_conv``, ``ssm_scan`` with its packed ``y`` and states, the
   grouped RMS norm; and ``granitehybrid`` with a dense MLP (Granite-4.0-H: those layers beside
@@ -44,11 +44,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines import llamacpp_graph_mla as mla
-from kvcalc.engines import llamacpp_graph_ssm as ssm
-from kvcalc.engines import llamacpp_graph_swa as swa
-from kvcalc.engines.llamacpp_graph import (
+from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.engines.llamacpp import graph_mla as mla
+from kvcalc.engines.llamacpp import graph_ssm as ssm
+from kvcalc.engines.llamacpp import graph_swa as swa
+from kvcalc.engines.llamacpp.graph import (
     WEIGHT,
     Builder,
     ComputeInputs,
@@ -61,7 +61,7 @@ from kvcalc.engines.llamacpp_graph import (
     norm,
     qkv,
 )
-from kvcalc.engines.llamacpp_graph_moe import ffn_block, why_not_ffn
+from kvcalc.engines.llamacpp.graph_moe import ffn_block, why_not_ffn
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, LayerKind

@@ -1,5 +1,5 @@
 """The ``deepseek2`` graph of llama.cpp ``0c1e570`` (``src/models/deepseek2.cpp``): multi-head latent
-attention over a K-only cache, rebuilt for :mod:`kvcalc.engines.llamacpp_compute`.
+attention over a K-only cache, rebuilt for :mod:`kvcalc.engines.llamacpp.compute`.
 
 A file with the split ``attn_k_b``/``attn_v_b`` tensors (``key_length_mla``/``value_length_mla``
 set: ``hparams.is_mla()``, as the converter writes DeepSeek models) runs MLA with the absorption
@@ -16,7 +16,7 @@ optimisation, as MQA over the latent: per layer
   the attention output decompressed by ``attn_v_b`` (with flash attention between two permutes
   and a ``cont``);
 - the FFN: dense in the ``leading_dense_block_count`` first layers, else routed experts plus
-  ``expert_shared_count`` shared ones (:mod:`kvcalc.engines.llamacpp_graph_moe`).
+  ``expert_shared_count`` shared ones (:mod:`kvcalc.engines.llamacpp.graph_moe`).
 
 Not modelled (refused): legacy files with one ``attn_kv_b`` (MHA). (A quantized
 cache needs flash attention here: llama.cpp wants K and V of one type for MLA, and a quantized V
@@ -25,9 +25,9 @@ needs flash attention.)
 
 from __future__ import annotations
 
-from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines.llamacpp_graph import WEIGHT, Builder, GraphSpec, embed, logits, norm
-from kvcalc.engines.llamacpp_graph_moe import ffn_block
+from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.engines.llamacpp.graph import WEIGHT, Builder, GraphSpec, embed, logits, norm
+from kvcalc.engines.llamacpp.graph_moe import ffn_block
 from kvcalc.hfconfig.moe_router import MoeRouter, RouterScoring
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import MLALatent

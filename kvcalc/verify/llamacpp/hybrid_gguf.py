@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.engines.llamacpp_recurrent import HYBRID_ARCHS
+from kvcalc.engines.llamacpp.recurrent import HYBRID_ARCHS
 from kvcalc.model.layouts import FullAttention, RecurrentState
 from kvcalc.model.recurrent_layouts import (
     GatedDeltaNetState,

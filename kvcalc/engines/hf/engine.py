@@ -19,8 +19,8 @@ weights' dtype, which for GPT-2 and SantaCoder is float32 too). Measured with tr
 the CPU: GPT-2 at 4,096 tokens, static cache, 301,989,888 B.
 
 ``cache_implementation="quantized"`` (``QuantizedCache``: quanto, HQQ, fp8 backends) is modelled in
-:mod:`kvcalc.engines.hf_quantized`; the version, the cache dtype and a quantized cache's setup are
-resolved in :mod:`kvcalc.engines.hf_setup`.
+:mod:`kvcalc.engines.hf.quantized`; the version, the cache dtype and a quantized cache's setup are
+resolved in :mod:`kvcalc.engines.hf.setup`.
 
 The version modelled is ``engine_version`` (a transformers version such as ``"4.57.1"`` or ``"5"``),
 else the installed transformers (read with ``importlib.metadata``, without importing it).
@@ -41,11 +41,11 @@ from kvcalc.engines.extra import (
     extra_choice,
     extra_int,
 )
-from kvcalc.engines.hf_quantized import (
+from kvcalc.engines.hf.quantized import (
     GROUP_KEYS,
     plan_quantized,
 )
-from kvcalc.engines.hf_setup import (
+from kvcalc.engines.hf.setup import (
     VERSIONS,
     cache_dtype,
     major,

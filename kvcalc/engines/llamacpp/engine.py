@@ -33,8 +33,8 @@ Capacity: ``kv_cache_tokens`` is the full-attention cells (all streams). One req
 ``max_model_len <= n_ctx_seq`` and the GPU part of the cache fits ``available_kv_bytes``;
 ``max_concurrency`` is ``n_seq_max`` slots for separate streams, ``min(n_seq_max, cells / L)`` for a
 unified cache. Mamba-2 models keep one recurrent state cell per sequence, hybrids (Granite-4.0-H,
-Nemotron-H) a KV cache beside it (:mod:`kvcalc.engines.llamacpp_recurrent`); the compute buffer is
-:mod:`kvcalc.engines.llamacpp_compute`'s. Not modelled: the other hybrids (refused by name),
+Nemotron-H) a KV cache beside it (:mod:`kvcalc.engines.llamacpp.recurrent`); the compute buffer is
+:mod:`kvcalc.engines.llamacpp.compute`'s. Not modelled: the other hybrids (refused by name),
 several GPUs, llama-server's automatic choices (``-np`` unset means 4 unified slots; ``--fit`` may
 shrink ``-c``) — pass ``n_seq_max`` and ``kv_unified`` as the server ends up using them.
 """
@@ -46,8 +46,8 @@ from dataclasses import replace
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len
 from kvcalc.engines.extra import check_extra, extra_bool, unknown_version
-from kvcalc.engines.llamacpp_compute import ComputeBuffer, ComputeInputs, compute_buffer, why_not
-from kvcalc.engines.llamacpp_context import (
+from kvcalc.engines.llamacpp.compute import ComputeBuffer, ComputeInputs, compute_buffer, why_not
+from kvcalc.engines.llamacpp.context import (
     EXTRA_KEYS,
     GGML_TYPES,
     LATEST_COMMIT,
@@ -65,8 +65,8 @@ from kvcalc.engines.llamacpp_context import (
     on_host,
     refuse_fit,
 )
-from kvcalc.engines.llamacpp_log import log_lines
-from kvcalc.engines.llamacpp_recurrent import (
+from kvcalc.engines.llamacpp.log import log_lines
+from kvcalc.engines.llamacpp.recurrent import (
     PER_LAYER_KV_HEADS,
     RecurrentMemory,
     check_recurrent,
@@ -129,7 +129,7 @@ class LlamaCppEngine:
 
     def compute_buffer(self, request: EngineRequest) -> tuple[ComputeBuffer | None, str]:
         """The compute buffer ``sched_reserve`` allocates for this context, as the CPU backend
-        sizes it (:mod:`kvcalc.engines.llamacpp_compute`), or ``None`` and the reason."""
+        sizes it (:mod:`kvcalc.engines.llamacpp.compute`), or ``None`` and the reason."""
         if (request.engine_version or VERSIONS[0]) != "latest":
             return None, f"the compute buffer is modelled for llama.cpp {LATEST_COMMIT} only"
         type_k, type_v = cache_types(request)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kvcalc.engines.llamacpp_recurrent import RecurrentMemory
+from kvcalc.engines.llamacpp.recurrent import RecurrentMemory
 from kvcalc.errors import KvcalcError
 from kvcalc.verify.result import ComponentResult, relative_error
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.engines.llamacpp_log import f32_mib
+from kvcalc.engines.llamacpp.log import f32_mib
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.model.recurrent_layouts import (

@@ -1,6 +1,6 @@
 """The sliding-window graphs of llama.cpp ``0c1e570``: ``gemma2``, ``gemma3`` and ``gpt-oss``
 (``src/models/gemma2.cpp``, ``gemma3.cpp``, ``openai-moe.cpp``), rebuilt for
-:mod:`kvcalc.engines.llamacpp_compute`.
+:mod:`kvcalc.engines.llamacpp.compute`.
 
 Both keep two caches (``llama_kv_cache_iswa``): full layers attend over the base cache
 (``kv_size`` cells), sliding ones over the SWA cache (its own, smaller size, or the base size with
@@ -22,7 +22,7 @@ Llama's:
 gpt-oss (``llama_model_openai_moe``) has the same two caches and Llama's pre-norm layer, with Q/K/V
 biases and an output-projection bias, one learned sink logit per head (a source of the softmax or
 of ``flash_attn_ext``; ``kq_scale`` inside the softmax, no ``scale`` node), a post-attention norm
-before its experts (:func:`~kvcalc.engines.llamacpp_graph_moe.moe_ffn`: biased router, the chosen
+before its experts (:func:`~kvcalc.engines.llamacpp.graph_moe.moe_ffn`: biased router, the chosen
 experts' logits softmaxed among themselves, biased experts) and no ``ffn_norm``. With
 ``embeddings_nextn_masked`` false (the default) the last layer runs on every token: the output rows
 are picked after it, and its output (``t_h_nextn``) is a graph output, never overwritten.
@@ -30,8 +30,8 @@ are picked after it, and its output (``t_h_nextn``) is a graph output, never ove
 
 from __future__ import annotations
 
-from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines.llamacpp_graph import (
+from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.engines.llamacpp.graph import (
     WEIGHT,
     Builder,
     GraphSpec,
@@ -43,7 +43,7 @@ from kvcalc.engines.llamacpp_graph import (
     norm,
     qkv,
 )
-from kvcalc.engines.llamacpp_graph_moe import Gating, MoeFfn, moe_ffn
+from kvcalc.engines.llamacpp.graph_moe import Gating, MoeFfn, moe_ffn
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape

@@ -1,7 +1,7 @@
 """llama.cpp's feed-forward blocks, dense and mixture-of-experts, rebuilt for the compute buffer.
 
 A transcription of ``llm_graph_context::build_moe_ffn`` and ``build_ffn`` (``src/llama-graph.cpp``,
-llama.cpp ``0c1e570``) into :mod:`kvcalc.engines.llamacpp_ggml` tensors, in the order llama.cpp
+llama.cpp ``0c1e570``) into :mod:`kvcalc.engines.llamacpp.ggml` tensors, in the order llama.cpp
 creates them and expands them into the graph (``build_moe_ffn`` expands the routing weights
 early, then the weighted experts, then each expert's view before the adds that sum them):
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines.llamacpp_graph import WEIGHT as _WT
+from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.engines.llamacpp.graph import WEIGHT as _WT
 from kvcalc.model.graph_dims import GraphDims
 
 

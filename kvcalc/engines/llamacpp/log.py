@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvcalc.engines.base import EngineRequest
-    from kvcalc.engines.llamacpp_context import Cache, Context
+    from kvcalc.engines.llamacpp.context import Cache, Context
 
 SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055"
 #: the lines above, as patterns (for picking them out of a real log)

@@ -1,13 +1,13 @@
 """``verify --engine llamacpp --run``: llama.cpp itself loads a GGUF in the model's layout on the CPU.
 
-:mod:`kvcalc.verify.llamacpp_gguf` writes the model (random weights, the real KV layout, cut to
+:mod:`kvcalc.verify.llamacpp.gguf` writes the model (random weights, the real KV layout, cut to
 ``--layers``); llama.cpp's Python binding (``pip install 'kvcalc[llamacpp]'``) loads it with the
 context parameters of the prediction, through its C API (``llama_init_from_model``). Two things
 llama.cpp reports are compared with the ``llamacpp`` engine's prediction:
 
 - its log lines for the context and the cache (``llama_kv_cache: size = … MiB (… cells, … layers,
   …/… seqs), K (f16): … MiB, V (f16): … MiB`` and the others of
-  :mod:`kvcalc.engines.llamacpp_log`), captured through ``llama_log_set``, text for text;
+  :mod:`kvcalc.engines.llamacpp.log`), captured through ``llama_log_set``, text for text;
 - the bytes: one token is decoded and the sequence's state (``llama_state_seq_get_data``) is read
   back; it holds each cache layer's ``ggml_row_size`` of K and V as llama.cpp computed it, so
   ``cells × streams × Σ rows`` — the K and V tensors' ``ggml_nbytes`` — is known to the byte.
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.llamacpp import (
+from kvcalc.engines.llamacpp.context import on_host
+from kvcalc.engines.llamacpp.engine import (
     LATEST_COMMIT,
     LlamaCppEngine,
     build_caches,
@@ -33,9 +34,8 @@ from kvcalc.engines.llamacpp import (
     ggml_name,
     is_iswa,
 )
-from kvcalc.engines.llamacpp_context import on_host
-from kvcalc.engines.llamacpp_log import is_predicted_line
-from kvcalc.engines.llamacpp_recurrent import (
+from kvcalc.engines.llamacpp.log import is_predicted_line
+from kvcalc.engines.llamacpp.recurrent import (
     has_recurrent,
     hybrid_arch,
     is_recurrent_only,
@@ -45,10 +45,10 @@ from kvcalc.errors import KvcalcError
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
-from kvcalc.verify.llamacpp_gguf import GgufWidths, spec_for, write_model
-from kvcalc.verify.llamacpp_hybrid_gguf import MROPE_ARCHS
-from kvcalc.verify.llamacpp_readback import read_back
-from kvcalc.verify.llamacpp_state import parse_hybrid_state, parse_state, recurrent_components
+from kvcalc.verify.llamacpp.gguf import GgufWidths, spec_for, write_model
+from kvcalc.verify.llamacpp.hybrid_gguf import MROPE_ARCHS
+from kvcalc.verify.llamacpp.readback import read_back
+from kvcalc.verify.llamacpp.state import parse_hybrid_state, parse_state, recurrent_components
 from kvcalc.verify.result import ComponentResult, LlamaCppRun, VerifyResult, judge, relative_error
 from kvcalc.verify.spec import VerifyOptions
 

@@ -1,8 +1,8 @@
 """The pieces every rebuilt llama.cpp graph shares (``llm_graph_context`` in ``src/llama-graph.cpp``
 and the KV cache's views in ``llama-kv-cache.cpp``, llama.cpp ``0c1e570``).
 
-An architecture's graph (:mod:`kvcalc.engines.llamacpp_compute` for ``llama``/``qwen2``/``qwen3``,
-:mod:`kvcalc.engines.llamacpp_graph_swa` for the sliding-window ones) is a :class:`Builder`: a
+An architecture's graph (:mod:`kvcalc.engines.llamacpp.compute` for ``llama``/``qwen2``/``qwen3``,
+:mod:`kvcalc.engines.llamacpp.graph_swa` for the sliding-window ones) is a :class:`Builder`: a
 function from one reserve ubatch (:class:`GraphSpec`) to the :class:`~.llamacpp_ggml.Graph`
 llama.cpp builds for it, and the architecture's own refusals. The blocks here are those of
 ``llm_graph_context``: ``build_inp_embd``, a KV cache's attention inputs (``build_attn_inp_kv``,
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvcalc.engines import llamacpp_ggml as g
+from kvcalc.engines.llamacpp import ggml as g
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention

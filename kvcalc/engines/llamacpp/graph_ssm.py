@@ -1,6 +1,6 @@
 """The pure Mamba-2 graph of llama.cpp ``0c1e570`` (``src/models/mamba.cpp`` with
 ``llm_build_mamba_base::build_mamba2_layer`` in ``mamba-base.cpp``), rebuilt for
-:mod:`kvcalc.engines.llamacpp_compute`.
+:mod:`kvcalc.engines.llamacpp.compute`.
 
 The recurrent memory is reserved in full (``llama_memory_recurrent::init_full``): ``n_rs`` = its
 size (one cell per sequence), head 0, ``rs_z`` 0; the ubatch holds ``n_seq_max`` sequences of
@@ -35,8 +35,8 @@ RoPE and ungated squared-ReLU MLPs (:func:`_nemotron_h`); expert layers are refu
 
 from __future__ import annotations
 
-from kvcalc.engines import llamacpp_ggml as g
-from kvcalc.engines.llamacpp_graph import (
+from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.engines.llamacpp.graph import (
     WEIGHT,
     Builder,
     GraphSpec,

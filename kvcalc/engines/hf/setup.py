@@ -10,7 +10,7 @@ from functools import lru_cache
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_int, unknown_version, version_tuple
 from kvcalc.engines.formats import nearest
-from kvcalc.engines.hf_quantized import NAMED, QuantizedSetup, spec_from_options
+from kvcalc.engines.hf.quantized import NAMED, QuantizedSetup, spec_from_options
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.shape import ModelShape
