@@ -39,7 +39,7 @@ from kvcalc.model.recurrent_layouts import (
 )
 
 if TYPE_CHECKING:
-    from kvcalc.sources.gguf.model import GgufKeys
+    from kvcalc.sources.gguf.keys import GgufKeys
 
 #: hybrid architectures → the recurrent mixer their loader builds
 HYBRIDS: dict[str, str] = {
