@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kvcalc.verify.llamacpp.gguf import GgufSpec
+    from kvcalc.verify.llamacpp.spec import GgufSpec
 
 Tensors = list[tuple[str, tuple[int, ...]]]
 
