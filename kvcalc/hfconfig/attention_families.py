@@ -11,14 +11,13 @@ from kvcalc.hfconfig.dsa_family import DSA_TYPES, read_dsa
 from kvcalc.hfconfig.dsv4_family import DSV4_TYPES, read_deepseek_v4
 from kvcalc.hfconfig.gemma_family import GEMMA3N_TYPES, GEMMA4_TYPES, read_gemma3n, read_gemma4
 from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
-from kvcalc.hfconfig.nas_family import NAS_TYPES, read_nemotron_nas
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
 
 #: model types with a family reader
 FAMILY_TYPES = (
-    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *NAS_TYPES, *DSA_TYPES, *DSV4_TYPES,
+    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *DSA_TYPES, *DSV4_TYPES,
 )  # fmt: skip
 
 
@@ -38,10 +37,6 @@ def family_layouts(
         layouts = read_gemma3n(r, num_layers, dtype, prov)
     elif model_type in MIMO_V2_TYPES:
         layouts = read_mimo_v2(r, num_layers, dtype, prov)
-    elif model_type in NAS_TYPES:
-        if head_dim is None:
-            raise r.missing(("head_dim", "hidden_size"))
-        layouts = read_nemotron_nas(r, num_layers, heads, head_dim, dtype, prov)
     elif model_type in DSA_TYPES:
         layouts = read_dsa(r, num_layers, heads, dtype, prov)
     elif model_type in DSV4_TYPES:
