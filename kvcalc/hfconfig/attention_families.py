@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.dsa_family import DSA_TYPES, read_dsa
-from kvcalc.hfconfig.dsv4_family import DSV4_TYPES, read_deepseek_v4
 from kvcalc.hfconfig.gemma_family import GEMMA3N_TYPES, GEMMA4_TYPES, read_gemma3n, read_gemma4
 from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
 from kvcalc.hfconfig.reader import ConfigReader
@@ -17,7 +16,7 @@ from kvcalc.model.layouts import Layout
 
 #: model types with a family reader
 FAMILY_TYPES = (
-    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *DSA_TYPES, *DSV4_TYPES,
+    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *DSA_TYPES,
 )  # fmt: skip
 
 
@@ -39,8 +38,6 @@ def family_layouts(
         layouts = read_mimo_v2(r, num_layers, dtype, prov)
     elif model_type in DSA_TYPES:
         layouts = read_dsa(r, num_layers, heads, dtype, prov)
-    elif model_type in DSV4_TYPES:
-        layouts = read_deepseek_v4(r, num_layers, dtype, prov)
     else:
         return None
     return layouts, tuple(L.weight_kind(x) for x in layouts)

@@ -1,7 +1,84 @@
-"""DeepSeek-V4: compressed, indexer and sliding caches (:mod:`kvcalc.hfconfig.dsv4_family`)."""
+"""DeepSeek-V4 (``deepseek_v4``): sliding-window latents, compressed latents, indexer and compressor states.
 
-from kvcalc.hfconfig.families._attention import attention_family_layouts
-from kvcalc.hfconfig.family import Family
+From ``vllm/transformers_utils/deepseek_v4_utils.py`` and ``vllm/models/deepseek_v4`` (vLLM 0.33.0):
+the per-layer compression ratio is ``compress_ratios[i]`` (MTP layers listed last), or
+``compress_rates[layer_types[i]]`` in the upstream config format; 0 is a sliding-window-only layer,
+4 a compressed layer with an overlapping compressor and an indexer, 128 a compressed layer without.
+Every layer keeps a ``sliding_window`` of ``head_dim``-wide latents (one KV head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.families._attention import with_weight_kinds
+from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.attention_layouts import CompressedSparseAttention
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import Layout
+
+_RATIOS = (0, 4, 128)
+
+
+def _ratios(r: ConfigReader, num_layers: int, prov: dict[str, str]) -> list[int]:
+    ratios = r.list("compress_ratios")
+    if ratios is not None:
+        where = r.path("compress_ratios")
+    else:
+        rates = r.mapping("compress_rates")
+        types = r.list("layer_types")
+        if rates is None or types is None:
+            raise r.missing(("compress_ratios", "compress_rates"))
+        ratios = [rates.get(t, 0) if isinstance(rates, Mapping) else None for t in types]
+        where = "compress_rates[layer_types[i]]"
+    if len(ratios) < num_layers or any(v not in _RATIOS or isinstance(v, bool) for v in ratios):
+        raise ConfigError(
+            f"{r.source}: {where} must give 0, 4 or 128 for each of {num_layers} layers",
+            code="config-invalid",
+        )
+    counts = {v: ratios[:num_layers].count(v) for v in _RATIOS}
+    prov["layer pattern"] = (
+        f"{where}: {counts[0]} sliding-window-only, {counts[4]} ratio-4 (indexer), "
+        f"{counts[128]} ratio-128 layers"
+        + (
+            f"; {len(ratios) - num_layers} MTP entries not built"
+            if len(ratios) > num_layers
+            else ""
+        )
+    )
+    return list(ratios[:num_layers])
+
+
+def read_deepseek_v4(
+    r: ConfigReader, num_layers: int, dtype: CacheDtype, prov: dict[str, str]
+) -> list[Layout]:
+    ratios = _ratios(r, num_layers, prov)
+    head = r.int("head_dim")
+    window = r.int("sliding_window")
+    index = r.int("index_head_dim")
+    r.int("qk_rope_head_dim", default=None)
+    r.int("num_key_value_heads", default=None)
+    prov["attention"] = (
+        f"one {head}-wide latent per token (head_dim), sliding_window {window}, "
+        f"index_head_dim {index}"
+    )
+    return [
+        CompressedSparseAttention(
+            dtype=dtype,
+            head_dim=head,
+            sliding_window=window,
+            compress_ratio=ratio,
+            index_head_dim=index,
+        )  # fmt: skip
+        for ratio in ratios
+    ]
+
+
+def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    return with_weight_kinds(read_deepseek_v4(r, ctx.num_layers, ctx.dtype, ctx.provenance))
+
 
 FAMILIES = (
     Family(
@@ -24,7 +101,7 @@ FAMILIES = (
             "compress_rope_theta",
         },  # fmt: skip
         layer_types=frozenset(),
-        layouts=attention_family_layouts,
+        layouts=_layouts,
         note="compressor, indexer and sliding caches per layer",
     ),
 )
