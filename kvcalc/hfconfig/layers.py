@@ -64,6 +64,12 @@ def weight_kind(layout: Layout) -> LayerKind:
     return NONE
 
 
+def with_weight_kinds(layouts: list[Layout]) -> tuple[list[Layout], tuple[str, ...]]:
+    """An attention family reader's layouts and what the weight count sees in each
+    (:func:`weight_kind`): what a family's ``layouts`` hook returns."""
+    return layouts, tuple(weight_kind(x) for x in layouts)
+
+
 def layer_kinds(r: ConfigReader, num_layers: int) -> tuple[list[MixerKind], str]:
     """The kind of each layer and a sentence saying which keys decided it."""
     for key, what in UNSUPPORTED_KEYS.items():

@@ -38,7 +38,6 @@ from kvcalc.hfconfig.weight_shape import (
     WeightShape,
 )
 from kvcalc.hfconfig.weights_families import (
-    dsv4_weights,
     gdn_weights,
     gemma4_global,
     granite_mamba2,
@@ -102,6 +101,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     attention = _attention(r, model_type, hidden) if "attention" in mixers or both else None
     global_attention, dsv4 = None, None
     if model_type == "deepseek_v4":
+        from kvcalc.hfconfig.families.deepseek_v4 import dsv4_weights
+
         dsv4 = dsv4_weights(r, num_layers)
         mixers = ("dsv4",) * num_layers
         attention = None

@@ -1,5 +1,5 @@
 """Weight dimensions of families whose layers differ from the generic reader's
-(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers, DeepSeek-V4's attention blocks,
+(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers,
 Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width, and the recurrent
 mixers (Mamba2, Gated DeltaNet) every hybrid shares.
 Each equals transformers' meta-device build (tests/test_weights.py).
@@ -13,7 +13,6 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
-    Dsv4Weights,
     GdnWeights,
     Mamba1Weights,
     Mamba2Weights,
@@ -44,29 +43,6 @@ def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeight
         o_bias=sliding.o_bias,
         qk_norm=True,
         v_proj=not r.bool("attention_k_eq_v"),
-    )
-
-
-def dsv4_weights(r: ConfigReader, n: int) -> Dsv4Weights:
-    """DeepSeek-V4's attention blocks; the per-layer compressor from ``compress_ratios`` (0, 4 or
-    128, as transformers' DeepseekV4Config maps them to layer types)."""
-    ratios = r.index_list("compress_ratios")
-    if ratios is None or len(ratios) < n or not set(ratios[:n]) <= {0, 4, 128}:
-        raise ConfigError(
-            f"{r.source}: DeepSeek-V4 weights need compress_ratios (0, 4 or 128 for each of the "
-            f"{n} layers)",
-            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
-        )
-    return Dsv4Weights(
-        num_heads=r.int("num_attention_heads"),
-        head_dim=r.int("head_dim"),
-        q_lora_rank=r.int("q_lora_rank"),
-        o_groups=r.int("o_groups"),
-        o_lora_rank=r.int("o_lora_rank"),
-        index_n_heads=r.int("index_n_heads"),
-        index_head_dim=r.int("index_head_dim"),
-        hc_mult=r.int("hc_mult", default=1),
-        compress_ratios=tuple(ratios[:n]),
     )
 
 

@@ -8,13 +8,6 @@ from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import Layout
 
 
-def with_weight_kinds(layouts: list[Layout]) -> tuple[list[Layout], tuple[str, ...]]:
-    """A family reader's layouts and the layer kinds the weight count reads of them."""
-    from kvcalc.hfconfig import layers as L
-
-    return layouts, tuple(L.weight_kind(x) for x in layouts)
-
-
 def attention_family_layouts(
     r: ConfigReader, ctx: LayoutContext
 ) -> tuple[list[Layout], tuple[str, ...]]:

@@ -5,6 +5,9 @@ the per-layer compression ratio is ``compress_ratios[i]`` (MTP layers listed las
 ``compress_rates[layer_types[i]]`` in the upstream config format; 0 is a sliding-window-only layer,
 4 a compressed layer with an overlapping compressor and an indexer, 128 a compressed layer without.
 Every layer keeps a ``sliding_window`` of ``head_dim``-wide latents (one KV head).
+
+The family's weights (:func:`dsv4_weights`, for :mod:`kvcalc.hfconfig.weights`) and its registration
+(``FAMILIES``) are here too.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvcalc.errors import ConfigError
-from kvcalc.hfconfig.families._attention import with_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import Dsv4Weights
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
@@ -74,6 +78,29 @@ def read_deepseek_v4(
         )  # fmt: skip
         for ratio in ratios
     ]
+
+
+def dsv4_weights(r: ConfigReader, n: int) -> Dsv4Weights:
+    """DeepSeek-V4's attention blocks; the per-layer compressor from ``compress_ratios`` (0, 4 or
+    128, as transformers' DeepseekV4Config maps them to layer types)."""
+    ratios = r.index_list("compress_ratios")
+    if ratios is None or len(ratios) < n or not set(ratios[:n]) <= {0, 4, 128}:
+        raise ConfigError(
+            f"{r.source}: DeepSeek-V4 weights need compress_ratios (0, 4 or 128 for each of the "
+            f"{n} layers)",
+            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+        )
+    return Dsv4Weights(
+        num_heads=r.int("num_attention_heads"),
+        head_dim=r.int("head_dim"),
+        q_lora_rank=r.int("q_lora_rank"),
+        o_groups=r.int("o_groups"),
+        o_lora_rank=r.int("o_lora_rank"),
+        index_n_heads=r.int("index_n_heads"),
+        index_head_dim=r.int("index_head_dim"),
+        hc_mult=r.int("hc_mult", default=1),
+        compress_ratios=tuple(ratios[:n]),
+    )
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvcalc.errors import ConfigError
-from kvcalc.hfconfig.families._attention import with_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, NoCache
