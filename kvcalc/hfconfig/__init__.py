@@ -156,7 +156,7 @@ def _mm_prefix(r: ConfigReader, model_type: str) -> bool:
         r.used["is_mm_prefix_lm"] = explicit
         return explicit
     if model_type.startswith("gemma4"):
-        from kvcalc.hfconfig.gemma_family import GEMMA4_TYPES
+        from kvcalc.hfconfig.families.gemma4 import GEMMA4_TYPES
 
         if model_type in GEMMA4_TYPES:
             return r.str("use_bidirectional_attention") == "vision"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.dsa_family import DSA_TYPES, read_dsa
-from kvcalc.hfconfig.gemma_family import GEMMA3N_TYPES, GEMMA4_TYPES, read_gemma3n, read_gemma4
 from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
@@ -16,7 +15,7 @@ from kvcalc.model.layouts import Layout
 
 #: model types with a family reader
 FAMILY_TYPES = (
-    *GEMMA4_TYPES, *GEMMA3N_TYPES, *MIMO_V2_TYPES, *DSA_TYPES,
+    *MIMO_V2_TYPES, *DSA_TYPES,
 )  # fmt: skip
 
 
@@ -30,11 +29,7 @@ def family_layouts(
     prov: dict[str, str],
 ) -> tuple[list[Layout], tuple[str, ...]] | None:
     """(layouts, layer kinds for the weight count), or None when no family reader applies."""
-    if model_type in GEMMA4_TYPES:
-        layouts = read_gemma4(r, num_layers, dtype, prov)
-    elif model_type in GEMMA3N_TYPES:
-        layouts = read_gemma3n(r, num_layers, dtype, prov)
-    elif model_type in MIMO_V2_TYPES:
+    if model_type in MIMO_V2_TYPES:
         layouts = read_mimo_v2(r, num_layers, dtype, prov)
     elif model_type in DSA_TYPES:
         layouts = read_dsa(r, num_layers, heads, dtype, prov)
