@@ -39,7 +39,6 @@ from kvcalc.hfconfig.weight_shape import (
 )
 from kvcalc.hfconfig.weights_families import (
     gdn_weights,
-    gemma4_global,
     granite_mamba2,
     jamba_mamba1,
     lfm2_ffn,
@@ -107,6 +106,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers = ("dsv4",) * num_layers
         attention = None
     if model_type == "gemma4_text":
+        from kvcalc.hfconfig.families.gemma4 import gemma4_global
+
         global_attention = gemma4_global(r, _attention(r, model_type, hidden))
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)

@@ -1,5 +1,5 @@
 """Weight dimensions of families whose layers differ from the generic reader's
-(:mod:`kvcalc.hfconfig.weights`): Gemma 4's global layers,
+(:mod:`kvcalc.hfconfig.weights`):
 Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width, and the recurrent
 mixers (Mamba2, Gated DeltaNet) every hybrid shares.
 Each equals transformers' meta-device build (tests/test_weights.py).
@@ -9,41 +9,12 @@ from __future__ import annotations
 
 import math
 
-from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape import (
-    AttentionWeights,
     GdnWeights,
     Mamba1Weights,
     Mamba2Weights,
 )
-
-#: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
-#: double-wide MLPs, audio): a config using one is refused, not guessed
-_GEMMA4_UNCOUNTED = ("enable_moe_block", "hidden_size_per_layer_input", "num_kv_shared_layers",
-                     "use_double_wide_mlp", "audio_config")  # fmt: skip
-
-
-def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeights:
-    """Gemma 4's global layers: ``global_head_dim``, ``num_global_key_value_heads``, and no v_proj
-    under ``attention_k_eq_v`` (transformers' Gemma4TextAttention)."""
-    for key in _GEMMA4_UNCOUNTED:
-        value = r.value(key)
-        if value not in (None, False, 0):
-            raise ConfigError(
-                f"{r.source}: Gemma 4 with {key} = {value!r}: its weights are not counted "
-                "from config.json (only the dense layout of Gemma-4-31B is)",
-                hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
-            )
-    return AttentionWeights(
-        num_heads=sliding.num_heads,
-        num_kv_heads=r.int("num_global_key_value_heads", default=sliding.num_kv_heads),
-        head_dim=r.int("global_head_dim", default=sliding.head_dim),
-        qkv_bias=sliding.qkv_bias,
-        o_bias=sliding.o_bias,
-        qk_norm=True,
-        v_proj=not r.bool("attention_k_eq_v"),
-    )
 
 
 def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:

@@ -10,17 +10,22 @@ KV sharing (Gemma 4 ``gemma4.py``, as Gemma-3n's ``gemma3n.py``; :mod:`._gemma_l
 layers read the cache of the last earlier layer of the same type; vLLM gives them no KV-cache spec
 and transformers no cache layer, so they are charged nothing.
 
+Its weights' global layers (:func:`gemma4_global`, for :mod:`kvcalc.hfconfig.weights`) are read
+here too.
+
 Gemma-4-31B: sliding 16 KV heads × (256 + 256) × 2 B = 16,384 B per token per layer, global
 4 × (512 + 512) × 2 B = 8,192 B; 50 sliding + 10 global layers.
 """
 
 from __future__ import annotations
 
+from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._gemma_layers import layer_types, shared_sources
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import AttentionWeights
 from kvcalc.model.attention_layouts import SharedKV
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
@@ -72,6 +77,34 @@ def read_gemma4(
                 FullAttention(dtype=dtype, kv_heads=global_kv, k_dim=global_head, v_dim=global_head)
             )
     return out
+
+
+#: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
+#: double-wide MLPs, audio): a config using one is refused, not guessed
+_GEMMA4_UNCOUNTED = ("enable_moe_block", "hidden_size_per_layer_input", "num_kv_shared_layers",
+                     "use_double_wide_mlp", "audio_config")  # fmt: skip
+
+
+def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeights:
+    """Gemma 4's global layers: ``global_head_dim``, ``num_global_key_value_heads``, and no v_proj
+    under ``attention_k_eq_v`` (transformers' Gemma4TextAttention)."""
+    for key in _GEMMA4_UNCOUNTED:
+        value = r.value(key)
+        if value not in (None, False, 0):
+            raise ConfigError(
+                f"{r.source}: Gemma 4 with {key} = {value!r}: its weights are not counted "
+                "from config.json (only the dense layout of Gemma-4-31B is)",
+                hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+            )
+    return AttentionWeights(
+        num_heads=sliding.num_heads,
+        num_kv_heads=r.int("num_global_key_value_heads", default=sliding.num_kv_heads),
+        head_dim=r.int("global_head_dim", default=sliding.head_dim),
+        qkv_bias=sliding.qkv_bias,
+        o_bias=sliding.o_bias,
+        qk_norm=True,
+        v_proj=not r.bool("attention_k_eq_v"),
+    )
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
