@@ -70,8 +70,6 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.engines.vllm.v0",
         "kvcalc.model.attention_layouts",
         "kvcalc.hfconfig.attention_families",
-        "kvcalc.hfconfig.gemma_family",
-        "kvcalc.hfconfig.hybrid_families",
         "kvcalc.planning.servecmd",
         "kvcalc.model.graph_dims",  # llama.cpp's graph widths
     ):

@@ -19,7 +19,7 @@ from kvcalc.hfconfig.weight_shape import (
 
 def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
     """Granite-4.0-H's and Falcon-H1's Mamba2 mixer as transformers' configs default it (the KV
-    reader's rule in :mod:`kvcalc.hfconfig.mamba_families`): inner width ``mamba_d_ssm``, else
+    reader's rule in :mod:`kvcalc.hfconfig.families._mamba`): inner width ``mamba_d_ssm``, else
     ``mamba_expand · hidden_size``; 128 heads of ``inner // heads`` unless ``mamba_d_head`` is set."""
     inner = r.int("mamba_d_ssm", default=None) or r.int("mamba_expand", default=2) * hidden
     heads = r.int("mamba_n_heads", default=128)

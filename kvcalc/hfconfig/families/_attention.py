@@ -23,18 +23,3 @@ def attention_family_layouts(
     if found is None:
         raise r.bad(r.path("model_type"), model_type, "a model type with a family reader")
     return found  # (layouts, weight kinds)
-
-
-def hybrid_family_layouts(r: ConfigReader, ctx: LayoutContext):
-    """The recurrent/convolution hybrids of :mod:`kvcalc.hfconfig.hybrid_families`: (layouts, the
-    layer kinds for the weight count, which leaves those mixers uncounted)."""
-    from kvcalc.hfconfig.hybrid_families import hybrid_layouts
-
-    model_type = str(r.raw.get("model_type") or "")
-    found = hybrid_layouts(
-        r, model_type, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype,
-        ctx.provenance,
-    )  # fmt: skip
-    if found is None:
-        raise r.bad("model_type", model_type, "a model type with a hybrid reader")
-    return found

@@ -1,8 +1,57 @@
-"""Jamba: Mamba1 layers with attention every attn_layer_period-th layer (kvcalc.hfconfig.mamba_families)."""
+"""Jamba (``jamba.py`` in vLLM 0.33.0; ``JambaConfig.layers_block_type``): layer ``i`` is attention
+when ``i % attn_layer_period == attn_layer_offset``, else a Mamba1 mixer of width
+``mamba_expand · hidden_size`` with ``mamba_d_state`` and ``mamba_d_conv``; attention heads are
+``hidden_size // num_attention_heads`` wide (:mod:`._mamba`). The weight count counts its Mamba1
+mixers.
+"""
 
-from kvcalc.hfconfig.families._attention import hybrid_family_layouts
-from kvcalc.hfconfig.families._mamba_keys import MAMBA_MIXER_KEYS
-from kvcalc.hfconfig.family import Family
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
+from kvcalc.hfconfig.families._mamba import MAMBA_MIXER_KEYS, attention_layer
+from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import Layout
+from kvcalc.model.recurrent_layouts import Mamba1State
+
+
+def read_jamba(
+    r: ConfigReader, num_layers: int, heads: int, hidden: int, dtype: CacheDtype,
+    prov: dict[str, str],
+) -> list[Layout]:  # fmt: skip
+    period = r.int("attn_layer_period", default=8)
+    offset = r.int("attn_layer_offset", default=4, minimum=0)
+    if offset >= period:
+        raise ConfigError(
+            f"{r.source}: attn_layer_offset {offset} must be below attn_layer_period {period}",
+            code="config-invalid",
+        )
+    expand = r.int("mamba_expand", default=2)
+    state = r.int("mamba_d_state", default=16)
+    kernel = r.int("mamba_d_conv", default=4)
+    attention = attention_layer(r, heads, hidden, dtype)
+    mamba = Mamba1State(dtype=dtype, ssm_dtype=dtype, conv_kernel=kernel,
+                        intermediate_size=expand * hidden, state_size=state)  # fmt: skip
+    prov["layer pattern"] = (
+        f"attn_layer_period {period}, attn_layer_offset {offset}: layer i is attention when "
+        f"i % {period} == {offset}, else Mamba1"
+    )
+    prov["mamba1"] = (
+        f"mamba_expand {expand} × hidden_size {hidden} = {expand * hidden} channels, mamba_d_state "
+        f"{state}, mamba_d_conv {kernel}; both states in the model dtype"
+    )
+    return [attention if i % period == offset else mamba for i in range(num_layers)]
+
+
+def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    layouts = read_jamba(
+        r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
+    )
+    return hybrid_weight_kinds(layouts, {Mamba1State: L.MAMBA1})
+
 
 FAMILIES = (
     Family(
@@ -17,7 +66,7 @@ FAMILIES = (
             *MAMBA_MIXER_KEYS,
         },
         layer_types=frozenset(),
-        layouts=hybrid_family_layouts,
-        note="Jamba: Mamba1 layers with attention every attn_layer_period-th layer (kvcalc.hfconfig.mamba_families).",
+        layouts=_layouts,
+        note="Jamba: Mamba1 layers with attention every attn_layer_period-th layer.",
     ),
 )

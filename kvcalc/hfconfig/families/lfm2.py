@@ -1,7 +1,70 @@
-"""LFM2: short convolution layers and full attention (kvcalc.hfconfig.conv_families)."""
+"""LFM2 (``lfm2.py``, ``lfm2_moe.py`` in vLLM 0.33.0): ``layer_types`` of ``conv`` / ``full_attention``,
+or (older configs) ``full_attn_idxs`` with every other layer a convolution (transformers'
+``Lfm2Config``). The conv state is ``(conv_L_cache − 1, conv_dim)`` (LFM2) or
+``(conv_L_cache − 1, hidden_size)`` (LFM2-MoE); attention heads are
+``hidden_size // num_attention_heads`` wide. The weight count counts LFM2's short convolutions
+(not LFM2-MoE's).
+"""
 
-from kvcalc.hfconfig.families._attention import hybrid_family_layouts
-from kvcalc.hfconfig.family import Family
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
+from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.dtypes import CacheDtype
+from kvcalc.model.layouts import FullAttention, Layout
+from kvcalc.model.recurrent_layouts import ShortConvState
+
+_LFM2_KINDS = {"conv": "conv", "full_attention": "attention"}
+
+
+def read_lfm2(
+    r: ConfigReader, num_layers: int, heads: int, hidden: int, dtype: CacheDtype,
+    prov: dict[str, str],
+) -> list[Layout]:  # fmt: skip
+    types = r.list("layer_types")
+    if types is not None:
+        note = "layer_types: conv → short convolution, full_attention → attention"
+    else:
+        idxs = r.index_list("full_attn_idxs")
+        idxs = tuple(range(num_layers)) if idxs is None else idxs
+        types = ["full_attention" if i in idxs else "conv" for i in range(num_layers)]
+        note = f"full_attn_idxs {list(idxs)}: attention there, short convolution elsewhere"
+    unknown = sorted({str(t)[:40] for t in types if t not in _LFM2_KINDS})
+    if len(types) != num_layers or unknown:
+        raise ConfigError(
+            f"{r.source}: layer_types must name {num_layers} layers as conv or full_attention"
+            + (f", got {', '.join(unknown)}" if unknown else ""),
+            code="config-invalid",
+        )
+    if hidden <= 0 or hidden % heads:
+        raise r.missing(("hidden_size",))
+    head_dim = hidden // heads
+    kv = r.int("num_key_value_heads", default=heads)
+    attention = FullAttention(dtype=dtype, kv_heads=kv, k_dim=head_dim, v_dim=head_dim)
+    moe = r.str("model_type", "") == "lfm2_moe"
+    width = hidden if moe else r.int("conv_dim")
+    kernel = r.int("conv_L_cache", default=3)
+    conv = ShortConvState(dtype=dtype, ssm_dtype=dtype, conv_kernel=kernel, conv_dim=width)
+    prov["layer pattern"] = note
+    prov["short_conv"] = (
+        f"conv state ({kernel} − 1, {'hidden_size' if moe else 'conv_dim'} {width}) in the model "
+        "dtype (conv_L_cache − 1 columns)"
+    )
+    return [attention if _LFM2_KINDS[t] == "attention" else conv for t in types]
+
+
+def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    layouts = read_lfm2(
+        r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
+    )
+    counted: dict[type, str] = (
+        {ShortConvState: L.SHORT_CONV} if r.raw.get("model_type") == "lfm2" else {}
+    )
+    return hybrid_weight_kinds(layouts, counted)
+
 
 FAMILIES = (
     Family(
@@ -20,7 +83,7 @@ FAMILIES = (
             "conv_use_xavier_init",
         },
         layer_types={"conv", "full_attention"},
-        layouts=hybrid_family_layouts,
-        note="LFM2: short convolution layers and full attention (kvcalc.hfconfig.conv_families).",
+        layouts=_layouts,
+        note="LFM2: short convolution layers and full attention.",
     ),
 )

@@ -1,7 +1,31 @@
-"""MiniMax-Text-01 lightning attention: refused with the reason (kvcalc.hfconfig.conv_families)."""
+"""MiniMax-Text-01 / MiniMax-M1 (``model_type: minimax``): lightning-attention layers. vLLM 0.33
+removed them and transformers' cache for them is not modelled: refused by name, with the reason.
+"""
 
-from kvcalc.hfconfig.families._attention import hybrid_family_layouts
-from kvcalc.hfconfig.family import Family
+from __future__ import annotations
+
+from typing import NoReturn
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.layouts import Layout
+
+
+def refuse_minimax01(r: ConfigReader) -> NoReturn:
+    arch = r.raw.get("architectures")
+    raise ConfigError(
+        f"{r.source}: model_type 'minimax' ({', '.join(arch) if isinstance(arch, list) else 'MiniMax-01'}) "
+        "keeps lightning-attention state kvcalc does not model; vLLM 0.33 no longer serves it "
+        "(MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM were supported until v0.23.0)",
+        hint="kvcalc refuses layouts it cannot size exactly; please file an issue",
+        code="config-unsupported",
+    )
+
+
+def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    refuse_minimax01(r)
+
 
 FAMILIES = (
     Family(
@@ -18,7 +42,7 @@ FAMILIES = (
             "linear_attn_beta_factor",
         },  # fmt: skip
         layer_types={"full_attention", "linear_attention"},
-        layouts=hybrid_family_layouts,
-        note="MiniMax-Text-01 lightning attention: refused with the reason (kvcalc.hfconfig.conv_families).",
+        layouts=_layouts,
+        note="MiniMax-Text-01 lightning attention: refused with the reason.",
     ),
 )
