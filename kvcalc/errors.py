@@ -13,6 +13,25 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+#: where kvcalc is installed from. It is not on the package index (installing ``kvcalc`` by name finds
+#: nothing), so every install kvcalc suggests names a checkout or this repository:
+#: :func:`install_hint` builds the text, here and only here.
+REPOSITORY_URL = "https://github.com/OWNER/kvcalc"
+
+
+def install_hint(extra: str | None = None) -> str:
+    """How to install kvcalc (with the optional dependencies ``extra``): from a checkout, or with
+    pip straight from the repository.
+
+    >>> install_hint("plot")
+    'pip install ".[plot]" in a kvcalc checkout, or pip install "kvcalc[plot] @ git+https://github.com/OWNER/kvcalc"'
+    """
+    local = f'".[{extra}]"' if extra else "."
+    name = f"kvcalc[{extra}]" if extra else "kvcalc"
+    return (
+        f'pip install {local} in a kvcalc checkout, or pip install "{name} @ git+{REPOSITORY_URL}"'
+    )
+
 
 class ExitCode(IntEnum):
     """The three-value exit status shared by every command."""

@@ -16,6 +16,8 @@ import yaml
 from conftest import ROOT
 from golden import assert_golden
 
+from kvcalc.errors import REPOSITORY_URL
+
 DEPLOY = "tests/fixtures/deployments"
 
 
@@ -203,9 +205,9 @@ def test_ci_workflow_runs_as_written_on_the_examples(tmp_path):
     workflow, sample = _ci_workflow()
     steps = workflow["jobs"]["check"]["steps"]
     runs = [s["run"] for s in steps if "run" in s]
-    assert (
-        runs[0] == "pip install kvcalc"
-    )  # the install step is not run here: this checkout is used
+    # kvcalc is not on the package index: the workflow installs it from the repository (the
+    # install step is not run here: this checkout is used)
+    assert runs[0] == f'pip install "kvcalc @ git+{REPOSITORY_URL}"'
     checks = [r for r in runs if r.startswith("kvcalc ")]
     assert checks == ["kvcalc check deployments/*.yaml --format github"]
     repo = _example_repo(tmp_path)

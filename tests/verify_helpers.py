@@ -22,7 +22,7 @@ IN_CI = os.environ.get("CI") == "true"
 
 #: torch tests run everywhere torch is installed; in CI they never skip (a missing torch fails them)
 needs_torch = pytest.mark.skipif(
-    not HAS_TORCH and not IN_CI, reason="torch not installed (pip install 'kvcalc[verify]')"
+    not HAS_TORCH and not IN_CI, reason="torch not installed (the verify extra)"
 )
 needs_transformers = pytest.mark.skipif(
     not (HAS_TORCH and HAS_TRANSFORMERS) and not IN_CI,

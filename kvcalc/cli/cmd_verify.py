@@ -142,7 +142,7 @@ def verify(
 ) -> int:
     """Prove the prediction: allocate the KV cache exactly as the engine lays it out and measure it.
 
-    Needs torch (pip install 'kvcalc[verify]'). Exit status: 0 within --tolerance; 1 beyond it;
+    Needs torch (the verify extra: pip install ".[verify]" in a kvcalc checkout). Exit status: 0 within --tolerance; 1 beyond it;
     2 could not run (no torch, --fill without CUDA, bad input).
     """
     from kvcalc.cli.options import source_kwargs, with_gguf_file

@@ -149,12 +149,12 @@ def _chart(console, curve) -> None:
 
 def write_plot(curve, path: str) -> None:
     """The same chart as a file (PNG, SVG, PDF by suffix) with matplotlib, imported lazily."""
-    from kvcalc.errors import KvcalcError
+    from kvcalc.errors import KvcalcError, install_hint
 
     try:
         import matplotlib
     except ModuleNotFoundError:
-        raise KvcalcError("matplotlib is not installed, so --plot cannot draw", hint="pip install 'kvcalc[plot]'",
+        raise KvcalcError("matplotlib is not installed, so --plot cannot draw", hint=install_hint("plot"),
                           code="matplotlib-missing") from None  # fmt: skip
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

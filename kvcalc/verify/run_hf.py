@@ -17,7 +17,7 @@ import traceback
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, install_hint
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import RunInfo, VerifyResult, components_from, judge
 from kvcalc.verify.spec import VerifyOptions
@@ -80,7 +80,7 @@ def import_backend(backend: str) -> None:
     except ImportError:
         raise KvcalcError(
             f"--run with transformers' {backend} QuantizedCache needs {package}, which is not installed",
-            hint=f"pip install {package} (or the kvcalc[quantized] extra)",
+            hint=f"pip install {package} (or kvcalc's quantized extra: {install_hint('quantized')})",
             code="backend-missing",
         ) from None
 

@@ -9,9 +9,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, install_hint
 
-INSTALL_HINT = "install it with: pip install 'kvcalc[verify]' (CPU wheels: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+INSTALL_HINT = (
+    f"install it with: {install_hint('verify')} "
+    "(CPU wheels: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
 
 
 def import_torch() -> Any:

@@ -1,7 +1,7 @@
 """``verify --engine llamacpp --run``: llama.cpp itself loads a GGUF in the model's layout on the CPU.
 
 :mod:`kvcalc.verify.llamacpp.gguf` writes the model (random weights, the real KV layout, cut to
-``--layers``); llama.cpp's Python binding (``pip install 'kvcalc[llamacpp]'``) loads it with the
+``--layers``); llama.cpp's Python binding (kvcalc's ``llamacpp`` extra, :func:`kvcalc.errors.install_hint`) loads it with the
 context parameters of the prediction, through its C API (``llama_init_from_model``). Two things
 llama.cpp reports are compared with the ``llamacpp`` engine's prediction:
 
@@ -41,7 +41,7 @@ from kvcalc.engines.llamacpp.recurrent import (
     is_recurrent_only,
     recurrent_memory,
 )
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, install_hint
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
@@ -63,7 +63,8 @@ def import_binding() -> Any:
         import llama_cpp
     except ImportError:
         raise KvcalcError("--run --engine llamacpp needs llama.cpp's Python binding, which is not installed",
-                          hint="pip install 'kvcalc[llamacpp]' (it compiles llama.cpp: minutes)",
+                          hint=f"{install_hint('llamacpp')} (it compiles llama.cpp: minutes; "
+                               "CMAKE_ARGS as in .ci/run build the library alone)",
                           code="llamacpp-missing") from None  # fmt: skip
     return llama_cpp
 
