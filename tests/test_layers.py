@@ -246,6 +246,7 @@ def test_no_engine_borrows_from_another_engine():
         "kvcalc.engines.unmodelled",
         "kvcalc.engines.formats",
         "kvcalc.engines.dtype_names",
+        "kvcalc.engines.catalogue",
     }
 
     def engine_of(module: str) -> str | None:  # engines/llamacpp/log.py belongs to llamacpp
@@ -273,6 +274,7 @@ def test_engines_holds_the_shared_modules_and_one_room_per_engine():
         "common",
         "dtype_names",
         "extra",
+        "catalogue",
         "formats",
         "names",
         "unmodelled",

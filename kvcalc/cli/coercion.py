@@ -101,6 +101,14 @@ class Command(typer.core.TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:  # with click's -h/--help, added here
         return _install(super().get_params(ctx))
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help page, the engine settings' lists filled in first (only a help page needs
+        every engine)."""
+        from kvcalc.cli.engine_help import fill
+
+        fill(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
 
 class Group(typer.core.TyperGroup):
     """typer's group (``kvcalc`` itself: ``--version``, ``--help``), converted the same way."""

@@ -152,8 +152,8 @@ SETTINGS: tuple[Setting, ...] = (
        yaml="command"),
     _s("engine", Kind.ENGINE, S, "Serving engine: vllm, sglang, llamacpp, hf (transformers), "
        "trtllm or lmdeploy (TurboMind).", field="engine", yaml="engine", default="vllm"),
-    _s("engine_version", Kind.TEXT, S, "Engine version whose defaults apply: vLLM 0.33, 0.21, "
-       "0.10, 0.8, 0.6.", field="engine_version", yaml="engine_version",
+    _s("engine_version", Kind.TEXT, S, "Engine version whose defaults apply, a profile of the "
+       "engine as `kvcalc plan --help` lists them.", field="engine_version", yaml="engine_version",
        default_help="the newest", examples=("0.33",)),
     _s("gpu", Kind.GPU, H, "GPU from the catalog (`kvcalc gpus`), e.g. H100-80GB.", field="gpu",
        yaml="gpu", examples=("H100-80GB",)),
@@ -219,9 +219,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("tight_threshold", Kind.THRESHOLD, S, "Headroom under this share of the KV cache is "
        "'tight' (0.1 or 10%).", field="tight_fraction", yaml="tight_threshold", default=0.10,
        metavar="SHARE"),
-    _s("engine_option", Kind.OPTIONS, S, "Engine-specific knobs: llama.cpp n_seq_max, n_ubatch, "
-       "kv_unified, swa_full; hf cache_implementation=static; sglang page_size; vllm "
-       "usage_context=llm|engine.", flags=("--engine-option", "-E"), field="engine_options",
+    _s("engine_option", Kind.OPTIONS, S, "Engine-specific knobs (`kvcalc plan --help` lists each "
+       "engine's), e.g. llama.cpp n_seq_max, hf cache_implementation=static.", flags=("--engine-option", "-E"), field="engine_options",
        yaml="engine_options", metavar="KEY=VALUE"),
     _s("prompt_len", Kind.TOKENS, W, "Expected prompt tokens per request.", field="prompt_len",
        yaml="workload.prompt_len", minimum=1),
