@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.dsa_family import DSA_TYPES, read_dsa
-from kvcalc.hfconfig.mimo_family import MIMO_V2_TYPES, read_mimo_v2
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
 
 #: model types with a family reader
 FAMILY_TYPES = (
-    *MIMO_V2_TYPES, *DSA_TYPES,
+    *DSA_TYPES,
 )  # fmt: skip
 
 
@@ -29,9 +28,7 @@ def family_layouts(
     prov: dict[str, str],
 ) -> tuple[list[Layout], tuple[str, ...]] | None:
     """(layouts, layer kinds for the weight count), or None when no family reader applies."""
-    if model_type in MIMO_V2_TYPES:
-        layouts = read_mimo_v2(r, num_layers, dtype, prov)
-    elif model_type in DSA_TYPES:
+    if model_type in DSA_TYPES:
         layouts = read_dsa(r, num_layers, heads, dtype, prov)
     else:
         return None
