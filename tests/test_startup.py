@@ -69,7 +69,6 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.engines.vllm.sparse",
         "kvcalc.engines.vllm.v0",
         "kvcalc.model.attention_layouts",
-        "kvcalc.hfconfig.attention_families",
         "kvcalc.planning.servecmd",
         "kvcalc.model.graph_dims",  # llama.cpp's graph widths
         "kvcalc.engines.catalogue",  # every engine, for the help pages only
