@@ -228,3 +228,19 @@ def test_curve_does_not_draw_a_deployment_short_of_the_gpu():
     basis = curve_basis(bundled_shape("qwen3-1.7b"), inputs)
     assert basis.verdict == "wont-start" and "CUDA graphs" in basis.notes[0]
     assert not curve_point(basis, 4096).fits and curve_point(basis, 4096).max_concurrency == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kw", "outside"),
+    [
+        ({}, ()),  # vLLM 0.33 subtracts its graph estimate: everything is in its budget
+        ({"engine_version": "0.28"}, ("cudagraph",)),  # runner V2 before 0.29 estimates none
+        ({"engine": "sglang"}, ("activation", "cudagraph")),  # the reserved 1 − mem_fraction_static
+        ({"engine": "lmdeploy"}, ("activation", "cudagraph")),  # its cache is free · fraction
+        ({"engine": "trtllm"}, ()),  # free = total − weights − activations − context − graphs
+        ({"engine": "llamacpp"}, ()),  # total − weights − compute buffers
+    ],
+)
+def test_terms_outside_the_budget_are_marked_for_every_engine(kw, outside):
+    r = _plan("qwen3-1.7b", gpu="L4", max_model_len=4096, **kw)
+    assert r.memory.outside_budget == outside

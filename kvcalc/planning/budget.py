@@ -85,6 +85,8 @@ def shifted(stage_bytes: tuple[int, ...], delta: int) -> tuple[int, ...]:
 
 #: the overhead terms an engine's budget rule may leave out, as the memory table names them
 _TERMS = (("activation peak", "activation_bytes"), ("CUDA graphs", "cudagraph_bytes"))
+#: those terms' ``MemoryBreakdown.outside_budget`` names (their ``_bytes`` fields' stems)
+OUTSIDE_KEYS = {name: key.removesuffix("_bytes") for name, key in _TERMS}
 
 
 def outside_terms(

@@ -29,7 +29,7 @@ from kvcalc.estimate.calibration import Calibration, apply_calibration
 from kvcalc.estimate.overhead import Overhead, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
-from kvcalc.planning.budget import KvBudget, kv_budget, outside_terms, shifted
+from kvcalc.planning.budget import OUTSIDE_KEYS, KvBudget, kv_budget, outside_terms, shifted
 from kvcalc.planning.engine_asks import (
     cudagraph_captures,
     flashinfer_sampler,
@@ -330,6 +330,7 @@ def _assemble(
             cudagraph_bytes=overhead.cudagraph_bytes,
             kv_cache_bytes=kv.kv_cache_bytes,
             free_bytes=(memory - used) if memory else 0,
+            outside_budget=tuple(OUTSIDE_KEYS[name] for name, _ in outside),
         ),
         groups=kv.groups,
         log_lines=() if unloadable else kv.log_lines,

@@ -25,7 +25,12 @@ class MemoryBreakdown:
     #: CUDA graph capture (0 for engines without CUDA graphs or with ``--enforce-eager``)
     cudagraph_bytes: int
     kv_cache_bytes: int
+    #: negative when the parts exceed the device: the deployment then does not start
     free_bytes: int
+    #: the terms the engine allocates after its KV cache, outside the budget it sizes the cache
+    #: from (``activation``, ``cudagraph``: SGLang's and LMDeploy's, vLLM's graphs where the release
+    #: does not subtract them); they must fit in what the budget leaves of the device
+    outside_budget: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -59,15 +59,22 @@ def render(result) -> None:
     util = f" (× {m.gpu_memory_utilization:g})" if m.gpu_memory_utilization else ""
     if util and can.overhead_in_reserve:  # SGLang: (total − non-torch) × mem_fraction_static
         util = f" ((total − non-torch) × {m.gpu_memory_utilization:g})"
-    # activations and graphs the engine keeps outside its budget are not taken from it
-    outside = ", outside the budget" if can.overhead_in_reserve else ""
+
+    # what the engine allocates after its KV cache is not taken from its budget (memory.outside_budget)
+    def outside(key: str) -> str:
+        return ", outside the budget" if key in m.outside_budget else ""
+
     rows = [
         ("GPU total", m.total_bytes, ""),
         (f"engine budget{util}", m.budget_bytes, ""),
         ("weights", m.weights_bytes, result.weights_source),
-        ("activation peak", m.activation_bytes, "estimate" + outside),
+        ("activation peak", m.activation_bytes, "estimate" + outside("activation")),
         ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate"),
-        ("CUDA graphs", m.cudagraph_bytes, ("estimate" + outside) if m.cudagraph_bytes else ""),
+        (
+            "CUDA graphs",
+            m.cudagraph_bytes,
+            ("estimate" + outside("cudagraph")) if m.cudagraph_bytes else "",
+        ),  # fmt: skip
         ("KV cache pool", m.kv_cache_bytes, f"{result.num_blocks:,} blocks"),
         ("left free", m.free_bytes, ""),
     ]
