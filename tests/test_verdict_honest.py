@@ -244,3 +244,20 @@ def test_curve_does_not_draw_a_deployment_short_of_the_gpu():
 def test_terms_outside_the_budget_are_marked_for_every_engine(kw, outside):
     r = _plan("qwen3-1.7b", gpu="L4", max_model_len=4096, **kw)
     assert r.memory.outside_budget == outside
+
+
+def test_a_given_kv_size_still_leaves_room_for_the_profile_and_graphs():
+    # vLLM with kv_cache_memory_bytes skips its budget, not its profile run or graph capture
+    # (gpu_worker.py: Worker.determine_available_memory): 62 GiB of KV beside ~15 GiB of weights
+    # on a 79.2 GiB H100 leave ~2.2 GiB for activations, CUDA context and graphs, less than they need
+    r = _plan("llama-3.1-8b", gpu="H100", kv_cache_memory_bytes=62 * GIB, max_model_len=8192)
+    m = r.memory
+    assert m.kv_cache_bytes == 62 * GIB and m.activation_bytes > 0 and m.cudagraph_bytes > 0
+    assert m.outside_budget == ("activation", "non_torch", "cudagraph")
+    assert m.free_bytes < 0 and r.verdict == "wont-start"
+    assert "lower --kv-cache-memory" in r.verdict_reason
+    (s,) = [s for s in r.suggestions if "kv_cache_memory_bytes" in s.change]
+    assert s.change["kv_cache_memory_bytes"] < 62 * GIB + m.free_bytes and s.verdict == "ok"
+    # without a GPU size nothing is known beside the cache: the engine's arithmetic alone
+    r = plan(bundled_shape("llama-3.1-8b"), PlanInputs(kv_cache_memory_bytes=62 * GIB))
+    assert r.memory.outside_budget == () and r.verdict == "ok"

@@ -85,8 +85,10 @@ def shifted(stage_bytes: tuple[int, ...], delta: int) -> tuple[int, ...]:
 
 #: the overhead terms an engine's budget rule may leave out, as the memory table names them
 _TERMS = (("activation peak", "activation_bytes"), ("CUDA graphs", "cudagraph_bytes"))
+#: with ``--kv-cache-memory`` every term is outside the (given) budget
+GIVEN_KV_TERMS = (*_TERMS[:1], ("non-torch memory", "non_torch_bytes"), *_TERMS[1:])
 #: those terms' ``MemoryBreakdown.outside_budget`` names (their ``_bytes`` fields' stems)
-OUTSIDE_KEYS = {name: key.removesuffix("_bytes") for name, key in _TERMS}
+OUTSIDE_KEYS = {name: key.removesuffix("_bytes") for name, key in GIVEN_KV_TERMS}
 
 
 def outside_terms(

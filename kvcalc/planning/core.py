@@ -29,7 +29,14 @@ from kvcalc.estimate.calibration import Calibration, apply_calibration
 from kvcalc.estimate.overhead import Overhead, estimate_overhead
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
-from kvcalc.planning.budget import OUTSIDE_KEYS, KvBudget, kv_budget, outside_terms, shifted
+from kvcalc.planning.budget import (
+    GIVEN_KV_TERMS,
+    OUTSIDE_KEYS,
+    KvBudget,
+    kv_budget,
+    outside_terms,
+    shifted,
+)
 from kvcalc.planning.engine_asks import (
     cudagraph_captures,
     flashinfer_sampler,
@@ -84,11 +91,17 @@ def plan(
     gpu, memory = gpu_and_memory(inputs)
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = plan_weights(model, inputs, exact_weights)
-    overhead = _overhead(model, inputs, gpu, scheduler_defaults(engine, request), engine, request)
-    overhead = _engine_compute(engine, request, overhead, inputs)
-    overhead = _without_torch(overhead, inputs)
-    if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
-        overhead = apply_calibration(overhead, calibration)
+    overhead = _estimated(model, inputs, gpu, engine, request, calibration)
+    on_device, given_outside = overhead, ()
+    if inputs.kv_cache_memory_bytes is not None and memory is not None:
+        # a given KV size skips the budget, not the memory: vLLM still runs its profile pass and
+        # captures its graphs beside it (gpu_worker.py: Worker.determine_available_memory)
+        free = replace(inputs, kv_cache_memory_bytes=None)
+        on_device = _estimated(model, free, gpu, engine, engine_request(model, free, available_kv_bytes=0),
+                               calibration)  # fmt: skip
+        on_device = replace(on_device, notes=(*overhead.notes, GIVEN_KV_NOTE))
+        given_outside = tuple((name, getattr(on_device, key)) for name, key in GIVEN_KV_TERMS
+                              if getattr(on_device, key) > 0)  # fmt: skip
     device = memory_inputs(model, inputs, memory)
     util = inputs.gpu_memory_utilization
     if util is None:
@@ -102,10 +115,10 @@ def plan(
     low_kv = kv
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
-    outside = outside_terms(engine, replace(device, gpu_memory_utilization=util),
-                            weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
+    outside = given_outside or outside_terms(engine, replace(device, gpu_memory_utilization=util),
+                                             weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(
-        model, inputs, gpu, memory, util, weights, overhead, budget, kv, low_kv, model_source,
+        model, inputs, gpu, memory, util, weights, on_device, budget, kv, low_kv, model_source,
         outside,
     )  # fmt: skip
     if length_notes:
@@ -123,6 +136,22 @@ def plan(
 
         result = attach_throughput(result, inputs, model, efficiency=efficiency_of(calibration))
     return result
+
+
+GIVEN_KV_NOTE = ("the activation peak, non-torch memory and CUDA graphs are still allocated beside a "
+                 "given KV cache (vLLM profiles and captures its graphs regardless): estimated here, "
+                 "they must fit in what is left of the GPU")  # fmt: skip
+
+
+def _estimated(model, inputs, gpu, engine, request, calibration) -> Overhead:
+    """The overhead terms for ``inputs``: the estimate, the engine's own compute buffer, no
+    non-torch term without PyTorch, and a calibration's correction (zero with ``--kv-cache-memory``)."""
+    overhead = _overhead(model, inputs, gpu, scheduler_defaults(engine, request), engine, request)
+    overhead = _engine_compute(engine, request, overhead, inputs)
+    overhead = _without_torch(overhead, inputs)
+    if calibration is not None and inputs.kv_cache_memory_bytes is None:  # `verify --record`
+        overhead = apply_calibration(overhead, calibration)
+    return overhead
 
 
 def _overhead(
@@ -263,8 +292,11 @@ def _assemble(
         # SGLang: rest = (total − non-torch) · mem_fraction_static − weights (the engine's own rule)
         budget = int((memory - overhead.non_torch_bytes) * util)
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
+    given = inputs.kv_cache_memory_bytes is not None
     device = (
-        Device(total_bytes=memory, free_bytes=memory - used, outside=outside) if memory else None
+        Device(total_bytes=memory, free_bytes=memory - used, outside=outside, given_kv=given)
+        if memory
+        else None
     )
     verdict, reason = judge_verdict(
         inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens,

@@ -12,6 +12,7 @@ from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.result import CapacityPlan, Suggestion
+from kvcalc.units import GIB
 
 #: plans changed inputs for the same model
 Replan = Callable[[PlanInputs], CapacityPlan]
@@ -172,9 +173,18 @@ def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> S
     graphs, SGLang's activations) fits on the GPU, when the plan is short of device memory: the
     fraction less the shortfall's share of the GPU, then 0.01 lower at a time (a few tries)."""
     m = base.memory
-    if m.free_bytes >= 0 or not m.total_bytes or m.gpu_memory_utilization is None:
+    if m.free_bytes >= 0 or not m.total_bytes:
         return None
-    if inputs.kv_cache_memory_bytes is not None:
+    given = inputs.kv_cache_memory_bytes
+    if given is not None:  # the size given less the shortfall, in hundredths of a GiB
+        size = math.floor((given + m.free_bytes) / GIB * 100) / 100
+        r = _try(replan, inputs, kv_cache_memory_bytes=int(size * GIB)) if size > 0 else None
+        if r is None or r.verdict in _NOT_STARTING:
+            return None
+        return _make(f"--kv-cache-memory {size:.2f}GiB: leaves room for what the engine allocates "
+                     f"beside it ({_measured(r)}) → {r.verdict}",
+                     {"kv_cache_memory_bytes": int(size * GIB)}, r)  # fmt: skip
+    if m.gpu_memory_utilization is None:
         return None
     value = math.floor((m.gpu_memory_utilization + m.free_bytes / m.total_bytes) * 100) / 100
     for _ in range(5):

@@ -116,6 +116,8 @@ class Device:
     total_bytes: int
     free_bytes: int
     outside: tuple[tuple[str, int], ...] = ()
+    #: the KV cache's size was given (``--kv-cache-memory``): the memory fraction plays no part
+    given_kv: bool = False
 
 
 def short_reason(engine: str, device: Device) -> str:
@@ -127,12 +129,18 @@ def short_reason(engine: str, device: Device) -> str:
     name = traits(engine).name.display
     if not device.outside:
         return f"{whole}: {name} runs out of memory allocating them"
-    terms = " and ".join(f"the {n} ({b / mib:,.2f} MiB)" for n, b in device.outside)
+    parts = [f"the {n} ({b / mib:,.2f} MiB)" for n, b in device.outside]
+    terms = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     fix = ("; lower --gpu-memory-utilization" if traits(engine).memory_fraction_knob
            else f"; lower {name}'s memory fraction (--gpu-memory-utilization)")  # fmt: skip
-    return (f"{terms}, which {name} allocates after its KV cache outside the budget it sizes the "
-            f"cache from, do not fit: {whole}; it runs out of memory at start-up (capturing its "
-            f"CUDA graphs, warming up) or on its first full batch{fix}")  # fmt: skip
+    where = "after its KV cache outside the budget it sizes the cache from"
+    if device.given_kv:
+        fix, where = (
+            "; lower --kv-cache-memory",
+            "beside the KV cache size given (--kv-cache-memory)",
+        )
+    return (f"{terms}, which {name} allocates {where}, do not fit: {whole}; it runs out of memory "
+            f"at start-up (capturing its CUDA graphs, warming up) or on its first full batch{fix}")  # fmt: skip
 
 
 def sequences(inputs: PlanInputs) -> int:

@@ -69,7 +69,7 @@ def render(result) -> None:
         (f"engine budget{util}", m.budget_bytes, ""),
         ("weights", m.weights_bytes, result.weights_source),
         ("activation peak", m.activation_bytes, "estimate" + outside("activation")),
-        ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate"),
+        ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate" + outside("non_torch")),
         (
             "CUDA graphs",
             m.cudagraph_bytes,
