@@ -92,7 +92,8 @@ def plan(
     request = engine_request(model, inputs, available_kv_bytes=0)
     weights = plan_weights(model, inputs, exact_weights)
     overhead = _estimated(model, inputs, gpu, engine, request, calibration)
-    on_device, given_outside = overhead, ()
+    on_device = overhead
+    given_outside: tuple[tuple[str, int], ...] = ()
     if inputs.kv_cache_memory_bytes is not None and memory is not None:
         # a given KV size skips the budget, not the memory: vLLM still runs its profile pass and
         # captures its graphs beside it (gpu_worker.py: Worker.determine_available_memory)
