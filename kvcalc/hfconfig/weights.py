@@ -31,6 +31,7 @@ from kvcalc.hfconfig.quant import read_quant_spec
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
 from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
+    Mamba1Weights,
     MlaWeights,
     MlpWeights,
     MoeWeights,
@@ -40,8 +41,6 @@ from kvcalc.hfconfig.weight_shape import (
 from kvcalc.hfconfig.weights_families import (
     gdn_weights,
     granite_mamba2,
-    jamba_mamba1,
-    lfm2_ffn,
     mamba2_weights,
 )
 from kvcalc.hfconfig.weights_vision import read_vision
@@ -153,12 +152,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         if L.MAMBA2 in mixers or both
         else None,
         gdn=gdn_weights(r) if L.GDN in mixers else None,
-        mamba1=jamba_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
-        short_conv=ShortConvWeights(
-            conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias")
-        )
-        if L.SHORT_CONV in mixers
-        else None,
+        mamba1=_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
+        short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=read_vision(r, model_type, hidden, notes),
         vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),
@@ -223,6 +218,18 @@ def _mla(r: ConfigReader) -> MlaWeights:
     )
 
 
+def _mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
+    from kvcalc.hfconfig.families.jamba import jamba_mamba1  # the family owns its weight shapes
+
+    return jamba_mamba1(r, hidden)
+
+
+def _short_conv(r: ConfigReader) -> ShortConvWeights:
+    from kvcalc.hfconfig.families.lfm2 import lfm2_short_conv  # the family owns its weight shapes
+
+    return lfm2_short_conv(r)
+
+
 def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
@@ -236,12 +243,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
     if model_type == "nemotron_h":
         pattern = r.str("hybrid_override_pattern") or ""
         flags = tuple(c == "E" for c in pattern[:n])
-    elif (
-        model_type == "jamba"
-    ):  # JambaConfig.layers_num_experts: experts where i % period == offset
-        period = r.int("expert_layer_period", default=2)
-        offset = r.int("expert_layer_offset", default=1, minimum=0)
-        flags = tuple(experts > 1 and i % period == offset for i in range(n))
+    elif model_type == "jamba":
+        from kvcalc.hfconfig.families.jamba import jamba_moe_layers
+
+        flags = jamba_moe_layers(r, n, experts)
     elif r.has("first_k_dense_replace") or r.has("moe_layer_freq"):
         first = r.int("first_k_dense_replace", default=0, minimum=0)
         freq = r.int("moe_layer_freq", default=1)
@@ -295,6 +300,8 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
     if model_type.startswith("llama4"):
         size = r.int("intermediate_size_mlp", "intermediate_size")
     elif model_type == "lfm2":
+        from kvcalc.hfconfig.families.lfm2 import lfm2_ffn
+
         size = lfm2_ffn(r)
     else:
         size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0)

@@ -1,18 +1,15 @@
 """Weight dimensions of families whose layers differ from the generic reader's
 (:mod:`kvcalc.hfconfig.weights`):
-Granite-4.0-H's Mamba2 and Jamba's Mamba1 mixers, LFM2's feed-forward width, and the recurrent
-mixers (Mamba2, Gated DeltaNet) every hybrid shares.
+Granite-4.0-H's and Falcon-H1's Mamba2 mixer, and the recurrent mixers (Mamba2, Gated DeltaNet)
+every hybrid shares (a family's own weight shapes are in its ``families/`` module).
 Each equals transformers' meta-device build (tests/test_weights.py).
 """
 
 from __future__ import annotations
 
-import math
-
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape import (
     GdnWeights,
-    Mamba1Weights,
     Mamba2Weights,
 )
 
@@ -36,34 +33,6 @@ def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
         gated_norm=r.bool("mamba_rms_norm", True)
         if r.str("model_type", "") == "falcon_h1"
         else True,
-    )
-
-
-def lfm2_ffn(r: ConfigReader) -> int:
-    """transformers' Lfm2MLP width: ``block_ff_dim`` (else ``intermediate_size``), auto-adjusted
-    to 2/3, times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``
-    (LFM2-1.2B: 12,288 → 8,192)."""
-    size = r.int("block_ff_dim", "intermediate_size")
-    if r.bool("block_auto_adjust_ff_dim", True):
-        size = int(2 * size / 3)
-        mult = r.value("block_ffn_dim_multiplier", 1.0)
-        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and 0 < mult < 1e3:
-            multiple = r.int("block_multiple_of", default=256)
-            size = multiple * -(-int(mult * size) // multiple)
-    return size
-
-
-def jamba_mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
-    """Jamba's Mamba1 mixer as JambaConfig sets it: inner ``mamba_expand · hidden_size``,
-    ``mamba_dt_rank`` "auto" = ceil(hidden_size / 16)."""
-    rank = r.value("mamba_dt_rank", "auto")
-    return Mamba1Weights(
-        inner=r.int("mamba_expand", default=2) * hidden,
-        state_size=r.int("mamba_d_state", default=16),
-        conv_kernel=r.int("mamba_d_conv", default=4),
-        dt_rank=math.ceil(hidden / 16) if rank == "auto" else r.int("mamba_dt_rank"),
-        conv_bias=r.bool("mamba_conv_bias", True),
-        proj_bias=r.bool("mamba_proj_bias", False),
     )
 
 

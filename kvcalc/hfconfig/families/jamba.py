@@ -2,10 +2,13 @@
 when ``i % attn_layer_period == attn_layer_offset``, else a Mamba1 mixer of width
 ``mamba_expand · hidden_size`` with ``mamba_d_state`` and ``mamba_d_conv``; attention heads are
 ``hidden_size // num_attention_heads`` wide (:mod:`._mamba`). The weight count counts its Mamba1
-mixers.
+mixers
+(:func:`jamba_mamba1`) and its MoE layers (:func:`jamba_moe_layers`), both read here.
 """
 
 from __future__ import annotations
+
+import math
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
@@ -13,6 +16,7 @@ from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.families._mamba import MAMBA_MIXER_KEYS, attention_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import Mamba1Weights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
 from kvcalc.model.recurrent_layouts import Mamba1State
@@ -44,6 +48,28 @@ def read_jamba(
         f"{state}, mamba_d_conv {kernel}; both states in the model dtype"
     )
     return [attention if i % period == offset else mamba for i in range(num_layers)]
+
+
+def jamba_mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
+    """Jamba's Mamba1 mixer as JambaConfig sets it: inner ``mamba_expand · hidden_size``,
+    ``mamba_dt_rank`` "auto" = ceil(hidden_size / 16)."""
+    rank = r.value("mamba_dt_rank", "auto")
+    return Mamba1Weights(
+        inner=r.int("mamba_expand", default=2) * hidden,
+        state_size=r.int("mamba_d_state", default=16),
+        conv_kernel=r.int("mamba_d_conv", default=4),
+        dt_rank=math.ceil(hidden / 16) if rank == "auto" else r.int("mamba_dt_rank"),
+        conv_bias=r.bool("mamba_conv_bias", True),
+        proj_bias=r.bool("mamba_proj_bias", False),
+    )
+
+
+def jamba_moe_layers(r: ConfigReader, n: int, experts: int) -> tuple[bool, ...]:
+    """Which of ``n`` layers are MoE (``JambaConfig.layers_num_experts``): experts where
+    ``i % expert_layer_period == expert_layer_offset``."""
+    period = r.int("expert_layer_period", default=2)
+    offset = r.int("expert_layer_offset", default=1, minimum=0)
+    return tuple(experts > 1 and i % period == offset for i in range(n))
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:

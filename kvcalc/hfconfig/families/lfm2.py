@@ -3,7 +3,8 @@ or (older configs) ``full_attn_idxs`` with every other layer a convolution (tran
 ``Lfm2Config``). The conv state is ``(conv_L_cache − 1, conv_dim)`` (LFM2) or
 ``(conv_L_cache − 1, hidden_size)`` (LFM2-MoE); attention heads are
 ``hidden_size // num_attention_heads`` wide. The weight count counts LFM2's short convolutions
-(not LFM2-MoE's).
+(not LFM2-MoE's):
+:func:`lfm2_short_conv` and the feed-forward width :func:`lfm2_ffn` are read here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import ShortConvWeights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout
 from kvcalc.model.recurrent_layouts import ShortConvState
@@ -54,6 +56,25 @@ def read_lfm2(
         "dtype (conv_L_cache − 1 columns)"
     )
     return [attention if _LFM2_KINDS[t] == "attention" else conv for t in types]
+
+
+def lfm2_ffn(r: ConfigReader) -> int:
+    """transformers' Lfm2MLP width: ``block_ff_dim`` (else ``intermediate_size``), auto-adjusted
+    to 2/3, times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``
+    (LFM2-1.2B: 12,288 → 8,192)."""
+    size = r.int("block_ff_dim", "intermediate_size")
+    if r.bool("block_auto_adjust_ff_dim", True):
+        size = int(2 * size / 3)
+        mult = r.value("block_ffn_dim_multiplier", 1.0)
+        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and 0 < mult < 1e3:
+            multiple = r.int("block_multiple_of", default=256)
+            size = multiple * -(-int(mult * size) // multiple)
+    return size
+
+
+def lfm2_short_conv(r: ConfigReader) -> ShortConvWeights:
+    """LFM2's short-convolution mixer weights: a ``conv_L_cache``-wide kernel, ``conv_bias``."""
+    return ShortConvWeights(conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias"))
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
