@@ -144,7 +144,7 @@ def render_table(report: CheckReport) -> None:
         table.add_row(result, *row[:-1], verdict)
     from kvcalc.render.tables import print_whole
 
-    print_whole(table)
+    print_whole(table, lead=2)
     for r in report.results:
         for f in r.failures:
             console.print(

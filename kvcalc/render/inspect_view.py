@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inspect import InspectResult, LayerInfo
 from kvcalc.render import fmt
@@ -40,6 +42,31 @@ def _shape(layer: LayerInfo) -> str:
     return f"{layer.num_kv_heads} KV heads × {dims}"
 
 
+def _print_wrapping_shape(table: Any) -> None:
+    """Every column but ``shape`` keeps its whole width (header lines and cells: numbers and their
+    units are never cut); ``shape`` wraps into what is left, and when too little is left each
+    layer group is stacked (:func:`kvcalc.render.tables.print_stacked`) rather than a header cut."""
+    from rich.cells import cell_len
+
+    console = stdout_console()
+    widths = {}
+    for column in table.columns:
+        lines = [*str(column.header).split("\n"), *(str(c) for c in column.cells)]
+        widths[column.header] = max(cell_len(x) for x in lines)
+    others = sum(w for h, w in widths.items() if h != "shape")
+    left = console.width - others - 3 * len(table.columns) - 1
+    for column in table.columns:
+        if column.header != "shape":
+            column.no_wrap = True
+            column.min_width = widths[column.header]
+    if left >= 12:
+        console.print(table)
+    else:  # too narrow even for a wrapped shape: one block per layer group
+        from kvcalc.render.tables import print_stacked
+
+        print_stacked(console, table, lead=1)
+
+
 def render(result: InspectResult, *, explain: bool = False) -> None:
     from rich.table import Table
 
@@ -54,8 +81,9 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
     layers = Table(title=f"Layers (cache dtype {result.kv_cache_dtype})", title_justify="left")
     for col in ("kind", "layers", "which", "shape", "window"):
         layers.add_column(col)
-    layers.add_column("bytes/token/layer", justify="right")
-    layers.add_column("state/request/layer", justify="right")
+    # the units stay in the headers: two lines each rather than cut in a narrow terminal
+    layers.add_column("bytes/token\nper layer", justify="right")
+    layers.add_column("state/request\nper layer", justify="right")
     for layer in result.layer_groups:
         layers.add_row(
             layer.kind,
@@ -66,7 +94,7 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
             fmt.int_(layer.bytes_per_token),
             fmt.size(layer.state_bytes) if layer.state_bytes else "-",
         )
-    console.print(layers)
+    _print_wrapping_shape(layers)
     console.print(
         f"KV per token (all layers, every token): [bold]{fmt.bytes_and_size(result.kv_bytes_per_token)}[/]\n"
         f"KV per request at {result.max_model_len:,} tokens, the layers' own bytes "

@@ -11,31 +11,94 @@ if TYPE_CHECKING:
     from kvcalc.sources.catalog import BundledRow
 
 
-def print_whole(table: Any, *, free: tuple[str, ...] = ()) -> None:
-    """Identifier and number columns never wrap or shorten: only the ``free`` (prose) columns
-    give up width when the terminal is narrow, and are dropped when even that is not enough.
-    Past that, lines are longer than the terminal rather than a name cut. When stdout is not a
-    terminal the console is wide enough for every column anyway (see
+def print_whole(table: Any, *, free: tuple[str, ...] = (), lead: int = 1) -> None:
+    """Identifier and number columns never wrap or shorten. When the terminal is too narrow for
+    every column, the ``free`` (prose) columns are dropped first and listed under the table, one
+    line per row; when even that is too wide, every row is stacked: its first ``lead`` cells on
+    one line, the others below as ``header value`` pairs, so nothing is cut and no row wraps.
+    When stdout is not a terminal the console is wide enough for every column anyway (see
     :data:`kvcalc.render.console.PIPE_WIDTH`)."""
     from rich.cells import cell_len
 
     from kvcalc.render.console import stdout_console
 
-    needed = 1
-    for column in table.columns:
-        cells = [cell_len(str(getattr(c, "plain", c))) for c in column.cells]
-        header = cell_len(str(column.header))
-        if column.header not in free:
-            column.no_wrap = True
-            column.min_width = max([header, *cells])
-        needed += (column.min_width or header) + 3
-    width = stdout_console().width
-    if needed > width:
-        for column in [c for c in table.columns if c.header in free]:
+    def width_of(column: Any) -> int:
+        cells = [cell_len(_plain(c)) for c in column.cells]
+        return max([cell_len(str(column.header)), *cells])
+
+    console = stdout_console()
+    pad = 3 if table.box is not None and table.show_edge else 2
+    needed = 1 + sum(width_of(c) + pad for c in table.columns)
+    if needed <= console.width:
+        _fix_widths(table, width_of)
+        console.print(table)
+        return
+    kept = [c for c in table.columns if c.header not in free]
+    if 1 + sum(width_of(c) + pad for c in kept) <= console.width:
+        dropped = [c for c in table.columns if c.header in free]
+        for column in dropped:
             table.columns.remove(column)
-            needed -= max(cell_len(str(column.header)), 1) + 3
-    # still too wide: lines longer than the terminal (it wraps them) rather than a cut name
-    stdout_console(**({"width": needed} if needed > width else {})).print(table)
+        _fix_widths(table, width_of)
+        console.print(table)
+        names = [_plain(c) for c in table.columns[0].cells]
+        for column in dropped:
+            console.print(f"{column.header}:")
+            wide = max((cell_len(n) for n in names), default=0)
+            for name, cell in zip(names, column.cells, strict=False):
+                items = _plain(cell).split(", ")
+                for line in _wrap(
+                    items, ", ", console.width - 1, f"  {name:<{wide}}  ", " " * (wide + 4)
+                ):
+                    console.print(line, soft_wrap=False, highlight=False, markup=False)
+        return
+    print_stacked(console, table, lead)
+
+
+def _fix_widths(table: Any, width_of: Any) -> None:
+    for column in table.columns:
+        column.no_wrap = True
+        column.min_width = width_of(column)
+
+
+def _plain(cell: Any) -> str:
+    return str(getattr(cell, "plain", cell))
+
+
+def print_stacked(console: Any, table: Any, lead: int) -> None:
+    """Each row as a block: its first ``lead`` cells, then ``header value`` pairs wrapped to the
+    terminal under a four-space indent (empty cells, ``-``, left out)."""
+    if table.title:
+        console.print(table.title)
+    columns = table.columns
+    rows = zip(*(list(c.cells) for c in columns), strict=False)
+    for cells in rows:
+        console.print("  ".join(_plain(c) for c in cells[:lead]), soft_wrap=False)
+        pairs = [
+            f"{' '.join(str(column.header).split())} {_plain(cell)}"
+            for column, cell in zip(columns[lead:], cells[lead:], strict=False)
+            if _plain(cell).strip() not in ("", "-")
+        ]
+        for line in _wrap(pairs, " · ", console.width - 1, "    ", "    "):
+            console.print(line, soft_wrap=False, highlight=False, markup=False)
+
+
+def _wrap(items: list[str], sep: str, width: int, first: str, indent: str) -> list[str]:
+    """``items`` joined by ``sep`` into lines of at most ``width`` cells (a line that goes on ends
+    with the separator), never breaking an item: one longer than a line gets a line of its own."""
+    from rich.cells import cell_len
+
+    tail = sep.rstrip()
+    lines: list[list[str]] = [[]]
+    for item in items:
+        prefix = first if len(lines) == 1 else indent
+        trial = prefix + sep.join([*lines[-1], item]) + tail
+        if lines[-1] and cell_len(trial) > width:
+            lines.append([])
+        lines[-1].append(item)
+    out = [
+        (first if i == 0 else indent) + sep.join(chunk) for i, chunk in enumerate(lines) if chunk
+    ]
+    return [line + tail if i < len(out) - 1 else line for i, line in enumerate(out)]
 
 
 def models_table(rows: list[BundledRow]) -> None:
@@ -59,7 +122,7 @@ def models_table(rows: list[BundledRow]) -> None:
             fmt.size(row.state_bytes_per_request) if row.state_bytes_per_request else "-",
             fmt.int_(row.max_model_len),
         )
-    print_whole(table, free=("attention",))
+    print_whole(table, free=("attention",), lead=2)
 
 
 def gpus_table(rows) -> None:
@@ -75,7 +138,7 @@ def gpus_table(rows) -> None:
     for g in rows:
         table.add_row(
             g.name,
-            ", ".join(g.aliases[:3]),
+            ", ".join(g.aliases),
             fmt.size(g.memory_bytes) + ("" if g.memory_is_exact else " ~"),
             f"{g.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s",
             f"{g.bf16_dense_tflops:g}" if g.bf16_dense_tflops else "-",
