@@ -346,6 +346,11 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "unknown-dtype": lambda c: c.cli("inspect", "llama-3.1-8b", "--kv-cache-dtype", "fp9"),
     "unsupported-dtype": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--kv-cache-dtype", "fp9"),
     "unsupported-model": lambda c: c.cli("compare", "deepseek-v3", "--attention-variants"),
+    # vLLM's SpeculativeConfig forbids unknown keys
+    "invalid-speculative-config": lambda c: c.cli("plan", "deepseek-v3", "--gpu", "H200", "-tp", "8",
+                                                  "-sc", '{"method": "mtp", "num_spec_tokens": 1}'),
+    "speculative-not-modelled": lambda c: c.cli("plan", "deepseek-v3", "--gpu", "H200", "-tp", "8",
+                                                "-sc", '{"method": "dflash", "model": "x/y"}'),
     "invalid-parallelism": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-tp", "3"),
     "bandwidth-unknown": lambda c: c.cli("throughput", "llama-3.1-8b", "--gpu-memory", "80GiB"),
     # deployment files and calibration

@@ -86,14 +86,29 @@ def test_bare_flags():
 def test_unknown_flags_are_noted_by_name_never_by_value():
     cmd = parse_serve_command(
         "vllm serve m --port 8000 --hf-token hf_SECRETSECRET --swap-space 4 --enable-prefix-caching "
-        "--trust-remote-code --speculative-config '{\"n\": 1}' --max-model-len 4096 extra"
+        "--trust-remote-code --scheduling-policy priority --max-model-len 4096 extra"
     )
     assert cmd.values == {"max_model_len": 4096}
     assert cmd.notes == (
-        "ignored flags kvcalc does not model: --swap-space, --enable-prefix-caching, --speculative-config",
+        "ignored flags kvcalc does not model: --swap-space, --enable-prefix-caching, --scheduling-policy",
         "ignored 1 extra argument(s)",
     )
     assert "SECRET" not in " ".join(cmd.notes)
+
+
+def test_speculative_flags_are_read_as_vllm_spells_them():
+    # vllm/engine/arg_utils.py: --speculative-config / -sc (JSON), --spec-method, --spec-model, --spec-tokens
+    cmd = parse_serve_command(
+        'vllm serve deepseek-ai/DeepSeek-V3 -tp 8 -sc \'{"method": "mtp", "num_speculative_tokens": 1}\''
+    )
+    assert cmd.values["speculative_config"] == '{"method": "mtp", "num_speculative_tokens": 1}'
+    assert cmd.notes == ()
+    cmd = parse_serve_command("vllm serve m --spec-method ngram --spec-tokens 4 --spec_model ngram")
+    assert (cmd.values["spec_method"], cmd.values["spec_tokens"], cmd.values["spec_model"]) == (
+        "ngram",
+        4,
+        "ngram",
+    )
 
 
 def test_max_model_len_auto_is_left_to_the_model():

@@ -59,6 +59,7 @@ SAMPLES = {
     Kind.OPTIONS: ("n_seq_max=4", ("n_seq_max", 4)),
     Kind.COUNTS: ("1, 2,4 8", (1, 2, 4, 8)),
     Kind.GRAPH_MODE: ("full_and_piecewise", "FULL_AND_PIECEWISE"),
+    Kind.JSON: ('{"method": "mtp"}', '{"method": "mtp"}'),
 }
 VALUED = [s for s in SETTINGS if s.cli_flags and s.kind is not Kind.BOOL]
 

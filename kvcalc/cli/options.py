@@ -55,6 +55,7 @@ DEPLOYMENT = (
     "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
     "enforce_eager", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",
     "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
+    "speculative_config", "spec_method", "spec_model", "spec_tokens",
 )  # fmt: skip
 
 

@@ -86,6 +86,8 @@ def _fragment(key: Key) -> dict[str, Any]:
                           {"type": "string", "pattern": COUNTS_PATTERN}]}  # fmt: skip
     if kind == "options":
         return {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
+    if kind == "json":
+        return {"oneOf": [{"type": "object"}, {"type": "string", "minLength": 2}]}
     if kind == "section":
         return {"$ref": f"#/$defs/{key.name}"}
     raise ValueError(f"no schema for kind {kind!r}")  # pragma: no cover - a table mistake

@@ -261,11 +261,26 @@ def _counts(value: Any, key: Key) -> tuple[int, ...]:
     return tuple(_int(item, key) for item in value)
 
 
+def _json(value: Any, key: Key) -> Any:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        import json
+
+        try:
+            data = json.loads(value)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return value
+    raise BadValue(f"expected a mapping (or a JSON object as text), got {describe(value)}")
+
+
 _CONVERTERS = {
     "text": _text, "count": _int, "number": _number, "tokens": _tokens, "fraction": _fraction,
     "threshold": _threshold, "size": _size, "headroom": _headroom, "choice": _choice,
     "bool": _bool, "cache_dtype": _cache_dtype, "gpu": _gpu, "verdicts": _verdicts,
-    "options": _options, "counts": _counts,
+    "options": _options, "counts": _counts, "json": _json,
 }  # fmt: skip
 
 

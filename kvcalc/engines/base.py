@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kvcalc.engines.extra import is_int, positive
+from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
@@ -81,6 +82,8 @@ class EngineRequest:
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     max_cudagraph_capture_size: int | None = None
     cudagraph_mode: str | None = None
+    #: speculative decoding: the draft the engine builds (None: none)
+    speculative: SpeculativeDraft | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -194,6 +197,10 @@ class KvCachePlan:
     #: the engine refuses to start with these settings: its reason, and the fix to paste
     refusal: str | None = None
     refusal_fix: str | None = None
+    #: KV slots a running request holds past its tokens (vLLM speculative decoding: k)
+    lookahead_tokens: int = 0
+    #: per GPU: bytes per token of the speculative draft's layers (in ``kv_bytes_per_token`` too)
+    draft_kv_bytes_per_token: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (tuples become lists)."""

@@ -224,6 +224,20 @@ def _stage_bytes(
     return stages
 
 
+def weight_shape(model: ModelShape) -> WeightShape:
+    """The model's weight dimensions; ``weights-unknown`` when the config lacks them."""
+    return _weight_shape(model)
+
+
+def pricer(
+    model: ModelShape, shape: WeightShape, *, dtype: str | None, quantization: str | None
+) -> Pricer:
+    """How :func:`weight_bytes` prices each tensor of ``model`` (its dtype and quantization)."""
+    notes: list[str] = []
+    name, size = _resolve_dtype(model, dtype, notes)
+    return Pricer(_resolve_quant(shape.quantization, quantization, notes), name, size)
+
+
 def _weight_shape(model: ModelShape) -> WeightShape:
     shape = model.weights
     if not isinstance(shape, WeightShape):

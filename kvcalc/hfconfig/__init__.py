@@ -15,6 +15,7 @@ from typing import Any
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
 from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
+from kvcalc.hfconfig.mtp import read_mtp
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
 from kvcalc.model.dtypes import BF16, FP32, MODEL_DTYPES, CacheDtype
@@ -95,6 +96,8 @@ def parse_config(
     max_len, max_len_note, max_len_key = _max_model_len(r)
     prov["max_model_len"] = max_len_note
     arch = r.value("architectures") or ()
+    model_type = str(r.str("model_type", "") or "")
+    mtp = read_mtp(r, model_type, list(layouts)) if check.validated else None
     read = dict(r.used)
     return ModelShape(
         name=name,
@@ -120,6 +123,7 @@ def parse_config(
         unverified_keys=check.keys if not check.validated else (),
         ignored_keys=_ignored(r, read),
         vision_tower=_vision_tower(raw),
+        mtp=mtp,
     )
 
 

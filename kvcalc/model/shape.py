@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import ATTENTION_KINDS, LayerKind, Layout
+from kvcalc.model.mtp import MtpLayers
 
 if TYPE_CHECKING:  # llama.cpp's graph widths, read by the modules that build its graphs
     from kvcalc.model.graph_dims import GraphDims
@@ -81,6 +82,9 @@ class ModelShape:
     #: absent; Kimi-K2.5's ``vt_`` spellings), ``None`` without a vision_config — SGLang's
     #: default memory fraction scales with them
     vision_tower: tuple[int | None, int | None] | None = None
+    #: the MTP layers vLLM builds as a draft for ``method: mtp`` (``kvcalc.hfconfig.mtp``; None:
+    #: not modelled for this model type). Never part of ``layers``: built only with speculation
+    mtp: MtpLayers | None = None
 
     # -- derived ----------------------------------------------------------------------------
     @property

@@ -42,12 +42,14 @@ from kvcalc.planning.engine_asks import (
     flashinfer_sampler,
     mm_limits,
     scheduler_defaults,
+    speculative_draft,
     subtracts_cudagraph,
 )
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
+from kvcalc.planning.speculative import speculative_summary, with_draft_weights
 from kvcalc.planning.verdict import (
     Device,
     overhead_notes,
@@ -89,8 +91,12 @@ def plan(
         )
     engine = get_engine(inputs.engine)
     gpu, memory = gpu_and_memory(inputs)
-    request = engine_request(model, inputs, available_kv_bytes=0)
-    weights = plan_weights(model, inputs, exact_weights)
+    draft = speculative_draft(engine, model, inputs.speculative_config,
+                              tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
+    request = engine_request(model, inputs, available_kv_bytes=0, speculative=draft)
+    weights, draft_weights = with_draft_weights(
+        plan_weights(model, inputs, exact_weights), model, inputs, draft
+    )
     overhead = _estimated(model, inputs, gpu, engine, request, calibration)
     on_device = overhead
     given_outside: tuple[tuple[str, int], ...] = ()
@@ -98,8 +104,8 @@ def plan(
         # a given KV size skips the budget, not the memory: vLLM still runs its profile pass and
         # captures its graphs beside it (gpu_worker.py: Worker.determine_available_memory)
         free = replace(inputs, kv_cache_memory_bytes=None)
-        on_device = _estimated(model, free, gpu, engine, engine_request(model, free, available_kv_bytes=0),
-                               calibration)  # fmt: skip
+        free_request = engine_request(model, free, available_kv_bytes=0, speculative=draft)
+        on_device = _estimated(model, free, gpu, engine, free_request, calibration)
         on_device = replace(on_device, notes=(*overhead.notes, GIVEN_KV_NOTE))
         given_outside = tuple((name, getattr(on_device, key)) for name, key in GIVEN_KV_TERMS
                               if getattr(on_device, key) > 0)  # fmt: skip
@@ -124,6 +130,8 @@ def plan(
     )  # fmt: skip
     if length_notes:
         result = replace(result, notes=(*length_notes, *result.notes))
+    if draft is not None:
+        result = replace(result, speculative=speculative_summary(draft, kv, draft_weights))
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 

@@ -5,7 +5,28 @@ one has for engines without it."""
 from __future__ import annotations
 
 from kvcalc.engines.base import Engine, EngineRequest
+from kvcalc.engines.names import traits
+from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
+from kvcalc.errors import InputError
 from kvcalc.estimate.captures import CudaGraphCaptures
+from kvcalc.model.shape import ModelShape
+
+
+def speculative_draft(
+    engine: Engine, model: ModelShape, config: SpeculativeConfig | None, *, tp: int, pp: int
+) -> SpeculativeDraft | None:
+    """The draft ``engine`` builds for ``config``, from its optional ``speculative_draft`` method;
+    an engine without one refuses speculative decoding (``speculative-not-modelled``)."""
+    if config is None:
+        return None
+    ask = getattr(engine, "speculative_draft", None)
+    if ask is None:
+        raise InputError(
+            f"speculative decoding is not modelled for {traits(engine.name).name.display}",
+            hint="plan it without --speculative-config, or with --engine vllm",
+            code="speculative-not-modelled",
+        )
+    return ask(model, config, tensor_parallel_size=tp, pipeline_parallel_size=pp)
 
 
 def scheduler_defaults(engine: Engine, request: EngineRequest) -> tuple[int | None, int | None]:

@@ -69,6 +69,13 @@ class PlanInputs:
     trust_layout: bool = False
     #: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: a max_model_len above the derived one starts
     allow_long_max_model_len: bool = False
+    #: speculative decoding: vLLM's ``--speculative-config`` (JSON text or a mapping in, a
+    #: :class:`~kvcalc.engines.speculative.SpeculativeConfig` kept, the shorthands merged into it)
+    speculative_config: Any = None
+    #: vLLM's ``--spec-method`` / ``--spec-model`` / ``--spec-tokens`` (merged, then None)
+    spec_method: str | None = None
+    spec_model: str | None = None
+    spec_tokens: int | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -136,6 +143,7 @@ class PlanInputs:
         object.__setattr__(self, "engine", engine_name(self.engine))  # resolved once, here
         self._check_workload()
         self._check_cudagraph_settings()
+        self._read_speculative()
         if (
             self.gpu is None
             and self.gpu_memory_bytes is None
@@ -186,6 +194,15 @@ class PlanInputs:
             mode = parse_graph_mode(str(self.cudagraph_mode), what="cudagraph_mode")
             object.__setattr__(self, "cudagraph_mode", mode.value)
 
+    def _read_speculative(self) -> None:
+        from kvcalc.engines.vllm.speculative import read_speculative_config
+
+        spec = read_speculative_config(self.speculative_config, spec_method=self.spec_method,
+                                       spec_model=self.spec_model, spec_tokens=self.spec_tokens)  # fmt: skip
+        object.__setattr__(self, "speculative_config", spec)
+        for name in ("spec_method", "spec_model", "spec_tokens"):
+            object.__setattr__(self, name, None)
+
     @property
     def world_size(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size
@@ -208,6 +225,11 @@ class PlanInputs:
         """The ``inputs`` object of the JSON: the request as given, keys as the flags spell them."""
         data = asdict(self)
         data["engine_options"] = dict(self.engine_options)
+        spec = self.speculative_config
+        data["speculative_config"] = None if spec is None else {
+            k: (v.value if hasattr(v, "value") else v) for k, v in data["speculative_config"].items()
+            if k not in ("keys", "text") and v is not None
+        }  # fmt: skip
         return {JSON_NAMES.get(k, k): v for k, v in data.items()}
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.names import traits
+from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
@@ -20,7 +21,11 @@ def gpu_and_memory(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
 
 
 def engine_request(
-    model: ModelShape, inputs: PlanInputs, *, available_kv_bytes: int
+    model: ModelShape,
+    inputs: PlanInputs,
+    *,
+    available_kv_bytes: int,
+    speculative: SpeculativeDraft | None = None,
 ) -> EngineRequest:
     """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
     gpu, memory = gpu_and_memory(inputs)
@@ -43,6 +48,7 @@ def engine_request(
         cudagraph_capture_sizes=inputs.cudagraph_capture_sizes,
         max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
         cudagraph_mode=inputs.cudagraph_mode,
+        speculative=speculative,
     )
 
 

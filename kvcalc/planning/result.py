@@ -49,6 +49,27 @@ class Suggestion:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SpeculativeSummary:
+    """Speculative decoding as the engine builds it (``speculative`` in ``kvcalc plan --json``)."""
+
+    #: ``mtp``, ``eagle``, ``eagle3``, ``draft_model``, ``ngram`` or ``suffix``
+    method: str
+    #: tokens the draft proposes per step (k)
+    num_speculative_tokens: int
+    #: the draft's layers that hold KV cache (0 for n-gram and suffix decoding)
+    draft_layers: int
+    #: per GPU (rank): bytes per token the draft's layers store, in their cache dtype
+    draft_kv_bytes_per_token: int
+    #: per GPU: the draft's weight bytes in the weights term (the target's shared embedding and
+    #: head not counted twice; 0 for n-gram and suffix decoding)
+    draft_weights_bytes: int
+    #: KV slots a running request holds past its tokens (k for drafts with KV, else 0)
+    lookahead_tokens: int
+    #: where the draft came from
+    draft: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class CapacityPlan:
     """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
 
@@ -140,6 +161,8 @@ class CapacityPlan:
     #: False when the model's layout was not verified and was planned as plain attention
     #: (``--trust-layout``): the figures are then a guess
     layout_validated: bool = True
+    #: speculative decoding, when configured (null without)
+    speculative: SpeculativeSummary | None = None
 
     @property
     def passed(self) -> bool:

@@ -36,6 +36,7 @@ class Kind(str, Enum):
     OPTIONS = "options"  # engine knobs: KEY=VALUE on the command line, a mapping in a file
     COUNTS = "counts"  # whole numbers ≥ minimum: "1,2,4,8" or "1 2 4 8" (a list in a file)
     GRAPH_MODE = "graph_mode"  # vLLM's CUDA graph mode, any case: full_and_piecewise
+    JSON = "json"  # a JSON object: text on the command line, a mapping in a file
 
 
 #: the weight dtypes vLLM's ``--dtype`` takes, and what each spelling means
@@ -145,11 +146,20 @@ def _graph_mode(text: Any, what: str, minimum: int | None) -> str:
     return parse_graph_mode(_text(text, what, minimum), what=what).value
 
 
+def _json(text: Any, what: str, minimum: int | None) -> Any:
+    """A JSON object, kept as given: a mapping from a file, the text from the command line (the
+    engine's reader parses it and checks its keys: vLLM's ``--speculative-config``)."""
+    if isinstance(text, dict):
+        return text
+    return _text(text, what, minimum)
+
+
 _PARSERS: dict[Kind, Callable[[Any, str, int | None], Any]] = {
     Kind.TEXT: _text, Kind.COUNT: _count, Kind.TOKENS: _tokens, Kind.FRACTION: _number,
     Kind.THRESHOLD: _threshold, Kind.BOOL: _bool, Kind.SIZE: _size, Kind.ENGINE: _text,
     Kind.WEIGHT_DTYPE: lambda t, what, _: parse_weight_dtype(t, what=what), Kind.CACHE_DTYPE: _text,
     Kind.GPU: _text, Kind.OPTIONS: _option, Kind.COUNTS: _counts, Kind.GRAPH_MODE: _graph_mode,
+    Kind.JSON: _json,
 }  # fmt: skip
 
 

@@ -209,6 +209,19 @@ SETTINGS: tuple[Setting, ...] = (
        "full_decode_only or full_and_piecewise (-cc.cudagraph_mode).", field="cudagraph_mode",
        yaml="cudagraph_mode", serve=("-cc.cudagraph_mode", "--compilation-config.cudagraph-mode"),
        default_help="vLLM's, full_and_piecewise", metavar="MODE"),
+    _s("speculative_config", Kind.JSON, S, "Speculative decoding as vLLM's JSON, e.g. "
+       "'{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}' (mtp, eagle, eagle3, draft_model, "
+       "ngram, suffix): the draft's layers join the KV cache and its weights the weights term.",
+       flags=("--speculative-config", "-sc"), field="speculative_config", yaml="speculative_config",
+       serve=("--speculative-config", "-sc"), metavar="JSON"),
+    _s("spec_method", Kind.TEXT, S, "Speculative method, vLLM's shorthand for {speculative_config}'s "
+       "method.", field="spec_method", yaml="spec_method", serve=("--spec-method",)),
+    _s("spec_model", Kind.TEXT, S, "The draft (EAGLE head or draft model: bundled, path or Hub id), "
+       "vLLM's shorthand for {speculative_config}'s model.", field="spec_model", yaml="spec_model",
+       serve=("--spec-model",)),
+    _s("spec_tokens", Kind.COUNT, S, "Tokens proposed per step, vLLM's shorthand for "
+       "{speculative_config}'s num_speculative_tokens.", field="spec_tokens", yaml="spec_tokens",
+       serve=("--spec-tokens",), minimum=1),
     _s("kv_cache_memory", Kind.SIZE, S, "KV-cache bytes per GPU, skipping the memory estimate "
        "(vLLM --kv-cache-memory-bytes); a bare number below 1,048,576 means GiB.",
        field="kv_cache_memory_bytes", yaml="kv_cache_memory", serve=("--kv-cache-memory-bytes",),

@@ -21,10 +21,12 @@ def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | N
     tokens = min(max_len, inputs.prompt_len + (inputs.output_len or 0))
     if not kv.groups or kv.num_blocks <= 0:
         return tokens, 0.0
+    # a running request's slots: vLLM allocate_slots, min(computed + new + lookahead, max_model_len)
+    held = min(max_len, tokens + kv.lookahead_tokens)
     per_request = 0
     shared = 0
     for g in kv.groups:
-        need = group_blocks(g, tokens, max_len)
+        need = group_blocks(g, held, max_len)
         per_request += need
         if g.kind in (LayerKind.FULL, LayerKind.MLA):
             shared += min(need, inputs.shared_prefix // g.block_size)

@@ -92,6 +92,14 @@ def render(result) -> None:
     kv.add_column("value", justify="right")
     kv.add_row("available for KV per GPU", _with_band(result))
     kv.add_row("KV per token (per GPU)", fmt.bytes_and_size(result.kv_bytes_per_token))
+    spec = result.speculative
+    if spec is not None:
+        kv.add_row(
+            f"… speculative draft ({spec.method}, {spec.num_speculative_tokens} token(s) per step)",
+            f"{spec.draft_layers} layer(s), {fmt.int_(spec.draft_kv_bytes_per_token)} B/token",
+        )
+        if spec.draft_weights_bytes:
+            kv.add_row("… draft weights (in weights)", fmt.size(spec.draft_weights_bytes))
     kv.add_row(
         f"KV per request at {result.max_model_len:,} tokens, engine blocks",
         fmt.size(result.engine_kv_bytes_per_request),

@@ -23,13 +23,15 @@ so 5,120 / 512 = 10.00x.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import binary_search_max_len, pp_stages
 from kvcalc.engines.extra import check_extra, extra_bool, extra_int
+from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.batch import scheduler_batch
+from kvcalc.engines.vllm.drafting import with_draft
 from kvcalc.engines.vllm.graph_defaults import plan_captures
 from kvcalc.engines.vllm.groups import (
     ATTENTION_KINDS,
@@ -129,8 +131,24 @@ class VllmEngine:
             request, v1_engine=v1, max_num_batched_tokens=tokens, max_num_seqs=seqs
         )
 
+    def speculative_draft(
+        self, model: ModelShape, config: SpeculativeConfig, *, tensor_parallel_size: int,
+        pipeline_parallel_size: int,
+    ) -> SpeculativeDraft:  # fmt: skip
+        """The draft vLLM 0.33 builds (:mod:`~kvcalc.engines.vllm.speculative`); the plan of an
+        older profile refuses it (its rules are not modelled)."""
+        from kvcalc.engines.vllm.speculative import vllm_draft
+
+        return vllm_draft(model, config, config.draft, tensor_parallel_size=tensor_parallel_size,
+                          pipeline_parallel_size=pipeline_parallel_size)  # fmt: skip
+
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        profile = D.resolve_profile(request.engine_version)[0]
+        if request.speculative is not None and profile.name != "0.33":
+            raise InputError(f"speculative decoding is modelled for vLLM 0.33 only, not {profile.name}",
+                             hint="plan it with --engine-version 0.33",
+                             code="speculative-not-modelled")  # fmt: skip
         self.cudagraph_captures(request)  # graph settings vLLM refuses stop it starting
         if D.resolve_profile(request.engine_version)[0].in_flight_batches:  # the 0.33 profile
             refuse_unbuildable(request.model, "0.33")
@@ -151,9 +169,20 @@ class VllmEngine:
 
 # -- V1 ---------------------------------------------------------------------------------------
 def _plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
+    target_layers = setup.model.num_layers
+    setup = with_draft(request, setup)
+    plan = _plan_layers(request, setup)
+    drafted = setup.model.layers[target_layers:]
+    if not drafted:
+        return plan
+    return replace(plan, draft_kv_bytes_per_token=sum(x.bytes_per_token for x in drafted))
+
+
+def _plan_layers(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
     logs, notes = list(setup.logs), list(setup.notes)
+    k = request.speculative.num_speculative_tokens if request.speculative else 0
     specs, owner = layer_specs(
-        setup.model.layers, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks
+        setup.model.layers, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks, k
     )
     if owner and any(k != i for k, i in owner.items()) and request.pipeline_parallel_size > 1:
         raise InputError(
@@ -282,6 +311,7 @@ def _finish_v1(
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=widest.check_bytes,
         max_num_batched_tokens=setup.mnbt, max_num_seqs=setup.max_num_seqs,
         refusal=setup.refusal, refusal_fix=setup.refusal_fix,
+        lookahead_tokens=request.speculative.lookahead_tokens if request.speculative else 0,
     )  # fmt: skip
 
 

@@ -130,6 +130,7 @@ def plan_captures(
         version, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         blackwell=cc is not None and cc[0] == 10, sizes=sizes, max_size=max_size, mode=mode,
         support=support, runner_v2=runner_v2, model_max=hooked,
+        num_speculative_tokens=request.speculative.num_speculative_tokens if request.speculative else 0,
     )  # fmt: skip
     if captures is None:
         return None
@@ -138,6 +139,8 @@ def plan_captures(
         note += f", gpt-oss's maximum capture size {hooked}"
     if mode is GraphMode.FULL or support is GraphSupport.NEVER:
         note += f", graph support {support.name} ({why})"
+    if request.speculative is not None and request.speculative.method.uses_draft_kv:
+        note += "; the drafter's own graphs (speculator.capture) are not in the estimate"
     estimated = not (runner_v2 and version < (0, 29))
     if not estimated:
         note += "; runner V2 estimates no graph memory before 0.29"

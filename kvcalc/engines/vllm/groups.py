@@ -89,6 +89,9 @@ class LayerSpec:
     shape: tuple[object, ...] = ()
     #: mamba: prefill-checkpoint blocks held in align mode (vLLM 0.33 ``num_prefill_checkpoint_blocks``)
     checkpoint_blocks: int = 0
+    #: mamba: state blocks for the draft tokens (``MambaSpec.num_speculative_blocks`` =
+    #: ``num_speculative_tokens``, any speculative method; 0 without speculation)
+    speculative_blocks: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SpecKind(self.kind))  # "full" in, SpecKind.FULL kept
@@ -107,8 +110,9 @@ class LayerSpec:
             )
         if self.kind is SpecKind.CHUNKED:
             return cdiv(min(self._window() + s.in_flight_tokens, s.max_model_len), self.block_size)
-        if self.kind is SpecKind.MAMBA:
-            return 2 + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1
+        if self.kind is SpecKind.MAMBA:  # MambaSpec.max_memory_usage_bytes / page
+            k = self.speculative_blocks
+            return 2 + k + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1 + k
         return cdiv(s.max_model_len, self.block_size)
 
     def _window(self) -> int:
@@ -128,7 +132,11 @@ class LayerSpec:
 
 @lru_cache(maxsize=4096)
 def layer_spec(
-    layout: Layout, block_size: int, mamba_page_padded: int | None, checkpoint_blocks: int = 0
+    layout: Layout,
+    block_size: int,
+    mamba_page_padded: int | None,
+    checkpoint_blocks: int = 0,
+    speculative_blocks: int = 0,
 ) -> LayerSpec | None:
     """The spec a (per-rank) layer reports, or None for a layer without cache."""
     if isinstance(layout, RecurrentState):
@@ -139,7 +147,8 @@ def layer_spec(
             tuple(t.shape for t in layout.state_tensors()),
         )
         return LayerSpec(kind=SpecKind.MAMBA, block_size=block_size, real_page_bytes=page,
-                         page_padded_bytes=padded, shape=shape, checkpoint_blocks=checkpoint_blocks)  # fmt: skip
+                         page_padded_bytes=padded, shape=shape, checkpoint_blocks=checkpoint_blocks,
+                         speculative_blocks=speculative_blocks)  # fmt: skip
     if isinstance(layout, MLALatent):
         shape = ("mla", layout.latent_dim, layout.dtype.name)
         return LayerSpec(kind=SpecKind.MLA, block_size=block_size,

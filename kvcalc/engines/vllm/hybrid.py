@@ -46,13 +46,15 @@ def cache_layers(layers: tuple[Layout, ...]) -> list[tuple[int, int, Layout]]:
 
 def layer_specs(
     layers: tuple[Layout, ...], block_size: int, mamba_page_padded: int | None,
-    checkpoint_blocks: int,
+    checkpoint_blocks: int, speculative_blocks: int = 0,
 ) -> tuple[dict[int, LayerSpec], dict[int, int]]:  # fmt: skip
     """(spec per cache-layer key, transformer layer per key)."""
     specs: dict[int, LayerSpec] = {}
     owner: dict[int, int] = {}
     for key, index, layout in cache_layers(layers):
-        spec = layer_spec(layout, block_size, mamba_page_padded, checkpoint_blocks)
+        spec = layer_spec(
+            layout, block_size, mamba_page_padded, checkpoint_blocks, speculative_blocks
+        )
         if spec is not None:
             specs[key] = spec
             owner[key] = index

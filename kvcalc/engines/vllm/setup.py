@@ -49,7 +49,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     notes = [mapped] if mapped else []
     dtype, dtype_notes = D.resolve_cache_dtype(request, profile)
     notes += dtype_notes
-    _check_tp(request.model, request.tensor_parallel_size, notes)
+    check_tp(request.model, request.tensor_parallel_size, notes)
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
     mode = _mamba_mode(request, model, notes)
     checkpoint_blocks, checkpoint_alignment = _prefill_checkpoints(
@@ -135,7 +135,7 @@ def _scheduler(
     return mnbt, seqs, in_flight
 
 
-def _check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
+def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
     """vLLM's model files: ``kv % tp == 0`` when kv >= tp, else ``tp % kv == 0`` (replicated)."""
     if tp == 1:
         return

@@ -1,0 +1,56 @@
+"""The draft's layers in vLLM 0.33's KV cache (speculative decoding).
+
+``v1/worker/gpu/attn_utils.py`` ``get_kv_cache_spec`` collects every attention layer, the draft's
+with ``is_draft=True`` — a field left out of the spec's equality (``kv_cache_interface.py``), so a
+draft layer shaped like the target's joins the target's group, and the grouping of
+``v1/core/kv_cache_planning.py`` runs unchanged on target and draft layers together: the group
+size, page unification, ``UniformTypeKVCacheSpecs`` and the ``max < 1.5·min`` padding rule all see
+the extra layers. The block size and the hybrid alignment are resolved on the target before the
+draft is built (``Platform.check_and_update_config``). Each draft layer is stored in the target's
+resolved cache dtype unless ``speculative_config.kv_cache_dtype`` is set
+(``_DRAFT_VLLM_CONFIG_OVERRIDES``), split over the draft's own tensor-parallel size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.speculative import SpeculativeDraft
+from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.setup import VllmSetup, check_tp
+from kvcalc.model.layouts import Layout
+
+
+def draft_layers(
+    request: EngineRequest, setup: VllmSetup, draft: SpeculativeDraft
+) -> tuple[Layout, ...]:
+    """One draft rank's cache layers, in the dtype vLLM stores them in."""
+    if draft.model is None:
+        return ()
+    dtype = setup.model.kv_cache_dtype
+    if draft.kv_cache_dtype is not None:
+        asked = replace(request, kv_cache_dtype=draft.kv_cache_dtype, model=draft.model)
+        dtype = D.resolve_cache_dtype(asked, setup.profile)[0]
+    check_tp(draft.model, draft.tensor_parallel_size, [])
+    return draft.model.with_cache_dtype(dtype).per_rank(draft.tensor_parallel_size).layers
+
+
+def with_draft(request: EngineRequest, setup: VllmSetup) -> VllmSetup:
+    """``setup`` with the draft's layers after the target's (their index is the layer's position:
+    DeepSeek-V3's MTP layer is ``model.layers.61``), and the draft's notes."""
+    draft = request.speculative
+    if draft is None:
+        return setup
+    notes = list(setup.notes)
+    notes.append(f"speculative decoding: {draft.source}, {draft.num_speculative_tokens} token(s) "
+                 "per step")  # fmt: skip
+    layers = draft_layers(request, setup, draft)
+    if layers:
+        notes.append(
+            f"{len(layers)} draft layer(s) join the KV cache, grouped with the target's by vLLM's "
+            f"rules; a running request holds {draft.lookahead_tokens} lookahead slot(s) past its "
+            "tokens (the max-concurrency line at max_model_len has no lookahead term)"
+        )
+    model = replace(setup.model, layers=setup.model.layers + layers)
+    return replace(setup, model=model, notes=tuple(notes))
