@@ -109,6 +109,7 @@ _VALUES = {
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "q8_0", "fp9", 8]),
     "options": st.sampled_from([{}, {"n_seq_max": 4}, {"x": [1]}, "a"]),
     "counts": st.sampled_from([[1, 2, 4], "1,2,4", [], [0], "x", [1.5], "1,,2", [True], 8]),
+    "json": st.sampled_from([{"method": "mtp"}, '{"method": "ngram"}', "{", "[1]", 3, [], {}]),
 }
 
 
@@ -147,6 +148,7 @@ _VALID = {
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "bf16", "int8"]),
     "options": st.just({}),
     "counts": st.sampled_from([[1, 2, 4, 8], "1,2,4", "[8, 16]", "1 2", [16]]),
+    "json": st.sampled_from([{"method": "ngram", "num_speculative_tokens": 2}, '{"method": "mtp"}']),
 }
 
 

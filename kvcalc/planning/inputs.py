@@ -69,10 +69,11 @@ class PlanInputs:
     trust_layout: bool = False
     #: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: a max_model_len above the derived one starts
     allow_long_max_model_len: bool = False
-    #: speculative decoding: vLLM's ``--speculative-config`` (JSON text or a mapping in, a
-    #: :class:`~kvcalc.engines.speculative.SpeculativeConfig` kept, the shorthands merged into it)
+    #: speculative decoding as given (vLLM's ``--speculative-config``, the ``--spec-*`` shorthands
+    #: merged in): ``method``, ``model``, ``num_speculative_tokens``... as given; null without
     speculative_config: Any = None
-    #: vLLM's ``--spec-method`` / ``--spec-model`` / ``--spec-tokens`` (merged, then None)
+    #: vLLM's ``--spec-method`` / ``--spec-model`` / ``--spec-tokens``: merged into
+    #: ``speculative_config``, then null
     spec_method: str | None = None
     spec_model: str | None = None
     spec_tokens: int | None = None

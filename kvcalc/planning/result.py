@@ -169,6 +169,11 @@ class CapacityPlan:
         return self.verdict in ("ok", "tight")
 
     @property
+    def lookahead_tokens(self) -> int:
+        """KV slots a running request holds past its tokens (speculative decoding's k)."""
+        return self.speculative.lookahead_tokens if self.speculative else 0
+
+    @property
     def kv_bytes_per_request(self) -> int:
         """The engine's figure (:attr:`engine_kv_bytes_per_request`), under its former name."""
         return self.engine_kv_bytes_per_request
