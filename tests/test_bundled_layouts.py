@@ -56,6 +56,8 @@ EXPECTED = {
     "llama-3.1-8b": (32, {"full": 32}, 8, 128, None, 131_072, 0),
     # explicit head_dim 64: 16 · 2 · 8 · 64 · 2 = 32,768
     "llama-3.2-1b-instruct": (16, {"full": 16}, 8, 64, None, 32_768, 0),
+    # an EAGLE-3 head: one Llama layer, 1 · 2 · 8 · 128 · 2 = 4,096
+    "sglang-eagle3-llama3.1-instruct-8b": (1, {"full": 1}, 8, 128, None, 4_096, 0),
     # text_config; no_rope_layers absent → every 4th layer full: 36 chunked (8192) + 12 full;
     # 48 · 2 · 8 · 128 · 2 = 196,608
     "llama-4-scout-17b-16e-instruct": (48, {"chunked": 36, "full": 12}, 8, 128, 8192, 196_608, 0),

@@ -62,7 +62,10 @@ def test_kv_cache_matches_vllm(name):
         assert p.log_lines[-1] == vllm["capacity_log_line"]
     # the draft's transformer layers: vLLM names one cache layer per attention (GLM-5: MLA + indexer)
     drafted = {n.split(".self_attn")[0] for n in vllm["probe"]["draft_attention_layers"]}
-    assert p.speculative.draft_layers == len(drafted) == 1
+    assert p.speculative.draft_layers == len(drafted)
+    assert sum(g.num_layers - g.padding_layers for g in p.groups) == (
+        vllm["num_layers_with_kv"] if name != "glm5_mtp3" else vllm["num_layers_with_kv"] // 2
+    )  # GLM-5: one kvcalc layer holds vLLM's two caches (MLA latent + indexer keys)
     assert (
         p.speculative.num_speculative_tokens == row["speculative_config"]["num_speculative_tokens"]
     )
@@ -75,11 +78,30 @@ def test_draft_weights_match_vllm(name):
     p = _plan(name)
     # the draft's rotary cache is the target's own module (get_rope's cache): vLLM allocates it once
     expected = (
-        probe["draft_param_bytes_per_rank_excl_shared_embed_head"] - row["shared_rope_bytes"]
-        - row["buffers_not_in_inventory_bytes"]
+        probe[row["draft_weights_from"]] - row["shared_rope_bytes"]
+        + row["own_weights_the_probe_skips_bytes"] - row["buffers_not_in_inventory_bytes"]
     )  # fmt: skip
     assert p.speculative.draft_weights_bytes == expected
     assert row["buffers_not_in_inventory_bytes"] < 2048
+
+
+def test_eagle3_head_joins_the_targets_group():
+    # the head's one layer is 8 KV heads × 128 like the target's: one group of 33 layers, 33 ×
+    # 65,536 B = 2,162,688 B a block; 20 GiB // that = 9,929 blocks; 2,048 a request: 4.85x
+    p = _plan("l8_eagle3_k3")
+    assert [(g.num_layers, g.page_bytes) for g in p.groups] == [(33, 65_536)]
+    assert p.num_blocks == (20 << 30) // (33 * 65_536) == 9_929
+
+
+def test_draft_model_makes_a_uniform_type_group_of_mixed_pages():
+    # Llama-3.2-1B's 16 layers of 8 × 64 (32,768 B a page) beside the target's 32 of 65,536 B:
+    # one UniformTypeKVCacheSpecs group, 32 × 65,536 + 16 × 32,768 = 2,621,440 B a block;
+    # 20 GiB // that = 8,192 blocks, 4.00x
+    p = _plan("l8_draft1b_k4")
+    assert [(g.uniform_type, g.num_layers, g.page_bytes) for g in p.groups] == [
+        (True, 48, 2_621_440)
+    ]
+    assert p.num_blocks == 8_192
 
 
 def test_deepseek_v3_mtp_by_hand():

@@ -20,10 +20,12 @@ come out of the KV budget. What a draft adds:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvcalc.errors import InputError
 from kvcalc.estimate.tensor_base import Tensor
 from kvcalc.estimate.tensors import inventory
-from kvcalc.estimate.weights import pricer, weight_shape
+from kvcalc.estimate.weights import pricer, weight_bytes, weight_shape
 from kvcalc.model.shape import ModelShape
 
 
@@ -52,3 +54,68 @@ def mtp_weight_bytes(
     if mtp.projection == "eh_proj":  # DeepSeek: projection and norms in every MTP layer
         return count * (layer + extra)
     return count * layer + extra
+
+
+def eagle3_weight_bytes(
+    head: ModelShape, target: ModelShape, *, tensor_parallel_size: int, target_max_model_len: int,
+    dtype: str,
+) -> int:  # fmt: skip
+    """Bytes one GPU holds for an EAGLE-3 head (``llama_eagle3.py`` ``Eagle3LlamaForCausalLM``), in
+    the target's dtype (the draft's ``ModelConfig`` takes it).
+
+    Its decoder layers (the first one's q/k/v read [embedding; hidden], 2·hidden wide) with a third
+    norm (``hidden_norm``), ``fc`` (a replicated linear of target_hidden × aux → hidden), the final
+    norm; its own ``lm_head`` of ``draft_vocab_size`` rows and the ``draft_id_to_target_id`` int64
+    map when that differs from the target's vocabulary (else the target's head, shared); the
+    embedding is the target's. Its rotary cache is its own (raised to the target's max_model_len,
+    ``_maybe_override_draft_max_position_embeddings``; the head's RoPE parameters are not the
+    target's, so ``get_rope`` builds a new one). Llama-3.1-8B's head at TP 1: 587,235,328 B of
+    layer, fc and norms + 8,388,608 B of rotary cache + 256,000 B of map + 262,144,000 B of head.
+    """
+    eagle = head.eagle
+    if eagle is None:
+        raise InputError(
+            f"{head.name} is not an EAGLE-3 head kvcalc can price", code="weights-unknown"
+        )
+    shape = weight_shape(head)
+    price = pricer(head, shape, dtype=dtype, quantization=None)
+    tp, h = tensor_parallel_size, shape.hidden_size
+    total = 0
+    for t in inventory(shape):
+        if t.name in ("model.embed_tokens", "lm_head"):
+            continue  # the target's embedding; the head is priced below
+        if t.layer == 0 and t.name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj"):
+            t = replace(t, cols=2 * h)  # layer 0 reads [embedding; hidden]
+        total += sum(price(t, tp, loaded=True).values())
+    target_hidden = eagle.target_hidden_size or h
+    fc = Tensor(
+        name="model.fc", rows=h, cols=target_hidden * eagle.aux_hidden_states, role="linear"
+    )
+    norms = (
+        shape.num_layers
+        + eagle.norm_before_fc * eagle.aux_hidden_states
+        + eagle.fc_norm * eagle.aux_hidden_states
+    )
+    total += sum(price(fc, tp, loaded=True).values())
+    total += shape.num_layers * h * price.dtype_bytes  # hidden_norm of each layer
+    if eagle.norm_before_fc:
+        total += target_hidden * eagle.aux_hidden_states * price.dtype_bytes
+    if eagle.fc_norm:
+        total += eagle.aux_hidden_states * target_hidden * price.dtype_bytes
+    del norms
+    vocab = getattr(target.weights, "vocab_size", None)
+    draft_vocab = eagle.draft_vocab_size or shape.vocab_size
+    if draft_vocab != vocab:
+        lm = Tensor(name="lm_head", rows=draft_vocab, cols=h, role="lm_head", split="vocab")
+        total += sum(price(lm, tp, loaded=True).values()) + 8 * draft_vocab
+    positions = max(shape.rope_cache_positions, target_max_model_len)
+    return total + positions * shape.rotary_dim * price.dtype_bytes
+
+
+def draft_model_weight_bytes(draft: ModelShape, *, tensor_parallel_size: int, dtype: str,
+                             quantization: str | None) -> int:  # fmt: skip
+    """A draft model's bytes on one GPU: all of it (its own embedding, head and rotary cache), at
+    the draft's tensor-parallel size, in the target's dtype."""
+    w = weight_bytes(draft, dtype=dtype, quantization=quantization,
+                     tensor_parallel_size=tensor_parallel_size)  # fmt: skip
+    return w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu

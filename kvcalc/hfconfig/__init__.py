@@ -14,6 +14,7 @@ from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
+from kvcalc.hfconfig.eagle import read_eagle_head
 from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
 from kvcalc.hfconfig.mtp import read_mtp
 from kvcalc.hfconfig.reader import ConfigReader
@@ -98,6 +99,8 @@ def parse_config(
     arch = r.value("architectures") or ()
     model_type = str(r.str("model_type", "") or "")
     mtp = read_mtp(r, model_type, list(layouts)) if check.validated else None
+    archs = tuple(str(a) for a in arch) if isinstance(arch, list) else ()
+    eagle = read_eagle_head(r, model_type, archs) if check.validated else None
     read = dict(r.used)
     return ModelShape(
         name=name,
@@ -124,6 +127,7 @@ def parse_config(
         ignored_keys=_ignored(r, read),
         vision_tower=_vision_tower(raw),
         mtp=mtp,
+        eagle=eagle,
     )
 
 

@@ -24,8 +24,8 @@ Kimi-K2's ``kimi_k2``, which no override maps to an MTP architecture).
 from __future__ import annotations
 
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.drafts import MtpLayers
 from kvcalc.model.layouts import LayerKind, Layout
-from kvcalc.model.mtp import MtpLayers
 
 _DEEPSEEK = {"deepseek_v3": "DeepSeekMTPModel", "deepseek_v32": "DeepseekV32MTPModel",
              "glm_moe_dsa": "DeepseekV32MTPModel"}  # fmt: skip

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.model.drafts import EagleHead, MtpLayers
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import ATTENTION_KINDS, LayerKind, Layout
-from kvcalc.model.mtp import MtpLayers
 
 if TYPE_CHECKING:  # llama.cpp's graph widths, read by the modules that build its graphs
     from kvcalc.model.graph_dims import GraphDims
@@ -85,6 +85,8 @@ class ModelShape:
     #: the MTP layers vLLM builds as a draft for ``method: mtp`` (``kvcalc.hfconfig.mtp``; None:
     #: not modelled for this model type). Never part of ``layers``: built only with speculation
     mtp: MtpLayers | None = None
+    #: an EAGLE-3 head's own fields, when this config can be one (``kvcalc.hfconfig.eagle``)
+    eagle: EagleHead | None = None
 
     # -- derived ----------------------------------------------------------------------------
     @property

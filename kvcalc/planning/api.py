@@ -52,6 +52,23 @@ def _exact_weights(loaded: LoadedModel, inputs: PlanInputs | None) -> Safetensor
     return loaded.weights_metadata()
 
 
+def with_draft(
+    inputs: PlanInputs, *, token: str | None = None, offline: bool | None = None
+) -> PlanInputs:
+    """``inputs`` with the speculative draft's config read (an EAGLE head or a draft model named
+    by ``model``: bundled, a path or a Hub id, resolved like the target)."""
+    spec = inputs.speculative_config
+    if spec is None or spec.model is None or spec.draft is not None:
+        return inputs
+    from kvcalc.engines.vllm.speculative import draft_method
+
+    if not draft_method(spec).needs_draft_config:
+        return inputs
+    loaded = resolve_model_cached(spec.model, token=token, offline=offline,
+                                  trust_layout=inputs.trust_layout)  # fmt: skip
+    return replace(inputs, speculative_config=replace(spec, draft=loaded.shape))
+
+
 def read_calibration(inputs: PlanInputs) -> Calibration | None:
     """The correction ``inputs.calibration`` holds for the planned GPU (``None`` without a file)."""
     if not inputs.calibration:
@@ -91,6 +108,7 @@ def plan_reference(
     source = (
         "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
     )
+    inputs = with_draft(inputs, token=token, offline=offline)
     result = plan(
         loaded.shape,
         inputs,
@@ -152,6 +170,7 @@ def throughput_reference(
     roof = resolve_roofline(inputs, bandwidth=bandwidth, tflops=tflops)
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
                                   trust_layout=inputs.trust_layout)  # fmt: skip
+    inputs = with_draft(inputs, token=token, offline=offline)
     names = tuple(dict.fromkeys(engines)) or (inputs.engine,)
     reports = []
     for name in names:
@@ -181,7 +200,7 @@ def capacity_curve_reference(
 
     loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
                                   trust_layout=inputs.trust_layout)  # fmt: skip
-    return capacity_curve(loaded.shape, inputs, **kwargs)
+    return capacity_curve(loaded.shape, with_draft(inputs, token=token, offline=offline), **kwargs)
 
 
 def compare_references(
@@ -200,6 +219,8 @@ def compare_references(
     from kvcalc.planning.compare import CompareEntry, attention_variants, compare
 
     entries: list[CompareEntry] = []
+    if inputs is not None:
+        inputs = with_draft(inputs, token=token, offline=offline)
     for ref in references:
         loaded = resolve_model_cached(ref, revision=revision, token=token, offline=offline,
                                       trust_layout=bool(inputs and inputs.trust_layout))  # fmt: skip

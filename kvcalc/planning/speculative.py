@@ -22,7 +22,22 @@ def draft_weights_bytes(model: ModelShape, inputs: PlanInputs, draft: Speculativ
 
         return mtp_weight_bytes(model, tensor_parallel_size=draft.tensor_parallel_size,
                                 dtype=inputs.dtype, quantization=inputs.quantization)  # fmt: skip
-    return 0
+    head = draft.model
+    if head is None:
+        return 0
+    # the draft's ModelConfig takes the target's dtype
+    dtype = inputs.dtype or model.dtype.name
+    if draft.method is SpecMethod.EAGLE3:
+        from kvcalc.estimate.draft_weights import eagle3_weight_bytes
+
+        return eagle3_weight_bytes(head, model, tensor_parallel_size=draft.tensor_parallel_size,
+                                   target_max_model_len=inputs.max_model_len or model.max_model_len,
+                                   dtype=dtype)  # fmt: skip
+    from kvcalc.estimate.draft_weights import draft_model_weight_bytes
+
+    quantization = inputs.speculative_config.quantization if inputs.speculative_config else None
+    return draft_model_weight_bytes(head, tensor_parallel_size=draft.tensor_parallel_size,
+                                    dtype=dtype, quantization=quantization)  # fmt: skip
 
 
 def with_draft_weights(
@@ -47,8 +62,11 @@ def with_draft_weights(
     if draft.method is SpecMethod.MTP:  # the target's note that its MTP layers are not loaded
         kept = tuple(n for n in kept if "MTP layer(s) in the checkpoint are not counted" not in n)
     weights = replace(weights, notes=kept)
-    note = (f"draft weights: {extra:,} B per GPU ({draft.method} draft; the target's embedding and "
-            "head are shared, not counted twice), loaded before the KV budget")  # fmt: skip
+    shared = {SpecMethod.MTP: "the target's embedding and head shared, not counted twice",
+              SpecMethod.EAGLE3: "its own head and rotary cache, the target's embedding shared",
+              SpecMethod.DRAFT_MODEL: "all of it, at the draft's tensor-parallel size"}  # fmt: skip
+    note = (f"draft weights: {extra:,} B per GPU ({draft.method} draft: "
+            f"{shared.get(draft.method, '')}), loaded before the KV budget")  # fmt: skip
     stages = tuple(s + extra for s in weights.stage_bytes)
     return replace(weights, per_gpu_bytes=weights.per_gpu_bytes + extra, stage_bytes=stages,
                    notes=(*weights.notes, note)), extra  # fmt: skip

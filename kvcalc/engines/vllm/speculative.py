@@ -184,7 +184,7 @@ def _method(method: Any, model: Any) -> SpecMethod | None:
         return SpecMethod.MTP
     if name in UNMODELLED_METHODS:
         raise InputError(f"speculative method {name!r} is not modelled by kvcalc",
-                         hint="methods kvcalc sizes: " + ", ".join(m.value for m in SpecMethod),
+                         hint="methods kvcalc sizes: mtp, eagle3, draft_model, ngram, suffix",
                          code=NOT_MODELLED)  # fmt: skip
     try:
         return SpecMethod(name)
@@ -271,10 +271,9 @@ def vllm_draft(
         raise InputError("num_speculative_tokens was provided but without speculative model.",
                          hint=f'name the draft: {{"method": "{method}", "model": "..."}}',
                          code=CODE)  # fmt: skip
-    if method.needs_draft_config:
-        raise InputError(f"speculative method {method} (a draft checkpoint beside the target) is "
-                         "not modelled by kvcalc yet", hint="methods kvcalc sizes: mtp, ngram, suffix",
-                         code=NOT_MODELLED)  # fmt: skip
+    if method is SpecMethod.EAGLE:
+        raise InputError("EAGLE-1 heads (method eagle) are not modelled by kvcalc",
+                         hint="EAGLE-3 heads (method eagle3) and draft models are", code=NOT_MODELLED)  # fmt: skip
     if draft is None:
         raise InputError(f"the draft {cfg.model!r} was not read", hint="plan through "
                          "kvcalc.planning.api, which reads the draft's config", code="internal")  # fmt: skip
@@ -283,6 +282,13 @@ def vllm_draft(
                          "provided", code=CODE)  # fmt: skip
     if method is SpecMethod.DRAFT_MODEL:
         _check_draft_model(target, draft, cfg)
+    elif draft.eagle is None:
+        raise InputError(f"{cfg.model} is not an EAGLE-3 head kvcalc sizes (a Llama-type head: "
+                         f"model_type llama; it has {draft.model_type!r}, {draft.architectures})",
+                         code=NOT_MODELLED)  # fmt: skip
+    if draft.num_layers and any(x.kind.value not in ("full", "sliding") for x in draft.layers):
+        raise InputError(f"the draft {cfg.model} has layers other than attention, which kvcalc "
+                         "does not place in vLLM's groups as draft layers", code=NOT_MODELLED)  # fmt: skip
     arch = (draft.architectures or ("",))[0]
     return SpeculativeDraft(method=method, num_speculative_tokens=k, model=draft,
                             tensor_parallel_size=dtp,

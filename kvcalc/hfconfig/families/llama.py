@@ -15,8 +15,19 @@ FAMILIES = (
             "MistralForCausalLM",
             "MixtralForCausalLM",
             "Mistral3ForConditionalGeneration",
+            # EAGLE-3 heads (one Llama decoder layer; kvcalc.hfconfig.eagle reads their own keys)
+            "LlamaForCausalLMEagle3",
+            "Eagle3LlamaForCausalLM",
         },
-        keys={"sliding_window"},
+        keys={
+            "sliding_window",
+            "draft_vocab_size",
+            "target_hidden_size",
+            "eagle_config",
+            "num_aux_hidden_states",
+            "fc_norm",
+            "norm_before_fc",
+        },
         note="full attention per layer; Mistral's sliding_window on every layer",
     ),
 )

@@ -1,4 +1,5 @@
-"""The multi-token-prediction (MTP) layers a checkpoint ships, as vLLM builds them as a draft.
+"""Speculative drafts as a config describes them: the MTP layers a checkpoint ships, as vLLM builds
+them as a draft, and what an EAGLE-3 head's own config adds to its decoder layer.
 
 :class:`MtpLayers` is filled by :mod:`kvcalc.hfconfig.mtp` (the only code that reads the keys) and
 carried on :attr:`kvcalc.model.shape.ModelShape.mtp`; speculative decoding with ``method: mtp`` adds
@@ -34,3 +35,17 @@ class MtpLayers:
     norms: int = 3
     #: the decoder layer of the target whose weights an MTP layer repeats
     template_layer: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class EagleHead:
+    """What an EAGLE-3 head's own config says beyond its decoder layer (``llama_eagle3.py``)."""
+
+    #: rows of its own lm_head (None: the vocabulary, shared with the target's head)
+    draft_vocab_size: int | None = None
+    #: width of the target's hidden states fed to ``fc`` (None: the head's hidden size)
+    target_hidden_size: int | None = None
+    #: how many target hidden states ``fc`` fuses (3 by default)
+    aux_hidden_states: int = 3
+    fc_norm: bool = False
+    norm_before_fc: bool = False
