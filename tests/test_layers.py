@@ -278,6 +278,7 @@ def test_engines_holds_the_shared_modules_and_one_room_per_engine():
         "catalogue",
         "formats",
         "names",
+        "speculative",
         "unmodelled",
     }
     folder = PACKAGE / "engines"
