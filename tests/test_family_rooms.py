@@ -76,7 +76,4 @@ def test_adding_a_family_is_one_file_and_an_index_line():
     """Every family module is named in the index, and no reader module is left outside families/."""
     modules = {p.stem for p in (HFCONFIG / "families").glob("*.py") if not p.stem.startswith("_")}
     assert set(MODULE_OF_MODEL_TYPE.values()) == modules - {"__init__"}
-    assert sorted(p.name for p in HFCONFIG.glob("*famil*.py")) == [
-        "family.py",
-        "weights_families.py",
-    ]
+    assert sorted(p.name for p in HFCONFIG.glob("*famil*.py")) == ["family.py"]

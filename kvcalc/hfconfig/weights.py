@@ -38,7 +38,7 @@ from kvcalc.hfconfig.weight_shape import (
     ShortConvWeights,
     WeightShape,
 )
-from kvcalc.hfconfig.weights_families import (
+from kvcalc.hfconfig.weights_mixers import (
     gdn_weights,
     granite_mamba2,
     mamba2_weights,

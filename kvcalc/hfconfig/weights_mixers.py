@@ -1,7 +1,6 @@
-"""Weight dimensions of families whose layers differ from the generic reader's
-(:mod:`kvcalc.hfconfig.weights`):
-Granite-4.0-H's and Falcon-H1's Mamba2 mixer, and the recurrent mixers (Mamba2, Gated DeltaNet)
-every hybrid shares (a family's own weight shapes are in its ``families/`` module).
+"""Weight dimensions of the recurrent mixers several families share, for :mod:`kvcalc.hfconfig.weights`:
+Granite-4.0-H's and Falcon-H1's Mamba2 keys, the Nemotron-H/Zamba2-style Mamba2 and the Gated
+DeltaNet (Qwen3-Next, Qwen3.5). A family's own weight shapes are in its ``families/`` module.
 Each equals transformers' meta-device build (tests/test_weights.py).
 """
 
