@@ -9,6 +9,7 @@ and the draft's weights vLLM's parameter bytes less the rotary cache it shares w
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,22 @@ SCENARIOS = DATA["scenarios"]
 GPUS = {"h200": "H200", "h100": "H100-80GB"}
 
 
+def _draft_dir(row: dict) -> str:
+    """A folder holding the scenario's own draft config (a head that is not bundled)."""
+    folder = Path(tempfile.mkdtemp(prefix="kvcalc-draft-"))
+    (folder / "config.json").write_text(json.dumps(row["draft_config_json"]))
+    return str(folder)
+
+
 def _inputs(row: dict, **changes) -> PlanInputs:
+    spec = dict(row["speculative_config"])
+    if spec.get("model") == "DRAFT_DIR":
+        spec["model"] = _draft_dir(row)
     fields = dict(
         gpu=GPUS[row["gpu"]], tensor_parallel_size=row["tp"], max_model_len=row["max_model_len"],
         kv_cache_memory_bytes=int(float(row["kv_gib"]) * GIB),  # the harness's int(GiB * 2**30)
-        speculative_config=json.dumps(row["speculative_config"]),
+        speculative_config=json.dumps(spec),
+        engine_options=tuple(row.get("engine_options", {}).items()),
     )  # fmt: skip
     fields.update(changes)
     return PlanInputs(**fields)
@@ -102,6 +114,32 @@ def test_draft_model_makes_a_uniform_type_group_of_mixed_pages():
         (True, 48, 2_621_440)
     ]
     assert p.num_blocks == 8_192
+
+
+def test_gpt_oss_eagle3_pads_the_sliding_layers_to_the_full_group():
+    # 12 sliding + 12 full + the head's full layer = 12 + 13: 13 < 1.5 × 12, so the group size is
+    # the largest, 13, and the sliding group gets a padding layer (vLLM's "gpt-oss-20b + eagle" case)
+    p = _plan("gptoss20_eagle3_k3")
+    assert [(g.kind.value, g.num_layers, g.padding_layers) for g in p.groups] == [
+        ("sliding", 13, 1), ("full", 13, 0)]  # fmt: skip
+    assert p.log_lines[0] == "Add 1 padding layers, may waste at most 8.33% KV cache memory"
+
+
+def test_draft_kv_dtype_overrides_the_targets():
+    # speculative_config.kv_cache_dtype fp8: the head's page is 16 × 8 × 128 × 2 × 1 B = 32,768 B
+    # beside the target's 65,536 B: one UniformType group of 32 × 65,536 + 32,768 = 2,129,920 B
+    p = _plan("l8_eagle3_k3_fp8_draft")
+    assert [(g.uniform_type, g.page_bytes) for g in p.groups] == [(True, 2_129_920)]
+    assert p.speculative.draft_kv_bytes_per_token == 2_048
+
+
+def test_recurrent_state_holds_the_speculative_tokens():
+    # Gated DeltaNet conv state (k - 1 + 2) × 8,192 / 4 channels instead of (k - 1) rows, so the
+    # mamba page grows and without prefix caching the block is 288 tokens (272 would hold it
+    # without speculation); 1 + k = 3 state blocks a request
+    p = _plan("q3next_mtp2_no_prefix_caching")
+    assert p.block_size == 288
+    assert {g.blocks_per_request for g in p.groups if g.kind.value == "recurrent"} == {3}
 
 
 def test_deepseek_v3_mtp_by_hand():

@@ -269,9 +269,23 @@ class RecurrentState(Layout):
     """
 
     kind: ClassVar[LayerKind] = LayerKind.RECURRENT
+    #: the conv state keeps a row per speculative token too (vLLM's ``conv_kernel - 1 + num_spec``
+    #: in ``MambaStateShapeCalculator``: Mamba2, Gated DeltaNet, short conv, KDA; not Mamba1)
+    spec_conv_rows: ClassVar[bool] = True
     ssm_dtype: CacheDtype
     conv_kernel: int
     tp: int = 1
+    #: speculative tokens the conv state holds beside its ``conv_kernel - 1`` rows
+    speculative_tokens: int = 0
+
+    @property
+    def conv_rows(self) -> int:
+        """Rows of the conv state: ``conv_kernel - 1``, plus the speculative tokens where vLLM adds them."""
+        return self.conv_kernel - 1 + (self.speculative_tokens if self.spec_conv_rows else 0)
+
+    def with_speculative_tokens(self, tokens: int) -> Layout:
+        """The state vLLM allocates with ``num_speculative_tokens = tokens``."""
+        return replace(self, speculative_tokens=tokens)
 
     def state_tensors(self) -> tuple[StateTensor, ...]:  # pragma: no cover - abstract
         raise NotImplementedError

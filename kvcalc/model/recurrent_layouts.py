@@ -59,7 +59,7 @@ class Mamba2State(RecurrentState):
         groups = self.n_groups if self.n_groups % tp == 0 else self.n_groups + (tp - self.n_groups)
         conv_dim = (self.intermediate_size + 2 * groups * self.state_size) // tp
         return (
-            StateTensor(name="conv", shape=(self.conv_kernel - 1, conv_dim), dtype=self.dtype),
+            StateTensor(name="conv", shape=(self.conv_rows, conv_dim), dtype=self.dtype),
             StateTensor(
                 name="ssm",
                 shape=(max(1, self.num_heads // tp), self.head_dim, self.state_size),
@@ -90,9 +90,7 @@ class GatedDeltaNetState(RecurrentState):
         tp = self.tp
         conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
         return (
-            StateTensor(
-                name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype
-            ),
+            StateTensor(name="conv", shape=(self.conv_rows, conv_dim // tp), dtype=self.dtype),
             StateTensor(
                 name="ssm",
                 shape=(max(1, self.num_v_heads // tp), self.head_v_dim, self.head_k_dim),
@@ -110,6 +108,7 @@ class Mamba1State(RecurrentState):
     """
 
     variant: ClassVar[RecurrentVariant] = RecurrentVariant.MAMBA1
+    spec_conv_rows: ClassVar[bool] = False  # mamba1_state_shape takes no num_spec
     intermediate_size: int
     state_size: int
 
@@ -138,7 +137,7 @@ class ShortConvState(RecurrentState):
         return {"conv channels": self.conv_dim}
 
     def state_tensors(self) -> tuple[StateTensor, ...]:
-        shape = (self.conv_kernel - 1, self.conv_dim // self.tp)
+        shape = (self.conv_rows, self.conv_dim // self.tp)
         return (StateTensor(name="conv", shape=shape, dtype=self.dtype),)
 
 
@@ -164,9 +163,7 @@ class KimiDeltaState(RecurrentState):
         tp = self.tp
         conv_dim = 3 * self.num_heads * self.head_dim
         return (
-            StateTensor(
-                name="conv", shape=(self.conv_kernel - 1, conv_dim // tp), dtype=self.dtype
-            ),
+            StateTensor(name="conv", shape=(self.conv_rows, conv_dim // tp), dtype=self.dtype),
             StateTensor(
                 name="ssm",
                 shape=(self.num_heads // tp, self.head_dim, self.head_dim),
@@ -223,6 +220,11 @@ class ParallelHybrid(RecurrentState):
         attention = self.attention.with_dtype(dtype)
         assert isinstance(attention, FullAttention)  # with_dtype keeps the class
         return replace(self, dtype=dtype, attention=attention)
+
+    def with_speculative_tokens(self, tokens: int) -> Layout:
+        mixer = self.mixer.with_speculative_tokens(tokens)
+        assert isinstance(mixer, RecurrentState)
+        return replace(self, mixer=mixer)
 
     def per_rank(self, tensor_parallel_size: int) -> Layout:
         attention = self.attention.per_rank(tensor_parallel_size)

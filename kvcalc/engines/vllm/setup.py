@@ -5,7 +5,7 @@ See :mod:`kvcalc.engines.vllm.defaults` for the defaults and what was confirmed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_choice, extra_int
@@ -51,6 +51,8 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     notes += dtype_notes
     check_tp(request.model, request.tensor_parallel_size, notes)
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
+    if request.speculative is not None:
+        model = _with_speculative_state(model, request.speculative.num_speculative_tokens, notes)
     mode = _mamba_mode(request, model, notes)
     checkpoint_blocks, checkpoint_alignment = _prefill_checkpoints(
         request, profile, model, mode, notes
@@ -176,6 +178,19 @@ def _check_tp_state(model: ModelShape, tp: int) -> None:
                     hint="vLLM splits recurrent state over TP ranks evenly (its divide() asserts)",
                     code="invalid-parallelism",
                 )
+
+
+def _with_speculative_state(model: ModelShape, k: int, notes: list[str]) -> ModelShape:
+    """Recurrent layers whose conv state keeps ``conv_kernel - 1 + k`` rows under speculative
+    decoding (``MambaStateShapeCalculator``'s ``num_spec``; before the hybrid block alignment)."""
+    if not k or not any(isinstance(x, RecurrentState) for x in model.layers):
+        return model
+    layers = tuple(
+        x.with_speculative_tokens(k) if isinstance(x, RecurrentState) else x for x in model.layers
+    )
+    if layers != model.layers:
+        notes.append(f"recurrent conv states keep {k} more row(s) for the speculative tokens")
+    return replace(model, layers=layers)
 
 
 def _mamba_mode(request: EngineRequest, model: ModelShape, notes: list[str]) -> str:
