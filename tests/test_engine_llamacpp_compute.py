@@ -381,6 +381,8 @@ RECORDED_DEEPSEEK2 = [
 @pytest.mark.parametrize(("layers", "dtype", "extra", "printed"), RECORDED_DEEPSEEK2)
 def test_deepseek2_compute_buffer_equals_what_llama_cpp_printed(layers, dtype, extra, printed):
     buffer, why = LLAMACPP.compute_buffer(deepseek_request(layers, dtype, **extra))
+    assert buffer is not None, why
+    assert f"{buffer.bytes / 2**20:.4f}" == printed
 
 
 def oss_request(

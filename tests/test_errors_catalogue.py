@@ -352,6 +352,8 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "speculative-not-modelled": lambda c: c.cli("plan", "deepseek-v3", "--gpu", "H200", "-tp", "8",
                                                 "-sc", '{"method": "dflash", "model": "x/y"}'),
     "invalid-parallelism": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-tp", "3"),
+    "max-model-len-exceeded": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-tp", "3",
+                                              "--max-model-len", "200000"),
     "bandwidth-unknown": lambda c: c.cli("throughput", "llama-3.1-8b", "--gpu-memory", "80GiB"),
     # deployment files and calibration
     "invalid-deployment": _deployment,

@@ -140,12 +140,13 @@ def test_matches_sglang(entry):
         return
     available = _budget(entry)
     if entry["status"] != "ok":
-        # SGLang refuses to start: the weights leave nothing, or less than a page
+        # SGLang refuses to start for the same reason: the weights leave nothing under the same
+        # --mem-fraction-static (its error's first sentence, which kvcalc's log line carries)
         plan = SGLANG.plan_kv_cache(_request(entry, available, 4096))
         assert plan.kv_cache_tokens == 0 and not plan.fits
-        assert plan.log_lines[0].startswith(
-            ("Loaded weights leave no GPU memory", "Not enough memory")
-        )
+        reason = entry["error"].removeprefix("ValueError: ").split(" Raise ")[0]
+        assert reason.startswith("Loaded weights leave no GPU memory"), reason  # the one recorded
+        assert plan.log_lines[0] == reason
         return
     # the budget SGLang sized the pool from, multimodal reservation (100 MiB; Qwen3-VL 1 GiB) off
     held = reservation_bytes(_shape(entry["config"]), *_gpu(entry))

@@ -49,7 +49,20 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     notes = [mapped] if mapped else []
     dtype, dtype_notes = D.resolve_cache_dtype(request, profile)
     notes += dtype_notes
-    check_tp(request.model, request.tensor_parallel_size, notes)
+    refusal, fix = _length_refusal(request, notes)
+    try:
+        check_tp(request.model, request.tensor_parallel_size, notes)
+    except InputError as bad_tp:
+        if refusal is None:
+            raise
+        # vLLM validates the length first (ModelConfig.__post_init__, _get_and_verify_max_len) and
+        # the heads against TP only after (VllmConfig.__post_init__, verify_with_parallel_config):
+        # with both wrong it stops at the length
+        raise InputError(
+            f"vLLM refuses to start: {refusal}",
+            hint=f"{fix}; then: {bad_tp.message}",
+            code="max-model-len-exceeded",
+        ) from None
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
     if request.speculative is not None:
         model = _with_speculative_state(model, request.speculative.num_speculative_tokens, notes)
@@ -59,6 +72,20 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     )
     block, padded, logs = _block_size(request, profile, model, checkpoint_alignment, notes)
     mnbt, seqs, in_flight = _scheduler(request, profile, model, notes)
+    if "num_gpu_blocks_override" in request.extra:
+        notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
+    sizing = Sizing(
+        max_model_len=request.max_model_len, in_flight_tokens=in_flight, mamba_cache_mode=mode
+    )
+    return VllmSetup(
+        profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
+        mnbt=mnbt, max_num_seqs=seqs, notes=tuple(notes), logs=tuple(logs), mamba_page_padded=padded,
+        checkpoint_blocks=checkpoint_blocks, refusal=refusal, refusal_fix=fix,
+    )  # fmt: skip
+
+
+def _length_refusal(request: EngineRequest, notes: list[str]) -> tuple[str | None, str | None]:
+    """vLLM's refusal of a ``max_model_len`` above the model's derived length, and its fix."""
     refusal = fix = None
     derived = request.model.max_model_len
     if request.max_model_len > derived:
@@ -81,16 +108,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
                 f"--max-model-len {derived}, or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ... "
                 f"(kvcalc: --allow-long-max-model-len)"
             )
-    if "num_gpu_blocks_override" in request.extra:
-        notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
-    sizing = Sizing(
-        max_model_len=request.max_model_len, in_flight_tokens=in_flight, mamba_cache_mode=mode
-    )
-    return VllmSetup(
-        profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
-        mnbt=mnbt, max_num_seqs=seqs, notes=tuple(notes), logs=tuple(logs), mamba_page_padded=padded,
-        checkpoint_blocks=checkpoint_blocks, refusal=refusal, refusal_fix=fix,
-    )  # fmt: skip
+    return refusal, fix
 
 
 def _block_size(
