@@ -214,6 +214,17 @@ def test_gqa_llama_layout(tmp_path):
     assert shape.max_model_len == 4096
 
 
+def test_a_file_without_head_count_kv_has_as_many_kv_heads_as_heads(tmp_path):
+    # llama.cpp 0c1e570, src/llama-model.cpp llama_model::load_hparams: n_head_kv_arr = n_head_arr,
+    # then get_key_or_arr(LLM_KV_ATTENTION_HEAD_COUNT_KV, ..., required=false) — the key is optional
+    keys = llama_keys(layers=3, heads=8, hidden=512)
+    del keys["llama.attention.head_count_kv"]
+    shape = model_of(write_gguf(tmp_path / "m.gguf", "llama", keys))
+    assert [x.num_kv_heads for x in shape.layers] == [8, 8, 8]
+    # 3 layers · 8 heads · (64 + 64) · 2 B = 6,144 B per token (one KV head: 768)
+    assert shape.bytes_per_token == 6144
+
+
 def test_per_layer_kv_heads(tmp_path):
     keys = llama_keys("deci", layers=3, heads=8, kv_heads=("int32[]", [2, 4, 8]), hidden=512)
     shape = model_of(write_gguf(tmp_path / "m.gguf", "deci", keys))
