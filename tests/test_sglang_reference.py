@@ -192,3 +192,17 @@ def test_matches_sglang_first_twelve(entry):
         assert refused.value.code == "unsupported-model"
         return
     assert SGLANG.plan_kv_cache(request).kv_cache_tokens == entry["max_total_num_tokens"]
+
+
+PIPELINE = json.loads((FIX / "pipeline_fraction.json").read_text())["entries"]
+
+
+@pytest.mark.parametrize("entry", PIPELINE, ids=[f"tp{e['tp']}-pp{e['pp']}" for e in PIPELINE])
+def test_default_mem_fraction_static_with_pipeline_parallelism(entry):
+    # SGLang's reserve grows with TP × PP (arg_groups/memory_hook.py: tp_size * pp_size / 8 * 1024
+    # MiB): at TP 2 × PP 2 it is 512 MiB, and SGLang resolved 0.831 (TP alone: 256 MiB, 0.834)
+    got = SGLANG.default_gpu_memory_utilization(MemoryInputs(
+        gpu_memory_bytes=entry["gpu_memory_mib"] * MIB, tensor_parallel_size=entry["tp"],
+        pipeline_parallel_size=entry["pp"], model=_shape(entry["config"]),
+    ))  # fmt: skip
+    assert got == pytest.approx(entry["mem_fraction_static"], abs=1e-12)

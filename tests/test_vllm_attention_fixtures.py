@@ -5,7 +5,7 @@
 emulated H100 and B200, spec collection, grouping and capacity code) over auto/fp8 × TP 1/8 ×
 4,096/32,768 tokens × 20 GiB per GPU. Each model carries its config and where it came from. Block
 size, blocks and tokens must be equal, concurrency within 0.005, the capacity line equal, and every
-refusal refused.
+refusal refused for vLLM's reason (its error text and kvcalc's error code mapped to one class).
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ def _plan(name: str, row: dict):
     return harness_plan(DATA, name, row)
 
 
+def reason_of(error: str) -> str:
+    """vLLM's refusal as a class (the texts the fixture holds)."""
+    if "does not support fp8 kv-cache" in error:  # the attention backend's kv_cache_dtype check
+        return "dtype"
+    if "are not supported for now" in error:  # model_executor/models/registry.py
+        return "architecture"
+    raise AssertionError(f"a vLLM refusal this test does not class: {error}")
+
+
 def test_every_family_is_recorded():
     types = {
         m["config"].get("text_config", m["config"])["model_type"] for m in DATA["models"].values()
@@ -45,8 +54,13 @@ def test_matches_vllm(name, row):
         if "max seq len" in row["error"]:  # the fit check: kvcalc plans it and says it does not fit
             assert not _plan(name, row).fits
             return
-        with pytest.raises(KvcalcError):
+        with pytest.raises(KvcalcError) as refused:
             _plan(name, row)
+        # refused for vLLM's reason: its error text and kvcalc's code map to the same class
+        assert (reason_of(row["error"]), refused.value.code) in {
+            ("dtype", "unsupported-dtype"),  # "FlashAttention does not support fp8 kv-cache"
+            ("architecture", "config-unverified"),  # "Model architectures [...] are not supported"
+        }, (row["error"], refused.value.code)
         return
     if name in QUANT_AUTO and row["kv_cache_dtype"] == "auto":
         row = dict(row, kv_cache_dtype="fp8")  # the checkpoint's kv_cache_scheme makes auto fp8
