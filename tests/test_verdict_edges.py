@@ -132,3 +132,74 @@ def test_sglang_refuses_a_swa_pool_at_its_admission_floor():
         "KV budget."
     )
     assert pool_too_small(bundled_shape("llama-3.1-8b"), 1, 1) is None  # no window: nothing to hold
+
+
+def test_a_refused_start_quotes_the_engine_and_the_fix():
+    # vLLM 0.33's ModelConfig refusal (the sentence tests/test_vllm_reference.py checks against the
+    # recorded one), then kvcalc's fix
+    r = kv_plan("llama-3.1-8b", max_model_len=200_000)
+    assert (r.verdict, r.verdict_reason) == (
+        "wont-start",
+        "vllm refuses to start: User-specified max_model_len (200000) is greater than the derived "
+        "max_model_len (max_position_embeddings=131072.0 or model_max_length=None in model's "
+        "config.json). To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.; fix: --max-model-len 131072, or "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ... (kvcalc: --allow-long-max-model-len)",
+    )
+
+
+def test_a_cache_of_no_block_holds_no_request():
+    # 1 MiB of KV is less than one 2 MiB block (32 layers × 65,536 B): 0 blocks, 0 tokens fit
+    r = kv_plan("llama-3.1-8b", max_model_len=8192, kv_cache_memory_bytes=1 << 20, prompt_len=16)
+    assert r.num_blocks == 0 and r.workload_concurrency == 0.0
+    assert r.verdict_reason == (
+        "one request of 8,192 tokens needs 1.00 GiB of KV cache but 0.00 GiB are available; the "
+        "longest that fits is 0 tokens"
+    )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "shared", "expected"),
+    [
+        (1024, None, 1024, 5120.0),  # the whole request shared: every block counts once
+        (1024, None, 1008, 5120 - 63),  # 63 of 64 blocks shared: (5,120 − 63) / 1
+        (1024, 1024, 520, (5120 - 32) / 96),  # 520 tokens share 32 whole blocks, not 32.5
+    ],
+)
+def test_a_shared_prefix_counts_whole_blocks_once(prompt, output, shared, expected):
+    r = kv_plan("llama-3.1-8b", max_model_len=8192, prompt_len=prompt, output_len=output,
+                shared_prefix=shared)  # fmt: skip
+    assert r.workload_concurrency == pytest.approx(expected)
+
+
+def test_below_target_at_exactly_the_kv_concurrency_names_the_cap():
+    # 10.00 fit and 10 are asked: the KV cache holds them, max_num_seqs 4 does not run them
+    r = kv_plan("llama-3.1-8b", max_model_len=8192, batch=10, max_num_seqs=4)
+    assert r.verdict_reason.startswith("max_num_seqs 4 lets the engine run 4 requests at once")
+
+
+def test_tight_without_a_target_is_counted_beyond_one_request():
+    # 80,000 tokens = 5,000 blocks: 5,120 / 5,000 = 1.024 requests, 2.3 % beyond one
+    r = kv_plan("llama-3.1-8b", max_model_len=80_000)
+    assert (r.verdict, r.verdict_reason) == (
+        "tight", "only 2.3% of the KV cache is left beyond 1 request(s) (threshold 10.0%)"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seqs", [10, 20])
+def test_ok_names_no_cap_the_cache_does_not_reach(seqs):
+    # 10.00 requests fit: max_num_seqs 10 or 20 caps nothing
+    r = kv_plan("llama-3.1-8b", max_model_len=8192, max_num_seqs=seqs)
+    assert r.verdict_reason == "10.00 requests of 8,192 tokens fit per engine"
+
+
+def test_sglang_books_windows_for_every_token_unless_the_architecture_is_hybrid_swa():
+    # SGLang 0.5.23 model_config.py is_hybrid_swa_model: gpt-oss is in the list, Mistral is not
+    note = "SGLang books sliding/chunked layers for every token (not a hybrid-SWA architecture)"
+    mistral = kv_plan("mistral-7b-v0.1", engine="sglang", max_model_len=8192)
+    oss = kv_plan("gpt-oss-20b", engine="sglang", max_model_len=8192)
+    assert note in mistral.notes and note not in oss.notes
+    # -E hybrid_swa=false books gpt-oss's 24 layers for every token: 24 · 2 · 8 · 64 · 2 B = 49,152
+    off = kv_plan("gpt-oss-20b", engine="sglang", max_model_len=8192,
+                  engine_options=(("hybrid_swa", False),))  # fmt: skip
+    assert note in off.notes and off.kv_bytes_per_token == 49_152
