@@ -203,3 +203,10 @@ def test_sglang_books_windows_for_every_token_unless_the_architecture_is_hybrid_
     off = kv_plan("gpt-oss-20b", engine="sglang", max_model_len=8192,
                   engine_options=(("hybrid_swa", False),))  # fmt: skip
     assert note in off.notes and off.kv_bytes_per_token == 49_152
+
+
+def test_a_cache_of_one_block_holds_one_short_request():
+    # 2 MiB of KV = one 16-token block (32 layers × 65,536 B): a 16-token request takes it whole
+    # (vLLM 0.33 holds one block back, so the plan does not start; the workload figure is 1.0)
+    r = kv_plan("llama-3.1-8b", max_model_len=32, kv_cache_memory_bytes=2 << 20, prompt_len=16)
+    assert r.num_blocks == 1 and r.workload_concurrency == 1.0
