@@ -210,3 +210,33 @@ def test_a_cache_of_one_block_holds_one_short_request():
     # (vLLM 0.33 holds one block back, so the plan does not start; the workload figure is 1.0)
     r = kv_plan("llama-3.1-8b", max_model_len=32, kv_cache_memory_bytes=2 << 20, prompt_len=16)
     assert r.num_blocks == 1 and r.workload_concurrency == 1.0
+
+
+def test_a_fixed_pool_that_fits_is_ok_and_one_that_does_not_says_why():
+    # llama.cpp allocates one slot of 8,192 cells up front: 32 · 8 · 128 · 2 · 2 B = 128 KiB a
+    # token, 1.00 GiB for the slot, well inside 10 GiB; 131,072 cells need 16.00 GiB
+    ok = kv_plan("llama-3.1-8b", engine="llamacpp", max_model_len=8192)
+    assert (ok.verdict, ok.verdict_reason) == ("ok", "1.00 requests of 8,192 tokens fit per engine")
+    short = kv_plan("llama-3.1-8b", engine="llamacpp", max_model_len=131072)
+    assert (short.verdict, short.verdict_reason) == (
+        "wont-start",
+        "one request of 131,072 tokens needs 16.00 GiB of KV cache but 10.00 GiB are available; "
+        "the longest that fits is 81,920 tokens",
+    )
+
+
+def test_sglang_request_cap_pool_is_refused_by_name():
+    from kvcalc.errors import KvcalcError
+
+    with pytest.raises(KvcalcError) as refused:
+        kv_plan("gpt-oss-20b", engine="sglang", max_model_len=8192, max_num_seqs=8,
+                engine_options=(("disable_radix_cache", True),))  # fmt: skip
+    assert (refused.value.code, refused.value.message, refused.value.hint) == (
+        "unsupported-model",
+        "sglang: with the radix cache off and --max-running-requests given, SGLang sizes the "
+        "sliding-window pool from the request cap (SWARequestCapPoolConfigurator), which kvcalc "
+        "does not model",
+        "drop -E disable_radix_cache=true or --max-num-seqs",
+    )
+    # without the cap, or with the radix cache on, it is planned
+    assert kv_plan("gpt-oss-20b", engine="sglang", max_model_len=8192, max_num_seqs=8).verdict
