@@ -42,10 +42,16 @@ def test_serve_command_graph_flags(command, expected):
     assert _values(command) == expected
 
 
-def test_other_compilation_keys_are_named_not_read():
-    cmd = parse_serve_command("""vllm serve m -cc '{"mode": 3, "cudagraph_mode": "FULL"}'""")
+def test_other_compilation_keys_are_refused_by_name_or_said_to_have_no_effect():
+    text = """vllm serve m -cc '{"mode": 3, "cudagraph_mode": "FULL", "cache_dir": "/c"}'"""
+    with pytest.raises(InputError) as err:
+        parse_serve_command(text)
+    assert err.value.code == "flag-not-modelled"
+    assert "-cc.mode" in err.value.message and "cache_dir" not in err.value.message
+    cmd = parse_serve_command(text, ignore_unmodelled=True)
     assert cmd.values == {"cudagraph_mode": "FULL"}
-    assert any("-cc.mode" in note for note in cmd.notes)
+    assert cmd.unmodelled == ("-cc.mode",)
+    assert "-cc.cache_dir: no effect on memory" in cmd.notes
 
 
 @pytest.mark.parametrize("command", [

@@ -172,7 +172,24 @@ def test_command_fills_unwritten_keys_and_agrees_with_written_ones():
         0.92,
         "H100-80GB",
     )
-    assert dep.notes == ("command: ignored flags kvcalc does not model: --swap-space",)
+    assert dep.notes == ("command: --port, --enable-log-requests: no effect on memory",)
+
+
+def test_a_command_flag_kvcalc_does_not_model_is_refused_unless_ignored():
+    text = "model: m\ngpu: L4\ncommand: vllm serve m --cpu-offload-gb 4 --port 1\n"
+    deps, problems = _parse(text)
+    assert deps == []
+    assert len(problems) == 1 and "command: kvcalc does not model --cpu-offload-gb" in str(
+        problems[0]
+    )
+    assert "ignore_unmodelled: true" in str(problems[0])
+    (dep,), problems = _parse(text + "ignore_unmodelled: true\n")
+    assert problems == []
+    assert dep.inputs.unmodelled_flags == ("--cpu-offload-gb",)
+    assert dep.notes[0] == (
+        "command: warning: not fully modelled: kvcalc does not model --cpu-offload-gb and leaves "
+        "it out (ignore_unmodelled)"
+    )
     (same,), problems = _parse(
         "gpu: L4\nkv_cache_dtype: fp8_e4m3\ndtype: bf16\n"
         "command: vllm serve m --kv-cache-dtype fp8 --dtype bfloat16\n"

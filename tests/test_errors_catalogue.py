@@ -315,6 +315,8 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "conflicting-flags": lambda c: c.cli("plan", "--gpu", "L4", "--from-command",
                                          "vllm serve llama-3.1-8b --max-model-len 100 --max-model-len 200"),
     "invalid-serve-command": lambda c: c.cli("plan", "--gpu", "L4", "--from-command", "vllm serve 'unclosed"),
+    "flag-not-modelled": lambda c: c.cli("plan", "--gpu", "L4", "--from-command",
+                                         "vllm serve llama-3.1-8b --enable-sleep-mode"),
     # models and config.json
     "model-not-found": lambda c: c.cli("inspect", "no-such-model"),
     "path-not-found": lambda c: c.cli("inspect", str(c.tmp / "nowhere" / "config.json")),

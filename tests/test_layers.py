@@ -248,6 +248,7 @@ def test_no_engine_borrows_from_another_engine():
         "kvcalc.engines.dtype_names",
         "kvcalc.engines.catalogue",
         "kvcalc.engines.speculative",
+        "kvcalc.engines.flag_table",
     }
 
     def engine_of(module: str) -> str | None:  # engines/llamacpp/log.py belongs to llamacpp
@@ -276,6 +277,7 @@ def test_engines_holds_the_shared_modules_and_one_room_per_engine():
         "dtype_names",
         "extra",
         "catalogue",
+        "flag_table",
         "formats",
         "names",
         "speculative",

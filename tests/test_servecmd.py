@@ -83,17 +83,56 @@ def test_bare_flags():
     assert (cmd.model, cmd.values) == ("llama-3.1-8b", {"max_model_len": 4096})
 
 
-def test_unknown_flags_are_noted_by_name_never_by_value():
-    cmd = parse_serve_command(
-        "vllm serve m --port 8000 --hf-token hf_SECRETSECRET --swap-space 4 --enable-prefix-caching "
-        "--trust-remote-code --scheduling-policy priority --max-model-len 4096 extra"
+def test_flags_without_effect_are_noted_and_unmodelled_ones_refused_by_name_never_by_value():
+    text = (
+        "vllm serve m --port 8000 --hf-token hf_SECRETSECRET --cpu-offload-gb 4 --enable-prefix-caching "
+        "--trust-remote-code --enable-sleep-mode --max-model-len 4096"
     )
+    with pytest.raises(InputError) as err:
+        parse_serve_command(text)
+    assert err.value.code == "flag-not-modelled"
+    assert err.value.message == (
+        "kvcalc does not model --cpu-offload-gb (host offload of weights or KV); "
+        "--enable-prefix-caching (the KV cache's layout or size); --enable-sleep-mode "
+        "(the memory allocator) of the serving command: the engine reads them and a plan without "
+        "them could be wrong"
+    )
+    assert "--ignore-unmodelled" in err.value.hint
+    cmd = parse_serve_command(text, ignore_unmodelled=True)
     assert cmd.values == {"max_model_len": 4096}
+    assert cmd.unmodelled == ("--cpu-offload-gb", "--enable-prefix-caching", "--enable-sleep-mode")
     assert cmd.notes == (
-        "ignored flags kvcalc does not model: --swap-space, --enable-prefix-caching, --scheduling-policy",
-        "ignored 1 extra argument(s)",
+        "warning: not fully modelled: kvcalc does not model --cpu-offload-gb, "
+        "--enable-prefix-caching, --enable-sleep-mode and leaves them out (ignore_unmodelled)",
+        "--port, --hf-token, --trust-remote-code: no effect on memory",
     )
-    assert "SECRET" not in " ".join(cmd.notes)
+    assert "SECRET" not in " ".join(cmd.notes) + err.value.message
+
+
+def test_what_vllm_refuses_is_refused():
+    for text, message in [
+        ("vllm serve m --swap-space 4", "vllm serve: unrecognized argument --swap-space"),
+        ("vllm serve m extra", "vllm serve: unrecognized arguments: 1 argument(s)"),
+        ("vllm serve m --max-num 4", "vllm serve: ambiguous option --max-num could match"),
+    ]:
+        with pytest.raises(InputError) as err:
+            parse_serve_command(text)
+        assert err.value.code == "invalid-serve-command"
+        assert err.value.message.startswith(message), err.value.message
+
+
+def test_an_older_release_is_not_held_to_0_33s_flags():
+    # kvcalc has 0.33's parser only: a flag 0.33 dropped is not modelled, not refused
+    cmd = parse_serve_command("vllm serve m --swap-space 4 -tp 2", engine_version="0.10",
+                              ignore_unmodelled=True)  # fmt: skip
+    assert (cmd.values, cmd.unmodelled) == ({"tensor_parallel_size": 2}, ("--swap-space",))
+
+
+def test_argparse_prefixes_and_every_spelling_of_a_modelled_flag():
+    cmd = parse_serve_command(
+        "vllm serve m --max-num-seq 8 --device-memory-utilization 0.8 --max_model_len=8k"
+    )
+    assert cmd.values == {"max_num_seqs": 8, "gpu_memory_utilization": 0.8, "max_model_len": 8000}
 
 
 def test_speculative_flags_are_read_as_vllm_spells_them():

@@ -147,7 +147,8 @@ def test_deployment_keys_are_the_tables():
 
 
 def test_every_plan_input_is_a_setting():
-    assert set(PlanInputs.__dataclass_fields__) == set(BY_FIELD)
+    # unmodelled_flags is filled from a serving command (ignore_unmodelled), never given
+    assert set(PlanInputs.__dataclass_fields__) - {"unmodelled_flags"} == set(BY_FIELD)
 
 
 @pytest.mark.parametrize(
@@ -268,12 +269,24 @@ def test_from_command_fills_what_the_options_left_at_the_tables_default(cli):
 
 def test_throughput_reads_a_pasted_serving_command_like_plan(cli):
     pasted = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--json",
-                 "--from-command", "vllm serve llama-3.1-8b --max-model-len 8k --port 8000 --foo 1")  # fmt: skip
+                 "--from-command", "vllm serve llama-3.1-8b --max-model-len 8k --port 8000")  # fmt: skip
     typed = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--max-model-len", "8k", "--json")
     assert pasted.exit_code == typed.exit_code == 0
     assert pasted.json == typed.json
     # what the command held that kvcalc does not use is said, not dropped
-    assert "note: --from-command: ignored flags kvcalc does not model: --foo" in pasted.stderr
+    assert "note: --from-command: --port: no effect on memory" in pasted.stderr
+    # a flag vLLM does not have is refused as vLLM refuses it; one kvcalc does not model, by name
+    unknown = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--from-command",
+                  "vllm serve llama-3.1-8b --foo 1")  # fmt: skip
+    assert unknown.exit_code == 2
+    assert unknown.stderr.startswith(
+        "error[invalid-serve-command]: vllm serve: unrecognized argument --foo"
+    )
+    lora = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--from-command",
+               "vllm serve llama-3.1-8b --enable-lora --max-lora-rank 64")  # fmt: skip
+    assert lora.exit_code == 2
+    assert lora.stderr.startswith("error[flag-not-modelled]: kvcalc does not model --enable-lora, "
+                                  "--max-lora-rank (LoRA adapters)")  # fmt: skip
 
 
 def test_curve_refuses_a_pasted_command_for_another_model(cli):

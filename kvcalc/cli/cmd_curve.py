@@ -17,7 +17,7 @@ _ONE_SERIES = "One series per engine and cache dtype."
     app,
     *(use(n, multi=True, note=_ONE_SERIES) if n in ("engine", "kv_cache_dtype") else n
       for n in DEPLOYMENT),
-    "from_command", *MODEL_SOURCE, "json",
+    "from_command", "ignore_unmodelled", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc curve llama-3.1-8b --gpu H100 --kv-cache-dtype fp8",
         "kvcalc curve qwen3-8b --gpu L40S --lengths 4K,8K,32K",

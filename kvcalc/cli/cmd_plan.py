@@ -14,7 +14,7 @@ from kvcalc.planning.settings import OUTPUT_PANEL
 @command(
     app,
     *DEPLOYMENT, "num_gpus", use("batch", note="The target; --max-num-seqs only caps what runs at once."),
-    "tight_threshold", "calibration", "from_command",
+    "tight_threshold", "calibration", "from_command", "ignore_unmodelled",
     "prompt_len", "output_len", "shared_prefix", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc plan llama-3.1-8b --gpu H100-80GB --max-model-len 32K",

@@ -19,7 +19,7 @@ from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
         "KV-limited maximum)."),
     "prompt_len", "output_len",
     use("calibration", note="Its measured decode efficiency applies too."),
-    "from_command", *MODEL_SOURCE, "json",
+    "from_command", "ignore_unmodelled", *MODEL_SOURCE, "json",
     examples=(
         "kvcalc throughput llama-3.1-8b --gpu H100 --prompt-len 2k --output-len 500",
         "kvcalc throughput qwen3-1.7b --gpu-memory 8GiB --bandwidth 272GB/s",

@@ -30,9 +30,7 @@ def build_inputs(given: dict[str, Any], model: str | None) -> PlanRequest:
     revision: str | None = given.get("revision")
     notes: tuple[str, ...] = ()
     if given.get("from_command"):
-        reference, command_revision, notes = _merge_command(
-            given["from_command"], reference, values
-        )
+        reference, command_revision, notes = _merge_command(given, reference, values)
         if command_revision and revision and command_revision != revision:
             raise InputError(f"--revision {revision} differs from the command's {command_revision}",
                              code="conflicting-options")  # fmt: skip
@@ -60,12 +58,18 @@ def plan_request(given: dict[str, Any], model: str, **overrides: Any) -> PlanReq
 
 
 def _merge_command(
-    text: str, reference: str | None, values: dict[str, Any]
+    settings: dict[str, Any], reference: str | None, values: dict[str, Any]
 ) -> tuple[str | None, str | None, tuple[str, ...]]:
     """Flags from a ``vllm serve ...`` command fill what the options left at their defaults."""
     from kvcalc.planning.servecmd import parse_serve_command
 
-    cmd = parse_serve_command(text)
+    cmd = parse_serve_command(
+        settings["from_command"],
+        ignore_unmodelled=bool(settings.get("ignore_unmodelled")),
+        engine_version=values.get("engine_version"),
+    )
+    if cmd.unmodelled:
+        values["unmodelled_flags"] = cmd.unmodelled
     if reference and cmd.model and reference != cmd.model:
         raise InputError(
             f"the model {reference!r} differs from the command's {cmd.model!r}",

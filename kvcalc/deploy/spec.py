@@ -278,11 +278,18 @@ def _merge_command(values, node, fields_, ctx, notes, model, revision):
 
     command_node = node.value["command"][1]
     try:
-        cmd = parse_serve_command(values["command"])
+        cmd = parse_serve_command(
+            values["command"],
+            ignore_unmodelled=bool(values.get("ignore_unmodelled")),
+            engine_version=fields_.get("engine_version"),
+            surface="yaml",
+        )
     except InputError as exc:
         ctx.at(command_node, f"command: {exc.message}{own_hint(exc)}")
         return model, revision, False
     notes.extend(f"command: {note}" for note in cmd.notes)
+    if cmd.unmodelled:
+        fields_["unmodelled_flags"] = cmd.unmodelled
     if cmd.model is not None:
         if model is not None and model != cmd.model:
             ctx.at(

@@ -382,4 +382,5 @@ def _assemble(
         ),
         inputs=inputs.to_dict(),
         layout_validated=model.layout_validated,
+        fully_modelled=not inputs.unmodelled_flags,
     )

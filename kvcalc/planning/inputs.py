@@ -77,6 +77,9 @@ class PlanInputs:
     spec_method: str | None = None
     spec_model: str | None = None
     spec_tokens: int | None = None
+    #: flags of a serving command kvcalc does not model, left out under ``ignore_unmodelled``
+    #: (named, never their values): the plan is then not fully modelled
+    unmodelled_flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -163,6 +163,9 @@ class CapacityPlan:
     layout_validated: bool = True
     #: speculative decoding, when configured (null without)
     speculative: SpeculativeSummary | None = None
+    #: False when a serving command set flags kvcalc does not model and ``ignore_unmodelled``
+    #: left them out (``inputs.unmodelled_flags`` names them): the figures may then be wrong
+    fully_modelled: bool = True
 
     @property
     def passed(self) -> bool:

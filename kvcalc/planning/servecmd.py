@@ -12,13 +12,21 @@ KV-cache sizing, spelled as vLLM spells them:
   ``--no-enforce-eager``), ``--kv-cache-memory-bytes`` (``20G`` too), ``--model``, ``--revision``,
   ``--cudagraph-capture-sizes 1 2 4``, ``--max-cudagraph-capture-size``, the CUDA-graph keys of
   ``-cc``/``--compilation-config`` and ``-O`` levels (:mod:`kvcalc.planning.servecmd_compile`);
-- ``--flag=value`` as well as ``--flag value``, and ``_`` for ``-`` in names (``--max_model_len``),
-  as vLLM's ``FlexibleArgumentParser`` accepts.
+- ``--flag=value`` as well as ``--flag value``, ``_`` for ``-`` in names (``--max_model_len``),
+  a unique prefix of a flag (``--max-num-seq``), dotted keys of JSON flags
+  (``--speculative-config.method``), as vLLM's ``FlexibleArgumentParser`` (an ``argparse``
+  parser) accepts.
+
+Every flag is looked up in vLLM 0.33.0's own parser, recorded
+(:mod:`kvcalc.planning.servecmd_flags`): what vLLM refuses is refused as vLLM refuses it (a flag
+it does not have, a value outside its choices such as ``--kv-cache-dtype bf16``, a stray
+argument); a flag with no effect on memory is named in a note; a flag kvcalc does not model is
+refused by name (``flag-not-modelled``, never its value: values may be tokens) unless
+``ignore_unmodelled`` is set.
 
 Programs understood: ``vllm serve MODEL``, ``python -m vllm.entrypoints.openai.api_server --model
 MODEL``, ``docker run ... vllm/vllm-openai[:tag] ...``, or the flags alone. Leading ``VAR=value``
-assignments, ``env``, ``exec`` and ``nohup`` are skipped. Other flags are ignored with a note that
-names the flag but never its value (values may be tokens). The same setting given twice with
+assignments, ``env``, ``exec`` and ``nohup`` are skipped. The same setting given twice with
 different values is an error (``conflicting-flags``).
 
 >>> cmd = parse_serve_command("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32k -tp 2")
@@ -28,13 +36,11 @@ different values is an error (``conflicting-flags``).
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvcalc.engines.flag_table import EngineFlag
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd_compile import (
     compilation_values,
@@ -42,6 +48,17 @@ from kvcalc.planning.servecmd_compile import (
     is_level_flag,
     level_mode,
 )
+from kvcalc.planning.servecmd_flags import (
+    FlagClass,
+    check_value,
+    classify,
+    classify_config_key,
+    is_recorded_release,
+    not_modelled_error,
+    setting_for,
+    table,
+)
+from kvcalc.planning.servecmd_program import STOP, flags_start, is_flag, split_command
 from kvcalc.planning.settings import SETTINGS, Kind, Setting
 from kvcalc.units import parse_token_count
 
@@ -88,32 +105,6 @@ def _flag_map() -> dict[str, tuple[Callable[[str, str], Any] | None, tuple[str, 
 #: field → (converter or None for an on/off switch, spellings), from the settings table.
 #: ``model`` and ``revision`` are not PlanInputs fields; every other key is.
 FLAGS = _flag_map()
-_BY_FLAG = {name: fld for fld, (_, names) in FLAGS.items() for name in names}
-
-#: flags with no effect on memory: ignored without a note
-_SILENT = frozenset((
-    "--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--tokenizer-mode",
-    "--tokenizer-revision", "--chat-template", "--uvicorn-log-level", "--download-dir",
-    "--load-format", "--seed", "--response-role", "--ssl-keyfile", "--ssl-certfile",
-    "--ssl-ca-certs", "--root-path", "--tool-call-parser", "--reasoning-parser", "--hf-token",
-    "--allowed-origins", "--allowed-methods", "--allowed-headers", "--max-log-len",
-    "--code-revision", "--config-format", "--api-server-count", "--trust-remote-code",
-    "--disable-log-requests", "--disable-log-stats", "--enable-log-requests",
-    "--disable-uvicorn-access-log", "--enable-auto-tool-choice", "--disable-fastapi-docs",
-    "--enable-request-id-headers", "--generation-config", "--chat-template-content-format",
-    "--log-level",
-))  # fmt: skip
-#: switches that never take a value (besides ``--no-*``, ``--enable-*``, ``--disable-*``)
-_SWITCHES = frozenset((
-    "--trust-remote-code", "--headless", "--async-scheduling", "--skip-tokenizer-init",
-    "--calculate-kv-scales", "--enforce-eager",
-))  # fmt: skip
-_STOP = frozenset({"&&", "||", ";", "|", "&"})
-_SIZES = re.compile(r"\d+(,\d+)*,?")
-_WRAPPERS = frozenset({"env", "exec", "nohup", "time"})
-_API_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"})
-_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?")
 
 
 @dataclass(frozen=True)
@@ -130,6 +121,8 @@ class ServeCommand:
     notes: tuple[str, ...] = ()
     revision: str | None = None
     flags: dict[str, str] = field(default_factory=dict)
+    #: flags kvcalc does not model, left out (``ignore_unmodelled``); named, never their values
+    unmodelled: tuple[str, ...] = ()
 
     def describe(self, name: str) -> str:
         """``--max-model-len 32000`` for a field the command set (for conflict messages)."""
@@ -138,81 +131,28 @@ class ServeCommand:
         return flag if isinstance(value, bool) else f"{flag} {value}"
 
 
-def _tokens(text: str) -> list[str]:
-    text = re.sub(r"\\\r?\n", " ", str(text))
-    try:
-        return shlex.split(text)
-    except ValueError as exc:  # "No closing quotation", "No escaped character"
-        raise InputError(
-            f"cannot split the command: {str(exc).lower()}", hint="check its quotes", code=CODE
-        ) from None
-
-
-def _skip_prefix(tokens: list[str]) -> int:
-    """Index of the program: past ``VAR=value`` assignments and ``env``/``exec``/``nohup``."""
-    i = 0
-    while i < len(tokens) and (_ENV_ASSIGN.match(tokens[i]) or tokens[i] in _WRAPPERS):
-        i += 1
-    return i
-
-
-def _program(tokens: list[str]) -> tuple[int, bool]:
-    """Where the flags start, and whether a positional model may come first."""
-    i = _skip_prefix(tokens)
-    if i >= len(tokens):
-        raise InputError("the command is empty", hint="paste the `vllm serve ...` line", code=CODE)
-    head = os.path.basename(tokens[i])
-    if tokens[i].startswith("-"):
-        return i, False
-    if head == "vllm":
-        if i + 1 < len(tokens) and tokens[i + 1] == "serve":
-            return i + 2, True
-        raise InputError(
-            "only `vllm serve` starts a server", hint="write `vllm serve MODEL ...`", code=CODE
-        )
-    if _PYTHON.fullmatch(head):
-        for j in range(i + 1, len(tokens) - 1):
-            if tokens[j] == "-m":
-                module = tokens[j + 1]
-                if module in _API_MODULES:
-                    return j + 2, False
-                if module == "vllm.entrypoints.cli.main" and tokens[j + 2 : j + 3] == ["serve"]:
-                    return j + 3, True
-                break
-        raise InputError(
-            "a python command must run `-m vllm.entrypoints.openai.api_server`", code=CODE
-        )
-    if head in ("docker", "podman"):
-        for j in range(i + 1, len(tokens)):
-            if tokens[j].split(":")[0].split("@")[0].endswith("vllm/vllm-openai"):
-                return j + 1, True
-        raise InputError(f"no vllm/vllm-openai image in this {head} command", code=CODE)
-    raise InputError(
-        f"not a vLLM serving command: it starts with {tokens[i]!r}",
-        hint="expected `vllm serve MODEL ...` or `python -m vllm.entrypoints.openai.api_server "
-        "--model MODEL ...`",
-        code=CODE,
-    )
-
-
-def _takes_value(flag: str) -> bool:
-    return not (flag in _SWITCHES or flag.startswith(("--no-", "--enable-", "--disable-")))
-
-
-def _is_flag(token: str) -> bool:
-    return token.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", token)
+def _normal(token: str) -> str:
+    """FlexibleArgumentParser's spelling: ``_`` → ``-`` in a ``--`` name, up to its first dot
+    (``--max_model_len=8k`` → ``--max-model-len=8k``; the value is left as it is)."""
+    if not token.startswith("--"):
+        return token
+    name, eq, value = token.partition("=")
+    head, dot, rest = name[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + rest + eq + value
 
 
 class _Reader:
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = True) -> None:
+        #: the recorded release: what vLLM 0.33 refuses is refused
+        self.strict = strict
         self.values: dict[str, Any] = {}
         self.flags: dict[str, str] = {}
         self.model: str | None = None
         self.model_flag = ""
-        self.unknown: list[str] = []
+        self.unmodelled: list[str] = []
+        self.no_effect: list[str] = []
         self.extra: list[str] = []
         self.notes: list[str] = []
-        self.ignored_keys: list[str] = []
         self.level: tuple[str, str] | None = None
 
     def set(self, name: str, value: Any, spelled: str) -> None:
@@ -232,31 +172,45 @@ class _Reader:
             self.values[name], self.flags[name] = value, spelled
 
     def flag(self, tokens: list[str], i: int) -> int:
-        """Read the flag at ``tokens[i]``; return the index after it (and its value)."""
-        raw, eq, attached = tokens[i].partition("=")
+        """Read the flag at ``tokens[i]``; return the index after it (and its values)."""
+        raw, eq, attached = _normal(tokens[i]).partition("=")
         if is_compilation_flag(raw) or is_level_flag(raw):
             return self.compilation(tokens, i, raw, attached if eq else None)
-        name = "--" + raw[2:].replace("_", "-") if raw.startswith("--") else raw
-        negated = name.startswith("--no-") and _BY_FLAG.get("--" + name[5:]) == "enforce_eager"
-        fld = "enforce_eager" if negated else _BY_FLAG.get(name)
-        if fld is None:
-            return self.skip(tokens, i, name, bool(eq))
-        convert = FLAGS[fld][0]
-        if convert is None:
-            if eq:
-                raise InputError(f"{raw} takes no value (got {raw}={attached})", code=CODE)
-            self.set(fld, not negated, name)
-            return i + 1
-        if eq:
-            value, after = attached, i + 1
-        elif i + 1 < len(tokens) and not _is_flag(tokens[i + 1]) and tokens[i + 1] not in _STOP:
-            value, after = tokens[i + 1], i + 2
-            if fld == "cudagraph_capture_sizes":  # nargs="+": 1 2 4 8
-                while after < len(tokens) and _SIZES.fullmatch(tokens[after]):
-                    value, after = f"{value},{tokens[after]}", after + 1
-        else:
-            raise InputError(f"{raw} needs a value", code=CODE)
-        converted = convert(value, raw)
+        base, dot, key = raw.partition(".")
+        flag = table().resolve(base)
+        if flag is None and not self.strict:  # an older release's flag: not modelled
+            self.unmodelled.append(base)
+            return _skip_unknown(tokens, i, bool(eq))
+        if flag is None:
+            raise InputError(
+                f"{table().program}: unrecognized argument {base} ({table().engine} has no such "
+                "flag and refuses to start)",
+                hint="check its spelling in `vllm serve --help=all`",
+                code=CODE,
+            )
+        if dot:  # --speculative-config.method mtp: a key of a JSON flag
+            after = i + 1 if eq else i + 2
+            if not eq and (after > len(tokens) or tokens[i + 1] in STOP):
+                raise InputError(f"{raw} needs a value", code=CODE)
+            self.keep(flag, None, f"{flag.name}.{key}")
+            return after
+        values, after = _values(flag, tokens, i, raw, attached if eq else None)
+        for value in values if self.strict else ():
+            check_value(flag, value, raw)
+        cls = classify(flag, values[0] if values else None)
+        if cls is not FlagClass.MODELLED:
+            self.keep(flag, values, flag.name)
+            return after
+        setting = setting_for(flag)
+        assert setting is not None, flag.name  # compilation flags are read above
+        fld = setting.field or setting.name
+        if not flag.takes_value:
+            self.set(fld, base not in flag.negative, raw)
+            return after
+        value = " ".join(values)
+        if flag.type == "_optional_type" and value in ("", "None"):  # vLLM's None: unset
+            return after
+        converted = _converter(setting)(value, raw)
         if converted is None and fld == "max_model_len":  # --max-model-len auto
             self.notes.append(
                 f"{raw} {value}: vLLM fits the length to memory; kvcalc plans with "
@@ -266,10 +220,18 @@ class _Reader:
         self.set(fld, converted, raw)
         return after
 
+    def keep(self, flag: EngineFlag, values: list[str] | None, name: str) -> None:
+        """A flag kvcalc does not read: no effect on memory, or not modelled."""
+        value = values[0] if values else None
+        if classify(flag, value) is FlagClass.NO_EFFECT:
+            self.no_effect.append(name)
+        else:
+            self.unmodelled.append(name)
+
     def compilation(self, tokens: list[str], i: int, raw: str, attached: str | None) -> int:
         """``-cc``/``--compilation-config`` (JSON or dotted) and ``-O`` levels."""
         following = tokens[i + 1] if i + 1 < len(tokens) else None
-        if following is not None and (_is_flag(following) or following in _STOP):
+        if following is not None and (is_flag(following) or following in STOP):
             following = None
         if is_level_flag(raw):
             level_text = attached if attached is not None else None
@@ -279,42 +241,78 @@ class _Reader:
         text = attached if attached is not None else following
         if text is None:
             raise InputError(f"{raw} needs a value", code=CODE)
-        values, ignored = compilation_values(raw, text)
+        values, other_keys = compilation_values(raw, text)
         for fld, value in values.items():
             self.set(fld, value, raw)
-        self.ignored_keys += ignored
+        for spelled in other_keys:  # "-cc.mode"
+            key = spelled.partition(".")[2]
+            if classify_config_key("compilation_config", key) is FlagClass.NO_EFFECT:
+                self.no_effect.append(spelled)
+            else:
+                self.unmodelled.append(spelled)
         return i + 1 if attached is not None else i + 2
 
-    def skip(self, tokens: list[str], i: int, name: str, has_eq: bool) -> int:
-        if name not in _SILENT:
-            self.unknown.append(name)
-        if has_eq or not _takes_value(name):
-            return i + 1
-        if i + 1 < len(tokens) and not _is_flag(tokens[i + 1]) and tokens[i + 1] not in _STOP:
-            return i + 2
+
+def _skip_unknown(tokens: list[str], i: int, has_eq: bool) -> int:
+    """Past a flag the recorded parser lacks, and the value that seems to follow it."""
+    if has_eq or i + 1 >= len(tokens) or is_flag(tokens[i + 1]) or tokens[i + 1] in STOP:
         return i + 1
+    return i + 2
+
+
+def _values(
+    flag: EngineFlag, tokens: list[str], i: int, raw: str, attached: str | None
+) -> tuple[list[str], int]:
+    """The values argparse gives ``flag`` at ``tokens[i]`` (by its nargs), and the index after."""
+    if not flag.takes_value:
+        if attached is not None:
+            raise InputError(f"{raw} takes no value (got {raw}={attached})", code=CODE)
+        return [], i + 1
+    if attached is not None:
+        return [attached], i + 1
+    j = i + 1
+    found: list[str] = []
+    while j < len(tokens) and not is_flag(tokens[j]) and tokens[j] not in STOP:
+        found.append(tokens[j])
+        j += 1
+        if flag.nargs in (None, "?") or isinstance(flag.nargs, int) and len(found) == flag.nargs:
+            break
+    needed = flag.nargs if isinstance(flag.nargs, int) else int(flag.nargs in (None, "+"))
+    if len(found) < needed:
+        raise InputError(f"{raw} needs a value", code=CODE)
+    return found, j
 
 
 def _shown(flag: str, value: Any) -> str:
     return flag if isinstance(value, bool) else f"{flag} {value}"
 
 
-def parse_serve_command(text: str) -> ServeCommand:
-    """Read a vLLM serving command; raise :class:`~kvcalc.errors.InputError` if it is not one.
+def parse_serve_command(
+    text: str,
+    *,
+    ignore_unmodelled: bool = False,
+    engine_version: str | None = None,
+    surface: str = "cli",
+) -> ServeCommand:
+    """Read a vLLM serving command; raise :class:`~kvcalc.errors.InputError` if it is not one,
+    if vLLM would refuse it, or (``flag-not-modelled``) if it sets a flag kvcalc does not model
+    and ``ignore_unmodelled`` is not set. ``engine_version`` older than 0.33: flags and values
+    are not checked against 0.33's parser, and a flag it lacks is not modelled. ``surface``
+    (``"cli"``, ``"yaml"``) words the hint.
 
     >>> parse_serve_command("python -m vllm.entrypoints.openai.api_server --model=qwen3-8b "
     ...                     "--kv-cache-dtype fp8 --enforce-eager").values
     {'kv_cache_dtype': 'fp8', 'enforce_eager': True}
     """
-    tokens = _tokens(text)
-    i, positional_model = _program(tokens)
-    reader = _Reader()
+    tokens = split_command(text)
+    i, positional_model = flags_start(tokens)
+    reader = _Reader(strict=is_recorded_release(engine_version))
     while i < len(tokens):
         token = tokens[i]
-        if token in _STOP:
+        if token in STOP:
             reader.notes.append(f"read the command up to {token!r}; the rest is ignored")
             break
-        if _is_flag(token):
+        if is_flag(token):
             i = reader.flag(tokens, i)
             continue
         if positional_model and not reader.extra:
@@ -327,12 +325,23 @@ def parse_serve_command(text: str) -> ServeCommand:
         mode, spelled = reader.level
         reader.set("cudagraph_mode", mode, spelled)
         reader.notes.append(f"{spelled}: cudagraph_mode {mode}, that level's default")
-    reader.unknown += reader.ignored_keys
-    if reader.unknown:
-        names = ", ".join(dict.fromkeys(reader.unknown))
-        reader.notes.append(f"ignored flags kvcalc does not model: {names}")
     if reader.extra:
-        reader.notes.append(f"ignored {len(reader.extra)} extra argument(s)")
+        raise InputError(
+            f"{table().program}: unrecognized arguments: {len(reader.extra)} argument(s) that "
+            f"are not flags{' besides the model' if reader.model_flag else ''}",
+            hint="vLLM takes one model argument; quote values that have spaces",
+            code=CODE,
+        )
+    unmodelled = tuple(dict.fromkeys(reader.unmodelled))
+    if unmodelled and not ignore_unmodelled:
+        raise not_modelled_error(list(unmodelled), surface=surface)
+    if unmodelled:
+        reader.notes.append(
+            f"warning: not fully modelled: kvcalc does not model {', '.join(unmodelled)} and "
+            f"leaves {'them' if len(unmodelled) > 1 else 'it'} out (ignore_unmodelled)"
+        )
+    if reader.no_effect:
+        reader.notes.append(f"{', '.join(dict.fromkeys(reader.no_effect))}: no effect on memory")
     revision = reader.values.pop("revision", None)
     reader.flags.pop("revision", None)
     return ServeCommand(
@@ -341,4 +350,5 @@ def parse_serve_command(text: str) -> ServeCommand:
         notes=tuple(reader.notes),
         revision=revision,
         flags=reader.flags,
+        unmodelled=unmodelled,
     )

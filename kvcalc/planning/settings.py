@@ -150,6 +150,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("from_command", Kind.TEXT, S, "The serving command, e.g. 'vllm serve MODEL --max-model-len "
        "32k -tp 2'; its flags fill the settings not given (and must agree with those given).",
        yaml="command"),
+    _s("ignore_unmodelled", Kind.BOOL, S, "Plan a {from_command} that sets flags kvcalc does "
+       "not model anyway, leaving them out (a warning in the notes, fully_modelled: false in "
+       "JSON); without it such a command is refused.", yaml="ignore_unmodelled", default=False),
     _s("engine", Kind.ENGINE, S, "Serving engine: vllm, sglang, llamacpp, hf (transformers), "
        "trtllm or lmdeploy (TurboMind).", field="engine", yaml="engine", default="vllm"),
     _s("engine_version", Kind.TEXT, S, "Engine version whose defaults apply, a profile of the "

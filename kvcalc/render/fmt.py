@@ -27,6 +27,15 @@ def bytes_and_size(num_bytes: int) -> str:
     return f"{num_bytes:,} B ({size(num_bytes)})" if num_bytes >= KIB else f"{num_bytes:,} B"
 
 
+def unmodelled_warning(flags: tuple[str, ...] | list[str]) -> str:
+    """The line printed above the tables of a plan that left serving flags out."""
+    return (
+        f"[bold yellow]warning:[/] not fully modelled: kvcalc does not model {', '.join(flags)} "
+        "of the serving command (--ignore-unmodelled), so the figures below leave "
+        f"{'them' if len(flags) > 1 else 'it'} out"
+    )
+
+
 def unverified_warning(model: str, keys: tuple[str, ...] = ()) -> str:
     """The line printed above the tables of a plan whose layout was not verified."""
     why = f" ({', '.join(keys)})" if keys else ""

@@ -42,6 +42,8 @@ def render(result) -> None:
     console = stdout_console()
     if not result.layout_validated:
         console.print(fmt.unverified_warning(result.model))
+    if not result.fully_modelled:
+        console.print(fmt.unmodelled_warning(result.inputs.get("unmodelled_flags", ())))
     par = f"TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}"
     if result.data_parallel_replicas > 1:
         par += f" × {result.data_parallel_replicas} replicas"

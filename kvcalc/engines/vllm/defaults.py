@@ -144,6 +144,9 @@ VLLM_DTYPES = (
     "nvfp4", "nvfp4_4over6",
 )  # fmt: skip
 
+#: kvcalc's short cache dtype names → vLLM's (``CacheDType`` in vllm/config/cache.py)
+_SHORT_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+
 
 def model_dtype(
     model: ModelShape, profile: VllmProfile, cc: tuple[int, int] | None
@@ -219,6 +222,12 @@ def resolve_cache_dtype(
             code="unsupported-dtype",
         )
     notes: list[str] = []
+    if name in _SHORT_NAMES:  # kvcalc's spelling; vLLM's CacheDType has only the long one
+        notes.append(
+            f"--kv-cache-dtype {name}: vLLM spells it {_SHORT_NAMES[name]} (`vllm serve "
+            f"--kv-cache-dtype {_SHORT_NAMES[name]}`; vLLM 0.33 refuses {name}: "
+            "vllm/config/cache.py CacheConfig._validate_cache_dtype)"
+        )
     if name == "auto" and profile.name == "0.33":
         checkpoint = checkpoint_kv_cache_dtype(request.model.checkpoint_quant_config)
         if checkpoint:
