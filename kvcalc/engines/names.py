@@ -159,6 +159,10 @@ class EngineTraits:
     #: engine refuses it (SGLang's ``TokenizerManager._validate_one_request``) or kvcalc does not
     #: know what it does, and such a workload is refused
     output_capped_at_max_model_len: bool = False
+    #: such a request is rejected, as checked in the engine's code (SGLang:
+    #: ``TokenizerManager._validate_one_request``, "Requested token count exceeds the model's
+    #: maximum context length"); False with the flag above False: not known
+    rejects_long_requests: bool = False
 
 
 _TRAITS = {
@@ -169,7 +173,7 @@ _TRAITS = {
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
-                                    max_num_seqs_name="max_running_requests",
+                                    max_num_seqs_name="max_running_requests", rejects_long_requests=True,
                                     cache_tensors=CacheTensors.TOKEN_POOL),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",

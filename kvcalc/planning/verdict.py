@@ -64,8 +64,12 @@ def workload_length(inputs: PlanInputs, max_len: int) -> tuple[str, ...]:
                 f"tokens, so at most {max_len - prompt:,} output tokens are generated",)  # fmt: skip
     raise InputError(
         f"the workload's {total:,} tokens ({prompt:,} prompt + {output:,} output) exceed "
-        f"max_model_len {max_len:,}: {can.name.display} is not known to serve such requests "
-        f"(SGLang rejects them: 'Requested token count exceeds the model's maximum context length')",
+        f"max_model_len {max_len:,}: "
+        + (
+            f"{can.name.display} rejects such requests"
+            if can.rejects_long_requests
+            else f"kvcalc does not know what {can.name.display} does with such requests"
+        ),  # fmt: skip
         hint=f"give --output-len at most {max_len - prompt:,}, or raise --max-model-len",
         code="invalid-input",
     )
