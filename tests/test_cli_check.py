@@ -124,7 +124,8 @@ def test_paths_folders_and_globs(cli):
     [
         # click's own account of its usage errors follows the code; kvcalc's hint is asserted
         (["check"], None, "see 'kvcalc check -h'"),
-        (["check", "x.yaml", "--format", "xml"], None, "see 'kvcalc check -h'"),
+        (["check", "x.yaml", "--format", "xml"], "--format 'xml' is not a report format",
+         "choose one of: table, json, markdown, github"),
         (["check", f"{DEPLOY}/good/single.yaml", "--fail-on", "wont-start"], "--fail-on: unknown verdict 'wont-start'",
          "choose from: ok, tight, below-target"),
     ],
@@ -265,3 +266,22 @@ def test_pre_commit_hook_runs_on_the_examples(tmp_path):
     assert done.stdout.rstrip().endswith("5 of 7 deployments pass")
     only_good = _run(hook["entry"].split() + ["deployments/chat.yaml"], repo, env)
     assert only_good.returncode == 0, only_good.stdout
+
+
+def test_an_unknown_format_is_refused_in_kvcalcs_words(cli):
+    """typer's enum conversion answered "Invalid value for '--format' / '-f': Value error, 'html'
+    is not one of ..." — a dependency's wording."""
+    result = cli("check", "tests/fixtures/deployments/good", "--format", "html")
+    assert result.exit_code == 2
+    assert "error[usage]: --format 'html' is not a report format" in result.stderr
+    assert "Value error" not in result.stderr and "is not one of" not in result.stderr
+
+
+@pytest.mark.parametrize(("flag", "words"), [("--num-blocks", "expected a whole number"),
+                                             ("--tolerance", "expected a number")])  # fmt: skip
+def test_typed_options_are_refused_in_kvcalcs_words(cli, flag, words):
+    """typer converts these through pydantic, whose "Input should be a valid integer, unable to
+    parse string as an integer" reached the user."""
+    result = cli("verify", "qwen3-1.7b", "--gpu", "H100", flag, "abc")
+    assert result.exit_code == 2 and f"Invalid value for '{flag}': {words}" in result.stderr
+    assert "Input should be" not in result.stderr

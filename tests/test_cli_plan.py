@@ -107,3 +107,17 @@ def test_negative_budget_is_shown_the_same_everywhere(cli):
     assert table.exit_code == 1
     assert "│ available for KV per GPU" in table.stdout and f"{shown} ± 0.35" in table.stdout
     assert f"Available KV cache memory: {shown}" in table.stdout
+
+
+def test_notes_wrap_with_a_hanging_indent_on_a_terminal(cli, monkeypatch):
+    """At 80 columns a long note continues under its own text, not under the dash; piped output
+    keeps each note on one line (for grep)."""
+    import kvcalc.render.console as console
+
+    monkeypatch.setattr(console, "stdout_is_terminal", lambda: True)
+    out = cli("plan", "qwen3-1.7b", "--gpu", "H100", "--max-model-len", "4096").stdout
+    notes = out[out.index("Notes:") :].splitlines()[1:]
+    assert notes[0].startswith("  - activation") and len(notes) > 3
+    assert all(len(line) <= 80 for line in notes)
+    assert all(line.startswith(("  - ", "    ")) for line in notes)
+    assert notes[1].startswith("    ") and not notes[1].startswith("    -")

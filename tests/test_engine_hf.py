@@ -107,3 +107,15 @@ def test_recurrent_state_as_transformers_keeps_it():
     conv, ssm = state_tensors(mamba, 1)
     # conv 4 × 6,144 × 2 B = 49,152; SSM 64·64·128 × 4 B (the config's float32) = 2,097,152
     assert (conv.nbytes, ssm.nbytes) == (49_152, 2_097_152)
+
+
+def test_activation_is_sized_for_the_whole_prompt(cli):
+    """transformers' ``generate()`` has no chunked prefill: the first forward holds every prompt
+    token of the batch. 4 sequences of 32,768 tokens: the forward estimate runs 131,072 tokens, not
+    vLLM's 2,048-token chunk. Qwen3-1.7B's widest layer is the MLP: 3 · 6,144 + 2 · 2,048 = 22,528
+    values per token; ceil(141% × 131,072 × 2 B × 22,528) = 8,326,867,846 B (0.19-era constants).
+    """
+    data = cli("plan", "qwen3-1.7b", "--engine", "hf", "--gpu", "H100", "--max-model-len", "32768",
+               "--batch", "4", "--json").json  # fmt: skip
+    assert data["max_num_batched_tokens"] == 4 * 32_768
+    assert data["memory"]["activation_bytes"] == 8_326_867_846

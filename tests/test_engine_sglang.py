@@ -231,3 +231,30 @@ def test_pool_monotone_and_fit_invariant(a, b, length, page):
     for p in (lo, hi):
         assert p.kv_cache_tokens % page == 0
         assert p.fits == (p.bytes_per_request <= p.fit_budget_bytes)
+
+
+def test_refusal_quotes_the_fraction_given():
+    """SGLang quotes the ``--mem-fraction-static`` it ran with (``model_runner.py``: the "Loaded
+    weights leave no GPU memory ... under --mem-fraction-static=%s" error formats
+    ``server_args.mem_fraction_static``), not its default for the GPU (0.893 at 80 GiB)."""
+    model = bundled_shape("llama-3.1-8b")
+    p = plan(model, available_kv_bytes=-GIB, gpu_memory_bytes=81_559 * MIB,
+             gpu_memory_utilization=0.88)  # fmt: skip
+    assert p.log_lines == (
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.",
+    )
+    short = plan(model, available_kv_bytes=100_000, gpu_memory_bytes=81_559 * MIB,
+                 gpu_memory_utilization=0.7)  # fmt: skip
+    assert short.log_lines[0].endswith("Current value: mem_fraction_static=0.7")
+
+
+def test_engine_option_fraction_sizes_the_budget(cli):
+    """``-E mem_fraction_static=0.5`` is SGLang's ``--mem-fraction-static``: the budget follows it
+    (it was only quoted in a message, the pool sized with the default)."""
+    args = ("plan", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", "--max-model-len", "4096")  # fmt: skip
+    option = cli(*args, "-E", "mem_fraction_static=0.5", "--json").json
+    flag = cli(*args, "--gpu-memory-utilization", "0.5", "--json").json
+    assert option["kv_cache_bytes"] == flag["kv_cache_bytes"]
+    assert option["available_kv_bytes"] < cli(*args, "--json").json["available_kv_bytes"]
+    both = cli(*args, "-E", "mem_fraction_static=0.5", "--gpu-memory-utilization", "0.6")
+    assert both.exit_code == 2 and "error[conflicting-options]" in both.stderr

@@ -556,3 +556,78 @@ def test_concurrency_and_fit_invariants(llama, deepseek, gemma, memory, length, 
         assert p.log_lines == (p.refusal,) and length > model.max_model_len
     elif not p.fits and p.fit_budget_bytes > 0:
         assert 0 <= p.estimated_max_model_len < length
+
+
+# -- the dtype the model runs in on GPUs without bf16 (vLLM 0.33 _resolve_auto_dtype) ------------
+def _t4(cli, alias, *extra):
+    return cli("plan", alias, "--gpu", "T4", "--max-model-len", "4096", "--json", *extra).json
+
+
+def test_pre_ampere_auto_falls_back_to_fp16_with_vllms_warning(cli):
+    """T4 (SM 7.5): vLLM's CUDA platform supports fp16 and fp32 only; a bf16 Llama runs in fp16 and
+    vLLM warns. Same bytes per value: the KV cache is the bf16 figure, named fp16."""
+    data = _t4(cli, "llama-3.1-8b")
+    assert data["kv_cache_dtype"] == "fp16"
+    assert data["kv_bytes_per_token"] == 131_072  # 32 layers · 8 heads · 128 · 2 (K, V) · 2 B
+    assert (
+        "Your device 'Tesla T4' (with compute capability 7.5) doesn't support torch.bfloat16. "
+        "Falling back to torch.float16 for compatibility." in data["log_lines"]
+    )
+
+
+def test_pre_ampere_gemma2_falls_back_to_fp32(cli):
+    """Gemma-2 never runs in fp16 (``_FLOAT16_NOT_SUPPORTED_MODELS``): on a T4 its bf16 config
+    falls back to fp32 — the KV cache and the weights twice the bf16 figures."""
+    h100 = cli("plan", "gemma-2-9b-it", "--gpu", "H100", "--max-model-len", "4096", "--json").json
+    t4 = _t4(cli, "gemma-2-9b-it")
+    assert t4["kv_cache_dtype"] == "fp32"
+    assert t4["kv_bytes_per_token"] == 2 * h100["kv_bytes_per_token"] == 2 * 344_064
+    assert t4["weights_bytes"] > 1.99 * h100["weights_bytes"]
+    assert any("Falling back to torch.float32" in line for line in t4["log_lines"])
+
+
+def test_pre_ampere_refuses_bfloat16_as_vllm_does(cli):
+    """``--dtype bfloat16`` below SM 8.0: ``CudaPlatform.check_if_supports_dtype`` stops the
+    worker; ``--dtype float16`` for Gemma-3 is refused by ``_check_valid_dtype`` on any GPU."""
+    bf16 = _t4(cli, "gemma-3-1b-it", "--dtype", "bfloat16")
+    assert bf16["verdict"] == "wont-start"
+    assert bf16["log_lines"] == [
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla "
+        "T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the "
+        "`dtype` flag in CLI, for example: --dtype=half."
+    ]
+    fp16 = cli("plan", "gemma-3-1b-it", "--gpu", "H100", "--max-model-len", "4096", "--dtype",
+               "float16", "--json").json  # fmt: skip
+    assert fp16["verdict"] == "wont-start"
+    assert "does not support float16" in fp16["log_lines"][0]
+
+
+def test_explicit_dtype_sets_an_auto_kv_cache(cli):
+    """``--dtype float32``: vLLM's ``auto`` KV cache is the model dtype, 4 bytes a value (kvcalc
+    kept the config's bf16 cache)."""
+    data = cli("plan", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "4096", "--dtype",
+               "float32", "--json").json  # fmt: skip
+    assert data["kv_cache_dtype"] == "fp32" and data["kv_bytes_per_token"] == 2 * 131_072
+
+
+def test_vllm_would_print_its_cuda_graph_profiling_line(cli):
+    """vLLM 0.33 ``Worker.determine_available_memory`` logs, after "Available KV cache memory", the
+    utilization equivalent to its CUDA-graph estimate: delta = estimate / total memory,
+    ``round(util - delta, 4)`` and ``min(round(util + delta, 4), 1.0)``, printed ``%.4f``."""
+    data = cli("plan", "qwen3-1.7b", "--gpu", "H100", "--max-model-len", "4096", "--json").json
+    graphs, total = data["memory"]["cudagraph_bytes"], data["memory"]["total_bytes"]
+    assert graphs > 0
+    delta = graphs / total
+    line = (
+        "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+        f"--gpu-memory-utilization=0.9200 is equivalent to --gpu-memory-utilization="
+        f"{round(0.92 - delta, 4):.4f} without CUDA graph memory profiling. To maintain the same "
+        "effective KV cache size as before, increase --gpu-memory-utilization to "
+        f"{min(round(0.92 + delta, 4), 1.0):.4f}. To disable, set "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+    )
+    lines = data["log_lines"]
+    assert lines.index(line) == 1 and lines[0].startswith("Available KV cache memory:")
+    eager = cli("plan", "qwen3-1.7b", "--gpu", "H100", "--max-model-len", "4096", "--enforce-eager",
+                "--json").json  # fmt: skip
+    assert not [x for x in eager["log_lines"] if "CUDA graph memory profiling" in x]

@@ -381,3 +381,60 @@ def test_graph_widths_come_from_the_keys_and_the_tensor_infos(tmp_path):
     assert dims is not None and dims.unmodelled_tensors == ("attn_qkv.weight",)
     no_mlp = load_gguf_path(write_gguf(tmp_path / "n.gguf", "llama", llama_keys(), tensors[:1]))
     assert no_mlp.shape.graph_dims is None  # no feed_forward_length: the graph is not known
+
+
+# -- the GGUF's widths for the engines that estimate an activation peak (issue: no overhead) --------
+def _qwen3_gguf(tmp_path: Path) -> str:
+    keys = {**llama_keys("qwen3", layers=4, heads=8, kv_heads=2, hidden=512, head_dim=128,
+                         context=8192), "qwen3.feed_forward_length": 1536}  # fmt: skip
+    tensors = [("token_embd.weight", (32000, 512), Q.Q8_0), ("output_norm.weight", (512,), Q.F32)]
+    return str(write_gguf(tmp_path / "q3-Q8_0.gguf", "qwen3", keys, tensors))
+
+
+def test_gguf_header_gives_the_widths_vllm_profiles(tmp_path, cli):
+    """The header holds the vocabulary (token_embd's 32,000 rows) and feed_forward_length (1,536):
+    planned under a vLLM that loaded GGUF files the profile run is estimated, not 0 B. Sampler
+    peak (vLLM 0.28, L4: 256 sequences, 2,048 tokens): 256 rows × 32,000 logits × 14.94 B =
+    122,388,480 B + the 2,048 × 512 × 2 B hidden states (2,097,152 B) = 124,485,632 B, above the
+    forward's 141% × 2,048 × 2 B × (3 · 1,536 + 2 · 512 = 5,632 values) = 32,526,583 B."""
+    path = _qwen3_gguf(tmp_path)
+    shape = load_gguf(path)
+    w = shape.weights
+    assert (w.vocab_size, w.intermediate_size, w.hidden_size, w.num_layers) == (32000, 1536, 512, 4)
+    assert (w.attention.num_heads, w.attention.num_kv_heads, w.attention.head_dim) == (8, 2, 128)
+    data = cli("plan", path, "--gpu", "L4", "--max-model-len", "4096", "--engine-version", "0.28",
+               "--json").json  # fmt: skip
+    memory = data["memory"]
+    assert memory["activation_bytes"] == 124_485_632
+    assert memory["non_torch_bytes"] > 0 and memory["cudagraph_bytes"] > 0
+    assert data["weights_bytes"] == 1000 * 32 * 16 * 34 + 2048  # still the file's own bytes
+
+
+def test_vllm_033_refuses_a_gguf(tmp_path, cli):
+    """vLLM 0.33.0 has no GGUF loader ('gguf' left QUANTIZATION_METHODS): ``vllm serve FILE.gguf``
+    stops in ModelConfig ("Invalid repository ID or local directory specified")."""
+    result = cli("plan", _qwen3_gguf(tmp_path), "--gpu", "L4", "--max-model-len", "4096")
+    assert result.exit_code == 2 and "error[unsupported-model]" in result.stderr
+    assert "GGUF" in result.stderr and "--engine llamacpp" in result.stderr
+
+
+def test_llamacpp_gguf_plan_has_no_stale_overhead_note(tmp_path, cli):
+    """llama.cpp's compute buffer replaces the activation estimate: no "no overhead estimate" note."""
+    notes = cli("plan", _qwen3_gguf(tmp_path), "--engine", "llamacpp", "--gpu", "L4",
+                "--max-model-len", "4096", "--json").json["notes"]  # fmt: skip
+    assert not [n for n in notes if "no overhead estimate" in n]
+    assert [n for n in notes if "compute buffer" in n]
+
+
+def load_gguf(path: str):
+    from kvcalc.sources.gguf.load import load_gguf_path
+
+    return load_gguf_path(Path(path)).shape
+
+
+def test_transformers_engine_refuses_a_gguf(tmp_path, cli):
+    """transformers dequantizes a GGUF when it loads it (load_gguf_checkpoint): planning the file's
+    quantized bytes as its weights would be silently wrong."""
+    result = cli("plan", _qwen3_gguf(tmp_path), "--engine", "hf", "--gpu", "L4")
+    assert result.exit_code == 2 and "error[unsupported-model]" in result.stderr
+    assert "dequantizes" in result.stderr

@@ -400,3 +400,21 @@ def test_credentials_in_the_endpoint_are_not_shown():
         hub.shown_endpoint("https://bob:hf_pw@mirror.example:8443") == "https://mirror.example:8443"
     )
     assert hub.shown_endpoint("http://127.0.0.1:9") == "http://127.0.0.1:9"
+
+
+def test_offline_instruct_id_points_to_the_bundled_base(fake_hub):
+    """Offline, ``meta-llama/Llama-3.1-8B-Instruct`` is not cached, but kvcalc bundles the base
+    model of the same layers: the hint names it instead of a generic "use a bundled model"."""
+    err = errors_of(lambda: load_model("meta-llama/Llama-3.1-8B-Instruct", offline=True))
+    assert err.code == "hub-not-cached"
+    assert "kvcalc bundles meta-llama/Llama-3.1-8B (llama-3.1-8b)" in err.hint
+    other = errors_of(lambda: load_model("acme/tiny-Instruct", offline=True))
+    assert "kvcalc bundles" not in other.hint and "`kvcalc models`" in other.hint
+
+
+def test_a_broken_local_config_is_not_sent_to_the_cache(tmp_path, cli):
+    """A local config.json that is not JSON: fix the file (there is no cache copy to delete)."""
+    (tmp_path / "config.json").write_text("{not json")
+    result = cli("inspect", str(tmp_path))
+    assert result.exit_code == 2 and "error[config-malformed-json]" in result.stderr
+    assert "cache" not in result.stderr and "fix the file" in result.stderr

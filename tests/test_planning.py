@@ -181,3 +181,27 @@ def test_data_parallel_replicas():
     model = bundled_shape("llama-3.1-8b")
     r = kv_plan(model, max_model_len=8192, num_gpus=4)
     assert r.data_parallel_replicas == 4 and r.total_max_concurrency == pytest.approx(40.0)
+
+
+def test_kv_cache_memory_zero_is_vllms_unset():
+    """vLLM 0.33 ``Worker.determine_available_memory``: ``if kv_cache_memory_bytes := ...`` —
+    0 is falsy, so the worker profiles as if the flag were absent. kvcalc used to plan a 0-byte
+    pool and blame "69.67 GiB of activation peak" (the whole budget) for it."""
+    base = dict(gpu="H100", max_model_len=4096)
+    assert PlanInputs(**base, kv_cache_memory_bytes=0).kv_cache_memory_bytes is None
+    zero = plan(bundled_shape("qwen3-1.7b"), PlanInputs(**base, kv_cache_memory_bytes=0))
+    unset = plan(bundled_shape("qwen3-1.7b"), PlanInputs(**base))
+    assert zero.available_kv_bytes == unset.available_kv_bytes > 60 * GIB
+    assert zero.verdict == "ok"
+    with pytest.raises(InputError) as err:  # SGLang, llama.cpp...: 0 bytes is no cache at all
+        PlanInputs(**base, engine="sglang", kv_cache_memory_bytes=0)
+    assert err.value.code == "invalid-input"
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "hf", "trtllm"])
+def test_block_size_is_refused_where_the_engine_has_none(engine):
+    """llama.cpp (one-token cells), transformers (per-layer tensors) and TensorRT-LLM (its block is
+    ``-E tokens_per_block``) have no ``--block-size``: it was dropped without a word."""
+    with pytest.raises(InputError) as err:
+        PlanInputs(gpu="H100", engine=engine, block_size=7)
+    assert err.value.code == "invalid-input" and "--block-size" in err.value.message

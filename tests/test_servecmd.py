@@ -92,18 +92,17 @@ def test_flags_without_effect_are_noted_and_unmodelled_ones_refused_by_name_neve
         parse_serve_command(text)
     assert err.value.code == "flag-not-modelled"
     assert err.value.message == (
-        "kvcalc does not model --cpu-offload-gb (host offload of weights or KV); "
-        "--enable-prefix-caching (the KV cache's layout or size); --enable-sleep-mode "
+        "kvcalc does not model --cpu-offload-gb (host offload of weights or KV); --enable-sleep-mode "
         "(the memory allocator) of the serving command: the engine reads them and a plan without "
         "them could be wrong"
     )
     assert "--ignore-unmodelled" in err.value.hint
     cmd = parse_serve_command(text, ignore_unmodelled=True)
-    assert cmd.values == {"max_model_len": 4096}
-    assert cmd.unmodelled == ("--cpu-offload-gb", "--enable-prefix-caching", "--enable-sleep-mode")
+    assert cmd.values == {"max_model_len": 4096, "enable_prefix_caching": True}
+    assert cmd.unmodelled == ("--cpu-offload-gb", "--enable-sleep-mode")
     assert cmd.notes == (
         "warning: not fully modelled: kvcalc does not model --cpu-offload-gb, "
-        "--enable-prefix-caching, --enable-sleep-mode and leaves them out (ignore_unmodelled)",
+        "--enable-sleep-mode and leaves them out (ignore_unmodelled)",
         "--port, --hf-token, --trust-remote-code: no effect on memory",
     )
     assert "SECRET" not in " ".join(cmd.notes) + err.value.message

@@ -4,6 +4,8 @@ match the ``hf`` engine's prediction for the installed transformers version."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from verify_helpers import needs_transformers
 
@@ -103,3 +105,17 @@ def test_absurd_prompt_tokens_are_refused_before_anything_is_built(cli):
     r = cli("verify", "llama-3.2-1b-instruct", "--engine", "hf", "--run", "--layers", "1", "--device", "cpu",
             "--prompt-tokens", str(10**12))  # fmt: skip
     assert r.exit_code == 2 and r.stderr.startswith("error[too-large]: "), r.stderr
+
+
+@pytest.mark.llamacpp
+def test_importing_the_llamacpp_binding_leaves_no_unclosed_file():
+    """llama-cpp-python opens /dev/null twice at import and never closes it; every test run that
+    imported it ended with "ResourceWarning: unclosed file <... name='/dev/null'>"."""
+    import subprocess
+    import sys
+
+    code = "from kvcalc.verify.llamacpp.run import import_binding; import_binding()"
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).parent.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "ResourceWarning" not in done.stderr

@@ -124,7 +124,9 @@ def _run(args: list[str]) -> int:
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "kvcalc"
             console.print_error(
-                KvcalcError(str(format_message()), hint=f"see '{where} -h'", code="usage")
+                KvcalcError(
+                    own_words(str(format_message())), hint=f"see '{where} -h'", code="usage"
+                )
             )
             code = ExitCode.ERROR
         else:
@@ -144,3 +146,24 @@ def _run(args: list[str]) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+#: pydantic's phrases in typer's conversion errors, in kvcalc's words
+_PYDANTIC_WORDS = (
+    (
+        "Input should be a valid integer, unable to parse string as an integer",
+        "expected a whole number",
+    ),
+    ("Input should be a valid number, unable to parse string as a number", "expected a number"),
+    ("Input should be a valid integer", "expected a whole number"),
+    ("Input should be a valid number", "expected a number"),
+    ("Value error, ", ""),
+)
+
+
+def own_words(message: str) -> str:
+    """A usage error without a dependency's wording ("Input should be a valid integer, unable to
+    parse string as an integer" is pydantic's, which typer converts every typed option with)."""
+    for theirs, ours in _PYDANTIC_WORDS:
+        message = message.replace(theirs, ours)
+    return message

@@ -27,6 +27,21 @@ class Format(str, Enum):
     github = "github"
 
 
+def _format(text: str) -> Format:
+    """``--format``, refused in kvcalc's words (typer's enum conversion said "Value error, 'html'
+    is not one of ...")."""
+    if isinstance(text, Format):
+        return text  # the default
+    try:
+        return Format(str(text).strip().lower())
+    except ValueError:
+        raise InputError(
+            f"--format {text!r} is not a report format",
+            hint="choose one of: " + ", ".join(f.value for f in Format),
+            code="usage",
+        ) from None
+
+
 def _fail_on(values: list[str] | None) -> tuple[str, ...]:
     from kvcalc.deploy.keys import ALLOWABLE_VERDICTS
 
@@ -68,6 +83,8 @@ def check(
         typer.Option(
             "--format",
             "-f",
+            parser=_format,
+            metavar="[table|json|markdown|github]",
             help="table (the default, terminal or not), json, markdown "
             "(for $GITHUB_STEP_SUMMARY) or github (workflow annotations).",
             rich_help_panel=OUTPUT_PANEL,

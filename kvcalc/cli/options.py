@@ -53,7 +53,7 @@ DEPLOYMENT = (
     "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "engine",
     "engine_version", "max_model_len", "max_num_seqs", "kv_cache_dtype", "dtype", "quantization",
     "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-    "enforce_eager", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",
+    "enforce_eager", "enable_prefix_caching", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",
     "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
     "speculative_config", "spec_method", "spec_model", "spec_tokens",
 )  # fmt: skip
@@ -84,6 +84,8 @@ def typer_parameter(s: Setting, u: Use) -> tuple[Any, Any]:
     if u.refused:
         return str | None, typer.Option(None, *s.cli_flags, hidden=True)
     common: dict[str, Any] = {"help": help_text(s, u), "rich_help_panel": s.panel}
+    if s.kind is Kind.BOOL and default is None:  # on, off or the engine's own (--x/--no-x)
+        return bool | None, typer.Option(None, "/".join(s.cli_flags), show_default=False, **common)
     if s.kind is Kind.BOOL:
         return bool, typer.Option(bool(default), *s.cli_flags, show_default=False, **common)
     annotation: Any = list[str] | None if multi else str | None

@@ -52,12 +52,22 @@ class EngineRequest:
     model: ModelShape
     #: the engine's ``--kv-cache-dtype`` / ``-ctk`` value; vLLM and llama.cpp spellings accepted
     kv_cache_dtype: str = "auto"
+    #: the weight dtype asked for (vLLM ``--dtype``: ``bfloat16``, ``float16``, ``float32``...);
+    #: None = ``auto``
+    dtype: str | None = None
     #: an engine version or profile name (``"0.33"``, ``"0.31.0"``, ``"b5452"``); None = newest
     engine_version: str | None = None
     #: tokens per request (vLLM ``--max-model-len``, SGLang ``context_length``)
     max_model_len: int
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    #: the memory fraction as given (vLLM ``--gpu-memory-utilization``, SGLang
+    #: ``--mem-fraction-static``); None = the engine's default. The budget is already in
+    #: ``available_kv_bytes``; engines quote it in their messages
+    gpu_memory_utilization: float | None = None
+    #: the CUDA-graph memory the engine's own profiler estimates before sizing the pool (vLLM
+    #: ``profile_cudagraph_memory``), for the line it logs about it; 0: none estimated
+    cudagraph_memory_bytes: int = 0
     #: tokens per block/page; None = the engine default (vLLM 16, FlashMLA 64, hybrid alignment)
     block_size: int | None = None
     #: None = the engine default (vLLM's table from GPU memory and name, §1.11)
@@ -197,6 +207,9 @@ class KvCachePlan:
     #: the engine refuses to start with these settings: its reason, and the fix to paste
     refusal: str | None = None
     refusal_fix: str | None = None
+    #: the lines of ``log_lines`` the engine prints while building its configuration, before it
+    #: loads the weights (vLLM's dtype fallback warning): shown even where the weights do not load
+    config_log_lines: tuple[str, ...] = ()
     #: KV slots a running request holds past its tokens (vLLM speculative decoding: k)
     lookahead_tokens: int = 0
     #: per GPU: bytes per token of the speculative draft's layers (in ``kv_bytes_per_token`` too)

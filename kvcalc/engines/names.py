@@ -163,21 +163,40 @@ class EngineTraits:
     #: ``TokenizerManager._validate_one_request``, "Requested token count exceeds the model's
     #: maximum context length"); False with the flag above False: not known
     rejects_long_requests: bool = False
+    #: the ``--engine-option`` that spells the engine's memory fraction (SGLang
+    #: ``mem_fraction_static``): the planner reads it as ``--gpu-memory-utilization``
+    fraction_option: str | None = None
+    #: ``--kv-cache-memory 0`` means "not given" (vLLM: ``Worker.determine_available_memory``
+    #: tests ``kv_cache_memory_bytes`` for truth, so 0 profiles as if unset); elsewhere 0 is refused
+    kv_memory_zero_unset: bool = False
+    #: ``--block-size`` is one of the engine's own settings (vLLM ``--block-size``, SGLang
+    #: ``--page-size``, LMDeploy ``cache_block_seq_len``); where it is not (llama.cpp's one-token
+    #: cells, transformers' per-layer tensors, TensorRT-LLM's ``-E tokens_per_block``) it is refused,
+    #: not dropped
+    takes_block_size: bool = True
+    #: what the engine calls its block size, for that refusal
+    block_size_hint: str = ""
+    #: the ``-E`` option that turns prefix caching off (SGLang ``disable_radix_cache``), which
+    #: ``--no-enable-prefix-caching`` sets
+    prefix_caching_off_option: str | None = None
 
 
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
                                   cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
-                                  output_capped_at_max_model_len=True),
+                                  output_capped_at_max_model_len=True, kv_memory_zero_unset=True),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
                                     max_num_seqs_name="max_running_requests", rejects_long_requests=True,
-                                    cache_tensors=CacheTensors.TOKEN_POOL),
+                                    cache_tensors=CacheTensors.TOKEN_POOL,
+                                    fraction_option="mem_fraction_static",
+                                    prefix_caching_off_option="disable_radix_cache"),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
-                                    memory_fraction_knob=False),
+                                    memory_fraction_knob=False, takes_block_size=False,
+                                    block_size_hint="TensorRT-LLM's block size is -E tokens_per_block=N"),
     EngineName.LMDEPLOY: EngineTraits(name=EngineName.LMDEPLOY, fixed_pool=False, block_pool=True,
                                       overhead_calibrated=False, compact_kv_dtype="int8",
                                       memory_fraction_knob=False),
@@ -186,13 +205,15 @@ _TRAITS = {
                                       memory_fraction_knob=False, slots_from_target=True,
                                       cuda_graphs=False, max_num_seqs_knob=False, torch_runtime=False,
                                       max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS,
-                                      run_check=RunCheck.LLAMACPP),
+                                      run_check=RunCheck.LLAMACPP, takes_block_size=False,
+                                      block_size_hint="llama.cpp's cache is cells of one token"),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
                                 overhead_calibrated=False, compact_kv_dtype=None,
                                 memory_fraction_knob=False, batch_from_target=True,
                                 cuda_graphs=False, max_num_seqs_knob=False,
                                 max_num_seqs_name="batch_size", cache_tensors=CacheTensors.PER_LAYER,
-                                run_check=RunCheck.TRANSFORMERS),
+                                run_check=RunCheck.TRANSFORMERS, takes_block_size=False,
+                                block_size_hint="transformers' caches are per-layer tensors, not blocks"),
 }  # fmt: skip
 
 

@@ -224,10 +224,11 @@ def estimate_overhead(
     notes.append(
         v0.note(tokens, rows, w.vocab_size)
         if era.v0_profile
-        else f"activation ({era.name} era): max(forward {_gib(stages[-1].forward_bytes)}, sampler "
-        f"{_gib(stages[-1].sampler_bytes)}); forward {era.forward_percent}% × {tokens:,} tokens × "
-        f"{ACT_BYTES} B × {width:,} values, sampler {rows:,} rows × {w.vocab_size:,} logits × "
-        f"{per_logit / 100:.2f} B ({_SAMPLER_WORDS[kind]})"
+        else f"activation (profile-run constants fitted on logs of releases {era.name} and later): max(forward "
+        f"{_gib(stages[-1].forward_bytes)}, sampler {_gib(stages[-1].sampler_bytes)}); forward "
+        f"{era.forward_percent}% (measured peak over the live values) × {tokens:,} tokens × "
+        f"{ACT_BYTES} B × {width:,} values live at the widest layer, sampler {rows:,} row{'s' if rows != 1 else ''} × "
+        f"{w.vocab_size:,} logits × {per_logit / 100:.2f} B ({_SAMPLER_WORDS[kind]})"
         + (f", fused-MoE workspace {_gib(workspace)}" if workspace else "")
     )
     low, high = era.band_bytes, era.band_bytes

@@ -78,6 +78,8 @@ class ModelShape:
     ignored_keys: tuple[str, ...] = ()
     #: the widths llama.cpp's compute graph is built from (GGUF files; ``None`` from a config)
     graph_dims: GraphDims | None = None
+    #: read from a GGUF file's header (llama.cpp's format), not from a ``config.json``
+    gguf: bool = False
     #: the ``vision_config``'s ``num_hidden_layers`` and ``hidden_size`` as written (``None`` where
     #: absent; Kimi-K2.5's ``vt_`` spellings), ``None`` without a vision_config — SGLang's
     #: default memory fraction scales with them

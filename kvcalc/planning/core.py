@@ -35,7 +35,7 @@ from kvcalc.planning.budget import (
     outside_terms,
     shifted,
 )
-from kvcalc.planning.engine_asks import speculative_draft
+from kvcalc.planning.engine_asks import speculative_draft, weight_dtype
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_overhead import GIVEN_KV_NOTE, estimated
 from kvcalc.planning.plan_weights import plan_weights
@@ -86,8 +86,12 @@ def plan(
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
     request = engine_request(model, inputs, available_kv_bytes=0, speculative=draft)
+    served = weight_dtype(engine, request) if inputs.dtype is None else None
     weights, draft_weights = with_draft_weights(
-        plan_weights(model, inputs, exact_weights), model, inputs, draft
+        plan_weights(model, replace(inputs, dtype=served) if served else inputs, exact_weights),
+        model,
+        inputs,
+        draft,
     )
     overhead = estimated(model, inputs, gpu, engine, request, calibration)
     on_device = overhead
@@ -109,6 +113,8 @@ def plan(
                        given_kv_bytes=inputs.kv_cache_memory_bytes,
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
     available = budget.available_bytes
+    graphs = overhead.cudagraph_bytes if overhead.cudagraph_estimated else 0
+    request = replace(request, cudagraph_memory_bytes=graphs)
     kv = engine.plan_kv_cache(_with_budget(request, budget, 0))
     length_notes = workload_length(inputs, kv.max_model_len)
     low_kv = kv
@@ -270,7 +276,7 @@ def _assemble(
             outside_budget=tuple(OUTSIDE_KEYS[name] for name, _ in outside),
         ),
         groups=kv.groups,
-        log_lines=() if unloadable else kv.log_lines,
+        log_lines=kv.config_log_lines if unloadable else kv.log_lines,
         notes=tuple(
             dict.fromkeys(
                 (*unloadable, *weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes)

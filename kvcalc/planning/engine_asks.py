@@ -63,3 +63,10 @@ def cudagraph_captures(engine: Engine, request: EngineRequest) -> CudaGraphCaptu
 def subtracts_cudagraph(engine: Engine, version: str | None) -> bool:
     ask = getattr(engine, "subtracts_cudagraph", None)
     return bool(ask(version)) if ask is not None else False
+
+
+def weight_dtype(engine: Engine, request: EngineRequest) -> str | None:
+    """The weight dtype the engine runs the model in where ``--dtype auto`` changes its bytes (vLLM:
+    fp32 for a Gemma-2 on a T4), from its optional ``weight_dtype`` method; None: the config's."""
+    ask = getattr(engine, "weight_dtype", None)
+    return ask(request) if ask is not None else None

@@ -49,6 +49,8 @@ class PlanInputs:
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    #: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` (None: the engine's default, on)
+    enable_prefix_caching: bool | None = None
     #: vLLM's ``--cudagraph-capture-sizes`` (None: its default, from ``max_num_seqs``)
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     #: vLLM's ``--max-cudagraph-capture-size`` (None: its default)
@@ -146,6 +148,9 @@ class PlanInputs:
                 raise InputError(f"{name} must not be empty", code="invalid-input")
         object.__setattr__(self, "engine", engine_name(self.engine))  # resolved once, here
         self._check_workload()
+        self._fold_fraction_option()
+        self._zero_kv_memory()
+        self._check_block_size()
         self._check_cudagraph_settings()
         self._read_speculative()
         if (
@@ -186,6 +191,54 @@ class PlanInputs:
                 hint="the shared prefix is the part of the prompt every request starts with",
                 code="invalid-input",
             )
+
+    def _check_block_size(self) -> None:
+        from kvcalc.engines.names import traits
+
+        can = traits(self.engine)
+        if self.block_size is not None and not can.takes_block_size:
+            raise InputError(
+                f"{can.name.display} has no --block-size setting: {can.block_size_hint}",
+                hint="leave --block-size out for this engine",
+                code="invalid-input",
+            )
+
+    def _zero_kv_memory(self) -> None:
+        """``kv_cache_memory`` 0: vLLM's "unset" (it profiles); no KV cache for anyone else."""
+        from kvcalc.engines.names import traits
+
+        if self.kv_cache_memory_bytes != 0:
+            return
+        if traits(self.engine).kv_memory_zero_unset:
+            object.__setattr__(self, "kv_cache_memory_bytes", None)
+            return
+        raise InputError(
+            f"kv_cache_memory 0 leaves {self.engine.value} no KV cache",
+            hint="give the KV-cache bytes per GPU, or leave the setting out to have kvcalc "
+            "estimate them",
+            code="invalid-input",
+        )
+
+    def _fold_fraction_option(self) -> None:
+        """SGLang's ``-E mem_fraction_static=F`` is its ``--mem-fraction-static``: the budget
+        follows it as it follows ``--gpu-memory-utilization`` (the two disagreeing is refused)."""
+        from kvcalc.engines.extra import extra_fraction
+        from kvcalc.engines.names import traits
+
+        key = traits(self.engine).fraction_option
+        options = dict(self.engine_options)
+        if key is None or key not in options:
+            return
+        value = extra_fraction(options, key, None)
+        util = self.gpu_memory_utilization
+        if util is not None and util != value:
+            raise InputError(
+                f"--gpu-memory-utilization {util} and --engine-option {key}={value} disagree: "
+                f"both set {self.engine.value}'s memory fraction",
+                hint="give it once (--gpu-memory-utilization is the engine's --mem-fraction-static)",
+                code="conflicting-options",
+            )
+        object.__setattr__(self, "gpu_memory_utilization", value)
 
     def _check_cudagraph_settings(self) -> None:
         from kvcalc.engines.vllm.cudagraphs import check_graph_settings, parse_graph_mode

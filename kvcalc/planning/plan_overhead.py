@@ -79,8 +79,11 @@ def _overhead(
             cudagraph_captures=cudagraph_captures(engine, request),
         )
     except KvcalcError:
+        why = ("the GGUF header's widths of these layers are not read (recurrent mixers)"
+               if model.gguf else "the config lacks the sizes it needs")  # fmt: skip
         return Overhead(activation_bytes=0, non_torch_bytes=0, cudagraph_bytes=0,
-                        notes=("no overhead estimate: the config lacks the sizes it needs",))  # fmt: skip
+                        notes=(f"no overhead estimate: {why}; activation, non-torch and CUDA-graph "
+                               "memory are not counted",))  # fmt: skip
 
 
 def _engine_compute(
@@ -97,7 +100,8 @@ def _engine_compute(
     if buffer is None:
         return replace(overhead, notes=(*overhead.notes, f"compute buffer not modelled: {why}"))
     # the engine's figure replaces the activation estimate and its notes (it includes the logits)
-    kept = tuple(n for n in overhead.notes if not n.startswith(("activation (", "max_num_seqs ")))
+    kept = tuple(n for n in overhead.notes
+                 if not n.startswith(("activation (", "max_num_seqs ", "no overhead estimate")))  # fmt: skip
     return replace(overhead, activation_bytes=buffer.bytes, forward_bytes=0, sampler_bytes=0,
                    moe_workspace_bytes=0, stages=(), notes=(*kept, buffer.note))  # fmt: skip
 

@@ -57,6 +57,12 @@ def plan_weights(
     model: ModelShape, inputs: PlanInputs, exact: SafetensorsWeights | None
 ) -> PlanWeights:
     """Weights per GPU and where each byte came from (``exact``: safetensors or GGUF bytes)."""
+    single = inputs.tensor_parallel_size * inputs.pipeline_parallel_size == 1
+    if model.gguf and exact is not None and single and inputs.weights_memory_bytes is None:
+        # a GGUF file on one GPU: its tensor infos are the bytes (the dimensions read from the
+        # header describe the layers for the activation estimate, not the quantized storage)
+        return PlanWeights(per_gpu_bytes=exact.total_bytes, source=exact.source, num_parameters=exact.num_parameters,
+                        notes=(f"weights: {exact.total_bytes:,} B in the file's tensors",))  # fmt: skip
     try:
         est = _weight_estimate(model, inputs)
     except KvcalcError as exc:

@@ -8,6 +8,7 @@ from typing import Any
 from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.names import traits
 from kvcalc.engines.speculative import SpeculativeDraft
+from kvcalc.errors import InputError
 from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
@@ -32,6 +33,7 @@ def engine_request(
     return EngineRequest(
         model=model,
         kv_cache_dtype=inputs.kv_cache_dtype,
+        dtype=inputs.dtype,
         engine_version=inputs.engine_version,
         max_model_len=inputs.max_model_len or model.max_model_len,
         tensor_parallel_size=inputs.tensor_parallel_size,
@@ -40,11 +42,13 @@ def engine_request(
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,
         available_kv_bytes=available_kv_bytes,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
         gpu_memory_bytes=memory,
         gpu_name=gpu.device_name if gpu else None,
         gpu_compute_capability=_capability(gpu),
         extra=engine_extra(inputs),
         enforce_eager=inputs.enforce_eager,
+        enable_prefix_caching=inputs.enable_prefix_caching,
         cudagraph_capture_sizes=inputs.cudagraph_capture_sizes,
         max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
         cudagraph_mode=inputs.cudagraph_mode,
@@ -78,6 +82,18 @@ def engine_extra(inputs: PlanInputs) -> dict[str, Any]:
     total context of all slots)."""
     extra = dict(inputs.engine_options)
     can = traits(inputs.engine)
+    off = can.prefix_caching_off_option
+    if off and inputs.enable_prefix_caching is not None:
+        # SGLang: prefix caching off is --disable-radix-cache (server_args.py)
+        given = extra.get(off)
+        if given is not None and bool(given) == inputs.enable_prefix_caching:
+            raise InputError(
+                f"--{'enable' if inputs.enable_prefix_caching else 'no-enable'}-prefix-caching and "
+                f"--engine-option {off}={given} disagree",
+                hint="give prefix caching once",
+                code="conflicting-options",
+            )
+        extra[off] = not inputs.enable_prefix_caching
     if inputs.allow_long_max_model_len and can.long_max_model_len:
         extra["allow_long_max_model_len"] = True
     target = inputs.sequences

@@ -199,6 +199,12 @@ SETTINGS: tuple[Setting, ...] = (
        serve=("--block-size",), minimum=1, default_help="the engine's"),
     _s("enforce_eager", Kind.BOOL, S, "No CUDA graphs (no graph memory).", field="enforce_eager",
        yaml="enforce_eager", serve=("--enforce-eager",), default=False),
+    _s("enable_prefix_caching", Kind.BOOL, S, "Prefix caching on or off: vLLM keeps a hybrid "
+       "model's Mamba state in 'align' mode with it (2 blocks per request) and 'none' without "
+       "(1); SGLang's off is --disable-radix-cache (one state slot per request).",
+       flags=("--enable-prefix-caching", "--no-enable-prefix-caching"), field="enable_prefix_caching",
+       yaml="enable_prefix_caching", serve=("--enable-prefix-caching",),
+       default_help="the engine's: on"),
     _s("cudagraph_capture_sizes", Kind.COUNTS, S, "vLLM's CUDA graph capture sizes (tokens per "
        "batch), e.g. 1,2,4,8,16; the graphs whose memory vLLM sets aside.",
        field="cudagraph_capture_sizes", yaml="cudagraph_capture_sizes",

@@ -215,7 +215,7 @@ def verdict(
     if target is not None and runnable(conc, cap) < target:
         if conc >= target:
             return "below-target", (
-                f"{traits(kv.engine).max_num_seqs_name} {cap:,} lets the engine run {cap:,} requests at once, {target} were "
+                f"{traits(kv.engine).max_num_seqs_name} {cap:,} lets the engine run {cap:,} request{'s' if cap != 1 else ''} at once, {target:,} were "
                 f"asked for ({conc:.2f} of {tokens:,} tokens would fit in the KV cache)"
             )
         return "below-target", f"{conc:.2f} concurrent requests fit, {target} were asked for"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+
 from kvcalc.render import fmt
 
 if TYPE_CHECKING:
@@ -71,7 +73,9 @@ def summary(report: CheckReport) -> str:
     noun = "deployment" if total == 1 else "deployments"
     if passed == total:
         return f"all {total} {noun} pass" if total != 1 else "the deployment passes"
-    return f"{passed} of {total} {noun} pass"
+    if total == 1:
+        return "the deployment fails"
+    return f"{passed} of {total} {noun} pass" if passed != 1 else f"1 of {total} {noun} passes"
 
 
 def _failure_lines(report: CheckReport) -> list[tuple[DeploymentResult, Failure]]:
@@ -149,14 +153,16 @@ def render_table(report: CheckReport) -> None:
         for f in r.failures:
             console.print(
                 f"[bold red]{FAIL}[/] {r.deployment.name} "
-                f"({_where(r.deployment.file, f.line)}): {f.message}",
+                f"({_where(r.deployment.file, f.line)}): {escape(f.message)}",
                 soft_wrap=True,
             )
         for text in _tries(r):
             console.print(f"  try: {text}", soft_wrap=True, markup=False)
     for r in report.results:
         for note in r.deployment.notes:
-            console.print(f"[dim]note: {r.deployment.name}: {note}[/]", soft_wrap=True)
+            console.print(
+                f"[dim]note: {escape(r.deployment.name)}: {escape(note)}[/]", soft_wrap=True
+            )
     console.print(summary(report), style="bold green" if report.passed else "bold red")
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from rich.markup import escape
+
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
 
@@ -251,7 +253,7 @@ def render_throughput(report) -> None:
                       f"{report.batch_limit:,}{cap}", highlight=False)  # fmt: skip
     else:
         console.print(
-            f"[bold red]Nothing runs[/] ({report.verdict}): {report.verdict_reason}",
+            f"[bold red]Nothing runs[/] ({report.verdict}): {escape(report.verdict_reason)}",
             highlight=False,
         )
     if any(p.beyond_kv_limit for p in report.points):

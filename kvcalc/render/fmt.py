@@ -9,6 +9,11 @@ def int_(n: int) -> str:
     return f"{n:,}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 request``, ``152 requests``, ``1,024 requests``."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def size(num_bytes: int | float) -> str:
     """Binary units, two decimals: ``16.00 GiB``, ``128.00 KiB``, ``512 B``."""
     b = float(num_bytes)

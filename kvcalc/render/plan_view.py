@@ -115,7 +115,15 @@ def render(result) -> None:
         )
     kv.add_row("block size (tokens)", fmt.int_(result.block_size))
     kv.add_row("blocks", fmt.int_(result.num_blocks))
-    kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
+    blocks_tokens = result.num_blocks * result.block_size
+    if can.block_pool and result.kv_cache_tokens != blocks_tokens:
+        # vLLM 0.21 on prints concurrency × max_model_len: the blocks are shared by every group
+        kv.add_row(
+            "token capacity (concurrency × length, as printed)", fmt.int_(result.kv_cache_tokens)
+        )
+        kv.add_row("… blocks × block size", fmt.int_(blocks_tokens))
+    else:
+        kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
     starts = result.verdict not in ("wont-start", "weights-dont-fit")
     # a deployment that does not start runs none of what its cache would hold
     kv.add_row(
@@ -136,12 +144,18 @@ def render(result) -> None:
         )
     if result.target_concurrency is not None:
         kv.add_row("target concurrency", fmt.int_(result.target_concurrency))
-    kv.add_row("headroom", f"{fmt.size(result.headroom_bytes)} ({result.headroom_fraction:.0%})")
+    if can.fixed_pool:  # the pool is sized by the settings: what is left of the KV budget
+        label, what = "headroom", "of the KV budget"
+    else:  # the pool fills the budget: the share beyond the target concurrency
+        label = f"headroom beyond {fmt.count(result.target_concurrency or 1, 'request')}"
+        what = "of the pool"
+    kv.add_row(label, f"{fmt.size(result.headroom_bytes)} ({result.headroom_fraction:.0%} {what})")
     if result.throughput:
         t = result.throughput
         kv.add_row(
-            f"decode ceiling at {t.get('batch', 0):,} requests (upper bound)",
-            f"{t.get('tokens_per_s', 0):,.0f} tok/s",
+            f"decode ceiling at {fmt.count(t.get('batch', 0), 'request')} (upper bound)",
+            f"{t.get('tokens_per_s', 0):,.0f} tok/s total, "
+            f"{t.get('per_request_tokens_per_s', 0):,.1f} per request",
         )
     console.print(kv)
     if result.log_lines:
@@ -149,17 +163,26 @@ def render(result) -> None:
         for line in result.log_lines:
             console.print(f"  {line}", highlight=False, markup=False)
     style = VERDICT_STYLE.get(result.verdict, "bold")
-    console.print(f"Verdict: [{style}]{result.verdict}[/] — {result.verdict_reason}")
+    from rich.markup import escape  # engine text may hold brackets: "[block_size not supported]"
+
+    console.print(f"Verdict: [{style}]{result.verdict}[/] — {escape(result.verdict_reason)}")
     if result.suggestions:
         console.print("[bold]What would change it[/] (each planned):")
         for s in result.suggestions:
-            console.print(f"  • {s.text}", highlight=False)
+            console.print(f"  • {escape(s.text)}", highlight=False)
     if result.notes:
-        from rich.markup import escape  # a note may quote "vllm[flashinfer]"
-
         console.print("[dim]Notes:[/]")
         for note in result.notes:
-            console.print(f"  [dim]- {escape(note)}[/]", highlight=False)
+            for line in hanging(note, console.width, first="  - ", rest="    "):
+                console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
+
+
+def hanging(text: str, width: int, *, first: str, rest: str) -> list[str]:
+    """``text`` wrapped at ``width`` columns, later lines indented under the first's text."""
+    import textwrap
+
+    return textwrap.wrap(text, width=max(40, width), initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False) or [first]  # fmt: skip
 
 
 def _with_band(result) -> str:

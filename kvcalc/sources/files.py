@@ -23,9 +23,10 @@ MAX_CONFIG_DEPTH = 64
 
 # -- reading JSON ---------------------------------------------------------------------------
 def read_config_json(
-    path: Path, *, label: str | None = None, max_bytes: int = MAX_CONFIG_BYTES
+    path: Path, *, label: str | None = None, max_bytes: int = MAX_CONFIG_BYTES, cached: bool = False
 ) -> Any:
-    """The JSON in ``path``: at most ``max_bytes``, UTF-8, well-formed, or a one-line error."""
+    """The JSON in ``path``: at most ``max_bytes``, UTF-8, well-formed, or a one-line error
+    (``cached``: a file of the Hub cache, which the hint offers to download again)."""
     where = label or str(path)
     try:
         with path.open("rb") as f:
@@ -57,7 +58,9 @@ def read_config_json(
             problem = f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise ConfigError(
             f"{where}: {problem}",
-            hint="fix the file, or delete it from the cache to download it again",
+            hint="delete it from the Hub cache to download it again"
+            if cached
+            else "fix the file: it is not the JSON a config.json holds",
             code="config-malformed-json",
         ) from None
     except ValueError as exc:  # an integer of more than 4,300 digits

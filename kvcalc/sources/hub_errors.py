@@ -8,6 +8,7 @@ looked up in whichever HTTP library ``huggingface_hub`` has loaded, so this modu
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
@@ -99,11 +100,37 @@ def shown_endpoint(endpoint: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+#: the name endings of chat/instruction fine-tunes, which keep their base model's config
+_TUNE_SUFFIX = re.compile(r"-(instruct|it|chat|hf)$", re.IGNORECASE)
+
+
+def bundled_sibling(repo_id: str) -> str | None:
+    """The bundled model that differs from ``repo_id`` only by a fine-tune's name ending
+    (``-Instruct``, ``-it``, ``-Chat``, ``-hf``), as ``'Org/Name' (alias)``; None if none does."""
+    from kvcalc.sources.bundled import bundled_models
+
+    key = _TUNE_SUFFIX.sub("", repo_id.strip()).lower()
+    for model in bundled_models():
+        if (
+            model.hf_id.lower() != repo_id.strip().lower()
+            and _TUNE_SUFFIX.sub("", model.hf_id).lower() == key
+        ):
+            return f"{model.hf_id} ({model.alias})"
+    return None
+
+
 def not_cached(repo_id: str, revision: str, access: HubAccess) -> HubError:
+    sibling = bundled_sibling(repo_id)
+    if sibling:
+        hint = (f"kvcalc bundles {sibling}: the same model up to the fine-tune's name ending "
+                "(a fine-tune keeps its base model's layers); plan that, or run once without "
+                "--offline to cache this one")  # fmt: skip
+    else:
+        hint = ("run once without --offline (and without HF_HUB_OFFLINE=1) to cache it, "
+                "or use a bundled model (`kvcalc models`) or a local folder")  # fmt: skip
     return HubError(
         f"{repo_id}@{revision} is not in the Hub cache ({access.cache_dir}) and offline mode is on",
-        hint="run once without --offline (and without HF_HUB_OFFLINE=1) to cache it, "
-        "or use a bundled model or a local folder",
+        hint=hint,
         code="hub-not-cached",
     )
 

@@ -41,7 +41,7 @@ def quant_sidecar(repo_id: str, *, revision: str, access: HubAccess, cache_only:
     if path is False:
         return None
     assert isinstance(path, Path)
-    return read_config_json(path, label=f"{repo_id}@{revision}/{QUANT_SIDECAR}")
+    return read_config_json(path, label=f"{repo_id}@{revision}/{QUANT_SIDECAR}", cached=True)
 
 
 def _cached(repo_id: str, filename: str, revision: str, access: HubAccess) -> Path | bool | None:

@@ -205,7 +205,7 @@ def load_hub(
 
     found = hub.download_config(repo_id, revision=revision, access=access)
     label = f"{repo_id}@{found.revision}/config.json"
-    raw = read_config_json(found.path, label=label)
+    raw = read_config_json(found.path, label=label, cached=True)
     pinned = found.commit_hash or found.revision
     # vLLM reads ModelOpt's sidecar only when config.json has no quantization_config
     needs_sidecar = isinstance(raw, dict) and raw.get("quantization_config") is None

@@ -92,6 +92,15 @@ class HfEngine:
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
+        if request.model.gguf:
+            # from_pretrained(..., gguf_file=...) dequantizes every tensor on load
+            # (modeling_gguf_pytorch_utils.load_gguf_checkpoint): the weights are not the file's bytes
+            raise InputError(
+                "transformers dequantizes a GGUF file when it loads it: its weights and dtype are "
+                "not the file's, which kvcalc does not model",
+                hint="plan the GGUF with --engine llamacpp, or the checkpoint it came from",
+                code="unsupported-model",
+            )
         refuse_unmodelled(self.name, request.model)
         _check_state_layouts(request.model)
         profile, version_note = major(request.engine_version)
@@ -211,6 +220,11 @@ def _plan(
     request: EngineRequest, profile: str, dtype: CacheDtype, layers: list[_Layer], cache: str,
     windows: bool, notes: list[str],
 ) -> KvCachePlan:  # fmt: skip
+    """The cache at ``max_model_len`` for ``batch_size`` sequences. ``generate()`` has no chunked
+    prefill: the first forward runs every prompt token of the batch at once
+    (``GenerationMixin._sample`` → ``model_forward`` on the whole ``input_ids``), so the tokens the
+    activation is sized for (``max_num_batched_tokens``) are ``batch × max_model_len``, not vLLM's
+    2,048-token chunk."""
     L = request.max_model_len
     batch = extra_int(request.extra, "batch_size", 1)
     per_request = _sequence_bytes(layers, L, cache, windows)
@@ -236,7 +250,7 @@ def _plan(
         kv_bytes_per_token=sum(x.bytes_per_token for x in layers), bytes_per_request=per_request,
         fits=fits, estimated_max_model_len=estimate, groups=groups, log_lines=(), notes=tuple(notes),
         max_model_len=L, available_kv_bytes=available, fit_budget_bytes=available // batch,
-        max_num_seqs=batch,
+        max_num_seqs=batch, max_num_batched_tokens=batch * L,
     )  # fmt: skip
 
 

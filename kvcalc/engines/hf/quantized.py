@@ -330,5 +330,5 @@ def plan_quantized(
         kv_bytes_per_token=per_token, bytes_per_request=per_request, fits=fits,
         estimated_max_model_len=estimate, groups=(group,), log_lines=(), notes=tuple(notes),
         max_model_len=L, available_kv_bytes=available, fit_budget_bytes=available // b,
-        max_num_seqs=b,
+        max_num_seqs=b, max_num_batched_tokens=b * L,  # generate() prefills whole prompts (hf.py)
     )  # fmt: skip

@@ -140,8 +140,11 @@ def _plan(
     kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer
     memory = memory_defaults(profile, request.gpu_memory_bytes, request.tensor_parallel_size,
                              request.pipeline_parallel_size, request.model)  # fmt: skip
+    # the fraction the budget was sized with (scheduler.py: --mem-fraction-static as given)
     fraction = (
-        extra_fraction(request.extra, "mem_fraction_static", None) or memory.mem_fraction_static
+        request.gpu_memory_utilization
+        or extra_fraction(request.extra, "mem_fraction_static", None)
+        or memory.mem_fraction_static
     )
     running = default_max_running_requests(profile, tokens, L)
     if request.max_num_seqs is not None:  # --max-running-requests: kept, up to half the tokens

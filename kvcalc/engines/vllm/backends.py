@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
-from kvcalc.model.layouts import FullAttention
+from kvcalc.model.layouts import ATTENTION_KINDS, FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
 
 FA4_FP8_HEAD_SIZE = 512
@@ -77,3 +77,36 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
             hint="use --kv-cache-dtype auto on this GPU",
             code="unsupported-dtype",
         )
+
+
+#: the block sizes vLLM 0.33's CUDA attention backends accept, by their ``supports_block_size``
+#: (``v1/attention/backend.py``: the size must be a multiple of a supported kernel size):
+#: FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION and FLASH_ATTN_MLA / TRITON_MLA ``MultipleOf(16)``,
+#: FLASHINFER ``[16, 32, 64]``, FLASHMLA ``[64]``, FLASHINFER_MLA ``[32, 64]``, CUTLASS_MLA
+#: ``[128]``, TURBOQUANT ``[16, 32, 64, 128]``: no backend takes a size that is not a multiple of 16
+BLOCK_MULTIPLE = 16
+
+
+def user_block_size_refusal(
+    model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None, block: int
+) -> tuple[str, str] | None:
+    """vLLM 0.33's refusal of a ``--block-size`` its attention backends cannot run, and the fix.
+
+    Not a multiple of 16: the selector rejects every backend (``platforms/cuda.py``
+    ``get_attn_backend_cls``: "No valid attention backend found ... Reasons: {FLASH_ATTN:
+    [block_size not supported], ...}"; recorded with the harness for Qwen3-1.7B on an H100 and a
+    B200 at 7 and 24, DeepSeek-V2-Lite (MLA) at 7). A multiple of 16 that the preferred backend
+    cannot page (Gemma-4's 64-token FA4 FP8-KV pages at 16) is served by the next backend that can:
+    the selector skips the rejected ones (Gemma-4-31B fp8 at 16 on an H100: TRITON_ATTN, recorded).
+    """
+    if not set(model.kinds) & {*ATTENTION_KINDS, LayerKind.MLA}:
+        return None  # attention-free (Mamba only): no attention backend is selected
+    if block % BLOCK_MULTIPLE:
+        return (
+            f"No valid attention backend found for cuda with AttentionSelectorConfig(... "
+            f"block_size={block}, ...). Reasons: {{...: [block_size not supported]}} (every CUDA "
+            "attention backend of vLLM 0.33 needs a block size that is a multiple of 16)",
+            f"--block-size {BLOCK_MULTIPLE * max(1, round(block / BLOCK_MULTIPLE))} (a multiple "
+            "of 16; vLLM's default is 16)",
+        )
+    return None

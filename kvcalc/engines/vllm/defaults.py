@@ -237,7 +237,16 @@ def resolve_cache_dtype(
                 "cache (vLLM 0.33 get_kv_cache_quant_algo_string)"
             )
     dtype = parse_cache_dtype(name)
-    if dtype is None:
+    if dtype is None and profile.fp32_to_platform_dtype:  # auto: the dtype the model runs in
+        from kvcalc.engines.vllm.dtypes import serving_dtype
+
+        serving = serving_dtype(
+            request.model, request.dtype, request.gpu_compute_capability, request.gpu_name
+        )
+        dtype = serving.dtype
+        if serving.note:
+            notes.append(serving.note)
+    elif dtype is None:
         dtype, note = model_dtype(request.model, profile, request.gpu_compute_capability)
         if note:
             notes.append(note)

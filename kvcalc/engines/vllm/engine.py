@@ -42,7 +42,12 @@ from kvcalc.engines.vllm.groups import (
     promote_local_specs,
 )
 from kvcalc.engines.vllm.hybrid import layer_specs
-from kvcalc.engines.vllm.messages import capacity_lines, no_memory_text, too_long_text
+from kvcalc.engines.vllm.messages import (
+    capacity_lines,
+    cudagraph_profiling_line,
+    no_memory_text,
+    too_long_text,
+)
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
@@ -141,6 +146,19 @@ class VllmEngine:
 
         return vllm_draft(model, config, config.draft, tensor_parallel_size=tensor_parallel_size,
                           pipeline_parallel_size=pipeline_parallel_size)  # fmt: skip
+
+    def weight_dtype(self, request: EngineRequest) -> str | None:
+        """``float32`` where ``--dtype auto`` runs the model in fp32 (a Gemma-2/3 or GLM-4 on a GPU
+        without bf16: :mod:`~kvcalc.engines.vllm.dtypes`), for the weight estimate; else None."""
+        if request.dtype is not None or not D.resolve_profile(request.engine_version)[0].v1:
+            return None
+        from kvcalc.engines.vllm.dtypes import serving_dtype
+        from kvcalc.model.dtypes import FP32
+
+        serving = serving_dtype(
+            request.model, None, request.gpu_compute_capability, request.gpu_name
+        )
+        return "float32" if serving.dtype is FP32 else None
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)
@@ -295,6 +313,17 @@ def _finish_v1(
         tokens = num_blocks // len(groups) * min(g.block_size for g in groups)
     if setup.profile.available_line == "format_gib":
         logs.append(f"Available KV cache memory: {format_gib(request.available_kv_bytes)} GiB")
+        if (
+            setup.profile.in_flight_batches
+            and request.cudagraph_memory_bytes
+            and request.gpu_memory_bytes
+        ):
+            util = request.gpu_memory_utilization or setup.profile.gpu_memory_utilization
+            logs.append(
+                cudagraph_profiling_line(
+                    util, request.cudagraph_memory_bytes, request.gpu_memory_bytes
+                )
+            )
     elif setup.profile.available_line:
         logs.append(f"Available KV cache memory: {request.available_kv_bytes / GIB:.2f} GiB")
     logs += [error] if error else capacity_lines(setup.profile, tokens, L, concurrency)
@@ -310,7 +339,7 @@ def _finish_v1(
         log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=widest.check_bytes,
         max_num_batched_tokens=setup.mnbt, max_num_seqs=setup.max_num_seqs,
-        refusal=setup.refusal, refusal_fix=setup.refusal_fix,
+        refusal=setup.refusal, refusal_fix=setup.refusal_fix, config_log_lines=setup.config_logs,
         lookahead_tokens=request.speculative.lookahead_tokens if request.speculative else 0,
     )  # fmt: skip
 

@@ -53,3 +53,19 @@ def capacity_lines(profile: VllmProfile, tokens: int, L: int, concurrency: float
     conc = f"Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x"
     one_line = profile.one_capacity_line and profile.merged_log_line
     return [f"{size}, {conc}"] if one_line else [size, conc]
+
+
+def cudagraph_profiling_line(utilization: float, cudagraph_bytes: int, total_bytes: int) -> str:
+    """``Worker.determine_available_memory`` (v1/worker/gpu_worker.py, 0.33) after "Available KV
+    cache memory", when it estimated CUDA-graph memory: the utilization that, without the estimate,
+    leaves the same pool, and the one that keeps the pool of a release that did not subtract it."""
+    delta = cudagraph_bytes / total_bytes
+    equivalent = round(utilization - delta, 4)
+    suggested = min(round(utilization + delta, 4), 1.0)
+    return (
+        "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+        f"--gpu-memory-utilization={utilization:.4f} is equivalent to "
+        f"--gpu-memory-utilization={equivalent:.4f} without CUDA graph memory profiling. To "
+        "maintain the same effective KV cache size as before, increase --gpu-memory-utilization "
+        f"to {suggested:.4f}. To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+    )

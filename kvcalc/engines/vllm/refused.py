@@ -53,6 +53,20 @@ def refuse_unverified(error: Exception, engine: str, version: str | None) -> Non
 
 def refuse_unbuildable(model: ModelShape, version: str) -> None:
     """Raise with vLLM's reason when vLLM ``version`` (a 0.33 profile) cannot build ``model``."""
+    if model.gguf:
+        # vLLM 0.33.0 has no GGUF loader: "gguf" is gone from QUANTIZATION_METHODS
+        # (model_executor/layers/quantization/__init__.py) and from the load formats, and
+        # ModelConfig refuses a .gguf path: "Invalid repository ID or local directory specified"
+        # (checked with EngineArgs(model=FILE.gguf).create_engine_config on the 0.33.0 wheel)
+        raise InputError(
+            f"vLLM {version} refuses to start: it cannot load a GGUF file (no GGUF loader or "
+            "'gguf' quantization; `vllm serve FILE.gguf` stops with \"Invalid repository ID or "
+            'local directory specified")',
+            hint="plan the file with --engine llamacpp, or the checkpoint it was converted from "
+            "(its config.json) under vLLM; older vLLM releases loaded GGUF (--engine-version; "
+            "the release that dropped it is not confirmed)",
+            code="unsupported-model",
+        )
     for arch in model.architectures:
         reason = REFUSED_ARCHITECTURES.get(arch)
         if reason:

@@ -136,7 +136,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--watermark-config", "--reasoning-config", "--enable-batch-sharded-sampling",
     ),
     "the KV cache's layout or size": (
-        "--disable-sliding-window", "--num-gpu-blocks-override", "--enable-prefix-caching",
+        "--disable-sliding-window", "--num-gpu-blocks-override",
         "--prefix-cache-retention-interval", "--kv-cache-dtype-skip-layers",
         "--kv-sharing-fast-prefill", "--swa-bounded-replay", "--mamba-cache-dtype",
         "--mamba-ssm-cache-dtype", "--mamba-block-size", "--prefix-match-unit",

@@ -10,7 +10,9 @@ from dataclasses import dataclass, replace
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
+from kvcalc.engines.vllm.backends import user_block_size_refusal
 from kvcalc.engines.vllm.batch import scheduler_batch
+from kvcalc.engines.vllm.dtypes import serving_dtype
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.engines.vllm.hybrid import (
     attention_layers,
@@ -41,6 +43,8 @@ class VllmSetup:
     #: vLLM refuses to start (create_engine_config): its reason and the fix
     refusal: str | None = None
     refusal_fix: str | None = None
+    #: lines vLLM logs while building its config, before loading weights (the dtype fallback)
+    config_logs: tuple[str, ...] = ()
 
 
 def resolve_setup(request: EngineRequest) -> VllmSetup:
@@ -66,12 +70,31 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
     if request.speculative is not None:
         model = _with_speculative_state(model, request.speculative.num_speculative_tokens, notes)
-    mode = _mamba_mode(request, model, notes)
+    mode = _mamba_mode(request, profile, model, notes)
     checkpoint_blocks, checkpoint_alignment = _prefill_checkpoints(
         request, profile, model, mode, notes
     )
     block, padded, logs = _block_size(request, profile, model, checkpoint_alignment, notes)
     mnbt, seqs, in_flight = _scheduler(request, profile, model, notes)
+    config_logs: tuple[str, ...] = ()
+    if profile.fp32_to_platform_dtype:  # --dtype: vLLM's fallback warning, or its refusal
+        serving = serving_dtype(
+            request.model, request.dtype, request.gpu_compute_capability, request.gpu_name
+        )
+        logs = [serving.log, *logs] if serving.log else logs
+        config_logs = (serving.log,) if serving.log else ()
+        if refusal is None:  # the length is validated first (ModelConfig), the dtype after
+            refusal, fix = serving.refusal, serving.fix
+    if request.block_size is not None and profile.v1 and refusal is None:
+        refused = user_block_size_refusal(
+            model, model.kv_cache_dtype, request.gpu_compute_capability, request.block_size
+        )
+        if refused:
+            refusal, fix = refused
+            if not profile.in_flight_batches:
+                notes.append(
+                    f"block-size rule read from vLLM 0.33.0; unconfirmed for {profile.name}"
+                )
     if "num_gpu_blocks_override" in request.extra:
         notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
     sizing = Sizing(
@@ -81,6 +104,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
         profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
         mnbt=mnbt, max_num_seqs=seqs, notes=tuple(notes), logs=tuple(logs), mamba_page_padded=padded,
         checkpoint_blocks=checkpoint_blocks, refusal=refusal, refusal_fix=fix,
+        config_logs=config_logs,
     )  # fmt: skip
 
 
@@ -211,16 +235,32 @@ def _with_speculative_state(model: ModelShape, k: int, notes: list[str]) -> Mode
     return replace(model, layers=layers)
 
 
-def _mamba_mode(request: EngineRequest, model: ModelShape, notes: list[str]) -> str:
+def _mamba_mode(
+    request: EngineRequest, profile: D.VllmProfile, model: ModelShape, notes: list[str]
+) -> str:
+    """vLLM 0.33 ``MambaModelConfig.verify_and_update_config`` (model_executor/models/config.py):
+    prefix caching on sets mode ``none`` to ``align``; off sets any mode to ``none``. 0.33's
+    ``EngineArgs.create_engine_config`` no longer passes ``--mamba-cache-mode`` on ("It has no
+    effect: Mamba prefix caching follows --enable-prefix-caching"); before 0.33 the option is
+    read, then reset by the same rule (read from 0.33.0; unconfirmed for earlier releases)."""
     if not any(isinstance(x, RecurrentState) for x in model.layers):
         return "none"
     prefix = True if request.enable_prefix_caching is None else request.enable_prefix_caching
     default = "align" if prefix else "none"
-    mode = extra_choice(request.extra, "mamba_cache_mode", default, ("none", "align"))
+    given = extra_choice(request.extra, "mamba_cache_mode", None, ("none", "align"))
+    mode = default
+    how = f"prefix caching {'on' if prefix else 'off'}"
+    how += ", the default" if request.enable_prefix_caching is None else ""
+    if given is not None and given != default:
+        if profile.in_flight_batches:
+            how += f"; -E mamba_cache_mode={given} has no effect in vLLM 0.33 (deprecated)"
+        elif prefix:
+            how += f"; vLLM resets mamba_cache_mode={given} to 'align' when prefix caching is on"
+        else:
+            how += f"; vLLM resets mamba_cache_mode={given} to 'none' when prefix caching is off"
     notes.append(
-        f"mamba cache mode {mode!r} (prefix caching {'on' if prefix else 'off'}"
-        f"{', the default' if request.enable_prefix_caching is None else ''}); "
-        "align keeps 2 state blocks per request (+ prefill checkpoints), none 1"
+        f"mamba cache mode {mode!r} ({how}); align keeps 2 state blocks per request "
+        "(+ prefill checkpoints), none 1"
     )
     return mode
 

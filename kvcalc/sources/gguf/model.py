@@ -36,6 +36,7 @@ from kvcalc.model.recurrent_layouts import Mamba2State
 from kvcalc.model.shape import ModelShape
 from kvcalc.sources.gguf.keys import GgufKeys
 from kvcalc.sources.gguf.recurrent import HYBRIDS, hybrid_layers, llama4_layers
+from kvcalc.sources.gguf.weights import gguf_weight_shape
 
 #: architectures whose keys kvcalc reads, and llama.cpp's default SWA period (0: no SWA support)
 ARCHITECTURES: Mapping[str, int] = {
@@ -129,6 +130,8 @@ def parse_gguf(
             "max_model_len": f"{arch}.context_length = {context}",
         },
         graph_dims=graph,
+        weights=gguf_weight_shape(arch, tuple(layers), heads, graph),
+        gguf=True,
     )
 
 

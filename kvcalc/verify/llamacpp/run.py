@@ -66,7 +66,25 @@ def import_binding() -> Any:
                           hint=f"{install_hint('llamacpp')} (it compiles llama.cpp: minutes; "
                                "CMAKE_ARGS as in .ci/run build the library alone)",
                           code="llamacpp-missing") from None  # fmt: skip
+    _close_devnull_at_exit()
     return llama_cpp
+
+
+def _close_devnull_at_exit() -> None:
+    """llama-cpp-python opens ``os.devnull`` twice when imported (``llama_cpp/_utils.py``:
+    ``outnull_file``, ``errnull_file``) and never closes them: every process that imported it
+    ended with ``ResourceWarning: unclosed file <... name='/dev/null'>``. Closed at exit here."""
+    import atexit
+    import sys
+
+    utils = sys.modules.get("llama_cpp._utils")
+    if utils is None or getattr(utils, "_kvcalc_close_registered", False):
+        return
+    utils._kvcalc_close_registered = True  # type: ignore[attr-defined]
+    for name in ("outnull_file", "errnull_file"):
+        f = getattr(utils, name, None)
+        if f is not None and hasattr(f, "close"):
+            atexit.register(f.close)
 
 
 @dataclass(frozen=True, kw_only=True)
