@@ -199,9 +199,12 @@ def test_hidden_negations_and_switches():
     assert parse_serve_command("vllm serve m --disable-log-requests").notes == (
         "--enable-log-requests: no effect on memory",
     )
+    assert parse_serve_command("vllm serve m --no-enable-prefix-caching").values == {
+        "enable_prefix_caching": False
+    }
     with pytest.raises(InputError) as err:
-        parse_serve_command("vllm serve m --no-enable-prefix-caching")
-    assert "--enable-prefix-caching" in err.value.message  # named by the flag, not the spelling
+        parse_serve_command("vllm serve m --no-enable-chunked-prefill")
+    assert "--enable-chunked-prefill" in err.value.message  # named by the flag, not the spelling
 
 
 @pytest.mark.skipif(not os.environ.get("KVCALC_VLLM_PYTHON"), reason="no vLLM reference venv")

@@ -42,7 +42,10 @@ def _inputs(row: dict, **changes) -> PlanInputs:
         gpu=GPUS[row["gpu"]], tensor_parallel_size=row["tp"], max_model_len=row["max_model_len"],
         kv_cache_memory_bytes=int(float(row["kv_gib"]) * GIB),  # the harness's int(GiB * 2**30)
         speculative_config=json.dumps(spec),
-        engine_options=tuple(row.get("engine_options", {}).items()),
+        # vLLM 0.33 ignores --mamba-cache-mode: prefix caching off is what sets mode none
+        engine_options=tuple((k, v) for k, v in row.get("engine_options", {}).items()
+                             if k != "mamba_cache_mode"),
+        enable_prefix_caching=row.get("recorded_engine_args", {}).get("enable_prefix_caching"),
     )  # fmt: skip
     fields.update(changes)
     return PlanInputs(**fields)
