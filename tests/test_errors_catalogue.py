@@ -356,6 +356,7 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
     "invalid-parallelism": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-tp", "3"),
     "max-model-len-exceeded": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "-tp", "3",
                                               "--max-model-len", "200000"),
+    "unsupported-parallelism": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--engine", "llamacpp", "-dcp", "2"),
     "bandwidth-unknown": lambda c: c.cli("throughput", "llama-3.1-8b", "--gpu-memory", "80GiB"),
     # deployment files and calibration
     "invalid-deployment": _deployment,

@@ -50,7 +50,10 @@ def refuse(name: str, message: str, hint: str) -> Use:
 MODEL_SOURCE = ("revision", "gguf_file", "token", "offline")
 #: the settings that shape the memory of one deployment (every planning command takes them)
 DEPLOYMENT = (
-    "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "engine",
+    "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+    "enable_expert_parallel", "enable_eplb", "num_redundant_experts",
+    "decode_context_parallel_size", "cp_kv_cache_interleave_size",
+    "prefill_context_parallel_size", "enable_dp_attention", "engine",
     "engine_version", "max_model_len", "max_num_seqs", "kv_cache_dtype", "dtype", "quantization",
     "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
     "enforce_eager", "enable_prefix_caching", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",

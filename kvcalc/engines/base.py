@@ -68,6 +68,10 @@ class EngineRequest:
     #: the CUDA-graph memory the engine's own profiler estimates before sizing the pool (vLLM
     #: ``profile_cudagraph_memory``), for the line it logs about it; 0: none estimated
     cudagraph_memory_bytes: int = 0
+    #: vLLM ``--decode-context-parallel-size``: each request's tokens sharded over this many of
+    #: the TP ranks (1: off); ``cp_kv_cache_interleave_size``: tokens per rank before the next
+    decode_context_parallel_size: int = 1
+    cp_kv_cache_interleave_size: int = 1
     #: tokens per block/page; None = the engine default (vLLM 16, FlashMLA 64, hybrid alignment)
     block_size: int | None = None
     #: None = the engine default (vLLM's table from GPU memory and name, §1.11)
@@ -100,6 +104,8 @@ class EngineRequest:
         positive("max_model_len", self.max_model_len)
         positive("tensor_parallel_size", self.tensor_parallel_size)
         positive("pipeline_parallel_size", self.pipeline_parallel_size)
+        positive("decode_context_parallel_size", self.decode_context_parallel_size)
+        positive("cp_kv_cache_interleave_size", self.cp_kv_cache_interleave_size)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_bytes"):
             value = getattr(self, name)
             if value is not None:

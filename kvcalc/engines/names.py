@@ -179,20 +179,27 @@ class EngineTraits:
     #: the ``-E`` option that turns prefix caching off (SGLang ``disable_radix_cache``), which
     #: ``--no-enable-prefix-caching`` sets
     prefix_caching_off_option: str | None = None
+    #: the engine's data-parallel ranks share the MoE experts (vLLM ``--data-parallel-size``:
+    #: experts over TP × DP × PCP, a KV pool per rank) and it has expert and context parallelism
+    #: (``--enable-expert-parallel``, ``-dcp``, ``-pcp``)
+    moe_data_parallel: bool = False
+    #: data-parallel attention inside the TP group (SGLang ``--enable-dp-attention --dp N``)
+    dp_attention: bool = False
 
 
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
                                   cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
-                                  output_capped_at_max_model_len=True, kv_memory_zero_unset=True),
+                                  output_capped_at_max_model_len=True, kv_memory_zero_unset=True,
+                                  moe_data_parallel=True),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
                                     max_num_seqs_name="max_running_requests", rejects_long_requests=True,
                                     cache_tensors=CacheTensors.TOKEN_POOL,
                                     fraction_option="mem_fraction_static",
-                                    prefix_caching_off_option="disable_radix_cache"),
+                                    prefix_caching_off_option="disable_radix_cache", dp_attention=True),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False, takes_block_size=False,

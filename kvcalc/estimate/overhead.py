@@ -159,8 +159,12 @@ def estimate_overhead(
     flashinfer_sampler: bool | None = None,
     mm_limits: tuple[int, int] = (1, 1),
     cudagraph_captures: CudaGraphCaptures | None = None,
+    communicator_size: int = 1,
 ) -> Overhead:
     """vLLM's non-weight, non-KV memory per GPU for one profile run (see the module doc).
+
+    ``communicator_size``: the GPUs the rank talks to besides its TP group (vLLM's DP/EP group,
+    TP × DP × PCP): above 1 the non-torch term is the multi-GPU one (NCCL communicators).
 
     ``quantization`` overrides the checkpoint's method (it decides the MoE kernel);
     ``subtracts_cudagraph`` widens the band by the graph estimate's error where vLLM subtracts it;
@@ -217,7 +221,7 @@ def estimate_overhead(
             peak = max(forward, sampler)
         graphs = 0 if enforce_eager else cudagraph_bytes(captures, layers[index])
         stages.append(StageOverhead(
-            activation_bytes=peak + buffers, non_torch_bytes=_non_torch(era, tp, pp, gpu),
+            activation_bytes=peak + buffers, non_torch_bytes=_non_torch(era, max(tp, communicator_size), pp, gpu),
             cudagraph_bytes=graphs, forward_bytes=forward, sampler_bytes=sampler,
             moe_workspace_bytes=workspace, pp_buffers_bytes=buffers,
         ))  # fmt: skip

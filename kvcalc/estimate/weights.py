@@ -20,7 +20,7 @@ layers across pipeline stages as vLLM's ``get_pp_indices``; the result is the la
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvcalc.errors import InputError
 from kvcalc.estimate.pricing import (
@@ -79,6 +79,14 @@ class WeightBytes:
     quantization: str | None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    #: of ``stage_bytes_per_gpu``: the routed experts' share on each stage (their weights and
+    #: scales, as a checkpoint stores them) and the int32 ``expert_map`` buffers expert parallelism
+    #: adds (in no checkpoint)
+    stage_expert_bytes_per_gpu: tuple[int, ...] = ()
+    stage_expert_map_bytes_per_gpu: tuple[int, ...] = ()
+    #: ranks the routed experts are split over (vLLM: TP × DP × PCP) and how
+    moe_ranks: int = 1
+    expert_parallel: bool = False
     source: str = "config estimate"
     notes: tuple[str, ...] = field(default=())
 
@@ -111,10 +119,21 @@ def weight_bytes(
     quantization: str | None = None,
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
+    moe_ranks: int | None = None,
+    expert_parallel: bool = False,
+    redundant_experts: int = 0,
 ) -> WeightBytes:
-    """Bytes of the weights: the whole model, and per GPU under TP × PP."""
+    """Bytes of the weights: the whole model, and per GPU under TP × PP.
+
+    Routed experts are split over ``moe_ranks`` (default: TP): vLLM's
+    ``FusedMoEParallelConfig.make`` flattens TP × DP × PCP into one MoE group. Without
+    ``expert_parallel`` each expert's width is split over that group; with it each rank holds whole
+    experts, ``cdiv(experts + redundant_experts, moe_ranks)`` on the first ranks
+    (``expert_map_manager.determine_expert_map``: the remainder goes to the lowest ranks)."""
     shape = _weight_shape(model)
     tp, pp = tensor_parallel_size, pipeline_parallel_size
+    split = _ExpertSplit(moe_ranks or tp, expert_parallel and (moe_ranks or tp) > 1,
+                         redundant_experts)  # fmt: skip
     if not (isinstance(tp, int) and isinstance(pp, int)) or tp < 1 or pp < 1:
         raise InputError(f"parallel sizes must be positive integers, got TP {tp} and PP {pp}",
                          code="invalid-parallelism")  # fmt: skip
@@ -131,8 +150,10 @@ def weight_bytes(
         for key, value in price(t, 1).items():
             by_dtype[key] = by_dtype.get(key, 0) + value
     experts = sum(sum(price(t, 1).values()) for t in tensors if t.expert)
-    stages = _stage_bytes(shape, tensors, price, tp, pp, notes)
-    unpadded = _stage_bytes(shape, tensors, price, tp, pp, [], loaded=False)
+    stages = _stage_bytes(shape, tensors, price, tp, pp, notes, split=split)
+    unpadded = _stage_bytes(shape, tensors, price, tp, pp, [], loaded=False, split=split)
+    expert_stages = _stage_bytes(shape, tensors, price, tp, pp, [], split=split, experts_only=True)
+    maps = _expert_map_stages(shape, tensors, split, pp)
     rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
     notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
     return WeightBytes(
@@ -148,8 +169,54 @@ def weight_bytes(
         quantization=spec.method if spec else None,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
+        stage_expert_bytes_per_gpu=tuple(e - m for e, m in zip(expert_stages, maps, strict=True)),
+        stage_expert_map_bytes_per_gpu=maps,
+        moe_ranks=split.ranks,
+        expert_parallel=split.whole,
         notes=tuple(notes),
     )
+
+
+def _expert_map_stages(
+    shape: WeightShape, tensors, split: _ExpertSplit, pp: int
+) -> tuple[int, ...]:
+    """Each stage's int32 ``expert_map`` bytes (expert parallelism only)."""
+    out = [0] * pp
+    if not split.whole:
+        return tuple(out)
+    counts = pp_layer_counts(shape.num_layers, pp)
+    starts = [sum(counts[:i]) for i in range(pp)]
+    for t in tensors:
+        if t.expert and t.layer is not None and t.name.endswith(".experts.gate_up_proj"):
+            stage = max(i for i in range(pp) if starts[i] <= t.layer)
+            out[stage] += _EXPERT_MAP_BYTES * (t.copies + split.redundant)
+    return tuple(out)
+
+
+#: bytes of one ``expert_map`` entry (int32)
+_EXPERT_MAP_BYTES = 4
+
+
+@dataclass(frozen=True)
+class _ExpertSplit:
+    """How the routed experts lie on the MoE ranks (see :func:`weight_bytes`)."""
+
+    ranks: int
+    #: whole experts per rank (expert parallel)
+    whole: bool
+    redundant: int = 0
+
+    def price(self, t: Tensor, price: Pricer, *, loaded: bool) -> dict[str, int]:
+        if not self.whole:
+            return price(t, self.ranks, loaded=loaded)
+        local = -(-(t.copies + self.redundant) // self.ranks)
+        out = price(replace(t, copies=local), 1, loaded=loaded)
+        if t.name.endswith(".experts.gate_up_proj"):
+            # each MoE layer's int32 ``expert_map`` over all physical experts (a buffer of the
+            # layer: DeepSeek-V3 EP 8, 58 layers × 256 × 4 = 59,392 B per rank, recorded)
+            extra = _EXPERT_MAP_BYTES * (t.copies + self.redundant)
+            out = {**out, "int32": out.get("int32", 0) + extra}
+        return out
 
 
 def _layout_notes(
@@ -195,7 +262,7 @@ def pp_layer_counts(num_layers: int, pp: int) -> tuple[int, ...]:
 
 def _stage_bytes(
     shape: WeightShape, tensors, price: Pricer, tp: int, pp: int, notes: list[str],
-    *, loaded: bool = True,
+    *, loaded: bool = True, split: _ExpertSplit | None = None, experts_only: bool = False,
 ) -> list[int]:  # fmt: skip
     counts = pp_layer_counts(shape.num_layers, pp)
     starts = [sum(counts[:i]) for i in range(pp)]
@@ -204,14 +271,19 @@ def _stage_bytes(
     }
     stages = [0] * pp
     for t in tensors:
+        if experts_only and not t.expert:
+            continue
         if t.layer is not None:
             stage = stage_of_layer[t.layer]
         elif t.name in ("model.norm", "lm_head"):
             stage = pp - 1
         else:  # embeddings, position tables, the vision tower
             stage = 0
-        stages[stage] += sum(price(t, tp, loaded=loaded).values())
-    if pp > 1:
+        if t.expert and split is not None:
+            stages[stage] += sum(split.price(t, price, loaded=loaded).values())
+        else:
+            stages[stage] += sum(price(t, tp, loaded=loaded).values())
+    if pp > 1 and not experts_only:
         notes.append(
             f"pipeline stages hold {list(counts)} layers (vLLM get_pp_indices); "
             "embeddings on the first stage, final norm and lm_head on the last"

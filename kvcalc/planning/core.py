@@ -37,6 +37,11 @@ from kvcalc.planning.budget import (
 )
 from kvcalc.planning.engine_asks import speculative_draft, weight_dtype
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.parallel import (
+    check_model_parallelism,
+    gpu_layout,
+    has_routed_experts,
+)
 from kvcalc.planning.plan_overhead import GIVEN_KV_NOTE, estimated
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
@@ -82,6 +87,7 @@ def plan(
             "calibration=kvcalc.planning.api.read_calibration(inputs)",
         )
     engine = get_engine(inputs.engine)
+    check_model_parallelism(model, inputs)
     gpu, memory = gpu_and_memory(inputs)
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
@@ -219,19 +225,24 @@ def _assemble(
             (verdict, reason),
         )  # fmt: skip
     unloadable = _unloadable(kv.engine, weights.per_gpu_bytes, memory)
-    world = inputs.world_size
-    num_gpus = inputs.num_gpus or world
-    replicas = max(1, num_gpus // world)
+    layout = gpu_layout(inputs, moe=has_routed_experts(model))
+    replicas = layout.pools
     return CapacityPlan(
         model=model.name,
         model_source=model_source,
         engine=kv.engine,
         engine_version=kv.engine_version,
         gpu=gpu.name if gpu else None,
-        num_gpus=num_gpus,
+        num_gpus=layout.num_gpus,
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
         data_parallel_replicas=replicas,
+        data_parallel_size=inputs.data_parallel_size,
+        expert_parallel=layout.expert_parallel,
+        moe_parallel_size=layout.moe_ranks,
+        decode_context_parallel_size=inputs.decode_context_parallel_size,
+        prefill_context_parallel_size=inputs.prefill_context_parallel_size,
+        idle_gpus=layout.idle_gpus,
         kv_cache_dtype=kv.kv_cache_dtype,
         block_size=kv.block_size,
         num_blocks=kv.num_blocks,
@@ -279,7 +290,13 @@ def _assemble(
         log_lines=kv.config_log_lines if unloadable else kv.log_lines,
         notes=tuple(
             dict.fromkeys(
-                (*unloadable, *weights.notes, *overhead_notes(kv.engine, overhead), *kv.notes)
+                (
+                    *unloadable,
+                    *layout.notes,
+                    *weights.notes,
+                    *overhead_notes(kv.engine, overhead),
+                    *kv.notes,
+                )
             )
         ),
         inputs=inputs.to_dict(),

@@ -12,6 +12,7 @@ from typing import Any
 
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
+from kvcalc.planning.parallel import check_parallelism
 from kvcalc.units import MAX_SIZE_BYTES, short_int
 
 #: verdicts, from best to worst
@@ -22,7 +23,9 @@ DEFAULT_TIGHT_FRACTION = 0.10
 #: the arithmetic would only describe nonsense, and float conversions would overflow
 MAX_COUNT = 1 << 40
 _COUNTS = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "max_num_seqs",
-           "batch", "block_size", "max_num_batched_tokens", "prompt_len", "output_len", "shared_prefix")  # fmt: skip
+           "batch", "block_size", "max_num_batched_tokens", "prompt_len", "output_len", "shared_prefix",
+           "data_parallel_size", "decode_context_parallel_size", "prefill_context_parallel_size",
+           "num_redundant_experts", "cp_kv_cache_interleave_size")  # fmt: skip
 _BYTES = ("gpu_memory_bytes", "weights_memory_bytes", "kv_cache_memory_bytes")
 
 
@@ -38,6 +41,22 @@ class PlanInputs:
     num_gpus: int | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    #: vLLM ``--data-parallel-size``: engine cores, each with its own KV pool; SGLang ``--dp``
+    data_parallel_size: int = 1
+    #: vLLM ``--enable-expert-parallel``: whole experts per rank (the expert split is over TP × DP
+    #: × PCP either way)
+    enable_expert_parallel: bool = False
+    #: vLLM ``--enable-eplb`` and ``--eplb-config.num_redundant_experts``
+    enable_eplb: bool = False
+    num_redundant_experts: int = 0
+    #: vLLM ``--decode-context-parallel-size``: KV tokens sharded over this many TP ranks
+    decode_context_parallel_size: int = 1
+    #: vLLM ``--cp-kv-cache-interleave-size`` (None: 1)
+    cp_kv_cache_interleave_size: int | None = None
+    #: vLLM ``--prefill-context-parallel-size``: GPUs per engine × PCP, KV unchanged
+    prefill_context_parallel_size: int = 1
+    #: SGLang ``--enable-dp-attention`` (with ``data_parallel_size`` as ``--dp``)
+    enable_dp_attention: bool = False
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     batch: int | None = None
@@ -92,7 +111,8 @@ class PlanInputs:
                 )
         positive = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
                     "max_num_seqs", "batch", "block_size", "max_num_batched_tokens", "gpu_memory_bytes",
-                    "prompt_len")  # fmt: skip
+                    "prompt_len", "data_parallel_size", "decode_context_parallel_size",
+                    "prefill_context_parallel_size", "cp_kv_cache_interleave_size")  # fmt: skip
         for name in positive:
             value = getattr(self, name)
             if value is not None and (
@@ -106,6 +126,7 @@ class PlanInputs:
             "kv_cache_memory_bytes",
             "output_len",
             "shared_prefix",
+            "num_redundant_experts",
         ):
             value = getattr(self, name)
             if value is not None and (
@@ -163,12 +184,7 @@ class PlanInputs:
                 hint="pass --gpu NAME (see `kvcalc gpus`), --gpu-memory GiB, or --kv-cache-memory",
                 code="missing-gpu",
             )
-        if self.num_gpus is not None and self.num_gpus < self.world_size:
-            raise InputError(
-                f"tensor_parallel_size × pipeline_parallel_size = {self.world_size} needs that many GPUs, "
-                f"but num_gpus is {self.num_gpus}",
-                code="invalid-input",
-            )
+        check_parallelism(self)
 
     def _check_workload(self) -> None:
         """A workload is its prompt: an output length or a shared prefix without one would be
@@ -262,7 +278,20 @@ class PlanInputs:
 
     @property
     def world_size(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        """GPUs of one engine core: TP × PP × PCP (vLLM ``ParallelConfig.world_size``)."""
+        return (
+            self.tensor_parallel_size
+            * self.pipeline_parallel_size
+            * self.prefill_context_parallel_size
+        )
+
+    @property
+    def deployment_gpus(self) -> int:
+        """GPUs one deployment uses: DP × PP × TP × PCP (vLLM ``world_size_across_dp``; SGLang's
+        DP attention ranks live inside TP)."""
+        if self.enable_dp_attention:
+            return self.world_size
+        return self.world_size * self.data_parallel_size
 
     @property
     def target_concurrency(self) -> int | None:

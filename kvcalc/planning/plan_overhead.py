@@ -21,6 +21,7 @@ from kvcalc.planning.engine_asks import (
     subtracts_cudagraph,
 )
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.parallel import has_routed_experts, moe_split
 
 GIVEN_KV_NOTE = ("the activation peak, non-torch memory and CUDA graphs are still allocated beside a "
                  "given KV cache (vLLM profiles and captures its graphs regardless): estimated here, "
@@ -77,6 +78,8 @@ def _overhead(
             flashinfer_sampler=flashinfer,
             mm_limits=limits,
             cudagraph_captures=cudagraph_captures(engine, request),
+            # the DP/EP group of a MoE model talks over NCCL (dense DP ranks do not)
+            communicator_size=moe_split(inputs)[0] if has_routed_experts(model) else 1,
         )
     except KvcalcError:
         why = ("the GGUF header's widths of these layers are not read (recurrent mixers)"

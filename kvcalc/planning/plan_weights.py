@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.parallel import moe_split
 
 if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -34,8 +35,10 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
     """``kvcalc.estimate.weights.weight_bytes``, memoised on what it reads (sweeps plan one model many times)."""
     from kvcalc.estimate.weights import weight_bytes
 
+    ranks, whole = moe_split(inputs)
     key: tuple[object, ...] = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
-           inputs.tensor_parallel_size, inputs.pipeline_parallel_size)  # fmt: skip
+           inputs.tensor_parallel_size, inputs.pipeline_parallel_size, ranks, whole,
+           inputs.num_redundant_experts)  # fmt: skip
     try:
         hash(key)
     except TypeError:
@@ -49,6 +52,9 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
             quantization=inputs.quantization,
             tensor_parallel_size=inputs.tensor_parallel_size,
             pipeline_parallel_size=inputs.pipeline_parallel_size,
+            moe_ranks=ranks,
+            expert_parallel=whole,
+            redundant_experts=inputs.num_redundant_experts,
         )
     return _WEIGHTS_MEMO[key]
 
@@ -93,10 +99,7 @@ def plan_weights(
         and est.weights_bytes
     ):
         # the checkpoint's exact bytes, split across GPUs (and padded) as the estimate lays them out
-        ratio = exact.total_bytes / est.weights_bytes
-        shares = tuple(
-            round(s * ratio) + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu
-        )
+        shares = _exact_shares(est, exact)
         padding = est.layout_padding_bytes_per_gpu
         return PlanWeights(
             per_gpu_bytes=max(shares),
@@ -105,10 +108,34 @@ def plan_weights(
             stage_bytes=shares,
             notes=(
                 f"weights: {exact.total_bytes:,} B in the checkpoint ({exact.source}), split over "
-                "TP/PP as vLLM loads them (config layout"
+                + (
+                    "TP/PP"
+                    if est.moe_ranks == est.tensor_parallel_size and not est.expert_parallel
+                    else f"TP/PP, routed experts over {est.moe_ranks} MoE ranks"
+                )
+                + " as vLLM loads them (config layout"
                 + (f", {padding:,} B of kernel padding per GPU" if padding else "")
                 + f"), plus {est.buffers_bytes_per_gpu:,} B of RoPE cache",
             ),  # fmt: skip
         )
     return PlanWeights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
                     notes=est.notes, stage_bytes=stages)  # fmt: skip
+
+
+def _exact_shares(est: Any, exact: SafetensorsWeights) -> tuple[int, ...]:
+    """Each stage's share of the checkpoint's bytes: the estimate's layout scaled to the file. Where
+    the experts are split otherwise than the rest (vLLM DP/EP), experts and the rest are scaled
+    apart, each by the file's own bytes of them."""
+    buffers = est.buffers_bytes_per_gpu
+    split_apart = est.moe_ranks != est.tensor_parallel_size or est.expert_parallel
+    rest = est.weights_bytes - est.experts_bytes
+    if not (split_apart and est.experts_bytes and exact.experts_bytes and rest > 0):
+        ratio = exact.total_bytes / est.weights_bytes
+        return tuple(round(s * ratio) + buffers for s in est.stage_bytes_per_gpu)
+    expert_ratio = exact.experts_bytes / est.experts_bytes
+    rest_ratio = exact.non_expert_bytes / rest
+    return tuple(
+        round((s - e - m) * rest_ratio) + round(e * expert_ratio) + m + buffers
+        for s, e, m in zip(est.stage_bytes_per_gpu, est.stage_expert_bytes_per_gpu,
+                           est.stage_expert_map_bytes_per_gpu, strict=True)
+    )  # fmt: skip

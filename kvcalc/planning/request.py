@@ -38,6 +38,8 @@ def engine_request(
         max_model_len=inputs.max_model_len or model.max_model_len,
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
+        decode_context_parallel_size=inputs.decode_context_parallel_size,
+        cp_kv_cache_interleave_size=inputs.cp_kv_cache_interleave_size or 1,
         block_size=inputs.block_size,
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,

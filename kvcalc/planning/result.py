@@ -83,11 +83,25 @@ class CapacityPlan:
     engine_version: str
     #: the catalog's GPU name; null with ``--gpu-memory``/``--kv-cache-memory`` alone
     gpu: str | None
-    #: GPUs in all; beyond TP × PP they are data-parallel replicas
+    #: GPUs in all: DP × PP × TP × PCP per deployment; beyond it (without DP) independent replicas
     num_gpus: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
+    #: KV pools over all GPUs, each with its own requests: vLLM data-parallel ranks (engine cores)
+    #: × independent replicas (SGLang: DP ranks × replicas)
     data_parallel_replicas: int
+    #: data-parallel ranks of one deployment (vLLM ``--data-parallel-size``, SGLang ``--dp``)
+    data_parallel_size: int = 1
+    #: whole routed experts per rank (vLLM ``--enable-expert-parallel`` with more than one MoE rank)
+    expert_parallel: bool = False
+    #: ranks the routed experts are split over (vLLM: TP × DP × PCP; else TP)
+    moe_parallel_size: int = 1
+    #: vLLM ``--decode-context-parallel-size``: each request's KV tokens sharded over this many ranks
+    decode_context_parallel_size: int = 1
+    #: vLLM ``--prefill-context-parallel-size``: GPUs per engine core × PCP, KV unchanged
+    prefill_context_parallel_size: int = 1
+    #: GPUs of ``num_gpus`` that no deployment uses (said in the notes)
+    idle_gpus: int = 0
     #: the cache storage format used (``auto`` resolved)
     kv_cache_dtype: str
     #: tokens per block/page (1 for llama.cpp cells and SGLang's default page)
@@ -98,9 +112,10 @@ class CapacityPlan:
     kv_cache_bytes: int
     #: token capacity as the engine prints it
     kv_cache_tokens: int
-    #: requests of ``max_model_len`` tokens that fit, as the engine computes and prints it
+    #: requests of ``max_model_len`` tokens that fit, as the engine computes and prints it: per KV
+    #: pool (one vLLM data-parallel rank, one replica)
     max_concurrency: float
-    #: ``max_concurrency`` × replicas
+    #: ``max_concurrency`` (per KV pool: per data-parallel rank) × ``data_parallel_replicas``
     total_max_concurrency: float
     #: the KV budget per GPU (the engine's "Available KV cache memory"; negative when nothing is left)
     available_kv_bytes: int

@@ -44,6 +44,7 @@ from kvcalc.engines.flag_table import EngineFlag
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd_compile import (
     compilation_values,
+    eplb_items,
     is_compilation_flag,
     is_level_flag,
     level_mode,
@@ -188,6 +189,8 @@ class _Reader:
                 hint="check its spelling in `vllm serve --help=all`",
                 code=CODE,
             )
+        if flag.name == "--eplb-config":  # its num_redundant_experts key is read
+            return self.eplb(flag, tokens, i, raw, attached if eq else None)
         if dot:  # --speculative-config.method mtp: a key of a JSON flag
             after = i + 1 if eq else i + 2
             if not eq and (after > len(tokens) or tokens[i + 1] in STOP):
@@ -218,6 +221,29 @@ class _Reader:
             )
             return after
         self.set(fld, converted, raw)
+        return after
+
+    def eplb(
+        self, flag: EngineFlag, tokens: list[str], i: int, raw: str, attached: str | None
+    ) -> int:
+        """``--eplb-config '{"num_redundant_experts": 32}'`` or ``--eplb-config.num_redundant_experts
+        32`` (vLLM's ``EPLBConfig``): the redundant experts are read; its other keys (window,
+        step interval, policy, communicator...) are not modelled and named as such."""
+        head, _, key = raw.partition(".")
+        following = tokens[i + 1] if i + 1 < len(tokens) else None
+        if following is not None and (is_flag(following) or following in STOP):
+            following = None
+        text = attached if attached is not None else following
+        if text is None:
+            raise InputError(f"{raw} needs a value", code=CODE)
+        after = i + 1 if attached is not None else i + 2
+        for k, value in eplb_items(head, key, text).items():
+            if k != "num_redundant_experts":
+                self.keep(flag, None, f"{flag.name}.{k}")
+                continue
+            convert = FLAGS["num_redundant_experts"][0]
+            assert convert is not None
+            self.set("num_redundant_experts", convert(str(value), f"{head}.{k}"), f"{head}.{k}")
         return after
 
     def keep(self, flag: EngineFlag, values: list[str] | None, name: str) -> None:

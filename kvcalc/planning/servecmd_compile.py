@@ -88,3 +88,17 @@ def _read(name: str, value: Any, raw: str) -> Any:
         return setting.parse(str(value))
     except InputError as exc:
         raise InputError(f"{raw}: {exc.message}", hint=exc.hint, code=CODE) from None
+
+
+def eplb_items(head: str, key: str, text: str) -> dict[str, Any]:
+    """``--eplb-config`` as key → value: its JSON object, or the one key of the dotted form
+    (``--eplb-config.num_redundant_experts 32``)."""
+    if key:
+        return {key.replace("-", "_"): text}
+    try:
+        items = json.loads(text)
+    except ValueError:
+        raise InputError(f"{head}: not JSON: {text[:60]!r}", code=CODE) from None
+    if not isinstance(items, dict):
+        raise InputError(f"{head} must be a JSON object", code=CODE)
+    return items

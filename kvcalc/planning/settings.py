@@ -163,9 +163,45 @@ SETTINGS: tuple[Setting, ...] = (
     _s("gpu_memory", Kind.SIZE, H, "Memory per GPU instead of {gpu}: 80GB, 79.2GiB, 80000000000; "
        "a bare number below 1,048,576 means GiB.", field="gpu_memory_bytes", yaml="gpu_memory",
        minimum=1, metavar="SIZE"),
-    _s("num_gpus", Kind.COUNT, H, "GPUs in all; more than {tensor_parallel_size} × "
-       "{pipeline_parallel_size} make data-parallel replicas.", field="num_gpus", yaml="num_gpus",
-       minimum=1, default_help="tensor × pipeline parallel size"),
+    _s("num_gpus", Kind.COUNT, H, "GPUs in all. With {data_parallel_size} it must be DP × PP × "
+       "TP × PCP; without, more than {tensor_parallel_size} × {pipeline_parallel_size} × "
+       "{prefill_context_parallel_size} make independent full replicas.", field="num_gpus",
+       yaml="num_gpus", minimum=1, default_help="the parallel sizes' product"),
+    _s("data_parallel_size", Kind.COUNT, H, "vLLM data-parallel ranks (engine cores, each with "
+       "its own KV pool; MoE experts split over TP × DP × PCP); SGLang: with "
+       "{enable_dp_attention}, attention data-parallel ranks within {tensor_parallel_size}.",
+       flags=("--data-parallel-size", "-dp"), field="data_parallel_size",
+       yaml="data_parallel_size", serve=("--data-parallel-size", "-dp"), default=1, minimum=1),
+    _s("enable_expert_parallel", Kind.BOOL, H, "vLLM expert parallelism: whole MoE experts per "
+       "rank over TP × DP × PCP instead of each expert split (the same bytes per GPU, whole "
+       "experts rounded up).", flags=("--enable-expert-parallel", "-ep"),
+       field="enable_expert_parallel", yaml="enable_expert_parallel",
+       serve=("--enable-expert-parallel", "-ep"), default=False),
+    _s("enable_eplb", Kind.BOOL, H, "vLLM expert-parallel load balancing (needs "
+       "{enable_expert_parallel}); required for {num_redundant_experts}.", field="enable_eplb",
+       yaml="enable_eplb", serve=("--enable-eplb",), default=False),
+    _s("num_redundant_experts", Kind.COUNT, H, "EPLB's redundant experts (vLLM --eplb-config "
+       "num_redundant_experts): N more experts spread over the expert-parallel ranks.",
+       field="num_redundant_experts", yaml="num_redundant_experts",
+       serve=("--eplb-config.num_redundant_experts",), default=0, minimum=0),
+    _s("decode_context_parallel_size", Kind.COUNT, H, "vLLM decode context parallelism: each "
+       "request's KV tokens sharded over this many of the TP ranks (no extra GPUs).",
+       flags=("--decode-context-parallel-size", "-dcp"), field="decode_context_parallel_size",
+       yaml="decode_context_parallel_size", serve=("--decode-context-parallel-size", "-dcp"),
+       default=1, minimum=1),
+    _s("cp_kv_cache_interleave_size", Kind.COUNT, H, "Tokens stored on one DCP rank before the "
+       "next (vLLM); must divide the block size.", field="cp_kv_cache_interleave_size",
+       yaml="cp_kv_cache_interleave_size",
+       serve=("--cp-kv-cache-interleave-size",), minimum=1,
+       default_help="1"),
+    _s("prefill_context_parallel_size", Kind.COUNT, H, "vLLM prefill context parallelism: "
+       "multiplies the GPUs per engine; the KV cache is unchanged.",
+       flags=("--prefill-context-parallel-size", "-pcp"), field="prefill_context_parallel_size",
+       yaml="prefill_context_parallel_size", serve=("--prefill-context-parallel-size", "-pcp"),
+       default=1, minimum=1),
+    _s("enable_dp_attention", Kind.BOOL, H, "SGLang data-parallel attention: "
+       "{data_parallel_size} attention ranks within {tensor_parallel_size}, each with its own "
+       "requests.", field="enable_dp_attention", yaml="enable_dp_attention", default=False),
     _s("tensor_parallel_size", Kind.COUNT, H, "Tensor-parallel ranks.",
        flags=("--tensor-parallel-size", "-tp"), field="tensor_parallel_size",
        yaml="tensor_parallel_size", serve=("--tensor-parallel-size", "-tp"), default=1, minimum=1),

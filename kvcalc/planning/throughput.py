@@ -221,8 +221,19 @@ def throughput_ceiling(
         prefill=prefill_estimate(cost, roof, prompt, efficiency=efficiency)
         if prompt and roof.peak_flops_per_s else None,
         verdict=result.verdict, verdict_reason=result.verdict_reason,
+        assumptions=ASSUMPTIONS + _parallel_assumptions(result),
     )  # fmt: skip
     return replace(report, engines=(report.ceiling(),))
+
+
+def _parallel_assumptions(result: CapacityPlan) -> tuple[str, ...]:
+    if result.data_parallel_size <= 1 and result.moe_parallel_size <= result.tensor_parallel_size:
+        return ()
+    return (
+        f"data parallel {result.data_parallel_size}: the figures are one DP rank's; its routed "
+        f"experts ({result.moe_parallel_size} MoE ranks) also serve the other ranks' tokens, "
+        "which this per-rank ceiling does not count (unconfirmed)",
+    )
 
 
 def efficiency_of(calibration: Calibration | None) -> tuple[float, str]:

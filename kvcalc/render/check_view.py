@@ -44,7 +44,8 @@ def _pass_text(result: DeploymentResult) -> str:
             f", {plan.workload_concurrency:,.2f} at the workload's {plan.workload_tokens:,} tokens"
         )
     if plan.data_parallel_replicas > 1:
-        text += f", per replica (×{plan.data_parallel_replicas})"
+        each = "DP rank" if plan.data_parallel_size > 1 else "replica"
+        text += f", per {each} (×{plan.data_parallel_replicas})"
     return text + f"; KV headroom {_headroom(plan)}"
 
 

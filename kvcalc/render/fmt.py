@@ -48,3 +48,21 @@ def unverified_warning(model: str, keys: tuple[str, ...] = ()) -> str:
         f"[bold yellow]warning:[/] {model}: layout not verified{why}; planned as plain attention "
         "because of --trust-layout, so the figures below are a guess"
     )
+
+
+def parallelism(plan) -> str:
+    """``DP 8 × TP 1 × PP 1, EP`` (with ``× N replicas`` and the context-parallel sizes)."""
+    text = f"TP {plan.tensor_parallel_size} × PP {plan.pipeline_parallel_size}"
+    dp = plan.data_parallel_size
+    if dp > 1:
+        text = f"DP {dp} × {text}"
+    if plan.prefill_context_parallel_size > 1:
+        text += f" × PCP {plan.prefill_context_parallel_size}"
+    if plan.decode_context_parallel_size > 1:
+        text += f", DCP {plan.decode_context_parallel_size}"
+    if plan.expert_parallel:
+        text += ", EP"
+    replicas = plan.data_parallel_replicas // max(1, dp)
+    if replicas > 1:
+        text += f" × {replicas} replicas"
+    return text

@@ -44,9 +44,7 @@ def render(result) -> None:
         console.print(fmt.unverified_warning(result.model))
     if not result.fully_modelled:
         console.print(fmt.unmodelled_warning(result.inputs.get("unmodelled_flags", ())))
-    par = f"TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}"
-    if result.data_parallel_replicas > 1:
-        par += f" × {result.data_parallel_replicas} replicas"
+    par = fmt.parallelism(result)
     console.print(
         f"[bold]{result.model}[/] on {result.num_gpus} × {result.gpu or fmt.size(result.memory.total_bytes)} "
         f"({par}) with {result.engine} {result.engine_version}, max_model_len {result.max_model_len:,}, "
@@ -126,12 +124,16 @@ def render(result) -> None:
         kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
     starts = result.verdict not in ("wont-start", "weights-dont-fit")
     # a deployment that does not start runs none of what its cache would hold
+    per_rank = " per DP rank" if result.data_parallel_size > 1 else ""
     kv.add_row(
-        f"max concurrency at {result.max_model_len:,} tokens",
+        f"max concurrency at {result.max_model_len:,} tokens{per_rank}",
         f"{result.max_concurrency:.2f}x" + ("" if starts else " (none run)"),
     )
     if result.data_parallel_replicas > 1:
-        kv.add_row("… over all replicas", f"{result.total_max_concurrency:.2f}x")
+        kv.add_row(
+            f"… over all {result.data_parallel_replicas} KV pools",
+            f"{result.total_max_concurrency:.2f}x",
+        )
     if result.workload_concurrency is not None:
         kv.add_row(
             f"concurrency for the workload ({result.workload_tokens:,} tokens)",

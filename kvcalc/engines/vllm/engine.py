@@ -357,8 +357,7 @@ def _check_fit(
             def fits_len(
                 length: int, bpb: int = stage.bytes_per_block, budget: int = stage.check_bytes
             ) -> bool:
-                s = Sizing(max_model_len=length, in_flight_tokens=setup.sizing.in_flight_tokens,
-                           mamba_cache_mode=setup.sizing.mamba_cache_mode)  # fmt: skip
+                s = replace(setup.sizing, max_model_len=length)
                 return bpb * sum(g.max_blocks(s) for g in groups) <= budget
 
             estimate = binary_search_max_len(request.max_model_len, fits_len)

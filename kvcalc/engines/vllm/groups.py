@@ -73,6 +73,8 @@ class Sizing:
     #: tokens scheduled but not yet freed (sliding/chunked reserve)
     in_flight_tokens: int
     mamba_cache_mode: str = "none"
+    #: decode context parallel ranks sharding each request's attention tokens (1: off)
+    dcp: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +115,9 @@ class LayerSpec:
         if self.kind is SpecKind.MAMBA:  # MambaSpec.max_memory_usage_bytes / page
             k = self.speculative_blocks
             return 2 + k + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1 + k
-        return cdiv(s.max_model_len, self.block_size)
+        # AttentionSpec.max_num_blocks_per_req (v1/kv_cache_interface.py): a DCP-sharded spec
+        # holds cdiv(L, block × dcp) blocks, cdiv(cdiv(L, dcp), block)
+        return cdiv(s.max_model_len, self.block_size * s.dcp)
 
     def _window(self) -> int:
         if self.window is None:

@@ -12,6 +12,7 @@ from kvcalc.engines.extra import extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.backends import user_block_size_refusal
 from kvcalc.engines.vllm.batch import scheduler_batch
+from kvcalc.engines.vllm.dcp import check_dcp
 from kvcalc.engines.vllm.dtypes import serving_dtype
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.engines.vllm.hybrid import (
@@ -97,8 +98,12 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
                 )
     if "num_gpu_blocks_override" in request.extra:
         notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
+    dcp = check_dcp(request, profile, model, block, notes)
     sizing = Sizing(
-        max_model_len=request.max_model_len, in_flight_tokens=in_flight, mamba_cache_mode=mode
+        max_model_len=request.max_model_len,
+        in_flight_tokens=in_flight,
+        mamba_cache_mode=mode,
+        dcp=dcp,
     )
     return VllmSetup(
         profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,

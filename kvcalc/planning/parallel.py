@@ -1,0 +1,288 @@
+"""How a deployment uses its GPUs: data, tensor, pipeline, context and expert parallelism.
+
+vLLM 0.33 (``config/parallel.py``): one engine core spans ``world_size = PP × TP × PCP`` GPUs;
+``--data-parallel-size`` runs DP engine cores, each with its own scheduler, requests and KV pool
+(``cache_config.kv_cache_size_tokens`` is "per DP engine"), so a deployment uses
+``DP × PP × TP × PCP`` GPUs (``ParallelConfig.world_size_across_dp``). MoE experts are split over
+``TP × DP × PCP`` ranks whether or not ``--enable-expert-parallel`` is given
+(``model_executor/layers/fused_moe/config.py`` ``FusedMoEParallelConfig.make``: without EP the
+expert widths are split as a flattened TP group, with EP whole experts); attention and dense
+weights are split over TP only. ``--decode-context-parallel-size`` reuses the TP ranks; ``-pcp``
+multiplies the GPUs and leaves the KV cache as it is.
+
+``--num-gpus`` without ``-dp``: GPUs beyond one engine make independent full replicas (each its own
+weights and KV pool), as before; with ``-dp`` it must equal the deployment's GPUs. Either way the
+plan says how the GPUs are used, idle ones included.
+
+SGLang 0.5.23: ``--dp N`` alone runs N full replicas (``DataParallelController``, each ``--tp``
+GPUs); with ``--enable-dp-attention`` the N attention ranks live inside the TP group
+(``server_args.py``: ``tp_size % dp_size == 0``, attention TP = TP / DP).
+
+Pure; vLLM's own refusals are quoted as vLLM words them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvcalc.engines.names import traits
+from kvcalc.errors import InputError
+
+if TYPE_CHECKING:
+    from kvcalc.model.shape import ModelShape
+    from kvcalc.planning.inputs import PlanInputs
+
+CODE = "invalid-parallelism"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuLayout:
+    """Where the GPUs go. Counts, not bytes."""
+
+    #: GPUs in all (``--num-gpus``, else one deployment's)
+    num_gpus: int
+    #: GPUs of one engine core: TP × PP × PCP
+    engine_gpus: int
+    #: data-parallel ranks of one deployment (vLLM engine cores sharing the experts; SGLang
+    #: attention ranks with DP attention, replicas without)
+    data_parallel_size: int
+    #: GPUs of one deployment: DP × PP × TP × PCP (SGLang DP attention: TP × PP)
+    deployment_gpus: int
+    #: independent full copies of the deployment on ``num_gpus``
+    replicas: int
+    #: GPUs no deployment uses
+    idle_gpus: int
+    #: KV pools (engine cores, or SGLang attention ranks) over all GPUs, each with its own requests
+    pools: int
+    #: ranks the routed experts are split over (vLLM: TP × DP × PCP; else TP)
+    moe_ranks: int
+    #: whole experts per rank (``--enable-expert-parallel``) rather than each expert split
+    expert_parallel: bool
+    notes: tuple[str, ...] = ()
+
+
+def _has_vllm_parallelism(inputs: PlanInputs) -> list[str]:
+    given = []
+    if inputs.enable_expert_parallel:
+        given.append("--enable-expert-parallel")
+    if inputs.enable_eplb:
+        given.append("--enable-eplb")
+    if inputs.num_redundant_experts:
+        given.append("--num-redundant-experts")
+    if inputs.decode_context_parallel_size > 1:
+        given.append("--decode-context-parallel-size")
+    if inputs.cp_kv_cache_interleave_size is not None:
+        given.append("--cp-kv-cache-interleave-size")
+    if inputs.prefill_context_parallel_size > 1:
+        given.append("--prefill-context-parallel-size")
+    return given
+
+
+def check_parallelism(inputs: PlanInputs) -> None:
+    """Refuse what the engine refuses (vLLM's words) and what kvcalc does not model."""
+    can = traits(inputs.engine)
+    name = can.name.display
+    vllm_only = _has_vllm_parallelism(inputs)
+    if vllm_only and not can.moe_data_parallel:
+        raise InputError(
+            f"{', '.join(vllm_only)}: not modelled for {name} (kvcalc models them for vLLM)",
+            hint="plan with --engine vllm, or without those settings",
+            code="unsupported-parallelism",
+        )
+    if inputs.enable_dp_attention and not can.dp_attention:
+        raise InputError(
+            f"--enable-dp-attention is SGLang's; {name} has no data-parallel attention",
+            hint="vLLM: --data-parallel-size N (a KV pool per rank, experts over TP × DP)",
+            code="unsupported-parallelism",
+        )
+    if inputs.enable_dp_attention:
+        raise InputError(
+            "--enable-dp-attention: SGLang's data-parallel attention is not modelled yet "
+            "(per-rank requests, attention TP = TP / DP, the graph reserve's max_bs × dp × 3 MB)",
+            hint="plan it without --enable-dp-attention (docs/engines.md says what is missing), "
+            "or with vLLM's --data-parallel-size",
+            code="unsupported-parallelism",
+        )
+    dp = inputs.data_parallel_size
+    if dp > 1 and not (can.moe_data_parallel or can.dp_attention):
+        raise InputError(
+            f"--data-parallel-size: not modelled for {name}",
+            hint="--num-gpus N plans independent full replicas",
+            code="unsupported-parallelism",
+        )
+    tp, pcp, dcp = (inputs.tensor_parallel_size, inputs.prefill_context_parallel_size,
+                    inputs.decode_context_parallel_size)  # fmt: skip
+    if can.moe_data_parallel:
+        _check_vllm(inputs, tp, pcp, dcp, dp)
+    if inputs.enable_dp_attention and tp % dp:
+        # sglang/srt/server_args.py: "tp_size must be divisible by dp_size when dp attention is enabled"
+        raise InputError(
+            f"SGLang refuses --enable-dp-attention with --dp {dp}: tp_size must be divisible by "
+            f"dp_size when dp attention is enabled (tp {tp})",
+            hint="choose a --dp that divides --tensor-parallel-size",
+            code=CODE,
+        )
+    _check_num_gpus(inputs)
+
+
+def _check_vllm(inputs: PlanInputs, tp: int, pcp: int, dcp: int, dp: int) -> None:
+    """``ParallelConfig._validate_parallel_config`` (vLLM 0.33.0 ``config/parallel.py``)."""
+    reason = None
+    if inputs.enable_eplb:
+        if not inputs.enable_expert_parallel:
+            reason = "enable_expert_parallel must be True to use EPLB."
+        elif tp * pcp * dp <= 1:
+            reason = ("EPLB requires tensor, prefill-context, or data parallelism, but got "
+                      f"TP={tp}, PCP={pcp}, DP={dp}.")  # fmt: skip
+    elif inputs.num_redundant_experts:
+        reason = (f"num_redundant_experts is set to {inputs.num_redundant_experts} but EPLB is not "
+                  "enabled. Either enable EPLB or unset num_redundant_experts.")  # fmt: skip
+    if reason is None and pcp == 1 and tp % dcp:
+        reason = f"tp_size={tp} must be divisible by dcp_size={dcp}."
+    if reason is None and pcp > 1 and dcp not in (1, pcp, tp * pcp):
+        reason = ("When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full "
+                  f"TP x PCP axis. Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are "
+                  f"{sorted({1, pcp, tp * pcp})}.")  # fmt: skip
+    if reason is not None:
+        raise InputError(
+            f"vLLM refuses these settings: {reason}",
+            hint="change the parallel sizes as vLLM asks",
+            code=CODE,
+        )
+
+
+def _check_num_gpus(inputs: PlanInputs) -> None:
+    n = inputs.num_gpus
+    if n is None:
+        return
+    if inputs.data_parallel_size > 1 and not inputs.enable_dp_attention:
+        need = inputs.deployment_gpus
+        if n != need:
+            raise InputError(
+                f"--num-gpus {n} does not match the parallelism: {_product(inputs)} = {need} GPUs",
+                hint=f"drop --num-gpus, or give --num-gpus {need}",
+                code=CODE,
+            )
+        return
+    if n < inputs.world_size:
+        raise InputError(
+            f"{_product(inputs)} = {inputs.world_size} needs that many GPUs, but num_gpus is {n}",
+            code="invalid-input",
+        )
+
+
+def _product(inputs: PlanInputs) -> str:
+    parts = []
+    if inputs.data_parallel_size > 1 and not inputs.enable_dp_attention:
+        parts.append(f"DP {inputs.data_parallel_size}")
+    parts.append(f"PP {inputs.pipeline_parallel_size}")
+    parts.append(f"TP {inputs.tensor_parallel_size}")
+    if inputs.prefill_context_parallel_size > 1:
+        parts.append(f"PCP {inputs.prefill_context_parallel_size}")
+    return " × ".join(parts)
+
+
+def gpu_layout(inputs: PlanInputs, *, moe: bool) -> GpuLayout:
+    """How ``inputs`` uses its GPUs (``moe``: the model has routed experts)."""
+    can = traits(inputs.engine)
+    dp = inputs.data_parallel_size
+    engine = inputs.world_size
+    deployment = inputs.deployment_gpus
+    num_gpus = inputs.num_gpus or deployment
+    replicas = max(1, num_gpus // deployment)
+    idle = num_gpus - replicas * deployment
+    notes: list[str] = []
+    moe_ranks = moe_split(inputs)[0]
+    pools = dp * replicas
+    if dp > 1 and can.moe_data_parallel:
+        split = (
+            f"routed experts split over TP × DP × PCP = {moe_ranks} ranks "
+            + ("(whole experts, --enable-expert-parallel)" if inputs.enable_expert_parallel
+               else "(each expert's width split; --enable-expert-parallel keeps whole experts)")
+            if moe else "no routed experts: every rank holds the full model"
+        )  # fmt: skip
+        notes.append(
+            f"data parallel {dp}: {dp} engine cores of {engine} GPU(s), each with its own "
+            f"requests and KV pool; {split}; attention and dense weights over TP "
+            f"{inputs.tensor_parallel_size} on every rank"
+        )
+    elif dp > 1:
+        notes.append(
+            f"--dp {dp}: {dp} full replicas of TP {inputs.tensor_parallel_size}, each with its "
+            "own weights and KV pool (no DP attention)"
+        )
+    elif moe and moe_ranks > 1 and inputs.enable_expert_parallel:
+        notes.append(f"expert parallel: whole experts over TP × DP × PCP = {moe_ranks} ranks")
+    pcp = inputs.prefill_context_parallel_size
+    if pcp > 1:
+        notes.append(
+            f"prefill context parallel {pcp}: each engine core spans TP {inputs.tensor_parallel_size}"
+            f" × PP {inputs.pipeline_parallel_size} × PCP {pcp} = {engine} GPUs; the KV cache is "
+            "as without PCP on every GPU (replicated over the PCP ranks unless DCP spans them)"
+            + (f"; routed experts over {moe_ranks} ranks" if moe else "")
+        )
+    if (
+        can.moe_data_parallel
+        and (dp > 1 or inputs.prefill_context_parallel_size > 1)
+        and (inputs.kv_cache_memory_bytes is None)
+    ):
+        notes.append(
+            f"activation and CUDA-graph terms: kvcalc's estimate for one engine core of TP "
+            f"{inputs.tensor_parallel_size}, non-torch its multi-GPU figure (the DP/EP group has "
+            "NCCL communicators); what data/context parallelism adds beyond that (MoE tokens "
+            "all-gathered over the DP ranks by vLLM's default allgather_reducescatter backend, "
+            "DP batch padding, the communicators' own size) is not measured (unconfirmed)"
+        )
+    if replicas > 1:
+        notes.append(
+            f"--num-gpus {num_gpus}: {replicas} independent full replicas of {deployment} GPU(s) "
+            "(each its own weights and KV pool; concurrency over all replicas counts them all)"
+        )
+    if idle:
+        notes.append(
+            f"--num-gpus {num_gpus}: {idle} GPU(s) idle — the parallelism uses {deployment} per "
+            f"replica ({_product(inputs)}), {replicas * deployment} in all"
+        )
+    return GpuLayout(
+        num_gpus=num_gpus, engine_gpus=engine, data_parallel_size=dp, deployment_gpus=deployment,
+        replicas=replicas, idle_gpus=idle, pools=pools, moe_ranks=moe_ranks,
+        expert_parallel=inputs.enable_expert_parallel and moe_ranks > 1, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def moe_split(inputs: PlanInputs) -> tuple[int, bool]:
+    """(ranks the routed experts are split over, whole experts per rank): vLLM's MoE group is
+    TP × DP × PCP (``FusedMoEParallelConfig.make``); other engines split experts over TP."""
+    ranks = inputs.tensor_parallel_size
+    if traits(inputs.engine).moe_data_parallel:
+        ranks *= inputs.data_parallel_size * inputs.prefill_context_parallel_size
+    return ranks, inputs.enable_expert_parallel and ranks > 1
+
+
+def has_routed_experts(model: ModelShape) -> bool:
+    """The model has routed experts (its weight shape has a MoE block)."""
+    return getattr(getattr(model.weights, "moe", None), "num_experts", 0) > 0
+
+
+def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
+    """What the engine refuses for this model's parallel layout."""
+    if not traits(inputs.engine).moe_data_parallel:
+        return
+    given = _has_vllm_parallelism(inputs)
+    if inputs.data_parallel_size > 1:
+        given.insert(0, "--data-parallel-size")
+    if given:
+        from kvcalc.engines.vllm.dcp import check_parallel_release, check_pcp
+
+        check_parallel_release(inputs.engine_version, given)
+        check_pcp(model, inputs.prefill_context_parallel_size)
+    if inputs.enable_expert_parallel:
+        if getattr(model.weights, "moe", 0) is None:  # weights read, no MoE block
+            # vLLM 0.33.0 config/model.py ModelConfig._verify_with_expert_parallelism
+            raise InputError(
+                "vLLM refuses these settings: Number of experts in the model must be greater than "
+                "0 when expert parallelism is enabled.",
+                hint="drop --enable-expert-parallel for a dense model",
+                code=CODE,
+            )
