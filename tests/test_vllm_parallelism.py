@@ -240,3 +240,20 @@ def test_older_releases_refuse_the_parallel_settings():
                                                  engine_version="0.21"))  # fmt: skip
     assert err.value.code == "unsupported-parallelism"
     assert "--data-parallel-size: modelled for vLLM 0.33 only" in err.value.message
+
+
+def test_all2all_backends_other_than_the_default_are_refused():
+    from kvcalc.planning.servecmd import parse_serve_command
+
+    ok = PlanInputs(gpu="H200", data_parallel_size=8, enable_expert_parallel=True,
+                    all2all_backend="allgather_reducescatter")  # fmt: skip
+    assert ok.all2all_backend == "allgather_reducescatter"
+    with pytest.raises(InputError) as err:
+        PlanInputs(gpu="H200", data_parallel_size=8, enable_expert_parallel=True,
+                   all2all_backend="deepep_low_latency")  # fmt: skip
+    assert err.value.code == "unsupported-parallelism"
+    with pytest.raises(InputError) as err:
+        PlanInputs(gpu="H200", all2all_backend="deepep")
+    assert err.value.code == "invalid-input"
+    cmd = parse_serve_command("vllm serve m -dp 8 -ep --all2all-backend deepep_high_throughput")
+    assert cmd.values["all2all_backend"] == "deepep_high_throughput"

@@ -53,7 +53,7 @@ DEPLOYMENT = (
     "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
     "enable_expert_parallel", "enable_eplb", "num_redundant_experts",
     "decode_context_parallel_size", "cp_kv_cache_interleave_size",
-    "prefill_context_parallel_size", "enable_dp_attention", "engine",
+    "prefill_context_parallel_size", "all2all_backend", "enable_dp_attention", "engine",
     "engine_version", "max_model_len", "max_num_seqs", "kv_cache_dtype", "dtype", "quantization",
     "weights_memory", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
     "enforce_eager", "enable_prefix_caching", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "cudagraph_mode",

@@ -55,6 +55,8 @@ class PlanInputs:
     cp_kv_cache_interleave_size: int | None = None
     #: vLLM ``--prefill-context-parallel-size``: GPUs per engine × PCP, KV unchanged
     prefill_context_parallel_size: int = 1
+    #: vLLM ``--all2all-backend`` (None: its default, ``allgather_reducescatter``)
+    all2all_backend: str | None = None
     #: SGLang ``--enable-dp-attention`` (with ``data_parallel_size`` as ``--dp``)
     enable_dp_attention: bool = False
     max_model_len: int | None = None
@@ -163,6 +165,7 @@ class PlanInputs:
             "dtype",
             "quantization",
             "calibration",
+            "all2all_backend",
         ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):

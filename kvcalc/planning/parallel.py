@@ -24,14 +24,71 @@ Pure; vLLM's own refusals are quoted as vLLM words them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError
 
 if TYPE_CHECKING:
+    from kvcalc.engines.names import EngineName
     from kvcalc.model.shape import ModelShape
-    from kvcalc.planning.inputs import PlanInputs
+
+
+class PlanInputs(Protocol):
+    """What this module reads of :class:`kvcalc.planning.inputs.PlanInputs` (which imports this
+    module to check itself, so the class is not imported here)."""
+
+    @property
+    def engine(self) -> EngineName: ...
+
+    @property
+    def engine_version(self) -> str | None: ...
+
+    @property
+    def num_gpus(self) -> int | None: ...
+
+    @property
+    def tensor_parallel_size(self) -> int: ...
+
+    @property
+    def pipeline_parallel_size(self) -> int: ...
+
+    @property
+    def data_parallel_size(self) -> int: ...
+
+    @property
+    def enable_expert_parallel(self) -> bool: ...
+
+    @property
+    def enable_eplb(self) -> bool: ...
+
+    @property
+    def num_redundant_experts(self) -> int: ...
+
+    @property
+    def decode_context_parallel_size(self) -> int: ...
+
+    @property
+    def cp_kv_cache_interleave_size(self) -> int | None: ...
+
+    @property
+    def prefill_context_parallel_size(self) -> int: ...
+
+    @property
+    def enable_dp_attention(self) -> bool: ...
+
+    @property
+    def kv_cache_memory_bytes(self) -> int | None: ...
+
+    @property
+    def all2all_backend(self) -> str | None: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def deployment_gpus(self) -> int: ...
+
 
 CODE = "invalid-parallelism"
 
@@ -76,6 +133,8 @@ def _has_vllm_parallelism(inputs: PlanInputs) -> list[str]:
         given.append("--cp-kv-cache-interleave-size")
     if inputs.prefill_context_parallel_size > 1:
         given.append("--prefill-context-parallel-size")
+    if inputs.all2all_backend is not None:
+        given.append("--all2all-backend")
     return given
 
 
@@ -115,6 +174,7 @@ def check_parallelism(inputs: PlanInputs) -> None:
                     inputs.decode_context_parallel_size)  # fmt: skip
     if can.moe_data_parallel:
         _check_vllm(inputs, tp, pcp, dcp, dp)
+        _check_all2all(inputs.all2all_backend)
     if inputs.enable_dp_attention and tp % dp:
         # sglang/srt/server_args.py: "tp_size must be divisible by dp_size when dp attention is enabled"
         raise InputError(
@@ -150,6 +210,34 @@ def _check_vllm(inputs: PlanInputs, tp: int, pcp: int, dcp: int, dp: int) -> Non
             hint="change the parallel sizes as vLLM asks",
             code=CODE,
         )
+
+
+#: vLLM 0.33.0 ``config/parallel.py`` ``All2AllBackend`` (``passthrough`` is bound by the MoE
+#: backend, not selectable)
+ALL2ALL_BACKENDS = ("naive", "pplx", "deepep_high_throughput", "deepep_low_latency", "deepep_v2",
+                    "mori_high_throughput", "mori_low_latency", "moonep", "nixl_ep",
+                    "allgather_reducescatter", "flashinfer_all2allv", "flashinfer_nvlink_two_sided",
+                    "flashinfer_nvlink_one_sided")  # fmt: skip
+MODELLED_ALL2ALL = "allgather_reducescatter"
+
+
+def _check_all2all(backend: str | None) -> None:
+    """Only vLLM's default all-to-all is modelled: it all-gathers and reduce-scatters through NCCL
+    and PyTorch; the others allocate their own communication buffers (DeepEP's NVSHMEM buffers,
+    MoRI, NIXL-EP, FlashInfer's workspaces) whose size kvcalc does not know."""
+    if backend is None or backend == MODELLED_ALL2ALL:
+        return
+    if backend not in ALL2ALL_BACKENDS:
+        raise InputError(
+            f"--all2all-backend {backend!r}: vLLM's choices are " + ", ".join(ALL2ALL_BACKENDS),
+            code="invalid-input",
+        )
+    raise InputError(
+        f"--all2all-backend {backend}: not modelled (its communication buffers live outside "
+        "PyTorch's allocator and kvcalc does not size them)",
+        hint=f"plan with the default, {MODELLED_ALL2ALL}, and leave room for the buffers",
+        code="unsupported-parallelism",
+    )
 
 
 def _check_num_gpus(inputs: PlanInputs) -> None:

@@ -199,6 +199,11 @@ SETTINGS: tuple[Setting, ...] = (
        flags=("--prefill-context-parallel-size", "-pcp"), field="prefill_context_parallel_size",
        yaml="prefill_context_parallel_size", serve=("--prefill-context-parallel-size", "-pcp"),
        default=1, minimum=1),
+    _s("all2all_backend", Kind.TEXT, H, "vLLM's MoE all-to-all backend under expert parallelism; "
+       "kvcalc models allgather_reducescatter (vLLM's default) and refuses the others (DeepEP, "
+       "MoRI, NIXL-EP, FlashInfer and pplx allocate buffers it does not size).",
+       field="all2all_backend", yaml="all2all_backend", serve=("--all2all-backend",),
+       default_help="allgather_reducescatter", metavar="NAME"),
     _s("enable_dp_attention", Kind.BOOL, H, "SGLang data-parallel attention: "
        "{data_parallel_size} attention ranks within {tensor_parallel_size}, each with its own "
        "requests.", field="enable_dp_attention", yaml="enable_dp_attention", default=False),
