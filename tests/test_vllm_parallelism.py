@@ -257,3 +257,11 @@ def test_all2all_backends_other_than_the_default_are_refused():
     assert err.value.code == "invalid-input"
     cmd = parse_serve_command("vllm serve m -dp 8 -ep --all2all-backend deepep_high_throughput")
     assert cmd.values["all2all_backend"] == "deepep_high_throughput"
+
+
+def test_speculative_decoding_with_dp_on_a_moe_model_is_refused():
+    with pytest.raises(InputError) as err:
+        plan_reference("deepseek-v3", PlanInputs(
+            gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
+            speculative_config={"method": "mtp", "num_speculative_tokens": 1}))  # fmt: skip
+    assert err.value.code == "unsupported-parallelism"

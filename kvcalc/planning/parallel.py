@@ -84,6 +84,9 @@ class PlanInputs(Protocol):
     def all2all_backend(self) -> str | None: ...
 
     @property
+    def speculative_config(self) -> object: ...
+
+    @property
     def world_size(self) -> int: ...
 
     @property
@@ -365,6 +368,20 @@ def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
 
         check_parallel_release(inputs.engine_version, given)
         check_pcp(model, inputs.prefill_context_parallel_size)
+    ranks, whole = moe_split(inputs)
+    if (
+        inputs.speculative_config
+        and has_routed_experts(model)
+        and (whole or ranks != inputs.tensor_parallel_size)
+    ):
+        # the drafter's MoE layers (MTP) are split by the draft's own parallel config
+        # (config/speculative.py create_draft_parallel_config): not modelled with DP/EP
+        raise InputError(
+            "speculative decoding with data or expert parallelism on a MoE model is not modelled "
+            "(how the draft's experts are split over TP × DP × PCP is not read)",
+            hint="plan the speculative decoding with -tp alone, or DP/EP without it",
+            code="unsupported-parallelism",
+        )
     if inputs.enable_expert_parallel:
         if getattr(model.weights, "moe", 0) is None:  # weights read, no MoE block
             # vLLM 0.33.0 config/model.py ModelConfig._verify_with_expert_parallelism
