@@ -238,8 +238,8 @@ class _Reader:
             raise InputError(f"{raw} needs a value", code=CODE)
         after = i + 1 if attached is not None else i + 2
         for k, value in eplb_items(head, key, text).items():
-            if k != "num_redundant_experts":
-                self.keep(flag, None, f"{flag.name}.{k}")
+            if k != "num_redundant_experts":  # named as the command wrote it
+                self.keep(flag, None, f"{flag.name}.{k}" if key else flag.name)
                 continue
             convert = FLAGS["num_redundant_experts"][0]
             assert convert is not None
