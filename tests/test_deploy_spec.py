@@ -63,7 +63,7 @@ def test_every_problem_is_reported_at_once_with_its_line():
         "36:15: num_gpus: 2 is fewer than tensor_parallel_size × pipeline_parallel_size = 4",
         "40:27: tensor_parallel_size: 4 disagrees with -tp 2 in `command` (line 39)",
         "43:14: command: conflicting flags: --max-num-seqs 8 and --max-num-seqs 16 (give each setting once)",
-        "46:14: command: no vllm/vllm-openai image in this docker command",
+        "46:14: command: no vllm/vllm-openai or lmsysorg/sglang image in this docker command",
         (
             "49:17: gpu_memory: cannot read '80 GB of HBM' as a size: write 80GB (10^9 bytes), 79.2GiB "
             "(2^30 bytes) or a bare number of GiB"

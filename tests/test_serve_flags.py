@@ -199,12 +199,13 @@ def test_hidden_negations_and_switches():
     assert parse_serve_command("vllm serve m --disable-log-requests").notes == (
         "--enable-log-requests: no effect on memory",
     )
-    assert parse_serve_command("vllm serve m --no-enable-prefix-caching").values == {
-        "enable_prefix_caching": False
-    }
+    # every spelling of a modelled flag is read: --disable-prefix-caching is the hidden
+    # --no-enable-prefix-caching's twin (the settings table names only --enable-prefix-caching)
+    for off in ("--no-enable-prefix-caching", "--disable-prefix-caching"):
+        assert parse_serve_command(f"vllm serve m {off}").values == {"enable_prefix_caching": False}
     with pytest.raises(InputError) as err:
-        parse_serve_command("vllm serve m --no-enable-chunked-prefill")
-    assert "--enable-chunked-prefill" in err.value.message  # named by the flag, not the spelling
+        parse_serve_command("vllm serve m --no-enable-sleep-mode")
+    assert "--enable-sleep-mode" in err.value.message  # named by the flag, not the spelling
 
 
 @pytest.mark.skipif(not os.environ.get("KVCALC_VLLM_PYTHON"), reason="no vLLM reference venv")
@@ -219,3 +220,145 @@ def test_the_recording_is_vllms_parser_today():
     assert live["flags"] == RECORDED["flags"], "a new vLLM: re-record, then classify the new flags"
     assert live["validated"] == RECORDED["validated"]
     assert live["config_keys"] == RECORDED["config_keys"]
+
+
+# -- SGLang 0.5.23: python -m sglang.launch_server ------------------------------------------------
+SGLANG = json.loads(SGLANG_RECORDING.read_text(encoding="utf-8"))
+SGLANG_NAMES = [f["options"][0] for f in SGLANG["flags"]]
+
+
+def _sglang_classes():
+    from kvcalc.engines.sglang import server_flags as s
+    from kvcalc.planning.servecmd_flags import sglang_dialect
+
+    d = sglang_dialect()
+    table = flag_table("sglang")
+    modelled = {n for n in SGLANG_NAMES if classify(table.find(n), None, d) is FlagClass.MODELLED}
+    reviewed = {n for names in s.UNMODELLED.values() for n in names}
+    return modelled, s.NO_EFFECT, reviewed, s.UNMODELLED
+
+
+def test_the_sglang_recording_says_where_it_comes_from():
+    assert SGLANG["engine"] == "SGLang 0.5.23"
+    assert "ServerArgs.add_cli_args" in SGLANG["recorded_with"]
+    assert SGLANG["command"].startswith("$SGLANGENV/bin/python scripts/serve_flags.py sglang")
+    # sglang/srt/server_args.py ServerArgs.add_cli_args: 531 flags
+    assert len(SGLANG_NAMES) == len(set(SGLANG_NAMES)) == 531
+
+
+def test_every_sglang_flag_is_classified_once():
+    modelled, no_effect, reviewed, groups = _sglang_classes()
+    assert [n for n in SGLANG_NAMES if n not in modelled | no_effect | reviewed] == []
+    assert modelled & no_effect == set() and no_effect & reviewed == set()
+    assert sum(len(g) for g in groups.values()) == len(reviewed)
+    assert (no_effect | reviewed) - set(SGLANG_NAMES) == set()
+    # the settings' SGLang spellings and the engine options kvcalc reads (-E page_size, ...)
+    assert {"--model-path", "--tp-size", "--context-length", "--mem-fraction-static",
+            "--max-running-requests", "--page-size", "--max-total-tokens",
+            "--disable-radix-cache"} <= modelled  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SGLANG_NAMES)
+def test_each_sglang_flag_does_what_its_class_says(name):
+    from kvcalc.planning.servecmd_flags import sglang_dialect
+
+    flag = flag_table("sglang").find(name)
+    sample = []
+    if flag.takes_value:
+        sample = [flag.shown_choices()[0]] if flag.choices else ["1"]
+    if name == "--mem-fraction-static" or name.endswith("-ratio"):
+        sample = ["0.5"]
+    if name in ("--model-path", "--revision", "--dtype", "--quantization", "--kv-cache-dtype"):
+        sample = [{"--model-path": "m", "--revision": "main", "--dtype": "half",
+                   "--quantization": "fp8", "--kv-cache-dtype": "fp8_e4m3"}[name]]  # fmt: skip
+    command = " ".join(
+        shlex.quote(t) for t in ["python", "-m", "sglang.launch_server", name, *sample]
+    )
+    cls = classify(flag, sample[0] if sample else None, sglang_dialect())
+    if cls is FlagClass.NOT_MODELLED:
+        with pytest.raises(InputError) as err:
+            parse_serve_command(command)
+        assert err.value.code == "flag-not-modelled" and name in err.value.message
+        return
+    cmd = parse_serve_command(command)
+    assert cmd.values["engine"] == "sglang" and cmd.unmodelled == ()
+    if cls is FlagClass.NO_EFFECT:
+        assert cmd.notes == (f"{name}: no effect on memory",)
+    elif name not in ("--model-path", "--revision"):
+        assert set(cmd.values) - {"engine"}, name
+
+
+def test_an_sglang_command_fills_the_sglang_settings():
+    cmd = parse_serve_command(
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 "
+        "--mem-fraction-static 0.85 --context-length 32Ki --max-running-requests 64 "
+        "--page-size 16 --disable-radix-cache --host 0.0.0.0 --port 30000"
+    )
+    assert cmd.model == "Qwen/Qwen3-8B"
+    # --tp: argparse's unique prefix of --tp-size; 32Ki: SGLang's human_readable_int, 32,768
+    assert cmd.values == {
+        "engine": "sglang", "tensor_parallel_size": 2, "gpu_memory_utilization": 0.85,
+        "max_model_len": 32768, "max_num_seqs": 64,
+        "engine_options": (("disable_radix_cache", True), ("page_size", 16)),
+    }  # fmt: skip
+    assert cmd.notes == ("--host, --port: no effect on memory",)
+
+
+@pytest.mark.parametrize(("command", "message"), [
+    # SGLang's own choices: fp8 is a vLLM name (sglang/srt/server_args.py --kv-cache-dtype)
+    ("python -m sglang.launch_server --model-path m --kv-cache-dtype fp8",
+     "choose from auto, fp8_e5m2, fp8_e4m3, mxfp8, bf16, bfloat16"),
+    # human_readable_int is case-sensitive: K is no suffix
+    ("python -m sglang.launch_server --model-path m --context-length 32K", "invalid integer value '32K'"),
+    ("python -m sglang.launch_server --model-path m --tp_size 2", "unrecognized argument --tp_size"),
+    ("python -m sglang.launch_server m", "unrecognized arguments: 1 argument(s)"),
+])  # fmt: skip
+def test_what_sglang_refuses_is_refused(command, message):
+    with pytest.raises(InputError) as err:
+        parse_serve_command(command)
+    assert err.value.code == "invalid-serve-command"
+    assert message in err.value.message
+
+
+def test_sglang_unmodelled_flags_are_named():
+    with pytest.raises(InputError) as err:
+        parse_serve_command(
+            "python -m sglang.launch_server --model-path m --enable-dp-attention --dp 2 --speculative-algorithm EAGLE"
+        )
+    assert err.value.code == "flag-not-modelled"
+    assert "--enable-dp-attention, --dp-size (parallelism)" in err.value.message
+    assert "--speculative-algorithm (speculative decoding)" in err.value.message
+
+
+def test_sglang_docker_and_cli_forms():
+    docker = parse_serve_command(
+        "docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server "
+        "--model-path m --tp-size 4"
+    )
+    cli = parse_serve_command("sglang serve --model-path m --tp-size 4")
+    assert docker.values == cli.values == {"engine": "sglang", "tensor_parallel_size": 4}
+
+
+def test_an_sglang_command_plans_as_the_same_settings_typed(cli):
+    pasted = cli("plan", "--gpu", "H100-80GB", "--json", "--no-throughput", "--from-command",
+                 "python -m sglang.launch_server --model-path llama-3.1-8b --tp 2 "
+                 "--mem-fraction-static 0.85 --context-length 32k --page-size 16 --port 30000")  # fmt: skip
+    typed = cli("plan", "llama-3.1-8b", "--gpu", "H100-80GB", "--json", "--no-throughput",
+                "--engine", "sglang", "-tp", "2", "--gpu-memory-utilization", "0.85",
+                "--max-model-len", "32k", "-E", "page_size=16")  # fmt: skip
+    assert pasted.exit_code == typed.exit_code == 0, pasted.stderr
+    a, b = pasted.json, typed.json
+    assert a["engine"] == "sglang" and a["notes"][0] == "--port: no effect on memory"
+    assert {k: v for k, v in a.items() if k != "notes"} == {
+        k: v for k, v in b.items() if k != "notes"
+    }
+
+
+def test_every_sglang_spelling_of_the_settings_is_an_sglang_option():
+    options = {o for f in SGLANG["flags"] for o in f["options"]}
+    assert {o for s in SETTINGS for o in s.sglang} - options == set()
+    # the engine options kvcalc's SGLang module reads, by SGLang's own dest names
+    from kvcalc.engines.sglang.defaults import EXTRA_KEYS
+
+    dests = {f["dest"] for f in SGLANG["flags"]}
+    assert set(EXTRA_KEYS) - dests == {"hybrid_swa"}  # no flag: -E only

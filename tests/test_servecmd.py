@@ -189,9 +189,9 @@ def test_stops_at_shell_operators():
         ("vllm serve 'm", "invalid-serve-command", "cannot split the command: "),
         ("vllm bench m", "invalid-serve-command", "only `vllm serve` starts a server"),
         ("python -m http.server", "invalid-serve-command", "a python command must run"),
-        ("sglang.launch_server --model m", "invalid-serve-command", "not a vLLM serving command"),
+        ("sglang.launch_server --model m", "invalid-serve-command", "not a vLLM or SGLang serving command"),
         ("", "invalid-serve-command", "the command is empty"),
-        ("docker compose up", "invalid-serve-command", "no vllm/vllm-openai image"),
+        ("docker compose up", "invalid-serve-command", "no vllm/vllm-openai or lmsysorg/sglang image"),
     ],
 )  # fmt: skip
 def test_errors(text, code, message):

@@ -78,6 +78,9 @@ def _merge_command(
         )
     for name, value in cmd.values.items():
         given = values.get(name)
+        if name == "engine_options":  # -E keys and an SGLang command's engine options join
+            value = _joined_options(tuple(given or ()), value)
+            given = None
         if given is not None and given != BY_FIELD[name].default and given != value:
             raise InputError(
                 f"{name} is {given!r} on the command line but {value!r} in --from-command",
@@ -86,6 +89,20 @@ def _merge_command(
             )
         values[name] = value
     return reference or cmd.model, cmd.revision, tuple(cmd.notes)
+
+
+def _joined_options(given: tuple[tuple[str, Any], ...], command: tuple[tuple[str, Any], ...]):
+    """``-E`` options and those of the command, one value a key."""
+    joined = dict(given)
+    for key, value in command:
+        if key in joined and joined[key] != value:
+            raise InputError(
+                f"-E {key}={joined[key]} on the command line but {key} {value} in --from-command",
+                hint="give each setting once",
+                code="conflicting-options",
+            )
+        joined[key] = value
+    return tuple(joined.items())
 
 
 def say_notes(notes: tuple[str, ...]) -> None:

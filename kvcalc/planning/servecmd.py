@@ -55,11 +55,22 @@ from kvcalc.planning.servecmd_flags import (
     classify,
     classify_config_key,
     is_recorded_release,
-    not_modelled_error,
+    judge,
     setting_for,
+    sglang_dialect,
     table,
+    vllm_dialect,
 )
-from kvcalc.planning.servecmd_program import STOP, flags_start, is_flag, split_command
+from kvcalc.planning.servecmd_program import (
+    STOP,
+    Start,
+    flag_values,
+    flags_start,
+    is_flag,
+    skip_unknown,
+    split_command,
+)
+from kvcalc.planning.servecmd_sglang import read_sglang
 from kvcalc.planning.settings import SETTINGS, Kind, Setting
 from kvcalc.units import parse_token_count
 
@@ -127,6 +138,8 @@ class ServeCommand:
 
     def describe(self, name: str) -> str:
         """``--max-model-len 32000`` for a field the command set (for conflict messages)."""
+        if name in ("engine", "engine_options"):  # set by an SGLang command
+            return f"{self.flags[name]}" if name == "engine_options" else f"`{self.flags[name]}`"
         flag = self.flags.get(name, FLAGS[name][1][0])
         value = self.values.get(name, self.model if name == "model" else None)
         return flag if isinstance(value, bool) else f"{flag} {value}"
@@ -181,7 +194,7 @@ class _Reader:
         flag = table().resolve(base)
         if flag is None and not self.strict:  # an older release's flag: not modelled
             self.unmodelled.append(base)
-            return _skip_unknown(tokens, i, bool(eq))
+            return skip_unknown(tokens, i, bool(eq))
         if flag is None:
             raise InputError(
                 f"{table().program}: unrecognized argument {base} ({table().engine} has no such "
@@ -197,7 +210,7 @@ class _Reader:
                 raise InputError(f"{raw} needs a value", code=CODE)
             self.keep(flag, None, f"{flag.name}.{key}")
             return after
-        values, after = _values(flag, tokens, i, raw, attached if eq else None)
+        values, after = flag_values(flag, tokens, i, raw, attached if eq else None)
         for value in values if self.strict else ():
             check_value(flag, value, raw)
         cls = classify(flag, values[0] if values else None)
@@ -279,38 +292,27 @@ class _Reader:
         return i + 1 if attached is not None else i + 2
 
 
-def _skip_unknown(tokens: list[str], i: int, has_eq: bool) -> int:
-    """Past a flag the recorded parser lacks, and the value that seems to follow it."""
-    if has_eq or i + 1 >= len(tokens) or is_flag(tokens[i + 1]) or tokens[i + 1] in STOP:
-        return i + 1
-    return i + 2
-
-
-def _values(
-    flag: EngineFlag, tokens: list[str], i: int, raw: str, attached: str | None
-) -> tuple[list[str], int]:
-    """The values argparse gives ``flag`` at ``tokens[i]`` (by its nargs), and the index after."""
-    if not flag.takes_value:
-        if attached is not None:
-            raise InputError(f"{raw} takes no value (got {raw}={attached})", code=CODE)
-        return [], i + 1
-    if attached is not None:
-        return [attached], i + 1
-    j = i + 1
-    found: list[str] = []
-    while j < len(tokens) and not is_flag(tokens[j]) and tokens[j] not in STOP:
-        found.append(tokens[j])
-        j += 1
-        if flag.nargs in (None, "?") or isinstance(flag.nargs, int) and len(found) == flag.nargs:
-            break
-    needed = flag.nargs if isinstance(flag.nargs, int) else int(flag.nargs in (None, "+"))
-    if len(found) < needed:
-        raise InputError(f"{raw} needs a value", code=CODE)
-    return found, j
-
-
 def _shown(flag: str, value: Any) -> str:
     return flag if isinstance(value, bool) else f"{flag} {value}"
+
+
+def _sglang(
+    tokens: list[str], start: Start, *, ignore_unmodelled: bool, surface: str
+) -> ServeCommand:
+    """An SGLang command (:mod:`kvcalc.planning.servecmd_sglang`): the engine is SGLang."""
+    read = read_sglang(tokens, start.index, positional_model=start.positional_model)
+    program = sglang_dialect().table.program
+    unmodelled = judge(read, program, ignore_unmodelled, surface, sglang_dialect())
+    values = dict(read.values)
+    revision = values.pop("revision", None)
+    read.flags.pop("revision", None)
+    values["engine"] = str(start.engine)
+    flags = {**read.flags, "engine": program}
+    if read.options:
+        values["engine_options"] = tuple(sorted(read.options.items()))
+        flags["engine_options"] = ", ".join(f"-E {k}={v}" for k, v in sorted(read.options.items()))
+    return ServeCommand(model=read.model, values=values, notes=tuple(read.notes), revision=revision,
+                        flags=flags, unmodelled=unmodelled)  # fmt: skip
 
 
 def parse_serve_command(
@@ -331,7 +333,10 @@ def parse_serve_command(
     {'kv_cache_dtype': 'fp8', 'enforce_eager': True}
     """
     tokens = split_command(text)
-    i, positional_model = flags_start(tokens)
+    start = flags_start(tokens)
+    if start.sglang:
+        return _sglang(tokens, start, ignore_unmodelled=ignore_unmodelled, surface=surface)
+    i, positional_model = start.index, start.positional_model
     reader = _Reader(strict=is_recorded_release(engine_version))
     while i < len(tokens):
         token = tokens[i]
@@ -351,23 +356,7 @@ def parse_serve_command(
         mode, spelled = reader.level
         reader.set("cudagraph_mode", mode, spelled)
         reader.notes.append(f"{spelled}: cudagraph_mode {mode}, that level's default")
-    if reader.extra:
-        raise InputError(
-            f"{table().program}: unrecognized arguments: {len(reader.extra)} argument(s) that "
-            f"are not flags{' besides the model' if reader.model_flag else ''}",
-            hint="vLLM takes one model argument; quote values that have spaces",
-            code=CODE,
-        )
-    unmodelled = tuple(dict.fromkeys(reader.unmodelled))
-    if unmodelled and not ignore_unmodelled:
-        raise not_modelled_error(list(unmodelled), surface=surface)
-    if unmodelled:
-        reader.notes.append(
-            f"warning: not fully modelled: kvcalc does not model {', '.join(unmodelled)} and "
-            f"leaves {'them' if len(unmodelled) > 1 else 'it'} out (ignore_unmodelled)"
-        )
-    if reader.no_effect:
-        reader.notes.append(f"{', '.join(dict.fromkeys(reader.no_effect))}: no effect on memory")
+    unmodelled = judge(reader, table().program, ignore_unmodelled, surface, vllm_dialect())
     revision = reader.values.pop("revision", None)
     reader.flags.pop("revision", None)
     return ServeCommand(

@@ -17,32 +17,34 @@ vLLM's list), and the lists its config classes validate (``--kv-cache-dtype``, `
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import Any
 
 from kvcalc.engines.flag_table import EngineFlag, FlagTable
-from kvcalc.engines.vllm.serve_flags import (
-    NO_EFFECT,
-    NO_EFFECT_CONFIG_KEYS,
-    NO_EFFECT_VALUES,
-    serve_flags,
-    unmodelled_reason,
-)
+from kvcalc.engines.vllm import serve_flags as vllm_flags
+from kvcalc.engines.vllm.serve_flags import NO_EFFECT_CONFIG_KEYS
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd_compile import FLAGS as COMPILATION_FLAGS
 from kvcalc.planning.servecmd_compile import KEYS as COMPILATION_KEYS
 from kvcalc.planning.settings import SETTINGS, Setting
 
 __all__ = [
+    "Dialect",
     "FlagClass",
     "check_value",
     "classify",
     "classify_config_key",
     "is_recorded_release",
+    "judge",
     "modelled_options",
     "not_modelled_error",
     "setting_for",
+    "sglang_dialect",
     "table",
+    "vllm_dialect",
 ]
 
 CODE = "invalid-serve-command"
@@ -56,8 +58,57 @@ class FlagClass(str, Enum):
     NOT_MODELLED = "not modelled"
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """One engine's serving flags and how kvcalc reads them."""
+
+    table: FlagTable
+    #: a setting's spellings in this engine's command (``Setting.serve``, ``Setting.sglang``)
+    spellings: Callable[[Setting], tuple[str, ...]]
+    #: option strings modelled outside the settings table (vLLM's compilation flags)
+    also_modelled: frozenset[str]
+    #: flag dests read as engine options (``-E KEY``): SGLang's ``page_size``, ...
+    option_dests: frozenset[str]
+    no_effect: frozenset[str]
+    no_effect_values: dict[str, frozenset[str]]
+    reason: Callable[[str], str | None]
+
+    @property
+    def modelled_options(self) -> frozenset[str]:
+        spelled = {o for s in SETTINGS for o in self.spellings(s) if "." not in o}
+        return frozenset(spelled) | self.also_modelled
+
+    def setting_for(self, flag: EngineFlag) -> Setting | None:
+        """The setting that reads ``flag`` (``None``: a compilation flag or an engine option)."""
+        return next((s for s in SETTINGS if set(self.spellings(s)) & set(flag.options)), None)
+
+
+@lru_cache(maxsize=1)
+def vllm_dialect() -> Dialect:
+    return Dialect(
+        table=vllm_flags.serve_flags(), spellings=lambda s: s.serve,
+        also_modelled=frozenset({*COMPILATION_FLAGS, LEVEL_FLAG}), option_dests=frozenset(),
+        no_effect=vllm_flags.NO_EFFECT, no_effect_values=vllm_flags.NO_EFFECT_VALUES,
+        reason=vllm_flags.unmodelled_reason,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def sglang_dialect() -> Dialect:
+    from kvcalc.engines.sglang import server_flags as sglang_flags
+    from kvcalc.engines.sglang.defaults import EXTRA_KEYS as SGLANG_OPTIONS
+
+    # --mem-fraction-static is a setting's spelling (the memory fraction), not the -E option
+    return Dialect(
+        table=sglang_flags.server_flags(), spellings=lambda s: s.sglang,
+        also_modelled=frozenset(), option_dests=frozenset(SGLANG_OPTIONS) - {"mem_fraction_static"},
+        no_effect=sglang_flags.NO_EFFECT, no_effect_values={},
+        reason=sglang_flags.unmodelled_reason,
+    )  # fmt: skip
+
+
 def table() -> FlagTable:
-    return serve_flags()
+    return vllm_dialect().table
 
 
 def is_recorded_release(engine_version: str | None) -> bool:
@@ -68,26 +119,27 @@ def is_recorded_release(engine_version: str | None) -> bool:
     return resolve_profile(engine_version)[0].name == "0.33"
 
 
-@lru_cache(maxsize=1)
 def modelled_options() -> frozenset[str]:
-    """The option strings kvcalc reads: the settings' ``serve=`` spellings and the compilation
-    flags (dotted keys such as ``-cc.cudagraph_mode`` are keys of ``-cc``, not flags)."""
-    spelled = {o for s in SETTINGS for o in s.serve if "." not in o}
-    return frozenset(spelled | set(COMPILATION_FLAGS) | {LEVEL_FLAG})
+    """The ``vllm serve`` option strings kvcalc reads: the settings' ``serve=`` spellings and
+    the compilation flags (dotted keys such as ``-cc.cudagraph_mode`` are keys of ``-cc``)."""
+    return vllm_dialect().modelled_options
 
 
-def setting_for(flag: EngineFlag) -> Setting | None:
+def setting_for(flag: EngineFlag, dialect: Dialect | None = None) -> Setting | None:
     """The setting that reads ``flag`` (``None`` for the compilation flags)."""
-    return next((s for s in SETTINGS if set(s.serve) & set(flag.options)), None)
+    return (dialect or vllm_dialect()).setting_for(flag)
 
 
-def classify(flag: EngineFlag, value: str | None = None) -> FlagClass:
+def classify(
+    flag: EngineFlag, value: str | None = None, dialect: Dialect | None = None
+) -> FlagClass:
     """The flag's class; ``value`` decides for the flags that have no effect for some values."""
-    if set(flag.options) & modelled_options():
+    d = dialect or vllm_dialect()
+    if set(flag.options) & d.modelled_options or flag.dest in d.option_dests:
         return FlagClass.MODELLED
-    if flag.name in NO_EFFECT:
+    if flag.name in d.no_effect:
         return FlagClass.NO_EFFECT
-    values = NO_EFFECT_VALUES.get(flag.name)
+    values = d.no_effect_values.get(flag.name)
     if values is not None and value is not None and value.strip().lower() in values:
         return FlagClass.NO_EFFECT
     return FlagClass.NOT_MODELLED
@@ -102,10 +154,10 @@ def classify_config_key(config: str, key: str) -> FlagClass:
     return FlagClass.NOT_MODELLED
 
 
-def check_value(flag: EngineFlag, text: str, spelled: str) -> None:
-    """Refuse what vLLM refuses: a value outside argparse's choices, or outside the list the
-    engine's config validates (the recorded ``validated`` lists)."""
-    tab = table()
+def check_value(flag: EngineFlag, text: str, spelled: str, dialect: Dialect | None = None) -> None:
+    """Refuse what the engine refuses: a value outside argparse's choices, or outside the list
+    the engine's config validates (the recorded ``validated`` lists)."""
+    tab = (dialect or vllm_dialect()).table
     if not flag.accepts(text):
         raise InputError(
             f"{tab.program}: argument {spelled}: invalid choice: {text[:40]!r} "
@@ -126,11 +178,14 @@ def check_value(flag: EngineFlag, text: str, spelled: str) -> None:
         )
 
 
-def not_modelled_error(names: list[str], *, surface: str = "cli") -> InputError:
+def not_modelled_error(
+    names: list[str], *, surface: str = "cli", dialect: Dialect | None = None
+) -> InputError:
     """``flag-not-modelled`` naming the flags (never their values)."""
+    reason = (dialect or vllm_dialect()).reason
     groups: dict[str | None, list[str]] = {}
     for name in dict.fromkeys(names):
-        groups.setdefault(unmodelled_reason(name.partition(".")[0]), []).append(name)
+        groups.setdefault(reason(name.partition(".")[0]), []).append(name)
     shown = [", ".join(group) + (f" ({why})" if why else "") for why, group in groups.items()]
     count = sum(len(g) for g in groups.values())
     how = "ignore_unmodelled: true" if surface == "yaml" else "--ignore-unmodelled"
@@ -142,3 +197,27 @@ def not_modelled_error(names: list[str], *, surface: str = "cli") -> InputError:
         "marked as not fully modelled)",
         code="flag-not-modelled",
     )
+
+
+def judge(
+    reader: Any, program: str, ignore: bool, surface: str, dialect: Dialect
+) -> tuple[str, ...]:
+    """Refuse stray arguments and (unless ``ignore``) flags kvcalc does not model; note the rest."""
+    if reader.extra:
+        raise InputError(
+            f"{program}: unrecognized arguments: {len(reader.extra)} argument(s) that are not "
+            f"flags{' besides the model' if reader.model_flag else ''}",
+            hint="the model is given once; quote values that have spaces",
+            code=CODE,
+        )
+    unmodelled = tuple(dict.fromkeys(reader.unmodelled))
+    if unmodelled and not ignore:
+        raise not_modelled_error(list(unmodelled), surface=surface, dialect=dialect)
+    if unmodelled:
+        reader.notes.append(
+            f"warning: not fully modelled: kvcalc does not model {', '.join(unmodelled)} and "
+            f"leaves {'them' if len(unmodelled) > 1 else 'it'} out (ignore_unmodelled)"
+        )
+    if reader.no_effect:
+        reader.notes.append(f"{', '.join(dict.fromkeys(reader.no_effect))}: no effect on memory")
+    return unmodelled

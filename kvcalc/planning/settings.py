@@ -69,6 +69,9 @@ class Setting:
     serve: tuple[str, ...] = ()
     #: how vLLM reads the value when that differs from kvcalc's own reading
     serve_kind: str | None = None
+    #: how ``python -m sglang.launch_server`` spells it (``()``: SGLang has no such flag; SGLang
+    #: flags that are engine options, ``--page-size``, fill ``-E`` by their own name)
+    sglang: tuple[str, ...] = ()
     default: Any = None
     #: said in the help when the command keeps the table's default (``"the engine's"``)
     default_help: str = ""
@@ -144,9 +147,9 @@ M, H, S, W, OUT = MODEL_PANEL, HARDWARE_PANEL, SERVING_PANEL, WORKLOAD_PANEL, OU
 SETTINGS: tuple[Setting, ...] = (
     _s("model", Kind.TEXT, M, "Bundled model (`kvcalc models`), config path (in a file: relative "
        "to the file) or Hub id `org/name[@revision]`.", flags=(), yaml="model",
-       serve=("--model",), examples=("llama-3.1-8b", "Qwen/Qwen3-8B")),
+       serve=("--model",), sglang=("--model-path",), examples=("llama-3.1-8b", "Qwen/Qwen3-8B")),
     _s("revision", Kind.TEXT, M, "Hub revision (branch, tag or commit) of a Hub model.",
-       yaml="revision", serve=("--revision",)),
+       yaml="revision", serve=("--revision",), sglang=("--revision",)),
     _s("from_command", Kind.TEXT, S, "The serving command, e.g. 'vllm serve MODEL --max-model-len "
        "32k -tp 2'; its flags fill the settings not given (and must agree with those given).",
        yaml="command"),
@@ -209,16 +212,19 @@ SETTINGS: tuple[Setting, ...] = (
        "requests.", field="enable_dp_attention", yaml="enable_dp_attention", default=False),
     _s("tensor_parallel_size", Kind.COUNT, H, "Tensor-parallel ranks.",
        flags=("--tensor-parallel-size", "-tp"), field="tensor_parallel_size",
-       yaml="tensor_parallel_size", serve=("--tensor-parallel-size", "-tp"), default=1, minimum=1),
+       yaml="tensor_parallel_size", serve=("--tensor-parallel-size", "-tp"), sglang=("--tp-size",),
+       default=1, minimum=1),
     _s("pipeline_parallel_size", Kind.COUNT, H, "Pipeline stages.",
        flags=("--pipeline-parallel-size", "-pp"), field="pipeline_parallel_size",
        yaml="pipeline_parallel_size", serve=("--pipeline-parallel-size", "-pp"), default=1,
-       minimum=1),
+       sglang=("--pp-size",), minimum=1),
     _s("max_model_len", Kind.TOKENS, S, "Tokens per request{default}; " + TOKENS_HELP + ".",
        field="max_model_len", yaml="max_model_len", serve=("--max-model-len",),
+       sglang=("--context-length",),
        serve_kind="tokens_or_auto", minimum=1, default_help="the model's, as vLLM derives it"),
     _s("max_num_seqs", Kind.COUNT, S, "The engine's cap on concurrent requests.",
-       field="max_num_seqs", yaml="max_num_seqs", serve=("--max-num-seqs",), minimum=1,
+       field="max_num_seqs", yaml="max_num_seqs", serve=("--max-num-seqs",),
+       sglang=("--max-running-requests",), minimum=1,
        default_help="the engine's"),
     _s("batch", Kind.COUNT, S, "Concurrent requests (sequences) to size for.", field="batch",
        yaml="batch", minimum=1),
@@ -226,15 +232,17 @@ SETTINGS: tuple[Setting, ...] = (
        field="max_num_batched_tokens", yaml="max_num_batched_tokens",
        serve=("--max-num-batched-tokens",), minimum=1, default_help="the engine's, by GPU"),
     _s("kv_cache_dtype", Kind.CACHE_DTYPE, S, _KV_DTYPES_HELP, field="kv_cache_dtype",
-       yaml="kv_cache_dtype", serve=("--kv-cache-dtype",), default="auto"),
+       yaml="kv_cache_dtype", serve=("--kv-cache-dtype",), sglang=("--kv-cache-dtype",),
+       default="auto"),
     _s("dtype", Kind.WEIGHT_DTYPE, S, "Weight dtype: auto, bfloat16, float16, float32 (or bf16, "
-       "fp16, half, fp32, float).", field="dtype", yaml="dtype", serve=("--dtype",)),
+       "fp16, half, fp32, float).", field="dtype", yaml="dtype", serve=("--dtype",),
+       sglang=("--dtype",)),
     _s("quantization", Kind.TEXT, S, "Weight quantization: fp8, awq, gptq, mxfp4, bitsandbytes, "
        "none.", flags=("--quantization", "-q"), field="quantization", yaml="quantization",
-       serve=("--quantization", "-q"), default_help="the checkpoint's"),
+       serve=("--quantization", "-q"), sglang=("--quantization",), default_help="the checkpoint's"),
     _s("gpu_memory_utilization", Kind.FRACTION, S, "Fraction of total GPU memory the engine may "
        "use{default}.", field="gpu_memory_utilization", yaml="gpu_memory_utilization",
-       serve=("--gpu-memory-utilization",),
+       serve=("--gpu-memory-utilization",), sglang=("--mem-fraction-static",),
        default_help="the engine's; vLLM 0.92, 0.9 in older versions"),
     _s("block_size", Kind.COUNT, S, "Tokens per KV block.", field="block_size", yaml="block_size",
        serve=("--block-size",), minimum=1, default_help="the engine's"),

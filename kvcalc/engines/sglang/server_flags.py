@@ -10,19 +10,54 @@ modelled* and refused by name (``flag-not-modelled``).
 Listed here: the HTTP/gRPC server and its TLS, the tokenizer and detokenizer processes, chat
 templates, tool and reasoning parsers, sampling defaults, logging, metrics and tracing, ports,
 addresses and device numbering — all outside the memory pool SGLang sizes at start-up
-(``sglang/srt/model_executor/model_runner.py`` ``init_memory_pool`` reads none of them).
+(``sglang/srt/mem_cache/kv_cache_configurator.py`` ``_profile_available_bytes``,
+``sglang/srt/model_executor/pool_configurator.py``). Everything that touches the engine's
+kernels, parallelism, caches, scheduler or weights is not modelled unless the planner reads it.
 """
 
 from __future__ import annotations
 
-from kvcalc.engines.flag_table import FlagTable, flag_table
+import re
+from decimal import Decimal
 
-__all__ = ["NO_EFFECT", "UNMODELLED", "server_flags", "unmodelled_reason"]
+from kvcalc.engines.flag_table import FlagTable, flag_table
+from kvcalc.errors import InputError
+
+__all__ = ["NO_EFFECT", "UNMODELLED", "parse_human_int", "server_flags", "unmodelled_reason"]
+
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
 
 
 def server_flags() -> FlagTable:
     """SGLang 0.5.23's ``launch_server`` flags, as its parser matches them."""
     return flag_table("sglang")
+
+
+def parse_human_int(text: str, *, what: str) -> int:
+    """SGLang's ``human_readable_int`` (sglang/srt/utils/common.py): SI ``k``/``M``/``G``/``T``
+    (decimals allowed: ``25.6k`` = 25,600) and IEC ``Ki``/``Mi``/``Gi``/``Ti``, case-sensitive —
+    ``32k`` = 32,000 and ``32Ki`` = 32,768; ``32K`` is refused (vLLM reads it as 32,768).
+
+    >>> parse_human_int("32k", what="x"), parse_human_int("32Ki", what="x")
+    (32000, 32768)
+    """
+    value = text.strip()
+    match = _HUMAN.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _IEC and "." not in number:
+            return int(number) * _IEC[suffix]
+        if suffix in _SI:
+            return int(Decimal(number) * _SI[suffix])
+    elif re.fullmatch(r"[+-]?\d+", value):
+        return int(value)
+    raise InputError(
+        f"{what}: invalid integer value {text[:40]!r} (SGLang takes a plain integer, SI suffixes "
+        "1k, 1M, or IEC suffixes 1Ki, 1Mi; case-sensitive)",
+        code="invalid-serve-command",
+    )
 
 
 #: flags (by their first option string) with no effect on memory, whatever their value
