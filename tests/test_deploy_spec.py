@@ -176,18 +176,18 @@ def test_command_fills_unwritten_keys_and_agrees_with_written_ones():
 
 
 def test_a_command_flag_kvcalc_does_not_model_is_refused_unless_ignored():
-    text = "model: m\ngpu: L4\ncommand: vllm serve m --cpu-offload-gb 4 --port 1\n"
+    text = "model: m\ngpu: L4\ncommand: vllm serve m --offload-group-size 4 --port 1\n"
     deps, problems = _parse(text)
     assert deps == []
-    assert len(problems) == 1 and "command: kvcalc does not model --cpu-offload-gb" in str(
+    assert len(problems) == 1 and "command: kvcalc does not model --offload-group-size" in str(
         problems[0]
     )
     assert "ignore_unmodelled: true" in str(problems[0])
     (dep,), problems = _parse(text + "ignore_unmodelled: true\n")
     assert problems == []
-    assert dep.inputs.unmodelled_flags == ("--cpu-offload-gb",)
+    assert dep.inputs.unmodelled_flags == ("--offload-group-size",)
     assert dep.notes[0] == (
-        "command: warning: not fully modelled: kvcalc does not model --cpu-offload-gb and leaves "
+        "command: warning: not fully modelled: kvcalc does not model --offload-group-size and leaves "
         "it out (ignore_unmodelled)"
     )
     (same,), problems = _parse(

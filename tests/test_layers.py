@@ -249,6 +249,8 @@ def test_no_engine_borrows_from_another_engine():
         "kvcalc.engines.catalogue",
         "kvcalc.engines.speculative",
         "kvcalc.engines.flag_table",
+        "kvcalc.engines.lora_options",
+        "kvcalc.engines.host_options",
     }
 
     def engine_of(module: str) -> str | None:  # engines/llamacpp/log.py belongs to llamacpp
@@ -279,6 +281,8 @@ def test_engines_holds_the_shared_modules_and_one_room_per_engine():
         "catalogue",
         "flag_table",
         "formats",
+        "host_options",
+        "lora_options",
         "names",
         "speculative",
         "unmodelled",

@@ -85,23 +85,23 @@ def test_bare_flags():
 
 def test_flags_without_effect_are_noted_and_unmodelled_ones_refused_by_name_never_by_value():
     text = (
-        "vllm serve m --port 8000 --hf-token hf_SECRETSECRET --cpu-offload-gb 4 --enable-prefix-caching "
+        "vllm serve m --port 8000 --hf-token hf_SECRETSECRET --offload-group-size 4 --enable-prefix-caching "
         "--trust-remote-code --enable-sleep-mode --max-model-len 4096"
     )
     with pytest.raises(InputError) as err:
         parse_serve_command(text)
     assert err.value.code == "flag-not-modelled"
     assert err.value.message == (
-        "kvcalc does not model --cpu-offload-gb (host offload of weights or KV); --enable-sleep-mode "
+        "kvcalc does not model --offload-group-size (host offload of weights or KV); --enable-sleep-mode "
         "(the memory allocator) of the serving command: the engine reads them and a plan without "
         "them could be wrong"
     )
     assert "--ignore-unmodelled" in err.value.hint
     cmd = parse_serve_command(text, ignore_unmodelled=True)
     assert cmd.values == {"max_model_len": 4096, "enable_prefix_caching": True}
-    assert cmd.unmodelled == ("--cpu-offload-gb", "--enable-sleep-mode")
+    assert cmd.unmodelled == ("--offload-group-size", "--enable-sleep-mode")
     assert cmd.notes == (
-        "warning: not fully modelled: kvcalc does not model --cpu-offload-gb, "
+        "warning: not fully modelled: kvcalc does not model --offload-group-size, "
         "--enable-sleep-mode and leaves them out (ignore_unmodelled)",
         "--port, --hf-token, --trust-remote-code: no effect on memory",
     )

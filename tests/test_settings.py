@@ -283,10 +283,10 @@ def test_throughput_reads_a_pasted_serving_command_like_plan(cli):
         "error[invalid-serve-command]: vllm serve: unrecognized argument --foo"
     )
     lora = cli("throughput", "llama-3.1-8b", "--gpu", "L4", "--from-command",
-               "vllm serve llama-3.1-8b --enable-lora --max-lora-rank 64")  # fmt: skip
+               "vllm serve llama-3.1-8b --enable-lora --lora-target-modules o_proj")  # fmt: skip
     assert lora.exit_code == 2
-    assert lora.stderr.startswith("error[flag-not-modelled]: kvcalc does not model --enable-lora, "
-                                  "--max-lora-rank (LoRA adapters)")  # fmt: skip
+    assert lora.stderr.startswith("error[flag-not-modelled]: kvcalc does not model "
+                                  "--lora-target-modules (LoRA adapters)")  # fmt: skip
 
 
 def test_curve_refuses_a_pasted_command_for_another_model(cli):

@@ -42,6 +42,8 @@ class Requirements:
     min_concurrency: float | None = None
     min_max_model_len: int | None = None
     min_headroom: tuple[str, float] | None = None
+    #: bytes of host memory the host tiers may take
+    max_host_memory: int | None = None
     allow_verdicts: tuple[str, ...] = DEFAULT_ALLOWED
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,6 +55,7 @@ class Requirements:
             "min_headroom_fraction": headroom[1]
             if headroom and headroom[0] == "fraction"
             else None,
+            "max_host_memory_bytes": self.max_host_memory,
             "allow_verdicts": list(self.allow_verdicts),
         }
 

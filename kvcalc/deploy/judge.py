@@ -8,6 +8,8 @@ Pure arithmetic on a :class:`~kvcalc.planning.result.CapacityPlan`:
   lengths when the deployment gives a ``workload`` (``workload_concurrency``), else at
   ``max_model_len`` (``max_concurrency``).
 - ``min_max_model_len``: the configured ``max_model_len`` (the model's default if not set).
+- ``max_host_memory``: ``host_memory_bytes`` (the host tiers: KV offloading, a NIXL host buffer,
+  offloaded weights) at most this size; a tier of unknown size fails it;
 - ``min_headroom``: ``headroom_bytes`` (KV memory left beyond the target concurrency) against a size,
   or ``headroom_fraction`` (its share of the KV pool) against a percentage.
 
@@ -118,7 +120,21 @@ def judge(
         )
     if req.min_headroom is not None:
         failures.extend(_headroom(dep, plan, req.min_headroom))
+    if req.max_host_memory is not None:
+        failures.extend(_host_memory(dep, plan, req.max_host_memory))
     return tuple(failures)
+
+
+def _host_memory(dep: Deployment, plan: CapacityPlan, maximum: int) -> list[Failure]:
+    """``max_host_memory``: the host tiers' bytes (``host_memory_bytes``); unknown never passes."""
+    need = plan.host_memory_bytes
+    if need is not None and need <= maximum:
+        return []
+    message = (f"host memory needed is not known (a host tier kvcalc cannot size, see the notes); "
+               f"max_host_memory is {_gib(maximum)}" if need is None else
+               f"host memory needed is {_gib(need)}; max_host_memory is {_gib(maximum)}")  # fmt: skip
+    return [Failure(requirement="max_host_memory", expected=int(maximum), actual=need,
+                    message=message, line=dep.line_of("requirements.max_host_memory"))]  # fmt: skip
 
 
 def _headroom(

@@ -90,6 +90,14 @@ REQUIREMENT_KEYS: tuple[Key, ...] = (
         examples=("2GiB", "10%"),
     ),
     Key(
+        name="max_host_memory",
+        kind="size",
+        help="Host memory the deployment may use for its host tiers (vLLM KV offloading, a NIXL "
+        "host buffer, offloaded weights), all its GPUs together: `256GiB`; a bare number is GiB. "
+        "A tier whose size is not known (LMCache) fails it.",
+        examples=("256GiB",),
+    ),
+    Key(
         name="allow_verdicts",
         kind="verdicts",
         help="Verdicts that pass (default [ok, tight]); a deployment that would not start never "

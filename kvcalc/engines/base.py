@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kvcalc.engines.extra import is_int, positive
+from kvcalc.engines.host_options import OffloadOptions
+from kvcalc.engines.lora_options import LoraOptions
 from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
@@ -98,6 +100,17 @@ class EngineRequest:
     cudagraph_mode: str | None = None
     #: speculative decoding: the draft the engine builds (None: none)
     speculative: SpeculativeDraft | None = None
+    #: ``--enable-lora`` and its slots (None: no LoRA)
+    lora: LoraOptions | None = None
+    #: host tiers (KV offloading, ``--kv-transfer-config``, weight offloading); None: none
+    offload: OffloadOptions | None = None
+    #: vLLM's ``--limit-mm-per-prompt`` (as given), ``--mm-encoder-tp-mode``,
+    #: ``--mm-ipc-gpu-memory-gb`` (bytes); None: the engine's defaults
+    limit_mm_per_prompt: str | None = None
+    mm_encoder_tp_mode: str | None = None
+    mm_ipc_gpu_memory_bytes: int | None = None
+    #: ``--dtype`` as given (None: the model's), where an engine sizes something in it (LoRA slots)
+    weight_dtype: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

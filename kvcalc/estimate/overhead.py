@@ -348,3 +348,12 @@ def vllm_available_kv_bytes(
     requested = math.ceil(total_memory_bytes * gpu_memory_utilization)
     graphs = overhead.cudagraph_bytes if subtract_cudagraph else 0
     return requested - weights_bytes - overhead.activation_bytes - overhead.non_torch_bytes - graphs
+
+
+def without_vision_band(overhead: Overhead, why: str) -> Overhead:
+    """``overhead`` without the vision-encoder allowance (the engine builds no tower: ``why``)."""
+    notes = tuple(n for n in overhead.notes if not n.startswith("vision encoder: vLLM profiles it"))
+    if len(notes) == len(overhead.notes):
+        return overhead
+    return replace(overhead, band_low_bytes=overhead.band_low_bytes - VISION_BAND_BYTES,
+                   notes=(*notes, f"no vision-encoder allowance: {why}"))  # fmt: skip

@@ -97,7 +97,7 @@ def _qwen3_vl(v: VisionWeights) -> list[Tensor]:
     hv, p = v.hidden_size, "model.visual"
     merged = hv * v.spatial_merge_size**2
     patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
-    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "column", bias=True)
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated", bias=True)  # Conv3dLayer
     out.append(Tensor(name=f"{p}.pos_embed", rows=v.num_positions, cols=hv, role="position"))
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):

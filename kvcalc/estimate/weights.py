@@ -89,6 +89,13 @@ class WeightBytes:
     expert_parallel: bool = False
     source: str = "config estimate"
     notes: tuple[str, ...] = field(default=())
+    #: of ``weights_bytes_per_gpu`` (PP 1): the decoder layers' share, what vLLM's weight
+    #: offloader (``--cpu-offload-gb``) may move; the embedding, final norm and lm_head stay
+    decoder_layer_bytes_per_gpu: int = 0
+    #: of ``weights_bytes_per_gpu``: the vision tower's share, and the tower whole (unsplit), for
+    #: vLLM's ``--limit-mm-per-prompt`` 0 and ``--mm-encoder-tp-mode data``
+    vision_bytes_per_gpu: int = 0
+    vision_bytes_unsplit: int = 0
 
 
 def count_parameters(shape: WeightShape) -> ParameterCount:
@@ -155,6 +162,14 @@ def weight_bytes(
     expert_stages = _stage_bytes(shape, tensors, price, tp, pp, [], split=split, experts_only=True)
     maps = _expert_map_stages(shape, tensors, split, pp)
     rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
+    layers = sum(
+        sum(price(t, tp).values()) for t in tensors if t.layer is not None and not t.vision
+    )
+    # the vision tower's RoPE cache, a buffer vLLM keeps beside its weights (on every rank)
+    vision_rope = _vision_rope_bytes(shape, dtype_bytes)
+    rope_bytes += vision_rope
+    vision = sum(sum(price(t, tp).values()) for t in tensors if t.vision) + vision_rope
+    vision_whole = sum(sum(price(t, 1).values()) for t in tensors if t.vision) + vision_rope
     notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
     return WeightBytes(
         num_parameters=sum(t.numel for t in tensors),
@@ -174,6 +189,9 @@ def weight_bytes(
         moe_ranks=split.ranks,
         expert_parallel=split.whole,
         notes=tuple(notes),
+        decoder_layer_bytes_per_gpu=layers,
+        vision_bytes_per_gpu=vision,
+        vision_bytes_unsplit=vision_whole,
     )
 
 
@@ -217,6 +235,18 @@ class _ExpertSplit:
             extra = _EXPERT_MAP_BYTES * (t.copies + self.redundant)
             out = {**out, "int32": out.get("int32", 0) + extra}
         return out
+
+
+#: Qwen3-VL's vision RoPE (``qwen3_vl.py`` ``Qwen3_VisionTransformer``: ``get_rope(head_size,
+#: max_position=8192, partial_rotary_factor=0.5)``): a cos/sin cache of 8,192 × head_dim / 2
+QWEN3_VL_VISION_ROPE_POSITIONS = 8192
+
+
+def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
+    v = shape.vision
+    if v is None or v.family != "qwen3_vl" or not v.head_dim:
+        return 0
+    return QWEN3_VL_VISION_ROPE_POSITIONS * (v.head_dim // 2) * dtype_bytes
 
 
 def _layout_notes(

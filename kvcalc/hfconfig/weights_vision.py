@@ -53,6 +53,7 @@ def read_vision(
             spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             deepstack_layers=len(vr.index_list("deepstack_visual_indexes") or ()),
+            head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
             text_hidden_size=text_hidden,
         )
     if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):

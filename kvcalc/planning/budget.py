@@ -121,3 +121,14 @@ def outside_terms(
         if engine.available_kv_bytes(grown) >= base:
             out.append((name, value))
     return tuple(out)
+
+
+def less(budget: KvBudget, reserved_bytes: int) -> KvBudget:
+    """``budget`` with ``reserved_bytes`` taken off every stage and both ends of the band (vLLM's
+    ``reserve_mm_ipc_gpu_memory``, on the profiled and the given-memory path alike)."""
+    if not reserved_bytes:
+        return budget
+    return replace(budget, available_bytes=budget.available_bytes - reserved_bytes,
+                   low_bytes=budget.low_bytes - reserved_bytes,
+                   high_bytes=budget.high_bytes - reserved_bytes,
+                   stage_bytes=tuple(s - reserved_bytes for s in budget.stage_bytes))  # fmt: skip

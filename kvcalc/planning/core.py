@@ -32,10 +32,16 @@ from kvcalc.planning.budget import (
     OUTSIDE_KEYS,
     KvBudget,
     kv_budget,
+    less,
     outside_terms,
     shifted,
 )
-from kvcalc.planning.engine_asks import speculative_draft, weight_dtype
+from kvcalc.planning.deployment_terms import (
+    overhead_with_terms,
+    weights_with_terms,
+    with_host_tier,
+)
+from kvcalc.planning.engine_asks import host_tier, recurrent_dtypes, speculative_draft, weight_dtype
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.parallel import (
     check_model_parallelism,
@@ -88,6 +94,8 @@ def plan(
         )
     engine = get_engine(inputs.engine)
     check_model_parallelism(model, inputs)
+    model, state_notes = recurrent_dtypes(engine, model, inputs.mamba_cache_dtype,
+                                          inputs.mamba_ssm_cache_dtype)  # fmt: skip
     gpu, memory = gpu_and_memory(inputs)
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
@@ -99,7 +107,10 @@ def plan(
         inputs,
         draft,
     )
-    overhead = estimated(model, inputs, gpu, engine, request, calibration)
+    weights, terms = weights_with_terms(engine, request, inputs, weights)
+    overhead = overhead_with_terms(
+        estimated(model, inputs, gpu, engine, request, calibration), terms
+    )
     on_device = overhead
     given_outside: tuple[tuple[str, int], ...] = ()
     if inputs.kv_cache_memory_bytes is not None and memory is not None:
@@ -107,7 +118,9 @@ def plan(
         # captures its graphs beside it (gpu_worker.py: Worker.determine_available_memory)
         free = replace(inputs, kv_cache_memory_bytes=None)
         free_request = engine_request(model, free, available_kv_bytes=0, speculative=draft)
-        on_device = estimated(model, free, gpu, engine, free_request, calibration)
+        on_device = overhead_with_terms(
+            estimated(model, free, gpu, engine, free_request, calibration), terms
+        )
         on_device = replace(on_device, notes=(*overhead.notes, GIVEN_KV_NOTE))
         given_outside = tuple((name, getattr(on_device, key)) for name, key in GIVEN_KV_TERMS
                               if getattr(on_device, key) > 0)  # fmt: skip
@@ -118,6 +131,8 @@ def plan(
     budget = kv_budget(engine, replace(device, gpu_memory_utilization=util), overhead=overhead,
                        given_kv_bytes=inputs.kv_cache_memory_bytes,
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
+    if terms is not None:
+        budget = less(budget, terms.ipc_bytes)
     available = budget.available_bytes
     graphs = overhead.cudagraph_bytes if overhead.cudagraph_estimated else 0
     request = replace(request, cudagraph_memory_bytes=graphs)
@@ -126,6 +141,7 @@ def plan(
     low_kv = kv
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
+    host = host_tier(engine, request, kv, weights.offloaded_bytes)
     outside = given_outside or outside_terms(engine, replace(device, gpu_memory_utilization=util),
                                              weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(
@@ -136,6 +152,7 @@ def plan(
         result = replace(result, notes=(*length_notes, *result.notes))
     if draft is not None:
         result = replace(result, speculative=speculative_summary(draft, kv, draft_weights))
+    result = with_host_tier(result, host, weights.offloaded_bytes, state_notes)
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 
@@ -302,4 +319,5 @@ def _assemble(
         inputs=inputs.to_dict(),
         layout_validated=model.layout_validated,
         fully_modelled=not inputs.unmodelled_flags,
+        lora_bytes=weights.lora_bytes,
     )

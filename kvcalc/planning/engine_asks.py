@@ -4,6 +4,8 @@ one has for engines without it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvcalc.engines.base import Engine, EngineRequest
 from kvcalc.engines.names import traits
 from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
@@ -70,3 +72,72 @@ def weight_dtype(engine: Engine, request: EngineRequest) -> str | None:
     fp32 for a Gemma-2 on a T4), from its optional ``weight_dtype`` method; None: the config's."""
     ask = getattr(engine, "weight_dtype", None)
     return ask(request) if ask is not None else None
+
+
+def lora_slots(engine: Engine, request: EngineRequest) -> Any:
+    """The LoRA slots the engine allocates per GPU (its optional ``lora_slots`` method), None
+    without ``--enable-lora``; an engine without the method refuses LoRA rather than drop it."""
+    if request.lora is None:
+        return None
+    ask = getattr(engine, "lora_slots", None)
+    if ask is None:
+        raise InputError(f"LoRA slots are not modelled for {traits(engine.name).name.display}",
+                         hint="kvcalc sizes LoRA slots for vLLM 0.33; plan without "
+                         "--enable-lora", code="lora-not-modelled")  # fmt: skip
+    return ask(request)
+
+
+def _no_offload(engine: Engine) -> InputError:
+    return InputError(f"host offloading is not modelled for {traits(engine.name).name.display}",
+                      hint="kvcalc sizes vLLM's --kv-offloading-size, --kv-transfer-config and "
+                      "--cpu-offload-gb; plan without them", code="offload-not-modelled")  # fmt: skip
+
+
+def weight_offload(
+    engine: Engine, request: EngineRequest, layer_bytes: int
+) -> tuple[int, str] | None:
+    """(bytes per GPU moved to host memory, note) for ``--cpu-offload-gb``; None without it."""
+    if request.offload is None or not request.offload.cpu_offload_bytes:
+        return None
+    ask = getattr(engine, "weight_offload", None)
+    if ask is None:
+        raise _no_offload(engine)
+    return ask(request, layer_bytes)
+
+
+def host_tier(engine: Engine, request: EngineRequest, plan: Any, offloaded_bytes: int) -> Any:
+    """The engine's host tiers for ``plan`` (its optional ``host_tier`` method); None without any."""
+    if request.offload is None:
+        return None
+    ask = getattr(engine, "host_tier", None)
+    if ask is None:
+        raise _no_offload(engine)
+    return ask(request, plan, offloaded_bytes)
+
+
+def mm_terms(engine: Engine, request: EngineRequest) -> Any:
+    """What the multimodal settings change (the engine's optional ``mm_terms``); None where the
+    engine has none and none was given; refused where given to an engine without it."""
+    ask = getattr(engine, "mm_terms", None)
+    if ask is not None:
+        return ask(request)
+    if request.mm_encoder_tp_mode or request.mm_ipc_gpu_memory_bytes:
+        raise InputError(f"--mm-encoder-tp-mode and --mm-ipc-gpu-memory-gb are vLLM's; not modelled "
+                         f"for {traits(engine.name).name.display}", hint="plan without them",
+                         code="unmodelled-option")  # fmt: skip
+    return None
+
+
+def recurrent_dtypes(
+    engine: Engine, model: Any, conv: str | None, ssm: str | None
+) -> tuple[Any, tuple[str, ...]]:
+    """``model`` with the recurrent-state dtypes the engine's flags give (vLLM's
+    ``--mamba-cache-dtype``/``--mamba-ssm-cache-dtype``; its optional ``with_mamba_dtypes``)."""
+    if conv is None and ssm is None:
+        return model, ()
+    ask = getattr(engine, "with_mamba_dtypes", None)
+    if ask is None:
+        raise InputError(f"--mamba-cache-dtype/--mamba-ssm-cache-dtype are vLLM's; not modelled for "
+                         f"{traits(engine.name).name.display}", hint="plan without them",
+                         code="unmodelled-option")  # fmt: skip
+    return ask(model, conv, ssm)

@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kvcalc.engines.host_options import OffloadOptions
+from kvcalc.engines.lora_options import LoraOptions
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
 from kvcalc.planning.parallel import check_parallelism
@@ -25,8 +27,15 @@ MAX_COUNT = 1 << 40
 _COUNTS = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "max_num_seqs",
            "batch", "block_size", "max_num_batched_tokens", "prompt_len", "output_len", "shared_prefix",
            "data_parallel_size", "decode_context_parallel_size", "prefill_context_parallel_size",
-           "num_redundant_experts", "cp_kv_cache_interleave_size")  # fmt: skip
-_BYTES = ("gpu_memory_bytes", "weights_memory_bytes", "kv_cache_memory_bytes")
+           "num_redundant_experts", "cp_kv_cache_interleave_size", "max_loras", "max_lora_rank",
+           "max_cpu_loras")  # fmt: skip
+_BYTES = (
+    "gpu_memory_bytes",
+    "weights_memory_bytes",
+    "kv_cache_memory_bytes",
+    "kv_offloading_bytes",
+    "cpu_offload_bytes",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +112,27 @@ class PlanInputs:
     #: flags of a serving command kvcalc does not model, left out under ``ignore_unmodelled``
     #: (named, never their values): the plan is then not fully modelled
     unmodelled_flags: tuple[str, ...] = ()
+    #: ``--enable-lora`` and the slots' settings (None: the engine's default; see :attr:`lora`)
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    max_cpu_loras: int | None = None
+    fully_sharded_loras: bool = False
+    lora_dtype: str | None = None
+    #: host tiers (vLLM): ``--kv-offloading-size`` (bytes, all TP ranks), its backend,
+    #: ``--kv-transfer-config`` (JSON text), ``--cpu-offload-gb`` (bytes per GPU)
+    kv_offloading_bytes: int | None = None
+    kv_offloading_backend: str | None = None
+    kv_transfer_config: str | None = None
+    cpu_offload_bytes: int | None = None
+    #: vLLM's multimodal settings: ``--limit-mm-per-prompt`` (as given), ``--mm-encoder-tp-mode``,
+    #: ``--mm-ipc-gpu-memory-gb`` (bytes)
+    limit_mm_per_prompt: str | None = None
+    mm_encoder_tp_mode: str | None = None
+    mm_ipc_gpu_memory_bytes: int | None = None
+    #: vLLM's ``--mamba-cache-dtype`` / ``--mamba-ssm-cache-dtype`` (None: auto)
+    mamba_cache_dtype: str | None = None
+    mamba_ssm_cache_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -114,7 +144,8 @@ class PlanInputs:
         positive = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
                     "max_num_seqs", "batch", "block_size", "max_num_batched_tokens", "gpu_memory_bytes",
                     "prompt_len", "data_parallel_size", "decode_context_parallel_size",
-                    "prefill_context_parallel_size", "cp_kv_cache_interleave_size")  # fmt: skip
+                    "prefill_context_parallel_size", "cp_kv_cache_interleave_size", "max_loras",
+                    "max_lora_rank", "max_cpu_loras")  # fmt: skip
         for name in positive:
             value = getattr(self, name)
             if value is not None and (
@@ -126,6 +157,9 @@ class PlanInputs:
         for name in (
             "weights_memory_bytes",
             "kv_cache_memory_bytes",
+            "kv_offloading_bytes",
+            "cpu_offload_bytes",
+            "mm_ipc_gpu_memory_bytes",
             "output_len",
             "shared_prefix",
             "num_redundant_experts",
@@ -166,6 +200,13 @@ class PlanInputs:
             "quantization",
             "calibration",
             "all2all_backend",
+            "lora_dtype",
+            "kv_offloading_backend",
+            "kv_transfer_config",
+            "limit_mm_per_prompt",
+            "mm_encoder_tp_mode",
+            "mamba_cache_dtype",
+            "mamba_ssm_cache_dtype",
         ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -177,6 +218,14 @@ class PlanInputs:
         self._check_block_size()
         self._check_cudagraph_settings()
         self._read_speculative()
+        self.lora  # noqa: B018  (LoraOptions checks its values)
+        self.offload  # noqa: B018
+        if self.mm_encoder_tp_mode is not None and self.mm_encoder_tp_mode not in (
+            "weights",
+            "data",
+        ):
+            raise InputError(f"mm_encoder_tp_mode must be weights or data, got {self.mm_encoder_tp_mode!r}",
+                             hint="vLLM's MMEncoderTPMode: weights or data", code="invalid-input")  # fmt: skip
         if (
             self.gpu is None
             and self.gpu_memory_bytes is None
@@ -278,6 +327,31 @@ class PlanInputs:
         object.__setattr__(self, "speculative_config", spec)
         for name in ("spec_method", "spec_model", "spec_tokens"):
             object.__setattr__(self, name, None)
+
+    @property
+    def lora(self) -> LoraOptions | None:
+        """The LoRA slots asked for (None without ``--enable-lora``: the other LoRA settings are
+        then ignored, as vLLM ignores them)."""
+        if not self.enable_lora:
+            return None
+        return LoraOptions(
+            max_loras=self.max_loras or 1,
+            max_lora_rank=self.max_lora_rank or 16,
+            max_cpu_loras=self.max_cpu_loras,
+            fully_sharded_loras=self.fully_sharded_loras,
+            lora_dtype=self.lora_dtype or "auto",
+        )
+
+    @property
+    def offload(self) -> OffloadOptions | None:
+        """The host tiers asked for (None: none)."""
+        options = OffloadOptions(
+            kv_offloading_bytes=self.kv_offloading_bytes,
+            kv_offloading_backend=self.kv_offloading_backend or "native",
+            kv_transfer_config=self.kv_transfer_config,
+            cpu_offload_bytes=self.cpu_offload_bytes or 0,
+        )
+        return options if options.active else None
 
     @property
     def world_size(self) -> int:

@@ -6,7 +6,7 @@ Pure: the checkpoint's bytes (``exact``) are read by :mod:`kvcalc.planning.api` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import KvcalcError
@@ -26,6 +26,15 @@ class PlanWeights:
     notes: tuple[str, ...] = ()
     #: per pipeline stage, first to last (empty: every stage holds ``per_gpu_bytes``)
     stage_bytes: tuple[int, ...] = ()
+    #: LoRA adapter slots per GPU, included in ``per_gpu_bytes`` (vLLM loads them with the weights)
+    lora_bytes: int = 0
+    #: the decoder layers' bytes per GPU (what weight offloading may move); 0: not known
+    layer_bytes: int = 0
+    #: bytes per GPU moved to host memory (``--cpu-offload-gb``), already out of ``per_gpu_bytes``
+    offloaded_bytes: int = 0
+    #: the vision tower's bytes per GPU, and whole (unsplit); 0: none counted
+    vision_bytes: int = 0
+    vision_bytes_whole: int = 0
 
 
 _WEIGHTS_MEMO: dict[tuple, Any] = {}
@@ -100,12 +109,16 @@ def plan_weights(
     ):
         # the checkpoint's exact bytes, split across GPUs (and padded) as the estimate lays them out
         shares = _exact_shares(est, exact)
+        ratio = exact.total_bytes / est.weights_bytes
         padding = est.layout_padding_bytes_per_gpu
         return PlanWeights(
             per_gpu_bytes=max(shares),
             source=exact.source,
             num_parameters=est.num_parameters,
             stage_bytes=shares,
+            layer_bytes=round(est.decoder_layer_bytes_per_gpu * ratio),
+            vision_bytes=round(est.vision_bytes_per_gpu * ratio),
+            vision_bytes_whole=round(est.vision_bytes_unsplit * ratio),
             notes=(
                 f"weights: {exact.total_bytes:,} B in the checkpoint ({exact.source}), split over "
                 + (
@@ -119,7 +132,9 @@ def plan_weights(
             ),  # fmt: skip
         )
     return PlanWeights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
-                    notes=est.notes, stage_bytes=stages)  # fmt: skip
+                    notes=est.notes, stage_bytes=stages,
+                    layer_bytes=est.decoder_layer_bytes_per_gpu, vision_bytes=est.vision_bytes_per_gpu,
+                    vision_bytes_whole=est.vision_bytes_unsplit)  # fmt: skip
 
 
 def _exact_shares(est: Any, exact: SafetensorsWeights) -> tuple[int, ...]:
@@ -139,3 +154,54 @@ def _exact_shares(est: Any, exact: SafetensorsWeights) -> tuple[int, ...]:
         for s, e, m in zip(est.stage_bytes_per_gpu, est.stage_expert_bytes_per_gpu,
                            est.stage_expert_map_bytes_per_gpu, strict=True)
     )  # fmt: skip
+
+
+def with_lora(
+    weights: PlanWeights, slot_bytes: int, notes: tuple[str, ...], *, given: bool
+) -> PlanWeights:
+    """``weights`` with the engine's LoRA slots (``slot_bytes`` per GPU) in them. ``given``:
+    ``--weights-memory`` was given, taken as vLLM's "Model loading took" figure, which already
+    includes the slots (``load_lora_model`` runs inside the same ``DeviceMemoryProfiler``)."""
+    if given:
+        note = (
+            f"LoRA slots ({slot_bytes:,} B) taken as included in --weights-memory (vLLM's "
+            "'Model loading took' figure includes them)"
+        )
+        return replace(weights, lora_bytes=slot_bytes, notes=(*weights.notes, *notes, note))
+    stages = tuple(s + slot_bytes for s in weights.stage_bytes)
+    return replace(weights, per_gpu_bytes=weights.per_gpu_bytes + slot_bytes, stage_bytes=stages,
+                   lora_bytes=slot_bytes, notes=(*weights.notes, *notes))  # fmt: skip
+
+
+def with_offload(weights: PlanWeights, moved_bytes: int, note: str, *, given: bool) -> PlanWeights:
+    """``weights`` less ``moved_bytes`` per GPU moved to host memory (``--cpu-offload-gb``).
+    ``given``: ``--weights-memory`` is vLLM's "Model loading took", measured on the GPU after the
+    move: nothing to take off."""
+    if given:
+        note += "; --weights-memory taken as measured after the move (vLLM's 'Model loading took')"
+        return replace(weights, offloaded_bytes=moved_bytes, notes=(*weights.notes, note))
+    stages = tuple(s - moved_bytes for s in weights.stage_bytes)
+    return replace(weights, per_gpu_bytes=weights.per_gpu_bytes - moved_bytes, stage_bytes=stages,
+                   offloaded_bytes=moved_bytes, notes=(*weights.notes, note))  # fmt: skip
+
+
+def with_tower(weights: PlanWeights, *, built: bool, replicated: bool, given: bool) -> PlanWeights:
+    """``weights`` with the vision tower as the engine builds it: not at all (``built`` False), or
+    whole on every rank (``replicated``). ``given``: ``--weights-memory`` is the engine's own
+    figure, kept."""
+    if given or not weights.vision_bytes:
+        return weights
+    if not built:
+        delta = -weights.vision_bytes
+        note = f"vision tower not built: its {weights.vision_bytes:,} B per GPU are not loaded"
+    elif replicated:
+        delta = weights.vision_bytes_whole - weights.vision_bytes
+        note = (
+            f"vision tower whole on every TP rank: {weights.vision_bytes_whole:,} B per GPU "
+            f"instead of {weights.vision_bytes:,}"
+        )
+    else:
+        return weights
+    stages = tuple(s + delta for s in weights.stage_bytes[:1]) + weights.stage_bytes[1:]
+    return replace(weights, per_gpu_bytes=weights.per_gpu_bytes + delta if not weights.stage_bytes
+                   else max(stages), stage_bytes=stages, notes=(*weights.notes, note))  # fmt: skip

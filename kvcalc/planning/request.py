@@ -55,6 +55,12 @@ def engine_request(
         max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
         cudagraph_mode=inputs.cudagraph_mode,
         speculative=speculative,
+        lora=inputs.lora,
+        offload=inputs.offload,
+        limit_mm_per_prompt=inputs.limit_mm_per_prompt,
+        mm_encoder_tp_mode=inputs.mm_encoder_tp_mode,
+        mm_ipc_gpu_memory_bytes=inputs.mm_ipc_gpu_memory_bytes,
+        weight_dtype=inputs.dtype,
     )
 
 

@@ -181,6 +181,19 @@ class CapacityPlan:
     #: False when a serving command set flags kvcalc does not model and ``ignore_unmodelled``
     #: left them out (``inputs.unmodelled_flags`` names them): the figures may then be wrong
     fully_modelled: bool = True
+    #: LoRA adapter slots per GPU (``--enable-lora``: ``max_loras`` × the slots of every wrapped
+    #: module), included in ``weights_bytes``; 0 without LoRA
+    lora_bytes: int = 0
+    #: KV tokens the host tier holds beside the GPU pool (vLLM ``--kv-offloading-size``: CPU
+    #: chunks × tokens per chunk, divided by the KV-cache groups); null without one or when its size
+    #: is not known (LMCache)
+    host_kv_tokens: int | None = None
+    #: host memory the deployment's tiers need, all its GPUs together (KV offloading, a NIXL host
+    #: buffer, offloaded weights); 0 without any; null when a part is not known (LMCache)
+    host_memory_bytes: int | None = 0
+    #: weight bytes per GPU moved to host memory (``--cpu-offload-gb``), already out of
+    #: ``weights_bytes``
+    weights_offloaded_bytes: int = 0
 
     @property
     def passed(self) -> bool:

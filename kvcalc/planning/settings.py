@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.errors import InputError
 from kvcalc.planning.setting_values import (
     TOKENS_HELP,
     WEIGHT_DTYPES,
@@ -124,6 +125,16 @@ class Setting:
             return read_value(Kind.TOKENS, text, what=self.what, minimum=self.minimum)
         if self.serve_kind == "bytes":  # human_readable_int, in bytes
             return parse_token_count(text, what=self.serve[0], minimum=0)
+        if self.serve_kind == "gib":  # a float of GiB (--kv-offloading-size, --cpu-offload-gb)
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(f"{self.serve[0]}: expected a number of GiB, got {text[:40]!r}",
+                                 code="invalid-input") from None  # fmt: skip
+            if not value >= 0 or value == float("inf"):
+                raise InputError(f"{self.serve[0]}: must be a finite number >= 0, got {text[:40]!r}",
+                                 code="invalid-input")  # fmt: skip
+            return int(value * (1 << 30))
         if self.kind is Kind.COUNT:  # vLLM's argparse int: no k/K suffix
             return read_value(Kind.COUNT, text, what=self.what, minimum=self.minimum)
         return self.parse(text)
@@ -293,6 +304,60 @@ SETTINGS: tuple[Setting, ...] = (
     _s("engine_option", Kind.OPTIONS, S, "Engine-specific knobs (`kvcalc plan --help` lists each "
        "engine's), e.g. llama.cpp n_seq_max, hf cache_implementation=static.", flags=("--engine-option", "-E"), field="engine_options",
        yaml="engine_options", metavar="KEY=VALUE"),
+    _s("enable_lora", Kind.BOOL, S, "vLLM/SGLang LoRA adapters: {max_loras} slots of rank "
+       "{max_lora_rank} are allocated beside the weights, before the KV budget.",
+       field="enable_lora", yaml="enable_lora", serve=("--enable-lora",), default=False),
+    _s("max_loras", Kind.COUNT, S, "LoRA adapters in one batch: the GPU slots{default}.",
+       field="max_loras", yaml="max_loras", serve=("--max-loras",), minimum=1,
+       default_help="1, vLLM's"),
+    _s("max_lora_rank", Kind.COUNT, S, "The rank every LoRA slot is sized for: vLLM takes 1, 8, "
+       "16, 32, 64, 128, 256, 320 or 512{default}.", field="max_lora_rank", yaml="max_lora_rank",
+       serve=("--max-lora-rank",), minimum=1, default_help="16, vLLM's"),
+    _s("max_cpu_loras", Kind.COUNT, S, "LoRA adapters vLLM keeps in host memory (at least "
+       "{max_loras}){default}.", field="max_cpu_loras", yaml="max_cpu_loras",
+       serve=("--max-cpu-loras",), minimum=1, default_help="max_loras"),
+    _s("fully_sharded_loras", Kind.BOOL, S, "vLLM's fully sharded LoRA layers: the slots' rank "
+       "(column layers) or output (row layers) split over the tensor-parallel ranks.",
+       field="fully_sharded_loras", yaml="fully_sharded_loras", serve=("--fully-sharded-loras",),
+       default=False),
+    _s("lora_dtype", Kind.TEXT, S, "The LoRA slots' dtype: auto (the model's), float16 or "
+       "bfloat16.", field="lora_dtype", yaml="lora_dtype", serve=("--lora-dtype",),
+       default_help="auto"),
+    _s("kv_offloading_size", Kind.SIZE, S, "vLLM's CPU KV offloading: host memory for KV blocks, "
+       "summed over the tensor-parallel ranks (vLLM --kv-offloading-size, in GiB); a bare number "
+       "means GiB.", field="kv_offloading_bytes", yaml="kv_offloading_size",
+       serve=("--kv-offloading-size",), serve_kind="gib", minimum=0, metavar="SIZE"),
+    _s("kv_offloading_backend", Kind.TEXT, S, "The offloading backend of {kv_offloading_size}: "
+       "native or lmcache{default}.", field="kv_offloading_backend", yaml="kv_offloading_backend",
+       serve=("--kv-offloading-backend",), default_help="native"),
+    _s("kv_transfer_config", Kind.TEXT, S, "vLLM's --kv-transfer-config JSON: OffloadingConnector "
+       "(cpu_bytes_to_use), NixlConnector (kv_buffer_device cpu mirrors the KV cache in host "
+       "memory) or the LMCache connectors.", field="kv_transfer_config", yaml="kv_transfer_config",
+       serve=("--kv-transfer-config",), metavar="JSON"),
+    _s("cpu_offload_gb", Kind.SIZE, S, "vLLM's weight offloading: decoder-layer parameters moved to "
+       "host memory per GPU, in module order, until this size (vLLM --cpu-offload-gb, in GiB); "
+       "a bare number means GiB.", field="cpu_offload_bytes", yaml="cpu_offload_gb",
+       serve=("--cpu-offload-gb",), serve_kind="gib", minimum=0, metavar="SIZE"),
+    _s("limit_mm_per_prompt", Kind.TEXT, S, "vLLM's items per prompt by modality, JSON "
+       "('{{\"image\": 2, \"video\": 0}}') or image=2,video=0; 999 where not given (vLLM 0.33); "
+       "image and video both 0: no vision tower.", field="limit_mm_per_prompt",
+       yaml="limit_mm_per_prompt", serve=("--limit-mm-per-prompt",), metavar="JSON"),
+    _s("mm_encoder_tp_mode", Kind.TEXT, S, "vLLM's vision encoder under tensor parallelism: "
+       "weights (split, the default) or data (whole on every rank, where the model supports it).",
+       field="mm_encoder_tp_mode", yaml="mm_encoder_tp_mode", serve=("--mm-encoder-tp-mode",),
+       default_help="weights"),
+    _s("mm_ipc_gpu_memory_gb", Kind.SIZE, S, "vLLM's GPU memory held for frontend multimodal "
+       "decoding, out of the KV memory (vLLM --mm-ipc-gpu-memory-gb, in GiB); a bare number "
+       "means GiB.", field="mm_ipc_gpu_memory_bytes", yaml="mm_ipc_gpu_memory_gb",
+       serve=("--mm-ipc-gpu-memory-gb",), serve_kind="gib", minimum=0, metavar="SIZE"),
+    _s("mamba_cache_dtype", Kind.TEXT, S, "vLLM's recurrent conv-state dtype: auto (the model's), "
+       "float32, float16 or bfloat16; the SSM state follows it unless the model or "
+       "{mamba_ssm_cache_dtype} sets its own.", field="mamba_cache_dtype", yaml="mamba_cache_dtype",
+       serve=("--mamba-cache-dtype",), default_help="auto"),
+    _s("mamba_ssm_cache_dtype", Kind.TEXT, S, "vLLM's recurrent SSM-state dtype (Mamba, Gated "
+       "DeltaNet, KDA): auto (the checkpoint's choice), float32, float16 or bfloat16.",
+       field="mamba_ssm_cache_dtype", yaml="mamba_ssm_cache_dtype",
+       serve=("--mamba-ssm-cache-dtype",), default_help="auto"),
     _s("prompt_len", Kind.TOKENS, W, "Expected prompt tokens per request.", field="prompt_len",
        yaml="workload.prompt_len", minimum=1),
     _s("output_len", Kind.TOKENS, W, "Expected output tokens per request.", field="output_len",

@@ -79,6 +79,8 @@ class RequirementsEntry:
     min_headroom_bytes: int | None
     #: ``min_headroom`` written as a percentage (0.1 = 10%)
     min_headroom_fraction: float | None
+    #: ``max_host_memory``, in bytes
+    max_host_memory_bytes: int | None
     #: the verdicts that pass
     allow_verdicts: tuple[str, ...]
 

@@ -68,6 +68,12 @@ def render(result) -> None:
         ("GPU total", m.total_bytes, ""),
         (f"engine budget{util}", m.budget_bytes, ""),
         ("weights", m.weights_bytes, result.weights_source),
+        ("… of which LoRA slots", result.lora_bytes, "--enable-lora"),
+        (
+            "… moved to host memory",
+            result.weights_offloaded_bytes,
+            "--cpu-offload-gb, not counted above",
+        ),
         ("activation peak", m.activation_bytes, "estimate" + outside("activation")),
         ("non-torch (CUDA context, NCCL)", m.non_torch_bytes, "estimate" + outside("non_torch")),
         (
@@ -81,6 +87,8 @@ def render(result) -> None:
     for name, value, note in rows:
         if name == "CUDA graphs" and not can.cuda_graphs:
             continue  # the engine captures none kvcalc sizes
+        if name.startswith(("… of which LoRA", "… moved to host")) and not value:
+            continue
         if name.startswith("non-torch") and not can.torch_runtime:
             continue  # no PyTorch: the notes say what is not modelled instead
         table.add_row(name, fmt.size(value), note)
@@ -134,6 +142,14 @@ def render(result) -> None:
             f"… over all {result.data_parallel_replicas} KV pools",
             f"{result.total_max_concurrency:.2f}x",
         )
+    if result.host_kv_tokens is not None:
+        kv.add_row(
+            "host KV tier (offloaded, beside the GPU pool)", f"{result.host_kv_tokens:,} tokens"
+        )
+    if result.host_memory_bytes is None:
+        kv.add_row("host memory needed", "not known (see notes)")
+    elif result.host_memory_bytes:
+        kv.add_row("host memory needed (all GPUs)", fmt.size(result.host_memory_bytes))
     if result.workload_concurrency is not None:
         kv.add_row(
             f"concurrency for the workload ({result.workload_tokens:,} tokens)",

@@ -42,12 +42,16 @@ from kvcalc.engines.vllm.groups import (
     promote_local_specs,
 )
 from kvcalc.engines.vllm.hybrid import layer_specs
+from kvcalc.engines.vllm.lora import LoraSlots, vllm_lora_slots
+from kvcalc.engines.vllm.mamba_dtypes import with_mamba_dtypes
 from kvcalc.engines.vllm.messages import (
     capacity_lines,
     cudagraph_profiling_line,
     no_memory_text,
     too_long_text,
 )
+from kvcalc.engines.vllm.mm import MmTerms, parse_limits, vllm_mm_terms
+from kvcalc.engines.vllm.offload import HostTier, host_tier, weight_offload
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
@@ -114,10 +118,32 @@ class VllmEngine:
         return extra_bool(request.extra, "flashinfer_sampler", None)
 
     def mm_limits(self, request: EngineRequest) -> tuple[int, int]:
-        """Images and videos per prompt for the profile run (``--limit-mm-per-prompt
-        image=N,video=M``; options ``limit_mm_image``, ``limit_mm_video``; vLLM's default 1 each)."""
+        """Images and videos per prompt for the V0 profile run (``--limit-mm-per-prompt``, or the
+        options ``limit_mm_image``, ``limit_mm_video``; V0's default 1 each)."""
+        if request.limit_mm_per_prompt is not None:
+            if "limit_mm_image" in request.extra or "limit_mm_video" in request.extra:
+                raise InputError("--limit-mm-per-prompt and -E limit_mm_image/limit_mm_video both given",
+                                 hint="give the limits once", code="conflicting-options")  # fmt: skip
+            given = dict(parse_limits(request.limit_mm_per_prompt).given)
+            return given.get("image", 1), given.get("video", 1)
         return (extra_int(request.extra, "limit_mm_image", 1, minimum=0),
                 extra_int(request.extra, "limit_mm_video", 1, minimum=0))  # fmt: skip
+
+    def with_mamba_dtypes(self, model: ModelShape, conv: str | None,
+                          ssm: str | None) -> tuple[ModelShape, tuple[str, ...]]:  # fmt: skip
+        """``model`` with ``--mamba-cache-dtype``/``--mamba-ssm-cache-dtype`` applied
+        (:mod:`~kvcalc.engines.vllm.mamba_dtypes`)."""
+        return with_mamba_dtypes(model, conv, ssm)
+
+    def mm_terms(self, request: EngineRequest) -> MmTerms:
+        """What the multimodal settings change (:mod:`~kvcalc.engines.vllm.mm`)."""
+        model = request.model
+        return vllm_mm_terms(architectures=(*model.config_architectures, *model.architectures),
+                             has_vision=bool(getattr(model.weights, "vision_encoder", False)),
+                             limits=request.limit_mm_per_prompt, tp_mode=request.mm_encoder_tp_mode,
+                             ipc_bytes=request.mm_ipc_gpu_memory_bytes,
+                             tensor_parallel_size=request.tensor_parallel_size,
+                             v033=D.resolve_profile(request.engine_version)[0].in_flight_batches)  # fmt: skip
 
     def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;
@@ -159,6 +185,38 @@ class VllmEngine:
             request.model, None, request.gpu_compute_capability, request.gpu_name
         )
         return "float32" if serving.dtype is FP32 else None
+
+    def lora_slots(self, request: EngineRequest) -> LoraSlots | None:
+        """The LoRA adapter slots one GPU holds in its weights (:mod:`~kvcalc.engines.vllm.lora`);
+        None without ``--enable-lora``."""
+        if request.lora is None:
+            return None
+        if not D.resolve_profile(request.engine_version)[0].in_flight_batches:
+            raise InputError("LoRA slots are modelled for vLLM 0.33 only",
+                             hint="plan with --engine-version 0.33, or without --enable-lora",
+                             code="lora-not-modelled")  # fmt: skip
+        return vllm_lora_slots(request.model, request.lora,
+                               tensor_parallel_size=request.tensor_parallel_size,
+                               pipeline_parallel_size=request.pipeline_parallel_size,
+                               weight_dtype=request.weight_dtype)  # fmt: skip
+
+    def weight_offload(self, request: EngineRequest, layer_bytes: int) -> tuple[int, str]:
+        """(bytes per GPU ``--cpu-offload-gb`` moves to the host, note): :mod:`~kvcalc.engines.vllm.offload`."""
+        assert request.offload is not None
+        return weight_offload(request.offload, layer_bytes=layer_bytes,
+                              pipeline_parallel_size=request.pipeline_parallel_size,
+                              has_vision=bool(request.model.vision_tower))  # fmt: skip
+
+    def host_tier(
+        self, request: EngineRequest, plan: KvCachePlan, offloaded_bytes: int
+    ) -> HostTier:
+        """The KV and weights this plan keeps in host memory (:mod:`~kvcalc.engines.vllm.offload`)."""
+        assert request.offload is not None
+        return host_tier(request.offload, gpu_kv_bytes=plan.kv_cache_bytes, num_blocks=plan.num_blocks,
+                         block_size=plan.block_size, num_groups=max(1, len(plan.groups)),
+                         tensor_parallel_size=request.tensor_parallel_size,
+                         pipeline_parallel_size=request.pipeline_parallel_size,
+                         mla=request.model.is_mla, offloaded_weight_bytes=offloaded_bytes)  # fmt: skip
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         check_extra(self.name, request.extra, EXTRA_KEYS)

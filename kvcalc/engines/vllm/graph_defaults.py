@@ -144,4 +144,12 @@ def plan_captures(
     estimated = not (runner_v2 and version < (0, 29))
     if not estimated:
         note += "; runner V2 estimates no graph memory before 0.29"
+    if request.lora is not None:
+        # v1/worker/gpu/lora_utils.py get_lora_capture_cases (and cudagraph_dispatcher.py
+        # _get_lora_cases): cudagraph_specialize_lora (on by default) captures every size for
+        # num_active_loras 0 and max_loras + 1, i.e. twice
+        cases = 2
+        note += f"; each captured for {cases} LoRA cases (no adapter, max_loras + 1)"
+        captures = replace(captures, piecewise_graphs=captures.piecewise_graphs * cases,
+                           full_graphs=captures.full_graphs * cases)  # fmt: skip
     return replace(captures, source=note, estimated=estimated)

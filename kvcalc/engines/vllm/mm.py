@@ -1,0 +1,157 @@
+"""vLLM 0.33's multimodal settings: ``--limit-mm-per-prompt``, ``--mm-encoder-tp-mode`` and
+``--mm-ipc-gpu-memory-gb``, as they change memory.
+
+- ``config/multimodal.py`` ``MultiModalConfig.get_limit_per_prompt``: a modality not given is
+  allowed **999** items per prompt (V0's default was 1). ``model_executor/models/interfaces.py``
+  ``_mark_tower_model``: a tower whose modalities (image and video for a vision tower) are all
+  limited to 0 is never built (``StageMissingLayer``): no tower weights, and ``profile_run``
+  (``v1/worker/gpu/model_runner.py``) has no item to profile the encoder with.
+- ``mm_encoder_tp_mode="data"``: a model class with ``supports_encoder_tp_data`` builds its tower
+  with ``disable_tp`` (``is_vit_use_data_parallel``): the tower's weights whole on every TP rank
+  (the batch is split instead). Other classes fall back to ``weights``.
+- ``multimodal/gpu_ipc_memory.py`` ``reserve_mm_ipc_gpu_memory`` (called by ``gpu_worker.py``
+  ``determine_available_memory`` on both the profiled and the ``kv_cache_memory_bytes`` path, for
+  multimodal models): the KV memory loses ``mm_ipc_gpu_memory_gb · 2^30`` (the GPU video decoder's
+  surfaces too, with ``video_backend`` pynvvideocodec: not modelled).
+- The encoder budget (``multimodal/encoder_budget.py`` ``MultiModalBudget``,
+  ``v1/core/encoder_cache_manager.py`` ``compute_mm_encoder_budget``): compute budget =
+  max(``max_num_batched_tokens``, the largest item's tokens), items per batch = max(1,
+  min(budget // item tokens, max_num_seqs × min(limit, max_model_len // item tokens))); the
+  profile runs the tower on that batch and keeps its outputs in the encoder cache while the text
+  dummy run follows. The largest item's tokens come from the model's processor
+  (``preprocessor_config.json``), which kvcalc does not read: the tower's share of the profile peak
+  stays inside the vision band of the estimate (said in the plan).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from kvcalc.errors import InputError
+
+#: vLLM's ``get_limit_per_prompt`` default for a modality not given
+DEFAULT_LIMIT = 999
+#: model classes with ``supports_encoder_tp_data = True`` (``model_executor/models/*.py``,
+#: inherited by their subclasses) among the vision towers kvcalc counts
+ENCODER_TP_DATA = frozenset((
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+))  # fmt: skip
+_PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
+MODALITIES = ("image", "video", "audio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MmLimits:
+    """Items per prompt by modality, as vLLM reads them (a modality not given: 999)."""
+
+    given: tuple[tuple[str, int], ...] = ()
+
+    def limit(self, modality: str) -> int:
+        return dict(self.given).get(modality, DEFAULT_LIMIT)
+
+    @property
+    def vision_off(self) -> bool:
+        """Image and video both 0: the vision tower is not built."""
+        return self.limit("image") == 0 and self.limit("video") == 0
+
+
+def parse_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> MmLimits:
+    """``{"image": 2, "video": 0}`` (vLLM's JSON, counts or ``{"count": N, ...}`` objects) or
+    ``image=2,video=0``."""
+    raw = str(text).strip()
+    items: dict[str, int] = {}
+    if raw.startswith("{"):
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{what}: not JSON ({exc.msg})", hint='e.g. \'{"image": 2, "video": 0}\'',
+                             code="invalid-input") from None  # fmt: skip
+        for key, value in data.items():
+            count = value.get("count", DEFAULT_LIMIT) if isinstance(value, dict) else value
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise InputError(f"{what}: {key} must be a count >= 0, got {count!r}",
+                                 hint='e.g. \'{"image": 2}\'', code="invalid-input")  # fmt: skip
+            items[str(key)] = count
+    else:
+        for part in filter(None, raw.split(",")):
+            match = _PAIR.match(part)
+            if match is None:
+                raise InputError(f"{what}: expected JSON or MODALITY=N pairs, got {part.strip()[:40]!r}",
+                                 hint='e.g. \'{"image": 2, "video": 0}\' or image=2,video=0',
+                                 code="invalid-input")  # fmt: skip
+            items[match.group(1)] = int(match.group(2))
+    return MmLimits(given=tuple(sorted(items.items())))
+
+
+def encoder_tp_data(architectures: tuple[str, ...]) -> bool:
+    """Whether ``--mm-encoder-tp-mode data`` takes effect (else vLLM falls back to ``weights``)."""
+    return any(a in ENCODER_TP_DATA for a in architectures)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MmTerms:
+    """What the multimodal settings change in one plan (vLLM 0.33)."""
+
+    #: the vision tower is not built (image and video limited to 0)
+    vision_off: bool = False
+    #: the tower's weights are whole on every TP rank (``mm_encoder_tp_mode=data``, supported)
+    tower_replicated: bool = False
+    #: bytes ``reserve_mm_ipc_gpu_memory`` takes off the KV memory
+    ipc_bytes: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def vllm_mm_terms(
+    *,
+    architectures: tuple[str, ...],
+    has_vision: bool,
+    limits: str | None,
+    tp_mode: str | None,
+    ipc_bytes: int | None,
+    tensor_parallel_size: int,
+    v033: bool,
+) -> MmTerms:
+    """The terms of :class:`MmTerms` for a model (``has_vision``: it has a vision tower)."""
+    given = limits is not None or tp_mode is not None or bool(ipc_bytes)
+    if not has_vision:
+        said = ("multimodal settings: a text-only model, no effect (vLLM builds no multimodal "
+                "config for it)",)  # fmt: skip
+        return MmTerms(notes=said if given else ())
+    if not v033:
+        if limits is not None and parse_limits(limits).vision_off or tp_mode == "data" or ipc_bytes:
+            raise InputError("--limit-mm-per-prompt 0, --mm-encoder-tp-mode data and "
+                             "--mm-ipc-gpu-memory-gb are modelled for vLLM 0.33 only",
+                             hint="plan with --engine-version 0.33", code="unmodelled-option")  # fmt: skip
+        return MmTerms()
+    notes: list[str] = []
+    mm = parse_limits(limits) if limits is not None else MmLimits()
+    off = mm.vision_off
+    if off:
+        notes.append("--limit-mm-per-prompt image 0, video 0: vLLM builds no vision tower "
+                     "(_mark_tower_model): no tower weights, no encoder profile")  # fmt: skip
+    elif given:
+        shown = ", ".join(f"{m} {mm.limit(m)}" for m in ("image", "video"))
+        notes.append(f"multimodal limits per prompt: {shown} (vLLM 0.33's default 999 where not "
+                     "given); the encoder budget is max(max_num_batched_tokens, the largest item's "
+                     "tokens), which come from the model's processor (not read): the tower's profile "
+                     "peak and the encoder outputs held during the text dummy run stay inside the "
+                     "vision band")  # fmt: skip
+    replicated = False
+    if tp_mode == "data" and not off:
+        if encoder_tp_data(architectures):
+            replicated = tensor_parallel_size > 1
+            notes.append("--mm-encoder-tp-mode data: the vision tower's weights whole on every "
+                         "TP rank (disable_tp), the image batch split instead")  # fmt: skip
+        else:
+            notes.append("--mm-encoder-tp-mode data: this model class has no "
+                         "supports_encoder_tp_data, vLLM falls back to weights (split)")  # fmt: skip
+    ipc = ipc_bytes or 0
+    if ipc:
+        notes.append(f"--mm-ipc-gpu-memory-gb: {ipc:,} B held for frontend multimodal decoding, out "
+                     "of the KV memory (reserve_mm_ipc_gpu_memory)")  # fmt: skip
+    return MmTerms(vision_off=off, tower_replicated=replicated, ipc_bytes=ipc, notes=tuple(notes))

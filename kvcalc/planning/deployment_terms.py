@@ -1,0 +1,58 @@
+"""The deployment terms the engine adds to a plan beyond the model: LoRA slots and offloaded
+weights in the weights term, the multimodal settings' tower and encoder allowance, the host tiers
+and the recurrent-state dtypes (each engine's own rules, asked through
+:mod:`kvcalc.planning.engine_asks`). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvcalc.engines.base import Engine, EngineRequest
+from kvcalc.estimate.overhead import Overhead, without_vision_band
+from kvcalc.planning.engine_asks import lora_slots, mm_terms, weight_offload
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.plan_weights import PlanWeights, with_lora, with_offload, with_tower
+
+
+def weights_with_terms(
+    engine: Engine, request: EngineRequest, inputs: PlanInputs, weights: PlanWeights
+) -> tuple[PlanWeights, Any]:
+    """``weights`` with the LoRA slots, the weights moved to host memory and the vision tower as
+    the engine builds it; and the multimodal terms (None where the engine has none)."""
+    given = inputs.weights_memory_bytes is not None
+    slots = lora_slots(engine, request)
+    if slots is not None:
+        weights = with_lora(weights, slots.bytes_per_gpu, slots.notes, given=given)
+    moved = weight_offload(engine, request, weights.layer_bytes)
+    if moved is not None:
+        weights = with_offload(weights, moved[0], moved[1], given=given)
+    terms = mm_terms(engine, request)
+    if terms is not None:
+        weights = with_tower(weights, built=not terms.vision_off,
+                             replicated=terms.tower_replicated, given=given)  # fmt: skip
+    return weights, terms
+
+
+def overhead_with_terms(overhead: Overhead, terms: Any) -> Overhead:
+    """The overhead estimate without the vision allowance when no tower is built, with the
+    multimodal notes."""
+    if terms is None:
+        return overhead
+    if terms.vision_off:
+        overhead = without_vision_band(overhead, "the vision tower is not built")
+    return replace(overhead, notes=(*overhead.notes, *terms.notes))
+
+
+def with_host_tier(
+    result: Any, host: Any, offloaded_bytes: int, state_notes: tuple[str, ...]
+) -> Any:
+    """The plan with its host tiers (``host_kv_tokens``, ``host_memory_bytes``,
+    ``weights_offloaded_bytes``) and the recurrent-state dtypes' note."""
+    if state_notes:
+        result = replace(result, notes=(*state_notes, *result.notes))
+    if host is None:
+        return result
+    return replace(result, host_kv_tokens=host.kv_tokens, host_memory_bytes=host.host_bytes,
+                   weights_offloaded_bytes=offloaded_bytes,
+                   notes=tuple(dict.fromkeys((*result.notes, *host.notes))))  # fmt: skip
