@@ -285,3 +285,12 @@ def test_typed_options_are_refused_in_kvcalcs_words(cli, flag, words):
     result = cli("verify", "qwen3-1.7b", "--gpu", "H100", flag, "abc")
     assert result.exit_code == 2 and f"Invalid value for '{flag}': {words}" in result.stderr
     assert "Input should be" not in result.stderr
+
+
+def test_one_failing_deployment_is_summed_up_in_words(cli, tmp_path):
+    # Llama-3.1-70B's bf16 weights (~131 GiB) cannot load on one 24 GB L4: the check runs and fails
+    path = tmp_path / "big.yaml"
+    path.write_text("name: big\nmodel: llama-3.1-70b\ngpu: L4\nmax_model_len: 4096\n", "utf-8")
+    result = cli("check", str(path), "--offline")
+    assert result.exit_code == 1
+    assert result.stdout.endswith("the deployment fails\n"), result.stdout
