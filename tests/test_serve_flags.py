@@ -3,18 +3,16 @@ modelled — walked from vLLM's own parser, recorded (``tests/fixtures/vllm_0_33
 ``scripts/serve_flags.py vllm``). A flag the next release adds fails here until it is read and
 placed; a flag that gains a ``serve=`` spelling in the settings table becomes modelled by itself.
 
-With ``KVCALC_VLLM_PYTHON`` set to the reference venv's python (vLLM 0.33.0 installed) and
-``KVCALC_VLLM_REFERENCE`` to the reference harness's folder, the parser is rebuilt and must equal
-the recording; CI has no vLLM and checks the recording.
+CI has no vLLM, so the suite checks the recording. To check the recording against vLLM itself,
+re-record it with the reference venv (``scripts/serve_flags.py``'s docstring has the command) and
+``git diff`` it: a new release's flags show up there, and here as unclassified.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -206,20 +204,6 @@ def test_hidden_negations_and_switches():
     with pytest.raises(InputError) as err:
         parse_serve_command("vllm serve m --no-enable-sleep-mode")
     assert "--enable-sleep-mode" in err.value.message  # named by the flag, not the spelling
-
-
-@pytest.mark.skipif(not os.environ.get("KVCALC_VLLM_PYTHON"), reason="no vLLM reference venv")
-def test_the_recording_is_vllms_parser_today():
-    out = subprocess.run(
-        [os.environ["KVCALC_VLLM_PYTHON"], str(ROOT / "scripts" / "serve_flags.py"), "vllm",
-         "--harness", os.environ["KVCALC_VLLM_REFERENCE"]],
-        capture_output=True, text=True, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
-    live = json.loads(out.stdout)
-    assert live["engine"] == RECORDED["engine"]
-    assert live["flags"] == RECORDED["flags"], "a new vLLM: re-record, then classify the new flags"
-    assert live["validated"] == RECORDED["validated"]
-    assert live["config_keys"] == RECORDED["config_keys"]
 
 
 # -- SGLang 0.5.23: python -m sglang.launch_server ------------------------------------------------
