@@ -9,6 +9,7 @@ stderr and exits 2; anything unexpected prints ``error[internal]`` (a traceback 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -161,9 +162,17 @@ _PYDANTIC_WORDS = (
 )
 
 
+#: click's phrase for a number it cannot read (typer before its own conversion: the 0.18 floor),
+#: "'abc' is not a valid integer range." → kvcalc's words
+_CLICK_NUMBER = re.compile(r"'[^']*' is not a valid (integer|float)( range)?\.")
+
+
 def own_words(message: str) -> str:
     """A usage error without a dependency's wording ("Input should be a valid integer, unable to
-    parse string as an integer" is pydantic's, which typer converts every typed option with)."""
+    parse string as an integer" is pydantic's, which typer converts every typed option with;
+    "'abc' is not a valid integer range." is click's, in older typer)."""
     for theirs, ours in _PYDANTIC_WORDS:
         message = message.replace(theirs, ours)
-    return message
+    return _CLICK_NUMBER.sub(
+        lambda m: "expected a whole number" if m[1] == "integer" else "expected a number", message
+    )

@@ -27,7 +27,7 @@ class Format(str, Enum):
     github = "github"
 
 
-def _format(text: str) -> Format:
+def _format(text: str | Format) -> Format:
     """``--format``, refused in kvcalc's words (typer's enum conversion said "Value error, 'html'
     is not one of ...")."""
     if isinstance(text, Format):
@@ -78,8 +78,10 @@ def check(
         ),
     ],
     *,
+    # a str, read by _format: typer 0.18 looks an Enum-typed option's parsed value up by str(),
+    # which a str Enum's member does not pass (the format came back None)
     output_format: Annotated[
-        Format,
+        str,
         typer.Option(
             "--format",
             "-f",
@@ -89,7 +91,7 @@ def check(
             "(for $GITHUB_STEP_SUMMARY) or github (workflow annotations).",
             rich_help_panel=OUTPUT_PANEL,
         ),
-    ] = Format.table,
+    ] = Format.table.value,
     fail_on: Annotated[
         list[str] | None,
         typer.Option(
@@ -126,7 +128,7 @@ def check(
     report = check_paths(
         paths, fail_on=fail_on_verdicts, token=given["token"], offline=given["offline"] or None
     )
-    fmt = output_format.value
+    fmt = _format(output_format).value
     if report.problems:
         return _report_problems(report, fmt)
     if fmt == "json":
