@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,7 +121,8 @@ def test_the_checker_refuses_an_incomplete_block():
     assert problems({k: v for k, v in good.items() if k != "torch"}) == [
         "torch: missing or empty"
     ]  # fmt: skip
-    assert problems(dict(good, command="python /work/x.py"))[0].startswith("command: a local path")
+    local = Path(tempfile.gettempdir()) / "x.py"  # a path of the recording machine
+    assert problems(dict(good, command=f"python {local}"))[0].startswith("command: a local path")
     assert problems(dict(good, recorded="yesterday")) != []
     assert problems(dict(good, engine="vLLM")) == ["engine: 'vLLM' names no version"]
     assert problems(dict(good, kind="guess")) != []

@@ -61,8 +61,7 @@ def test_the_recording_says_where_it_comes_from():
         "HF_HUB_OFFLINE=1 $VLLMENV/bin/python scripts/serve_flags.py vllm"
     )
     assert RECORDED["recorded_on"]
-    for path in (RECORDING, SGLANG_RECORDING):
-        assert "/work/" not in path.read_text(encoding="utf-8")
+    # no path of the recording machine: tests/test_fixture_provenance.py checks every fixture
     # vLLM 0.33.0 make_arg_parser: 320 flags (FrontendArgs, AsyncEngineArgs and serve's own)
     assert len(NAMES) == len(set(NAMES)) == 320
 
