@@ -178,14 +178,6 @@ def check_parallelism(inputs: PlanInputs) -> None:
     if can.moe_data_parallel:
         _check_vllm(inputs, tp, pcp, dcp, dp)
         _check_all2all(inputs.all2all_backend)
-    if inputs.enable_dp_attention and tp % dp:
-        # sglang/srt/server_args.py: "tp_size must be divisible by dp_size when dp attention is enabled"
-        raise InputError(
-            f"SGLang refuses --enable-dp-attention with --dp {dp}: tp_size must be divisible by "
-            f"dp_size when dp attention is enabled (tp {tp})",
-            hint="choose a --dp that divides --tensor-parallel-size",
-            code=CODE,
-        )
     _check_num_gpus(inputs)
 
 
@@ -284,7 +276,7 @@ def gpu_layout(inputs: PlanInputs, *, moe: bool) -> GpuLayout:
     replicas = max(1, num_gpus // deployment)
     idle = num_gpus - replicas * deployment
     notes: list[str] = []
-    moe_ranks = moe_split(inputs)[0]
+    moe_ranks, whole = moe_split(inputs)
     pools = dp * replicas
     if dp > 1 and can.moe_data_parallel:
         split = (
@@ -338,7 +330,7 @@ def gpu_layout(inputs: PlanInputs, *, moe: bool) -> GpuLayout:
     return GpuLayout(
         num_gpus=num_gpus, engine_gpus=engine, data_parallel_size=dp, deployment_gpus=deployment,
         replicas=replicas, idle_gpus=idle, pools=pools, moe_ranks=moe_ranks,
-        expert_parallel=inputs.enable_expert_parallel and moe_ranks > 1, notes=tuple(notes),
+        expert_parallel=whole, notes=tuple(notes),
     )  # fmt: skip
 
 
