@@ -43,11 +43,8 @@ from kvcalc.planning.deployment_terms import (
 )
 from kvcalc.planning.engine_asks import host_tier, recurrent_dtypes, speculative_draft, weight_dtype
 from kvcalc.planning.inputs import PlanInputs
-from kvcalc.planning.parallel import (
-    check_model_parallelism,
-    gpu_layout,
-    has_routed_experts,
-)
+from kvcalc.planning.parallel import gpu_layout, has_routed_experts
+from kvcalc.planning.parallel_checks import check_model_parallelism
 from kvcalc.planning.plan_overhead import GIVEN_KV_NOTE, estimated
 from kvcalc.planning.plan_weights import plan_weights
 from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs

@@ -14,7 +14,7 @@ from kvcalc.engines.host_options import OffloadOptions
 from kvcalc.engines.lora_options import LoraOptions
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
-from kvcalc.planning.parallel import check_parallelism
+from kvcalc.planning.parallel_checks import check_parallelism
 from kvcalc.units import MAX_SIZE_BYTES, short_int
 
 #: verdicts, from best to worst
