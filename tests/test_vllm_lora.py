@@ -41,7 +41,8 @@ def test_fixture_covers_the_cases_asked_for():
 @pytest.mark.parametrize("rec", RECORDS, ids=lambda r: r["command"].split()[3])
 def test_slot_bytes_equal_vllms(rec):
     model = resolve_model_cached(rec["model"]).shape
-    slots = vllm_lora_slots(model, _options(rec), tensor_parallel_size=rec["tensor_parallel_size"])
+    slots = vllm_lora_slots(model, _options(rec), tensor_parallel_size=rec["tensor_parallel_size"],
+                            weight_dtype=rec.get("dtype"))  # fmt: skip
     assert slots.bytes_per_gpu == rec["lora_slot_bytes_per_rank"]
     assert dict(slots.by_class) == {_class(k): v for k, v in rec["by_layer_class"].items()}
 
@@ -88,6 +89,35 @@ def test_plan_takes_the_slots_before_the_kv_budget():
     # and the band moves with it
     assert (without.available_kv_bytes_low - with_lora.available_kv_bytes_low
             == 1_477_705_728 + graphs)  # fmt: skip
+
+
+def test_slots_follow_the_dtype_vllm_serves_the_model_in():
+    # lora_dtype auto = the model's served dtype (config/lora.py verify_with_model_config): Gemma-2-9B
+    # in fp32 holds 4-byte slots, recorded with --dtype float32 (432,144,384 B = 2 × 216,072,192)
+    fp32 = next(r for r in RECORDS if r.get("dtype") == "float32")["lora_slot_bytes_per_rank"]
+    kw = dict(max_model_len=8192, enable_lora=True, max_loras=2, max_lora_rank=16)
+    plan = plan_reference("gemma-2-9b-it", PlanInputs(gpu="H100-80GB", dtype="float32", **kw),
+                          with_suggestions=False)  # fmt: skip
+    assert plan.lora_bytes == fp32 == 432_144_384
+    # on a T4 (no bf16) vLLM's auto rule serves Gemma-2 in fp32 too (vllm/config/model.py
+    # _resolve_auto_dtype): the same 4-byte slots, not the bf16 ones
+    t4 = plan_reference("gemma-2-9b-it", PlanInputs(gpu="T4", **kw), with_suggestions=False)
+    assert t4.lora_bytes == 432_144_384
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"data_parallel_size": 2, "num_gpus": 2},
+        {"enable_expert_parallel": True, "tensor_parallel_size": 2},
+    ],
+)
+def test_moe_slots_under_expert_or_data_parallelism_are_refused(kw):
+    # FusedMoEWithLoRA holds its local experts' slots only: a layout kvcalc has not read
+    with pytest.raises(InputError) as err:
+        plan_reference("qwen3-30b-a3b", PlanInputs(gpu="H100-80GB", max_model_len=8192,
+                       enable_lora=True, **kw), with_suggestions=False)  # fmt: skip
+    assert err.value.code == "lora-not-modelled" and "routed experts" in err.value.message
 
 
 def test_given_kv_memory_keeps_the_blocks():

@@ -21,6 +21,8 @@ def weights_with_terms(
     """``weights`` with the LoRA slots, the weights moved to host memory and the vision tower as
     the engine builds it; and the multimodal terms (None where the engine has none)."""
     given = inputs.weights_memory_bytes is not None
+    if inputs.lora is not None:
+        _check_lora_experts(request, inputs)
     slots = lora_slots(engine, request)
     if slots is not None:
         weights = with_lora(weights, slots.bytes_per_gpu, slots.notes, given=given)
@@ -32,6 +34,26 @@ def weights_with_terms(
         weights = with_tower(weights, built=not terms.vision_off,
                              replicated=terms.tower_replicated, given=given)  # fmt: skip
     return weights, terms
+
+
+def _check_lora_experts(request: EngineRequest, inputs: PlanInputs) -> None:
+    """LoRA slots of routed experts are sized for experts split over TP alone (each rank holds
+    every expert's slot, its intermediate width divided by TP): under expert parallelism, or with
+    the experts split over TP × DP × PCP, vLLM's ``FusedMoEWithLoRA`` holds the slots of its local
+    experts only — a layout kvcalc has not read, so it is refused rather than sized."""
+    from kvcalc.errors import InputError
+    from kvcalc.planning.parallel import has_routed_experts, moe_split
+
+    if not has_routed_experts(request.model):
+        return
+    ranks, whole = moe_split(inputs)
+    if ranks > inputs.tensor_parallel_size or inputs.enable_expert_parallel:
+        raise InputError(
+            f"LoRA slots of {request.model.name}'s routed experts under expert parallelism or "
+            f"data/context parallelism (experts over {ranks} ranks) are not modelled",
+            hint="plan LoRA on a MoE model with tensor parallelism alone (no -dp, -pcp or -ep)",
+            code="lora-not-modelled",
+        )
 
 
 def overhead_with_terms(overhead: Overhead, terms: Any) -> Overhead:

@@ -195,10 +195,17 @@ class VllmEngine:
             raise InputError("LoRA slots are modelled for vLLM 0.33 only",
                              hint="plan with --engine-version 0.33, or without --enable-lora",
                              code="lora-not-modelled")  # fmt: skip
+        from kvcalc.engines.vllm.dtypes import serving_dtype
+        from kvcalc.model.dtypes import FP32
+
+        # lora_dtype auto = the dtype vLLM serves the model in: --dtype, or its auto rule (fp32 for
+        # a Gemma-2/3 or GLM-4 on a GPU without bf16)
+        served = serving_dtype(request.model, request.weight_dtype,
+                               request.gpu_compute_capability, request.gpu_name).dtype  # fmt: skip
         return vllm_lora_slots(request.model, request.lora,
                                tensor_parallel_size=request.tensor_parallel_size,
                                pipeline_parallel_size=request.pipeline_parallel_size,
-                               weight_dtype=request.weight_dtype)  # fmt: skip
+                               weight_dtype="float32" if served is FP32 else None)  # fmt: skip
 
     def weight_offload(self, request: EngineRequest, layer_bytes: int) -> tuple[int, str]:
         """(bytes per GPU ``--cpu-offload-gb`` moves to the host, note): :mod:`~kvcalc.engines.vllm.offload`."""
