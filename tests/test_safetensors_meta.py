@@ -353,3 +353,51 @@ def test_hostile_checkpoints_through_inspect(cli, tmp_path_factory, blob, sharde
     assert_clean(result, json_output=True)
     if result.exit_code == 2:
         assert result.stderr.startswith("error[safetensors-"), result.stderr
+
+
+# -- MTP modules: in the checkpoint, not in the target model -------------------------------------
+def _tensor(name: str, nbytes: int):
+    from kvcalc.sources.safetensors_meta import TensorEntry
+
+    return TensorEntry(name=name, dtype="BF16", shape=(nbytes // 2,), nbytes=nbytes)
+
+
+_DSV3_LIKE = [  # DeepSeek-V3 names: 61 decoder layers (0-60), its MTP layer is model.layers.61
+    _tensor("model.layers.0.self_attn.q_a_proj.weight", 500),
+    _tensor("model.layers.60.mlp.experts.0.down_proj.weight", 1_000),
+    _tensor("model.layers.61.eh_proj.weight", 300),
+    _tensor("model.layers.61.mlp.experts.0.down_proj.weight", 200),
+    _tensor("lm_head.weight", 100),
+]
+
+
+def test_mtp_modules_are_counted_apart():
+    w = summarize(_DSV3_LIKE, files=[], source=SOURCE_LOCAL)
+    assert w.total_bytes == 2_100 and w.experts_bytes == 1_200  # the file, whole
+    # vLLM skips model.layers.61 (num_hidden_layers 61, num_nextn_predict_layers 1): 300 + 200 B,
+    # 200 of them a routed expert
+    assert w.mtp_bytes(61, 1) == (500, 200)
+    assert w.mtp_bytes(61, 0) == (0, 0)  # no MTP layers: layer 61 is not skipped
+    # Qwen3-Next / MiMo name their MTP modules by prefix (vLLM's WeightsMapper drops them)
+    qwen = summarize([_tensor("mtp.fc.weight", 64), _tensor("model.layers.0.x", 8),
+                      _tensor("model.mtp_layers.0.y", 16)], files=[], source=SOURCE_LOCAL)  # fmt: skip
+    assert qwen.mtp_bytes(48, 1) == (80, 0)
+
+
+def test_a_plan_does_not_load_the_checkpoints_mtp_module():
+    from helpers import bundled_shape
+
+    from kvcalc.planning.core import plan
+    from kvcalc.planning.inputs import PlanInputs
+
+    model = bundled_shape("deepseek-v3")
+    assert model.num_layers == 61 and len(model.mtp.layers) == 1
+    inputs = PlanInputs(gpu="H200", tensor_parallel_size=8, max_model_len=32000,
+                        kv_cache_memory_bytes=40 * 2**30)  # fmt: skip
+    with_mtp = summarize(_DSV3_LIKE, files=[], source=SOURCE_LOCAL)
+    without = summarize([t for t in _DSV3_LIKE if ".61." not in t.name], files=[],
+                        source=SOURCE_LOCAL)  # fmt: skip
+    a = plan(model, inputs, exact_weights=with_mtp, with_suggestions=False)
+    b = plan(model, inputs, exact_weights=without, with_suggestions=False)
+    assert a.weights_bytes == b.weights_bytes  # the 500 B of layer 61 are not loaded
+    assert any("500 B of MTP modules" in n for n in a.notes)

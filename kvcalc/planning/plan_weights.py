@@ -108,6 +108,7 @@ def plan_weights(
         and est.weights_bytes
     ):
         # the checkpoint's exact bytes, split across GPUs (and padded) as the estimate lays them out
+        exact, mtp_note = _without_mtp(model, exact)
         shares = _exact_shares(est, exact)
         ratio = exact.total_bytes / est.weights_bytes
         padding = est.layout_padding_bytes_per_gpu
@@ -129,12 +130,30 @@ def plan_weights(
                 + " as vLLM loads them (config layout"
                 + (f", {padding:,} B of kernel padding per GPU" if padding else "")
                 + f"), plus {est.buffers_bytes_per_gpu:,} B of RoPE cache",
+                *mtp_note,
             ),  # fmt: skip
         )
     return PlanWeights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
                     notes=est.notes, stage_bytes=stages,
                     layer_bytes=est.decoder_layer_bytes_per_gpu, vision_bytes=est.vision_bytes_per_gpu,
                     vision_bytes_whole=est.vision_bytes_unsplit)  # fmt: skip
+
+
+def _without_mtp(
+    model: ModelShape, exact: SafetensorsWeights
+) -> tuple[SafetensorsWeights, tuple[str, ...]]:
+    """The checkpoint less its MTP modules, which the target model does not load (a speculative
+    draft counts its own weights: :mod:`kvcalc.engines.vllm.speculative`)."""
+    mtp_layers = len(model.mtp.layers) if model.mtp is not None else 0
+    total, experts = exact.mtp_bytes(model.num_layers, mtp_layers)
+    if not total:
+        return exact, ()
+    kept = replace(exact, total_bytes=exact.total_bytes - total,
+                   experts_bytes=exact.experts_bytes - experts,
+                   non_expert_bytes=exact.non_expert_bytes - (total - experts))  # fmt: skip
+    note = (f"weights: the checkpoint's {total:,} B of MTP modules are not loaded with the target "
+            "(vLLM skips them; a speculative draft loads its own)")  # fmt: skip
+    return kept, (note,)
 
 
 def _exact_shares(est: Any, exact: SafetensorsWeights) -> tuple[int, ...]:

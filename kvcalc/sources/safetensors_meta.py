@@ -22,9 +22,10 @@ functions that open files (``read_header``, ``read_local_weights``) are in
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -115,6 +116,24 @@ class SafetensorsWeights:
     files: tuple[str, ...]
     #: ``"safetensors metadata (hub)"`` or ``"safetensors metadata (local)"``
     source: str
+    #: (bytes, routed-expert bytes) per decoder layer index, from ``model.layers.N.`` names
+    #: (``layers.N.``, ``model.language_model.layers.N.`` too)
+    layer_bytes: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: (bytes, routed-expert bytes) of the tensors under an MTP prefix (``mtp.``,
+    #: ``model.mtp_layers.``, ``model.mtp.``): modules the target model never loads
+    mtp_prefixed_bytes: tuple[int, int] = (0, 0)
+
+    def mtp_bytes(self, num_hidden_layers: int, num_mtp_layers: int) -> tuple[int, int]:
+        """(bytes, routed-expert bytes) of the checkpoint's MTP modules, which vLLM's target model
+        skips: layers ``num_hidden_layers`` .. ``+ num_mtp_layers - 1`` (``models/utils.py``
+        ``get_spec_layer_idx_from_weight_name``, ``deepseek_v2.py`` ``load_weights``) and the
+        prefixes its ``WeightsMapper`` drops (``qwen3_next.py`` ``mtp.``, ``mimo.py``
+        ``model.mtp_layers.``)."""
+        total, experts = self.mtp_prefixed_bytes
+        for index in range(num_hidden_layers, num_hidden_layers + num_mtp_layers):
+            layer_total, layer_experts = self.layer_bytes.get(index, (0, 0))
+            total, experts = total + layer_total, experts + layer_experts
+        return total, experts
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -244,13 +263,25 @@ def shown_value(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_LAYER = re.compile(r"(?:model\.(?:language_model\.)?)?layers\.(\d+)\.")
+_MTP_PREFIXES = ("mtp.", "model.mtp_layers.", "model.mtp.")
+
+
 def summarize(
     tensors: Iterable[TensorEntry], *, files: Iterable[str], source: str
 ) -> SafetensorsWeights:
     """Add up tensors per dtype and split routed experts from the rest."""
     by_dtype: dict[str, list[int]] = {}
+    layers: dict[int, list[int]] = {}
+    mtp = [0, 0]
     total = experts = count = params = 0
     for tensor in tensors:
+        expert = tensor.nbytes if tensor.is_routed_expert else 0
+        if tensor.name.startswith(_MTP_PREFIXES):
+            mtp[0], mtp[1] = mtp[0] + tensor.nbytes, mtp[1] + expert
+        elif (m := _LAYER.match(tensor.name)) is not None:
+            acc_layer = layers.setdefault(int(m[1]), [0, 0])
+            acc_layer[0], acc_layer[1] = acc_layer[0] + tensor.nbytes, acc_layer[1] + expert
         acc = by_dtype.setdefault(tensor.dtype, [0, 0])
         acc[0] += tensor.num_elements
         acc[1] += tensor.nbytes
@@ -267,6 +298,8 @@ def summarize(
         num_tensors=count,
         files=tuple(files),
         source=source,
+        layer_bytes={k: (v[0], v[1]) for k, v in sorted(layers.items())},
+        mtp_prefixed_bytes=(mtp[0], mtp[1]),
     )
 
 
