@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import bundled_config, bundled_shape
+from helpers import bundled_config, bundled_shape, fixture_shape
 
 from kvcalc.errors import InputError
 from kvcalc.estimate.weights import count_parameters, pp_layer_counts, weight_bytes
@@ -386,6 +386,21 @@ def test_rope_cache_buffer():
     assert w.buffers_bytes_per_gpu == 40_960 * 128 * 2
     # 1,192,099,840 + 10,485,760 B = 1.11998 GiB; the printed 1.1201 lies 0.07-0.18 MiB above
     assert abs(w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu - 1.1201 * GIB) < (1 << 20)
+
+
+def test_rope_cache_reads_the_nested_partial_rotary_factor():
+    # Qwen3.5 nests partial_rotary_factor 0.25 in rope_parameters, where vLLM's get_rope reads it
+    # (rotary_embedding/__init__.py: rotary_dim = int(head_size * partial_rotary_factor)):
+    # 262,144 positions × int(256 × 0.25) = 64 × 2 B = 33,554,432 B (not × 256: 134,217,728),
+    # plus the vision tower's 8,192 × 72 / 2 × 2 B = 589,824 B
+    w = weight_bytes(fixture_shape("Qwen--Qwen3.5-35B-A3B"), tensor_parallel_size=2)
+    assert w.buffers_bytes_per_gpu == 262_144 * 64 * 2 + 8_192 * 36 * 2 == 34_144_256
+    # vLLM 0.33 (speculative.json q35_mtp1, deploy_probe, TP 2): 35,167,171,408 B of parameters and
+    # buffers per rank; the estimate is 1,120 B short of it (small fp32 tensors: 10 attention
+    # layers' four scales, 16 B each, and 30 Gated DeltaNet layers' A_log, fp32 in vLLM
+    # (qwen_gdn_linear_attn.py), priced in bf16: 16 heads per rank × (4 − 2) B = 32 B each)
+    recorded = 35_167_171_408
+    assert recorded - (w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) == 10 * 16 + 30 * 32
 
 
 @pytest.mark.parametrize(

@@ -350,7 +350,9 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     if mla is not None:
         return positions, mla.qk_rope_head_dim
     assert attention is not None  # without MLA weights there are attention weights (see above)
-    partial = r.value("partial_rotary_factor", 1.0)
+    # vLLM's get_rope reads the factor from rope_parameters, where transformers'
+    # standardize_rope_params moves a top-level one (setdefault: a nested factor wins)
+    partial = rope.get("partial_rotary_factor", r.value("partial_rotary_factor", 1.0))
     partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
     return positions, int(attention.head_dim * partial)
 
