@@ -22,6 +22,7 @@ from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "speculative.json"
+CONFIGS = Path(__file__).parent.parent / "model_configs"
 DATA = json.loads(FIXTURE.read_text())
 SCENARIOS = DATA["scenarios"]
 GPUS = {"h200": "H200", "h100": "H100-80GB"}
@@ -220,7 +221,11 @@ def test_methods_resolve_as_vllm_resolves_them(given, method):
      ({"method": "mtp", "num_speculative_tokens": 0}, {}, "invalid-speculative-config", "at least 1"),
      ({"method": "dspark"}, {}, "speculative-not-modelled", "'dspark'"),
      ({"method": "mtp", "parallel_drafting": True}, {}, "speculative-not-modelled", "parallel_drafting"),
-     ({"method": "medusa"}, {}, "invalid-speculative-config", "no speculative method 'medusa'")],
+     ({"method": "medusa"}, {}, "invalid-speculative-config", "no speculative method 'medusa'"),
+     # SpeculativeConfig._maybe_override_draft_max_model_len sets the draft's length to it, and
+     # VllmConfig._limit_max_model_len_to_draft then serves that length: not modelled
+     ({"model": "org/draft", "num_speculative_tokens": 4, "max_model_len": 4096}, {},
+      "speculative-not-modelled", "max_model_len")],
 )  # fmt: skip
 def test_settings_vllm_refuses_are_refused(given, shorthands, code, text):
     with pytest.raises(InputError) as refused:
@@ -233,6 +238,30 @@ def test_shorthands_fill_the_config():
     cfg = read_speculative_config(None, spec_method="mtp", spec_tokens=2)
     assert (cfg.method, cfg.num_speculative_tokens) == (SpecMethod.MTP, 2)
     assert read_speculative_config(None) is None
+
+
+def test_a_draft_model_shorter_than_max_model_len_is_refused(tmp_path):
+    # vllm/config/vllm.py VllmConfig._limit_max_model_len_to_draft (0.33.0): model runner V2, the
+    # default, lowers max_model_len to a draft model's own when shorter -- here Llama-3.2-1B's
+    # config with max_position_embeddings 8,192 and no rope scaling (its derived length 8,192)
+    # under a 32,768 plan. kvcalc does not re-plan at 8,192: refused, naming the length
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.2-1B-Instruct.json").read_text())
+    config.pop("rope_scaling")
+    config["max_position_embeddings"] = 8192
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    given = json.dumps({"model": str(tmp_path), "num_speculative_tokens": 4})
+    with pytest.raises(InputError) as refused:
+        plan_reference("meta-llama/Llama-3.1-8B", PlanInputs(
+            gpu="H200", max_model_len=32768, kv_cache_memory_bytes=20 * GIB,
+            speculative_config=given))  # fmt: skip
+    assert refused.value.code == "speculative-not-modelled"
+    assert "reduces max_model_len to 8,192" in refused.value.message
+    assert "--max-model-len 8192" in (refused.value.hint or "")
+    # at 8,192 the draft is as long as max_model_len: planned, the draft's 16 layers beside the
+    # target's 32 (one group of 48, as in the recorded l8_draft1b_k4)
+    p = plan_reference("meta-llama/Llama-3.1-8B", PlanInputs(
+        gpu="H200", max_model_len=8192, kv_cache_memory_bytes=20 * GIB, speculative_config=given))  # fmt: skip
+    assert [g.num_layers for g in p.groups] == [48]
 
 
 @pytest.mark.parametrize(

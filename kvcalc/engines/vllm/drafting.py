@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.speculative import SpeculativeDraft
+from kvcalc.engines.speculative import SpecMethod, SpeculativeDraft
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.setup import VllmSetup, check_tp
+from kvcalc.errors import InputError
 from kvcalc.model.layouts import Layout
 
 
@@ -42,6 +43,7 @@ def with_draft(request: EngineRequest, setup: VllmSetup) -> VllmSetup:
     draft = request.speculative
     if draft is None:
         return setup
+    _check_draft_length(request, setup, draft)
     notes = list(setup.notes)
     notes.append(f"speculative decoding: {draft.source}, {draft.num_speculative_tokens} token(s) "
                  "per step")  # fmt: skip
@@ -54,3 +56,23 @@ def with_draft(request: EngineRequest, setup: VllmSetup) -> VllmSetup:
         )
     model = replace(setup.model, layers=setup.model.layers + layers)
     return replace(setup, model=model, notes=tuple(notes))
+
+
+def _check_draft_length(request: EngineRequest, setup: VllmSetup, draft: SpeculativeDraft) -> None:
+    """A draft model shorter than ``max_model_len``: vLLM 0.33 serves the draft's length instead
+    (``vllm/config/vllm.py`` ``VllmConfig._limit_max_model_len_to_draft``: model runner V2, the
+    default, "can't skip speculation for longer sequences; reducing max_model_len"; the draft's
+    length is its own derived one, ``SpeculativeConfig._maybe_override_draft_max_model_len``).
+    kvcalc does not re-plan at that length: refused, naming it. (EAGLE heads and MTP layers share
+    the target's positions, ``draft_shares_target_positions``, and do not lower it.)"""
+    if draft.method is not SpecMethod.DRAFT_MODEL or draft.model is None or setup.refusal:
+        return
+    length = draft.model.max_model_len
+    if length < request.max_model_len:
+        raise InputError(
+            f"the draft model {draft.reference or draft.model.name} is shorter "
+            f"({length:,} tokens) than max_model_len {request.max_model_len:,}: vLLM 0.33 reduces "
+            f"max_model_len to {length:,}, which kvcalc does not re-plan",
+            hint=f"plan with --max-model-len {length}, or a draft model as long as the target",
+            code="speculative-not-modelled",
+        )

@@ -59,8 +59,8 @@ UNMODELLED_METHODS = frozenset(
 )
 #: keys kvcalc reads
 _READ = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size",
-         "kv_cache_dtype", "quantization", "max_model_len", "prompt_lookup_max",
-         "prompt_lookup_min", "suffix_decoding_max_tree_depth")  # fmt: skip
+         "kv_cache_dtype", "quantization", "prompt_lookup_max", "prompt_lookup_min",
+         "suffix_decoding_max_tree_depth")  # fmt: skip
 #: keys with no effect on memory (or only on the drafter's CUDA graphs, which no estimate has)
 NO_MEMORY_EFFECT = frozenset((
     "enforce_eager", "revision", "code_revision", "moe_backend", "index_share_for_mtp_iteration",
@@ -76,6 +76,9 @@ _UNMODELLED_KEYS: dict[str, Any] = {
     "draft_sample_method": "greedy", "use_heterogeneous_vocab": False,
     "draft_lm_head_quantization": None, "attention_backend": None, "dspark_draft_topk": None,
     "xpress_topc": None, "enable_adaptive_verification": False,
+    # the draft's length (SpeculativeConfig._maybe_override_draft_max_model_len: refused above the
+    # draft's or the target's), which VllmConfig._limit_max_model_len_to_draft then serves
+    "max_model_len": None,
 }  # fmt: skip
 #: every key of vLLM 0.33's SpeculativeConfig a person may give
 KEYS = frozenset((*_READ, *NO_MEMORY_EFFECT, *_UNMODELLED_KEYS, "tensor_parallel_size"))
