@@ -320,6 +320,19 @@ def test_ngram_adds_no_draft_kv_but_recurrent_layers_hold_k_more_state_blocks():
     assert dense.num_blocks == 40_978
 
 
+def test_suffix_decoding_takes_its_tokens_from_the_tree_depth():
+    # vllm/config/speculative.py SpeculativeConfig._validate_suffix_decoding (0.33.0): without
+    # num_speculative_tokens, k = suffix_decoding_max_tree_depth (default 24). Qwen3-Next's
+    # recurrent groups hold 2 + k + 1 state blocks (as for n-gram above): 2 + 2 + 1 = 5 at depth 2,
+    # 2 + 24 + 1 = 27 by default
+    deep = _plan("q3next_mtp2", speculative_config='{"method": "suffix"}')
+    assert {g.blocks_per_request for g in deep.groups if g.kind.value == "recurrent"} == {27}
+    given = '{"method": "suffix", "suffix_decoding_max_tree_depth": 2}'
+    p = _plan("q3next_mtp2", speculative_config=given)
+    assert {g.blocks_per_request for g in p.groups if g.kind.value == "recurrent"} == {5}
+    assert p.speculative.lookahead_tokens == 0
+
+
 def test_other_engines_refuse_speculative_decoding():
     with pytest.raises(InputError) as refused:
         _plan("dsv3_mtp1", engine="sglang")

@@ -54,6 +54,8 @@ class SpeculativeConfig:
     kv_cache_dtype: str | None = None
     quantization: str | None = None
     max_model_len: int | None = None
+    #: suffix decoding: the trees' depth, its ``num_speculative_tokens`` when that is not given
+    suffix_decoding_max_tree_depth: int | None = None
     #: the keys given, as spelled, for the ``inputs`` of the JSON and for messages
     keys: tuple[str, ...] = ()
     #: the text the setting was given as (``--speculative-config`` JSON), for messages

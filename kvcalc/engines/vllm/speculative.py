@@ -124,14 +124,17 @@ def read_speculative_config(
         num_speculative_tokens=_count(data, "num_speculative_tokens", 1),
         draft_tensor_parallel_size=_count(data, "draft_tensor_parallel_size", 1),
         kv_cache_dtype=_text(data, "kv_cache_dtype"), quantization=_text(data, "quantization"),
-        max_model_len=_count(data, "max_model_len", 1), keys=tuple(data), text=text,
+        max_model_len=_count(data, "max_model_len", 1),
+        suffix_decoding_max_tree_depth=_count(data, "suffix_decoding_max_tree_depth", 1),
+        keys=tuple(data), text=text,
     )  # fmt: skip
 
 
 def _given(cfg: SpeculativeConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("model", "num_speculative_tokens", "draft_tensor_parallel_size",
-                "kv_cache_dtype", "quantization", "max_model_len"):  # fmt: skip
+                "kv_cache_dtype", "quantization", "max_model_len",
+                "suffix_decoding_max_tree_depth"):  # fmt: skip
         if getattr(cfg, key) is not None:
             out[key] = getattr(cfg, key)
     if cfg.method is not None:
@@ -261,7 +264,8 @@ def vllm_draft(
     dtp = _draft_tp(cfg.draft_tensor_parallel_size, tensor_parallel_size)
     if method in (SpecMethod.NGRAM, SpecMethod.SUFFIX):
         if method is SpecMethod.SUFFIX and k is None:
-            k = 24  # _validate_suffix_decoding: suffix_decoding_max_tree_depth
+            # _validate_suffix_decoding: k = suffix_decoding_max_tree_depth (default 24)
+            k = cfg.suffix_decoding_max_tree_depth or 24
         if k is None:
             raise InputError("num_speculative_tokens must be provided with speculative model "
                              "unless the draft model config contains an n_predict parameter.",
