@@ -180,13 +180,6 @@ def lmcache_unknown(connector: str) -> HostKv:
                   "not vLLM's: its size is not known to kvcalc")  # fmt: skip
 
 
-def offloaded_weight_bytes(budget_bytes: int, layer_bytes: int, num_layers: int) -> int:
-    """``UVAOffloader``: bytes moved to the host for a per-GPU budget, decoder layers of
-    ``layer_bytes`` each; whole layers and then the budget (the crossing parameter's overshoot is
-    said, not counted)."""
-    return min(budget_bytes, layer_bytes * num_layers)
-
-
 @dataclass(frozen=True, kw_only=True)
 class HostTier:
     """What one vLLM engine (its TP × PP GPUs) keeps in host memory."""
@@ -219,6 +212,8 @@ def host_tier(
 ) -> HostTier:
     """The host tiers of ``options`` for a plan of ``num_blocks`` GPU blocks (see the module doc)."""
     world = tensor_parallel_size * pipeline_parallel_size
+    # vLLM's replicated_layout: an MLA latent at TP > 1, PP 1 is one copy for all ranks
+    replicated = mla and tensor_parallel_size > 1 and pipeline_parallel_size == 1
     transfer = (
         parse_kv_transfer_config(options.kv_transfer_config) if options.kv_transfer_config else None
     )
@@ -231,7 +226,6 @@ def host_tier(
         if options.kv_offloading_backend == "lmcache":
             kv = lmcache_unknown("LMCacheMPConnector (--kv-offloading-backend lmcache)")
         else:
-            replicated = mla and tensor_parallel_size > 1 and pipeline_parallel_size == 1
             kv = native_host_kv(options.kv_offloading_bytes, gpu_kv_bytes=gpu_kv_bytes,
                                 num_blocks=num_blocks, block_size=block_size, num_groups=num_groups,
                                 world_size=world, replicated=replicated,
@@ -244,7 +238,6 @@ def host_tier(
                                  "kv_connector_extra_config (vLLM refuses to start)",
                                  hint="add cpu_bytes_to_use, or use --kv-offloading-size GiB",
                                  code="invalid-input")  # fmt: skip
-            replicated = mla and tensor_parallel_size > 1 and pipeline_parallel_size == 1
             kv = native_host_kv(int(cpu), gpu_kv_bytes=gpu_kv_bytes, num_blocks=num_blocks,
                                 block_size=block_size, num_groups=num_groups, world_size=world,
                                 replicated=replicated, extra=transfer.extra_config)  # fmt: skip
@@ -284,7 +277,9 @@ def weight_offload(options: HostOptions, *, layer_bytes: int, pipeline_parallel_
         raise InputError("--cpu-offload-gb above the decoder layers reaches the vision tower, "
                          "whose offloading is not modelled",
                          hint="use a budget below the decoder layers' bytes", code="offload-not-modelled")  # fmt: skip
-    moved = offloaded_weight_bytes(budget, layer_bytes, 1)
+    # UVAOffloader: parameters move until the budget is reached, at most every decoder layer (the
+    # crossing parameter's overshoot is said, not counted)
+    moved = min(budget, layer_bytes)
     note = (f"--cpu-offload-gb: {moved:,} B of parameters per GPU (the vision tower first where it has one, "
             "then the decoder layers) moved to pinned host "
             "memory in module order (model_executor/offloader/uva.py); vLLM moves the parameter that "
