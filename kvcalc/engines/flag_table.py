@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -113,6 +114,11 @@ def _flag(row: dict[str, Any]) -> EngineFlag:
         choices=None if choices is None else tuple(choices),
         type=row.get("type"),
     )
+
+
+def listed_reason(groups: Mapping[str, tuple[str, ...]], name: str) -> str | None:
+    """The heading a reviewed ``{what it changes: flags}`` table lists ``name`` under, or None."""
+    return next((why for why, names in groups.items() if name in names), None)
 
 
 @cache

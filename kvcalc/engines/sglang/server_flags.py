@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from kvcalc.engines.flag_table import FlagTable, flag_table
+from kvcalc.engines.flag_table import FlagTable, flag_table, listed_reason
 from kvcalc.errors import InputError
 
 __all__ = ["NO_EFFECT", "UNMODELLED", "parse_human_int", "server_flags", "unmodelled_reason"]
@@ -305,4 +305,4 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
 
 def unmodelled_reason(name: str) -> str | None:
     """What the not-modelled flag ``name`` changes, when it was reviewed."""
-    return next((why for why, names in UNMODELLED.items() if name in names), None)
+    return listed_reason(UNMODELLED, name)

@@ -17,7 +17,7 @@ than plan without them.
 
 from __future__ import annotations
 
-from kvcalc.engines.flag_table import FlagTable, flag_table
+from kvcalc.engines.flag_table import FlagTable, flag_table, listed_reason
 
 __all__ = [
     "NO_EFFECT", "NO_EFFECT_CONFIG_KEYS", "NO_EFFECT_VALUES", "UNMODELLED", "serve_flags",
@@ -194,4 +194,4 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
 
 def unmodelled_reason(name: str) -> str | None:
     """What the not-modelled flag ``name`` changes, when it was reviewed."""
-    return next((why for why, names in UNMODELLED.items() if name in names), None)
+    return listed_reason(UNMODELLED, name)
