@@ -59,8 +59,8 @@ def _hooked(model: ModelShape) -> bool:
     )
 
 
-def _state(layer: RecurrentState, conv: CacheDtype | None, ssm: CacheDtype | None, hooked: bool,
-           model_dtype: CacheDtype) -> RecurrentState:  # fmt: skip
+def _state(layer: RecurrentState, conv: CacheDtype | None, ssm: CacheDtype | None,
+           hooked: bool) -> RecurrentState:  # fmt: skip
     new_conv = conv or layer.dtype
     if isinstance(layer, KimiDeltaState):
         if ssm is FP16:
@@ -89,15 +89,12 @@ def with_mamba_dtypes(
         return model, ()
     hooked = _hooked(model)
     layers: list[Layout] = []
-    changed = False
     for layer in model.layers:
         new: Layout = layer
         if isinstance(layer, ParallelHybrid):
-            mixer = _state(layer.mixer, conv, ssm, hooked, model.dtype)
-            new = replace(layer, mixer=mixer)
+            new = replace(layer, mixer=_state(layer.mixer, conv, ssm, hooked))
         elif isinstance(layer, RecurrentState):
-            new = _state(layer, conv, ssm, hooked, model.dtype)
-        changed = changed or new != layer
+            new = _state(layer, conv, ssm, hooked)
         layers.append(new)
     if not any(isinstance(layer, RecurrentState) for layer in model.layers):
         return model, (
@@ -109,4 +106,5 @@ def with_mamba_dtypes(
     note = (f"recurrent states as --mamba-cache-dtype {mamba_cache_dtype or 'auto'} / "
             f"--mamba-ssm-cache-dtype {mamba_ssm_cache_dtype or 'auto'} give them: {shown} "
             "(mamba_utils.py MambaStateDtypeCalculator)")  # fmt: skip
+    changed = tuple(layers) != model.layers
     return (replace(model, layers=tuple(layers)) if changed else model), (note,)
