@@ -205,7 +205,7 @@ class VllmEngine:
                              hint="plan it with --engine-version 0.33",
                              code="speculative-not-modelled")  # fmt: skip
         self.cudagraph_captures(request)  # graph settings vLLM refuses stop it starting
-        if D.resolve_profile(request.engine_version)[0].in_flight_batches:  # the 0.33 profile
+        if profile.in_flight_batches:  # the 0.33 profile
             refuse_unbuildable(request.model, "0.33")
             reason = unbuildable_reason(request.model)
             if reason:
