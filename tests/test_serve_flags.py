@@ -306,11 +306,28 @@ def test_what_sglang_refuses_is_refused(command, message):
 def test_sglang_unmodelled_flags_are_named():
     with pytest.raises(InputError) as err:
         parse_serve_command(
-            "python -m sglang.launch_server --model-path m --enable-dp-attention --dp 2 --speculative-algorithm EAGLE"
+            "python -m sglang.launch_server --model-path m --dcp-size 2 --speculative-algorithm "
+            "DFLASH --speculative-dflash-block-size 16 --enable-hierarchical-cache"
         )
     assert err.value.code == "flag-not-modelled"
-    assert "--enable-dp-attention, --dp-size (parallelism)" in err.value.message
-    assert "--speculative-algorithm (speculative decoding)" in err.value.message
+    assert "--dcp-size (parallelism)" in err.value.message
+    assert "--speculative-dflash-block-size (speculative decoding)" in err.value.message
+    assert "--enable-hierarchical-cache (host offload" in err.value.message
+
+
+def test_sglang_speculative_and_dp_attention_flags_are_read():
+    """--speculative-algorithm/-draft-model-path/-num-steps fill the spec settings, the topk and
+    draft tokens SGLang's engine options; --enable-dp-attention --dp N the DP-attention settings."""
+    read = parse_serve_command(
+        "python -m sglang.launch_server --model-path m --tp 8 --enable-dp-attention --dp 8 "
+        "--speculative-algorithm EAGLE3 --speculative-draft-model-path head "
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    )
+    assert read.values == {
+        "engine": "sglang", "tensor_parallel_size": 8, "enable_dp_attention": True,
+        "data_parallel_size": 8, "spec_method": "EAGLE3", "spec_model": "head", "spec_tokens": 3,
+        "engine_options": (("speculative_eagle_topk", 1), ("speculative_num_draft_tokens", 4)),
+    }  # fmt: skip
 
 
 def test_sglang_docker_and_cli_forms():

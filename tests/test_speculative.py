@@ -335,8 +335,12 @@ def test_suffix_decoding_takes_its_tokens_from_the_tree_depth():
 
 def test_other_engines_refuse_speculative_decoding():
     with pytest.raises(InputError) as refused:
-        _plan("dsv3_mtp1", engine="sglang")
+        _plan("dsv3_mtp1", engine="trtllm")
     assert refused.value.code == "speculative-not-modelled"
+    with pytest.raises(InputError) as refused:  # SGLang reads its own flags, not vLLM's JSON
+        _plan("dsv3_mtp1", engine="sglang")
+    assert refused.value.code == "invalid-input"
+    assert "--speculative-algorithm" in refused.value.message
 
 
 def test_serving_command_and_deployment_file_take_it(cli, tmp_path):

@@ -74,6 +74,9 @@ class EngineRequest:
     #: the TP ranks (1: off); ``cp_kv_cache_interleave_size``: tokens per rank before the next
     decode_context_parallel_size: int = 1
     cp_kv_cache_interleave_size: int = 1
+    #: SGLang ``--enable-dp-attention --dp N``: N attention ranks inside the TP group, each with
+    #: its own requests and pool (attention TP = TP / N); 1: off
+    attention_data_parallel_size: int = 1
     #: tokens per block/page; None = the engine default (vLLM 16, FlashMLA 64, hybrid alignment)
     block_size: int | None = None
     #: None = the engine default (vLLM's table from GPU memory and name, §1.11)
@@ -119,6 +122,7 @@ class EngineRequest:
         positive("pipeline_parallel_size", self.pipeline_parallel_size)
         positive("decode_context_parallel_size", self.decode_context_parallel_size)
         positive("cp_kv_cache_interleave_size", self.cp_kv_cache_interleave_size)
+        positive("attention_data_parallel_size", self.attention_data_parallel_size)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_bytes"):
             value = getattr(self, name)
             if value is not None:
@@ -254,6 +258,10 @@ class MemoryInputs:
     gpu_memory_bytes: int | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    #: SGLang DP attention's ranks (1: off), for its graph reserve
+    attention_data_parallel_size: int = 1
+    #: the request cap as given (SGLang ``--max-running-requests`` caps its decode graphs)
+    max_num_seqs: int | None = None
     #: the model as parsed, where the engine's default fraction depends on it
     model: ModelShape | None = None
     #: the memory fraction (vLLM ``--gpu-memory-utilization``...); None = the engine's default

@@ -185,6 +185,9 @@ class EngineTraits:
     moe_data_parallel: bool = False
     #: data-parallel attention inside the TP group (SGLang ``--enable-dp-attention --dp N``)
     dp_attention: bool = False
+    #: speculative decoding is read from the engine's own flags (SGLang ``--speculative-algorithm``,
+    #: :mod:`kvcalc.engines.sglang.speculative`), not vLLM's ``--speculative-config``
+    sglang_speculative: bool = False
 
 
 _TRAITS = {
@@ -199,7 +202,8 @@ _TRAITS = {
                                     max_num_seqs_name="max_running_requests", rejects_long_requests=True,
                                     cache_tensors=CacheTensors.TOKEN_POOL,
                                     fraction_option="mem_fraction_static",
-                                    prefix_caching_off_option="disable_radix_cache", dp_attention=True),
+                                    prefix_caching_off_option="disable_radix_cache", dp_attention=True,
+                                    sglang_speculative=True),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False, takes_block_size=False,

@@ -56,6 +56,11 @@ class SpeculativeConfig:
     max_model_len: int | None = None
     #: suffix decoding: the trees' depth, its ``num_speculative_tokens`` when that is not given
     suffix_decoding_max_tree_depth: int | None = None
+    #: SGLang: ``--speculative-algorithm`` as given (upper case), ``--speculative-eagle-topk`` and
+    #: ``--speculative-num-draft-tokens`` (``num_speculative_tokens`` is ``--speculative-num-steps``)
+    algorithm: str | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
     #: the keys given, as spelled, for the ``inputs`` of the JSON and for messages
     keys: tuple[str, ...] = ()
     #: the text the setting was given as (``--speculative-config`` JSON), for messages
@@ -84,6 +89,13 @@ class SpeculativeDraft:
     source: str = ""
     #: the draft checkpoint's reference (EAGLE head, draft model), None for MTP and n-gram
     reference: str | None = None
+    #: the lookahead where the engine's rule is not vLLM's (SGLang: 0, its draft slots are freed
+    #: after each verify step); None: :attr:`lookahead_tokens`'s vLLM rule
+    lookahead: int | None = None
+    #: SGLang's resolved ``speculative_eagle_topk`` and ``speculative_num_draft_tokens`` (None
+    #: for vLLM)
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
 
     @property
     def num_layers(self) -> int:
@@ -94,4 +106,6 @@ class SpeculativeDraft:
     def lookahead_tokens(self) -> int:
         """KV slots a running request holds past its tokens (vLLM ``num_lookahead_tokens``: k for
         EAGLE, EAGLE-3, MTP and draft models, 0 for n-gram and suffix decoding)."""
+        if self.lookahead is not None:
+            return self.lookahead
         return self.num_speculative_tokens if self.method.uses_draft_kv else 0

@@ -102,10 +102,13 @@ class PlanInputs:
     #: vLLM's ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: a max_model_len above the derived one starts
     allow_long_max_model_len: bool = False
     #: speculative decoding as given (vLLM's ``--speculative-config``, the ``--spec-*`` shorthands
-    #: merged in): ``method``, ``model``, ``num_speculative_tokens``... as given; null without
+    #: merged in; SGLang's ``--speculative-algorithm`` and its settings: ``algorithm``,
+    #: ``eagle_topk``, ``num_draft_tokens`` too): ``method``, ``model``, ``num_speculative_tokens``...
+    #: as given; null without
     speculative_config: Any = None
-    #: vLLM's ``--spec-method`` / ``--spec-model`` / ``--spec-tokens``: merged into
-    #: ``speculative_config``, then null
+    #: vLLM's ``--spec-method`` / ``--spec-model`` / ``--spec-tokens`` (SGLang's
+    #: ``--speculative-algorithm`` / ``--speculative-draft-model-path`` /
+    #: ``--speculative-num-steps``): merged into ``speculative_config``, then null
     spec_method: str | None = None
     spec_model: str | None = None
     spec_tokens: int | None = None
@@ -320,13 +323,36 @@ class PlanInputs:
             object.__setattr__(self, "cudagraph_mode", mode.value)
 
     def _read_speculative(self) -> None:
+        from kvcalc.engines.names import traits
         from kvcalc.engines.vllm.speculative import read_speculative_config
 
-        spec = read_speculative_config(self.speculative_config, spec_method=self.spec_method,
-                                       spec_model=self.spec_model, spec_tokens=self.spec_tokens)  # fmt: skip
+        if traits(self.engine).sglang_speculative:
+            spec = self._read_sglang_speculative()
+        else:
+            spec = read_speculative_config(self.speculative_config, spec_method=self.spec_method,
+                                           spec_model=self.spec_model, spec_tokens=self.spec_tokens)  # fmt: skip
         object.__setattr__(self, "speculative_config", spec)
         for name in ("spec_method", "spec_model", "spec_tokens"):
             object.__setattr__(self, name, None)
+
+    def _read_sglang_speculative(self) -> Any:
+        """SGLang's ``--speculative-algorithm`` (``spec_method``), ``--speculative-draft-model-path``
+        (``spec_model``), ``--speculative-num-steps`` (``spec_tokens``) and the topk and draft
+        tokens (``-E speculative_eagle_topk``, ``-E speculative_num_draft_tokens``)."""
+        from kvcalc.engines.sglang.speculative import read_speculative
+        from kvcalc.engines.speculative import SpeculativeConfig
+
+        if isinstance(self.speculative_config, SpeculativeConfig):
+            return self.speculative_config
+        if self.speculative_config is not None:
+            raise InputError("--speculative-config is vLLM's; SGLang takes --speculative-algorithm "
+                             "(--spec-method), --speculative-draft-model-path (--spec-model) and "
+                             "--speculative-num-steps (--spec-tokens)",
+                             hint="e.g. --engine sglang --spec-method NEXTN", code="invalid-input")  # fmt: skip
+        options = dict(self.engine_options)
+        return read_speculative(self.spec_method, self.spec_model, self.spec_tokens,
+                                options.get("speculative_eagle_topk"),
+                                options.get("speculative_num_draft_tokens"))  # fmt: skip
 
     @property
     def lora(self) -> LoraOptions | None:

@@ -81,6 +81,9 @@ class PlanInputs(Protocol):
     def kv_cache_memory_bytes(self) -> int | None: ...
 
     @property
+    def weights_memory_bytes(self) -> int | None: ...
+
+    @property
     def all2all_backend(self) -> str | None: ...
 
     @property
@@ -153,6 +156,11 @@ def gpu_layout(inputs: PlanInputs, *, moe: bool) -> GpuLayout:
             f"data parallel {dp}: {dp} engine cores of {engine} GPU(s), each with its own "
             f"requests and KV pool; {split}; attention and dense weights over TP "
             f"{inputs.tensor_parallel_size} on every rank"
+        )
+    elif dp > 1 and inputs.enable_dp_attention:
+        notes.append(
+            f"DP attention {dp}: {dp} attention ranks inside TP {inputs.tensor_parallel_size} "
+            f"({deployment} GPUs), each with its own requests and KV pool"
         )
     elif dp > 1:
         notes.append(

@@ -53,12 +53,16 @@ def check_parallelism(inputs: PlanInputs) -> None:
             hint="vLLM: --data-parallel-size N (a KV pool per rank, experts over TP × DP)",
             code="unsupported-parallelism",
         )
-    if inputs.enable_dp_attention:
+    if (
+        inputs.enable_dp_attention
+        and inputs.data_parallel_size > 1
+        and inputs.weights_memory_bytes is None
+    ):
+        # the pools are modelled (kvcalc.engines.sglang.parallel); the weights are not
         raise InputError(
-            "--enable-dp-attention: SGLang's data-parallel attention is not modelled yet "
-            "(per-rank requests, attention TP = TP / DP, the graph reserve's max_bs × dp × 3 MB)",
-            hint="plan it without --enable-dp-attention (docs/engines.md says what is missing), "
-            "or with vLLM's --data-parallel-size",
+            "--enable-dp-attention: SGLang's weights per GPU under DP attention are not "
+            "estimated (attention split over TP / DP, replicated embeddings; not recorded)",
+            hint="give --weights-memory (the mem usage of SGLang's 'Load weight end' line)",
             code="unsupported-parallelism",
         )
     dp = inputs.data_parallel_size

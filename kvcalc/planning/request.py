@@ -40,6 +40,7 @@ def engine_request(
         pipeline_parallel_size=inputs.pipeline_parallel_size,
         decode_context_parallel_size=inputs.decode_context_parallel_size,
         cp_kv_cache_interleave_size=inputs.cp_kv_cache_interleave_size or 1,
+        attention_data_parallel_size=_attention_dp(inputs),
         block_size=inputs.block_size,
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,
@@ -72,9 +73,16 @@ def memory_inputs(model: ModelShape, inputs: PlanInputs, memory: int | None) -> 
         gpu_memory_bytes=memory,
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
+        attention_data_parallel_size=_attention_dp(inputs),
+        max_num_seqs=inputs.max_num_seqs,
         model=model,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
     )
+
+
+def _attention_dp(inputs: PlanInputs) -> int:
+    """SGLang DP attention's ranks (``--enable-dp-attention --dp N``), 1 without it."""
+    return inputs.data_parallel_size if inputs.enable_dp_attention else 1
 
 
 def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:

@@ -185,7 +185,8 @@ SETTINGS: tuple[Setting, ...] = (
        "its own KV pool; MoE experts split over TP × DP × PCP); SGLang: with "
        "{enable_dp_attention}, attention data-parallel ranks within {tensor_parallel_size}.",
        flags=("--data-parallel-size", "-dp"), field="data_parallel_size",
-       yaml="data_parallel_size", serve=("--data-parallel-size", "-dp"), default=1, minimum=1),
+       yaml="data_parallel_size", serve=("--data-parallel-size", "-dp"), sglang=("--dp-size",),
+       default=1, minimum=1),
     _s("enable_expert_parallel", Kind.BOOL, H, "vLLM expert parallelism: whole MoE experts per "
        "rank over TP × DP × PCP instead of each expert split (the same bytes per GPU, whole "
        "experts rounded up).", flags=("--enable-expert-parallel", "-ep"),
@@ -220,7 +221,8 @@ SETTINGS: tuple[Setting, ...] = (
        default_help="allgather_reducescatter", metavar="NAME"),
     _s("enable_dp_attention", Kind.BOOL, H, "SGLang data-parallel attention: "
        "{data_parallel_size} attention ranks within {tensor_parallel_size}, each with its own "
-       "requests.", field="enable_dp_attention", yaml="enable_dp_attention", default=False),
+       "requests.", field="enable_dp_attention", yaml="enable_dp_attention",
+       sglang=("--enable-dp-attention",), default=False),
     _s("tensor_parallel_size", Kind.COUNT, H, "Tensor-parallel ranks.",
        flags=("--tensor-parallel-size", "-tp"), field="tensor_parallel_size",
        yaml="tensor_parallel_size", serve=("--tensor-parallel-size", "-tp"), sglang=("--tp-size",),
@@ -284,13 +286,17 @@ SETTINGS: tuple[Setting, ...] = (
        flags=("--speculative-config", "-sc"), field="speculative_config", yaml="speculative_config",
        serve=("--speculative-config", "-sc"), metavar="JSON"),
     _s("spec_method", Kind.TEXT, S, "Speculative method, vLLM's shorthand for {speculative_config}'s "
-       "method.", field="spec_method", yaml="spec_method", serve=("--spec-method",)),
+       "method; SGLang's --speculative-algorithm (NEXTN, EAGLE, EAGLE3, STANDALONE, NGRAM).",
+       field="spec_method", yaml="spec_method", serve=("--spec-method",),
+       sglang=("--speculative-algorithm",)),
     _s("spec_model", Kind.TEXT, S, "The draft (EAGLE head or draft model: bundled, path or Hub id), "
-       "vLLM's shorthand for {speculative_config}'s model.", field="spec_model", yaml="spec_model",
-       serve=("--spec-model",)),
+       "vLLM's shorthand for {speculative_config}'s model; SGLang's --speculative-draft-model-path.",
+       field="spec_model", yaml="spec_model", serve=("--spec-model",),
+       sglang=("--speculative-draft-model-path",)),
     _s("spec_tokens", Kind.COUNT, S, "Tokens proposed per step, vLLM's shorthand for "
-       "{speculative_config}'s num_speculative_tokens.", field="spec_tokens", yaml="spec_tokens",
-       serve=("--spec-tokens",), minimum=1),
+       "{speculative_config}'s num_speculative_tokens; SGLang's --speculative-num-steps.",
+       field="spec_tokens", yaml="spec_tokens", serve=("--spec-tokens",),
+       sglang=("--speculative-num-steps",), minimum=1),
     _s("kv_cache_memory", Kind.SIZE, S, "KV-cache bytes per GPU, skipping the memory estimate "
        "(vLLM --kv-cache-memory-bytes); a bare number below 1,048,576 means GiB.",
        field="kv_cache_memory_bytes", yaml="kv_cache_memory", serve=("--kv-cache-memory-bytes",),

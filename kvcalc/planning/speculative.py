@@ -55,8 +55,9 @@ def with_draft_weights(
         note = f"draft weights not estimated: {exc.message}"
         return replace(weights, notes=(*weights.notes, note)), 0
     if inputs.weights_memory_bytes is not None:
-        note = (f"draft weights ({extra:,} B per GPU) are part of the --weights-memory given "
-                "(vLLM loads the drafter inside the same memory profile)")  # fmt: skip
+        note = (f"draft weights ({extra:,} B per GPU) are taken as part of the --weights-memory "
+                "given (vLLM loads the drafter inside the same memory profile; SGLang loads it "
+                "before sizing its pool)")  # fmt: skip
         return replace(weights, notes=(*weights.notes, note)), extra
     kept = weights.notes
     if draft.method is SpecMethod.MTP:  # the target's note that its MTP layers are not loaded

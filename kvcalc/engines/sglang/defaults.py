@@ -3,8 +3,9 @@
 
 Checked against SGLang 0.5.23's own argument resolution (the SGLang reference tool, emulated GPUs
 of 16 to 180 GB): tests/fixtures/sglang_0_5_23/. Configs without a dtype are served in fp16
-(recorded: GPT-2, SantaCoder, MiniMax-M2.5). **Unconfirmed**: bf16 for float32 Gemma configs; ``0.5.8`` outside the one record (≥ 160 GiB tier); the decode-graph cap by an
-explicit ``--max-running-requests``, DP attention, DeepEP and speculative decoding are not modelled.
+(recorded: GPT-2, SantaCoder, MiniMax-M2.5). **Unconfirmed**: bf16 for float32 Gemma configs; ``0.5.8`` outside the one record (≥ 160 GiB tier).
+A given ``--max-running-requests`` caps the decode graphs' ``max_bs`` (recorded: Llama-3.1-8B at 128,
+0.833). DeepEP is not modelled.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ EXTRA_KEYS = (
     "mamba_full_memory_ratio",
     "max_mamba_cache_size",
     "disable_radix_cache",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
 )
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip
@@ -69,8 +72,11 @@ def memory_defaults(
     tp: int = 1,
     pp: int = 1,
     model: ModelShape | None = None,
+    attn_dp: int = 1,
+    max_running_requests: int | None = None,
 ) -> MemoryDefaults:
-    """``handle_gpu_memory_settings`` of SGLang 0.5.23 without DP attention, speculation, DeepEP.
+    """``handle_gpu_memory_settings`` of SGLang 0.5.23 without DeepEP (speculation runs after it
+    and leaves it as it is: DeepSeek-V3 TP 8 with NEXTN keeps 0.799, recorded).
 
     H100 80GB (81,559 MiB), TP 1, Llama-3.1-8B: chunked prefill 8,192, decode graphs up to 256,
     58 prefill graph sizes; reserved = 512 + 8,192·1.5 + 1·1/8·1,024 + 256·2 + 58·8 = 13,904 MiB
@@ -100,12 +106,16 @@ def memory_defaults(
         chunk, graph_bs = 8192, 256 if small else 512
     else:
         chunk, graph_bs = 16384, 512
+    if max_running_requests is not None:  # a given --max-running-requests caps the decode graphs
+        graph_bs = min(graph_bs, max_running_requests)
     mla = model is not None and model.is_mla
     sizes = 0
     if profile == "latest" and _prefill_graph(model, pp):
         sizes = len(prefill_graph_sizes(_prefill_graph_max_bs(model, chunk, mla)))
     prefill_mib = (1536 if mla else 8 * sizes) if sizes else 0
     reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill_mib
+    if attn_dp > 1:  # reserve_for_graph_mb: DP attention pads its decode graphs
+        reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
     if mem is not None and mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     factor = vision_factor(model) if model is not None else 1.0
@@ -117,10 +127,11 @@ def memory_defaults(
 
 def default_mem_fraction_static(
     gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1, model: ModelShape | None = None,
-    profile: str = "latest",
+    profile: str = "latest", attn_dp: int = 1, max_running_requests: int | None = None,
 ) -> float:  # fmt: skip
     """``mem_fraction_static`` when not given (:func:`memory_defaults`)."""
-    return memory_defaults(profile, gpu_memory_bytes, tp, pp, model).mem_fraction_static
+    return memory_defaults(profile, gpu_memory_bytes, tp, pp, model, attn_dp,
+                           max_running_requests).mem_fraction_static  # fmt: skip
 
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:

@@ -9,7 +9,7 @@ import struct
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import pp_stages
 from kvcalc.engines.extra import check_extra, extra_fraction, extra_int
-from kvcalc.engines.sglang import layers, mamba, multimodal, pools
+from kvcalc.engines.sglang import layers, mamba, multimodal, parallel, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
     LEGACY,
@@ -24,6 +24,7 @@ from kvcalc.engines.sglang.defaults import (
 from kvcalc.engines.sglang.defaults import version as _profile
 from kvcalc.engines.sglang.refused import refuse_unverified
 from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request_cap
+from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
@@ -39,11 +40,23 @@ class SglangEngine:
     versions = VERSIONS
 
     def default_gpu_memory_utilization(self, memory: MemoryInputs) -> float | None:
-        """``mem_fraction_static``: from GPU memory, TP × PP and the model (MLA, vision tower)."""
+        """``mem_fraction_static``: from GPU memory, TP × PP, the model (MLA, vision tower) and DP
+        attention's ranks (the graph reserve)."""
         return default_mem_fraction_static(
             memory.gpu_memory_bytes, memory.tensor_parallel_size, memory.pipeline_parallel_size,
             memory.model, profile=_profile(memory.engine_version),
+            attn_dp=memory.attention_data_parallel_size, max_running_requests=memory.max_num_seqs,
         )  # fmt: skip
+
+    def speculative_draft(
+        self, model: ModelShape, config: SpeculativeConfig, *, tensor_parallel_size: int,
+        pipeline_parallel_size: int,
+    ) -> SpeculativeDraft:  # fmt: skip
+        """The draft SGLang 0.5.23 sizes its pool for (:mod:`~kvcalc.engines.sglang.speculative`)."""
+        from kvcalc.engines.sglang.speculative import sglang_draft
+
+        return sglang_draft(model, config, config.draft, tensor_parallel_size=tensor_parallel_size,
+                            pipeline_parallel_size=pipeline_parallel_size)  # fmt: skip
 
     def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``rest = available_after_load − pre_model_load · (1 − mem_fraction_static)``, in GiB.
@@ -74,9 +87,10 @@ class SglangEngine:
         refuse_unverified(request.model)
         profile = _profile(request.engine_version)
         notes: list[str] = []
+        draft_layers = parallel.check(request, profile, notes)
         dtype = cache_dtype(request, notes)
         sized = layers.layer_dtype(request.model, dtype)
-        model = request.model.with_cache_dtype(sized).per_rank(request.tensor_parallel_size)
+        model = request.model.with_cache_dtype(sized).per_rank(parallel.attention_tp(request))
         model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)
         refuse_request_cap(request, hybrid)
@@ -87,7 +101,7 @@ class SglangEngine:
             )  # fmt: skip
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
-        cells = [pools.cells(model, stage, hybrid) for stage in stages]
+        cells = [pools.cells(model, stage, hybrid, draft_layers) for stage in stages]
         return _plan(request, profile, dtype, model, cells, hybrid, page, notes, budget, split)
 
 
@@ -131,15 +145,17 @@ def _plan(
     tokens = 0
     if budget > 0:
         tokens = max(0, min(pools.stage_tokens(budget, c, hybrid, ratio, cap, page) for c in cells))
-    widest = max(cells, key=lambda c: c.full_bytes + c.swa_bytes)
+    widest = max(cells, key=lambda c: c.full_bytes + c.swa_bytes + c.draft_bytes)
     swa_tokens = int(tokens * ratio) // page * page if hybrid else 0
-    per_token = widest.full_bytes + (0 if hybrid else widest.swa_bytes)
+    per_token = widest.full_bytes + (0 if hybrid else widest.swa_bytes) + widest.draft_bytes
     kv_bytes = (tokens + page) * per_token + (
         (swa_tokens + page) * widest.swa_bytes if hybrid else 0
     )
     kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer
     memory = memory_defaults(profile, request.gpu_memory_bytes, request.tensor_parallel_size,
-                             request.pipeline_parallel_size, request.model)  # fmt: skip
+                             request.pipeline_parallel_size, request.model,
+                             attn_dp=request.attention_data_parallel_size,
+                             max_running_requests=request.max_num_seqs)  # fmt: skip
     # the fraction the budget was sized with (scheduler.py: --mem-fraction-static as given)
     fraction = (
         request.gpu_memory_utilization
@@ -147,14 +163,16 @@ def _plan(
         or memory.mem_fraction_static
     )
     running = default_max_running_requests(profile, tokens, L)
-    if request.max_num_seqs is not None:  # --max-running-requests: kept, up to half the tokens
-        running = min(request.max_num_seqs, tokens // 2)
+    asked = parallel.asked_running_requests(request, notes)
+    if asked is not None:  # --max-running-requests (or speculation's 48): per DP rank, ≤ tokens/2
+        running = min(max(1, asked // request.attention_data_parallel_size), tokens // 2)
     if split is not None:
         running = min(running, split.max_running_requests)
     logs = _log_lines(profile, model, dtype, tokens, page, widest, hybrid, budget, fraction)
     if tokens > 0:
+        chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
         logs.append(
-            f"max_total_num_tokens={tokens}, chunked_prefill_size={memory.chunked_prefill_size}, "
+            f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, "
             f"max_prefill_tokens={MAX_PREFILL_TOKENS}, max_running_requests={running}, "
             f"context_len={L}"
         )
@@ -162,7 +180,7 @@ def _plan(
         notes.append(f"hybrid SWA pools: {tokens:,} full-layer tokens, {swa_tokens:,} sliding-layer "
                      f"tokens (swa_full_tokens_ratio {ratio})")  # fmt: skip
     fits = 0 < L <= tokens
-    if request.max_num_seqs is None:
+    if asked is None:
         notes.append(
             f"default max_running_requests = min(clamp(int({tokens:,} / {L:,} · 512), 2048, 4096), "
             f"{tokens:,} // 2) = {running} (context_len {L:,})"
@@ -182,7 +200,9 @@ def _plan(
     return KvCachePlan(
         engine="sglang", engine_version=profile, kv_cache_dtype=dtype.name, block_size=page,
         num_blocks=tokens // page, kv_cache_bytes=kv_bytes, kv_cache_tokens=tokens,
-        max_concurrency=tokens / L, kv_bytes_per_token=widest.full_bytes + widest.swa_bytes,
+        max_concurrency=tokens / L,
+        kv_bytes_per_token=widest.full_bytes + widest.swa_bytes + widest.draft_bytes,
+        draft_kv_bytes_per_token=widest.draft_bytes,
         bytes_per_request=L * per_token, fits=fits, estimated_max_model_len=None if fits else tokens,
         groups=groups, log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=tokens * per_token,

@@ -35,10 +35,18 @@ class Cells:
     n_full: int
     n_swa: int
     k_bytes: int  # K side only, for the log line (MHA)
+    #: a speculative draft's layers priced at the target's per-layer bytes (0: none)
+    draft_bytes: int = 0
 
 
-def cells(model: ModelShape, stage: range, hybrid: bool) -> Cells:
-    """The cell of the layers in ``stage`` (sliding layers apart when ``hybrid``)."""
+def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int = 0) -> Cells:
+    """The cell of the layers in ``stage`` (sliding layers apart when ``hybrid``).
+
+    ``draft_layers``: an EAGLE/EAGLE3/STANDALONE/NEXTN draft, priced as
+    ``DefaultPoolConfigurator.__init__`` prices it: ``cell_size += int(cell_size · draft_layers
+    / num_layers)`` (the draft assumed to share the target's per-layer bytes; DeepSeek-V3 TP 8:
+    70,272 + int(70,272 · 1 / 61) = 71,424 B, recorded).
+    """
     full = swa = n_full = n_swa = k_bytes = 0
     for i in stage:
         layer: Layout = model.layers[i]
@@ -50,7 +58,13 @@ def cells(model: ModelShape, stage: range, hybrid: bool) -> Cells:
             swa, n_swa = swa + layer.bytes_per_token, n_swa + 1
         else:
             full, n_full = full + layer.bytes_per_token, n_full + 1
-    return Cells(full_bytes=full, swa_bytes=swa, n_full=n_full, n_swa=n_swa, k_bytes=k_bytes)
+    draft = (
+        int((full + swa) * draft_layers / (n_full + n_swa))
+        if draft_layers and n_full + n_swa
+        else 0
+    )
+    return Cells(full_bytes=full, swa_bytes=swa, n_full=n_full, n_swa=n_swa, k_bytes=k_bytes,
+                 draft_bytes=draft)  # fmt: skip
 
 
 def stage_tokens(
@@ -60,7 +74,8 @@ def stage_tokens(
     if hybrid and c.swa_bytes:
         tokens = int(rest / (c.full_bytes + ratio * c.swa_bytes))
     else:
-        tokens = rest // (c.full_bytes + c.swa_bytes) if c.full_bytes + c.swa_bytes else 0
+        cell = c.full_bytes + c.swa_bytes + c.draft_bytes
+        tokens = rest // cell if cell else 0
     if cap is not None:
         tokens = min(tokens, cap)
     return tokens // page * page

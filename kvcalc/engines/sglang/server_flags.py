@@ -103,9 +103,7 @@ NO_EFFECT = frozenset((
 #: modelled, and tests/test_serve_flags.py fails while a recorded flag is in no list
 UNMODELLED: dict[str, tuple[str, ...]] = {
     "speculative decoding": (
-        "--speculative-algorithm", "--uno-lora-path", "--speculative-draft-model-path",
-        "--speculative-draft-model-revision", "--speculative-draft-load-format",
-        "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+        "--uno-lora-path", "--speculative-draft-model-revision", "--speculative-draft-load-format",
         "--speculative-dflash-block-size", "--speculative-dspark-block-size",
         "--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
         "--speculative-dspark-align-verify-tokens-to-graph-tier",
@@ -166,7 +164,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--disaggregation-decode-allocation-policy",
     ),
     "parallelism": (
-        "--dcp-size", "--pp-max-micro-batch-size", "--pp-async-batch-depth", "--dp-size",
+        "--dcp-size", "--pp-max-micro-batch-size", "--pp-async-batch-depth",
         "--attn-dp-size", "--load-balance-method", "--attn-cp-size", "--moe-dp-size",
         "--dwdp-size", "--dcp-comm-backend", "--dcp-replicate-q-proj", "--enable-prefill-cp",
         "--cp-strategy", "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
@@ -190,7 +188,6 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--enforce-shared-experts-fusion", "--enable-two-batch-overlap",
         "--enable-single-batch-overlap", "--tbo-token-distribution-threshold",
         "--flashinfer-a2a-dispatch-type", "--enable-megamoe-for-layernorm-sp",
-        "--enable-dp-attention",
     ),
     "CUDA graphs and compilation": (
         "--cuda-graph-config", "--cuda-graph-backend-decode", "--cuda-graph-backend-prefill",
