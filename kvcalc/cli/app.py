@@ -70,6 +70,7 @@ COMMAND_MODULES = {
     "verify": "cmd_verify",
     "curve": "cmd_curve",
     "compare": "cmd_compare",
+    "recommend": "cmd_recommend",
     "throughput": "cmd_throughput",
 }
 

@@ -190,9 +190,9 @@ def schema(
     document: Annotated[
         str,
         typer.Argument(
-            help="deployment (the YAML files `check` reads), plan (`plan --json`) or check "
-            "(`check --format json`).",
-            metavar="[deployment|plan|check]",
+            help="deployment (the YAML files `check` reads), plan (`plan --json`), check "
+            "(`check --format json`) or recommend (`recommend --json`).",
+            metavar="[deployment|plan|check|recommend]",
         ),
     ] = "deployment",
     *,
@@ -200,8 +200,9 @@ def schema(
 ) -> int:
     """Print the JSON Schema of deployment files (for editors and other validators).
 
-    `kvcalc schema plan` and `kvcalc schema check` print the schemas of `plan --json` and
-    `check --format json` (docs/json.md describes every key).
+    `kvcalc schema plan`, `kvcalc schema check` and `kvcalc schema recommend` print the schemas
+    of `plan --json`, `check --format json` and `recommend --json` (docs/json.md describes every
+    key).
     """
     import json
 

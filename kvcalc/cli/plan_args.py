@@ -111,3 +111,55 @@ def say_notes(notes: tuple[str, ...]) -> None:
 
     for note in notes:
         console.err(f"note: --from-command: {note}")
+
+
+#: what ``recommend`` searches unless a flag (or ``--from-command``) fixes it
+SEARCHED = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+            "decode_context_parallel_size", "enable_expert_parallel")  # fmt: skip
+
+
+def recommend_request(
+    given: dict[str, Any], model: str | None, *, nodes: int, max_gpus: int | None, objective: str,
+    top: int, disaggregated: bool,
+) -> tuple[PlanRequest, Any]:  # fmt: skip
+    """The fixed settings (a :class:`PlanRequest` whose inputs every candidate starts from) and
+    the :class:`~kvcalc.planning.recommend_result.Search` of ``kvcalc recommend``."""
+    from dataclasses import fields
+
+    from kvcalc.engines.names import engine_name
+    from kvcalc.model.gpus import get_gpu, list_gpus
+    from kvcalc.planning.recommend_result import Search
+    from kvcalc.planning.recommend_space import OBJECTIVES
+
+    if disaggregated:
+        raise InputError(
+            "--disaggregated: prefill/decode pools are not built yet",
+            hint="recommend one pool for the whole workload (leave --disaggregated out)",
+            code="usage",
+        )
+    if objective not in OBJECTIVES:
+        raise InputError(f"--objective {objective!r}: choose {', '.join(OBJECTIVES)}",
+                         hint="cost ranks by price per hour", code="usage")  # fmt: skip
+    gpus = tuple(get_gpu(g).name for g in given["gpu"] or ()) or tuple(g.name for g in list_gpus())
+    fixed = dict(given)
+    first = (given["engine"] or ("vllm",))[0]
+    fixed.update(gpu=gpus[0], engine=first, kv_cache_dtype="auto", quantization=None)
+    pinned = {name for name in SEARCHED if given.get(name) not in (None, False)}
+    for name in SEARCHED:
+        if fixed.get(name) is None:
+            fixed.pop(name, None)
+    request = build_inputs(fixed, model)
+    inputs = request.inputs
+    defaults = {f.name: f.default for f in fields(PlanInputs)}
+    pinned |= {n for n in SEARCHED if getattr(inputs, n) != defaults[n]}
+    engines = tuple(dict.fromkeys(engine_name(e) for e in given["engine"] or ()))
+    if not engines:
+        engines = (inputs.engine,)  # vllm, or the engine of --from-command
+    dtypes = tuple(given["kv_cache_dtype"] or ())
+    if not dtypes and inputs.kv_cache_dtype != "auto":
+        dtypes = (inputs.kv_cache_dtype,)
+    quants: tuple[str | None, ...] = tuple(given["quantization"] or ()) or (inputs.quantization,)
+    search = Search(gpus=gpus, engines=engines, kv_cache_dtypes=dtypes, quantizations=quants,
+                    nodes=nodes, max_gpus=max_gpus, pinned=frozenset(pinned),
+                    objective=objective, top=top)  # fmt: skip
+    return request, search

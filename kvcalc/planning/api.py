@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from kvcalc.model.shape import ModelShape
     from kvcalc.planning.compare import Comparison
     from kvcalc.planning.curves import CapacityCurve
+    from kvcalc.planning.prices import PriceTable
+    from kvcalc.planning.recommend import Recommendation, Requirements, Search
     from kvcalc.planning.throughput import ThroughputReport
     from kvcalc.sources.resolve import LoadedModel
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -233,3 +235,60 @@ def compare_references(
                 )
             )
     return compare(entries, inputs, max_model_len=max_model_len, **kwargs)
+
+
+#: the environment variable that names a price file (``--prices`` wins over it)
+PRICES_ENV = "KVCALC_PRICES"
+
+
+def read_prices(path: str | None = None) -> PriceTable:
+    """The price table: ``path`` (YAML, or CSV by its ``.csv`` name), else ``$KVCALC_PRICES``, else
+    the bundled one (``kvcalc/data/prices.yaml``, its date and source in it)."""
+    import os
+    import pkgutil
+
+    from kvcalc.errors import InputError
+    from kvcalc.planning.prices import CODE, parse_prices
+
+    path = path or os.environ.get(PRICES_ENV) or None
+    if path is None:
+        data = pkgutil.get_data("kvcalc", "data/prices.yaml")
+        assert data is not None  # the package's own loader reads files
+        return parse_prices(data.decode("utf-8"), origin="bundled prices")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(1 << 20)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"prices {path}: cannot read it ({type(exc).__name__})",
+                         hint=f"give a readable YAML or CSV file with --prices or {PRICES_ENV}",
+                         code=CODE) from None  # fmt: skip
+    return parse_prices(text, origin=path, is_csv=path.lower().endswith(".csv"))
+
+
+def recommend_reference(
+    reference: str,
+    base: PlanInputs,
+    requirements: Requirements,
+    search: Search,
+    *,
+    prices: str | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+) -> Recommendation:
+    """Resolve ``reference`` and :func:`~kvcalc.planning.recommend.recommend` a deployment, each
+    candidate planned with the checkpoint's exact weights where known."""
+    from kvcalc.planning.recommend import recommend
+    from kvcalc.planning.recommend_commands import check_writable
+
+    check_writable(base)
+    table = read_prices(prices)
+    loaded = resolve_model_cached(reference, revision=revision, token=token, offline=offline,
+                                  trust_layout=base.trust_layout)  # fmt: skip
+    base = with_draft(base, token=token, offline=offline)
+    exact = _exact_weights(loaded, base)
+
+    def planner(inputs: PlanInputs) -> CapacityPlan:
+        return plan(loaded.shape, inputs, exact_weights=exact, with_suggestions=False)
+
+    return recommend(loaded.shape, base, requirements, search, table, planner, reference=reference)

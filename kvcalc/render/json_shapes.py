@@ -28,6 +28,7 @@ from kvcalc.planning.compare import CompareRow, Comparison
 from kvcalc.planning.curves import CapacityCurve, CurvePoint, CurveSeries
 from kvcalc.planning.inputs import JSON_NAMES, PlanInputs
 from kvcalc.planning.inspect import DtypeRow, EngineFormatRow, InspectResult, LayerInfo
+from kvcalc.planning.recommend_result import Candidate, Recommendation, Rejection
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion
 from kvcalc.planning.throughput import EngineCeiling, PlanThroughput, ThroughputReport
 from kvcalc.sources.catalog import BundledRow
@@ -132,12 +133,14 @@ DOCUMENTS: dict[str, tuple[str, type, bool]] = {
     "throughput": ("kvcalc throughput --json", ThroughputReport, False),
     "models": ("kvcalc models --json", BundledRow, True),
     "verify": ("kvcalc verify --json", VerifyResult, False),
+    "recommend": ("kvcalc recommend --json", Recommendation, False),
 }
 #: the documents ``kvcalc schema NAME`` publishes (besides the deployment file)
-SCHEMAS = ("plan", "check")
+SCHEMAS = ("plan", "check", "recommend")
 #: classes documented in the reference, so nested objects link to each other
 _KNOWN = (MemoryBreakdown, Suggestion, KvCacheGroup, PlanInputs, PlanThroughput, Failure, DtypeRow,
-          EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling)  # fmt: skip
+          EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling,
+          Candidate, Rejection)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,111 @@
+"""The ``kvcalc recommend`` report: the ranked table (80 columns), each row's commands, the
+winner's full plan, and with ``--explain`` why the configurations ranked before it were rejected."""
+
+from __future__ import annotations
+
+import textwrap
+
+from kvcalc.render.console import stdout_console
+
+#: the report's width: the table and the prose fit it (commands stay one line each, to paste)
+WIDTH = 80
+
+
+def parallel_text(c) -> str:
+    """``TP 4``, ``TP 2 PP 2``, ``TP 8 EP DCP 8``, ``TP 1 DP 4``."""
+    parts = [f"TP {c.tensor_parallel_size}"]
+    if c.pipeline_parallel_size > 1:
+        parts.append(f"PP {c.pipeline_parallel_size}")
+    if c.data_parallel_size > 1:
+        parts.append(f"DP {c.data_parallel_size}")
+    if c.enable_expert_parallel:
+        parts.append("EP")
+    if c.decode_context_parallel_size > 1:
+        parts.append(f"DCP {c.decode_context_parallel_size}")
+    return " ".join(parts)
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f}"
+
+
+def _requests(c) -> str:
+    total = f"{c.total_concurrency:,.1f}"
+    if c.kv_pools == 1:
+        return total
+    return f"{total} ({c.kv_pools}×{c.concurrency_per_replica:,.1f})"
+
+
+def _ceiling(c) -> str:
+    tps = c.decode_tokens_per_s_upper_bound
+    return "-" if tps is None else f"{tps:,.0f}"
+
+
+def _say(console, text: str, indent: str = "") -> None:
+    for line in textwrap.wrap(text, WIDTH - 1, initial_indent=indent,
+                              subsequent_indent=indent + "  ", break_on_hyphens=False):  # fmt: skip
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def render(result, *, explain: bool = False) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    engines = {c.engine for c in result.candidates}
+    where = f"{result.concurrency:,} concurrent requests"
+    if result.candidates:
+        first = result.candidates[0].plan
+        where += (f" of {first.workload_tokens:,} tokens" if first.workload_tokens
+                  else f" at max_model_len {first.max_model_len:,}")  # fmt: skip
+    _say(console, f"{result.model}: {where}, objective {result.objective}")
+    _say(console, f"prices: {result.prices}")
+    if not result.candidates:
+        _say(console, "No searched deployment meets the requirements.")
+        _rejections(console, result, every=True)
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    heads = ["#", "GPUs", "parallel", "KV", *(["engine"] if len(engines) > 1 else []),
+             "requests", "room", "decode ≤", "$/hour", "$/M out"]  # fmt: skip
+    for head in heads:
+        table.add_column(head, justify="left" if head in ("GPUs", "parallel", "KV", "engine")
+                         else "right", no_wrap=True)  # fmt: skip
+    for i, c in enumerate(result.candidates, start=1):
+        cells = [str(i), f"{c.num_gpus}× {c.gpu}", parallel_text(c), c.kv_cache_dtype,
+                 *([c.engine] if len(engines) > 1 else []), _requests(c),
+                 f"{c.headroom_fraction:.0%}", _ceiling(c), _money(c.usd_per_hour),
+                 _money(c.usd_per_million_output_tokens)]  # fmt: skip
+        table.add_row(*cells)
+    stdout_console(width=WIDTH).print(table)
+    _say(console, "requests: concurrent at the workload over all KV pools (pools × each); room: "
+                  "KV headroom beyond them; decode ≤: tokens/s, an upper bound (the roofline); "
+                  "$/M out: dollars per million output tokens at that ceiling")  # fmt: skip
+    console.print("")
+    console.print("Commands (each reproduces its row):", highlight=False)
+    for i, c in enumerate(result.candidates, start=1):
+        console.print(f"  {i}  {c.kvcalc_command}", highlight=False, markup=False)
+        if c.serve_command:
+            console.print(f"     {c.serve_command}", highlight=False, markup=False)
+    console.print("")
+    console.print("The best, planned in full:", highlight=False)
+    from kvcalc.render import plan_view
+
+    plan_view.render(result.candidates[0].plan)
+    console.print("")
+    for note in result.notes:
+        _say(console, f"note: {note}")
+    _say(console, f"searched: {result.planned:,} plans, {result.bounded:,} candidates ruled out "
+                  "by bounds without planning")  # fmt: skip
+    if explain:
+        _rejections(console, result, every=False)
+
+
+def _rejections(console, result, *, every: bool) -> None:
+    if not result.rejected:
+        return
+    console.print("")
+    console.print("Rejected (searched, not meeting the requirements):" if every else
+                  "Rejected before the best (they rank ahead of it):", highlight=False)  # fmt: skip
+    for r in result.rejected:
+        price = "price unknown" if r.usd_per_hour is None else f"${r.usd_per_hour:,.2f}/h"
+        engine = f" {r.engine}" if len({x.engine for x in result.rejected}) > 1 else ""
+        _say(console, f"{r.num_gpus}× {r.gpu}{engine} ({price}): {r.reason}", indent="  ")
