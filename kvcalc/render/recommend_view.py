@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from kvcalc.engines.names import traits
 from kvcalc.render.console import stdout_console
 
 #: the report's width: the table and the prose fit it (commands stay one line each, to paste)
@@ -12,12 +13,13 @@ WIDTH = 80
 
 
 def parallel_text(c) -> str:
-    """``TP 4``, ``TP 2 PP 2``, ``TP 8 EP DCP 8``, ``TP 1 DP 4``."""
+    """``TP 4``, ``TP 2 PP 2``, ``TP 8 EP DCP 8``, ``TP 1 DP 4``, ``TP 1 × 4 copies``."""
     parts = [f"TP {c.tensor_parallel_size}"]
     if c.pipeline_parallel_size > 1:
         parts.append(f"PP {c.pipeline_parallel_size}")
-    if c.data_parallel_size > 1:
-        parts.append(f"DP {c.data_parallel_size}")
+    if c.data_parallel_size > 1:  # vLLM's -dp, or independent copies (--num-gpus) elsewhere
+        dp = c.data_parallel_size
+        parts.append(f"DP {dp}" if traits(c.engine).moe_data_parallel else f"× {dp} copies")
     if c.enable_expert_parallel:
         parts.append("EP")
     if c.decode_context_parallel_size > 1:
