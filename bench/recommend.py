@@ -43,12 +43,8 @@ def main() -> None:
     parser.add_argument("--model", action="append", help="bundled model (repeatable)")
     args = parser.parse_args()
 
-    from kvcalc.engines.names import EngineName
     from kvcalc.model.gpus import list_gpus
-    from kvcalc.planning.api import plan_reference, read_prices, recommend_reference
-    from kvcalc.planning.api import resolve_model_cached
-    from kvcalc.planning.inputs import PlanInputs
-    from kvcalc.planning.recommend_result import Requirements, Search
+    from kvcalc.planning.api import read_prices
 
     catalog = tuple(g.name for g in list_gpus())
     priced = tuple(g for g in catalog if read_prices().price(g) is not None)
@@ -56,35 +52,48 @@ def main() -> None:
     print(f"{'model':<30} {'first s':>7} {'wall s':>7} {'cpu s':>6} {'plan ms':>8} "
           f"{'x plan':>7} {'planned':>7} {'bounded':>7}")  # fmt: skip
     for reference, length, concurrency in cases:
-        resolve_model_cached(reference)
-        base = PlanInputs(gpu=catalog[0], max_model_len=length)
+        _case(reference, length, concurrency, catalog, priced, args.runs, args.exhaustive)
 
-        def search(gpus: tuple[str, ...] = catalog, exhaustive: bool = False):
-            return recommend_reference(
-                reference, base, Requirements(concurrency=concurrency),
-                Search(gpus=gpus, engines=(EngineName.VLLM,), exhaustive=exhaustive),
-            )  # fmt: skip
 
-        result, first, wall, cpu = _timed(search, args.runs)
-        best = result.candidates[0].plan.inputs if result.candidates else None
-        one = 0.0
-        if best is not None:
-            inputs = PlanInputs(**{k: v for k, v in best.items() if k in PlanInputs.__dataclass_fields__
-                                   and k not in ("speculative_config", "engine_options")})  # fmt: skip
-            _, _, one, _ = _timed(lambda: plan_reference(reference, inputs, with_suggestions=False),
-                                  args.runs)  # fmt: skip
-        ratio = f"{wall / one:7.1f}" if one else "      -"
-        print(f"{reference:<30} {first:7.2f} {wall:7.2f} {cpu:6.2f} {one * 1000:8.1f} {ratio} "
-              f"{result.planned:7d} {result.bounded:7d}")  # fmt: skip
-        if args.exhaustive:
-            slow, _, slow_wall, _ = _timed(lambda: search(priced, True), 1)
-            fast, _, fast_wall, _ = _timed(lambda: search(priced), 1)
-            same = [c.kvcalc_command for c in fast.candidates] == [
-                c.kvcalc_command for c in slow.candidates
-            ]
-            print(f"  priced GPUs only: exhaustive {slow_wall:.2f} s ({slow.planned} plans), "
-                  f"search {fast_wall:.2f} s ({fast.planned} plans): "
-                  f"{slow_wall / fast_wall:.1f}x faster, same rows: {same}")  # fmt: skip
+def _case(reference: str, length: int, concurrency: int, catalog: tuple[str, ...],
+          priced: tuple[str, ...], runs: int, exhaustive: bool) -> None:  # fmt: skip
+    from kvcalc.engines.names import EngineName
+    from kvcalc.planning.api import plan_reference, recommend_reference, resolve_model_cached
+    from kvcalc.planning.inputs import PlanInputs
+    from kvcalc.planning.recommend_result import Requirements, Search
+
+    resolve_model_cached(reference)
+    base = PlanInputs(gpu=catalog[0], max_model_len=length)
+
+    def search(gpus: tuple[str, ...] = catalog, slow: bool = False):
+        return recommend_reference(
+            reference, base, Requirements(concurrency=concurrency),
+            Search(gpus=gpus, engines=(EngineName.VLLM,), exhaustive=slow),
+        )  # fmt: skip
+
+    result, first, wall, cpu = _timed(search, runs)
+    one = 0.0
+    if result.candidates:
+        best = result.candidates[0].kvcalc_command
+        inputs = result.candidates[0].plan.inputs
+        fields = {k: v for k, v in inputs.items() if k in PlanInputs.__dataclass_fields__
+                  and k not in ("speculative_config", "engine_options")}  # fmt: skip
+        winner = PlanInputs(**fields)
+        _, _, one, _ = _timed(lambda: plan_reference(reference, winner, with_suggestions=False),
+                              runs)  # fmt: skip
+        assert best
+    ratio = f"{wall / one:7.1f}" if one else "      -"
+    print(f"{reference:<30} {first:7.2f} {wall:7.2f} {cpu:6.2f} {one * 1000:8.1f} {ratio} "
+          f"{result.planned:7d} {result.bounded:7d}")  # fmt: skip
+    if exhaustive:
+        slow, _, slow_wall, _ = _timed(lambda: search(priced, True), 1)
+        fast, _, fast_wall, _ = _timed(lambda: search(priced), 1)
+        same = [c.kvcalc_command for c in fast.candidates] == [
+            c.kvcalc_command for c in slow.candidates
+        ]
+        print(f"  priced GPUs only: exhaustive {slow_wall:.2f} s ({slow.planned} plans), "
+              f"search {fast_wall:.2f} s ({fast.planned} plans): "
+              f"{slow_wall / fast_wall:.1f}x faster, same rows: {same}")  # fmt: skip
 
 
 if __name__ == "__main__":

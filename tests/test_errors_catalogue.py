@@ -358,6 +358,8 @@ REPRODUCE: dict[str, Callable[[Ctx], object]] = {
                                               "--max-model-len", "200000"),
     "unsupported-parallelism": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--engine", "llamacpp", "-dcp", "2"),
     "bandwidth-unknown": lambda c: c.cli("throughput", "llama-3.1-8b", "--gpu-memory", "80GiB"),
+    "invalid-prices": lambda c: c.cli("recommend", "llama-3.1-8b", "--concurrency", "1",
+                                      "--prices", c.folder({}, "p") + "/config.json"),
     "lora-refused": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--enable-lora", "--max-lora-rank", "24"),
     "lora-not-modelled": lambda c: c.cli("plan", "deepseek-v3", "--gpu", "H200", "-tp", "8", "--enable-lora"),
     "offload-not-modelled": lambda c: c.cli("plan", "llama-3.1-8b", "--gpu", "L4", "--kv-transfer-config",

@@ -54,7 +54,9 @@ def _slow_best(reference: str, gpus: tuple[str, ...], concurrency: int, max_mode
                                 price = prices.price(gpu.name)  # unpriced: after, by count
                                 cost = (price is None, n if price is None else price * n)
                                 total = plan.runnable_concurrency * plan.data_parallel_replicas
-                                found.append(((*cost, changed, -total), (gpu.name, n, tp, pp, dp, ep, c, kv)))
+                                found.append(
+                                    ((*cost, changed, -total), (gpu.name, n, tp, pp, dp, ep, c, kv))
+                                )
     return min(found)[1] if found else None
 
 
@@ -194,7 +196,7 @@ def test_an_unpriced_gpu_ranks_by_count_after_the_priced_and_says_so(cli):
     rows = result.json["candidates"]
     priced = [r for r in rows if r["usd_per_hour"] is not None]
     assert rows[: len(priced)] == priced and priced
-    unpriced = rows[len(priced):]
+    unpriced = rows[len(priced) :]
     assert unpriced and [r["num_gpus"] for r in unpriced] == sorted(r["num_gpus"] for r in unpriced)
     assert all(r["usd_per_million_output_tokens"] is None for r in unpriced)
     assert any("price unknown for L40" in n for n in result.json["notes"])

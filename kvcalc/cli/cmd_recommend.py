@@ -47,50 +47,110 @@ def recommend(
     *,
     concurrency: Annotated[
         int,
-        opt("--concurrency", help="Concurrent requests the whole deployment must run (at "
+        opt(
+            "--concurrency",
+            help="Concurrent requests the whole deployment must run (at "
             "--max-model-len, or at the workload --prompt-len/--output-len).",
-            panel=WORKLOAD_PANEL, min=1, max=1 << 40, metavar="N"),
+            panel=WORKLOAD_PANEL,
+            min=1,
+            max=1 << 40,
+            metavar="N",
+        ),
     ],
     min_headroom: Annotated[
-        float, opt("--min-headroom", help="Least KV headroom beyond the requests, a fraction of "
-                   "the pool (0.1 = 10%).", panel=WORKLOAD_PANEL, min=0.0, max=0.99,
-                   metavar="FRACTION")
+        float,
+        opt(
+            "--min-headroom",
+            help="Least KV headroom beyond the requests, a fraction of the pool (0.1 = 10%).",
+            panel=WORKLOAD_PANEL,
+            min=0.0,
+            max=0.99,
+            metavar="FRACTION",
+        ),
     ] = 0.0,
     min_decode_tokens_per_s: Annotated[
-        float | None, opt("--min-decode-tokens-per-s", help="Least decode ceiling over the "
-                          "deployment (the roofline: an upper bound), tokens/s.",
-                          panel=WORKLOAD_PANEL, min=0.0, metavar="TOKENS")
+        float | None,
+        opt(
+            "--min-decode-tokens-per-s",
+            help="Least decode ceiling over the "
+            "deployment (the roofline: an upper bound), tokens/s.",
+            panel=WORKLOAD_PANEL,
+            min=0.0,
+            metavar="TOKENS",
+        ),
     ] = None,
     max_gpus: Annotated[
-        int | None, opt("--max-gpus", help="Most GPUs a deployment may use.", panel=HARDWARE_PANEL,
-                        min=1, max=1 << 20, metavar="N")
+        int | None,
+        opt(
+            "--max-gpus",
+            help="Most GPUs a deployment may use.",
+            panel=HARDWARE_PANEL,
+            min=1,
+            max=1 << 20,
+            metavar="N",
+        ),
     ] = None,
     nodes: Annotated[
-        int, opt("--nodes", help="Nodes of 8 GPUs to search up to (counts 1, 2, 4, 8 per node, "
-                 "then 16, 24, ...).", panel=HARDWARE_PANEL, min=1, max=64, metavar="N",
-                 show_default=True)
+        int,
+        opt(
+            "--nodes",
+            help="Nodes of 8 GPUs to search up to (counts 1, 2, 4, 8 per node, then 16, 24, ...).",
+            panel=HARDWARE_PANEL,
+            min=1,
+            max=64,
+            metavar="N",
+            show_default=True,
+        ),
     ] = 1,
     objective: Annotated[
-        str, opt("--objective", help="Rank by cost (price per hour), gpus (count) or "
-                 "tokens-per-dollar (decode ceiling per dollar).", panel=SEARCH_PANEL,
-                 show_default=True, metavar="cost|gpus|tokens-per-dollar")
+        str,
+        opt(
+            "--objective",
+            help="Rank by cost (price per hour), gpus (count) or "
+            "tokens-per-dollar (decode ceiling per dollar).",
+            panel=SEARCH_PANEL,
+            show_default=True,
+            metavar="cost|gpus|tokens-per-dollar",
+        ),
     ] = "cost",
     prices: Annotated[
-        str | None, opt("--prices", help="Prices per GPU-hour: YAML, or CSV with the header "
-                        "gpu,usd_per_hour (default: $KVCALC_PRICES, else the bundled table).",
-                        panel=SEARCH_PANEL, metavar="FILE")
+        str | None,
+        opt(
+            "--prices",
+            help="Prices per GPU-hour: YAML, or CSV with the header "
+            "gpu,usd_per_hour (default: $KVCALC_PRICES, else the bundled table).",
+            panel=SEARCH_PANEL,
+            metavar="FILE",
+        ),
     ] = None,
     top: Annotated[
-        int, opt("--top", help="Rows to show.", panel=OUTPUT_PANEL, min=1, max=100,
-                 show_default=True, metavar="N")
+        int,
+        opt(
+            "--top",
+            help="Rows to show.",
+            panel=OUTPUT_PANEL,
+            min=1,
+            max=100,
+            show_default=True,
+            metavar="N",
+        ),
     ] = 5,
     explain: Annotated[
-        bool, opt("--explain", help="Say why the configurations ranked before the best were "
-                  "rejected.", panel=OUTPUT_PANEL)
+        bool,
+        opt(
+            "--explain",
+            help="Say why the configurations ranked before the best were rejected.",
+            panel=OUTPUT_PANEL,
+        ),
     ] = False,
     disaggregated: Annotated[
-        bool, opt("--disaggregated", help="Prefill/decode pools: not built yet (refused).",
-                  panel=SEARCH_PANEL, hidden=True)
+        bool,
+        opt(
+            "--disaggregated",
+            help="Prefill/decode pools: not built yet (refused).",
+            panel=SEARCH_PANEL,
+            hidden=True,
+        ),
     ] = False,
     given: dict[str, Any],
 ) -> int:

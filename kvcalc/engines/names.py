@@ -188,6 +188,10 @@ class EngineTraits:
     #: speculative decoding is read from the engine's own flags (SGLang ``--speculative-algorithm``,
     #: :mod:`kvcalc.engines.sglang.speculative`), not vLLM's ``--speculative-config``
     sglang_speculative: bool = False
+    #: the engine's serving command, ``{model}`` for the model (``kvcalc recommend`` writes it),
+    #: and which spellings of the settings table it reads (``Setting.serve``, ``Setting.sglang``)
+    serve_program: str | None = None
+    serve_flags: str | None = None
 
 
 _TRAITS = {
@@ -195,7 +199,8 @@ _TRAITS = {
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
                                   cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
                                   output_capped_at_max_model_len=True, kv_memory_zero_unset=True,
-                                  moe_data_parallel=True),
+                                  moe_data_parallel=True, serve_program="vllm serve {model}",
+                                  serve_flags="serve"),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
                                     memory_fraction_knob=False, overhead_in_reserve=True,
@@ -203,7 +208,9 @@ _TRAITS = {
                                     cache_tensors=CacheTensors.TOKEN_POOL,
                                     fraction_option="mem_fraction_static",
                                     prefix_caching_off_option="disable_radix_cache", dp_attention=True,
-                                    sglang_speculative=True),
+                                    sglang_speculative=True,
+                                    serve_program="python -m sglang.launch_server --model-path {model}",
+                                    serve_flags="sglang"),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False, takes_block_size=False,

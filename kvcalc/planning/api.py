@@ -248,7 +248,7 @@ def read_prices(path: str | None = None) -> PriceTable:
     import pkgutil
 
     from kvcalc.errors import InputError
-    from kvcalc.planning.prices import CODE, parse_prices
+    from kvcalc.planning.prices import parse_prices
 
     path = path or os.environ.get(PRICES_ENV) or None
     if path is None:
@@ -261,7 +261,7 @@ def read_prices(path: str | None = None) -> PriceTable:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"prices {path}: cannot read it ({type(exc).__name__})",
                          hint=f"give a readable YAML or CSV file with --prices or {PRICES_ENV}",
-                         code=CODE) from None  # fmt: skip
+                         code="invalid-prices") from None  # fmt: skip
     return parse_prices(text, origin=path, is_csv=path.lower().endswith(".csv"))
 
 

@@ -15,7 +15,6 @@ written twice, a name the catalog does not know or a value that is not a price i
 from __future__ import annotations
 
 import csv
-import io
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +58,9 @@ def _price(origin: str, gpu: Any, value: Any) -> tuple[str, float]:
     try:
         name = get_gpu(gpu).name
     except InputError as exc:
-        raise InputError(f"prices {origin}: unknown GPU {gpu!r}", hint=exc.hint, code=CODE) from None
+        raise InputError(
+            f"prices {origin}: unknown GPU {gpu!r}", hint=exc.hint, code=CODE
+        ) from None
     if isinstance(value, str):
         try:
             value = float(value.strip().lstrip("$"))
@@ -120,7 +121,7 @@ def parse_prices(text: str, *, origin: str, is_csv: bool = False) -> PriceTable:
 
 
 def _csv_pairs(text: str, origin: str) -> dict[str, float]:
-    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    rows = [r for r in csv.reader(text.splitlines()) if r and any(c.strip() for c in r)]
     if not rows or [c.strip().lower() for c in rows[0]] != ["gpu", "usd_per_hour"]:
         raise _fail(origin, "the first line must be the header gpu,usd_per_hour")
     pairs = []

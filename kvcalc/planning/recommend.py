@@ -96,7 +96,10 @@ class _Run:
         failed: list[tuple[_Group, str]] = []
         for group in groups:
             if ordered and not s.exhaustive and len(rows) >= s.top:
-                if group.primary(s.objective) > rows[s.top - 1][0][: len(group.primary(s.objective))]:
+                if (
+                    group.primary(s.objective)
+                    > rows[s.top - 1][0][: len(group.primary(s.objective))]
+                ):
                     break
             best = self.best_of(group)
             if isinstance(best, str):
@@ -185,7 +188,9 @@ class _Run:
         inputs = self.base
         tokens = one.max_model_len
         if inputs.prompt_len is not None:
-            tokens = min(tokens, inputs.prompt_len + (inputs.output_len or 0)) - inputs.shared_prefix
+            tokens = (
+                min(tokens, inputs.prompt_len + (inputs.output_len or 0)) - inputs.shared_prefix
+            )
         return max(tokens, 0)
 
     def split_too_big(self, one: CapacityPlan, split: space.Split, dtype: str, n: int,
@@ -222,8 +227,12 @@ class _Run:
             return None
         pools = result.data_parallel_replicas
         if not result.passed:
-            why.append((result.runnable_concurrency * pools,
-                        f"{label}: {result.verdict}: {result.verdict_reason}"))
+            why.append(
+                (
+                    result.runnable_concurrency * pools,
+                    f"{label}: {result.verdict}: {result.verdict_reason}",
+                )
+            )
             return None
         if result.headroom_fraction < self.req.min_headroom:
             why.append((1e12, f"{label}: headroom {result.headroom_fraction:.0%}, below "
@@ -241,7 +250,9 @@ class _Run:
         candidate = _Found(group, split, dtype, quant, inputs, result, tps, simple)
         return self.rank(candidate), candidate
 
-    def ceiling(self, result: CapacityPlan, inputs: PlanInputs) -> tuple[CapacityPlan, float | None]:
+    def ceiling(
+        self, result: CapacityPlan, inputs: PlanInputs
+    ) -> tuple[CapacityPlan, float | None]:
         """The plan with its decode ceiling at the requested concurrency, and that ceiling over all
         KV pools (tokens/s, an upper bound)."""
         from kvcalc.planning.throughput import attach_throughput
@@ -321,4 +332,3 @@ def _split_text(split: space.Split) -> str:
     if split.decode_context_parallel_size > 1:
         parts.append(f"DCP {split.decode_context_parallel_size}")
     return " ".join(parts)
-

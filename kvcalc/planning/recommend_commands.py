@@ -13,7 +13,7 @@ import shlex
 from dataclasses import fields
 from typing import Any
 
-from kvcalc.engines.names import EngineName
+from kvcalc.engines.names import EngineName, traits
 from kvcalc.errors import InputError
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.settings import SETTINGS, Kind, Setting
@@ -25,10 +25,6 @@ _WRITABLE = (Kind.COUNT, Kind.TOKENS, Kind.FRACTION, Kind.THRESHOLD, Kind.BOOL, 
 KVCALC_ONLY = ("gpu", "num_gpus", "batch", "prompt_len", "output_len", "shared_prefix",
                "tight_fraction", "engine")  # fmt: skip
 _BY_FIELD = {s.field: s for s in SETTINGS if s.field}
-#: the engines whose serving command is written (their spellings are in the settings table)
-SERVE_PROGRAMS = {EngineName.VLLM: ("vllm serve {model}", "serve"),
-                  EngineName.SGLANG: ("python -m sglang.launch_server --model-path {model}",
-                                      "sglang")}  # fmt: skip
 
 
 def _given(inputs: PlanInputs) -> list[tuple[Setting, Any]]:
@@ -85,15 +81,14 @@ def kvcalc_command(reference: str, inputs: PlanInputs) -> str:
 def serve_command(model: str, inputs: PlanInputs) -> str | None:
     """The engine's serving command (None for engines kvcalc writes none for): the settings the
     engine reads; the GPU and the workload are given to ``kvcalc plan`` beside it."""
-    program = SERVE_PROGRAMS.get(inputs.engine)
-    if program is None:
+    can = traits(inputs.engine)
+    if can.serve_program is None:
         return None
-    template, surface = program
-    words = shlex.split(template.format(model=shlex.quote(model)))
+    words = shlex.split(can.serve_program.format(model=shlex.quote(model)))
     for setting, value in _given(inputs):
         if setting.field in KVCALC_ONLY:
             continue
-        spellings = setting.serve if surface == "serve" else setting.sglang
+        spellings = setting.serve if can.serve_flags == "serve" else setting.sglang
         if not spellings:
             return None  # a setting this engine's command has no flag for
         words += _words(setting, value, _short(spellings))

@@ -145,8 +145,9 @@ def weights_bound(weights_one_gpu: int, model: ModelShape, n: int, split: Split 
     return -(-weights_one_gpu // n)
 
 
-def rank_kv_bound(model: ModelShape, kv_dtype: str, tokens: int, concurrency: int,
-                  split: Split) -> int | None:
+def rank_kv_bound(
+    model: ModelShape, kv_dtype: str, tokens: int, concurrency: int, split: Split
+) -> int | None:
     """Bytes the busiest GPU of ``split`` holds for its pool's share of the requests at least:
     one TP rank's layers (replicas included), a pipeline stage's share at least 1/PP, DCP's
     tokens at most sharded DCP ways; None for a format only its engine sizes."""
