@@ -26,7 +26,7 @@ def test_readme_opens_with_the_two_commands():
 
 
 @pytest.mark.parametrize("command", ["inspect", "models", "gpus", "plan", "check", "schema", "verify",
-                                     "curve", "compare", "throughput"])  # fmt: skip
+                                     "curve", "compare", "throughput", "recommend"])  # fmt: skip
 def test_every_command_is_documented_and_has_help(cli, command):
     assert f"kvcalc {command}" in README
     result = cli(command, "-h")
