@@ -159,6 +159,7 @@ def recommend(
 
     Exit status: 0 a deployment was found; 1 none searched meets the requirements; 2 bad input.
     """
+    from kvcalc.cli.options import with_gguf_file
     from kvcalc.cli.plan_args import recommend_request
     from kvcalc.planning.api import recommend_reference
 
@@ -169,7 +170,7 @@ def recommend(
     from kvcalc.planning.recommend_result import Requirements
 
     result = recommend_reference(
-        request.reference, request.inputs,
+        with_gguf_file(request.reference, given["gguf_file"]), request.inputs,
         Requirements(concurrency=concurrency, min_headroom=min_headroom,
                      min_decode_tokens_per_s=min_decode_tokens_per_s),
         search, prices=prices, revision=request.revision, token=given["token"],
