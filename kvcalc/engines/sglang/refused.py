@@ -6,6 +6,10 @@
   (DeepSeek-V4-Flash: 2,647,040 full tokens at 20 GiB) but not modelled here.
 - Mamba hybrids SGLang has no model class for, KV-shared layers other than Gemma-3n's:
   :mod:`~kvcalc.engines.sglang.mamba`, :mod:`~kvcalc.engines.sglang.layers`.
+- Speculative decoding on hybrid, sliding-window and DSA targets, DFLASH/DSPARK/UNO/FROZEN_KV_MTP,
+  EAGLE-1 heads (:mod:`~kvcalc.engines.sglang.speculative`); DP attention on hybrids and without
+  ``--weights-memory`` (:mod:`~kvcalc.engines.sglang.parallel`); DCP, LoRA and HiCache are
+  ``flag-not-modelled`` (``server_flags.py``).
 
 - MiMo (``model_type: mimo``, ``MiMoForCausalLM``): its config class is remote code
   (``auto_map``), which the offline SGLang 0.5.23 reference run cannot load, so SGLang's figure for
