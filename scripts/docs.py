@@ -17,7 +17,9 @@ Two markers, both HTML comments, so the rendered page shows only the output:
 
   The command may end in shell-style filters applied to stdout: ``| grep PATTERN`` (``-E``,
   ``-v``), ``| head -n N``, ``| tail -n N``. It may continue over lines with ``\\``. A command
-  that exits 2 (could not run) is an error unless the marker starts with ``exit=2``.
+  that exits 2 (could not run) is an error unless the marker starts with ``exit=2``;
+  ``cwd=DIR`` runs it in that folder of the checkout (default: its root), ``needs=MODULE`` marks
+  one that needs an extra (left unchecked without it).
 
 * a **table** (or any Markdown) that a function of this script writes from real runs and the
   code: ``<!-- docs.py: table NAME -->``, the text, ``<!-- /docs.py -->`` (:data:`TABLES`).
@@ -126,14 +128,15 @@ def _generated_folder(argv: list[str]) -> Path | None:
     return folder
 
 
-def run_kvcalc(argv: list[str]) -> Run:
-    """``kvcalc ARGV`` in this process, captured (cached: a page may show one run twice)."""
-    key = tuple(argv)
+def run_kvcalc(argv: list[str], cwd: str = ".") -> Run:
+    """``kvcalc ARGV`` in this process, in ``cwd`` (relative to the checkout), captured (cached:
+    a page may show one run twice)."""
+    key = (cwd, *argv)
     if key not in _RUNS:
         from kvcalc.cli.app import main
 
         out, err = io.StringIO(), io.StringIO()
-        folder = _generated_folder(argv)
+        folder = _generated_folder(argv) or (ROOT / cwd)
         with _environment(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main(argv)
@@ -167,6 +170,8 @@ class Command:
     exit_code: int | None
     #: modules the command needs (an extra): without them the block is left unchecked
     needs: tuple[str, ...]
+    #: the folder it runs in, relative to the checkout's root
+    cwd: str = "."
 
     def missing(self) -> list[str]:
         import importlib.util
@@ -175,10 +180,10 @@ class Command:
 
 
 def parse(command: str) -> Command:
-    """``[exit=N] [needs=MODULE] kvcalc ARGS [| FILTER ...]``"""
+    """``[exit=N] [needs=MODULE] [cwd=DIR] kvcalc ARGS [| FILTER ...]``"""
     text = command.replace("\\\n", " ")
     options: dict[str, str] = {}
-    while re.match(r"(exit|needs)=", text):
+    while re.match(r"(exit|needs|cwd)=", text):
         head, text = text.split(None, 1)
         key, value = head.split("=", 1)
         options[key] = value
@@ -200,7 +205,7 @@ def parse(command: str) -> Command:
             raise ValueError(f"unknown filter {name!r} in {command!r} (grep, head, tail)")
     exit_code = int(options["exit"]) if "exit" in options else None
     needs = tuple(options["needs"].split(",")) if "needs" in options else ()
-    return Command(stages[0][1:], filters, exit_code, needs)
+    return Command(stages[0][1:], filters, exit_code, needs, options.get("cwd", "."))
 
 
 def _split_pipes(text: str) -> list[str]:
@@ -221,7 +226,7 @@ def _split_pipes(text: str) -> list[str]:
 
 def block_text(command: str) -> str:
     parsed = parse(command)
-    result = run_kvcalc(parsed.argv)
+    result = run_kvcalc(parsed.argv, parsed.cwd)
     expected = parsed.exit_code
     if expected is not None and result.exit_code != expected:
         raise RuntimeError(f"{command!r} exited {result.exit_code}, the marker says {expected}")
@@ -242,7 +247,7 @@ def block_text(command: str) -> str:
 
 def shown_command(command: str) -> str:
     """The command as the block shows it: without docs.py's own options."""
-    return re.sub(r"^(?:(?:exit|needs)=\S+\s+)+", "", command)
+    return re.sub(r"^(?:(?:exit|needs|cwd)=\S+\s+)+", "", command)
 
 
 # --- figures computed from the code -----------------------------------------------------------
@@ -342,7 +347,7 @@ def figure_text(spec: str) -> str:
         parsed = parse(command)
         if parsed.filters:
             raise ValueError(f"a figure reads --json, without filters: {spec!r}")
-        result = run_kvcalc(parsed.argv)
+        result = run_kvcalc(parsed.argv, parsed.cwd)
         if result.exit_code not in (0, 1):
             raise RuntimeError(f"{command!r} exited {result.exit_code}: {result.stderr}")
         data = json.loads(result.stdout)

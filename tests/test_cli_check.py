@@ -196,9 +196,12 @@ def _ci_workflow() -> tuple[dict, list[str]]:
     text = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
     workflow = yaml.safe_load(next(b for b in blocks if "jobs:" in b))
-    sample = re.search(r"fails \(exit 1\) with:\n\n```text\n(.*?)```", text, flags=re.DOTALL).group(
-        1
-    )
+    # the block scripts/docs.py writes: "$ COMMAND", then what it printed
+    sample = re.search(
+        r"fails \(exit 1\) with:\n\n<!-- docs.py: [^\n]*-->\n```text\n\$ [^\n]*\n(.*?)```",
+        text,
+        flags=re.DOTALL,
+    ).group(1)
     return workflow, sample.strip().splitlines()
 
 
