@@ -15,7 +15,8 @@ Two markers, both HTML comments, so the rendered page shows only the output:
       ...
       ```
 
-  The command may end in shell-style filters applied to stdout: ``| grep PATTERN`` (``-E``,
+  The command is ``kvcalc ...`` or ``python bench/NAME.py ...`` (a script of the checkout, run
+  with ``runpy``). It may end in shell-style filters applied to stdout: ``| grep PATTERN`` (``-E``,
   ``-v``), ``| head -n N``, ``| tail -n N``. It may continue over lines with ``\\``. A command
   that exits 2 (could not run) is an error unless the marker starts with ``exit=2``;
   ``cwd=DIR`` runs it in that folder of the checkout (default: its root), ``needs=MODULE`` marks
@@ -128,23 +129,37 @@ def _generated_folder(argv: list[str]) -> Path | None:
     return folder
 
 
-def run_kvcalc(argv: list[str], cwd: str = ".") -> Run:
-    """``kvcalc ARGV`` in this process, in ``cwd`` (relative to the checkout), captured (cached:
-    a page may show one run twice)."""
-    key = (cwd, *argv)
+def run_kvcalc(argv: list[str], cwd: str = ".", program: str = "kvcalc") -> Run:
+    """``kvcalc ARGV`` (or ``python SCRIPT ARGV``, a script of the checkout) in this process, in
+    ``cwd`` (relative to the checkout), captured (cached: a page may show one run twice)."""
+    key = (program, cwd, *argv)
     if key not in _RUNS:
-        from kvcalc.cli.app import main
-
         out, err = io.StringIO(), io.StringIO()
         folder = _generated_folder(argv) or (ROOT / cwd)
         with _environment(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                main(argv)
+                _call(program, argv)
                 code = 0
             except SystemExit as exc:
-                code = int(exc.code or 0)
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
         _RUNS[key] = Run(code, out.getvalue(), err.getvalue())
     return _RUNS[key]
+
+
+def _call(program: str, argv: list[str]) -> None:
+    if program == "kvcalc":
+        from kvcalc.cli.app import main
+
+        main(argv)
+        return
+    import runpy
+
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        runpy.run_path(str(ROOT / argv[0]), run_name="__main__")
+    finally:
+        sys.argv = saved
 
 
 def _grep(args: list[str]) -> Callable[[list[str]], list[str]]:
@@ -172,6 +187,8 @@ class Command:
     needs: tuple[str, ...]
     #: the folder it runs in, relative to the checkout's root
     cwd: str = "."
+    #: ``kvcalc``, or ``python`` for a script of the checkout (``bench/accuracy.py``)
+    program: str = "kvcalc"
 
     def missing(self) -> list[str]:
         import importlib.util
@@ -188,8 +205,12 @@ def parse(command: str) -> Command:
         key, value = head.split("=", 1)
         options[key] = value
     stages = [shlex.split(stage) for stage in _split_pipes(text)]
-    if not stages[0] or stages[0][0] != "kvcalc":
-        raise ValueError(f"a docs.py command starts with kvcalc: {command!r}")
+    program = stages[0][0] if stages[0] else ""
+    if program not in ("kvcalc", "python") or (
+        program == "python"
+        and (len(stages[0]) < 2 or not re.fullmatch(r"(bench|scripts)/\w+\.py", stages[0][1]))
+    ):
+        raise ValueError(f"a docs.py command is kvcalc or python bench/NAME.py: {command!r}")
     filters: list[Callable[[list[str]], list[str]]] = []
     for stage in stages[1:]:
         name, args = stage[0], stage[1:]
@@ -205,7 +226,8 @@ def parse(command: str) -> Command:
             raise ValueError(f"unknown filter {name!r} in {command!r} (grep, head, tail)")
     exit_code = int(options["exit"]) if "exit" in options else None
     needs = tuple(options["needs"].split(",")) if "needs" in options else ()
-    return Command(stages[0][1:], filters, exit_code, needs, options.get("cwd", "."))
+    cwd = options.get("cwd", ".")
+    return Command(stages[0][1:], filters, exit_code, needs, cwd, program)
 
 
 def _split_pipes(text: str) -> list[str]:
@@ -226,7 +248,7 @@ def _split_pipes(text: str) -> list[str]:
 
 def block_text(command: str) -> str:
     parsed = parse(command)
-    result = run_kvcalc(parsed.argv, parsed.cwd)
+    result = run_kvcalc(parsed.argv, parsed.cwd, parsed.program)
     expected = parsed.exit_code
     if expected is not None and result.exit_code != expected:
         raise RuntimeError(f"{command!r} exited {result.exit_code}, the marker says {expected}")

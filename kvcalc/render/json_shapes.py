@@ -322,6 +322,14 @@ def markdown() -> str:
         "recurrent state added, no block rounding). `max_concurrency` is the engine's own figure; "
         "`runnable_concurrency` caps it by `max_num_seqs`.",
         "",
+        "Layer and group kinds are one vocabulary across `inspect` (`layers[].kind`), `plan` "
+        "(`groups[].kind`) and `verify` (component names such as `full K`, `recurrent conv`): "
+        "`full`, `sliding`, `chunked`, `mla`, `recurrent` (Mamba2 and Gated DeltaNet state; "
+        "vLLM's `MambaSpec` groups) and `none`; two more are layer kinds only: `shared` (a layer "
+        "reading another layer's cache, Gemma-3n and Gemma 4 KV sharing) and `compressed` "
+        "(DeepSeek-V4's compressed sparse attention). A vLLM `UniformTypeKVCacheSpecs` group has "
+        "`uniform_type: true`.",
+        "",
     ]
     seen: list[type] = []
     for name, (command, root, many) in DOCUMENTS.items():
