@@ -25,9 +25,11 @@ Two markers, both HTML comments, so the rendered page shows only the output:
 * a **table** (or any Markdown) that a function of this script writes from real runs and the
   code: ``<!-- docs.py: table NAME -->``, the text, ``<!-- /docs.py -->`` (:data:`TABLES`).
 
-* a **figure** in prose: ``<!-- docs.py: FORMAT from COMMAND -->VALUE<!-- /docs.py -->``, VALUE
-  being ``FORMAT.format_map(json)`` of the command's ``--json`` output (``{max_concurrency:.2f}``,
-  ``{rows[0][max_concurrency]:.2f}``); without ``from COMMAND`` FORMAT reads the figures computed
+* a **figure** in prose: ``<!-- docs.py: FORMAT from NAME -->VALUE<!-- /docs.py -->``, VALUE
+  being ``FORMAT.format_map(json)`` of the ``--json`` output of the command the page names
+  ``NAME`` on a line of its own, ``<!-- docs.py: let NAME = kvcalc ... --json -->`` (an inline
+  comment cannot hold ``--``: Markdown would show it); ``{max_concurrency:.2f}``,
+  ``{rows[0][max_concurrency]:.2f}``. Without ``from NAME``, FORMAT reads the figures computed
   from the code (:func:`figures`: ``{error_codes}``, ``{fuzz_cli_cases:,}``, ...).
 
 Every command runs in this process (one import of kvcalc, one model cache), through
@@ -57,9 +59,12 @@ ENV = {"COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb", "HF_HUB_OFFLINE": "1"}
 UNSET = ("KVCALC_DEBUG", "FORCE_COLOR", "HF_TOKEN")
 
 BLOCK = re.compile(
-    r"(?P<marker>^<!-- docs\.py: (?P<command>(?:(?!-->).)+?) -->\n)"
+    r"(?P<marker>^<!-- docs\.py: (?P<command>(?!let )(?:(?!-->).)+?) -->\n)"
     r"(?P<fence>```[a-z]*\n)(?P<body>.*?)^```$",
     re.M | re.S,
+)
+LET = re.compile(
+    r"^<!-- docs\.py: let (?P<name>[\w-]+) = (?P<command>(?:(?!-->).)+?) -->$", re.M | re.S
 )
 TABLE = re.compile(
     r"(?P<marker>^<!-- docs\.py: table (?P<name>\w+) -->\n)(?P<body>.*?)^<!-- /docs\.py -->$",
@@ -363,15 +368,18 @@ def figures() -> dict[str, Any]:
     return _FIGURES
 
 
-def figure_text(spec: str) -> str:
+def figure_text(spec: str, commands: dict[str, str] | None = None) -> str:
+    """``FORMAT from NAME`` (a ``let NAME = COMMAND`` of the page) or ``FORMAT`` (:func:`figures`)."""
     if " from " in spec:
-        fmt, command = spec.split(" from ", 1)
-        parsed = parse(command)
+        fmt, name = spec.split(" from ", 1)
+        if name not in (commands or {}):
+            raise ValueError(f"{spec!r}: no `<!-- docs.py: let {name} = COMMAND -->` on the page")
+        parsed = parse((commands or {})[name])
         if parsed.filters:
             raise ValueError(f"a figure reads --json, without filters: {spec!r}")
-        result = run_kvcalc(parsed.argv, parsed.cwd)
+        result = run_kvcalc(parsed.argv, parsed.cwd, parsed.program)
         if result.exit_code not in (0, 1):
-            raise RuntimeError(f"{command!r} exited {result.exit_code}: {result.stderr}")
+            raise RuntimeError(f"{name!r} exited {result.exit_code}: {result.stderr}")
         data = json.loads(result.stdout)
     else:
         fmt, data = spec, figures()
@@ -443,8 +451,12 @@ def regenerate(text: str, page: Path) -> tuple[str, list[Stale], list[Stale]]:
             stale.append(Stale(page, line_of(match.start()), match["command"].split("\n")[0]))
         return match["marker"] + match["fence"] + new + "```"
 
+    commands = {m["name"]: " ".join(m["command"].split()) for m in LET.finditer(text)}
+
     def figure(match: re.Match[str]) -> str:
-        new = figure_text(" ".join(match["spec"].split()))
+        if "--" in match["spec"]:  # Markdown ends an inline comment there and shows the rest
+            raise ValueError(f"{page.name}: {match['spec']!r}: name the command with a let line")
+        new = figure_text(" ".join(match["spec"].split()), commands)
         if new != match["value"]:
             stale.append(Stale(page, line_of(match.start()), f"{match['spec']} = {new}"))
         return match.group(0).replace(f"-->{match['value']}<!--", f"-->{new}<!--")
@@ -463,7 +475,7 @@ def regenerate(text: str, page: Path) -> tuple[str, list[Stale], list[Stale]]:
 
 def unclosed_markers(text: str) -> list[int]:
     """Lines of block markers not followed by a fenced block (a typo would leave one unchecked)."""
-    owned = {m.start() for pattern in (BLOCK, TABLE) for m in pattern.finditer(text)}
+    owned = {m.start() for pattern in (BLOCK, TABLE, LET) for m in pattern.finditer(text)}
     lines = []
     for match in re.finditer(r"^<!-- docs\.py: (?!.*<!-- /docs\.py -->)", text, re.M):
         if match.start() not in owned:

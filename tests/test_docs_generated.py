@@ -102,3 +102,20 @@ def test_every_relative_link_resolves(page):
         elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
             broken.append(link)
     assert broken == []
+
+
+def test_a_figure_reads_the_json_of_a_command_the_page_names(tmp_path):
+    docs = docs_script()
+    text = (
+        "<!-- docs.py: let l8 = kvcalc inspect llama-3.1-8b --json -->\n"
+        "Llama-3.1-8B holds <!-- docs.py: {kv_bytes_per_token:,} from l8 -->1<!-- /docs.py --> B"
+        " a token.\n"
+    )
+    new, stale, _ = docs.regenerate(text, tmp_path / "page.md")
+    # 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 B (bf16) = 131,072
+    assert "-->131,072<!--" in new and len(stale) == 1
+    assert docs.unclosed_markers(new) == []
+    with pytest.raises(ValueError, match="let line"):
+        docs.regenerate(
+            "<!-- docs.py: {x} from kvcalc inspect m --json -->1<!-- /docs.py -->", tmp_path
+        )
