@@ -29,7 +29,8 @@ Two markers, both HTML comments, so the rendered page shows only the output:
   being ``FORMAT.format_map(json)`` of the ``--json`` output of the command the page names
   ``NAME`` on a line of its own, ``<!-- docs.py: let NAME = kvcalc ... --json -->`` (an inline
   comment cannot hold ``--``: Markdown would show it); ``{max_concurrency:.2f}``,
-  ``{rows[0][max_concurrency]:.2f}``. Without ``from NAME``, FORMAT reads the figures computed
+  ``{rows[0][max_concurrency]:.2f}``, ``{weights_bytes:size}`` (bytes as the tables print them:
+  ``14.99 GiB``). Without ``from NAME``, FORMAT reads the figures computed
   from the code (:func:`figures`: ``{error_codes}``, ``{fuzz_cli_cases:,}``, ...).
 
 Every command runs in this process (one import of kvcalc, one model cache), through
@@ -364,8 +365,35 @@ def figures() -> dict[str, Any]:
             fuzz_cli_cases_new=total - before,
             fuzz_cli_cases_before=before,
             fuzz_library_cases=sum(cases[t] for t in FUZZ_LIBRARY),
+            seed=seed_figures(),
         )
     return _FIGURES
+
+
+class _Int(int):
+    """A JSON integer: ``{x:size}`` formats bytes as kvcalc's tables do (``2.50 GiB``)."""
+
+    def __new__(cls, text: str) -> _Int:
+        return super().__new__(cls, int(text))
+
+    def __format__(self, spec: str) -> str:
+        if spec == "size":
+            from kvcalc.render.fmt import size
+
+            return size(self)
+        return int.__format__(self, spec)
+
+
+class _Float(float):
+    def __new__(cls, text: str) -> _Float:
+        return super().__new__(cls, float(text))
+
+    def __format__(self, spec: str) -> str:
+        if spec == "size":
+            from kvcalc.render.fmt import size
+
+            return size(self)
+        return float.__format__(self, spec)
 
 
 def figure_text(spec: str, commands: dict[str, str] | None = None) -> str:
@@ -380,7 +408,7 @@ def figure_text(spec: str, commands: dict[str, str] | None = None) -> str:
         result = run_kvcalc(parsed.argv, parsed.cwd, parsed.program)
         if result.exit_code not in (0, 1):
             raise RuntimeError(f"{name!r} exited {result.exit_code}: {result.stderr}")
-        data = json.loads(result.stdout)
+        data = json.loads(result.stdout, parse_int=_Int, parse_float=_Float)
     else:
         fmt, data = spec, figures()
     if isinstance(data, list):
@@ -399,13 +427,33 @@ SEED_COMMAND = (
 )
 
 
-def seed_throughput() -> str:
-    """The seed record's decode figures against kvcalc's ceiling at two bandwidths."""
+def _seed_ceilings() -> dict[str, dict[int, float]]:
+    """kvcalc's decode ceiling (tok/s) for the seed record's batches, by bandwidth."""
     ceilings = {}
     for bandwidth in ("272GB/s", "448GB/s"):
         result = run_kvcalc(parse(SEED_COMMAND.format(bandwidth=bandwidth)).argv)
         points = json.loads(result.stdout)["points"]
         ceilings[bandwidth] = {p["batch"]: p["tokens_per_s"] for p in points}
+    return ceilings
+
+
+def seed_figures() -> dict[str, Any]:
+    """What docs/throughput.md says of the seed record: measured / ceiling by batch at 272 and
+    448 GB/s, and the bandwidth the batch-1 figure needs at least (tok/s × bytes per step)."""
+    ceilings = _seed_ceilings()
+    one = json.loads(run_kvcalc(parse(SEED_COMMAND.format(bandwidth="272GB/s")).argv).stdout)
+    bytes_per_step = one["points"][0]["bytes_per_step"]
+    return {
+        "ratio_272": [SEED_MEASURED[b] / ceilings["272GB/s"][b] for b in SEED_MEASURED],
+        "ratio_448": [SEED_MEASURED[b] / ceilings["448GB/s"][b] for b in SEED_MEASURED],
+        "step_gb": bytes_per_step / 1e9,
+        "needs_gbps": SEED_MEASURED[1] * bytes_per_step / 1e9,
+    }
+
+
+def seed_throughput() -> str:
+    """The seed record's decode figures against kvcalc's ceiling at two bandwidths."""
+    ceilings = _seed_ceilings()
     lines = [
         "| batch | measured | ceiling at 272 GB/s | measured / ceiling "
         "| ceiling at 448 GB/s | measured / ceiling |",
@@ -483,6 +531,15 @@ def unclosed_markers(text: str) -> list[int]:
     return lines
 
 
+def figures_starting_a_line(text: str) -> list[int]:
+    """Lines that start with a figure: Markdown takes such a line for an HTML block, which ends
+    the paragraph there (and shows the line raw)."""
+    return [
+        text.count("\n", 0, m.start()) + 1
+        for m in re.finditer(r"^<!-- docs\.py: [^\n]*<!-- /docs\.py -->", text, re.M)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -497,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
         text = page.read_text(encoding="utf-8")
         problems += [f"{page.relative_to(ROOT)}:{n}: marker without a fenced block"
                      for n in unclosed_markers(text)]  # fmt: skip
+        problems += [f"{page.relative_to(ROOT)}:{n}: a figure starts the line (reflow it)"
+                     for n in figures_starting_a_line(text)]  # fmt: skip
         new, found, skipped = regenerate(text, page)
         stale += found
         unchecked += skipped

@@ -51,6 +51,8 @@ def test_the_pages_show_generated_outputs():
     figures = sum(len(docs.FIGURE.findall(t)) for t in texts)
     assert blocks >= 10 and figures >= 10
     assert [n for t in texts for n in docs.unclosed_markers(t)] == []
+    # a line that starts with a figure would be an HTML block, cutting its paragraph in two
+    assert [n for t in texts for n in docs.figures_starting_a_line(t)] == []
 
 
 def test_blocks_that_need_an_extra_are_current_where_it_is_installed():
