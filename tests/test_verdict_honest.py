@@ -19,11 +19,13 @@ def _plan(name: str, **kw):
 # -- 1: terms the engine allocates after its KV cache --------------------------------------------
 def test_vllm_graphs_captured_after_the_pool_do_not_fit():
     # vLLM 0.28 (runner V2, before 0.29) does not subtract its CUDA graphs from the budget: the pool
-    # takes ceil(8 GiB · 0.99) less weights, activation and non-torch, and the graphs are captured
-    # after it (gpu_worker.py: Worker.compile_or_warm_up_model). 8 GiB · 0.01 = 81.92 MiB is all
-    # that is left outside the budget, and the graphs need ~613 MiB: it dies at start-up.
+    # takes ceil(8 GiB · 0.93) less weights, activation and non-torch, and the graphs are captured
+    # after it (gpu_worker.py: Worker.compile_or_warm_up_model). 8 GiB · 0.07 = 573.44 MiB is all
+    # that is left outside the budget, 522.24 MiB of it the CUDA context vLLM holds before its
+    # start-up check, and the graphs need ~613 MiB: it dies at start-up. (At 0.99, the issue's
+    # example, the start-up check itself refuses: ceil(0.99 × 8 GiB) = 7.92 GiB > 8 − 0.51 GiB.)
     r = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096, engine_version="0.28",
-              gpu_memory_utilization=0.99)  # fmt: skip
+              gpu_memory_utilization=0.93)  # fmt: skip
     m = r.memory
     assert m.free_bytes == m.total_bytes - (
         m.weights_bytes
@@ -32,25 +34,28 @@ def test_vllm_graphs_captured_after_the_pool_do_not_fit():
         + m.cudagraph_bytes
         + m.kv_cache_bytes
     )
-    assert m.cudagraph_bytes > 0.01 * 8 * GIB and m.free_bytes < 0
+    assert m.cudagraph_bytes > 0.07 * 8 * GIB and m.free_bytes < 0
     assert r.verdict == "wont-start" and not r.passed
     assert "CUDA graphs" in r.verdict_reason and "after its KV cache" in r.verdict_reason
-    assert f"{-m.free_bytes / MIB:,.2f} MiB short" in r.verdict_reason
+    held = m.total_bytes - m.startup_free_bytes
+    assert held == round(0.51 * GIB)
+    assert f"{(held - m.free_bytes) / MIB:,.2f} MiB short" in r.verdict_reason
     assert r.runnable_concurrency == 0.0
     # the suggestion lowers the fraction until the graphs fit, and was itself planned
     (s,) = [s for s in r.suggestions if "gpu_memory_utilization" in s.change]
-    assert s.change["gpu_memory_utilization"] < 0.99 and s.verdict in ("ok", "tight")
+    assert s.change["gpu_memory_utilization"] < 0.93 and s.verdict in ("ok", "tight")
     fixed = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096, engine_version="0.28",
                   gpu_memory_utilization=s.change["gpu_memory_utilization"])  # fmt: skip
-    assert fixed.memory.free_bytes >= 0 and fixed.verdict == s.verdict
+    assert fixed.memory.free_bytes >= held and fixed.verdict == s.verdict
 
 
 def test_vllm_graphs_inside_the_budget_leave_the_rest_free():
     # vLLM 0.33 subtracts its graph estimate from the budget: nothing is allocated outside it, so
-    # what is left free is the 1 % of the GPU beyond ceil(8 GiB · 0.99), never negative
+    # what is left free is the 7 % of the GPU beyond ceil(8 GiB · 0.93), more than the 0.51 GiB its
+    # CUDA context holds
     r = _plan("qwen3-1.7b", gpu_memory_bytes=8 * GIB, max_model_len=4096,
-              gpu_memory_utilization=0.99)  # fmt: skip
-    assert r.memory.free_bytes >= 0 and r.verdict == "ok"
+              gpu_memory_utilization=0.93)  # fmt: skip
+    assert r.memory.free_bytes >= round(0.51 * GIB) and r.verdict == "ok"
 
 
 @pytest.mark.parametrize("engine", ["sglang", "lmdeploy"])
@@ -218,12 +223,12 @@ def test_no_max_model_len_suggestion_below_the_workloads_requests():
 
 
 def test_curve_does_not_draw_a_deployment_short_of_the_gpu():
-    # the same vLLM 0.28 deployment at 0.99 of 8 GiB: its block pool fills the budget at every
-    # length, so the graphs never fit and no length starts (the plan at 4,096 said 8.90x before)
+    # the same vLLM 0.28 deployment at 0.93 of 8 GiB: its block pool fills the budget at every
+    # length, so the graphs never fit and no length starts
     from kvcalc.planning.curves import curve_basis, curve_point
 
     inputs = PlanInputs(
-        gpu_memory_bytes=8 * GIB, engine_version="0.28", gpu_memory_utilization=0.99
+        gpu_memory_bytes=8 * GIB, engine_version="0.28", gpu_memory_utilization=0.93
     )
     basis = curve_basis(bundled_shape("qwen3-1.7b"), inputs)
     assert basis.verdict == "wont-start" and "CUDA graphs" in basis.notes[0]

@@ -22,10 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest
+from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError
 from kvcalc.estimate.calibration import Calibration
+from kvcalc.estimate.interconnect import nvswitch_class
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.budget import (
     GIVEN_KV_TERMS,
@@ -56,6 +57,7 @@ from kvcalc.planning.verdict import (
     pessimistic,
     runnable,
     starts,
+    startup_band,
     workload_length,
 )
 from kvcalc.planning.verdict import headroom as kv_headroom
@@ -63,6 +65,8 @@ from kvcalc.planning.verdict import verdict as judge_verdict
 from kvcalc.units import GIB
 
 if TYPE_CHECKING:
+    from kvcalc.engines.vllm.startup import StartupMemory
+    from kvcalc.model.gpus import GpuSpec
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
 
@@ -139,11 +143,12 @@ def plan(
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
     host = host_tier(engine, request, kv, weights.offloaded_bytes)
+    startup = _startup(engine, inputs, gpu, memory, util)
     outside = given_outside or outside_terms(engine, replace(device, gpu_memory_utilization=util),
                                              weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(
         model, inputs, gpu, memory, util, weights, on_device, budget, kv, low_kv, model_source,
-        outside,
+        outside, startup,
     )  # fmt: skip
     if length_notes:
         result = replace(result, notes=(*length_notes, *result.notes))
@@ -163,6 +168,28 @@ def plan(
 
         result = attach_throughput(result, inputs, model, efficiency=efficiency_of(calibration))
     return result
+
+
+def _startup(engine, inputs: PlanInputs, gpu: GpuSpec | None, memory: int | None,
+             util: float | None) -> StartupMemory | None:  # fmt: skip
+    """The engine's start-up check of its memory fraction (vLLM's ``request_memory``), where it
+    has one and the GPU's size and the fraction are known; NCCL starts before the check on
+    every GPU of a deployment of more than one (its data-parallel ranks' groups too)."""
+    ask = getattr(engine, "startup_memory", None)
+    if ask is None or not memory or not util:
+        return None
+    check: StartupMemory | None = ask(memory, util, gpus=inputs.deployment_gpus,
+                                      version=inputs.engine_version, nvswitch=nvswitch_class(gpu))  # fmt: skip
+    return check
+
+
+def _log_lines(kv: KvCachePlan, unloadable: tuple[str, ...],
+               startup: StartupMemory | None) -> tuple[str, ...]:  # fmt: skip
+    """What the engine prints: its configuration lines only where it stops before sizing the
+    KV cache (the start-up check refuses the fraction, with its error; the weights do not load)."""
+    if startup is not None and startup.refused and not kv.refusal:
+        return (*kv.config_log_lines, startup.message(startup.free_bytes))
+    return kv.config_log_lines if unloadable else kv.log_lines
 
 
 def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> EngineRequest:
@@ -211,6 +238,7 @@ def _assemble(
     low_kv,
     model_source,
     outside: tuple[tuple[str, int], ...] = (),
+    startup: StartupMemory | None = None,
 ) -> CapacityPlan:
     available = kv_budget.available_bytes
     max_len = kv.max_model_len
@@ -225,7 +253,13 @@ def _assemble(
     used = weights.per_gpu_bytes + overhead.total_bytes + kv.kv_cache_bytes
     given = inputs.kv_cache_memory_bytes is not None
     device = (
-        Device(total_bytes=memory, free_bytes=memory - used, outside=outside, given_kv=given)
+        Device(
+            total_bytes=memory,
+            free_bytes=memory - used,
+            outside=outside,
+            given_kv=given,
+            startup=startup,
+        )  # fmt: skip
         if memory
         else None
     )
@@ -238,6 +272,7 @@ def _assemble(
             inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device,
             (verdict, reason),
         )  # fmt: skip
+    verdict, reason = startup_band(kv.engine, device, (verdict, reason))
     unloadable = _unloadable(kv.engine, weights.per_gpu_bytes, memory)
     layout = gpu_layout(inputs, moe=has_routed_experts(model))
     replicas = layout.pools
@@ -299,9 +334,11 @@ def _assemble(
             kv_cache_bytes=kv.kv_cache_bytes,
             free_bytes=(memory - used) if memory else 0,
             outside_budget=tuple(OUTSIDE_KEYS[name] for name, _ in outside),
+            startup_free_bytes=startup.free_bytes if startup else None,
+            startup_free_low_bytes=startup.free_low_bytes if startup else None,
         ),
         groups=kv.groups,
-        log_lines=kv.config_log_lines if unloadable else kv.log_lines,
+        log_lines=_log_lines(kv, unloadable, startup),
         notes=tuple(
             dict.fromkeys(
                 (

@@ -31,6 +31,13 @@ class MemoryBreakdown:
     #: from (``activation``, ``cudagraph``: SGLang's and LMDeploy's, vLLM's graphs where the release
     #: does not subtract them); they must fit in what the budget leaves of the device
     outside_budget: tuple[str, ...] = ()
+    #: free on the GPU when the engine checks its fraction at start-up (vLLM from 0.9.1,
+    #: ``request_memory``: the total less the 0.51 GiB its CUDA context holds); None where the
+    #: engine has no such check
+    startup_free_bytes: int | None = None
+    #: the same at the pessimistic end: on more than one NVSwitch-class GPU less the 2.01 GiB NCCL
+    #: and the context held in recorded runs (vLLM 0.11 on); else equal to ``startup_free_bytes``
+    startup_free_low_bytes: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

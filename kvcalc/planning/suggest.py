@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvcalc.engines.names import traits
+from kvcalc.engines.vllm.startup import fraction_fitting
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
@@ -102,7 +103,10 @@ def suggestions(
                                  {"max_model_len": target_length}, r))  # fmt: skip
     out.extend(_parallelism(inputs, base, replan))
     util = base.memory.gpu_memory_utilization
-    lower = _lower_fraction(inputs, base, replan) if verdict == "wont-start" else None
+    # the fraction the start-up check accepts, else one that leaves room for what comes after the KV
+    lower = _startup_fraction(inputs, base, replan) if verdict == "wont-start" else None
+    if lower is None and verdict == "wont-start":
+        lower = _lower_fraction(inputs, base, replan)
     if lower is not None:
         out.append(lower)
     if (
@@ -173,11 +177,13 @@ def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> S
     graphs, SGLang's activations) fits on the GPU, when the plan is short of device memory: the
     fraction less the shortfall's share of the GPU, then 0.01 lower at a time (a few tries)."""
     m = base.memory
-    if m.free_bytes >= 0 or not m.total_bytes:
+    # what the plan leaves beside what the GPU holds before the engine starts (vLLM's CUDA context)
+    left = m.free_bytes - (m.total_bytes - m.startup_free_bytes if m.startup_free_bytes else 0)
+    if left >= 0 or not m.total_bytes:
         return None
     given = inputs.kv_cache_memory_bytes
     if given is not None:  # the size given less the shortfall, in hundredths of a GiB
-        size = math.floor((given + m.free_bytes) / GIB * 100) / 100
+        size = math.floor((given + left) / GIB * 100) / 100
         r = _try(replan, inputs, kv_cache_memory_bytes=int(size * GIB)) if size > 0 else None
         if r is None or r.verdict in _NOT_STARTING:
             return None
@@ -186,7 +192,7 @@ def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> S
                      {"kv_cache_memory_bytes": int(size * GIB)}, r)  # fmt: skip
     if m.gpu_memory_utilization is None:
         return None
-    value = math.floor((m.gpu_memory_utilization + m.free_bytes / m.total_bytes) * 100) / 100
+    value = math.floor((m.gpu_memory_utilization + left / m.total_bytes) * 100) / 100
     for _ in range(5):
         if value <= 0:
             return None
@@ -197,6 +203,23 @@ def _lower_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> S
                          {"gpu_memory_utilization": value}, r)  # fmt: skip
         value = round(value - 0.01, 2)
     return None
+
+
+def _startup_fraction(inputs: PlanInputs, base: CapacityPlan, replan: Replan) -> Suggestion | None:
+    """The highest memory fraction the engine's start-up check accepts (vLLM: ``ceil(total · u)``
+    no more than what is free when it starts, at the pessimistic end where that is uncertain),
+    when the fraction asked for is refused there or may be."""
+    m = base.memory
+    free, util = m.startup_free_low_bytes, m.gpu_memory_utilization
+    if free is None or util is None or not m.total_bytes or math.ceil(m.total_bytes * util) <= free:
+        return None
+    value = fraction_fitting(free, m.total_bytes)
+    r = _try(replan, inputs, gpu_memory_utilization=value) if value > 0 else None
+    if r is None or r.verdict in _NOT_STARTING:
+        return None
+    return _make(f"--gpu-memory-utilization {value:.2f}: the highest {traits(inputs.engine).name.display}'s "
+                 f"start-up check accepts ({free / GIB:.2f} GiB free when it starts) "
+                 f"({_measured(r)}) → {r.verdict}", {"gpu_memory_utilization": value}, r)  # fmt: skip
 
 
 def _length_for_concurrency(

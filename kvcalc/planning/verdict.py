@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
 from kvcalc.engines.names import traits
@@ -10,7 +11,10 @@ from kvcalc.errors import InputError
 from kvcalc.estimate.overhead import Overhead
 from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inputs import PlanInputs
-from kvcalc.units import GIB
+from kvcalc.units import GIB, format_gib
+
+if TYPE_CHECKING:
+    from kvcalc.engines.vllm.startup import StartupMemory
 
 
 def workload(inputs: PlanInputs, kv: KvCachePlan, max_len: int) -> tuple[int | None, float | None]:
@@ -124,15 +128,29 @@ class Device:
     outside: tuple[tuple[str, int], ...] = ()
     #: the KV cache's size was given (``--kv-cache-memory``): the memory fraction plays no part
     given_kv: bool = False
+    #: the engine's start-up check of its memory fraction against what is free when it starts
+    #: (vLLM: :mod:`kvcalc.engines.vllm.startup`); None where the engine has none
+    startup: StartupMemory | None = None
+
+    @property
+    def reserved_bytes(self) -> int:
+        """What the GPU holds before the engine's start-up check (vLLM's CUDA context): the
+        parts must fit beside it."""
+        return self.total_bytes - self.startup.free_bytes if self.startup else 0
 
 
 def short_reason(engine: str, device: Device) -> str:
     """Why a plan whose parts add up to more than the GPU does not start."""
     gib, mib = 1 << 30, 1 << 20
     used = device.total_bytes - device.free_bytes
-    whole = (f"weights, overhead and KV cache take {used / gib:.2f} GiB of the GPU's "
-             f"{device.total_bytes / gib:.2f} GiB ({-device.free_bytes / mib:,.2f} MiB short)")  # fmt: skip
     name = traits(engine).name.display
+    short = device.reserved_bytes - device.free_bytes
+    of = f"the GPU's {device.total_bytes / gib:.2f} GiB"
+    if device.reserved_bytes:
+        of = (f"the {(device.total_bytes - device.reserved_bytes) / gib:.2f} GiB free when {name} "
+              f"starts ({of} less {device.reserved_bytes / gib:.2f} GiB its CUDA context holds)")  # fmt: skip
+    whole = (f"weights, overhead and KV cache take {used / gib:.2f} GiB of {of} "
+             f"({short / mib:,.2f} MiB short)")  # fmt: skip
     if not device.outside:
         return f"{whole}: {name} runs out of memory allocating them"
     parts = [f"the {n} ({b / mib:,.2f} MiB)" for n, b in device.outside]
@@ -195,6 +213,13 @@ def verdict(
             f"the weights need {weights.per_gpu_bytes / gib:.2f} GiB per GPU but the engine may use "
             f"{budget / gib:.2f} GiB"
         )
+    start = device.startup if device is not None else None
+    if start is not None and start.refused and not getattr(kv, "refusal", None):
+        # vLLM checks the fraction at start-up, before it loads the weights
+        return "wont-start", (
+            f"{kv.engine} refuses to start: {start.message(start.free_bytes)}; fix: "
+            f"--gpu-memory-utilization {start.highest_utilization(start.free_bytes)}"
+        )
     if getattr(kv, "refusal", None):
         fix = f"; fix: {kv.refusal_fix}" if kv.refusal_fix else ""
         return "wont-start", f"{kv.engine} refuses to start: {kv.refusal}{fix}"
@@ -209,7 +234,7 @@ def verdict(
             f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
             f"{longest:,} tokens"
         )
-    if device is not None and device.free_bytes < 0:
+    if device is not None and device.free_bytes < device.reserved_bytes:
         return "wont-start", short_reason(kv.engine, device)
     target = inputs.target_concurrency
     if target is not None and runnable(conc, cap) < target:
@@ -284,3 +309,22 @@ def pessimistic(
             f"pessimistic end of the estimate ({low / GIB:.2f} GiB) {low_reason}"
         )
     return low_verdict, f"at the pessimistic end of the estimate ({band}): {low_reason}"
+
+
+def startup_band(engine: str, device: Device | None, central: tuple[str, str]) -> tuple[str, str]:
+    """The verdict with the engine's start-up check at its uncertain end: a deployment that
+    starts beside the CUDA context alone but not beside the largest NCCL share recorded on more
+    than one GPU "may not start" (:mod:`kvcalc.engines.vllm.startup`)."""
+    verdict, reason = central
+    start = device.startup if device is not None else None
+    if start is None or start.refused or not start.refused_low or not starts(verdict):
+        return central
+    name = traits(engine).name.display
+    held, held_low = start.total_bytes - start.free_bytes, start.total_bytes - start.free_low_bytes
+    return "wont-start", (
+        f"may not start: with {format_gib(held)} GiB held before its start-up check (the CUDA "
+        f"context) {name} finds {format_gib(start.free_bytes)} GiB free, starts and would be "
+        f"{verdict} ({reason}); with NCCL's buffers as recorded on more than one GPU "
+        f"({format_gib(held_low)} GiB held) it refuses: {start.message(start.free_low_bytes)}; "
+        f"--gpu-memory-utilization {start.highest_utilization(start.free_low_bytes)} starts either way"
+    )

@@ -36,6 +36,7 @@ from kvcalc.engines.vllm.mm import MmTerms, parse_limits, vllm_mm_terms
 from kvcalc.engines.vllm.offload import HostTier, host_tier, weight_offload
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import resolve_setup
+from kvcalc.engines.vllm.startup import StartupMemory, startup_memory
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
 from kvcalc.engines.vllm.v1 import fit_budget, plan_v1
 from kvcalc.errors import InputError
@@ -76,6 +77,15 @@ class VllmEngine:
             - memory.activation_bytes
             - max(0, memory.non_torch_bytes)
         )
+
+    def startup_memory(
+        self, total_bytes: int, utilization: float, *, gpus: int, version: str | None,
+        nvswitch: bool,
+    ) -> StartupMemory | None:  # fmt: skip
+        """The worker's start-up check of ``--gpu-memory-utilization`` against the memory free
+        when it starts (:mod:`~kvcalc.engines.vllm.startup`); None for releases without one."""
+        return startup_memory(total_bytes, utilization, gpus=gpus, version=version,
+                              nvswitch=nvswitch)  # fmt: skip
 
     def fit_budget_bytes(
         self, *, available_kv_bytes: int, bytes_per_block: int, version: str | None
