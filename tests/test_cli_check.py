@@ -127,7 +127,7 @@ def test_paths_folders_and_globs(cli):
         (["check", "x.yaml", "--format", "xml"], "--format 'xml' is not a report format",
          "choose one of: table, json, markdown, github"),
         (["check", f"{DEPLOY}/good/single.yaml", "--fail-on", "wont-start"], "--fail-on: unknown verdict 'wont-start'",
-         "choose from: ok, tight, below-target"),
+         "choose from: ok, tight, below-target, cheaper"),
     ],
 )  # fmt: skip
 def test_usage_errors_exit_2(cli, args, message, hint):

@@ -43,16 +43,18 @@ def _format(text: str | Format) -> Format:
 
 
 def _fail_on(values: list[str] | None) -> tuple[str, ...]:
+    from kvcalc.deploy.cheaper import FAIL_ON_CHEAPER
     from kvcalc.deploy.keys import ALLOWABLE_VERDICTS
 
+    choices = (*ALLOWABLE_VERDICTS, FAIL_ON_CHEAPER)
     out = []
     for value in values or ():
         for item in value.split(","):
             item = item.strip()
-            if item not in ALLOWABLE_VERDICTS:
+            if item not in choices:
                 raise InputError(
                     f"--fail-on: unknown verdict {item!r}",
-                    hint="choose from: " + ", ".join(ALLOWABLE_VERDICTS),
+                    hint="choose from: " + ", ".join(choices),
                     code="usage",
                 )
             out.append(item)
@@ -97,7 +99,19 @@ def check(
         typer.Option(
             "--fail-on",
             help="Also fail on this verdict (tight or below-target) even "
-            "where a file allows it; repeatable.",
+            "where a file allows it, or on `cheaper` (a deployment with `recommend: true` that "
+            "a cheaper one could replace); repeatable.",
+            rich_help_panel=OUTPUT_PANEL,
+            show_default=False,
+        ),
+    ] = None,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            "--prices",
+            help="Prices per GPU-hour for `recommend: true`: YAML, or CSV with the header "
+            "gpu,usd_per_hour (default: $KVCALC_PRICES, else the bundled table).",
+            metavar="FILE",
             rich_help_panel=OUTPUT_PANEL,
             show_default=False,
         ),
@@ -126,8 +140,9 @@ def check(
 
     fail_on_verdicts = _fail_on(fail_on)
     report = check_paths(
-        paths, fail_on=fail_on_verdicts, token=given["token"], offline=given["offline"] or None
-    )
+        paths, fail_on=fail_on_verdicts, token=given["token"], offline=given["offline"] or None,
+        prices=prices,
+    )  # fmt: skip
     fmt = _format(output_format).value
     if report.problems:
         return _report_problems(report, fmt)

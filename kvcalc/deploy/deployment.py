@@ -73,6 +73,8 @@ class Deployment:
     inputs: PlanInputs
     requirements: Requirements = field(default_factory=Requirements)
     has_workload: bool = False
+    #: ``recommend: true``: also search for a cheaper deployment that meets the requirements
+    recommend: bool = False
     #: notes about how the file was read (ignored command flags...)
     notes: tuple[str, ...] = ()
     #: (line, column) of each key's value: ``"max_model_len"``, ``"requirements.min_concurrency"``

@@ -61,6 +61,10 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
     Key(name="name", kind="text",
         help="Name shown in reports (default: the file name, with the entry's index)."),
     *_keys_in(""),
+    Key(name="recommend", kind="bool",
+        help="Also report whether a cheaper deployment (any catalog GPU, count and parallel "
+        "split of the same engine, the other settings kept) meets the same requirements: a "
+        "note, a failure with `kvcalc check --fail-on cheaper`."),
     Key(name="workload", kind="section", help="Expected request lengths."),
     Key(name="requirements", kind="section", help="What this deployment must achieve."),
 )  # fmt: skip

@@ -15,11 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.deploy.cheaper import FAIL_ON_CHEAPER, cheaper_deployment, cheaper_failure
 from kvcalc.deploy.judge import Failure, judge
 from kvcalc.deploy.spec import Deployment, Problem, parse_document
 from kvcalc.errors import ExitCode, KvcalcError
 
 if TYPE_CHECKING:
+    from kvcalc.deploy.cheaper import CheaperCheck
     from kvcalc.planning.inputs import PlanInputs
     from kvcalc.planning.result import CapacityPlan, Suggestion
 
@@ -48,6 +50,8 @@ class DeploymentResult:
     deployment: Deployment
     plan: CapacityPlan
     failures: tuple[Failure, ...]
+    #: what ``recommend: true`` found (None: not asked)
+    recommend: CheaperCheck | None = None
 
     @property
     def passed(self) -> bool:
@@ -63,6 +67,7 @@ class DeploymentResult:
             "passed": self.passed,
             "failures": [f.to_dict() for f in self.failures],
             "requirements": dep.requirements.to_dict(),
+            "recommend": None if self.recommend is None else self.recommend.to_dict(),
         }
         body = {k: v for k, v in self.plan.to_dict().items() if k not in head}
         body["notes"] = [*dep.notes, *body.get("notes", ())]
@@ -200,21 +205,28 @@ def _judged(
     token: str | None,
     offline: bool | None,
     plans: dict[PlanKey, CapacityPlan],
+    prices: str | None = None,
 ) -> DeploymentResult:
-    """Plan and judge ``dep``; identical inputs are planned once (suggestions only on failure)."""
+    """Plan and judge ``dep``; identical inputs are planned once (suggestions only on failure);
+    with ``recommend: true``, search for a cheaper deployment too (:mod:`kvcalc.deploy.cheaper`)."""
     key = (dep.model, dep.revision, dep.inputs)
     plan = plans.get(key)
     if plan is None:
         plan = plans[key] = plan_deployment(
             dep, token=token, offline=offline, with_suggestions=False
         )
-    failures = judge(dep, plan, fail_on=fail_on)
+    failures = judge(dep, plan, fail_on=[v for v in fail_on if v != FAIL_ON_CHEAPER])
+    found = None
+    if dep.recommend:
+        found = cheaper_deployment(dep, plan, prices=prices, token=token, offline=offline)
+        failure = cheaper_failure(dep, found) if FAIL_ON_CHEAPER in fail_on else None
+        failures = (*failures, failure) if failure else failures
     if failures and plan.verdict != "ok" and not plan.suggestions:
         plan = plans[key] = plan_deployment(dep, token=token, offline=offline)
     kept = _within_requirements(dep, plan.suggestions, fail_on)
     if kept != plan.suggestions:
         plan = replace(plan, suggestions=kept)
-    return DeploymentResult(deployment=dep, plan=plan, failures=failures)
+    return DeploymentResult(deployment=dep, plan=plan, failures=failures, recommend=found)
 
 
 def _within_requirements(
@@ -237,8 +249,10 @@ def check_paths(
     fail_on: Iterable[str] = (),
     token: str | None = None,
     offline: bool | None = None,
+    prices: str | None = None,
 ) -> CheckReport:
-    """Check every deployment in ``patterns``; see :class:`CheckReport` for the outcome."""
+    """Check every deployment in ``patterns``; see :class:`CheckReport` for the outcome.
+    ``prices``: the price table for ``recommend: true`` (as ``kvcalc recommend --prices``)."""
     files, problems = expand_paths(patterns)
     deployments: list[Deployment] = []
     for path in files:
@@ -250,7 +264,9 @@ def check_paths(
     cache: dict[PlanKey, CapacityPlan] = {}
     for dep in deployments:
         try:
-            results.append(_judged(dep, fail_on, token, offline, cache if _hashable(dep) else {}))
+            results.append(
+                _judged(dep, fail_on, token, offline, cache if _hashable(dep) else {}, prices)
+            )
         except KvcalcError as exc:
             problems.append(_problem_for(dep, exc))
     if not files and not problems:

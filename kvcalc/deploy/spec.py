@@ -248,6 +248,7 @@ def _deployment(
         inputs=inputs,
         requirements=Requirements(**values.get("requirements", {})),
         has_workload="prompt_len" in values.get("workload", {}),
+        recommend=bool(values.get("recommend", False)),
         notes=tuple(notes),
         positions={k: (n.line, n.column) for k, n in where.items()},
     )

@@ -221,7 +221,7 @@ class _Run:
         inputs = space.inputs_for(self.base, group.engine, group.gpu, split, dtype, quant,
                                   self.req.concurrency)  # fmt: skip
         result = self.plan(inputs)
-        label = f"{_split_text(split)} {dtype}"
+        label = f"{split_text(split)} {dtype}"
         if isinstance(result, KvcalcError):
             why.append((-2, f"{label}: refused: {result.message}"))
             return None
@@ -321,7 +321,8 @@ class _Found:
         return None if self.group.price is None else self.group.price * self.group.n
 
 
-def _split_text(split: space.Split) -> str:
+def split_text(split: space.Split) -> str:
+    """``TP 8 DP 2 EP``: the split in words."""
     parts = [f"TP {split.tensor_parallel_size}"]
     if split.pipeline_parallel_size > 1:
         parts.append(f"PP {split.pipeline_parallel_size}")

@@ -160,11 +160,19 @@ def render_table(report: CheckReport) -> None:
         for text in _tries(r):
             console.print(f"  try: {text}", soft_wrap=True, markup=False)
     for r in report.results:
-        for note in r.deployment.notes:
+        for note in _notes(r):
             console.print(
                 f"[dim]note: {escape(r.deployment.name)}: {escape(note)}[/]", soft_wrap=True
             )
     console.print(summary(report), style="bold green" if report.passed else "bold red")
+
+
+def _notes(r: DeploymentResult) -> tuple[str, ...]:
+    """The file's notes, then what ``recommend: true`` found (unless it is a failure already)."""
+    found = r.recommend
+    if found is None or any(f.requirement == "recommend" for f in r.failures):
+        return r.deployment.notes
+    return (*r.deployment.notes, found.message)
 
 
 # -- markdown -----------------------------------------------------------------------------------
@@ -198,7 +206,7 @@ def markdown(report: CheckReport) -> str:
             for f in r.failures
         ]
         lines += [f"  - try: {_md(text)}" for text in _tries(r)]
-    notes = [(r, n) for r in report.results for n in r.deployment.notes]
+    notes = [(r, n) for r in report.results for n in _notes(r)]
     if notes:
         lines += ["", "<details><summary>Notes</summary>", ""]
         lines += [f"- **{_md(r.deployment.name)}**: {_md(n)}" for r, n in notes]
@@ -261,6 +269,10 @@ def github(report: CheckReport) -> str:
                     "notice", dep.file, dep.line, f"kvcalc check: {dep.name}", _pass_text(r)
                 )
             )
+        found = r.recommend
+        if found is not None and found.cheaper is not None and found.message in _notes(r):
+            out.append(_annotation("notice", dep.file, dep.line_of("recommend"),
+                                   f"kvcalc check: {dep.name}: cheaper", found.message))  # fmt: skip
     out.append(f"kvcalc check: {summary(report)}")
     return "\n".join(out) + "\n"
 

@@ -21,6 +21,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.deploy.cheaper import CheaperCheck, CheaperOption
 from kvcalc.deploy.judge import Failure
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.estimate.roofline import DecodePoint, PrefillEstimate
@@ -102,6 +103,8 @@ class CheckEntry(CapacityPlan):
     #: each requirement the plan misses
     failures: tuple[Failure, ...]
     requirements: RequirementsEntry
+    #: what ``recommend: true`` found (null: the file does not ask)
+    recommend: CheaperCheck | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +143,7 @@ SCHEMAS = ("plan", "check", "recommend")
 #: classes documented in the reference, so nested objects link to each other
 _KNOWN = (MemoryBreakdown, Suggestion, KvCacheGroup, PlanInputs, PlanThroughput, Failure, DtypeRow,
           EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling,
-          Candidate, Rejection)  # fmt: skip
+          Candidate, Rejection, CheaperCheck, CheaperOption)  # fmt: skip
 
 
 @dataclass(frozen=True)
