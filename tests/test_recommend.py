@@ -255,13 +255,6 @@ def test_the_bundled_prices_name_their_date_and_source():
     assert table.price("H200") is None  # no list price cited: unknown, never guessed
 
 
-def test_disaggregated_is_refused_by_name(cli):
-    result = cli("recommend", "llama-3.1-8b", "--concurrency", "4", "--disaggregated")
-    assert result.exit_code == 2
-    assert result.stderr.startswith("error[usage]: --disaggregated: prefill/decode pools are not "
-                                    "built yet")  # fmt: skip
-
-
 def test_recommend_golden(cli):
     result = cli("recommend", "llama-3.1-8b", "--max-model-len", "32K", "--concurrency", "64",
                  "--gpu", "L4", "--gpu", "L40S", "--gpu", "A100-80GB", "--gpu", "H100",

@@ -206,8 +206,9 @@ def schema(
         str,
         typer.Argument(
             help="deployment (the YAML files `check` reads), plan (`plan --json`), check "
-            "(`check --format json`) or recommend (`recommend --json`).",
-            metavar="[deployment|plan|check|recommend]",
+            "(`check --format json`), recommend (`recommend --json`) or "
+            "recommend-disaggregated (`recommend --disaggregated --json`).",
+            metavar="[deployment|plan|check|recommend|recommend-disaggregated]",
         ),
     ] = "deployment",
     *,

@@ -147,9 +147,11 @@ def recommend(
         bool,
         opt(
             "--disaggregated",
-            help="Prefill/decode pools: not built yet (refused).",
+            help="Prefill/decode disaggregation: a decode pool for the workload (whole "
+            "prompts resident) and a prefill pool (one request at --max-model-len), each "
+            "searched, and how many prefill deployments one decode deployment needs (needs "
+            "--prompt-len and --output-len).",
             panel=SEARCH_PANEL,
-            hidden=True,
         ),
     ] = False,
     given: dict[str, Any],
@@ -157,7 +159,8 @@ def recommend(
     """Recommend the cheapest deployment that meets a workload: GPUs, count, parallelism, KV
     dtype and engine, each row a plan with the commands that reproduce it.
 
-    Exit status: 0 a deployment was found; 1 none searched meets the requirements; 2 bad input.
+    Exit status: 0 a deployment was found (with --disaggregated: for both pools); 1 none
+    searched meets the requirements; 2 bad input.
     """
     from kvcalc.cli.options import with_gguf_file
     from kvcalc.cli.plan_args import recommend_request
@@ -169,13 +172,27 @@ def recommend(
     )  # fmt: skip
     from kvcalc.planning.recommend_result import Requirements
 
-    result = recommend_reference(
-        with_gguf_file(request.reference, given["gguf_file"]), request.inputs,
-        Requirements(concurrency=concurrency, min_headroom=min_headroom,
-                     min_decode_tokens_per_s=min_decode_tokens_per_s),
-        search, prices=prices, revision=request.revision, token=given["token"],
-        offline=given["offline"] or None,
-    )  # fmt: skip
+    asked = Requirements(concurrency=concurrency, min_headroom=min_headroom,
+                         min_decode_tokens_per_s=min_decode_tokens_per_s)  # fmt: skip
+    reference = with_gguf_file(request.reference, given["gguf_file"])
+    token, offline = given["token"], given["offline"] or None
+    if disaggregated:
+        from kvcalc.planning.api import disaggregated_reference
+
+        pools = disaggregated_reference(reference, request.inputs, asked, search, prices=prices,
+                                        revision=request.revision, token=token,
+                                        offline=offline)  # fmt: skip
+        if given["json"]:
+            from kvcalc.render import to_json
+
+            to_json.print_json(pools.to_dict())
+        else:
+            from kvcalc.render import recommend_view
+
+            recommend_view.render_pools(pools, explain=explain)
+        return 0 if pools.decode.candidates and pools.prefill.candidates else 1
+    result = recommend_reference(reference, request.inputs, asked, search, prices=prices,
+                                 revision=request.revision, token=token, offline=offline)  # fmt: skip
     if given["json"]:
         from kvcalc.render import to_json
 

@@ -131,12 +131,6 @@ def recommend_request(
     from kvcalc.planning.recommend_result import Search
     from kvcalc.planning.recommend_space import OBJECTIVES
 
-    if disaggregated:
-        raise InputError(
-            "--disaggregated: prefill/decode pools are not built yet",
-            hint="recommend one pool for the whole workload (leave --disaggregated out)",
-            code="usage",
-        )
     if objective not in OBJECTIVES:
         raise InputError(f"--objective {objective!r}: choose {', '.join(OBJECTIVES)}",
                          hint="cost ranks by price per hour", code="usage")  # fmt: skip

@@ -11,7 +11,7 @@ The CLI, ``kvcalc check`` and ``kvcalc verify`` call these; library users with a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kvcalc.planning.curves import CapacityCurve
     from kvcalc.planning.prices import PriceTable
     from kvcalc.planning.recommend import Recommendation, Requirements, Search
+    from kvcalc.planning.recommend_disagg import DisaggregatedRecommendation
     from kvcalc.planning.throughput import ThroughputReport
     from kvcalc.sources.resolve import LoadedModel
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -279,6 +280,45 @@ def recommend_reference(
     """Resolve ``reference`` and :func:`~kvcalc.planning.recommend.recommend` a deployment, each
     candidate planned with the checkpoint's exact weights where known."""
     from kvcalc.planning.recommend import recommend
+
+    shape, base, table, planner = _recommend_setup(
+        reference, base, prices, revision, token, offline
+    )
+    return recommend(shape, base, requirements, search, table, planner, reference=reference)
+
+
+def disaggregated_reference(
+    reference: str,
+    base: PlanInputs,
+    requirements: Requirements,
+    search: Search,
+    *,
+    prices: str | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    offline: bool | None = None,
+) -> DisaggregatedRecommendation:
+    """``recommend --disaggregated``: a decode pool and a prefill pool, each recommended as
+    :func:`recommend_reference` does (:mod:`kvcalc.planning.recommend_disagg`)."""
+    from kvcalc.planning.recommend_disagg import disaggregated_bases, recommend_disaggregated
+
+    disaggregated_bases(base)  # the workload is required: refused before anything is loaded
+    shape, base, table, planner = _recommend_setup(
+        reference, base, prices, revision, token, offline
+    )
+    return recommend_disaggregated(shape, base, requirements, search, table, planner,
+                                   reference=reference)  # fmt: skip
+
+
+def _recommend_setup(
+    reference: str,
+    base: PlanInputs,
+    prices: str | None,
+    revision: str | None,
+    token: str | None,
+    offline: bool | None,
+) -> tuple[ModelShape, PlanInputs, PriceTable, Callable[[PlanInputs], CapacityPlan]]:
+    """The model, the fixed settings with their draft, the prices and the planner of a search."""
     from kvcalc.planning.recommend_commands import check_writable
 
     check_writable(base)
@@ -291,4 +331,4 @@ def recommend_reference(
     def planner(inputs: PlanInputs) -> CapacityPlan:
         return plan(loaded.shape, inputs, exact_weights=exact, with_suggestions=False)
 
-    return recommend(loaded.shape, base, requirements, search, table, planner, reference=reference)
+    return loaded.shape, base, table, planner

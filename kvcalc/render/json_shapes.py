@@ -29,6 +29,7 @@ from kvcalc.planning.compare import CompareRow, Comparison
 from kvcalc.planning.curves import CapacityCurve, CurvePoint, CurveSeries
 from kvcalc.planning.inputs import JSON_NAMES, PlanInputs
 from kvcalc.planning.inspect import DtypeRow, EngineFormatRow, InspectResult, LayerInfo
+from kvcalc.planning.recommend_disagg import DisaggregatedRecommendation, PoolRatio
 from kvcalc.planning.recommend_result import Candidate, Recommendation, Rejection
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown, Suggestion
 from kvcalc.planning.throughput import EngineCeiling, PlanThroughput, ThroughputReport
@@ -137,13 +138,18 @@ DOCUMENTS: dict[str, tuple[str, type, bool]] = {
     "models": ("kvcalc models --json", BundledRow, True),
     "verify": ("kvcalc verify --json", VerifyResult, False),
     "recommend": ("kvcalc recommend --json", Recommendation, False),
+    "recommend-disaggregated": (
+        "kvcalc recommend --disaggregated --json",
+        DisaggregatedRecommendation,
+        False,
+    ),
 }
 #: the documents ``kvcalc schema NAME`` publishes (besides the deployment file)
-SCHEMAS = ("plan", "check", "recommend")
+SCHEMAS = ("plan", "check", "recommend", "recommend-disaggregated")
 #: classes documented in the reference, so nested objects link to each other
 _KNOWN = (MemoryBreakdown, Suggestion, KvCacheGroup, PlanInputs, PlanThroughput, Failure, DtypeRow,
           EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling,
-          Candidate, Rejection, CheaperCheck, CheaperOption)  # fmt: skip
+          Candidate, Rejection, CheaperCheck, CheaperOption, Recommendation, PoolRatio)  # fmt: skip
 
 
 @dataclass(frozen=True)

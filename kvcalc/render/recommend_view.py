@@ -49,44 +49,74 @@ def _say(console, text: str, indent: str = "") -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def render(result, *, explain: bool = False) -> None:
-    from rich.table import Table
-
-    console = stdout_console()
-    engines = {c.engine for c in result.candidates}
-    where = f"{result.concurrency:,} concurrent requests"
+def _where(result) -> str:
+    where = f"{result.concurrency:,} concurrent request{'s' if result.concurrency != 1 else ''}"
     if result.candidates:
         first = result.candidates[0].plan
         where += (f" of {first.workload_tokens:,} tokens" if first.workload_tokens
                   else f" at max_model_len {first.max_model_len:,}")  # fmt: skip
-    _say(console, f"{result.model}: {where}, objective {result.objective}")
-    _say(console, f"prices: {result.prices}")
-    if not result.candidates:
-        _say(console, "No searched deployment meets the requirements.")
-        _rejections(console, result, every=True)
-        return
+    return where
+
+
+def _table(result, prefill: tuple[float | None, ...] | None = None) -> None:
+    """The ranked rows; ``prefill``: a prefill pool's, with each row's prefill ceiling in place
+    of the decode ceiling and the price per output token."""
+    from rich.table import Table
+
+    console = stdout_console()
+    engines = {c.engine for c in result.candidates}
     table = Table(box=None, pad_edge=False, header_style="bold")
+    last = ["prefill ≤", "$/hour"] if prefill is not None else ["decode ≤", "$/hour", "$/M out"]
     heads = ["#", "GPUs", "parallel", "KV", *(["engine"] if len(engines) > 1 else []),
-             "requests", "room", "decode ≤", "$/hour", "$/M out"]  # fmt: skip
+             "requests", "room", *last]  # fmt: skip
     for head in heads:
         table.add_column(head, justify="left" if head in ("GPUs", "parallel", "KV", "engine")
                          else "right", no_wrap=True)  # fmt: skip
     for i, c in enumerate(result.candidates, start=1):
+        if prefill is not None:
+            rate = prefill[i - 1]
+            tail = ["-" if rate is None else f"{rate:,.0f}", _money(c.usd_per_hour)]
+        else:
+            tail = [_ceiling(c), _money(c.usd_per_hour), _money(c.usd_per_million_output_tokens)]
         cells = [str(i), f"{c.num_gpus}× {c.gpu}", parallel_text(c), c.kv_cache_dtype,
                  *([c.engine] if len(engines) > 1 else []), _requests(c),
-                 f"{c.headroom_fraction:.0%}", _ceiling(c), _money(c.usd_per_hour),
-                 _money(c.usd_per_million_output_tokens)]  # fmt: skip
+                 f"{c.headroom_fraction:.0%}", *tail]  # fmt: skip
         table.add_row(*cells)
     stdout_console(width=WIDTH).print(table)
+    if prefill is not None:
+        _say(console, "requests: at max_model_len over all KV pools; room: KV headroom beyond "
+                      "one request; prefill ≤: prompt tokens/s, an upper bound (the roofline, "
+                      "one prompt at a time per KV pool)")  # fmt: skip
+        return
     _say(console, "requests: concurrent at the workload over all KV pools (pools × each); room: "
                   "KV headroom beyond them; decode ≤: tokens/s, an upper bound (the roofline); "
                   "$/M out: dollars per million output tokens at that ceiling")  # fmt: skip
-    console.print("")
+
+
+def _commands(console, result) -> None:
     console.print("Commands (each reproduces its row):", highlight=False)
     for i, c in enumerate(result.candidates, start=1):
         console.print(f"  {i}  {c.kvcalc_command}", highlight=False, markup=False)
         if c.serve_command:
             console.print(f"     {c.serve_command}", highlight=False, markup=False)
+
+
+def _searched(console, result) -> None:
+    _say(console, f"searched: {result.planned:,} plans, {result.bounded:,} candidates ruled out "
+                  "by bounds without planning")  # fmt: skip
+
+
+def render(result, *, explain: bool = False) -> None:
+    console = stdout_console()
+    _say(console, f"{result.model}: {_where(result)}, objective {result.objective}")
+    _say(console, f"prices: {result.prices}")
+    if not result.candidates:
+        _say(console, "No searched deployment meets the requirements.")
+        _rejections(console, result, every=True)
+        return
+    _table(result)
+    console.print("")
+    _commands(console, result)
     console.print("")
     console.print("The best, planned in full:", highlight=False)
     from kvcalc.render import plan_view
@@ -95,10 +125,56 @@ def render(result, *, explain: bool = False) -> None:
     console.print("")
     for note in result.notes:
         _say(console, f"note: {note}")
-    _say(console, f"searched: {result.planned:,} plans, {result.bounded:,} candidates ruled out "
-                  "by bounds without planning")  # fmt: skip
+    _searched(console, result)
     if explain:
         _rejections(console, result, every=False)
+
+
+def render_pools(pools, *, explain: bool = False) -> None:
+    """``recommend --disaggregated``: each pool's table and commands, then their ratio."""
+    console = stdout_console()
+    decode = pools.decode
+    _say(console, f"{pools.model}: prefill/decode disaggregation, prompts of "
+                  f"{pools.prompt_len:,} tokens, outputs of {pools.output_len:,}, objective "
+                  f"{decode.objective}")  # fmt: skip
+    _say(console, f"prices: {decode.prices}")
+    for title, result in (("Decode pool", decode), ("Prefill pool", pools.prefill)):
+        console.print("")
+        what = (
+            "whole prompts resident from admission"
+            if result is decode
+            else "one request at max_model_len, the engine's activation profile"
+        )
+        _say(console, f"{title}: {_where(result)} ({what})")
+        if not result.candidates:
+            _say(console, "No searched deployment meets the requirements.")
+            _rejections(console, result, every=True)
+            continue
+        _table(result, None if result is decode else pools.prefill_tokens_per_s)
+        _commands(console, result)
+        _searched(console, result)
+        if explain:
+            _rejections(console, result, every=False)
+    console.print("")
+    ratio = pools.ratio
+    if ratio is None:
+        _say(console, "Pool ratio: unknown (a pool has no row, or its GPU's compute peak or "
+                      "bandwidth is unknown)")  # fmt: skip
+    else:
+        d = decode.candidates[ratio.decode_row - 1]
+        p = pools.prefill.candidates[ratio.prefill_row - 1]
+        cost = ("price unknown" if ratio.usd_per_hour is None
+                else f"${ratio.usd_per_hour:,.2f}/h in all")  # fmt: skip
+        _say(console, f"Pool ratio: one decode deployment (decode #{ratio.decode_row}, "
+                      f"{d.num_gpus}× {d.gpu}) finishes {ratio.decode_requests_per_s:,.2f} "
+                      f"requests/s at most; one prefill deployment (prefill "
+                      f"#{ratio.prefill_row}, {p.num_gpus}× {p.gpu}) prefills "
+                      f"{ratio.prefill_requests_per_s:,.2f}/s at most: "
+                      f"{ratio.prefill_per_decode:,.2f} prefill per decode, so "
+                      f"{ratio.prefill_deployments} prefill beside each decode deployment "
+                      f"({cost})")  # fmt: skip
+    for note in (*pools.notes, *decode.notes):
+        _say(console, f"note: {note}")
 
 
 def _rejections(console, result, *, every: bool) -> None:
