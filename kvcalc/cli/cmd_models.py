@@ -2,16 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from kvcalc.cli.app import app
 from kvcalc.cli.options import command
 
 
-@command(app, "json", examples=("kvcalc models", "kvcalc models --json"))
-def models(*, given: dict[str, Any]) -> int:
-    """List the bundled models (they work offline) with their attention kind."""
+@command(
+    app,
+    "json",
+    examples=(
+        "kvcalc models",
+        "kvcalc models --json",
+        "kvcalc models --architectures",
+        "kvcalc models --architectures --engines --json",
+    ),
+)
+def models(
+    *,
+    architectures: Annotated[
+        bool,
+        typer.Option(
+            "--architectures",
+            help="List every architecture vLLM 0.33 registers with kvcalc's status: exact (a "
+            "family reads its configs, checked against vLLM's own code) or refused, with why.",
+        ),
+    ] = False,
+    engines: Annotated[
+        bool,
+        typer.Option(
+            "--engines",
+            help="With --architectures: also plan each exact family's bundled model on every "
+            "engine and say which plan it and which refuse it (slower).",
+        ),
+    ] = False,
+    given: dict[str, Any],
+) -> int:
+    """List the bundled models (they work offline) with their attention kind, or with
+    --architectures every architecture of vLLM's registry and kvcalc's status."""
     from kvcalc.render import to_json
+
+    if architectures or engines:
+        from kvcalc.planning.api import architectures_reference
+        from kvcalc.render.architectures_view import render
+
+        listing = architectures_reference(engines=engines)
+        if given["json"]:
+            to_json.print_json(listing.to_dict())
+        else:
+            render(listing)
+        return 0
     from kvcalc.render.tables import models_table
     from kvcalc.sources.catalog import list_bundled
 

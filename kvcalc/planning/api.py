@@ -23,6 +23,7 @@ from kvcalc.sources.cache import ModelCache
 if TYPE_CHECKING:
     from kvcalc.estimate.calibration import Calibration
     from kvcalc.model.shape import ModelShape
+    from kvcalc.planning.architectures import ArchitectureList
     from kvcalc.planning.compare import Comparison
     from kvcalc.planning.curves import CapacityCurve
     from kvcalc.planning.prices import PriceTable
@@ -332,3 +333,46 @@ def _recommend_setup(
         return plan(loaded.shape, inputs, exact_weights=exact, with_suggestions=False)
 
     return loaded.shape, base, table, planner
+
+
+def architectures_reference(*, engines: bool = False) -> ArchitectureList:
+    """``kvcalc models --architectures``: vLLM 0.33's registry with kvcalc's status per
+    architecture (:mod:`kvcalc.planning.architectures`); ``engines``: also plan each exact
+    family's bundled example on every engine (offline, on an H200, the model's defaults)."""
+    import json
+
+    from kvcalc.engines.names import EngineName
+    from kvcalc.engines.vllm.registry import vllm_registry
+    from kvcalc.errors import KvcalcError
+    from kvcalc.hfconfig.families import all_families
+    from kvcalc.planning.architectures import EngineSupport, architecture_rows
+    from kvcalc.sources.bundled import bundled_models
+
+    families = all_families()
+    examples: dict[str, str] = {}
+    # each architecture's example: a bundled model whose config names it (a target model before
+    # a speculative head whose config names the same class)
+    for model in sorted(bundled_models(), key=lambda m: ("eagle" in m.alias, m.alias)):
+        archs = json.loads(model.path.read_text(encoding="utf-8")).get("architectures") or ()
+        for arch in archs:
+            examples.setdefault(arch, model.alias)
+    listing = architecture_rows(vllm_registry(), families, examples)
+    if not engines:
+        return listing
+    support: dict[str, tuple[EngineSupport, ...]] = {}
+    for alias in sorted(set(examples.values())):
+        found = []
+        for engine in EngineName:
+            try:
+                plan_reference(alias, PlanInputs(gpu="H200", engine=engine), offline=True,
+                               with_suggestions=False)  # fmt: skip
+                found.append(EngineSupport(engine=engine.value, status="planned"))
+            except KvcalcError as exc:
+                found.append(EngineSupport(engine=engine.value, status=exc.code,
+                                           reason=exc.message))  # fmt: skip
+        support[alias] = tuple(found)
+    rows = tuple(
+        replace(r, engines=support.get(r.example, ())) if r.example and r.status == "exact" else r
+        for r in listing.rows
+    )
+    return replace(listing, rows=rows)

@@ -25,6 +25,12 @@ from kvcalc.deploy.cheaper import CheaperCheck, CheaperOption
 from kvcalc.deploy.judge import Failure
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.estimate.roofline import DecodePoint, PrefillEstimate
+from kvcalc.planning.architectures import (
+    ArchitectureList,
+    ArchitectureRow,
+    CategoryCount,
+    EngineSupport,
+)
 from kvcalc.planning.compare import CompareRow, Comparison
 from kvcalc.planning.curves import CapacityCurve, CurvePoint, CurveSeries
 from kvcalc.planning.inputs import JSON_NAMES, PlanInputs
@@ -138,6 +144,7 @@ DOCUMENTS: dict[str, tuple[str, type, bool]] = {
     "models": ("kvcalc models --json", BundledRow, True),
     "verify": ("kvcalc verify --json", VerifyResult, False),
     "recommend": ("kvcalc recommend --json", Recommendation, False),
+    "architectures": ("kvcalc models --architectures --json", ArchitectureList, False),
     "recommend-disaggregated": (
         "kvcalc recommend --disaggregated --json",
         DisaggregatedRecommendation,
@@ -149,7 +156,8 @@ SCHEMAS = ("plan", "check", "recommend", "recommend-disaggregated")
 #: classes documented in the reference, so nested objects link to each other
 _KNOWN = (MemoryBreakdown, Suggestion, KvCacheGroup, PlanInputs, PlanThroughput, Failure, DtypeRow,
           EngineFormatRow, LayerInfo, CompareRow, CurveSeries, CurvePoint, DecodePoint, PrefillEstimate, EngineCeiling,
-          Candidate, Rejection, CheaperCheck, CheaperOption, Recommendation, PoolRatio)  # fmt: skip
+          Candidate, Rejection, CheaperCheck, CheaperOption, Recommendation, PoolRatio,
+          ArchitectureRow, CategoryCount, EngineSupport)  # fmt: skip
 
 
 @dataclass(frozen=True)
