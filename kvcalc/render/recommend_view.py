@@ -13,13 +13,13 @@ WIDTH = 80
 
 
 def parallel_text(c) -> str:
-    """``TP 4``, ``TP 2 PP 2``, ``TP 8 EP DCP 8``, ``TP 1 DP 4``, ``TP 1 × 4 copies``."""
+    """``TP 4``, ``TP 2 PP 2``, ``TP 8 EP DCP 8``, ``TP 1 DP 4``, ``TP 1 ×4`` (four independent copies)."""
     parts = [f"TP {c.tensor_parallel_size}"]
     if c.pipeline_parallel_size > 1:
         parts.append(f"PP {c.pipeline_parallel_size}")
     if c.data_parallel_size > 1:  # vLLM's -dp, or independent copies (--num-gpus) elsewhere
         dp = c.data_parallel_size
-        parts.append(f"DP {dp}" if traits(c.engine).moe_data_parallel else f"× {dp} copies")
+        parts.append(f"DP {dp}" if traits(c.engine).moe_data_parallel else f"×{dp}")
     if c.enable_expert_parallel:
         parts.append("EP")
     if c.decode_context_parallel_size > 1:
@@ -88,7 +88,9 @@ def _table(result, prefill: tuple[float | None, ...] | None = None) -> None:
                       "one request; prefill ≤: prompt tokens/s, an upper bound (the roofline, "
                       "one prompt at a time per KV pool)")  # fmt: skip
         return
-    _say(console, "requests: concurrent at the workload over all KV pools (pools × each); room: "
+    copies = any("×" in parallel_text(c) for c in result.candidates)
+    _say(console, ("parallel ×N: N independent copies; " if copies else "") +
+                  "requests: concurrent at the workload over all KV pools (pools × each); room: "
                   "KV headroom beyond them; decode ≤: tokens/s, an upper bound (the roofline); "
                   "$/M out: dollars per million output tokens at that ceiling")  # fmt: skip
 
