@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
 from kvcalc.cli.app import app
-from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt, use
+from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, ModelArgument, command, opt, use
 from kvcalc.planning.settings import OUTPUT_PANEL, SERVING_PANEL
 
 _ONE_SERIES = "One series per engine and cache dtype."
@@ -24,9 +22,7 @@ _ONE_SERIES = "One series per engine and cache dtype."
     ),
 )  # fmt: skip
 def curve(
-    model: Annotated[
-        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
-    ],
+    model: ModelArgument,
     *,
     lengths: Annotated[
         str | None,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
 from kvcalc.cli.app import app
-from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt, use
+from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, OptionalModelArgument, command, opt, use
 from kvcalc.planning.settings import OUTPUT_PANEL
 
 
@@ -22,13 +20,7 @@ from kvcalc.planning.settings import OUTPUT_PANEL
     ),
 )  # fmt: skip
 def plan(
-    model: Annotated[
-        str | None,
-        typer.Argument(
-            help="Bundled model, config path or Hub id (optional with --from-command).",
-            show_default=False,
-        ),
-    ] = None,
+    model: OptionalModelArgument = None,
     *,
     no_throughput: Annotated[
         bool, opt("--no-throughput", help="Skip the decode-throughput ceiling.", panel=OUTPUT_PANEL)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
 from kvcalc.cli.app import app
-from kvcalc.cli.options import MODEL_SOURCE, command, opt, use
+from kvcalc.cli.options import MODEL_SOURCE, OptionalModelArgument, command, opt, use
 from kvcalc.planning.settings import HARDWARE_PANEL, OUTPUT_PANEL, WORKLOAD_PANEL
 
 #: the searched settings: given, each fixes its value; left out, it is searched
@@ -37,13 +35,7 @@ SEARCH_PANEL = "Search"
     ),
 )  # fmt: skip
 def recommend(
-    model: Annotated[
-        str | None,
-        typer.Argument(
-            help="Bundled model, config path or Hub id (optional with --from-command).",
-            show_default=False,
-        ),
-    ] = None,
+    model: OptionalModelArgument = None,
     *,
     concurrency: Annotated[
         int,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
 from kvcalc.cli.app import app
-from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, command, opt, use
+from kvcalc.cli.options import DEPLOYMENT, MODEL_SOURCE, ModelArgument, command, opt, use
 from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
 
 
@@ -26,9 +24,7 @@ from kvcalc.planning.settings import HARDWARE_PANEL, SERVING_PANEL
     ),
 )  # fmt: skip
 def throughput(
-    model: Annotated[
-        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
-    ],
+    model: ModelArgument,
     *,
     bandwidth: Annotated[
         str | None,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
 from kvcalc.cli.app import app
-from kvcalc.cli.options import MODEL_SOURCE, command, opt, refuse, use
+from kvcalc.cli.options import MODEL_SOURCE, ModelArgument, command, opt, refuse, use
 from kvcalc.planning.settings import HARDWARE_PANEL, OUTPUT_PANEL
 
 CHECK_PANEL = "Check"
@@ -36,9 +34,7 @@ _ON_THIS_MACHINE = (
     ),
 )  # fmt: skip
 def verify(
-    model: Annotated[
-        str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
-    ],
+    model: ModelArgument,
     *,
     num_blocks: Annotated[
         int | None,

@@ -48,6 +48,18 @@ def refuse(name: str, message: str, hint: str) -> Use:
 
 #: the settings that say which model to read, for every command that reads one
 MODEL_SOURCE = ("revision", "gguf_file", "token", "offline")
+#: the MODEL argument of the commands that plan one model
+ModelArgument = Annotated[
+    str, typer.Argument(help="Bundled model, config path or Hub id.", show_default=False)
+]
+#: the same, optional: ``plan`` and ``recommend`` also take the model of ``--from-command``
+OptionalModelArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help="Bundled model, config path or Hub id (optional with --from-command).",
+        show_default=False,
+    ),
+]
 #: the settings that shape the memory of one deployment (every planning command takes them)
 DEPLOYMENT = (
     "gpu", "gpu_memory", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
