@@ -13,12 +13,7 @@ from kvcalc.cli.options import command
 @command(
     app,
     "json",
-    examples=(
-        "kvcalc models",
-        "kvcalc models --json",
-        "kvcalc models --architectures",
-        "kvcalc models --architectures --engines --json",
-    ),
+    examples=("kvcalc models", "kvcalc models --architectures"),
 )
 def models(
     *,
