@@ -2,8 +2,8 @@
 
 The keys that are settings (``gpu``, ``max_model_len``, ``command``, ``workload.prompt_len``...)
 come from the one table of settings, :mod:`kvcalc.planning.settings` — the same name, help and
-parser as the command line's flag; the keys only a file has (``name``, ``workload``,
-``requirements`` and the requirements) are written here. How a value is read for its key is
+parser as the command line's flag; the keys only a file has (``name``, ``recommend``,
+``workload``, ``requirements`` and the requirements) are written here. How a value is read for its key is
 :mod:`kvcalc.deploy.values`; :mod:`kvcalc.deploy.schema` turns the same tables into the published
 JSON Schema, so the validator, the schema and the flags cannot drift apart.
 
