@@ -14,11 +14,12 @@ What is reported is a note; ``kvcalc check --fail-on cheaper`` turns it into a f
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.judge import Failure, judge
 from kvcalc.deploy.spec import Deployment
+from kvcalc.planning.recommend_result import DeploymentShape
 
 if TYPE_CHECKING:
     from kvcalc.planning.prices import PriceTable
@@ -37,17 +38,9 @@ _NOT_SEARCHED = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheaperOption:
+class CheaperOption(DeploymentShape):
     """The cheapest deployment found that meets the same requirements."""
 
-    gpu: str
-    num_gpus: int
-    engine: str
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    data_parallel_size: int
-    enable_expert_parallel: bool
-    decode_context_parallel_size: int
     #: price of all its GPUs per hour
     usd_per_hour: float
     #: requests it runs at the workload, over all its KV pools
@@ -130,14 +123,9 @@ def cheaper_deployment(
             continue
         if judge(dep, c.plan):  # the file's own requirements, as the deployment is judged
             continue
+        shape = {f.name: getattr(c, f.name) for f in fields(DeploymentShape)}
         option = CheaperOption(
-            gpu=c.gpu, num_gpus=c.num_gpus, engine=c.engine,
-            tensor_parallel_size=c.tensor_parallel_size,
-            pipeline_parallel_size=c.pipeline_parallel_size,
-            data_parallel_size=c.data_parallel_size,
-            enable_expert_parallel=c.enable_expert_parallel,
-            decode_context_parallel_size=c.decode_context_parallel_size,
-            usd_per_hour=c.usd_per_hour, total_concurrency=c.total_concurrency,
+            **shape, usd_per_hour=c.usd_per_hour, total_concurrency=c.total_concurrency,
             kvcalc_command=c.kvcalc_command, serve_command=c.serve_command,
         )  # fmt: skip
         message = (

@@ -42,9 +42,8 @@ class Requirements:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Candidate:
-    """One deployment that meets the requirements (a row of ``kvcalc recommend``): the best of
-    its engine × GPU type × count."""
+class DeploymentShape:
+    """Where a deployment runs: GPUs, engine and parallel split."""
 
     #: the catalog's GPU name
     gpu: str
@@ -58,6 +57,13 @@ class Candidate:
     data_parallel_size: int
     enable_expert_parallel: bool
     decode_context_parallel_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate(DeploymentShape):
+    """One deployment that meets the requirements (a row of ``kvcalc recommend``): the best of
+    its engine × GPU type × count."""
+
     #: the KV dtype asked for (``auto``, ``fp8``...); ``plan.kv_cache_dtype`` is the resolved one
     kv_cache_dtype: str
     #: the weight quantization asked for (null: the checkpoint's)
