@@ -203,7 +203,7 @@ def test_inspect_and_plan_name_their_kv_accounting(cli):
         for line in table.splitlines()
         if line.count("│") == 3
     }
-    assert rows["KV per request at 8,192 tokens, engine blocks"] == "2.63 GiB"
-    assert rows["… the layers' own bytes (windows capped, no blocks)"] == "1.97 GiB"
+    assert rows["KV per request at 8,192 tokens (blocks)"] == "2.63 GiB"
+    assert rows["… own bytes (windows capped, no blocks)"] == "1.97 GiB"
     text = cli("inspect", "gemma-2-9b-it", "--max-model-len", "8K").stdout
     assert "the layers' own bytes" in text and "2,113,929,216 B (1.97 GiB)" in text

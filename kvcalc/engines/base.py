@@ -27,6 +27,22 @@ from kvcalc.units import cdiv
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunMemory:
+    """What the planner estimated of one worker's memory, per GPU, for the lines the engine prints
+    about it (vLLM's "Model loading took", its start-up usage line)."""
+
+    weights_bytes: int
+    non_torch_bytes: int
+    activation_bytes: int
+    #: the CUDA graphs' capture, whether or not the release subtracts it from the budget
+    cudagraph_bytes: int
+    #: free on the GPU when the engine starts (vLLM's start-up snapshot); None: not known
+    startup_free_bytes: int | None = None
+    #: ``--kv-cache-memory`` as given: vLLM skips its memory profile
+    kv_cache_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineRequest:
     """What a plan needs to know. Per-GPU figures are per device (per TP/PP rank).
 
@@ -114,6 +130,8 @@ class EngineRequest:
     mm_ipc_gpu_memory_bytes: int | None = None
     #: ``--dtype`` as given (None: the model's), where an engine sizes something in it (LoRA slots)
     weight_dtype: str | None = None
+    #: the planner's memory terms, for the engine's own lines about them (None: not planned)
+    run_memory: RunMemory | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -47,3 +47,14 @@ def known_names() -> tuple[str, ...]:
     for engine in ENGINE_NAMES:
         names += [n for n in engine_dtypes(engine) if n not in names]
     return tuple(dict.fromkeys(names))
+
+
+def engine_spelling(engine: str, name: str) -> str:
+    """The resolved cache dtype ``name`` (kvcalc's canonical, as the JSON's ``kv_cache_dtype``
+    gives it) as ``engine`` spells it: vLLM's ``bfloat16`` and ``float16`` for ``bf16`` and
+    ``fp16``; unchanged for the engines that take kvcalc's names."""
+    if engine == "vllm":
+        from kvcalc.engines.vllm.defaults import vllm_spelling
+
+        return vllm_spelling(name)
+    return name

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.engines import get_engine
-from kvcalc.engines.base import EngineRequest, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCachePlan, RunMemory
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError
 from kvcalc.estimate.calibration import Calibration
@@ -136,14 +136,19 @@ def plan(
         budget = less(budget, terms.ipc_bytes)
     available = budget.available_bytes
     graphs = overhead.cudagraph_bytes if overhead.cudagraph_estimated else 0
-    request = replace(request, cudagraph_memory_bytes=graphs)
+    startup = _startup(engine, inputs, gpu, memory, util)
+    run = RunMemory(weights_bytes=weights.per_gpu_bytes, non_torch_bytes=on_device.non_torch_bytes,
+                    activation_bytes=on_device.activation_bytes,
+                    cudagraph_bytes=on_device.cudagraph_bytes,
+                    startup_free_bytes=startup.free_bytes if startup else None,
+                    kv_cache_memory_bytes=inputs.kv_cache_memory_bytes)  # fmt: skip
+    request = replace(request, cudagraph_memory_bytes=graphs, run_memory=run)
     kv = engine.plan_kv_cache(_with_budget(request, budget, 0))
     length_notes = workload_length(inputs, kv.max_model_len)
     low_kv = kv
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
     host = host_tier(engine, request, kv, weights.offloaded_bytes)
-    startup = _startup(engine, inputs, gpu, memory, util)
     outside = given_outside or outside_terms(engine, replace(device, gpu_memory_utilization=util),
                                              weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(

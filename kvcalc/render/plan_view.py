@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvcalc.engines.dtype_names import engine_spelling
 from kvcalc.engines.names import traits
 from kvcalc.render import fmt
 from kvcalc.render.console import stdout_console
@@ -48,7 +49,7 @@ def render(result) -> None:
     console.print(
         f"[bold]{result.model}[/] on {result.num_gpus} × {result.gpu or fmt.size(result.memory.total_bytes)} "
         f"({par}) with {result.engine} {result.engine_version}, max_model_len {result.max_model_len:,}, "
-        f"KV cache {result.kv_cache_dtype}"
+        f"KV cache {engine_spelling(result.engine, result.kv_cache_dtype)}"
     )
     m = result.memory
     table = Table(title="Memory per GPU", title_justify="left")
@@ -103,20 +104,20 @@ def render(result) -> None:
     spec = result.speculative
     if spec is not None:
         kv.add_row(
-            f"… speculative draft ({spec.method}, {spec.num_speculative_tokens} token(s) per step)",
+            f"… draft ({spec.method}, {spec.num_speculative_tokens} token(s) a step)",
             f"{spec.draft_layers} layer(s), {fmt.int_(spec.draft_kv_bytes_per_token)} B/token",
         )
         if spec.draft_weights_bytes:
             kv.add_row("… draft weights (in weights)", fmt.size(spec.draft_weights_bytes))
     kv.add_row(
-        f"KV per request at {result.max_model_len:,} tokens, engine blocks",
+        f"KV per request at {result.max_model_len:,} tokens (blocks)",
         fmt.size(result.engine_kv_bytes_per_request),
     )
     if result.layer_kv_bytes_per_request is not None and (
         result.layer_kv_bytes_per_request != result.engine_kv_bytes_per_request
     ):
         kv.add_row(
-            "… the layers' own bytes (windows capped, no blocks)",
+            "… own bytes (windows capped, no blocks)",
             fmt.size(result.layer_kv_bytes_per_request),
         )
     kv.add_row("block size (tokens)", fmt.int_(result.block_size))
@@ -124,9 +125,7 @@ def render(result) -> None:
     blocks_tokens = result.num_blocks * result.block_size
     if can.block_pool and result.kv_cache_tokens != blocks_tokens:
         # vLLM 0.21 on prints concurrency × max_model_len: the blocks are shared by every group
-        kv.add_row(
-            "token capacity (concurrency × length, as printed)", fmt.int_(result.kv_cache_tokens)
-        )
+        kv.add_row("tokens printed (concurrency × length)", fmt.int_(result.kv_cache_tokens))
         kv.add_row("… blocks × block size", fmt.int_(blocks_tokens))
     else:
         kv.add_row("token capacity", fmt.int_(result.kv_cache_tokens))
@@ -134,8 +133,8 @@ def render(result) -> None:
     # a deployment that does not start runs none of what its cache would hold
     per_rank = " per DP rank" if result.data_parallel_size > 1 else ""
     kv.add_row(
-        f"max concurrency at {result.max_model_len:,} tokens{per_rank}",
-        f"{result.max_concurrency:.2f}x" + ("" if starts else " (none run)"),
+        f"max concurrency at {result.max_model_len:,} tokens",
+        f"{result.max_concurrency:.2f}x{per_rank}" + ("" if starts else " (none run)"),
     )
     if result.data_parallel_replicas > 1:
         kv.add_row(
@@ -143,21 +142,19 @@ def render(result) -> None:
             f"{result.total_max_concurrency:.2f}x",
         )
     if result.host_kv_tokens is not None:
-        kv.add_row(
-            "host KV tier (offloaded, beside the GPU pool)", f"{result.host_kv_tokens:,} tokens"
-        )
+        kv.add_row("host KV tier (offloaded, beside GPU)", f"{result.host_kv_tokens:,} tokens")
     if result.host_memory_bytes is None:
         kv.add_row("host memory needed", "not known (see notes)")
     elif result.host_memory_bytes:
         kv.add_row("host memory needed (all GPUs)", fmt.size(result.host_memory_bytes))
     if result.workload_concurrency is not None:
         kv.add_row(
-            f"concurrency for the workload ({result.workload_tokens:,} tokens)",
+            f"workload concurrency ({result.workload_tokens:,} tokens)",
             f"{result.workload_concurrency:.2f}x",
         )
     if result.max_num_seqs and result.runnable_concurrency >= result.max_num_seqs:
         kv.add_row(
-            f"concurrency the engine runs ({can.max_num_seqs_name} {result.max_num_seqs:,})",
+            f"runs at once ({can.max_num_seqs_name} {result.max_num_seqs:,})",
             f"{result.runnable_concurrency:,.2f}x",
         )
     if result.target_concurrency is not None:
@@ -173,7 +170,7 @@ def render(result) -> None:
         kv.add_row(
             f"decode ceiling at {fmt.count(t.get('batch', 0), 'request')} (upper bound)",
             f"{t.get('tokens_per_s', 0):,.0f} tok/s total, "
-            f"{t.get('per_request_tokens_per_s', 0):,.1f} per request",
+            f"{t.get('per_request_tokens_per_s', 0):,.1f} each",
         )
     console.print(kv)
     if result.log_lines:

@@ -93,14 +93,18 @@ class VllmProfile:
     prefill_checkpoints: bool = False
     #: the worker's "Available KV cache memory" line: None, "%.2f" or "format_gib"
     available_line: str | None = "format_gib"
+    #: "Model loading took", the given-KV line and the start-up usage line at INFO, as the 0.28.0
+    #: and 0.33.0 wheels print them (:mod:`~kvcalc.engines.vllm.messages`)
+    memory_usage_lines: bool = False
 
 
 PROFILES: tuple[VllmProfile, ...] = (
     VllmProfile(
         name="0.33", since=(0, 33), in_flight_batches=True, reserves_null_block=True,
         big_gpu_tier=True, gb10_small_tier=True, mla_hybrid_align_128=True, prefill_checkpoints=True,
+        memory_usage_lines=True,
     ),
-    VllmProfile(name="0.28", since=(0, 28), big_gpu_tier=True),
+    VllmProfile(name="0.28", since=(0, 28), big_gpu_tier=True, memory_usage_lines=True),
     VllmProfile(name="0.21", since=(0, 21), one_capacity_line=False),
     VllmProfile(name="0.20", since=(0, 20), merged_log_line=False, one_capacity_line=False),
     VllmProfile(
@@ -146,6 +150,12 @@ VLLM_DTYPES = (
 
 #: kvcalc's short cache dtype names → vLLM's (``CacheDType`` in vllm/config/cache.py)
 _SHORT_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def vllm_spelling(name: str) -> str:
+    """A cache dtype as vLLM spells it (``CacheDType``): ``bf16`` → ``bfloat16``, ``fp16`` →
+    ``float16``; other names are vLLM's already."""
+    return _SHORT_NAMES.get(name, name)
 
 
 def model_dtype(

@@ -5,6 +5,8 @@ cache blocks; a request at ``max_model_len`` does not fit, with the estimated ma
 
 from __future__ import annotations
 
+import math
+
 from kvcalc.engines.vllm.defaults import VllmProfile
 from kvcalc.units import GIB, format_gib
 
@@ -68,4 +70,56 @@ def cudagraph_profiling_line(utilization: float, cudagraph_bytes: int, total_byt
         f"--gpu-memory-utilization={equivalent:.4f} without CUDA graph memory profiling. To "
         "maintain the same effective KV cache size as before, increase --gpu-memory-utilization "
         f"to {suggested:.4f}. To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+    )
+
+
+#: ``compile_or_warm_up_model``'s margin under its suggested ``--kv-cache-memory`` (150 MiB)
+REDUNDANCY_BUFFER_BYTES = 150 * (1 << 20)
+
+
+def model_loading_line(weights_bytes: int) -> str:
+    """``GPUModelRunner.load_model`` (v1/worker/gpu_model_runner.py, 0.21-0.33): "Model loading
+    took %s GiB memory and %.6f seconds". The memory is the weights as kvcalc counts them; the
+    seconds are not known before the run, so they are printed as ``…``."""
+    return f"Model loading took {format_gib(weights_bytes)} GiB memory and … seconds"
+
+
+def given_kv_line(free_bytes: int | None, kv_cache_memory_bytes: int) -> str:
+    """``Worker.determine_available_memory`` with ``--kv-cache-memory`` (0.19-0.33; 0.12 printed
+    %.2f): it runs the profile pass, skips the memory profile and says so. The free memory at
+    start-up is ``…`` where the GPU is not known."""
+    free = "…" if free_bytes is None else format_gib(free_bytes)
+    return (
+        f"Initial free memory {free} GiB, reserved "
+        f"{format_gib(kv_cache_memory_bytes)} GiB memory for KV Cache as specified by "
+        "kv_cache_memory_bytes config and skipped memory profiling. This does not respect the "
+        "gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want manual "
+        "control of KV cache memory size. If OOM'ed, check the difference of initial free memory "
+        "between the current run and the previous run where kv_cache_memory_bytes is suggested and "
+        "update it correspondingly."
+    )
+
+
+def usage_line(*, free_bytes: int, total_bytes: int, utilization: float, consumed_bytes: int,
+               peak_activation_bytes: int, cudagraph_bytes: int, available_kv_bytes: int) -> str:  # fmt: skip
+    """``Worker.compile_or_warm_up_model`` (v1/worker/gpu_worker.py, INFO from 0.28) after the
+    graphs are captured, when the memory was profiled: what was used, and the ``--kv-cache-memory``
+    that fits the requested memory (``ceil(total · utilization)``) or the free memory, each
+    ``free − consumed − peak activation − graphs − 150 MiB``. ``peak_activation_bytes`` includes
+    the graph estimate where the release subtracts it, so the graphs count twice there, as vLLM
+    counts them."""
+    requested = math.ceil(total_bytes * utilization)
+    non_kv = consumed_bytes + peak_activation_bytes + cudagraph_bytes
+    to_requested = requested - non_kv - REDUNDANCY_BUFFER_BYTES
+    to_gpu = free_bytes - non_kv - REDUNDANCY_BUFFER_BYTES
+    return (
+        f"Free memory on device ({format_gib(free_bytes)}/{format_gib(total_bytes)} GiB) on "
+        f"startup. Desired GPU memory utilization is ({utilization}, {format_gib(requested)} GiB). "
+        f"Actual usage is {format_gib(consumed_bytes)} GiB for consumed memory (weights + "
+        f"non-torch), {format_gib(peak_activation_bytes)} GiB for peak activation, and "
+        f"{format_gib(cudagraph_bytes)} GiB for CUDAGraph memory. Replace gpu_memory_utilization "
+        f"config with `--kv-cache-memory={to_requested}` ({format_gib(to_requested)} GiB) to fit "
+        f"into requested memory, or `--kv-cache-memory={to_gpu}` ({format_gib(to_gpu)} GiB) to "
+        "fully utilize gpu memory. Current kv cache memory in use is "
+        f"{format_gib(available_kv_bytes)} GiB."
     )

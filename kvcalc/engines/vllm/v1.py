@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
+from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, RunMemory
 from kvcalc.engines.common import binary_search_max_len, pp_stages
 from kvcalc.engines.extra import extra_int
 from kvcalc.engines.vllm import defaults as D
@@ -25,8 +25,11 @@ from kvcalc.engines.vllm.hybrid import layer_specs
 from kvcalc.engines.vllm.messages import (
     capacity_lines,
     cudagraph_profiling_line,
+    given_kv_line,
+    model_loading_line,
     no_memory_text,
     too_long_text,
+    usage_line,
 )
 from kvcalc.engines.vllm.setup import VllmSetup
 from kvcalc.errors import InputError
@@ -149,6 +152,19 @@ def _stages(request: EngineRequest, setup: VllmSetup, groups: list[Group]) -> li
     return out
 
 
+def _usage_line(request: EngineRequest, setup: VllmSetup, run: RunMemory) -> list[str]:
+    """The start-up usage line vLLM prints once its graphs are captured (none where the GPU's size
+    or the memory free at start-up is not known)."""
+    if run.startup_free_bytes is None or not request.gpu_memory_bytes:
+        return []
+    util = request.gpu_memory_utilization or setup.profile.gpu_memory_utilization
+    return [usage_line(free_bytes=run.startup_free_bytes, total_bytes=request.gpu_memory_bytes,
+                       utilization=util, consumed_bytes=run.weights_bytes + run.non_torch_bytes,
+                       peak_activation_bytes=run.activation_bytes + request.cudagraph_memory_bytes,
+                       cudagraph_bytes=run.cudagraph_bytes,
+                       available_kv_bytes=request.available_kv_bytes)]  # fmt: skip
+
+
 def fit_budget(profile: D.VllmProfile, available: int, bytes_per_block: int) -> int:
     """``_check_enough_kv_cache_memory``'s budget: 0.33 holds the null block back."""
     return available - bytes_per_block if profile.reserves_null_block else available
@@ -169,7 +185,14 @@ def _finish_v1(
         tokens = int(concurrency * L)
     else:
         tokens = num_blocks // len(groups) * min(g.block_size for g in groups)
-    if setup.profile.available_line == "format_gib":
+    run = request.run_memory if setup.profile.memory_usage_lines else None
+    given = run is not None and run.kv_cache_memory_bytes is not None
+    if run is not None:
+        logs.append(model_loading_line(run.weights_bytes))
+    if given:  # the memory profile is skipped: its lines are not printed
+        assert run is not None and run.kv_cache_memory_bytes is not None
+        logs.append(given_kv_line(run.startup_free_bytes, run.kv_cache_memory_bytes))
+    elif setup.profile.available_line == "format_gib":
         logs.append(f"Available KV cache memory: {format_gib(request.available_kv_bytes)} GiB")
         if (
             setup.profile.in_flight_batches
@@ -185,6 +208,8 @@ def _finish_v1(
     elif setup.profile.available_line:
         logs.append(f"Available KV cache memory: {request.available_kv_bytes / GIB:.2f} GiB")
     logs += [error] if error else capacity_lines(setup.profile, tokens, L, concurrency)
+    if run is not None and not given and not error:
+        logs += _usage_line(request, setup, run)
     if setup.refusal:
         logs, fits = [setup.refusal], False
     return KvCachePlan(
