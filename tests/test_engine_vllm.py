@@ -627,7 +627,9 @@ def test_vllm_would_print_its_cuda_graph_profiling_line(cli):
         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
     )
     lines = data["log_lines"]
-    assert lines.index(line) == 1 and lines[0].startswith("Available KV cache memory:")
+    # after "Model loading took" and "Available KV cache memory"
+    assert lines.index(line) == 2 and lines[1].startswith("Available KV cache memory:")
+    assert lines[0].startswith("Model loading took ")
     eager = cli("plan", "qwen3-1.7b", "--gpu", "H100", "--max-model-len", "4096", "--enforce-eager",
                 "--json").json  # fmt: skip
     assert not [x for x in eager["log_lines"] if "CUDA graph memory profiling" in x]

@@ -104,7 +104,7 @@ def render(result) -> None:
     spec = result.speculative
     if spec is not None:
         kv.add_row(
-            f"… draft ({spec.method}, {spec.num_speculative_tokens} token(s) a step)",
+            f"… speculative draft ({spec.method}, {spec.num_speculative_tokens} token(s) a step)",
             f"{spec.draft_layers} layer(s), {fmt.int_(spec.draft_kv_bytes_per_token)} B/token",
         )
         if spec.draft_weights_bytes:
