@@ -72,7 +72,8 @@ DEPLOYMENT = (
     "kv_cache_memory", "engine_option", "trust_layout", "allow_long_max_model_len",
     "speculative_config", "spec_method", "spec_model", "spec_tokens",
     "enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "fully_sharded_loras",
-    "lora_dtype", "kv_offloading_size", "kv_offloading_backend", "kv_transfer_config",
+    "lora_dtype", "lora_target_modules", "kv_offloading_size", "kv_offloading_backend",
+    "kv_transfer_config",
     "cpu_offload_gb", "limit_mm_per_prompt", "mm_encoder_tp_mode", "mm_ipc_gpu_memory_gb",
     "mamba_cache_dtype", "mamba_ssm_cache_dtype",
 )  # fmt: skip

@@ -1,7 +1,8 @@
 """The LoRA settings of a deployment, as plain values (vLLM ``--enable-lora --max-loras
---max-lora-rank --max-cpu-loras --fully-sharded-loras --lora-dtype``; SGLang's LoRA pool reads the
-same numbers). Each engine sizes the adapter slots itself (:mod:`kvcalc.engines.vllm.lora`,
-:mod:`kvcalc.engines.sglang.lora`). Pure."""
+--max-lora-rank --max-cpu-loras --fully-sharded-loras --lora-dtype``; SGLang's ``--enable-lora
+--max-loras-per-batch --max-lora-rank --max-loaded-loras --lora-target-modules`` read the same
+settings, with SGLang's own defaults). Each engine sizes the adapter slots itself
+(:mod:`kvcalc.engines.vllm.lora`, :mod:`kvcalc.engines.sglang.lora`). Pure."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ class LoraOptions:
     fully_sharded_loras: bool = False
     #: ``auto`` (the model's dtype), ``float16`` or ``bfloat16``
     lora_dtype: str = "auto"
+    #: ``max_loras`` / ``max_lora_rank`` as given (None: not given; the fields above then hold
+    #: vLLM's defaults, and SGLang applies its own: 8 slots, no default rank)
+    asked_max_loras: int | None = None
+    asked_max_lora_rank: int | None = None
+    #: SGLang's ``--lora-target-modules`` (None: not given); vLLM's planner refuses it
+    target_modules: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_loras", "max_lora_rank"):

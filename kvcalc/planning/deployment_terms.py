@@ -25,7 +25,14 @@ def weights_with_terms(
         _check_lora_experts(request, inputs)
     slots = lora_slots(engine, request)
     if slots is not None:
-        weights = with_lora(weights, slots.bytes_per_gpu, slots.notes, given=given)
+        # vLLM's "Model loading took" includes its slots; SGLang's "Load weight end ... mem
+        # usage" is printed before its LoRA pool is built, so a given figure has it added
+        measured = given and slots.measured_with_weights
+        notes = slots.notes
+        if given and not measured:
+            notes = (*notes, f"LoRA pool ({slots.bytes_per_gpu:,} B) added to --weights-memory "
+                     "(SGLang prints 'Load weight end' before it builds the pool)")  # fmt: skip
+        weights = with_lora(weights, slots.bytes_per_gpu, notes, given=measured)
     moved = weight_offload(engine, request, weights.layer_bytes)
     if moved is not None:
         weights = with_offload(weights, moved[0], moved[1], given=given)

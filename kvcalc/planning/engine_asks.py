@@ -82,7 +82,7 @@ def lora_slots(engine: Engine, request: EngineRequest) -> Any:
     ask = getattr(engine, "lora_slots", None)
     if ask is None:
         raise InputError(f"LoRA slots are not modelled for {traits(engine.name).name.display}",
-                         hint="kvcalc sizes LoRA slots for vLLM 0.33; plan without "
+                         hint="kvcalc sizes LoRA slots for vLLM 0.33 and SGLang 0.5.23; plan without "
                          "--enable-lora", code="lora-not-modelled")  # fmt: skip
     return ask(request)
 

@@ -122,6 +122,8 @@ class PlanInputs:
     max_cpu_loras: int | None = None
     fully_sharded_loras: bool = False
     lora_dtype: str | None = None
+    #: SGLang's ``--lora-target-modules``: module names separated by spaces or commas (``all``)
+    lora_target_modules: str | None = None
     #: host tiers (vLLM): ``--kv-offloading-size`` (bytes, all TP ranks), its backend,
     #: ``--kv-transfer-config`` (JSON text), ``--cpu-offload-gb`` (bytes per GPU)
     kv_offloading_bytes: int | None = None
@@ -204,6 +206,7 @@ class PlanInputs:
             "calibration",
             "all2all_backend",
             "lora_dtype",
+            "lora_target_modules",
             "kv_offloading_backend",
             "kv_transfer_config",
             "limit_mm_per_prompt",
@@ -366,6 +369,13 @@ class PlanInputs:
             max_cpu_loras=self.max_cpu_loras,
             fully_sharded_loras=self.fully_sharded_loras,
             lora_dtype=self.lora_dtype or "auto",
+            asked_max_loras=self.max_loras,
+            asked_max_lora_rank=self.max_lora_rank,
+            target_modules=(
+                tuple(self.lora_target_modules.replace(",", " ").split())
+                if self.lora_target_modules is not None
+                else None
+            ),
         )
 
     @property

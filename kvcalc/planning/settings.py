@@ -312,16 +312,24 @@ SETTINGS: tuple[Setting, ...] = (
        yaml="engine_options", metavar="KEY=VALUE"),
     _s("enable_lora", Kind.BOOL, S, "vLLM/SGLang LoRA adapters: {max_loras} slots of rank "
        "{max_lora_rank} are allocated beside the weights, before the KV budget.",
-       field="enable_lora", yaml="enable_lora", serve=("--enable-lora",), default=False),
-    _s("max_loras", Kind.COUNT, S, "LoRA adapters in one batch: the GPU slots{default}.",
-       field="max_loras", yaml="max_loras", serve=("--max-loras",), minimum=1,
-       default_help="1, vLLM's"),
+       field="enable_lora", yaml="enable_lora", serve=("--enable-lora",),
+       sglang=("--enable-lora",), default=False),
+    _s("max_loras", Kind.COUNT, S, "LoRA adapters in one batch: the GPU slots (vLLM --max-loras, "
+       "SGLang --max-loras-per-batch){default}.", field="max_loras", yaml="max_loras",
+       serve=("--max-loras",), sglang=("--max-loras-per-batch",), minimum=1,
+       default_help="1, vLLM's; SGLang's 8"),
     _s("max_lora_rank", Kind.COUNT, S, "The rank every LoRA slot is sized for: vLLM takes 1, 8, "
        "16, 32, 64, 128, 256, 320 or 512{default}.", field="max_lora_rank", yaml="max_lora_rank",
-       serve=("--max-lora-rank",), minimum=1, default_help="16, vLLM's"),
-    _s("max_cpu_loras", Kind.COUNT, S, "LoRA adapters vLLM keeps in host memory (at least "
-       "{max_loras}){default}.", field="max_cpu_loras", yaml="max_cpu_loras",
-       serve=("--max-cpu-loras",), minimum=1, default_help="max_loras"),
+       serve=("--max-lora-rank",), sglang=("--max-lora-rank",), minimum=1,
+       default_help="16, vLLM's; SGLang needs it"),
+    _s("lora_target_modules", Kind.TEXT, S, "SGLang's --lora-target-modules: the modules its "
+       "LoRA pool holds slots for (all, or names such as q_proj k_proj v_proj o_proj, separated "
+       "by spaces or commas).", field="lora_target_modules", yaml="lora_target_modules",
+       sglang=("--lora-target-modules",), metavar="MODULES"),
+    _s("max_cpu_loras", Kind.COUNT, S, "LoRA adapters kept in host memory, at least {max_loras} "
+       "(vLLM --max-cpu-loras, SGLang --max-loaded-loras){default}.", field="max_cpu_loras",
+       yaml="max_cpu_loras", serve=("--max-cpu-loras",), sglang=("--max-loaded-loras",),
+       minimum=1, default_help="max_loras"),
     _s("fully_sharded_loras", Kind.BOOL, S, "vLLM's fully sharded LoRA layers: the slots' rank "
        "(column layers) or output (row layers) split over the tensor-parallel ranks.",
        field="fully_sharded_loras", yaml="fully_sharded_loras", serve=("--fully-sharded-loras",),

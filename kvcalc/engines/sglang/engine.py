@@ -22,10 +22,12 @@ from kvcalc.engines.sglang.defaults import (
     memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
+from kvcalc.engines.sglang.lora import SglangLoraPool, check_lora_deployment
 from kvcalc.engines.sglang.refused import refuse_unverified
 from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request_cap
 from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.engines.unmodelled import refuse_unmodelled
+from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.shape import ModelShape
@@ -57,6 +59,22 @@ class SglangEngine:
 
         return sglang_draft(model, config, config.draft, tensor_parallel_size=tensor_parallel_size,
                             pipeline_parallel_size=pipeline_parallel_size)  # fmt: skip
+
+    def lora_slots(self, request: EngineRequest) -> SglangLoraPool | None:
+        """SGLang's LoRA memory pool on one GPU (:mod:`~kvcalc.engines.sglang.lora`), built
+        after the weights and before the KV pool; None without ``--enable-lora``."""
+        from kvcalc.engines.sglang.lora import sglang_lora_pool
+
+        if request.lora is None:
+            return None
+        if _profile(request.engine_version) != "latest":
+            raise InputError("SGLang's LoRA pool is modelled for SGLang 0.5.23 only",
+                             hint="plan with --engine-version latest, or without --enable-lora",
+                             code="lora-not-modelled")  # fmt: skip
+        check_lora_deployment(request)
+        return sglang_lora_pool(request.model, request.lora,
+                                tensor_parallel_size=request.tensor_parallel_size,
+                                weight_dtype=request.weight_dtype)  # fmt: skip
 
     def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``rest = available_after_load − pre_model_load · (1 − mem_fraction_static)``, in GiB.

@@ -95,7 +95,8 @@ NO_EFFECT = frozenset((
     "--constrained-json-max-whitespace-cnt", "--spec-trace-dir", "--allowed-media-domains",
     "--engine-info-bootstrap-port", "--download-dir", "--model-checksum", "--otlp-service-name",
     "--grpc-response-timeout-secs", "--enable-http-worker-reuseport", "--reasoning-parser",
-    "--tool-call-parser"
+    "--tool-call-parser", "--lora-eviction-policy", "--lora-strict-loading",
+    "--lora-drain-wait-threshold"
 ))  # fmt: skip
 
 #: the flags reviewed and not modelled, by what they change (said in ``flag-not-modelled``);
@@ -124,12 +125,11 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--speculative-domino-candidate-pool-size", "--speculative-use-block-verification",
         "--speculative-draft-sink-size",
     ),
+    # --enable-lora, --max-loras-per-batch, --max-lora-rank, --lora-target-modules and
+    # --max-loaded-loras are modelled (kvcalc.engines.sglang.lora)
     "LoRA adapters": (
-        "--enable-lora", "--enable-lora-overlap-loading", "--max-lora-rank",
-        "--lora-target-modules", "--lora-paths", "--max-loaded-loras", "--max-loras-per-batch",
-        "--lora-eviction-policy", "--lora-backend", "--max-lora-chunk-size",
-        "--experts-shared-outer-loras", "--lora-use-virtual-experts", "--lora-strict-loading",
-        "--lora-drain-wait-threshold",
+        "--enable-lora-overlap-loading", "--lora-paths", "--lora-backend",
+        "--max-lora-chunk-size", "--experts-shared-outer-loras", "--lora-use-virtual-experts",
     ),
     "host offload and the hierarchical cache": (
         "--enable-unified-memory", "--enable-hierarchical-cache", "--hicache-host-memory-mode",

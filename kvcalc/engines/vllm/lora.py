@@ -72,6 +72,8 @@ class LoraSlots:
     #: the slots include fused-MoE experts, whose formula no run has confirmed
     moe_unconfirmed: bool
     notes: tuple[str, ...] = ()
+    #: vLLM's "Model loading took" includes the slots (a given ``--weights-memory`` holds them)
+    measured_with_weights: bool = True
 
 
 def _refuse(message: str, hint: str) -> InputError:
@@ -84,6 +86,10 @@ def _unmodelled(message: str, hint: str) -> InputError:
 
 def check_lora_options(options: LoraOptions, tensor_parallel_size: int) -> None:
     """The settings vLLM refuses before it builds anything (``config/lora.py`` ``LoRAConfig``)."""
+    if options.target_modules is not None:
+        raise _unmodelled("--lora-target-modules is modelled for SGLang only; vLLM's "
+                          "--lora-target-modules is not modelled",
+                          "plan vLLM without it (every supported module wrapped)")  # fmt: skip
     if options.max_lora_rank not in VLLM_LORA_RANKS:
         raise _refuse(f"vLLM takes no --max-lora-rank {options.max_lora_rank}",
                       "choose one of " + ", ".join(map(str, VLLM_LORA_RANKS)) + " (MaxLoRARanks)")  # fmt: skip
