@@ -6,7 +6,10 @@ against their code for these families, so they refuse them (``unsupported-model`
 - transformers: DeepSeek Sparse Attention (its ``DynamicIndexedLayer`` keeps the indexer keys in the
   model dtype), DeepSeek-V4's compressed caches, MiMo-V2 (transformers widens the window to
   ``sliding_window_size + 1``);
-- SGLang, llama.cpp, TensorRT-LLM: DeepSeek-V4's compressed caches and the sparse-attention indexer.
+- SGLang, llama.cpp, TensorRT-LLM: DeepSeek-V4's compressed caches and the sparse-attention indexer;
+- every engine but vLLM: the families added from vLLM 0.33's registry (:data:`VLLM_ONLY`), checked
+  against vLLM's model code and recorded runs only (Cohere2's window is vLLM's ``sliding_window + 1``;
+  another engine's own rule was not read).
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ _BY_TYPE = {
 }
 
 
+#: model types whose family was checked against vLLM 0.33 alone: the other engines refuse them
+VLLM_ONLY = {
+    "phi3": "Phi-3", "gemma": "Gemma 1", "glm": "GLM-4", "glm4": "GLM-4-0414",
+    "glm4_moe": "GLM-4.5", "cohere": "Command-R", "cohere2": "Command-R7B / Command-A",
+}  # fmt: skip
+
+
 def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] = ()) -> None:
     """Raise ``unsupported-model`` when ``model`` has a layout ``engine`` does not size."""
     for cls, what in _WHAT.items():
@@ -37,6 +47,8 @@ def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] 
                 code="unsupported-model",
             )
     by_type = _BY_TYPE.get(engine, {}).get(model.model_type)
+    if model.model_type in VLLM_ONLY:
+        by_type = f"{VLLM_ONLY[model.model_type]} caches (checked against vLLM 0.33 only)"
     if by_type:
         raise InputError(
             f"{engine}: {by_type} ({model.model_type}) are not modelled for this engine",

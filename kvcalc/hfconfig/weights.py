@@ -52,7 +52,7 @@ _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
                "starcoder2", "mpt"}  # fmt: skip
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
-_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2", "olmoe",
+_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
             "gemma4_text", "lfm2"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
@@ -60,19 +60,35 @@ _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
-_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4"}
+#: model types with one norm per decoder layer (Cohere's parallel attention and MLP block)
+_ONE_NORM = {"nemotron_h", "cohere", "cohere2"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
 _TIE_DEFAULT = {
     "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "gpt2": True,
     "gpt_bigcode": True, "llama": False, "llama4": False, "llama4_text": False, "mistral": False,
     "mixtral": False, "qwen2": False, "qwen2_moe": False, "qwen3": False, "qwen3_moe": False,
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
-    "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True,
+    "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
+    "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
+    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
 _DEEPSEEK_ROUTER = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+#: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
+_QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False}
+#: model types whose ``use_bias`` puts a bias on q/k/v/o and the MLP (ERNIE 4.5)
+_USE_BIAS = {"ernie4_5"}
+#: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
+_QK_NORM_KEYED = {"glm4_moe"}
+#: model types whose q/k RMSNorm spans all heads: a heads × head_dim weight (OLMo-2, OLMoE)
+_QK_NORM_FULL = {"olmo2", "olmoe"}
+#: model types whose ``use_qk_norm`` norms span all heads: a (heads, head_dim) weight (Command-R+)
+_QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
+#: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
+_PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5}
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order)
 _NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h"}
@@ -139,7 +155,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         if model_type in _ALWAYS_BIASED
         else 0,
         norm="layer" if model_type in _LAYER_NORM else "rms",
-        norms_per_layer=4 if model_type in _FOUR_NORMS else 1 if model_type == "nemotron_h" else 2,
+        norms_per_layer=4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2,
         mixers=mixers,
         ffns=ffns,
         attention=attention,
@@ -190,6 +206,10 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         qkv_bias = o_bias = True
     elif model_type in _QKV_BIAS_ONLY:
         qkv_bias, o_bias = True, False
+    elif model_type in _USE_BIAS:
+        qkv_bias = o_bias = r.bool("use_bias")
+    elif model_type in _QKV_BIAS_KEYED:
+        qkv_bias, o_bias = r.bool("attention_bias", _QKV_BIAS_KEYED[model_type]), False
     else:
         qkv_bias = o_bias = r.bool("attention_bias")
     return AttentionWeights(
@@ -198,10 +218,11 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         head_dim=head_dim,
         qkv_bias=qkv_bias,
         o_bias=o_bias,
-        qk_norm=model_type in _QK_NORM,
+        qk_norm=model_type in _QK_NORM or (model_type in _QK_NORM_KEYED and r.bool("use_qk_norm")),
         output_gate=model_type in _OUTPUT_GATE,
         sinks=model_type == "gpt_oss",
-        qk_norm_full=model_type == "minimax_m2" and r.bool("use_qk_norm"),
+        qk_norm_full=model_type in _QK_NORM_FULL
+        or (model_type in _QK_NORM_FULL_KEYED and r.bool("use_qk_norm")),
     )
 
 
@@ -307,7 +328,9 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
         size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0)
         if not size:  # gpt2 leaves n_inner null: 4 x hidden
             size = 4 * r.int("hidden_size", "n_embd", "d_model")
-    bias = model_type in _ALWAYS_BIASED or r.bool("mlp_bias")
+    bias = model_type in _ALWAYS_BIASED or r.bool(
+        "use_bias" if model_type in _USE_BIAS else "mlp_bias"
+    )
     return MlpWeights(intermediate_size=size, gated=model_type not in _NON_GATED, bias=bias)
 
 
@@ -340,6 +363,12 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     if kind == "yarn" and _is_factor(factor):
         base = rope.get("original_max_position_embeddings")
         positions = int((base if _is_length(base) else positions) * factor)
+    elif kind in ("longrope", "su"):
+        # vLLM's Phi3LongRoPEScaledRotaryEmbedding keeps a short cache (original_max_position_embeddings
+        # rows) and a long one (max_position_embeddings rows) side by side
+        base = rope.get("original_max_position_embeddings",
+                        r.value("original_max_position_embeddings"))  # fmt: skip
+        positions += base if _is_length(base) else 0
     elif kind in ("linear", "dynamic") and _is_factor(factor):
         # vLLM's Linear/DynamicNTKScalingRotaryEmbedding cache max_position × factor rows
         positions = int(positions * factor)
@@ -352,7 +381,8 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     assert attention is not None  # without MLA weights there are attention weights (see above)
     # vLLM's get_rope reads the factor from rope_parameters, where transformers'
     # standardize_rope_params moves a top-level one (setdefault: a nested factor wins)
-    partial = rope.get("partial_rotary_factor", r.value("partial_rotary_factor", 1.0))
+    default = _PARTIAL_ROTARY_DEFAULT.get(model_type, 1.0)
+    partial = rope.get("partial_rotary_factor", r.value("partial_rotary_factor", default))
     partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
     return positions, int(attention.head_dim * partial)
 

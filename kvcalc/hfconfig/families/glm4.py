@@ -1,0 +1,18 @@
+"""GLM-4 (``glm-4-9b-chat-hf``: ``GlmForCausalLM``) and GLM-4-0414 / GLM-Z1 (``Glm4ForCausalLM``): full
+attention on every layer, ``head_dim`` from config.json (else ``hidden_size / num_attention_heads``).
+
+vLLM 0.33: ``Glm4ForCausalLM`` is ``models/glm4.py`` (no window); ``GlmForCausalLM`` has no vLLM model
+file and is served by the Transformers modeling backend (``registry.py`` ``_TRANSFORMERS_BACKEND_MODELS``),
+whose attention layers hold the same per-layer cache.
+"""
+
+from kvcalc.hfconfig.family import Family
+
+FAMILIES = (
+    Family(
+        name="glm4",
+        model_types={"glm", "glm4"},
+        architectures={"GlmForCausalLM", "Glm4ForCausalLM"},
+        note="full attention per layer (GLM-4, GLM-4-0414, GLM-Z1)",
+    ),
+)

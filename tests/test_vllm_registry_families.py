@@ -1,0 +1,169 @@
+"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the families added from its registry.
+
+``fixtures/vllm_0_33/registry_families.json`` was recorded with the vLLM reference harness (vLLM's
+``create_engine_config``, the model built on the meta device, the CUDA backend selector for an
+emulated H100, spec collection, grouping and capacity code) over auto/fp8 × TP 1/8 × 4,096/32,768
+tokens × 20 GiB per GPU, for configs of published checkpoints, transformers' config-class defaults
+and mutants of them that exercise what vLLM's model file decides over the config (Cohere2's
+``sliding_window + 1``, KV heads TP cannot split, a ``head_dim`` vLLM requires). Each model carries
+its config and where it came from. Block size, blocks and tokens must be equal, concurrency within
+0.005, every group (kind, layers, page, block, blocks per request) equal, the capacity line equal,
+and every refusal refused for vLLM's reason: its error text and kvcalc's error code (or the plan's
+own refusal) are each mapped to one class. The weights of every config equal transformers' meta
+build.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import harness_cases, harness_plan
+
+from kvcalc.errors import KvcalcError
+from kvcalc.estimate.weights import count_parameters
+from kvcalc.hfconfig import parse_config
+from kvcalc.model.layouts import LayerKind
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
+DATA = json.loads(FIXTURE.read_text())
+CASES = harness_cases(DATA)
+
+#: why an engine refuses a scenario, as a class both sides are mapped to
+LENGTH, PARALLELISM, CONFIG = "max-model-len", "parallelism", "config"
+#: vLLM's error texts (exception type and message, or a bare assert's line) → the class
+VLLM_REASONS = {
+    "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
+    "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
+    "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
+}
+KVCALC_CODES = {
+    "max-model-len-exceeded": LENGTH,
+    "invalid-parallelism": PARALLELISM,
+    "config-invalid": CONFIG,
+}
+#: vLLM's spec kinds (``representative_spec.kind``) as kvcalc's group kinds
+KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING}
+
+
+def vllm_reason(text: str) -> str:
+    classes = {c for marker, c in VLLM_REASONS.items() if marker in text}
+    assert len(classes) == 1, f"vLLM's refusal maps to no single reason class: {text}"
+    return classes.pop()
+
+
+def kvcalc_reason(name: str, row: dict) -> str:
+    """The class of kvcalc's refusal: its error code, or its plan's wont-start refusal."""
+    try:
+        p = harness_plan(DATA, name, row)
+    except KvcalcError as refused:
+        assert refused.code in KVCALC_CODES, f"{refused.code}: {refused.message}"
+        return KVCALC_CODES[refused.code]
+    assert p.refusal and p.refusal.startswith("User-specified max_model_len"), (
+        "kvcalc sizes a scenario vLLM refuses"
+    )
+    return LENGTH
+
+
+def test_every_family_is_recorded():
+    types = {m["config"]["model_type"] for m in DATA["models"].values()}
+    assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2"} <= types
+    assert all(m["source"] for m in DATA["models"].values())
+
+
+def test_grid_is_complete():
+    grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
+    for name, model in DATA["models"].items():
+        ids = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"])
+               for r in model["scenarios"]}  # fmt: skip
+        assert grid <= ids, name
+
+
+def test_every_refusal_reason_is_classed():
+    texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG}
+
+
+@pytest.mark.parametrize(("name", "row"), CASES)
+def test_matches_vllm(name, row):
+    if "error" in row:
+        assert kvcalc_reason(name, row) == vllm_reason(row["error"]), row["error"]
+        return
+    p = harness_plan(DATA, name, row)
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
+                 for g in p.groups)  # fmt: skip
+    want = sorted(
+        (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
+    )
+    assert got == want
+    assert row["log_line"] in p.log_lines
+
+
+def _model(name: str):
+    return parse_config(DATA["models"][name]["config"], name=name)
+
+
+def test_phi3_window_on_every_layer():
+    # Phi-3-mini-4k: no layer_types, so vLLM's CacheConfig.sliding_window (2,047) reaches every
+    # layer: 32 sliding layers of 32 KV heads × 96 × 2 (K, V) × 2 B = 12,288 B per token and layer
+    model = _model("microsoft--Phi-3-mini-4k-instruct.json")
+    assert {x.sliding_window for x in model.layers} == {2047}
+    assert model.layers[0].bytes_per_token == 32 * 96 * 2 * 2 == 12_288
+
+
+def test_cohere2_window_is_one_wider():
+    # Cohere2Config defaults: sliding_window 4,096, every 4th layer full; vLLM's commandr.py passes
+    # sliding_window + 1 = 4,097 to the sliding layers (recorded: SlidingWindowSpec 4,097)
+    model = _model("synthetic--cohere2-defaults.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [4097, 4097, 4097, None] and len(windows) == 40
+    assert {g[5] for r in DATA["models"]["synthetic--cohere2-defaults.json"]["scenarios"]
+            for g in r.get("groups", ())} == {4097, None}  # fmt: skip
+
+
+# -- weights: every recorded config against transformers' meta build -------------------------------
+def _meta_count(raw: dict) -> int:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = {k: v for k, v in raw.items() if k not in ("quantization_config", "auto_map")}
+    config = transformers.AutoConfig.for_model(raw["model_type"], **{
+        k: v for k, v in raw.items() if k != "model_type"
+    })  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+#: configs kvcalc refuses before weights, as vLLM fails to build them
+REFUSED = {"synthetic--glm4-moe-defaults.json"}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(set(DATA["models"]) - REFUSED))
+def test_count_equals_transformers_meta_build(name):
+    got = count_parameters(_model(name).weights).total
+    assert got == _meta_count(DATA["models"][name]["config"])
+
+
+def test_glm4_moe_without_head_dim_is_refused():
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--glm4-moe-defaults.json")
+    assert refused.value.code == "config-invalid" and "head_dim" in refused.value.message
+
+
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
+def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine):
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    model = _model("microsoft--Phi-3-mini-4k-instruct.json")
+    with pytest.raises(KvcalcError) as refused:
+        get_engine(engine).plan_kv_cache(
+            EngineRequest(model=model, max_model_len=4096, available_kv_bytes=20 << 30)
+        )
+    assert refused.value.code == "unsupported-model"
