@@ -53,10 +53,18 @@ def vllm_reason(text: str) -> str:
     return classes.pop()
 
 
+def _plan(name: str, row: dict):
+    """kvcalc on a scenario; a row without a length is the model's own derived one."""
+    if row["max_model_len"] is None:
+        assert _model(name).max_model_len == row["derived_max_model_len"]
+        row = dict(row, max_model_len=row["derived_max_model_len"])
+    return harness_plan(DATA, name, row)
+
+
 def kvcalc_reason(name: str, row: dict) -> str:
     """The class of kvcalc's refusal: its error code, or its plan's wont-start refusal."""
     try:
-        p = harness_plan(DATA, name, row)
+        p = _plan(name, row)
     except KvcalcError as refused:
         assert refused.code in KVCALC_CODES, f"{refused.code}: {refused.message}"
         return KVCALC_CODES[refused.code]
@@ -68,7 +76,8 @@ def kvcalc_reason(name: str, row: dict) -> str:
 
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
-    assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2"} <= types
+    assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
+            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -90,7 +99,7 @@ def test_matches_vllm(name, row):
     if "error" in row:
         assert kvcalc_reason(name, row) == vllm_reason(row["error"]), row["error"]
         return
-    p = harness_plan(DATA, name, row)
+    p = _plan(name, row)
     assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
         row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
     )  # fmt: skip
@@ -124,6 +133,20 @@ def test_cohere2_window_is_one_wider():
     assert windows[:4] == [4097, 4097, 4097, None] and len(windows) == 40
     assert {g[5] for r in DATA["models"]["synthetic--cohere2-defaults.json"]["scenarios"]
             for g in r.get("groups", ())} == {4097, None}  # fmt: skip
+
+
+def test_qwen2_moe_window_keys_reach_no_layer():
+    # use_sliding_window true, sliding_window 4,096: transformers' layer_types alternate, so vLLM's
+    # CacheConfig keeps no window and qwen2_moe.py passes none: 24 full layers (recorded)
+    model = _model("synthetic--qwen2-moe-use-sliding-window.json")
+    assert {type(x).__name__ for x in model.layers} == {"FullAttention"} and len(model.layers) == 24
+
+
+def test_exaone4_pattern_without_layer_types():
+    # sliding_window_pattern 4, sliding_window 512: layers 3, 7, ... full, the rest slide over 512
+    model = _model("synthetic--exaone4-pattern-window-512.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [512, 512, 512, None] and windows.count(None) == 32 // 4
 
 
 # -- weights: every recorded config against transformers' meta build -------------------------------

@@ -32,6 +32,8 @@ _BY_TYPE = {
 VLLM_ONLY = {
     "phi3": "Phi-3", "gemma": "Gemma 1", "glm": "GLM-4", "glm4": "GLM-4-0414",
     "glm4_moe": "GLM-4.5", "cohere": "Command-R", "cohere2": "Command-R7B / Command-A",
+    "granite": "Granite 3", "granitemoe": "Granite 3 MoE", "qwen2_moe": "Qwen2-MoE",
+    "olmo2": "OLMo-2", "olmoe": "OLMoE", "exaone4": "EXAONE 4", "ernie4_5": "ERNIE 4.5",
 }  # fmt: skip
 
 

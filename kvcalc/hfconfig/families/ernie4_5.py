@@ -1,0 +1,17 @@
+"""ERNIE 4.5 dense (``Ernie4_5ForCausalLM``): full attention on every layer.
+
+vLLM 0.33 ``models/ernie45.py`` serves it with its ``LlamaForCausalLM`` (heads ``head_dim`` wide, else
+``hidden_size / num_attention_heads``; a window only on layers ``layer_types`` marks sliding, and
+ERNIE 4.5 configs have no ``layer_types``).
+"""
+
+from kvcalc.hfconfig.family import Family
+
+FAMILIES = (
+    Family(
+        name="ernie4_5",
+        model_types={"ernie4_5"},
+        architectures={"Ernie4_5ForCausalLM"},
+        note="ERNIE 4.5 dense: full attention per layer",
+    ),
+)
