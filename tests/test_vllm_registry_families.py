@@ -31,12 +31,13 @@ DATA = json.loads(FIXTURE.read_text())
 CASES = harness_cases(DATA)
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
-LENGTH, PARALLELISM, CONFIG = "max-model-len", "parallelism", "config"
+LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
 #: vLLM's error texts (exception type and message, or a bare assert's line) → the class
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
+    "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
     "max-model-len-exceeded": LENGTH,
@@ -68,16 +69,17 @@ def kvcalc_reason(name: str, row: dict) -> str:
     except KvcalcError as refused:
         assert refused.code in KVCALC_CODES, f"{refused.code}: {refused.message}"
         return KVCALC_CODES[refused.code]
-    assert p.refusal and p.refusal.startswith("User-specified max_model_len"), (
-        "kvcalc sizes a scenario vLLM refuses"
-    )
-    return LENGTH
+    if p.refusal:
+        assert p.refusal.startswith("User-specified max_model_len"), p.refusal
+        return LENGTH
+    assert not p.fits, "kvcalc sizes and starts a scenario vLLM refuses"
+    return KV_MEMORY
 
 
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
-            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5"} <= types  # fmt: skip
+            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "phimoe", "minicpm3"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -91,7 +93,7 @@ def test_grid_is_complete():
 
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG, KV_MEMORY}
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
@@ -147,6 +149,20 @@ def test_exaone4_pattern_without_layer_types():
     model = _model("synthetic--exaone4-pattern-window-512.json")
     windows = [getattr(x, "sliding_window", None) for x in model.layers]
     assert windows[:4] == [512, 512, 512, None] and windows.count(None) == 32 // 4
+
+
+def test_minicpm3_caches_every_head_not_a_latent():
+    # MiniCPM3-4B's shape: 40 heads × (64 + 32) = 96 wide, K and V: 40 × 96 × 2 × 2 B = 15,360 B
+    # per token and layer (an MLA latent would be (256 + 32) × 2 B = 576 B); vLLM recorded 40 KV
+    # heads of 96 at TP 1, 5 at TP 8
+    layer = _model("synthetic--minicpm3-defaults.json").layers[0]
+    assert (type(layer).__name__, layer.kv_heads, layer.k_dim, layer.v_dim) == (
+        "FullAttention",
+        40,
+        96,
+        96,
+    )
+    assert layer.bytes_per_token == 40 * 96 * 2 * 2 == 15_360
 
 
 # -- weights: every recorded config against transformers' meta build -------------------------------

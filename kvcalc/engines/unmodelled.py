@@ -34,6 +34,7 @@ VLLM_ONLY = {
     "glm4_moe": "GLM-4.5", "cohere": "Command-R", "cohere2": "Command-R7B / Command-A",
     "granite": "Granite 3", "granitemoe": "Granite 3 MoE", "qwen2_moe": "Qwen2-MoE",
     "olmo2": "OLMo-2", "olmoe": "OLMoE", "exaone4": "EXAONE 4", "ernie4_5": "ERNIE 4.5",
+    "phimoe": "Phi-3.5-MoE", "minicpm3": "MiniCPM3",
 }  # fmt: skip
 
 

@@ -87,6 +87,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
         out.append(Tensor(name="model.hc_head.hc_base_scale", rows=m + 1, role="vector"))
     if not w.tie_word_embeddings:
         out.append(Tensor(name="lm_head", rows=w.vocab_size, cols=h, role="lm_head", split="vocab"))
+    if w.lm_head_bias:
+        out.append(Tensor(name="lm_head.bias", rows=w.vocab_size, role="bias", split="vocab"))
     if w.vision:
         out += vision_tensors(w.vision)
     return tuple(out)

@@ -192,6 +192,8 @@ class WeightShape:
     vocab_size: int
     intermediate_size: int = 0
     tie_word_embeddings: bool = False
+    #: a bias on lm_head (PhiMoE ``lm_head_bias``)
+    lm_head_bias: bool = False
     #: rows of a learned absolute position table (gpt2's ``n_positions``); 0 for RoPE models
     learned_positions: int = 0
     norm: str = "rms"  # "rms" (weight only) or "layer" (weight + bias)

@@ -50,7 +50,7 @@ _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj
               "falcon", "phi", "starcoder2", "mpt"}  # fmt: skip
 #: model types with LayerNorm (weight + bias) instead of RMSNorm
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
-               "starcoder2", "mpt"}  # fmt: skip
+               "starcoder2", "mpt", "phimoe"}  # fmt: skip
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
@@ -72,6 +72,7 @@ _TIE_DEFAULT = {
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
     "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True,
+    "phimoe": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
@@ -151,6 +152,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
         ),
         tie_word_embeddings=tie,
+        lm_head_bias=model_type == "phimoe" and r.bool("lm_head_bias"),
         learned_positions=r.int("n_positions", default=0, minimum=0)
         if model_type in _ALWAYS_BIASED
         else 0,
