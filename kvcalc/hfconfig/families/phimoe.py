@@ -12,7 +12,7 @@ FAMILIES = (
     Family(
         name="phimoe",
         model_types={"phimoe"},
-        architectures={"PhiMoEForCausalLM", "PhimoeForCausalLM"},
+        architectures={"PhiMoEForCausalLM"},
         keys={"sliding_window"},
         note="one cache per layer; sliding_window, when set, on every layer (vLLM 0.33 CacheConfig)",
     ),
