@@ -8,7 +8,8 @@ against their code for these families, so they refuse them (``unsupported-model`
   ``sliding_window_size + 1``);
 - SGLang, llama.cpp, TensorRT-LLM: DeepSeek-V4's compressed caches and the sparse-attention indexer;
 - every engine but vLLM: the families added from vLLM 0.33's registry (:data:`VLLM_ONLY`), checked
-  against vLLM's model code and recorded runs only (Cohere2's window is vLLM's ``sliding_window + 1``;
+  against vLLM's model code and recorded runs only (llama.cpp keeps Qwen2-MoE: its ``qwen2moe`` graph
+  was checked against llama.cpp's own runs) (Cohere2's window is vLLM's ``sliding_window + 1``;
   another engine's own rule was not read).
 """
 
@@ -36,6 +37,9 @@ VLLM_ONLY = {
     "olmo2": "OLMo-2", "olmoe": "OLMoE", "exaone4": "EXAONE 4", "ernie4_5": "ERNIE 4.5",
     "phimoe": "Phi-3.5-MoE", "minicpm3": "MiniCPM3",
 }  # fmt: skip
+#: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
+#: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)
+_ALSO_CHECKED = {"qwen2_moe": ("llamacpp",)}
 
 
 def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] = ()) -> None:
@@ -50,7 +54,7 @@ def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] 
                 code="unsupported-model",
             )
     by_type = _BY_TYPE.get(engine, {}).get(model.model_type)
-    if model.model_type in VLLM_ONLY:
+    if model.model_type in VLLM_ONLY and engine not in _ALSO_CHECKED.get(model.model_type, ()):
         by_type = f"{VLLM_ONLY[model.model_type]} caches (checked against vLLM 0.33 only)"
     if by_type:
         raise InputError(
