@@ -172,9 +172,10 @@ def sequences(inputs: PlanInputs) -> int:
     batch), as :func:`kvcalc.planning.request.engine_extra` passes them; 1 when not given."""
     from kvcalc.planning.request import engine_extra
 
+    # the engine has refused a count that is not a whole number from 1 (llama.cpp's n_seq_max,
+    # transformers' batch_size) before the verdict is judged
     extra = engine_extra(inputs)
-    n = extra.get("n_seq_max", extra.get("batch_size", 1))
-    return n if isinstance(n, int) and n > 0 else 1
+    return int(extra.get("n_seq_max", extra.get("batch_size", 1)))
 
 
 def _pool_reason(inputs: PlanInputs, kv: KvCachePlan) -> str:
@@ -214,13 +215,13 @@ def verdict(
             f"{budget / gib:.2f} GiB"
         )
     start = device.startup if device is not None else None
-    if start is not None and start.refused and not getattr(kv, "refusal", None):
+    if start is not None and start.refused and not kv.refusal:
         # vLLM checks the fraction at start-up, before it loads the weights
         return "wont-start", (
             f"{kv.engine} refuses to start: {start.message(start.free_bytes)}; fix: "
             f"--gpu-memory-utilization {start.highest_utilization(start.free_bytes)}"
         )
-    if getattr(kv, "refusal", None):
+    if kv.refusal:
         fix = f"; fix: {kv.refusal_fix}" if kv.refusal_fix else ""
         return "wont-start", f"{kv.engine} refuses to start: {kv.refusal}{fix}"
     if available <= 0:
