@@ -307,12 +307,17 @@ def test_sglang_unmodelled_flags_are_named():
     with pytest.raises(InputError) as err:
         parse_serve_command(
             "python -m sglang.launch_server --model-path m --dcp-size 2 --speculative-algorithm "
-            "DFLASH --speculative-dflash-block-size 16 --enable-hierarchical-cache"
+            "DFLASH --speculative-dflash-block-size 16 --enable-hierarchical-cache "
+            "--hicache-storage-backend file"
         )
     assert err.value.code == "flag-not-modelled"
     assert "--dcp-size (parallelism)" in err.value.message
     assert "--speculative-dflash-block-size (speculative decoding)" in err.value.message
-    assert "--enable-hierarchical-cache (host offload" in err.value.message
+    assert (
+        "--hicache-storage-backend (host offload and the hierarchical cache's storage"
+        in err.value.message
+    )
+    assert "--enable-hierarchical-cache" not in err.value.message  # modelled (the host pool)
 
 
 def test_sglang_speculative_and_dp_attention_flags_are_read():

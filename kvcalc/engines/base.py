@@ -57,7 +57,10 @@ class EngineRequest:
     - sglang: ``page_size`` (1), ``max_total_tokens``, ``swa_full_tokens_ratio`` (0.8),
       ``hybrid_swa`` (bool), ``mem_fraction_static`` (only quoted in the "Not enough memory" text),
       for Mamba/linear-attention hybrids ``mamba_full_memory_ratio`` (0.9), ``max_mamba_cache_size``
-      (slots), ``disable_radix_cache`` (bool: one state slot per request);
+      (slots), ``disable_radix_cache`` (bool: one state slot per request); HiCache's
+      ``enable_hierarchical_cache`` (bool), ``hicache_ratio``, ``hicache_size`` (GB),
+      ``hicache_mem_layout``, ``hicache_io_backend``, ``hicache_host_memory_mode``,
+      ``hicache_host_memory_fraction``, ``hicache_write_policy`` (:mod:`kvcalc.engines.sglang.hicache`);
     - llamacpp: ``n_ctx`` (default ``max_model_len``), ``n_seq_max`` (1), ``n_ubatch`` (512),
       ``n_batch`` (2048), ``kv_unified`` (False), ``swa_full`` (False), ``flash_attn`` (True),
       ``type_v`` (V cache type; default: the K type), ``buffer_name`` ("CUDA0", for the log line);
@@ -320,7 +323,8 @@ class Engine(Protocol):
     Optional methods, asked for by name where an engine has them: ``scheduler_defaults(request)``
     (the batch defaults the activation estimate needs), ``subtracts_cudagraph(version)`` (the KV
     budget is net of CUDA graphs), ``flashinfer_sampler(request)`` (the sampler the activation
-    estimate sizes) and ``fit_budget_bytes(...)`` (see :func:`fit_budget_bytes`).
+    estimate sizes) and ``fit_budget_bytes(...)`` (see :func:`fit_budget_bytes`); the others are
+    asked through :mod:`kvcalc.planning.engine_asks` (``host_tier``, ``engine_host_tier``, ...).
     """
 
     name: str

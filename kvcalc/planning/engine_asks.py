@@ -106,9 +106,12 @@ def weight_offload(
 
 
 def host_tier(engine: Engine, request: EngineRequest, plan: Any, offloaded_bytes: int) -> Any:
-    """The engine's host tiers for ``plan`` (its optional ``host_tier`` method); None without any."""
+    """The engine's host tiers for ``plan`` (its optional ``host_tier`` method); None without any.
+    Without the host options an engine may still keep a host tier its own options ask for (its
+    optional ``engine_host_tier`` method: SGLang's HiCache)."""
     if request.offload is None:
-        return None
+        own = getattr(engine, "engine_host_tier", None)
+        return own(request, plan) if own is not None else None
     ask = getattr(engine, "host_tier", None)
     if ask is None:
         raise _no_offload(engine)

@@ -192,11 +192,12 @@ class CapacityPlan:
     #: module), included in ``weights_bytes``; 0 without LoRA
     lora_bytes: int = 0
     #: KV tokens the host tier holds beside the GPU pool (vLLM ``--kv-offloading-size``: CPU
-    #: chunks × tokens per chunk, divided by the KV-cache groups); null without one or when its size
-    #: is not known (LMCache)
+    #: chunks × tokens per chunk, divided by the KV-cache groups; SGLang HiCache: one rank's host
+    #: pool); null without one or when its size is not known (LMCache)
     host_kv_tokens: int | None = None
     #: host memory the deployment's tiers need, all its GPUs together (KV offloading, a NIXL host
-    #: buffer, offloaded weights); 0 without any; null when a part is not known (LMCache)
+    #: buffer, offloaded weights, SGLang's HiCache host pools); 0 without any; null when a part is
+    #: not known (LMCache)
     host_memory_bytes: int | None = 0
     #: weight bytes per GPU moved to host memory (``--cpu-offload-gb``), already out of
     #: ``weights_bytes``

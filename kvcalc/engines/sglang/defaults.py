@@ -16,6 +16,7 @@ from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
+from kvcalc.engines.sglang.hicache import KEYS as HICACHE_KEYS
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
@@ -39,6 +40,7 @@ EXTRA_KEYS = (
     "disable_radix_cache",
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
+    *HICACHE_KEYS,
 )
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip

@@ -9,7 +9,7 @@ import struct
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import pp_stages
 from kvcalc.engines.extra import check_extra, extra_fraction, extra_int
-from kvcalc.engines.sglang import layers, mamba, multimodal, parallel, pools
+from kvcalc.engines.sglang import hicache, layers, mamba, multimodal, parallel, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
     LEGACY,
@@ -22,6 +22,7 @@ from kvcalc.engines.sglang.defaults import (
     memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
+from kvcalc.engines.sglang.hicache import HiCacheTier
 from kvcalc.engines.sglang.lora import SglangLoraPool, check_lora_deployment
 from kvcalc.engines.sglang.refused import refuse_unverified
 from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request_cap
@@ -76,6 +77,18 @@ class SglangEngine:
                                 tensor_parallel_size=request.tensor_parallel_size,
                                 weight_dtype=request.weight_dtype)  # fmt: skip
 
+    def engine_host_tier(self, request: EngineRequest, plan: KvCachePlan) -> HiCacheTier | None:
+        """The HiCache host pools of ``plan`` (:mod:`~kvcalc.engines.sglang.hicache`); None
+        without ``--enable-hierarchical-cache``, or when no device pool is built."""
+        opts = hicache.options(request.extra)
+        if opts is None or plan.kv_cache_tokens <= 0:
+            return None
+        return hicache.host_tier(opts, device_tokens=plan.kv_cache_tokens,
+                                 device_pool_bytes=plan.kv_cache_bytes,
+                                 bytes_per_token=plan.kv_bytes_per_token, page=plan.block_size,
+                                 ranks=request.tensor_parallel_size,
+                                 mla=request.model.is_mla)  # fmt: skip
+
     def available_kv_bytes(self, memory: MemoryInputs) -> int:
         """``rest = available_after_load − pre_model_load · (1 − mem_fraction_static)``, in GiB.
 
@@ -106,6 +119,7 @@ class SglangEngine:
         profile = _profile(request.engine_version)
         notes: list[str] = []
         draft_layers = parallel.check(request, profile, notes)
+        hicache.check(hicache.options(request.extra), request, profile, notes)
         dtype = cache_dtype(request, notes)
         sized = layers.layer_dtype(request.model, dtype)
         model = request.model.with_cache_dtype(sized).per_rank(parallel.attention_tp(request))

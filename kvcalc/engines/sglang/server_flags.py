@@ -131,10 +131,11 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--enable-lora-overlap-loading", "--lora-paths", "--lora-backend",
         "--max-lora-chunk-size", "--experts-shared-outer-loras", "--lora-use-virtual-experts",
     ),
-    "host offload and the hierarchical cache": (
-        "--enable-unified-memory", "--enable-hierarchical-cache", "--hicache-host-memory-mode",
-        "--hicache-ratio", "--hicache-size", "--hicache-write-policy", "--hicache-io-backend",
-        "--hicache-mem-layout", "--hicache-storage-backend",
+    # --enable-hierarchical-cache, --hicache-ratio, --hicache-size, --hicache-mem-layout,
+    # --hicache-io-backend, --hicache-host-memory-mode, --hicache-host-memory-fraction and
+    # --hicache-write-policy are modelled (kvcalc.engines.sglang.hicache)
+    "host offload and the hierarchical cache's storage tier": (
+        "--enable-unified-memory", "--hicache-storage-backend",
         "--hicache-storage-prefetch-policy", "--hicache-storage-backend-extra-config",
         "--hicache-storage-prefetch-retry-poll-interval",
         "--hicache-storage-prefetch-retry-max-attempts",
@@ -146,7 +147,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--kt-num-gpu-experts", "--kt-max-deferred-experts-per-token", "--enable-memory-saver",
         "--enable-weights-cpu-backup", "--enable-draft-weights-cpu-backup",
         "--ple-offload-embedding", "--ple-offload-backend", "--ple-offload-dir",
-        "--hicache-host-memory-fraction", "--enable-paged-experts",
+        "--enable-paged-experts",
         "--paged-experts-num-resident", "--unified-cache-external-linker-config",
     ),
     "disaggregated serving": (
