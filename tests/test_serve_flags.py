@@ -306,12 +306,12 @@ def test_what_sglang_refuses_is_refused(command, message):
 def test_sglang_unmodelled_flags_are_named():
     with pytest.raises(InputError) as err:
         parse_serve_command(
-            "python -m sglang.launch_server --model-path m --dcp-size 2 --speculative-algorithm "
+            "python -m sglang.launch_server --model-path m --dcp-comm-backend a2a --speculative-algorithm "
             "DFLASH --speculative-dflash-block-size 16 --enable-hierarchical-cache "
             "--hicache-storage-backend file"
         )
     assert err.value.code == "flag-not-modelled"
-    assert "--dcp-size (parallelism)" in err.value.message
+    assert "--dcp-comm-backend (parallelism)" in err.value.message
     assert "--speculative-dflash-block-size (speculative decoding)" in err.value.message
     assert (
         "--hicache-storage-backend (host offload and the hierarchical cache's storage"

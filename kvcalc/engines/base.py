@@ -281,6 +281,8 @@ class MemoryInputs:
     pipeline_parallel_size: int = 1
     #: SGLang DP attention's ranks (1: off), for its graph reserve
     attention_data_parallel_size: int = 1
+    #: decode context parallelism (1: off; SGLang keeps no prefill-graph reserve under it)
+    decode_context_parallel_size: int = 1
     #: the request cap as given (SGLang ``--max-running-requests`` caps its decode graphs)
     max_num_seqs: int | None = None
     #: the model as parsed, where the engine's default fraction depends on it

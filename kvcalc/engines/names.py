@@ -185,6 +185,9 @@ class EngineTraits:
     moe_data_parallel: bool = False
     #: data-parallel attention inside the TP group (SGLang ``--enable-dp-attention --dp N``)
     dp_attention: bool = False
+    #: decode context parallelism inside the TP group read by the engine itself (SGLang
+    #: ``--dcp-size``, :mod:`kvcalc.engines.sglang.dcp`), beside vLLM's
+    own_dcp: bool = False
     #: speculative decoding is read from the engine's own flags (SGLang ``--speculative-algorithm``,
     #: :mod:`kvcalc.engines.sglang.speculative`), not vLLM's ``--speculative-config``
     sglang_speculative: bool = False
@@ -208,7 +211,7 @@ _TRAITS = {
                                     cache_tensors=CacheTensors.TOKEN_POOL,
                                     fraction_option="mem_fraction_static",
                                     prefix_caching_off_option="disable_radix_cache", dp_attention=True,
-                                    sglang_speculative=True,
+                                    own_dcp=True, sglang_speculative=True,
                                     serve_program="python -m sglang.launch_server --model-path {model}",
                                     serve_flags="sglang"),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,

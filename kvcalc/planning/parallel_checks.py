@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 CODE = "invalid-parallelism"
 
 
-def _has_vllm_parallelism(inputs: PlanInputs) -> list[str]:
+def _has_vllm_parallelism(inputs: PlanInputs, own_dcp: bool = False) -> list[str]:
+    """The vLLM parallel settings given (DCP not, for an engine that reads its own)."""
     given = []
     if inputs.enable_expert_parallel:
         given.append("--enable-expert-parallel")
@@ -25,7 +26,7 @@ def _has_vllm_parallelism(inputs: PlanInputs) -> list[str]:
         given.append("--enable-eplb")
     if inputs.num_redundant_experts:
         given.append("--num-redundant-experts")
-    if inputs.decode_context_parallel_size > 1:
+    if inputs.decode_context_parallel_size > 1 and not own_dcp:
         given.append("--decode-context-parallel-size")
     if inputs.cp_kv_cache_interleave_size is not None:
         given.append("--cp-kv-cache-interleave-size")
@@ -40,7 +41,7 @@ def check_parallelism(inputs: PlanInputs) -> None:
     """Refuse what the engine refuses (vLLM's words) and what kvcalc does not model."""
     can = traits(inputs.engine)
     name = can.name.display
-    vllm_only = _has_vllm_parallelism(inputs)
+    vllm_only = _has_vllm_parallelism(inputs, can.own_dcp)
     if vllm_only and not can.moe_data_parallel:
         raise InputError(
             f"{', '.join(vllm_only)}: not modelled for {name} (kvcalc models them for vLLM)",

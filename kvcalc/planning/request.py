@@ -74,6 +74,7 @@ def memory_inputs(model: ModelShape, inputs: PlanInputs, memory: int | None) -> 
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
         attention_data_parallel_size=_attention_dp(inputs),
+        decode_context_parallel_size=inputs.decode_context_parallel_size,
         max_num_seqs=inputs.max_num_seqs,
         model=model,
         gpu_memory_utilization=inputs.gpu_memory_utilization,

@@ -103,7 +103,8 @@ class CapacityPlan:
     expert_parallel: bool = False
     #: ranks the routed experts are split over (vLLM: TP × DP × PCP; else TP)
     moe_parallel_size: int = 1
-    #: vLLM ``--decode-context-parallel-size``: each request's KV tokens sharded over this many ranks
+    #: vLLM ``--decode-context-parallel-size`` (SGLang ``--dcp-size``): each request's KV tokens
+    #: sharded over this many ranks
     decode_context_parallel_size: int = 1
     #: vLLM ``--prefill-context-parallel-size``: GPUs per engine core × PCP, KV unchanged
     prefill_context_parallel_size: int = 1

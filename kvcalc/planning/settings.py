@@ -199,11 +199,12 @@ SETTINGS: tuple[Setting, ...] = (
        "num_redundant_experts): N more experts spread over the expert-parallel ranks.",
        field="num_redundant_experts", yaml="num_redundant_experts",
        serve=("--eplb-config.num_redundant_experts",), default=0, minimum=0),
-    _s("decode_context_parallel_size", Kind.COUNT, H, "vLLM decode context parallelism: each "
-       "request's KV tokens sharded over this many of the TP ranks (no extra GPUs).",
+    _s("decode_context_parallel_size", Kind.COUNT, H, "Decode context parallelism (vLLM, SGLang "
+       "--dcp-size): each request's KV tokens sharded over this many of the TP ranks (no extra "
+       "GPUs).",
        flags=("--decode-context-parallel-size", "-dcp"), field="decode_context_parallel_size",
        yaml="decode_context_parallel_size", serve=("--decode-context-parallel-size", "-dcp"),
-       default=1, minimum=1),
+       sglang=("--dcp-size",), default=1, minimum=1),
     _s("cp_kv_cache_interleave_size", Kind.COUNT, H, "Tokens stored on one DCP rank before the "
        "next (vLLM); must divide the block size.", field="cp_kv_cache_interleave_size",
        yaml="cp_kv_cache_interleave_size",

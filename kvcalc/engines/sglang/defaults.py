@@ -76,6 +76,7 @@ def memory_defaults(
     model: ModelShape | None = None,
     attn_dp: int = 1,
     max_running_requests: int | None = None,
+    dcp: int = 1,
 ) -> MemoryDefaults:
     """``handle_gpu_memory_settings`` of SGLang 0.5.23 without DeepEP (speculation runs after it
     and leaves it as it is: DeepSeek-V3 TP 8 with NEXTN keeps 0.799, recorded).
@@ -112,7 +113,7 @@ def memory_defaults(
         graph_bs = min(graph_bs, max_running_requests)
     mla = model is not None and model.is_mla
     sizes = 0
-    if profile == "latest" and _prefill_graph(model, pp):
+    if profile == "latest" and dcp == 1 and _prefill_graph(model, pp):  # off under DCP
         sizes = len(prefill_graph_sizes(_prefill_graph_max_bs(model, chunk, mla)))
     prefill_mib = (1536 if mla else 8 * sizes) if sizes else 0
     reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill_mib
@@ -130,10 +131,11 @@ def memory_defaults(
 def default_mem_fraction_static(
     gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1, model: ModelShape | None = None,
     profile: str = "latest", attn_dp: int = 1, max_running_requests: int | None = None,
+    dcp: int = 1,
 ) -> float:  # fmt: skip
     """``mem_fraction_static`` when not given (:func:`memory_defaults`)."""
     return memory_defaults(profile, gpu_memory_bytes, tp, pp, model, attn_dp,
-                           max_running_requests).mem_fraction_static  # fmt: skip
+                           max_running_requests, dcp).mem_fraction_static  # fmt: skip
 
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:

@@ -5,11 +5,12 @@ refusals and the pools of the sibling modules put together into one plan.
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import pp_stages
 from kvcalc.engines.extra import check_extra, extra_fraction, extra_int
-from kvcalc.engines.sglang import hicache, layers, mamba, multimodal, parallel, pools
+from kvcalc.engines.sglang import dcp, hicache, layers, mamba, multimodal, parallel, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
     LEGACY,
@@ -49,6 +50,7 @@ class SglangEngine:
             memory.gpu_memory_bytes, memory.tensor_parallel_size, memory.pipeline_parallel_size,
             memory.model, profile=_profile(memory.engine_version),
             attn_dp=memory.attention_data_parallel_size, max_running_requests=memory.max_num_seqs,
+            dcp=memory.decode_context_parallel_size,
         )  # fmt: skip
 
     def speculative_draft(
@@ -119,6 +121,7 @@ class SglangEngine:
         profile = _profile(request.engine_version)
         notes: list[str] = []
         draft_layers = parallel.check(request, profile, notes)
+        dcp_size = dcp.check(request, profile, notes)
         hicache.check(hicache.options(request.extra), request, profile, notes)
         dtype = cache_dtype(request, notes)
         sized = layers.layer_dtype(request.model, dtype)
@@ -134,7 +137,9 @@ class SglangEngine:
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
         cells = [pools.cells(model, stage, hybrid, draft_layers) for stage in stages]
-        return _plan(request, profile, dtype, model, cells, hybrid, page, notes, budget, split)
+        return _plan(
+            request, profile, dtype, model, cells, hybrid, page, notes, budget, split, dcp_size
+        )
 
 
 def _float32(value: float) -> float:
@@ -169,8 +174,10 @@ def _budget(
 def _plan(
     request: EngineRequest, profile: str, dtype: CacheDtype, model: ModelShape,
     cells: list[pools.Cells], hybrid: bool, page: int, notes: list[str], budget: int,
-    split: mamba.MambaSplit | None,
+    split: mamba.MambaSplit | None, dcp_size: int = 1,
 ) -> KvCachePlan:  # fmt: skip
+    """The plan; under DCP (``dcp_size`` > 1) the rows each rank holds hold ``dcp_size`` times
+    as many logical tokens (:mod:`~kvcalc.engines.sglang.dcp`)."""
     L = request.max_model_len
     ratio = extra_fraction(request.extra, "swa_full_tokens_ratio", 0.8)
     cap = extra_int(request.extra, "max_total_tokens", None)
@@ -187,7 +194,7 @@ def _plan(
     memory = memory_defaults(profile, request.gpu_memory_bytes, request.tensor_parallel_size,
                              request.pipeline_parallel_size, request.model,
                              attn_dp=request.attention_data_parallel_size,
-                             max_running_requests=request.max_num_seqs)  # fmt: skip
+                             max_running_requests=request.max_num_seqs, dcp=dcp_size)  # fmt: skip
     # the fraction the budget was sized with (scheduler.py: --mem-fraction-static as given)
     fraction = (
         request.gpu_memory_utilization
@@ -201,23 +208,28 @@ def _plan(
     if split is not None:
         running = min(running, split.max_running_requests)
     logs = _log_lines(profile, model, dtype, tokens, page, widest, hybrid, budget, fraction)
+    logical = tokens * dcp_size  # DCP: each rank's rows are every dcp-th token of a request
     if tokens > 0:
         chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
         logs.append(
-            f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, "
+            f"max_total_num_tokens={logical}, chunked_prefill_size={chunk}, "
             f"max_prefill_tokens={MAX_PREFILL_TOKENS}, max_running_requests={running}, "
             f"context_len={L}"
         )
     if hybrid:
         notes.append(f"hybrid SWA pools: {tokens:,} full-layer tokens, {swa_tokens:,} sliding-layer "
                      f"tokens (swa_full_tokens_ratio {ratio})")  # fmt: skip
-    fits = 0 < L <= tokens
+    fits = 0 < L <= logical
     if asked is None:
         notes.append(
             f"default max_running_requests = min(clamp(int({tokens:,} / {L:,} · 512), 2048, 4096), "
             f"{tokens:,} // 2) = {running} (context_len {L:,})"
         )
-    groups = pools.groups(widest, tokens, swa_tokens, page, L, hybrid)
+    groups = pools.groups(widest, logical, swa_tokens, page * dcp_size, L, hybrid)
+    if dcp_size > 1:  # a logical page is page_size rows on each rank
+        groups = tuple(replace(g, page_bytes=g.page_bytes // dcp_size) for g in groups)
+        notes.append(f"{tokens:,} rows per rank × DCP {dcp_size} = {logical:,} logical tokens "
+                     f"(the allocator's page: {page} × {dcp_size} = {page * dcp_size} tokens)")  # fmt: skip
     refusal = pool_too_small(model, swa_tokens, page) if hybrid and tokens > 0 else None
     if refusal:
         logs, fits = [refusal], False
@@ -230,12 +242,13 @@ def _plan(
         if refusal:
             logs, fits = [refusal], False
     return KvCachePlan(
-        engine="sglang", engine_version=profile, kv_cache_dtype=dtype.name, block_size=page,
-        num_blocks=tokens // page, kv_cache_bytes=kv_bytes, kv_cache_tokens=tokens,
-        max_concurrency=tokens / L,
+        engine="sglang", engine_version=profile, kv_cache_dtype=dtype.name,
+        block_size=page * dcp_size, num_blocks=tokens // page, kv_cache_bytes=kv_bytes,
+        kv_cache_tokens=logical, max_concurrency=logical / L,
         kv_bytes_per_token=widest.full_bytes + widest.swa_bytes + widest.draft_bytes,
         draft_kv_bytes_per_token=widest.draft_bytes,
-        bytes_per_request=L * per_token, fits=fits, estimated_max_model_len=None if fits else tokens,
+        bytes_per_request=-(-L // dcp_size) * per_token, fits=fits,
+        estimated_max_model_len=None if fits else logical,
         groups=groups, log_lines=tuple(logs), notes=tuple(notes), max_model_len=L,
         available_kv_bytes=request.available_kv_bytes, fit_budget_bytes=tokens * per_token,
         max_num_batched_tokens=None, max_num_seqs=running, refusal=refusal,

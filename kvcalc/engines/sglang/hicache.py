@@ -148,7 +148,7 @@ def check(opts: HiCacheOptions | None, request: EngineRequest, profile: str,
         what = "DP attention"
     elif request.pipeline_parallel_size > 1:
         what = "pipeline parallelism (a host pool per stage, synced to the smallest)"
-    elif request.extra.get("dcp_size", 1) not in (1, None):
+    elif request.decode_context_parallel_size > 1:
         what = "decode context parallelism"
     if what is not None:
         raise InputError(f"SGLang HiCache with {what} is not modelled (not recorded against "

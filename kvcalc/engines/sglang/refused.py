@@ -8,8 +8,8 @@
   :mod:`~kvcalc.engines.sglang.mamba`, :mod:`~kvcalc.engines.sglang.layers`.
 - Speculative decoding on hybrid, sliding-window and DSA targets, DFLASH/DSPARK/UNO/FROZEN_KV_MTP,
   EAGLE-1 heads (:mod:`~kvcalc.engines.sglang.speculative`); DP attention on hybrids and without
-  ``--weights-memory`` (:mod:`~kvcalc.engines.sglang.parallel`); DCP is ``flag-not-modelled``
-  (``server_flags.py``); HiCache beside hybrids, DSA, speculation, DP attention, PP or DCP
+  ``--weights-memory`` (:mod:`~kvcalc.engines.sglang.parallel`); DCP beside MHA, DSA, hybrids and
+  the rest (:mod:`~kvcalc.engines.sglang.dcp`); HiCache beside hybrids, DSA, speculation, DP attention, PP or DCP
   (:mod:`~kvcalc.engines.sglang.hicache`); LoRA is modelled for dense Llama/Qwen3 and the
   rest refused by name (:mod:`~kvcalc.engines.sglang.lora`; ``--lora-paths`` is
   ``flag-not-modelled``).

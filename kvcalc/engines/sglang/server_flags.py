@@ -165,7 +165,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--disaggregation-decode-allocation-policy",
     ),
     "parallelism": (
-        "--dcp-size", "--pp-max-micro-batch-size", "--pp-async-batch-depth",
+        "--pp-max-micro-batch-size", "--pp-async-batch-depth",
         "--attn-dp-size", "--load-balance-method", "--attn-cp-size", "--moe-dp-size",
         "--dwdp-size", "--dcp-comm-backend", "--dcp-replicate-q-proj", "--enable-prefill-cp",
         "--cp-strategy", "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
