@@ -67,8 +67,6 @@ class LoraSlots:
     bytes_per_gpu: int
     #: per vLLM LoRA layer class (``MergedQKVParallelLinear``, ``FusedMoE``, ...), per GPU
     by_class: tuple[tuple[str, int], ...]
-    #: CUDA-graph capture cases (``num_active_loras`` values): each capture size is captured once each
-    capture_cases: int
     #: the slots include fused-MoE experts, whose formula no run has confirmed
     moe_unconfirmed: bool
     notes: tuple[str, ...] = ()
@@ -174,7 +172,7 @@ def vllm_lora_slots(
         f"LoRA: up to {options.cpu_loras} adapter(s) in host memory (max_cpu_loras), at their "
         "checkpoint size: not known to kvcalc",
     ]
-    return LoraSlots(bytes_per_gpu=total, by_class=by_class, capture_cases=2, moe_unconfirmed=moe,
+    return LoraSlots(bytes_per_gpu=total, by_class=by_class, moe_unconfirmed=moe,
                      notes=tuple(notes))  # fmt: skip
 
 
