@@ -6,6 +6,8 @@ engine does not make an import cycle.
 
 from __future__ import annotations
 
+from functools import cache
+
 from kvcalc.engines.formats import GENERIC_BITS
 
 
@@ -38,6 +40,7 @@ def engine_dtypes(engine: str) -> tuple[str, ...]:
     return ()
 
 
+@cache
 def known_names() -> tuple[str, ...]:
     """Every name some engine takes (for validating a deployment file before the engine is known)."""
     from kvcalc.engines import ENGINE_NAMES

@@ -101,12 +101,15 @@ class ModelShape:
 
     @property
     def is_mla(self) -> bool:
-        return any(layer.kind is LayerKind.MLA for layer in self.layers)
+        return LayerKind.MLA in self.kinds
 
     @property
     def kinds(self) -> tuple[LayerKind, ...]:
         """Distinct layer kinds in order of first appearance."""
-        return tuple(dict.fromkeys(layer.kind for layer in self.layers))
+        kinds: tuple[LayerKind, ...] = self.memo(
+            ("kinds",), lambda: tuple(dict.fromkeys(layer.kind for layer in self.layers))
+        )
+        return kinds
 
     @property
     def attention_kind(self) -> str:
@@ -159,8 +162,10 @@ class ModelShape:
         return tuple(LayerGroup(layout=k, indices=tuple(v)) for k, v in found.items())
 
     # -- transformations --------------------------------------------------------------------
-    def _derived(self, key: tuple, make):
-        """Memoise a derived shape on this (frozen) instance: planning derives the same few often."""
+    def memo(self, key: tuple, make):
+        """Memoise something derived from this (frozen) instance under ``key`` (a tuple whose first
+        item names what is derived): planning derives the same few shapes, kinds and per-layer
+        specs many times for one model. What ``make`` returns must not be changed by callers."""
         cache = self.__dict__.setdefault("_derived_cache", {})
         if key not in cache:
             cache[key] = make()
@@ -169,7 +174,7 @@ class ModelShape:
     def with_cache_dtype(self, dtype: CacheDtype | None) -> ModelShape:
         """The same model with its KV cache stored as ``dtype`` (``None``: the model dtype)."""
         target = dtype or self.dtype
-        return self._derived(
+        return self.memo(
             ("dtype", dtype),
             lambda: replace(
                 self,
@@ -182,7 +187,7 @@ class ModelShape:
         """One tensor-parallel rank's share of every layer."""
         if tensor_parallel_size == 1:
             return self
-        return self._derived(
+        return self.memo(
             ("tp", tensor_parallel_size),
             lambda: replace(
                 self, layers=tuple(layer.per_rank(tensor_parallel_size) for layer in self.layers)

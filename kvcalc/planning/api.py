@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.planning.core import plan
+from kvcalc.planning.deployment import Deployment
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.result import CapacityPlan
 from kvcalc.sources.cache import ModelCache
@@ -73,17 +74,16 @@ def with_draft(
     return replace(inputs, speculative_config=replace(spec, draft=loaded.shape))
 
 
-def read_calibration(inputs: PlanInputs) -> Calibration | None:
+def read_calibration(inputs: PlanInputs | Deployment) -> Calibration | None:
     """The correction ``inputs.calibration`` holds for the planned GPU (``None`` without a file)."""
-    if not inputs.calibration:
+    deployment = Deployment.resolve(inputs)
+    if not deployment.inputs.calibration:
         return None
-    from kvcalc.planning.request import gpu_and_memory
     from kvcalc.sources.calibration import calibration_for
 
-    gpu, memory = gpu_and_memory(inputs)
-    return calibration_for(
-        inputs.calibration, gpu.device_name if gpu else None, total_memory_bytes=memory
-    )
+    gpu = deployment.gpu
+    return calibration_for(deployment.inputs.calibration, gpu.device_name if gpu else None,
+                           total_memory_bytes=deployment.memory_bytes)  # fmt: skip
 
 
 def plan_reference(
@@ -113,14 +113,15 @@ def plan_reference(
         "bundled config" if loaded.source == "bundled" else f"{loaded.source}: {loaded.location}"
     )
     inputs = with_draft(inputs, token=token, offline=offline)
+    deployment = Deployment.resolve(inputs)  # the GPU and the engine, looked up once
     result = plan(
         loaded.shape,
-        inputs,
+        deployment,
         exact_weights=_exact_weights(loaded, inputs),
         model_source=source,
         with_throughput=with_throughput,
         with_suggestions=with_suggestions,
-        calibration=read_calibration(inputs),
+        calibration=read_calibration(deployment),
     )
     return replace(result, notes=(*notes, *result.notes)) if notes else result
 

@@ -21,7 +21,6 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan, RunMemory
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError
@@ -37,6 +36,7 @@ from kvcalc.planning.budget import (
     outside_terms,
     shifted,
 )
+from kvcalc.planning.deployment import Deployment
 from kvcalc.planning.deployment_terms import (
     overhead_with_terms,
     weights_with_terms,
@@ -48,7 +48,7 @@ from kvcalc.planning.parallel import gpu_layout, has_routed_experts
 from kvcalc.planning.parallel_checks import check_model_parallelism
 from kvcalc.planning.plan_overhead import GIVEN_KV_NOTE, estimated
 from kvcalc.planning.plan_weights import plan_weights
-from kvcalc.planning.request import engine_request, gpu_and_memory, memory_inputs
+from kvcalc.planning.request import engine_request, memory_inputs
 from kvcalc.planning.result import CapacityPlan, MemoryBreakdown
 from kvcalc.planning.speculative import speculative_summary, with_draft_weights
 from kvcalc.planning.verdict import (
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 
 def plan(
     model: ModelShape,
-    inputs: PlanInputs,
+    inputs: PlanInputs | Deployment,
     *,
     exact_weights: SafetensorsWeights | None = None,
     model_source: str = "",
@@ -86,21 +86,25 @@ def plan(
     (:func:`kvcalc.planning.api.read_calibration`); a named file without it is refused rather than
     ignored. ``with_throughput`` adds the decode-throughput ceiling at the plan's concurrency
     (:func:`kvcalc.planning.throughput.attach_throughput`; skipped when the GPU's bandwidth is unknown).
+    ``inputs`` may come resolved (:class:`~kvcalc.planning.deployment.Deployment`); the GPU and the
+    engine are looked up once here, and the suggestions re-plan changed copies of it.
     """
+    deployment = Deployment.resolve(inputs)
+    inputs = deployment.inputs
     if inputs.calibration and calibration is None:
         raise InputError(
             f"plan() reads no files: the calibration {inputs.calibration} was not read",
             hint="call kvcalc.planning.api.plan_reference, or pass "
             "calibration=kvcalc.planning.api.read_calibration(inputs)",
         )
-    engine = get_engine(inputs.engine)
+    engine = deployment.engine
     check_model_parallelism(model, inputs)
     model, state_notes = recurrent_dtypes(engine, model, inputs.mamba_cache_dtype,
                                           inputs.mamba_ssm_cache_dtype)  # fmt: skip
-    gpu, memory = gpu_and_memory(inputs)
+    gpu, memory = deployment.gpu, deployment.memory_bytes
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
-    request = engine_request(model, inputs, available_kv_bytes=0, speculative=draft)
+    request = engine_request(model, deployment, available_kv_bytes=0, speculative=draft)
     served = weight_dtype(engine, request) if inputs.dtype is None else None
     weights, draft_weights = with_draft_weights(
         plan_weights(model, replace(inputs, dtype=served) if served else inputs, exact_weights),
@@ -117,15 +121,17 @@ def plan(
     if inputs.kv_cache_memory_bytes is not None and memory is not None:
         # a given KV size skips the budget, not the memory: vLLM still runs its profile pass and
         # captures its graphs beside it (gpu_worker.py: Worker.determine_available_memory)
-        free = replace(inputs, kv_cache_memory_bytes=None)
-        free_request = engine_request(model, free, available_kv_bytes=0, speculative=draft)
+        free_deployment = deployment.replace(kv_cache_memory_bytes=None)
+        free = free_deployment.inputs
+        free_request = engine_request(model, free_deployment, available_kv_bytes=0,
+                                      speculative=draft)  # fmt: skip
         on_device = overhead_with_terms(
             estimated(model, free, gpu, engine, free_request, calibration), terms
         )
         on_device = replace(on_device, notes=(*overhead.notes, GIVEN_KV_NOTE))
         given_outside = tuple((name, getattr(on_device, key)) for name, key in GIVEN_KV_TERMS
                               if getattr(on_device, key) > 0)  # fmt: skip
-    device = memory_inputs(model, inputs, memory)
+    device = memory_inputs(model, deployment)
     util = inputs.gpu_memory_utilization
     if util is None:
         util = engine.default_gpu_memory_utilization(device)
@@ -163,11 +169,11 @@ def plan(
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 
-        def replan(changed: PlanInputs) -> CapacityPlan:
+        def replan(changed: Deployment) -> CapacityPlan:
             return plan(model, changed, exact_weights=exact_weights, with_suggestions=False,
                         calibration=calibration)  # fmt: skip
 
-        result = replace(result, suggestions=tuple(suggestions(model, inputs, result, replan)))
+        result = replace(result, suggestions=tuple(suggestions(model, deployment, result, replan)))
     if with_throughput:
         from kvcalc.planning.throughput import attach_throughput, efficiency_of
 

@@ -140,11 +140,11 @@ class PlanInputs:
     mamba_ssm_cache_dtype: str | None = None
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _FIELD_NAMES:
+            value = getattr(self, name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise InputError(
-                    f"{f.name} must be a finite number, got {value}", code="invalid-input"
+                    f"{name} must be a finite number, got {value}", code="invalid-input"
                 )
         positive = ("num_gpus", "tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
                     "max_num_seqs", "batch", "block_size", "max_num_batched_tokens", "gpu_memory_bytes",
@@ -422,15 +422,20 @@ class PlanInputs:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``inputs`` object of the JSON: the request as given, keys as the flags spell them."""
-        data = asdict(self)
+        # every field is a plain value or a tuple of them but the speculative config (asdict
+        # would deep-copy them all, once per plan)
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}
         data["engine_options"] = dict(self.engine_options)
         spec = self.speculative_config
         data["speculative_config"] = None if spec is None else {
-            k: (v.value if hasattr(v, "value") else v) for k, v in data["speculative_config"].items()
+            k: (v.value if hasattr(v, "value") else v) for k, v in asdict(spec).items()
             if k not in ("keys", "text") and v is not None
         }  # fmt: skip
         return {JSON_NAMES.get(k, k): v for k, v in data.items()}
 
+
+#: the fields of :class:`PlanInputs`, in order
+_FIELD_NAMES = tuple(f.name for f in fields(PlanInputs))
 
 #: field → JSON key where the Python name differs from the flag (``--tight-threshold``)
 JSON_NAMES = {"tight_fraction": "tight_threshold"}

@@ -1,5 +1,5 @@
-"""The engine's view of what a person asked: :class:`PlanInputs` → :class:`EngineRequest` and
-:class:`MemoryInputs`. Pure."""
+"""The engine's view of what a person asked: a resolved :class:`Deployment` →
+:class:`EngineRequest` and :class:`MemoryInputs`. Pure."""
 
 from __future__ import annotations
 
@@ -9,27 +9,20 @@ from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.names import traits
 from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.errors import InputError
-from kvcalc.model.gpus import GpuSpec, get_gpu
 from kvcalc.model.shape import ModelShape
+from kvcalc.planning.deployment import Deployment
 from kvcalc.planning.inputs import PlanInputs
-
-
-def gpu_and_memory(inputs: PlanInputs) -> tuple[GpuSpec | None, int | None]:
-    """The catalog GPU (``None`` with only ``--gpu-memory``) and the memory one GPU reports."""
-    gpu = get_gpu(inputs.gpu) if inputs.gpu else None
-    memory = inputs.gpu_memory_bytes or (gpu.memory_bytes if gpu else None)
-    return gpu, memory
 
 
 def engine_request(
     model: ModelShape,
-    inputs: PlanInputs,
+    deployment: Deployment,
     *,
     available_kv_bytes: int,
     speculative: SpeculativeDraft | None = None,
 ) -> EngineRequest:
-    """The engine's view of ``inputs`` with ``available_kv_bytes`` of KV memory per GPU."""
-    gpu, memory = gpu_and_memory(inputs)
+    """The engine's view of ``deployment`` with ``available_kv_bytes`` of KV memory per GPU."""
+    inputs, gpu = deployment.inputs, deployment.gpu
     return EngineRequest(
         model=model,
         kv_cache_dtype=inputs.kv_cache_dtype,
@@ -40,15 +33,15 @@ def engine_request(
         pipeline_parallel_size=inputs.pipeline_parallel_size,
         decode_context_parallel_size=inputs.decode_context_parallel_size,
         cp_kv_cache_interleave_size=inputs.cp_kv_cache_interleave_size or 1,
-        attention_data_parallel_size=_attention_dp(inputs),
+        attention_data_parallel_size=deployment.attention_data_parallel_size,
         block_size=inputs.block_size,
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,
         available_kv_bytes=available_kv_bytes,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
-        gpu_memory_bytes=memory,
+        gpu_memory_bytes=deployment.memory_bytes,
         gpu_name=gpu.device_name if gpu else None,
-        gpu_compute_capability=_capability(gpu),
+        gpu_compute_capability=deployment.compute_capability,
         extra=engine_extra(inputs),
         enforce_eager=inputs.enforce_eager,
         enable_prefix_caching=inputs.enable_prefix_caching,
@@ -65,32 +58,21 @@ def engine_request(
     )
 
 
-def memory_inputs(model: ModelShape, inputs: PlanInputs, memory: int | None) -> MemoryInputs:
-    """What the engine's memory rules read for ``inputs`` on a GPU reporting ``memory`` bytes
-    (the fraction as given: None = the engine's default)."""
+def memory_inputs(model: ModelShape, deployment: Deployment) -> MemoryInputs:
+    """What the engine's memory rules read for ``deployment`` (the fraction as given: None = the
+    engine's default)."""
+    inputs = deployment.inputs
     return MemoryInputs(
         engine_version=inputs.engine_version,
-        gpu_memory_bytes=memory,
+        gpu_memory_bytes=deployment.memory_bytes,
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
-        attention_data_parallel_size=_attention_dp(inputs),
+        attention_data_parallel_size=deployment.attention_data_parallel_size,
         decode_context_parallel_size=inputs.decode_context_parallel_size,
         max_num_seqs=inputs.max_num_seqs,
         model=model,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
     )
-
-
-def _attention_dp(inputs: PlanInputs) -> int:
-    """SGLang DP attention's ranks (``--enable-dp-attention --dp N``), 1 without it."""
-    return inputs.data_parallel_size if inputs.enable_dp_attention else 1
-
-
-def _capability(gpu: GpuSpec | None) -> tuple[int, int] | None:
-    if gpu is None or not gpu.compute_capability or gpu.vendor.lower() != "nvidia":
-        return None
-    major, _, minor = gpu.compute_capability.partition(".")
-    return int(major), int(minor or 0)
 
 
 def engine_extra(inputs: PlanInputs) -> dict[str, Any]:

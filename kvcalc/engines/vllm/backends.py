@@ -68,7 +68,8 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
     SM 10.x has no fp8 cache: ``NotImplementedError: FlashAttention does not support fp8 kv-cache on
     this device.`` (``flash_attn.py``, ``FlashAttentionImpl.__init__``).
     """
-    diff_kv = any(isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers)
+    diff_kv = model.memo(("vllm.diff_kv",), lambda: any(
+        isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers))  # fmt: skip
     if diff_kv and dtype.is_quantized and cc is not None and cc[0] == 10:
         name = "fp8" if dtype.name == "fp8" else dtype.name
         raise InputError(

@@ -23,6 +23,7 @@ so 5,120 / 512 = 10.00x.
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.extra import check_extra, extra_bool, extra_int
@@ -35,7 +36,7 @@ from kvcalc.engines.vllm.mamba_dtypes import with_mamba_dtypes
 from kvcalc.engines.vllm.mm import MmTerms, parse_limits, vllm_mm_terms
 from kvcalc.engines.vllm.offload import HostTier, host_tier, weight_offload
 from kvcalc.engines.vllm.refused import refuse_unbuildable
-from kvcalc.engines.vllm.setup import resolve_setup
+from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.startup import StartupMemory, startup_memory
 from kvcalc.engines.vllm.support import unbuildable_hint, unbuildable_reason
 from kvcalc.engines.vllm.v1 import fit_budget, plan_v1
@@ -208,6 +209,29 @@ class VllmEngine:
                          mla=request.model.is_mla, offloaded_weight_bytes=offloaded_bytes)  # fmt: skip
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
+        setup = self._setup(request)
+        if not setup.profile.v1:
+            from kvcalc.engines.vllm.v0 import plan_v0
+
+            return plan_v0(request, setup)
+        return plan_v1(request, setup)
+
+    def _setup(self, request: EngineRequest) -> VllmSetup:
+        """:func:`resolve_setup` after the checks vLLM makes before sizing, once per request that
+        differs in more than its KV budget: a plan sizes the same setup at both ends of its band
+        and its suggestions at several budgets, on this one engine instance."""
+        key, objects = _setup_key(request)
+        cache: dict[tuple, tuple[tuple, VllmSetup]] = self.__dict__.setdefault("_setups", {})
+        hit = cache.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+            return hit[1]
+        setup = self._checked_setup(request)
+        if len(cache) >= _SETUP_CACHE_SIZE:
+            cache.clear()
+        cache[key] = (objects, setup)
+        return setup
+
+    def _checked_setup(self, request: EngineRequest) -> VllmSetup:
         check_extra(self.name, request.extra, EXTRA_KEYS)
         profile = D.resolve_profile(request.engine_version)[0]
         if request.speculative is not None and profile.name != "0.33":
@@ -224,9 +248,27 @@ class VllmEngine:
                     hint=unbuildable_hint(request.model),
                     code="unsupported-model",
                 )
-        setup = resolve_setup(request)
-        if not setup.profile.v1:
-            from kvcalc.engines.vllm.v0 import plan_v0
+        return resolve_setup(request)
 
-            return plan_v0(request, setup)
-        return plan_v1(request, setup)
+
+#: EngineRequest fields vLLM's setup does not read: the KV budget and the planner's memory terms
+_BUDGET_FIELDS = frozenset(
+    {"available_kv_bytes", "stage_available_kv_bytes", "run_memory", "cudagraph_memory_bytes"}
+)
+#: fields compared by identity (a model, a draft, option objects): kept beside the key
+_IDENTITY_FIELDS = ("model", "speculative", "lora", "offload")
+_SETUP_FIELDS = tuple(
+    f.name for f in fields(EngineRequest)
+    if f.name not in _BUDGET_FIELDS and f.name not in _IDENTITY_FIELDS and f.name != "extra"
+)  # fmt: skip
+#: setups one engine instance keeps (a plan and its suggestions need a few)
+_SETUP_CACHE_SIZE = 64
+
+
+def _setup_key(request: EngineRequest) -> tuple[tuple, tuple]:
+    """(hashable key, objects that must be the very same) of what :func:`resolve_setup` reads."""
+    objects = tuple(getattr(request, name) for name in _IDENTITY_FIELDS)
+    extra = tuple(sorted((k, repr(v)) for k, v in request.extra.items()))
+    key = (*(getattr(request, name) for name in _SETUP_FIELDS), extra,
+           *(id(o) for o in objects))  # fmt: skip
+    return key, objects

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from kvcalc.engines.common import pp_stages  # noqa: F401  (vLLM's get_pp_indices)
 from kvcalc.errors import InputError, KvcalcError
@@ -191,14 +191,32 @@ class Group:
     @property
     def page_bytes(self) -> int:
         if self.uniform_type:
-            return sum(s.page_bytes for s in self.specs)
+            return self.total_page_bytes
         return self.specs[0].page_bytes
 
+    @cached_property
+    def total_page_bytes(self) -> int:
+        """Bytes one block takes in all this group's layers (frozen: computed once)."""
+        return sum(s.page_bytes for s in self.specs)
+
+    @cached_property
+    def layer_span(self) -> tuple[int, int] | None:
+        """(first, last) cache-layer key of the group; None without layers."""
+        return (min(self.layers), max(self.layers)) if self.layers else None
+
+    @cached_property
+    def distinct_specs(self) -> tuple[LayerSpec, ...]:
+        return tuple(set(self.specs))
+
     def max_blocks(self, s: Sizing) -> int:
-        return max(spec.max_blocks(s) for spec in set(self.specs))
+        return max(spec.max_blocks(s) for spec in self.distinct_specs)
 
     def stage_page_bytes(self, stage_layers: range) -> int:
         """Bytes one block takes in this group's layers on one pipeline stage."""
+        span = self.layer_span
+        if span and stage_layers.step == 1 and stage_layers.start <= span[0] \
+                and span[1] < stage_layers.stop:  # fmt: skip
+            return self.total_page_bytes
         return sum(
             sp.page_bytes
             for i, sp in zip(self.layers, self.specs, strict=False)

@@ -248,7 +248,8 @@ def _mamba_mode(
     ``EngineArgs.create_engine_config`` no longer passes ``--mamba-cache-mode`` on ("It has no
     effect: Mamba prefix caching follows --enable-prefix-caching"); before 0.33 the option is
     read, then reset by the same rule (read from 0.33.0; unconfirmed for earlier releases)."""
-    if not any(isinstance(x, RecurrentState) for x in model.layers):
+    if not model.memo(("vllm.recurrent",), lambda: any(isinstance(x, RecurrentState)
+                                                        for x in model.layers)):  # fmt: skip
         return "none"
     prefix = True if request.enable_prefix_caching is None else request.enable_prefix_caching
     default = "align" if prefix else "none"

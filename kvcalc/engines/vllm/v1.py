@@ -60,8 +60,10 @@ def plan_v1(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
 def _plan_layers(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
     logs, notes = list(setup.logs), list(setup.notes)
     k = request.speculative.num_speculative_tokens if request.speculative else 0
-    specs, owner = layer_specs(
-        setup.model.layers, setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks, k
+    shape = (setup.block_size, setup.mamba_page_padded, setup.checkpoint_blocks, k)
+    # the same per-rank model is sized many times in one plan (its band, its suggestions)
+    specs, owner = setup.model.memo(
+        ("vllm.layer_specs", *shape), lambda: layer_specs(setup.model.layers, *shape)
     )
     if owner and any(k != i for k, i in owner.items()) and request.pipeline_parallel_size > 1:
         raise InputError(
@@ -70,7 +72,9 @@ def _plan_layers(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
             hint="plan it with --pipeline-parallel-size 1",
             code="unsupported-model",
         )
-    recurrent = any(s.kind is SpecKind.MAMBA for s in specs.values())
+    promoted_from = specs
+    recurrent = setup.model.memo(("vllm.mamba_specs", *shape),
+                                 lambda: any(s.kind is SpecKind.MAMBA for s in specs.values()))  # fmt: skip
     if request.disable_hybrid_kv_cache_manager and recurrent:
         # vllm/config/vllm.py (0.33.0): "hybrid SSM models (e.g. Jamba, Bamba) require HMA and will
         # fail at startup without it"
@@ -94,7 +98,13 @@ def _plan_layers(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
 
         groups = packed_groups(setup.model)
     else:
-        groups, group_logs = group_layers(specs)
+        if specs is promoted_from:
+            groups, group_logs = setup.model.memo(
+                ("vllm.group_layers", *shape), lambda: group_layers(specs)
+            )
+        else:
+            groups, group_logs = group_layers(specs)
+        groups = list(groups)
         logs += group_logs
     if not groups:
         return _attention_free(request, setup, notes)
@@ -264,10 +274,12 @@ def _block_size(setup: VllmSetup, groups: list[Group]) -> int:
 
 def _bytes_per_token(model: ModelShape, stages: list[_Stage]) -> int:
     """Attention bytes per token on the most loaded stage (recurrent state is per sequence)."""
-    return max(
-        sum(model.layers[i].bytes_per_token for i in s.layers if _holds_kv(model.layers[i]))
-        for s in stages
-    )
+
+    def on(layers: range) -> int:
+        return sum(model.layers[i].bytes_per_token for i in layers if _holds_kv(model.layers[i]))
+
+    return max(model.memo(("vllm.stage_bytes_per_token", s.layers), lambda r=s.layers: on(r))
+               for s in stages)  # fmt: skip
 
 
 def _holds_kv(layout: Layout) -> bool:
