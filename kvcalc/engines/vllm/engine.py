@@ -23,7 +23,9 @@ so 5,120 / 512 = 10.00x.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import fields
+from typing import Any
 
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.extra import check_extra, extra_bool, extra_int
@@ -139,11 +141,16 @@ class VllmEngine:
     def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:
         """The CUDA graphs one worker captures, for the graph-memory estimate (none in mode NONE);
         None with ``--enforce-eager`` and on V0 (:mod:`~kvcalc.engines.vllm.graph_defaults`)."""
-        tokens, seqs = self.scheduler_defaults(request)
-        v1 = D.resolve_profile(request.engine_version)[0].v1
-        return plan_captures(
-            request, v1_engine=v1, max_num_batched_tokens=tokens, max_num_seqs=seqs
-        )
+
+        def captures() -> CudaGraphCaptures | None:
+            tokens, seqs = self.scheduler_defaults(request)
+            v1 = D.resolve_profile(request.engine_version)[0].v1
+            return plan_captures(
+                request, v1_engine=v1, max_num_batched_tokens=tokens, max_num_seqs=seqs
+            )
+
+        kept: CudaGraphCaptures | None = _kept(self, "_captures", request, captures)
+        return kept
 
     def speculative_draft(
         self, model: ModelShape, config: SpeculativeConfig, *, tensor_parallel_size: int,
@@ -220,15 +227,7 @@ class VllmEngine:
         """:func:`resolve_setup` after the checks vLLM makes before sizing, once per request that
         differs in more than its KV budget: a plan sizes the same setup at both ends of its band
         and its suggestions at several budgets, on this one engine instance."""
-        key, objects = _setup_key(request)
-        cache: dict[tuple, tuple[tuple, VllmSetup]] = self.__dict__.setdefault("_setups", {})
-        hit = cache.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
-            return hit[1]
-        setup = self._checked_setup(request)
-        if len(cache) >= _SETUP_CACHE_SIZE:
-            cache.clear()
-        cache[key] = (objects, setup)
+        setup: VllmSetup = _kept(self, "_setups", request, lambda: self._checked_setup(request))
         return setup
 
     def _checked_setup(self, request: EngineRequest) -> VllmSetup:
@@ -272,3 +271,18 @@ def _setup_key(request: EngineRequest) -> tuple[tuple, tuple]:
     key = (*(getattr(request, name) for name in _SETUP_FIELDS), extra,
            *(id(o) for o in objects))  # fmt: skip
     return key, objects
+
+
+def _kept(engine: object, name: str, request: EngineRequest, make: Callable[[], Any]) -> Any:
+    """``make()``, kept on ``engine`` under ``name`` for requests that differ only in their KV
+    budget (what raises is not kept: it raises again)."""
+    key, objects = _setup_key(request)
+    cache: dict[tuple, tuple[tuple, Any]] = engine.__dict__.setdefault(name, {})
+    hit = cache.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+        return hit[1]
+    value = make()
+    if len(cache) >= _SETUP_CACHE_SIZE:
+        cache.clear()
+    cache[key] = (objects, value)
+    return value
