@@ -115,3 +115,21 @@ def harness_plan(data: dict, name: str, row: dict):
             available_kv_bytes=row["available_kv_bytes"], **HARNESS_GPUS[row.get("gpu", "h100")],
         )
     )  # fmt: skip
+
+
+def refusal_class(plan, codes) -> str:
+    """The class of kvcalc's refusal of a scenario the engine refused: ``codes[error code]`` where
+    ``plan()`` raises, ``"max-model-len"`` where its plan carries vLLM's length refusal, else
+    ``"kv-memory"`` — and a plan that sizes and starts (the engine refused it) fails the test."""
+    from kvcalc.errors import KvcalcError
+
+    try:
+        p = plan()
+    except KvcalcError as refused:
+        assert refused.code in codes, f"{refused.code}: {refused.message}"
+        return str(codes[refused.code])
+    if p.refusal:
+        assert p.refusal.startswith("User-specified max_model_len"), p.refusal
+        return "max-model-len"
+    assert not p.fits, "kvcalc sizes and starts a scenario vLLM refuses"
+    return "kv-memory"

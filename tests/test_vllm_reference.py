@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import refusal_class
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
@@ -130,16 +131,7 @@ def vllm_reason(text: str) -> str:
 
 def kvcalc_reason(name: str, row: dict) -> str:
     """The class of kvcalc's refusal: its error code, or its plan's wont-start / no-fit verdict."""
-    try:
-        p = _plan(name, row)
-    except KvcalcError as refused:
-        assert refused.code in KVCALC_CODES, f"{refused.code}: {refused.message}"
-        return KVCALC_CODES[refused.code]
-    if p.refusal:
-        assert p.refusal.startswith("User-specified max_model_len"), p.refusal
-        return LENGTH
-    assert not p.fits, "kvcalc sizes and starts a scenario vLLM refuses"
-    return KV_MEMORY
+    return refusal_class(lambda: _plan(name, row), KVCALC_CODES)
 
 
 def _vllm_layers_per_layer(name: str, layer_indices: tuple[int, ...]) -> int:

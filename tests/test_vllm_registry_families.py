@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import harness_cases, harness_plan
+from helpers import harness_cases, harness_plan, refusal_class
 
 from kvcalc.errors import KvcalcError
 from kvcalc.estimate.weights import count_parameters
@@ -64,16 +64,7 @@ def _plan(name: str, row: dict):
 
 def kvcalc_reason(name: str, row: dict) -> str:
     """The class of kvcalc's refusal: its error code, or its plan's wont-start refusal."""
-    try:
-        p = _plan(name, row)
-    except KvcalcError as refused:
-        assert refused.code in KVCALC_CODES, f"{refused.code}: {refused.message}"
-        return KVCALC_CODES[refused.code]
-    if p.refusal:
-        assert p.refusal.startswith("User-specified max_model_len"), p.refusal
-        return LENGTH
-    assert not p.fits, "kvcalc sizes and starts a scenario vLLM refuses"
-    return KV_MEMORY
+    return refusal_class(lambda: _plan(name, row), KVCALC_CODES)
 
 
 def test_every_family_is_recorded():
