@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 
 CODE = "unsupported-parallelism"
 
@@ -53,7 +54,7 @@ def check(request: EngineRequest, profile: str, notes: list[str]) -> int:
                 "whose attention implements DCP; not recorded)")  # fmt: skip
     elif layers.is_dsa(model):
         what = "a DSA model (the indexer cache stays replicated on every DCP rank; not recorded)"
-    elif mamba.is_hybrid(model) or any(x.kind.value == "sliding" for x in model.layers):
+    elif mamba.is_hybrid(model) or any(x.kind is LayerKind.SLIDING for x in model.layers):
         what = "a hybrid (Mamba or sliding-window) model"
     elif request.speculative is not None:
         what = "speculative decoding (the draft pool spans the widened token space)"

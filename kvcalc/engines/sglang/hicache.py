@@ -39,6 +39,7 @@ from typing import Any
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_bool, extra_choice
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 from kvcalc.units import GIB
 
 #: the engine options (``-E``; the ``launch_server`` flags' dests) HiCache reads
@@ -138,7 +139,7 @@ def check(opts: HiCacheOptions | None, request: EngineRequest, profile: str,
         what = f"SGLang {profile} (modelled for SGLang 0.5.23 only)"
     elif mamba.is_hybrid(model):
         what = "a Mamba/linear-attention hybrid (its state has a host pool of its own)"
-    elif any(x.kind.value == "sliding" for x in model.layers):
+    elif any(x.kind is LayerKind.SLIDING for x in model.layers):
         what = "a sliding-window model (full and SWA host pools split --hicache-size)"
     elif layers.is_dsa(model):
         what = "a DSA model (the indexer has a host pool of its own)"

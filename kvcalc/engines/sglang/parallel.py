@@ -17,6 +17,7 @@ from __future__ import annotations
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.speculative import SpecMethod
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 
 #: ``_handle_eagle_family`` / ``_handle_ngram``: ``max_running_requests`` unless given
 SPEC_MAX_RUNNING_REQUESTS = 48
@@ -47,7 +48,7 @@ def check(request: EngineRequest, profile: str, notes: list[str]) -> int:
                              f"{dp} (--enable-dp-attention --dp {dp})",
                              hint="a --dp that divides --tp", code="invalid-parallelism")  # fmt: skip
         if mamba.is_hybrid(request.model) or any(
-            x.kind.value == "sliding" for x in request.model.layers
+            x.kind is LayerKind.SLIDING for x in request.model.layers
         ):
             raise InputError("SGLang DP attention on a hybrid (Mamba or sliding-window) model is not "
                              "modelled (its state and SWA pools per DP rank are not recorded)",

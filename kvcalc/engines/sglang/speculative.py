@@ -31,6 +31,7 @@ from dataclasses import replace
 
 from kvcalc.engines.speculative import SpecMethod, SpeculativeConfig, SpeculativeDraft
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 
 CODE = "invalid-speculative-config"
@@ -157,9 +158,7 @@ def sglang_draft(
     if method is SpecMethod.EAGLE3 and draft.eagle is None:
         raise InputError(f"{cfg.model} is not an EAGLE-3 head kvcalc sizes (a Llama-type head; it "
                          f"has {draft.model_type!r}, {draft.architectures})", code=NOT_MODELLED)  # fmt: skip
-    if any(x.kind.value not in ("full", "sliding") for x in draft.layers) or any(
-        x.kind.value == "sliding" for x in draft.layers
-    ):
+    if any(x.kind is not LayerKind.FULL for x in draft.layers):
         raise InputError(f"the draft {cfg.model} has layers other than full attention, which "
                          "kvcalc does not size as SGLang draft layers", code=NOT_MODELLED)  # fmt: skip
     arch = (draft.architectures or ("",))[0]
@@ -178,7 +177,7 @@ def _refuse_target(target: ModelShape, cfg: SpeculativeConfig) -> None:
                          "K / ratio) + 1) · draft tokens) before the KV pool",
                          hint="plan it with --engine vllm, whose MTP sizing is checked",
                          code=NOT_MODELLED)  # fmt: skip
-    if any(x.kind.value == "sliding" for x in target.layers):
+    if any(x.kind is LayerKind.SLIDING for x in target.layers):
         raise InputError("SGLang speculative decoding on a sliding-window model is not modelled "
                          "(SGLang sizes the draft's sliding layers in the hybrid SWA pools)",
                          hint="plan it with --engine vllm", code=NOT_MODELLED)  # fmt: skip

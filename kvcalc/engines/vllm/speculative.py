@@ -22,6 +22,7 @@ from typing import Any
 
 from kvcalc.engines.speculative import SpecMethod, SpeculativeConfig, SpeculativeDraft
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 
 CODE = "invalid-speculative-config"
@@ -293,7 +294,9 @@ def vllm_draft(
         raise InputError(f"{cfg.model} is not an EAGLE-3 head kvcalc sizes (a Llama-type head: "
                          f"model_type llama; it has {draft.model_type!r}, {draft.architectures})",
                          code=NOT_MODELLED)  # fmt: skip
-    if draft.num_layers and any(x.kind.value not in ("full", "sliding") for x in draft.layers):
+    if draft.num_layers and any(
+        x.kind not in (LayerKind.FULL, LayerKind.SLIDING) for x in draft.layers
+    ):
         raise InputError(f"the draft {cfg.model} has layers other than attention, which kvcalc "
                          "does not place in vLLM's groups as draft layers", code=NOT_MODELLED)  # fmt: skip
     arch = (draft.architectures or ("",))[0]
