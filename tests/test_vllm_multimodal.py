@@ -111,3 +111,13 @@ def test_v0_profile_reads_the_limits_too():
                        limit_mm_per_prompt='{"image": 1}', engine_options=(("limit_mm_image", 1),)),
                        with_suggestions=False)  # fmt: skip
     assert err.value.code == "conflicting-options"
+
+
+@pytest.mark.parametrize("name", ["qwen3-vl-8b-tp1", "qwen3-vl-8b-tp2", "qwen3-vl-8b-tp1_off"])
+def test_weights_per_rank_equal_vllms_parameter_bytes(name):
+    # the tower, the text model, both RoPE caches and the 36 attention layers' four fp32 scales
+    # (_k/_v/_q/_prob_scale, 16 B each): vLLM's parameters and buffers per rank, to the byte
+    r = RECORDS[name]
+    kw = {"limit_mm_per_prompt": OFF} if name.endswith("_off") else {}
+    plan = _plan(tensor_parallel_size=r["tensor_parallel_size"], **kw)
+    assert plan.weights_bytes == r["target_param_bytes_per_rank"]

@@ -13,9 +13,8 @@ come out of the KV budget. What a draft adds:
   head are the target's (``eagle/utils.py`` ``_should_share``), and the rotary cache is the
   target's own object (``get_rope``'s cache returns the same module for the same parameters).
   DeepSeek-V3 at TP 8: 1,455,483,040 B of decoder layer + 205,520,896 B ``eh_proj`` + 43,008 B
-  of norms = 1,661,046,944 B; vLLM's own figure is 1,040 B more (the router's
-  ``e_score_correction_bias`` and the attention's four fp32 scales, which the target's estimate
-  leaves out as well).
+  of norms + 1,040 B of fp32 buffers (the router's ``e_score_correction_bias``, 256 × 4 B, and
+  the attention's four scales) = 1,661,047,984 B, vLLM's own figure.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from dataclasses import replace
 from kvcalc.errors import InputError
 from kvcalc.estimate.tensor_base import Tensor
 from kvcalc.estimate.tensors import inventory
-from kvcalc.estimate.weights import pricer, weight_bytes, weight_shape
+from kvcalc.estimate.weights import layer_buffer_bytes, pricer, weight_bytes, weight_shape
 from kvcalc.model.shape import ModelShape
 
 
@@ -43,6 +42,7 @@ def mtp_weight_bytes(
     template = mtp.template_layer % shape.num_layers
     layer = sum(sum(price(t, tp, loaded=True).values())
                 for t in inventory(shape) if t.layer == template)  # fmt: skip
+    layer += layer_buffer_bytes(shape, template)  # the attention's scales, the router's bias
     h = shape.hidden_size
     if mtp.projection == "eh_proj":  # nn.Linear: replicated, never quantized
         proj = Tensor(name="eh_proj", rows=h, cols=2 * h, role="vector")
@@ -87,6 +87,7 @@ def eagle3_weight_bytes(
         if t.layer == 0 and t.name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj"):
             t = replace(t, cols=2 * h)  # layer 0 reads [embedding; hidden]
         total += sum(price(t, tp, loaded=True).values())
+    total += sum(layer_buffer_bytes(shape, i) for i in range(shape.num_layers))
     target_hidden = eagle.target_hidden_size or h
     fc = Tensor(
         name="model.fc", rows=h, cols=target_hidden * eagle.aux_hidden_states, role="linear"

@@ -32,6 +32,7 @@ from kvcalc.estimate.pricing import (
 from kvcalc.estimate.tensors import Tensor, inventory
 from kvcalc.hfconfig.quant import DEFAULT_SPECS, QuantSpec
 from kvcalc.hfconfig.weights import WeightShape
+from kvcalc.model.layouts import RecurrentVariant
 from kvcalc.model.shape import ModelShape
 
 _WEIGHT_DTYPES = {"bf16": ("bf16", 2), "bfloat16": ("bf16", 2), "fp16": ("fp16", 2),
@@ -66,7 +67,9 @@ class WeightBytes:
     #: the largest share one GPU holds (one TP rank of the heaviest PP stage)
     weights_bytes_per_gpu: int
     stage_bytes_per_gpu: tuple[int, ...]
-    #: RoPE cos/sin cache vLLM allocates with the weights ("Model loading took" includes it)
+    #: buffers vLLM allocates with the weights ("Model loading took" includes them) on the GPU of
+    #: ``weights_bytes_per_gpu``: the RoPE cos/sin cache and the layers' fp32 buffers
+    #: (:func:`layer_buffer_bytes`)
     buffers_bytes_per_gpu: int
     #: of ``weights_bytes_per_gpu``: padding of the loaded layout beyond the checkpoint's share
     #: (vocabulary rows to a multiple of 64, mxfp4 expert dimensions to the MoE kernels' tiles)
@@ -96,6 +99,16 @@ class WeightBytes:
     #: vLLM's ``--limit-mm-per-prompt`` 0 and ``--mm-encoder-tp-mode data``
     vision_bytes_per_gpu: int = 0
     vision_bytes_unsplit: int = 0
+    #: ``buffers_bytes_per_gpu`` of each pipeline stage (the RoPE cache on every stage, each
+    #: layer's fp32 buffers on its own); empty: ``buffers_bytes_per_gpu`` on every stage
+    stage_buffer_bytes_per_gpu: tuple[int, ...] = ()
+
+    @property
+    def stage_buffers(self) -> tuple[int, ...]:
+        """``stage_buffer_bytes_per_gpu``, or ``buffers_bytes_per_gpu`` on each stage."""
+        return self.stage_buffer_bytes_per_gpu or (self.buffers_bytes_per_gpu,) * len(
+            self.stage_bytes_per_gpu
+        )
 
 
 def count_parameters(shape: WeightShape) -> ParameterCount:
@@ -171,12 +184,20 @@ def weight_bytes(
     vision = sum(sum(price(t, tp).values()) for t in tensors if t.vision) + vision_rope
     vision_whole = sum(sum(price(t, 1).values()) for t in tensors if t.vision) + vision_rope
     notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
+    counts = pp_layer_counts(shape.num_layers, pp)
+    stage_buffers = tuple(
+        rope_bytes
+        + sum(layer_buffer_bytes(shape, i) for i in range(sum(counts[:s]), sum(counts[: s + 1])))
+        for s in range(pp)
+    )
+    heaviest = stages.index(max(stages))
     return WeightBytes(
         num_parameters=sum(t.numel for t in tensors),
         weights_bytes=sum(by_dtype.values()),
         weights_bytes_per_gpu=max(stages),
         stage_bytes_per_gpu=tuple(stages),
-        buffers_bytes_per_gpu=rope_bytes,
+        buffers_bytes_per_gpu=stage_buffers[heaviest],
+        stage_buffer_bytes_per_gpu=stage_buffers,
         layout_padding_bytes_per_gpu=max(stages) - max(unpadded),
         by_dtype=dict(sorted(by_dtype.items())),
         experts_bytes=experts,
@@ -240,6 +261,29 @@ class _ExpertSplit:
 #: Qwen3-VL's vision RoPE (``qwen3_vl.py`` ``Qwen3_VisionTransformer``: ``get_rope(head_size,
 #: max_position=8192, partial_rotary_factor=0.5)``): a cos/sin cache of 8,192 × head_dim / 2
 QWEN3_VL_VISION_ROPE_POSITIONS = 8192
+
+
+#: vLLM 0.33's ``Attention`` and ``MLAAttention`` (``attention.py`` ``_init_kv_cache_quant``)
+#: register four fp32 scalar buffers each, ``_k_scale``, ``_v_scale``, ``_q_scale`` and
+#: ``_prob_scale``, in every layer they build (KV-sharing layers too)
+ATTENTION_SCALE_BYTES = 4 * 4
+#: mixers whose vLLM layer is an ``Attention`` or ``MLAAttention`` (DeepSeek-V3.2's and GLM-5's
+#: sparse MLA too; DeepSeek-V4's attention, the indexers' key caches and the recurrent mixers are
+#: neither and register none)
+_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL)
+
+
+def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
+    """fp32 bytes vLLM 0.33 keeps in decoder layer ``layer`` beside the inventory's parameters, on
+    every rank: the attention's four scales, and the MoE's ``e_score_correction_bias`` of one fp32
+    value per routed expert (``nn.Parameter(torch.empty(n_routed_experts))``, split over neither TP
+    nor EP), which transformers keeps as a buffer."""
+    mixer = shape.mixers[layer] if layer < len(shape.mixers) else "none"
+    total = ATTENTION_SCALE_BYTES if mixer in _SCALED_MIXERS else 0
+    ffn = shape.ffns[layer] if layer < len(shape.ffns) else "none"
+    if ffn == "moe" and shape.moe is not None and shape.moe.score_bias:
+        total += 4 * shape.moe.num_experts
+    return total
 
 
 def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:

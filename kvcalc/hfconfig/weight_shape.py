@@ -71,6 +71,9 @@ class MoeWeights:
     latent_size: int = 0
     #: the router's keys, read for DeepSeek-style configs (the defaults elsewhere)
     router: MoeRouter = MoeRouter()
+    #: an fp32 per-expert ``e_score_correction_bias`` beside the router: a buffer in transformers
+    #: (no parameter), a parameter vLLM keeps whole on every rank
+    score_bias: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -77,6 +77,16 @@ _TIE_DEFAULT = {
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
 _DEEPSEEK_ROUTER = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+#: model types whose MoE layers keep an fp32 ``e_score_correction_bias`` in vLLM 0.33, and the
+#: config key that switches it (None: always): ``deepseek_v2.py`` (``topk_method`` ``noaux_tc``,
+#: also GLM-5 and DeepSeek-V3.2), ``glm4_moe.py``, ``mimo_v2.py``, ``nemotron_h.py``,
+#: ``minimax_m2.py`` (``use_routing_bias``), ``lfm2_moe.py`` (``use_expert_bias``)
+_SCORE_BIAS: dict[str, str | None] = {
+    "deepseek_v2": "topk_method", "deepseek_v3": "topk_method", "kimi_k2": "topk_method",
+    "deepseek_v32": "topk_method", "glm_moe_dsa": "topk_method", "glm4_moe": None,
+    "mimo_v2": None, "mimo_v2_flash": None, "nemotron_h": None,
+    "minimax_m2": "use_routing_bias", "lfm2_moe": "use_expert_bias",
+}  # fmt: skip
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 _QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False}
@@ -308,8 +318,20 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         shared_expert_gate=gate,
         latent_size=r.int("moe_latent_size", default=0, minimum=0),
         router=read_router(r) if model_type in _DEEPSEEK_ROUTER else MoeRouter(),
+        score_bias=_score_bias(r, model_type),
     )
     return moe, flags
+
+
+def _score_bias(r: ConfigReader, model_type: str) -> bool:
+    if model_type not in _SCORE_BIAS:
+        return False
+    key = _SCORE_BIAS[model_type]
+    if key is None:
+        return True
+    if key == "topk_method":
+        return r.str(key, "") == "noaux_tc"
+    return r.bool(key)
 
 
 def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...]) -> tuple[str, ...]:

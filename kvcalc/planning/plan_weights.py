@@ -96,8 +96,8 @@ def plan_weights(
             num_parameters=None,
             notes=(f"no weight estimate: {exc.message}",),
         )
-    per_gpu = est.weights_bytes_per_gpu + est.buffers_bytes_per_gpu
-    stages = tuple(s + est.buffers_bytes_per_gpu for s in est.stage_bytes_per_gpu)
+    stages = tuple(s + b for s, b in zip(est.stage_bytes_per_gpu, est.stage_buffers, strict=True))
+    per_gpu = max(stages)
     if inputs.weights_memory_bytes is not None:
         return PlanWeights(per_gpu_bytes=inputs.weights_memory_bytes, source="given (--weights-memory)",
                         num_parameters=est.num_parameters)  # fmt: skip
@@ -129,7 +129,7 @@ def plan_weights(
                 )
                 + " as vLLM loads them (config layout"
                 + (f", {padding:,} B of kernel padding per GPU" if padding else "")
-                + f"), plus {est.buffers_bytes_per_gpu:,} B of RoPE cache",
+                + f"), plus {est.buffers_bytes_per_gpu:,} B of buffers (RoPE cache, fp32 scales)",
                 *mtp_note,
             ),  # fmt: skip
         )
@@ -160,18 +160,20 @@ def _exact_shares(est: Any, exact: SafetensorsWeights) -> tuple[int, ...]:
     """Each stage's share of the checkpoint's bytes: the estimate's layout scaled to the file. Where
     the experts are split otherwise than the rest (vLLM DP/EP), experts and the rest are scaled
     apart, each by the file's own bytes of them."""
-    buffers = est.buffers_bytes_per_gpu
+    buffers = est.stage_buffers
     split_apart = est.moe_ranks != est.tensor_parallel_size or est.expert_parallel
     rest = est.weights_bytes - est.experts_bytes
     if not (split_apart and est.experts_bytes and exact.experts_bytes and rest > 0):
         ratio = exact.total_bytes / est.weights_bytes
-        return tuple(round(s * ratio) + buffers for s in est.stage_bytes_per_gpu)
+        return tuple(
+            round(s * ratio) + b for s, b in zip(est.stage_bytes_per_gpu, buffers, strict=True)
+        )
     expert_ratio = exact.experts_bytes / est.experts_bytes
     rest_ratio = exact.non_expert_bytes / rest
     return tuple(
-        round((s - e - m) * rest_ratio) + round(e * expert_ratio) + m + buffers
-        for s, e, m in zip(est.stage_bytes_per_gpu, est.stage_expert_bytes_per_gpu,
-                           est.stage_expert_map_bytes_per_gpu, strict=True)
+        round((s - e - m) * rest_ratio) + round(e * expert_ratio) + m + b
+        for s, e, m, b in zip(est.stage_bytes_per_gpu, est.stage_expert_bytes_per_gpu,
+                              est.stage_expert_map_bytes_per_gpu, buffers, strict=True)
     )  # fmt: skip
 
 
