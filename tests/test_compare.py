@@ -73,7 +73,8 @@ def test_compare_without_a_gpu_uses_the_layouts():
     assert llama.engine_kv_bytes_per_request is None and llama.kv_cache_dtype == "bf16"
     assert result.inputs["kv_cache_dtype"] == "auto"
     assert llama.status == "no GPU given" and llama.fits is None and llama.max_concurrency is None
-    assert llama.weights_bytes == 16_060_522_496 + 33_554_432  # bf16 weights + RoPE cache
+    # bf16 weights + RoPE cache + 32 attention layers' four fp32 scales
+    assert llama.weights_bytes == 16_060_522_496 + 33_554_432 + 32 * 16
     assert llama.num_parameters == 8_030_261_248
 
 

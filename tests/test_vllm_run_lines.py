@@ -25,31 +25,31 @@ def _plan(**kw):
 
 def test_model_loading_and_usage_lines():
     # Llama-3.1-8B on an H100 at the default 0.92 (vLLM 0.33). kvcalc's terms, per GPU:
-    # weights 16,094,076,928 B (14.99 GiB), non-torch 279,172,874, activation 2,029,240,976,
+    # weights 16,094,077,440 B (14.99 GiB: with 32 layers' fp32 attention scales, 512 B), non-torch 279,172,874, activation 2,029,240,976,
     # graphs 813,897,608 (0.76 GiB). vLLM's usage line (gpu_worker.py compile_or_warm_up_model):
     #   requested = ceil(0.92 × 85,061,827,297) = 78,256,881,114 (72.88 GiB)
-    #   consumed = weights + non-torch = 16,373,249,802 (15.25 GiB)
+    #   consumed = weights + non-torch = 16,373,250,314 (15.25 GiB)
     #   peak activation = activation + the graph estimate it subtracted = 2,843,138,584 (2.65 GiB)
-    #   non-KV = consumed + peak + graphs = 20,030,285,994 (the graphs count twice, as vLLM counts)
-    #   to requested = 78,256,881,114 − 20,030,285,994 − 150 MiB = 58,069,308,720 (54.08 GiB)
-    #   to the GPU = 84,514,218,967 − 20,030,285,994 − 150 MiB = 64,326,646,573 (59.91 GiB)
-    #   in use = the available KV memory, 59,040,492,728 B (54.99 GiB)
+    #   non-KV = consumed + peak + graphs = 20,030,286,506 (the graphs count twice, as vLLM counts)
+    #   to requested = 78,256,881,114 − 20,030,286,506 − 150 MiB = 58,069,308,208 (54.08 GiB)
+    #   to the GPU = 84,514,218,967 − 20,030,286,506 − 150 MiB = 64,326,646,061 (59.91 GiB)
+    #   in use = the available KV memory, 59,040,492,216 B (54.99 GiB)
     r = _plan()
     m = r.memory
     assert (m.weights_bytes, m.non_torch_bytes, m.activation_bytes, m.cudagraph_bytes) == (
-        16_094_076_928, 279_172_874, 2_029_240_976, 813_897_608)  # fmt: skip
-    assert r.available_kv_bytes == 59_040_492_728
+        16_094_077_440, 279_172_874, 2_029_240_976, 813_897_608)  # fmt: skip
+    assert r.available_kv_bytes == 59_040_492_216
     assert r.log_lines[0] == "Model loading took 14.99 GiB memory and … seconds"
     assert r.log_lines[1] == "Available KV cache memory: 54.99 GiB"
     assert r.log_lines[-1] == (
         "Free memory on device (78.71/79.22 GiB) on startup. Desired GPU memory utilization is "
         "(0.92, 72.88 GiB). Actual usage is 15.25 GiB for consumed memory (weights + non-torch), "
         "2.65 GiB for peak activation, and 0.76 GiB for CUDAGraph memory. Replace "
-        "gpu_memory_utilization config with `--kv-cache-memory=58069308720` (54.08 GiB) to fit into "
-        "requested memory, or `--kv-cache-memory=64326646573` (59.91 GiB) to fully utilize gpu "
+        "gpu_memory_utilization config with `--kv-cache-memory=58069308208` (54.08 GiB) to fit into "
+        "requested memory, or `--kv-cache-memory=64326646061` (59.91 GiB) to fully utilize gpu "
         "memory. Current kv cache memory in use is 54.99 GiB."
     )
-    assert 58_069_308_720 == 78_256_881_114 - 20_030_285_994 - 150 * MIB
+    assert 58_069_308_208 == 78_256_881_114 - 20_030_286_506 - 150 * MIB
 
 
 def test_usage_line_against_the_h100_sweep_record():
