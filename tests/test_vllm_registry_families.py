@@ -36,6 +36,7 @@ LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
+    "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
@@ -70,7 +71,7 @@ def kvcalc_reason(name: str, row: dict) -> str:
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
-            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "phimoe", "minicpm3"} <= types  # fmt: skip
+            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -197,3 +198,15 @@ def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine):
             EngineRequest(model=model, max_model_len=4096, available_kv_bytes=20 << 30)
         )
     assert refused.value.code == "unsupported-model"
+
+
+def test_ernie4_5_moe_layers_from_the_range():
+    # moe_layer_start_index 2, end 21, interval 2: (i + 1) % 2 == 0 and 2 <= i <= 21, so layers
+    # 3, 5, ..., 21 are MoE (10 of 28), as ernie45_moe.py and transformers pick them
+    w = _model("synthetic--ernie4-5-moe-interval-2-8-kv-heads.json").weights
+    assert [i for i, f in enumerate(w.ffns) if f == "moe"] == list(range(3, 22, 2))
+    assert w.moe.num_experts == 64 and w.moe.experts_per_token == 6
+    assert w.moe.shared_intermediate_size == 0
+    # the defaults: MoE from layer 1 to the last (end -1 → 27), 2 shared experts of 1,536
+    d = _model("synthetic--ernie4-5-moe-defaults.json").weights
+    assert d.ffns == ("dense",) + ("moe",) * 27 and d.moe.shared_intermediate_size == 2 * 1536

@@ -167,6 +167,9 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
         out += _linear(f"{p}.fc2_latent_proj", h, m.latent_size, i, "replicated")
     if m.router_bias:
         out.append(Tensor(name=f"{p}.router.bias", rows=e, role="bias", layer=i))
+    if m.statics_bias:
+        out.append(Tensor(name=f"{p}.moe_statics.e_score_correction_bias", rows=e, role="router",
+                          layer=i))  # fmt: skip
     if m.expert_bias:
         out.append(Tensor(name=f"{p}.experts.gate_up_proj.bias", rows=up_rows, copies=e,
                           expert=True, role="bias", layer=i, split="column"))  # fmt: skip

@@ -74,6 +74,9 @@ class MoeWeights:
     #: an fp32 per-expert ``e_score_correction_bias`` beside the router: a buffer in transformers
     #: (no parameter), a parameter vLLM keeps whole on every rank
     score_bias: bool = False
+    #: ERNIE 4.5's ``moe_statics.e_score_correction_bias``: one value per expert, a parameter in
+    #: transformers (counted with the router)
+    statics_bias: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

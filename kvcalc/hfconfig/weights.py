@@ -71,7 +71,7 @@ _TIE_DEFAULT = {
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
-    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True,
+    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True,
     "phimoe": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
@@ -91,7 +91,7 @@ _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 _QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False}
 #: model types whose ``use_bias`` puts a bias on q/k/v/o and the MLP (ERNIE 4.5)
-_USE_BIAS = {"ernie4_5"}
+_USE_BIAS = {"ernie4_5", "ernie4_5_moe"}
 #: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
 _QK_NORM_KEYED = {"glm4_moe"}
 #: model types whose q/k RMSNorm spans all heads: a heads × head_dim weight (OLMo-2, OLMoE)
@@ -264,6 +264,10 @@ def _short_conv(r: ConfigReader) -> ShortConvWeights:
 
 
 def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    if model_type == "ernie4_5_moe":
+        from kvcalc.hfconfig.families.ernie4_5_moe import ernie_moe
+
+        return ernie_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted

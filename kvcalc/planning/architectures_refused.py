@@ -48,7 +48,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "DeepseekForCausalLM",
             "DomynEdgeForCausalLM",
             "DoryForCausalLM",
-            "Ernie4_5_MoeForCausalLM",
             "ExaoneForCausalLM",
             "ExaoneMoEForCausalLM",
             "ExaoneMoeForCausalLM",

@@ -16,6 +16,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "deepseek_v32": "dsa",
     "deepseek_v4": "deepseek_v4",
     "ernie4_5": "ernie4_5",
+    "ernie4_5_moe": "ernie4_5_moe",
     "exaone4": "exaone4",
     "falcon_h1": "falcon_h1",
     "gemma": "gemma1",
