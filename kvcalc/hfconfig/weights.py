@@ -71,7 +71,7 @@ _TIE_DEFAULT = {
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
-    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True,
+    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
     "phimoe": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
@@ -220,6 +220,8 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         qkv_bias, o_bias = True, False
     elif model_type in _USE_BIAS:
         qkv_bias = o_bias = r.bool("use_bias")
+    elif model_type == "seed_oss":  # q/k/v and o_proj keyed apart (modeling_seed_oss.py)
+        qkv_bias, o_bias = r.bool("attention_bias"), r.bool("attention_out_bias")
     elif model_type in _QKV_BIAS_KEYED:
         qkv_bias, o_bias = r.bool("attention_bias", _QKV_BIAS_KEYED[model_type]), False
     else:

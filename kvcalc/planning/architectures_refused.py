@@ -390,7 +390,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Olmo3ForCausalLM",
             "OlmoForCausalLM",
             "PhiForCausalLM",
-            "SeedOssForCausalLM",
             "SmolLM3ForCausalLM",
             "Starcoder2ForCausalLM",
             "TransformersEmbeddingModel",

@@ -74,4 +74,5 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_moe": "qwen",
     "qwen3_next": "qwen3_next",
     "qwen3_vl": "qwen",
+    "seed_oss": "seed_oss",
 }
