@@ -8,7 +8,11 @@ interpreter for comparison. Each model's config is parsed once per process; a pl
 
 The target is 1 ms a deployment (1,000 within 1 s after start-up); the ratio to it is printed.
 
-    python bench/check_many.py [--count 1000] [--runs 5]
+``--instructions`` counts, under valgrind's callgrind, the instructions the check itself executes
+(a child that starts up and checks the file, less one that only starts up): the same figure on an
+idle and a loaded machine, for comparing two versions while other work runs.
+
+    python bench/check_many.py [--count 1000] [--runs 5] [--instructions]
 """
 
 from __future__ import annotations
@@ -56,7 +60,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--instructions", action="store_true",
+                        help="count the check's instructions under valgrind's callgrind")  # fmt: skip
     ns = parser.parse_args()
+    if ns.instructions:
+        _instructions(ns.count)
+        return
 
     from kvcalc.deploy import check_paths
     from kvcalc.deploy.run import plan_deployment, read_file
@@ -118,6 +127,41 @@ def main() -> None:
             f"  CLI, fresh interpreter (start-up included, JSON out) {cli * 1000:8.1f} ms "
             f"(exit {done.returncode})"
         )
+
+
+_CHILD = """import sys
+sys.path.insert(0, {root!r})
+from kvcalc.deploy import check_paths
+check_paths([{warm!r}])
+if {run!r}:
+    check_paths([{path!r}])
+"""
+
+
+def _instructions(count: int) -> None:
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on the PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        path, warm = Path(tmp) / "many.yaml", Path(tmp) / "warm.yaml"
+        write_file(path, count)
+        warm.write_text("model: llama-3.1-8b\ngpu: H100-80GB\n", encoding="utf-8")
+        totals = []
+        for run in (True, False):
+            code = _CHILD.format(root=str(ROOT), warm=str(warm), path=str(path), run=run)
+            subprocess.run([sys.executable, "-c", code], check=True)  # bytecode cache written
+            done = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                 "-c", code], capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if found is None:
+                raise SystemExit("callgrind printed no instruction count")
+            totals.append(int(found.group(1)))
+    print(f"check of {count:,} deployments after start-up: {(totals[0] - totals[1]) / 1e6:,.0f} M "
+          "instructions (callgrind)")  # fmt: skip
 
 
 if __name__ == "__main__":

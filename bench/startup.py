@@ -11,8 +11,13 @@ with ``PYTHONDONTWRITEBYTECODE=1``): kvcalc is imported from a copy without ``__
 nothing is written. Also lists heavy modules that the kvcalc path imported (there must be none:
 torch, huggingface_hub, yaml).
 
+``--instructions`` counts the instructions each child executes under valgrind's callgrind
+instead (one run each, slow): the same on an idle and a loaded machine, so a change can be
+measured while other work runs; time and instructions are not proportional (the ratio of
+instructions is larger than the ratio of times), so the target is judged on time.
+
     python bench/startup.py [--runs 7] [--command plan|inspect|models] [--stat min|median]
-                            [--no-bytecode]
+                            [--no-bytecode] [--instructions]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -82,7 +88,12 @@ def main() -> None:
     parser.add_argument("--stat", choices=("min", "median"), default="min")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="compile kvcalc from source on every run (PYTHONDONTWRITEBYTECODE=1)")  # fmt: skip
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under valgrind's callgrind (one run each)")  # fmt: skip
     ns = parser.parse_args()
+    if ns.instructions:
+        _instructions(ns)
+        return
     if ns.no_bytecode:
         ENV["PYTHONDONTWRITEBYTECODE"] = "1"
         with tempfile.TemporaryDirectory() as tmp:
@@ -96,14 +107,43 @@ def main() -> None:
         _report(ns, ROOT)
 
 
+HELLO = (
+    "import typer\napp = typer.Typer()\n@app.command()\ndef hello(name: str = 'x'):\n    print(name)\n"
+    "try:\n    app(['--name', 'y'])\nexcept SystemExit:\n    pass"
+)
+
+
+def _count(code: str) -> int:
+    """Instructions one fresh interpreter running ``code`` executes (callgrind's total)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        cwd=ROOT, capture_output=True, text=True, env=ENV, check=True,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit("callgrind printed no instruction count")
+    return int(found.group(1))
+
+
+def _instructions(ns: argparse.Namespace) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on the PATH")
+    args = COMMANDS[ns.command]
+    kvcalc_code = f"from kvcalc.cli.app import main\nmain({args!r})"
+    _time(kvcalc_code)  # write the bytecode cache once
+    bare, hello, ours = (_count(c) for c in ("import typer", HELLO, kvcalc_code))
+    print(f"instructions, one run each under callgrind (kvcalc {' '.join(args)})")
+    print(f"  import typer                {bare / 1e6:9.1f} M")
+    print(f"  a one-command typer app     {hello / 1e6:9.1f} M")
+    print(f"  kvcalc {ns.command:<20} {ours / 1e6:9.1f} M")
+    print(f"  ratio to a typer app        {ours / hello:9.2f}x")
+
+
 def _report(ns: argparse.Namespace, cwd: Path) -> None:
     args = COMMANDS[ns.command]
     # exit status 0 (the plan passes) or the run stops with an error: a failing command is not timed
     kvcalc_code = f"from kvcalc.cli.app import main\nmain({args!r})"
-    hello = (
-        "import typer\napp = typer.Typer()\n@app.command()\ndef hello(name: str = 'x'):\n    print(name)\n"
-        "try:\n    app(['--name', 'y'])\nexcept SystemExit:\n    pass"
-    )
+    hello = HELLO
     _time(kvcalc_code, cwd)  # write the bytecode cache once (with --no-bytecode: warm the disk)
     bare, app_run, ours = [], [], []
     for _ in range(ns.runs):

@@ -72,6 +72,19 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.planning.servecmd",
         "kvcalc.model.graph_dims",  # llama.cpp's graph widths
         "kvcalc.engines.catalogue",  # every engine, for the help pages only
+        # what only some deployments use: speculation, LoRA, host tiers, recurrent layers, vLLM's
+        # V0 and Qwen2.5-VL profile runs, DeepSeek-V4's and vision towers' weight tables
+        "kvcalc.engines.speculative",
+        "kvcalc.engines.vllm.speculative",
+        "kvcalc.engines.vllm.lora",
+        "kvcalc.engines.lora_options",
+        "kvcalc.engines.vllm.offload",
+        "kvcalc.engines.host_options",
+        "kvcalc.model.recurrent_layouts",
+        "kvcalc.estimate.v0_profile",
+        "kvcalc.estimate.encoder_profile",
+        "kvcalc.estimate.dsv4_tensors",
+        "kvcalc.estimate.vision_tensors",
     ):
         assert module not in loaded, module
 

@@ -14,16 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kvcalc.engines.extra import is_int, positive
-from kvcalc.engines.host_options import OffloadOptions
-from kvcalc.engines.lora_options import LoraOptions
-from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
+
+if TYPE_CHECKING:  # built only by deployments that ask for them: kept off start-up
+    from kvcalc.engines.host_options import OffloadOptions
+    from kvcalc.engines.lora_options import LoraOptions
+    from kvcalc.engines.speculative import SpeculativeDraft
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +166,37 @@ class EngineRequest:
                 f"{self.model.num_layers} layers",
                 code="invalid-parallelism",
             )
+
+    #: the fields :meth:`with_budget` changes: the KV budget and the planner's memory terms
+    BUDGET_FIELDS = frozenset(
+        {"available_kv_bytes", "stage_available_kv_bytes", "run_memory", "cudagraph_memory_bytes"}
+    )
+
+    def with_budget(self, **changes: Any) -> EngineRequest:
+        """This request with only budget fields changed (:attr:`BUDGET_FIELDS`), the rest as
+        checked when it was built, and what :meth:`memo` holds kept: a plan sizes one request at
+        both ends of its band, and its suggestions at several budgets."""
+        unknown = set(changes) - self.BUDGET_FIELDS
+        if unknown:
+            raise TypeError(f"with_budget changes budget fields only, not {sorted(unknown)}")
+        available = changes.get("available_kv_bytes", self.available_kv_bytes)
+        if not is_int(available):
+            raise InputError(
+                f"available_kv_bytes must be an integer number of bytes, got {available!r}",
+                code="invalid-input",
+            )
+        copy = object.__new__(EngineRequest)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+
+    def memo(self, key: tuple, make: Any) -> Any:
+        """Memoise something derived from the fields that are not budget fields (an engine's
+        setup key) under ``key``; :meth:`with_budget` copies keep it."""
+        cache = self.__dict__.setdefault("_derived_cache", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -67,21 +67,34 @@ def _key(text: str) -> str:
     )
 
 
+#: spellings already read (a plan asks for an engine's traits many times)
+_READ: dict[str, EngineName] = {}
+
+
 def engine_name(text: str | EngineName) -> EngineName:
     """``text`` as an :class:`EngineName`; an ``unknown-engine`` error for anything else."""
     if isinstance(text, EngineName):
         return text
+    known = _READ.get(text) if isinstance(text, str) else None
+    if known is not None:
+        return known
     key = _key(text)
     for name in EngineName:
         if key == name.value:
-            return name
+            return _remember(text, name)
     if key in ALIASES:
-        return ALIASES[key]
+        return _remember(text, ALIASES[key])
     raise InputError(
         f"unknown engine {text!r}",
         hint="choose one of: " + ", ".join(n.value for n in EngineName),
         code="unknown-engine",
     )
+
+
+def _remember(text: object, name: EngineName) -> EngineName:
+    if isinstance(text, str) and len(_READ) < 256:
+        _READ[text] = name
+    return name
 
 
 class CacheTensors(str, Enum):

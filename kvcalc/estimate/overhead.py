@@ -68,10 +68,8 @@ from kvcalc.estimate.cudagraph import (
     cudagraph_bytes,
     describe,
 )
-from kvcalc.estimate.encoder_profile import v0_qwen2_5_vl_profile
 from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
 from kvcalc.estimate.interconnect import nccl_in_graphs, nvswitch_class
-from kvcalc.estimate.v0_profile import v0_profile
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
@@ -210,6 +208,8 @@ def estimate_overhead(
         first, last = index == 0, index == pp - 1
         buffers = 0 if first else 2 * hidden
         if era.v0_profile:
+            from kvcalc.estimate.v0_profile import v0_profile  # V0 releases only: kept off start-up
+
             v0 = v0_profile(w, architectures=model.architectures, tokens=tokens, rows=rows, tp=tp,
                             sm90=_sm90(gpu), last_stage=last, flashinfer=bool(flashinfer_sampler))  # fmt: skip
             forward, sampler, peak = v0.forward_bytes, v0.sampler_bytes, v0.peak_bytes
@@ -281,6 +281,8 @@ def estimate_overhead(
             "(engine option flashinfer_sampler=false plans that install)"
         )
     if mm_modelled and not no_items:
+        from kvcalc.estimate.encoder_profile import v0_qwen2_5_vl_profile  # V0 Qwen2.5-VL only
+
         mm = v0_qwen2_5_vl_profile(w, tensor_parallel_size=tp, max_num_batched_tokens=tokens,
                                    max_num_seqs=max_num_seqs, images=mm_limits[0],
                                    videos=mm_limits[1])  # fmt: skip

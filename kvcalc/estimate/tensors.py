@@ -19,9 +19,7 @@ Names follow the Llama layout (``model.layers.{i}.self_attn.q_proj``) whatever t
 
 from __future__ import annotations
 
-from kvcalc.estimate.dsv4_tensors import dsv4_layer
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
-from kvcalc.estimate.vision_tensors import vision_tensors
 from kvcalc.hfconfig.weight_shape import (
     AttentionWeights,
     GdnWeights,
@@ -61,6 +59,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
         elif mixer == "attention_global" and w.global_attention:
             out += _attention(w.global_attention, h, f"{p}.self_attn", i)
         elif mixer == "dsv4" and w.dsv4:
+            from kvcalc.estimate.dsv4_tensors import dsv4_layer  # DeepSeek-V4 only
+
             out += dsv4_layer(w.dsv4, h, p, i)
         elif mixer == "mla" and w.mla:
             out += _mla(w.mla, h, f"{p}.self_attn", i)
@@ -90,6 +90,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
     if w.lm_head_bias:
         out.append(Tensor(name="lm_head.bias", rows=w.vocab_size, role="bias", split="vocab"))
     if w.vision:
+        from kvcalc.estimate.vision_tensors import vision_tensors  # vision towers only
+
         out += vision_tensors(w.vision)
     return tuple(out)
 

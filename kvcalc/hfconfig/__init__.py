@@ -184,11 +184,12 @@ def _kinds(layouts: list[Layout]) -> tuple[str, ...]:
     """The generic reader's layer-kind names, which the weight reader understands."""
     from kvcalc.hfconfig import layers as L
     from kvcalc.model.layouts import ChunkedLocal
-    from kvcalc.model.recurrent_layouts import Mamba2State
 
     out: list[str] = []
     for layout in layouts:
         if layout.kind is LayerKind.RECURRENT:
+            from kvcalc.model.recurrent_layouts import Mamba2State  # recurrent layers only
+
             out.append(L.MAMBA2 if isinstance(layout, Mamba2State) else L.GDN)
         elif isinstance(layout, ChunkedLocal):
             out.append(L.CHUNKED)

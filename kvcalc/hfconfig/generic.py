@@ -11,6 +11,8 @@ before ``hidden_size // num_attention_heads``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import LayoutContext
@@ -24,7 +26,9 @@ from kvcalc.model.layouts import (
     NoCache,
     SlidingWindow,
 )
-from kvcalc.model.recurrent_layouts import GatedDeltaNetState, Mamba2State
+
+if TYPE_CHECKING:  # built for the recurrent layers only: kept off start-up
+    from kvcalc.model.recurrent_layouts import GatedDeltaNetState, Mamba2State
 
 
 def read_layouts(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
@@ -179,6 +183,8 @@ def _mamba2(r: ConfigReader, hidden: int, dtype: CacheDtype, prov: dict[str, str
         f"mamba_num_heads {num_heads} × mamba_head_dim {head_dim}, ssm_state_size {state}, "
         f"n_groups {groups}, conv_kernel {kernel}, SSM state {ssm.name}"
     )
+    from kvcalc.model.recurrent_layouts import Mamba2State
+
     return Mamba2State(
         dtype=dtype,
         ssm_dtype=ssm,
@@ -229,6 +235,8 @@ def _gdn(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDelta
         f"linear_num_key_heads {k_heads}, linear_num_value_heads {v_heads}, key/value head dims "
         f"{k_dim}/{v_dim}, linear_conv_kernel_dim {kernel}; {ssm_note}"
     )
+    from kvcalc.model.recurrent_layouts import GatedDeltaNetState
+
     return GatedDeltaNetState(
         dtype=dtype,
         ssm_dtype=ssm,

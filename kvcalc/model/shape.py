@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.model.drafts import EagleHead, MtpLayers
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import ATTENTION_KINDS, LayerKind, Layout
 
-if TYPE_CHECKING:  # llama.cpp's graph widths, read by the modules that build its graphs
+if TYPE_CHECKING:  # llama.cpp's graph widths; the drafts, built by the readers of drafting models
+    from kvcalc.model.drafts import EagleHead, MtpLayers
     from kvcalc.model.graph_dims import GraphDims
 
 

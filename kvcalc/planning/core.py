@@ -148,7 +148,7 @@ def plan(
                     cudagraph_bytes=on_device.cudagraph_bytes,
                     startup_free_bytes=startup.free_bytes if startup else None,
                     kv_cache_memory_bytes=inputs.kv_cache_memory_bytes)  # fmt: skip
-    request = replace(request, cudagraph_memory_bytes=graphs, run_memory=run)
+    request = request.with_budget(cudagraph_memory_bytes=graphs, run_memory=run)
     kv = engine.plan_kv_cache(_with_budget(request, budget, 0))
     length_notes = workload_length(inputs, kv.max_model_len)
     low_kv = kv
@@ -206,8 +206,8 @@ def _log_lines(kv: KvCachePlan, unloadable: tuple[str, ...],
 def _with_budget(request: EngineRequest, budget: KvBudget, delta: int) -> EngineRequest:
     """``request`` with the budget moved by ``delta`` (0, or to the band's low end)."""
     stages = shifted(budget.stage_bytes, delta)
-    return replace(request, available_kv_bytes=budget.available_bytes + delta,
-                   stage_available_kv_bytes=stages if len(stages) > 1 else ())  # fmt: skip
+    return request.with_budget(available_kv_bytes=budget.available_bytes + delta,
+                               stage_available_kv_bytes=stages if len(stages) > 1 else ())  # fmt: skip
 
 
 def layer_kv_bytes(
@@ -221,7 +221,9 @@ def layer_kv_bytes(
         layout = parse_cache_dtype(kv_cache_dtype)
     except InputError:
         return None
-    return int(model.with_cache_dtype(layout).per_rank(tensor_parallel_size).bytes_for(tokens))
+    key = ("layer_kv_bytes", layout, tensor_parallel_size, tokens)
+    return int(model.memo(key, lambda: model.with_cache_dtype(layout).per_rank(
+        tensor_parallel_size).bytes_for(tokens)))  # fmt: skip
 
 
 def _unloadable(engine: str, weights_bytes: int, memory: int | None) -> tuple[str, ...]:

@@ -4,14 +4,16 @@ one has for engines without it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.base import Engine, EngineRequest
 from kvcalc.engines.names import traits
-from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.errors import InputError
 from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.model.shape import ModelShape
+
+if TYPE_CHECKING:  # a draft's types: its module loads only when a deployment speculates
+    from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 
 
 def speculative_draft(

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.host_options import OffloadOptions
-from kvcalc.engines.lora_options import LoraOptions
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
 from kvcalc.planning.parallel_checks import check_parallelism
 from kvcalc.units import MAX_SIZE_BYTES, short_int
+
+if TYPE_CHECKING:  # built only when asked for (below): kept off start-up
+    from kvcalc.engines.host_options import OffloadOptions
+    from kvcalc.engines.lora_options import LoraOptions
 
 #: verdicts, from best to worst
 VERDICTS = ("ok", "tight", "below-target", "wont-start", "weights-dont-fit")
@@ -327,11 +329,15 @@ class PlanInputs:
 
     def _read_speculative(self) -> None:
         from kvcalc.engines.names import traits
-        from kvcalc.engines.vllm.speculative import read_speculative_config
 
         if traits(self.engine).sglang_speculative:
             spec = self._read_sglang_speculative()
+        elif all(v is None for v in (self.speculative_config, self.spec_method, self.spec_model,
+                                     self.spec_tokens)):  # fmt: skip
+            return  # no speculation asked: nothing to read (its modules stay unloaded)
         else:
+            from kvcalc.engines.vllm.speculative import read_speculative_config
+
             spec = read_speculative_config(self.speculative_config, spec_method=self.spec_method,
                                            spec_model=self.spec_model, spec_tokens=self.spec_tokens)  # fmt: skip
         object.__setattr__(self, "speculative_config", spec)
@@ -363,6 +369,8 @@ class PlanInputs:
         then ignored, as vLLM ignores them)."""
         if not self.enable_lora:
             return None
+        from kvcalc.engines.lora_options import LoraOptions
+
         return LoraOptions(
             max_loras=self.max_loras or 1,
             max_lora_rank=self.max_lora_rank or 16,
@@ -381,6 +389,11 @@ class PlanInputs:
     @property
     def offload(self) -> OffloadOptions | None:
         """The host tiers asked for (None: none)."""
+        if not (self.kv_offloading_bytes or self.kv_transfer_config or self.cpu_offload_bytes
+                or self.kv_offloading_backend is not None):  # fmt: skip
+            return None  # nothing asked (nor a backend to check): no OffloadOptions built
+        from kvcalc.engines.host_options import OffloadOptions
+
         options = OffloadOptions(
             kv_offloading_bytes=self.kv_offloading_bytes,
             kv_offloading_backend=self.kv_offloading_backend or "native",

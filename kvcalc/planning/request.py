@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.base import EngineRequest, MemoryInputs
 from kvcalc.engines.names import traits
-from kvcalc.engines.speculative import SpeculativeDraft
 from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.deployment import Deployment
 from kvcalc.planning.inputs import PlanInputs
+
+if TYPE_CHECKING:  # a draft's types: its module loads only when a deployment speculates
+    from kvcalc.engines.speculative import SpeculativeDraft
 
 
 def engine_request(

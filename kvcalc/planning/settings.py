@@ -20,6 +20,7 @@ file).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from kvcalc.errors import InputError
@@ -107,7 +108,7 @@ class Setting:
         default = (
             f" (default: {self.default_help})" if self.default_help and not default_shown else ""
         )
-        names = {s.name: s.spelled(surface) for s in SETTINGS}
+        names = _spellings(surface)
         if "{default}" in self.help:
             return self.help.format_map({**names, "default": default})
         text = self.help.format_map(names)
@@ -396,6 +397,14 @@ SETTINGS: tuple[Setting, ...] = (
     _s("json", Kind.BOOL, OUT, "Print the result as JSON.", default=False),
 )  # fmt: skip
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+@cache
+def _spellings(surface: str) -> dict[str, str]:
+    """Every setting's name as ``surface`` writes it (the help texts' placeholders), built once."""
+    return {s.name: s.spelled(surface) for s in SETTINGS}
+
+
 BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS if s.field}
 
 

@@ -5,18 +5,23 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import KvCachePlan
-from kvcalc.engines.speculative import SpecMethod, SpeculativeDraft
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.plan_weights import PlanWeights
 from kvcalc.planning.result import SpeculativeSummary
 
+if TYPE_CHECKING:  # a draft's types: its module loads only when a deployment speculates
+    from kvcalc.engines.speculative import SpeculativeDraft
+
 
 def draft_weights_bytes(model: ModelShape, inputs: PlanInputs, draft: SpeculativeDraft) -> int:
     """Bytes one GPU holds for the draft's weights (0 for n-gram and suffix decoding)."""
+    from kvcalc.engines.speculative import SpecMethod
+
     if draft.method is SpecMethod.MTP:
         from kvcalc.estimate.draft_weights import mtp_weight_bytes
 
@@ -47,6 +52,8 @@ def with_draft_weights(
     "Model loading took" figure and holds the draft already), and the draft's bytes."""
     if draft is None or not draft.method.uses_draft_kv:
         return weights, 0
+    from kvcalc.engines.speculative import SpecMethod
+
     try:
         extra = draft_weights_bytes(model, inputs, draft)
     except KvcalcError as exc:

@@ -14,13 +14,16 @@ resolved cache dtype unless ``speculative_config.kv_cache_dtype`` is set
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import EngineRequest
-from kvcalc.engines.speculative import SpecMethod, SpeculativeDraft
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.setup import VllmSetup, check_tp
 from kvcalc.errors import InputError
 from kvcalc.model.layouts import Layout
+
+if TYPE_CHECKING:  # a draft's types: its module loads only when a deployment speculates
+    from kvcalc.engines.speculative import SpeculativeDraft
 
 
 def draft_layers(
@@ -65,6 +68,8 @@ def _check_draft_length(request: EngineRequest, setup: VllmSetup, draft: Specula
     length is its own derived one, ``SpeculativeConfig._maybe_override_draft_max_model_len``).
     kvcalc does not re-plan at that length: refused, naming it. (EAGLE heads and MTP layers share
     the target's positions, ``draft_shares_target_positions``, and do not lower it.)"""
+    from kvcalc.engines.speculative import SpecMethod
+
     if draft.method is not SpecMethod.DRAFT_MODEL or draft.model is None or setup.refusal:
         return
     length = draft.model.max_model_len

@@ -25,18 +25,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.extra import check_extra, extra_bool, extra_int
-from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.batch import scheduler_batch
 from kvcalc.engines.vllm.graph_defaults import plan_captures
-from kvcalc.engines.vllm.lora import LoraSlots, vllm_lora_slots
 from kvcalc.engines.vllm.mamba_dtypes import with_mamba_dtypes
 from kvcalc.engines.vllm.mm import MmTerms, parse_limits, vllm_mm_terms
-from kvcalc.engines.vllm.offload import HostTier, host_tier, weight_offload
 from kvcalc.engines.vllm.refused import refuse_unbuildable
 from kvcalc.engines.vllm.setup import VllmSetup, resolve_setup
 from kvcalc.engines.vllm.startup import StartupMemory, startup_memory
@@ -45,6 +42,11 @@ from kvcalc.engines.vllm.v1 import fit_budget, plan_v1
 from kvcalc.errors import InputError
 from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.model.shape import ModelShape
+
+if TYPE_CHECKING:  # speculation, LoRA and host tiers load their modules when asked for
+    from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
+    from kvcalc.engines.vllm.lora import LoraSlots
+    from kvcalc.engines.vllm.offload import HostTier
 
 EXTRA_KEYS = (
     "usage_context", "mamba_cache_mode", "max_concurrent_batches", "pp_layer_partition",
@@ -186,6 +188,7 @@ class VllmEngine:
                              hint="plan with --engine-version 0.33, or without --enable-lora",
                              code="lora-not-modelled")  # fmt: skip
         from kvcalc.engines.vllm.dtypes import serving_dtype
+        from kvcalc.engines.vllm.lora import vllm_lora_slots
         from kvcalc.model.dtypes import FP32
 
         # lora_dtype auto = the dtype vLLM serves the model in: --dtype, or its auto rule (fp32 for
@@ -199,6 +202,8 @@ class VllmEngine:
 
     def weight_offload(self, request: EngineRequest, layer_bytes: int) -> tuple[int, str]:
         """(bytes per GPU ``--cpu-offload-gb`` moves to the host, note): :mod:`~kvcalc.engines.vllm.offload`."""
+        from kvcalc.engines.vllm.offload import weight_offload
+
         assert request.offload is not None
         return weight_offload(request.offload, layer_bytes=layer_bytes,
                               pipeline_parallel_size=request.pipeline_parallel_size,
@@ -208,6 +213,8 @@ class VllmEngine:
         self, request: EngineRequest, plan: KvCachePlan, offloaded_bytes: int
     ) -> HostTier:
         """The KV and weights this plan keeps in host memory (:mod:`~kvcalc.engines.vllm.offload`)."""
+        from kvcalc.engines.vllm.offload import host_tier
+
         assert request.offload is not None
         return host_tier(request.offload, gpu_kv_bytes=plan.kv_cache_bytes, num_blocks=plan.num_blocks,
                          block_size=plan.block_size, num_groups=max(1, len(plan.groups)),
@@ -251,9 +258,7 @@ class VllmEngine:
 
 
 #: EngineRequest fields vLLM's setup does not read: the KV budget and the planner's memory terms
-_BUDGET_FIELDS = frozenset(
-    {"available_kv_bytes", "stage_available_kv_bytes", "run_memory", "cudagraph_memory_bytes"}
-)
+_BUDGET_FIELDS = EngineRequest.BUDGET_FIELDS
 #: fields compared by identity (a model, a draft, option objects): kept beside the key
 _IDENTITY_FIELDS = ("model", "speculative", "lora", "offload")
 _SETUP_FIELDS = tuple(
@@ -276,7 +281,7 @@ def _setup_key(request: EngineRequest) -> tuple[tuple, tuple]:
 def _kept(engine: object, name: str, request: EngineRequest, make: Callable[[], Any]) -> Any:
     """``make()``, kept on ``engine`` under ``name`` for requests that differ only in their KV
     budget (what raises is not kept: it raises again)."""
-    key, objects = _setup_key(request)
+    key, objects = request.memo(("vllm.setup_key",), lambda: _setup_key(request))
     cache: dict[tuple, tuple[tuple, Any]] = engine.__dict__.setdefault(name, {})
     hit = cache.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):

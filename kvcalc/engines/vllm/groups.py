@@ -211,6 +211,14 @@ class Group:
     def max_blocks(self, s: Sizing) -> int:
         return max(spec.max_blocks(s) for spec in self.distinct_specs)
 
+    def layer_positions(self, num_layers: int) -> tuple[int, ...]:
+        """The transformer layer of each cache-layer key (Falcon-H1's mixer keys ``n + i`` → ``i``),
+        computed once per layer count."""
+        kept: dict[int, tuple[int, ...]] = self.__dict__.setdefault("_positions", {})
+        if num_layers not in kept:
+            kept[num_layers] = tuple(i % num_layers for i in self.layers)
+        return kept[num_layers]
+
     def stage_page_bytes(self, stage_layers: range) -> int:
         """Bytes one block takes in this group's layers on one pipeline stage."""
         span = self.layer_span

@@ -21,15 +21,23 @@ platform aligns blocks to them only when *every* mamba layer declares an alignme
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeGuard
+
 from kvcalc.engines.vllm.groups import LayerSpec, layer_spec
 from kvcalc.model.dtypes import BF16
 from kvcalc.model.layouts import Layout, RecurrentState
-from kvcalc.model.recurrent_layouts import (
-    GatedDeltaNetState,
-    KimiDeltaState,
-    Mamba2State,
-    ParallelHybrid,
-)
+
+if TYPE_CHECKING:  # the recurrent layouts load with the first recurrent layer (start-up: none)
+    from kvcalc.model.recurrent_layouts import GatedDeltaNetState, KimiDeltaState, ParallelHybrid
+
+
+def is_parallel_hybrid(layout: Layout) -> TypeGuard[ParallelHybrid]:
+    """A Falcon-H1 layer: attention and Mamba2 side by side."""
+    if not isinstance(layout, RecurrentState):
+        return False
+    from kvcalc.model.recurrent_layouts import ParallelHybrid
+
+    return isinstance(layout, ParallelHybrid)
 
 
 def cache_layers(layers: tuple[Layout, ...]) -> list[tuple[int, int, Layout]]:
@@ -37,7 +45,7 @@ def cache_layers(layers: tuple[Layout, ...]) -> list[tuple[int, int, Layout]]:
     n = len(layers)
     out: list[tuple[int, int, Layout]] = []
     for index, layout in enumerate(layers):
-        if isinstance(layout, ParallelHybrid):
+        if isinstance(layout, RecurrentState) and is_parallel_hybrid(layout):
             out += [(index, index, layout.attention), (n + index, index, layout.mixer)]
         else:
             out.append((index, index, layout))
@@ -64,18 +72,16 @@ def layer_specs(
 def mixers(layers: tuple[Layout, ...]) -> list[RecurrentState]:
     """The recurrent mixers (a Falcon-H1 layer's Mamba2 part included)."""
     return [
-        x.mixer if isinstance(x, ParallelHybrid) else x
-        for x in layers
-        if isinstance(x, RecurrentState)
+        x.mixer if is_parallel_hybrid(x) else x for x in layers if isinstance(x, RecurrentState)
     ]
 
 
 def attention_layers(layers: tuple[Layout, ...]) -> list[Layout]:
     """The layers holding K/V per token (a Falcon-H1 layer's attention part included)."""
     return [
-        x.attention if isinstance(x, ParallelHybrid) else x
+        x.attention if isinstance(x, RecurrentState) and is_parallel_hybrid(x) else x
         for x in layers
-        if isinstance(x, ParallelHybrid) or not isinstance(x, RecurrentState)
+        if not isinstance(x, RecurrentState) or is_parallel_hybrid(x)
     ]
 
 
@@ -86,6 +92,8 @@ def prefill_checkpoints(
     found = mixers(layers)
     if not found:
         return 0, 1, None
+    from kvcalc.model.recurrent_layouts import GatedDeltaNetState, KimiDeltaState, Mamba2State
+
     if all(isinstance(x, Mamba2State) for x in found):
         return 1, 1, "Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)"
     if all(isinstance(x, GatedDeltaNetState) and _flashinfer_gdn(x, cc) for x in found):

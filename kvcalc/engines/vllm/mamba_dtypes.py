@@ -26,7 +26,6 @@ from dataclasses import replace
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.layouts import Layout, RecurrentState
-from kvcalc.model.recurrent_layouts import KimiDeltaState, ParallelHybrid, ShortConvState
 from kvcalc.model.shape import ModelShape
 
 MAMBA_DTYPES: dict[str, CacheDtype] = {"float32": FP32, "float16": FP16, "bfloat16": BF16}
@@ -61,6 +60,8 @@ def _hooked(model: ModelShape) -> bool:
 
 def _state(layer: RecurrentState, conv: CacheDtype | None, ssm: CacheDtype | None,
            hooked: bool) -> RecurrentState:  # fmt: skip
+    from kvcalc.model.recurrent_layouts import KimiDeltaState, ShortConvState
+
     new_conv = conv or layer.dtype
     if isinstance(layer, KimiDeltaState):
         if ssm is FP16:
@@ -87,6 +88,8 @@ def with_mamba_dtypes(
     ssm = parse_mamba_dtype(mamba_ssm_cache_dtype, what="--mamba-ssm-cache-dtype")
     if conv is None and ssm is None:
         return model, ()
+    from kvcalc.model.recurrent_layouts import ParallelHybrid  # loaded for recurrent models only
+
     hooked = _hooked(model)
     layers: list[Layout] = []
     for layer in model.layers:

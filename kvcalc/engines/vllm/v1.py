@@ -21,7 +21,7 @@ from kvcalc.engines.vllm.groups import (
     group_layers,
     promote_local_specs,
 )
-from kvcalc.engines.vllm.hybrid import layer_specs
+from kvcalc.engines.vllm.hybrid import is_parallel_hybrid, layer_specs
 from kvcalc.engines.vllm.messages import (
     capacity_lines,
     cudagraph_profiling_line,
@@ -33,8 +33,7 @@ from kvcalc.engines.vllm.messages import (
 )
 from kvcalc.engines.vllm.setup import VllmSetup
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import LayerKind, Layout
-from kvcalc.model.recurrent_layouts import ParallelHybrid
+from kvcalc.model.layouts import LayerKind, Layout, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
 
@@ -65,7 +64,7 @@ def _plan_layers(request: EngineRequest, setup: VllmSetup) -> KvCachePlan:
     specs, owner = setup.model.memo(
         ("vllm.layer_specs", *shape), lambda: layer_specs(setup.model.layers, *shape)
     )
-    if owner and any(k != i for k, i in owner.items()) and request.pipeline_parallel_size > 1:
+    if request.pipeline_parallel_size > 1 and owner and any(k != i for k, i in owner.items()):
         raise InputError(
             "pipeline parallelism over layers that run attention and Mamba side by side "
             "(Falcon-H1) is not modelled",
@@ -283,14 +282,16 @@ def _bytes_per_token(model: ModelShape, stages: list[_Stage]) -> int:
 
 
 def _holds_kv(layout: Layout) -> bool:
-    return layout.kind in ATTENTION_KINDS or isinstance(layout, ParallelHybrid)
+    return layout.kind in ATTENTION_KINDS or (
+        isinstance(layout, RecurrentState) and is_parallel_hybrid(layout)
+    )
 
 
 def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCacheGroup:
     return KvCacheGroup(
         kind=group.kind.layer_kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
-        num_blocks=num_blocks, layer_indices=tuple(i % n for i in group.layers),
+        num_blocks=num_blocks, layer_indices=group.layer_positions(n),
         padding_layers=group.padding_layers,
     )  # fmt: skip
 
