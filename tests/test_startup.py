@@ -85,6 +85,10 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.estimate.encoder_profile",
         "kvcalc.estimate.dsv4_tensors",
         "kvcalc.estimate.vision_tensors",
+        # the weight records and readers of MLA, recurrent mixers and vision towers
+        "kvcalc.hfconfig.weight_shape_extra",
+        "kvcalc.hfconfig.weights_mixers",
+        "kvcalc.hfconfig.weights_vision",
     ):
         assert module not in loaded, module
 

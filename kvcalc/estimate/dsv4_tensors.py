@@ -14,7 +14,7 @@ and 3 scales each.
 from __future__ import annotations
 
 from kvcalc.estimate.tensor_base import Tensor, _linear
-from kvcalc.hfconfig.weight_shape import Dsv4Weights
+from kvcalc.hfconfig.weight_shape_extra import Dsv4Weights
 
 
 def dsv4_layer(d: Dsv4Weights, h: int, prefix: str, i: int) -> list[Tensor]:

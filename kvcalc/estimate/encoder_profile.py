@@ -40,7 +40,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvcalc.hfconfig.weight_shape import VisionWeights, WeightShape
+from kvcalc.hfconfig.weight_shape import WeightShape
+from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 #: ``max_pixels`` of the published Qwen2.5-VL ``preprocessor_config.json`` (16,384 × 28 × 28)
 QWEN2_5_VL_MAX_PIXELS = 12_845_056

@@ -19,19 +19,20 @@ Names follow the Llama layout (``model.layers.{i}.self_attn.q_proj``) whatever t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
-from kvcalc.hfconfig.weight_shape import (
-    AttentionWeights,
-    GdnWeights,
-    Mamba1Weights,
-    Mamba2Weights,
-    MlaWeights,
-    MlpWeights,
-    MoeWeights,
-    ShortConvWeights,
-    WeightShape,
-)
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MlpWeights, MoeWeights, WeightShape
 from kvcalc.model.layouts import RecurrentVariant
+
+if TYPE_CHECKING:  # built only for the families that have them
+    from kvcalc.hfconfig.weight_shape_extra import (
+        GdnWeights,
+        Mamba1Weights,
+        Mamba2Weights,
+        MlaWeights,
+        ShortConvWeights,
+    )
 
 #: roles a weight-quantization method may convert (the rest stay in the model dtype)
 QUANTIZABLE_ROLES = frozenset({"linear"})

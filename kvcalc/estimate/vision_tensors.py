@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
-from kvcalc.hfconfig.weight_shape import MlpWeights, VisionWeights
+from kvcalc.hfconfig.weight_shape import MlpWeights
+from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 
 def vision_tensors(v: VisionWeights) -> list[Tensor]:

@@ -5,9 +5,21 @@ fills them from ``config.json``; :mod:`kvcalc.estimate` counts and prices them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.hfconfig.quant import QuantSpec
+
+if TYPE_CHECKING:  # records only some families have (their own module, imported when read)
+    from kvcalc.hfconfig.weight_shape_extra import (
+        Dsv4Weights,
+        GdnWeights,
+        Mamba1Weights,
+        Mamba2Weights,
+        MlaWeights,
+        ShortConvWeights,
+        VisionWeights,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,22 +41,6 @@ class AttentionWeights:
     v_proj: bool = True
     #: RMSNorm over the whole q and k projections rather than per head (MiniMax-M2 ``use_qk_norm``)
     qk_norm_full: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class MlaWeights:
-    """DeepSeek multi-head latent attention projections."""
-
-    num_heads: int
-    q_lora_rank: int  # 0: q_proj maps hidden -> heads directly (DeepSeek-V2-Lite)
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    #: the sparse-attention indexer (DeepSeek-V3.2, GLM-5): ``index_n_heads`` × ``index_head_dim``
-    #: queries from the q LoRA, one key projection, a LayerNorm and per-head weights; 0: none
-    index_n_heads: int = 0
-    index_head_dim: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,115 +73,6 @@ class MoeWeights:
     #: ERNIE 4.5's ``moe_statics.e_score_correction_bias``: one value per expert, a parameter in
     #: transformers (counted with the router)
     statics_bias: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Mamba2Weights:
-    num_heads: int
-    head_dim: int
-    n_groups: int
-    state_size: int
-    conv_kernel: int
-    conv_bias: bool = True
-    proj_bias: bool = False
-    #: the mixer's inner width when the config sets it apart from heads × head_dim (Granite-4.0-H:
-    #: ``mamba_expand · hidden_size``); 0: heads × head_dim
-    inner: int = 0
-    #: the gated RMSNorm before out_proj (Falcon-H1 ``mamba_rms_norm`` false: none)
-    gated_norm: bool = True
-
-    @property
-    def intermediate_size(self) -> int:
-        return self.inner or self.num_heads * self.head_dim
-
-    @property
-    def conv_dim(self) -> int:
-        return self.intermediate_size + 2 * self.n_groups * self.state_size
-
-
-@dataclass(frozen=True, kw_only=True)
-class GdnWeights:
-    """Gated DeltaNet linear attention (Qwen3-Next)."""
-
-    num_k_heads: int
-    num_v_heads: int
-    k_head_dim: int
-    v_head_dim: int
-    conv_kernel: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Mamba1Weights:
-    """Jamba's Mamba1 mixer (transformers' JambaMambaMixer): in_proj hidden → 2 × inner, a
-    depthwise conv, x_proj inner → dt_rank + 2 × state, dt_proj dt_rank → inner (biased), A_log
-    inner × state, D, out_proj, and RMSNorms on dt, B and C."""
-
-    inner: int
-    state_size: int
-    conv_kernel: int
-    dt_rank: int
-    conv_bias: bool = True
-    proj_bias: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShortConvWeights:
-    """LFM2's gated short convolution: in_proj hidden → 3 × hidden (B, C, x), a depthwise
-    ``conv_kernel``-tap convolution over hidden channels, out_proj hidden → hidden."""
-
-    conv_kernel: int
-    bias: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class Dsv4Weights:
-    """DeepSeek-V4 attention (transformers' DeepseekV4Attention): one shared KV head, q and grouped
-    output LoRAs, sinks, and per layer a compressor by its compress ratio (0: none; the CSA rate:
-    overlapping compressor plus the sparse indexer; the HCA rate: compressor only); manifold
-    hyper-connections around every block (``hc_mult`` streams)."""
-
-    num_heads: int
-    head_dim: int
-    q_lora_rank: int
-    o_groups: int
-    o_lora_rank: int
-    index_n_heads: int
-    index_head_dim: int
-    hc_mult: int
-    #: per decoder layer: 0, ``csa_rate`` or ``hca_rate``
-    compress_ratios: tuple[int, ...]
-    csa_rate: int = 4
-    hca_rate: int = 128
-
-
-@dataclass(frozen=True, kw_only=True)
-class VisionWeights:
-    """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3),
-    Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:
-    3D patch embedding, learned positions, patch merger and DeepStack mergers) or Gemma 4's."""
-
-    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl`` or ``gemma4``
-    family: str = "llama4"
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    image_size: int
-    patch_size: int
-    num_channels: int
-    text_hidden_size: int
-    pixel_shuffle_ratio: float = 0.5
-    projector_input_dim: int = 0
-    projector_output_dim: int = 0
-    vision_output_dim: int = 0
-    projector_bias: bool = False
-    #: Pixtral's patch merger folds ``n × n`` patches
-    spatial_merge_size: int = 1
-    #: Qwen3-VL: frames per 3D patch, learned position rows, DeepStack mergers
-    temporal_patch_size: int = 1
-    num_positions: int = 0
-    deepstack_layers: int = 0
-    #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL: the tower's head width
-    head_dim: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,28 +22,24 @@ built by transformers nor loaded by vLLM without speculative decoding; they are 
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.moe_router import MoeRouter, read_router
 from kvcalc.hfconfig.quant import read_quant_spec
 from kvcalc.hfconfig.reader import MAX_DIM, ConfigReader
-from kvcalc.hfconfig.weight_shape import (
-    AttentionWeights,
-    Mamba1Weights,
-    MlaWeights,
-    MlpWeights,
-    MoeWeights,
-    ShortConvWeights,
-    WeightShape,
-)
-from kvcalc.hfconfig.weights_mixers import (
-    gdn_weights,
-    granite_mamba2,
-    mamba2_weights,
-)
-from kvcalc.hfconfig.weights_vision import read_vision
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MlpWeights, MoeWeights, WeightShape
+
+if TYPE_CHECKING:  # the records only some families have, imported where a config has them
+    from kvcalc.hfconfig.weight_shape_extra import (
+        GdnWeights,
+        Mamba1Weights,
+        Mamba2Weights,
+        MlaWeights,
+        ShortConvWeights,
+        VisionWeights,
+    )
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
 _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
@@ -176,13 +172,11 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
-        mamba2=(granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r))
-        if L.MAMBA2 in mixers or both
-        else None,
-        gdn=gdn_weights(r) if L.GDN in mixers else None,
+        mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
+        gdn=_gdn(r) if L.GDN in mixers else None,
         mamba1=_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
-        vision=read_vision(r, model_type, hidden, notes),
+        vision=_vision(r, model_type, hidden, notes) if r.has("vision_config") else None,
         vision_encoder=r.has("vision_config"),
         quantization=read_quant_spec(r),
         mtp_layers=mtp,
@@ -241,6 +235,8 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
 
 
 def _mla(r: ConfigReader) -> MlaWeights:
+    from kvcalc.hfconfig.weight_shape_extra import MlaWeights
+
     return MlaWeights(
         num_heads=r.int("num_attention_heads"),
         q_lora_rank=r.int("q_lora_rank", default=0, minimum=0),
@@ -251,6 +247,26 @@ def _mla(r: ConfigReader) -> MlaWeights:
         index_n_heads=r.int("index_n_heads", default=0, minimum=0),
         index_head_dim=r.int("index_head_dim", default=0, minimum=0),
     )
+
+
+def _mamba2(r: ConfigReader, model_type: str, hidden: int) -> Mamba2Weights:
+    from kvcalc.hfconfig.weights_mixers import granite_mamba2, mamba2_weights
+
+    return granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r)
+
+
+def _gdn(r: ConfigReader) -> GdnWeights:
+    from kvcalc.hfconfig.weights_mixers import gdn_weights
+
+    return gdn_weights(r)
+
+
+def _vision(
+    r: ConfigReader, model_type: str, hidden: int, notes: list[str]
+) -> VisionWeights | None:
+    from kvcalc.hfconfig.weights_vision import read_vision
+
+    return read_vision(r, model_type, hidden, notes)
 
 
 def _mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:

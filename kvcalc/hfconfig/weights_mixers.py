@@ -7,10 +7,7 @@ Each equals transformers' meta-device build (tests/test_weights.py).
 from __future__ import annotations
 
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import (
-    GdnWeights,
-    Mamba2Weights,
-)
+from kvcalc.hfconfig.weight_shape_extra import GdnWeights, Mamba2Weights
 
 
 def granite_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:

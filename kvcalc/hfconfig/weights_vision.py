@@ -10,7 +10,7 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 from __future__ import annotations
 
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import VisionWeights
+from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 #: ``vision_config.model_type`` of the Qwen3-VL tower (Qwen3.5/3.6 reuse it)
 _QWEN3_VL = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_vl_vision",

@@ -237,7 +237,7 @@ def _with_kv_heads(model: ModelShape, kv_heads: int, tag: str) -> ModelShape:
 
 
 def _with_mla(model: ModelShape, head_dim: int) -> ModelShape:
-    from kvcalc.hfconfig.weight_shape import MlaWeights
+    from kvcalc.hfconfig.weight_shape_extra import MlaWeights
 
     heads = model.num_attention_heads
 

@@ -18,7 +18,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import Dsv4Weights
+from kvcalc.hfconfig.weight_shape_extra import Dsv4Weights
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout

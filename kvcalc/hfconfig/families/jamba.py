@@ -16,7 +16,7 @@ from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.families._mamba import MAMBA_MIXER_KEYS, attention_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import Mamba1Weights
+from kvcalc.hfconfig.weight_shape_extra import Mamba1Weights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
 from kvcalc.model.recurrent_layouts import Mamba1State

@@ -14,7 +14,7 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import ShortConvWeights
+from kvcalc.hfconfig.weight_shape_extra import ShortConvWeights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout
 from kvcalc.model.recurrent_layouts import ShortConvState

@@ -12,13 +12,8 @@ tensor infos (:mod:`kvcalc.sources.gguf.files`), not from these dimensions.
 
 from __future__ import annotations
 
-from kvcalc.hfconfig.weight_shape import (
-    AttentionWeights,
-    MlaWeights,
-    MlpWeights,
-    MoeWeights,
-    WeightShape,
-)
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MlpWeights, MoeWeights, WeightShape
+from kvcalc.hfconfig.weight_shape_extra import MlaWeights
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, Layout, MLALatent
 
