@@ -46,7 +46,7 @@ _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj
               "falcon", "phi", "starcoder2", "mpt"}  # fmt: skip
 #: model types with LayerNorm (weight + bias) instead of RMSNorm
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
-               "starcoder2", "mpt", "phimoe"}  # fmt: skip
+               "starcoder2", "mpt", "phimoe", "stablelm"}  # fmt: skip
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
@@ -68,6 +68,7 @@ _TIE_DEFAULT = {
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
     "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
+    "stablelm": False,
     "phimoe": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
@@ -216,6 +217,8 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         qkv_bias = o_bias = r.bool("use_bias")
     elif model_type == "seed_oss":  # q/k/v and o_proj keyed apart (modeling_seed_oss.py)
         qkv_bias, o_bias = r.bool("attention_bias"), r.bool("attention_out_bias")
+    elif model_type == "stablelm":  # use_qkv_bias; o_proj unbiased (modeling_stablelm.py)
+        qkv_bias, o_bias = r.bool("use_qkv_bias"), False
     elif model_type in _QKV_BIAS_KEYED:
         qkv_bias, o_bias = r.bool("attention_bias", _QKV_BIAS_KEYED[model_type]), False
     else:

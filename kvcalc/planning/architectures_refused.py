@@ -98,7 +98,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "SarvamMLAForCausalLM",
             "SarvamMoEForCausalLM",
             "SolarForCausalLM",
-            "StableLmForCausalLM",
             "Step1ForCausalLM",
             "Step3TextForCausalLM",
             "Step3p5ForCausalLM",

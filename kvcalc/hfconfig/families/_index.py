@@ -73,6 +73,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_5_text": "qwen3_5",
     "qwen3_moe": "qwen",
     "qwen3_next": "qwen3_next",
+    "stablelm": "stablelm",
     "qwen3_vl": "qwen",
     "seed_oss": "seed_oss",
 }
