@@ -75,6 +75,8 @@ class MambaSplit:
     full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
     #: ``slots`` given (``--max-mamba-cache-size``) rather than fitted
     fixed: bool = False
+    #: intermediate SSM state for speculative verification: slot · (capped requests + 1) · D
+    spec_state_bytes: int = 0
 
     @property
     def state_bytes(self) -> int:
@@ -187,6 +189,11 @@ class MambaOptions:
     max_slots: int | None = None
     #: ``--disable-radix-cache``: one slot per running request
     disable_radix_cache: bool = False
+    #: ``--speculative-num-draft-tokens`` D under speculative decoding: SGLang keeps the
+    #: intermediate SSM state of every draft token of every running request (None: off)
+    spec_draft_tokens: int | None = None
+    #: ``max_running_requests`` before the slots cap it (48 under speculative decoding)
+    spec_max_running_requests: int = 48
 
 
 def options(extra: Mapping[str, Any], max_running_requests: int | None = None) -> MambaOptions:
@@ -212,22 +219,30 @@ def split(model: ModelShape, rest_gib: float, opts: MambaOptions | None = None) 
     (``slots`` ≤ 0: SGLang stops, :func:`refusal`)."""
     opts = opts or MambaOptions()
     per_slot, layers = slot_bytes(model)
-    if opts.max_slots is not None:
-        slots = opts.max_slots
-    else:
-        r = opts.full_memory_ratio
-        budget = rest_gib * r / (1 + r)
-        slots = int((budget * GIB - per_slot) // per_slot) if per_slot else 0
-    rest_kv = rest_gib - (slots + 1) * per_slot / GIB
     archs = set(model.architectures)
     if opts.disable_radix_cache:
         per_request = 1
     else:
         per_request = _BASE_SLOTS + (_EXTRA_BUFFER_SLOTS if archs & EXTRA_BUFFER_ARCHS else 0)
+    d = opts.spec_draft_tokens
+    budget_bytes = rest_gib * opts.full_memory_ratio / (1 + opts.full_memory_ratio) * GIB
+    if opts.max_slots is not None:
+        slots = opts.max_slots
+    elif d is not None and per_slot:
+        # memory_budget_spec: main state + intermediate state = the state budget
+        slots = int((budget_bytes - per_slot * (1 + d)) // (per_slot * (1 + d / per_request)))
+    else:
+        slots = int((budget_bytes - per_slot) // per_slot) if per_slot else 0
+    reserve = 0
+    if d is not None:
+        capped = min(max(1, opts.spec_max_running_requests), slots // per_request)
+        reserve = per_slot * (capped + 1) * d
+    rest_kv = rest_gib - reserve / GIB - (slots + 1) * per_slot / GIB
     return MambaSplit(
         slots=slots, slot_bytes=per_slot, num_layers=layers, slots_per_request=per_request,
         kv_budget_bytes=max(0, int(rest_kv * GIB)) if slots > 0 else 0, rest_gib=rest_gib,
         full_memory_ratio=opts.full_memory_ratio, fixed=opts.max_slots is not None,
+        spec_state_bytes=reserve,
     )  # fmt: skip
 
 
