@@ -328,6 +328,18 @@ class MemoryInputs:
     non_torch_bytes: int = 0
     cudagraph_bytes: int = 0
 
+    def with_terms(self, **changes: Any) -> MemoryInputs:
+        """This record with ``changes`` made, copied without ``dataclasses.replace``'s re-run of
+        ``__init__`` (the class checks nothing on construction): a plan builds one copy per
+        pipeline stage and per term it asks the engine's rule about."""
+        unknown = changes.keys() - _MEMORY_FIELDS
+        if unknown:
+            raise TypeError(f"MemoryInputs has no fields {sorted(unknown)}")
+        copy = object.__new__(MemoryInputs)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+
     @property
     def total_memory_bytes(self) -> int:
         """``gpu_memory_bytes``, which every budget rule starts from."""
@@ -349,6 +361,10 @@ class MemoryInputs:
         return (
             self.weights_bytes + self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
         )
+
+
+#: what :meth:`MemoryInputs.with_terms` may change
+_MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(MemoryInputs))
 
 
 @runtime_checkable

@@ -6,6 +6,7 @@ checks every engine module shares. Bad values raise :class:`~kvcalc.errors.Input
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, overload
 
@@ -102,8 +103,10 @@ def extra_choice(
     return value
 
 
+@functools.lru_cache(maxsize=256)
 def version_tuple(text: str) -> tuple[int, ...] | None:
-    """``"0.31.0"`` → ``(0, 31, 0)``; None when it is not dotted numbers (``"v0.8.5"`` is fine)."""
+    """``"0.31.0"`` → ``(0, 31, 0)``; None when it is not dotted numbers (``"v0.8.5"`` is fine).
+    Kept: a plan asks it of the same few release names many times."""
     parts = text.strip().lstrip("vV").split(".")
     try:
         return tuple(int(p) for p in parts if p != "")

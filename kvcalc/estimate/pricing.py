@@ -30,6 +30,10 @@ class Pricer:
 
     def __init__(self, spec: QuantSpec | None, dtype_name: str, dtype_bytes: int) -> None:
         self.spec, self.dtype_name, self.dtype_bytes = spec, dtype_name, dtype_bytes
+        #: (id(tensor), tp, loaded) -> (the tensor, its bytes): one estimate prices each tensor
+        #: several times (totals, stages, experts); the tensor is kept, so its id stays its own
+        self._priced: dict[tuple[int, int, bool], tuple[Tensor, dict[str, int]]] = {}
+        self._quantized: dict[int, tuple[Tensor, bool]] = {}
 
     def loaded_shape(self, t: Tensor, tp: int) -> tuple[int, int]:
         """One rank's ``(rows, cols)`` as vLLM allocates it (padded), not as the checkpoint has it."""
@@ -48,6 +52,15 @@ class Pricer:
         return rows, cols
 
     def quantized(self, t: Tensor) -> bool:
+        """The tensor is stored in the quantized format (its name is not skipped)."""
+        hit = self._quantized.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        value = self._is_quantized(t)
+        self._quantized[id(t)] = (t, value)
+        return value
+
+    def _is_quantized(self, t: Tensor) -> bool:
         s = self.spec
         if (
             s is None
@@ -61,6 +74,16 @@ class Pricer:
         return not any(_matches(t.name, pattern) for pattern in s.skip_modules)
 
     def __call__(self, t: Tensor, tp: int, *, loaded: bool = False) -> dict[str, int]:
+        """The bytes per storage dtype (callers must not change the dict returned)."""
+        key = (id(t), tp, loaded)
+        hit = self._priced.get(key)
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        value = self._price(t, tp, loaded)
+        self._priced[key] = (t, value)
+        return value
+
+    def _price(self, t: Tensor, tp: int, loaded: bool) -> dict[str, int]:
         rows, cols = self.loaded_shape(t, tp) if loaded else t.shape_per_rank(tp)
         if not self.quantized(t):
             return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}

@@ -58,8 +58,7 @@ def kv_budget(
         (stage_weights_bytes[-1],) * len(stages))  # fmt: skip
     per_stage = tuple(
         engine.available_kv_bytes(
-            replace(
-                memory,
+            memory.with_terms(
                 weights_bytes=w,
                 activation_bytes=s.activation_bytes,
                 non_torch_bytes=s.non_torch_bytes + shift,
@@ -105,7 +104,7 @@ def outside_terms(
     Empty without a GPU size."""
     if memory.gpu_memory_bytes is None:
         return ()
-    stage = replace(memory, weights_bytes=weights_bytes, activation_bytes=overhead.activation_bytes,
+    stage = memory.with_terms(weights_bytes=weights_bytes, activation_bytes=overhead.activation_bytes,
                     non_torch_bytes=overhead.non_torch_bytes,
                     cudagraph_bytes=overhead.cudagraph_bytes if overhead.cudagraph_estimated else 0)  # fmt: skip
     base = engine.available_kv_bytes(stage)
@@ -117,7 +116,7 @@ def outside_terms(
         if key == "cudagraph_bytes" and not overhead.cudagraph_estimated:
             out.append((name, value))
             continue
-        grown = replace(stage, **{key: getattr(stage, key) + (1 << 30)})
+        grown = stage.with_terms(**{key: getattr(stage, key) + (1 << 30)})
         if engine.available_kv_bytes(grown) >= base:
             out.append((name, value))
     return tuple(out)

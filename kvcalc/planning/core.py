@@ -135,7 +135,7 @@ def plan(
     util = inputs.gpu_memory_utilization
     if util is None:
         util = engine.default_gpu_memory_utilization(device)
-    budget = kv_budget(engine, replace(device, gpu_memory_utilization=util), overhead=overhead,
+    budget = kv_budget(engine, device.with_terms(gpu_memory_utilization=util), overhead=overhead,
                        given_kv_bytes=inputs.kv_cache_memory_bytes,
                        stage_weights_bytes=weights.stage_bytes or (weights.per_gpu_bytes,))  # fmt: skip
     if terms is not None:
@@ -155,7 +155,7 @@ def plan(
     if budget.low_bytes != available:  # judge the deployment on the pessimistic end
         low_kv = engine.plan_kv_cache(_with_budget(request, budget, budget.low_bytes - available))
     host = host_tier(engine, request, kv, weights.offloaded_bytes)
-    outside = given_outside or outside_terms(engine, replace(device, gpu_memory_utilization=util),
+    outside = given_outside or outside_terms(engine, device.with_terms(gpu_memory_utilization=util),
                                              weights_bytes=weights.per_gpu_bytes, overhead=overhead)  # fmt: skip
     result = _assemble(
         model, inputs, gpu, memory, util, weights, on_device, budget, kv, low_kv, model_source,

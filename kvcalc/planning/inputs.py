@@ -7,6 +7,7 @@ Names follow vLLM's flags so serving commands can be pasted (``max_model_len``,
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -437,14 +438,14 @@ class PlanInputs:
         """The ``inputs`` object of the JSON: the request as given, keys as the flags spell them."""
         # every field is a plain value or a tuple of them but the speculative config (asdict
         # would deep-copy them all, once per plan)
-        data = {name: getattr(self, name) for name in _FIELD_NAMES}
+        data = dict(zip(_JSON_KEYS, _FIELDS_OF(self), strict=True))
         data["engine_options"] = dict(self.engine_options)
         spec = self.speculative_config
         data["speculative_config"] = None if spec is None else {
             k: (v.value if hasattr(v, "value") else v) for k, v in asdict(spec).items()
             if k not in ("keys", "text") and v is not None
         }  # fmt: skip
-        return {JSON_NAMES.get(k, k): v for k, v in data.items()}
+        return data
 
 
 #: the fields of :class:`PlanInputs`, in order
@@ -452,3 +453,6 @@ _FIELD_NAMES = tuple(f.name for f in fields(PlanInputs))
 
 #: field → JSON key where the Python name differs from the flag (``--tight-threshold``)
 JSON_NAMES = {"tight_fraction": "tight_threshold"}
+#: the JSON keys of :data:`_FIELD_NAMES`, in order, and a getter of those fields' values
+_JSON_KEYS = tuple(JSON_NAMES.get(name, name) for name in _FIELD_NAMES)
+_FIELDS_OF = operator.attrgetter(*_FIELD_NAMES)

@@ -147,7 +147,33 @@ def _block_size(
     checkpoint_alignment: int,
     notes: list[str],
 ) -> tuple[int, int | None, list[str]]:
-    """(block size, padded mamba page, log lines): user or backend choice, then hybrid alignment."""
+    """(block size, padded mamba page, log lines): user or backend choice, then hybrid alignment.
+    Kept on the per-rank model for the same choice's inputs: a file of deployments asks it once."""
+    key = ("vllm.block_size", profile.name, request.gpu_compute_capability, request.block_size,
+           checkpoint_alignment)  # fmt: skip
+    block, padded, logs, said = model.memo(
+        key, lambda: _chosen_block_size(request, profile, model, checkpoint_alignment)
+    )
+    notes.extend(said)
+    return block, padded, list(logs)
+
+
+def _chosen_block_size(
+    request: EngineRequest, profile: D.VllmProfile, model: ModelShape, checkpoint_alignment: int
+) -> tuple[int, int | None, tuple[str, ...], tuple[str, ...]]:
+    """:func:`_block_size`'s (block, padded page, logs, notes), computed."""
+    notes: list[str] = []
+    block, padded, logs = _block_size_of(request, profile, model, checkpoint_alignment, notes)
+    return block, padded, tuple(logs), tuple(notes)
+
+
+def _block_size_of(
+    request: EngineRequest,
+    profile: D.VllmProfile,
+    model: ModelShape,
+    checkpoint_alignment: int,
+    notes: list[str],
+) -> tuple[int, int | None, list[str]]:
     logs: list[str] = []
     dtype = model.kv_cache_dtype
     cc = request.gpu_compute_capability
@@ -177,7 +203,7 @@ def _scheduler(
     """(max_num_batched_tokens, max_num_seqs, tokens in flight for the sliding/chunked reserve)."""
     mnbt, seqs, batch_note = scheduler_batch(request, profile)
     in_flight = mnbt * _concurrent_batches(request, profile)
-    if any(x.kind in WINDOWED_KINDS for x in model.layers):
+    if any(kind in WINDOWED_KINDS for kind in model.kinds):
         if request.max_num_batched_tokens is None:
             notes.append(batch_note)
         notes.append(_in_flight_note(request, profile, mnbt, in_flight))
@@ -188,6 +214,13 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
     """vLLM's model files: ``kv % tp == 0`` when kv >= tp, else ``tp % kv == 0`` (replicated)."""
     if tp == 1:
         return
+    # kept on the model: a file of deployments checks the same model at the same TP many times
+    notes.extend(model.memo(("vllm.check_tp", tp), lambda: _tp_notes(model, tp)))
+
+
+def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
+    """:func:`check_tp`'s checks (raising as vLLM refuses) and the notes they leave."""
+    notes: list[str] = []
     if model.num_attention_heads % tp:
         raise InputError(
             f"{model.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}",
@@ -212,6 +245,7 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
             )
     if model.is_mla:
         notes.append("MLA latent is not split by TP: every rank stores the whole latent")
+    return tuple(notes)
 
 
 def _check_tp_state(model: ModelShape, tp: int) -> None:
