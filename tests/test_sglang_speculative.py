@@ -144,15 +144,15 @@ def test_other_algorithms_refused_by_name(algorithm: str, code: str) -> None:
     assert exc.value.code == code and algorithm in exc.value.message
 
 
-def test_hybrid_target_refused_by_name() -> None:
-    """Qwen3-Next NEXTN: SGLang reserves the intermediate SSM state of every draft token before the
-    pool (recorded: 983,634 tokens, 289 state slots at TP 4) — not modelled."""
+def test_hybrid_target_nextn_is_its_own_mtp_layer() -> None:
+    """Qwen3-Next NEXTN without a draft path: SGLang's draft worker reads the target's own
+    checkpoint as its MTP form (one layer), which the target's pool does not price; the state split
+    is checked in test_sglang_speculative_hybrid."""
     target = bundled_shape("Qwen/Qwen3-Next-80B-A3B-Thinking")
     spec = read_speculative("NEXTN", None, None, None, None)
     assert spec is not None
-    with pytest.raises(InputError, match="intermediate SSM state") as exc:
-        SGLANG.speculative_draft(target, spec, tensor_parallel_size=4, pipeline_parallel_size=1)
-    assert exc.value.code == "speculative-not-modelled"
+    draft = SGLANG.speculative_draft(target, spec, tensor_parallel_size=4, pipeline_parallel_size=1)
+    assert (draft.num_layers, draft.pool_layers, draft.num_draft_tokens) == (1, 0, 4)
 
 
 def test_nextn_needs_a_draft_path_outside_sglangs_list() -> None:

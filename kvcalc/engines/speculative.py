@@ -96,6 +96,9 @@ class SpeculativeDraft:
     #: for vLLM)
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
+    #: the draft layers the target's pool prices where the engine's rule is not :attr:`num_layers`
+    #: (SGLang: none for a Qwen3-Next / Qwen3.5 NEXTN draft without a draft path); None: those
+    pool_layers: int | None = None
 
     @property
     def num_layers(self) -> int:

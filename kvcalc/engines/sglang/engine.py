@@ -166,7 +166,13 @@ def _budget(
         return int((request.available_kv_bytes / GIB - reserved / GIB) * GIB), None
     mamba.refuse_unserved(model, request.pipeline_parallel_size)
     rest_gib = request.available_kv_bytes / GIB - reserved / GIB
-    split = mamba.split(model, rest_gib, mamba.options(request.extra, request.max_num_seqs))
+    draft = request.speculative
+    running = request.max_num_seqs
+    tokens = None
+    if draft is not None:  # max_running_requests is 48 unless given; D as SGLang resolved it
+        running = parallel.SPEC_MAX_RUNNING_REQUESTS if running is None else running
+        tokens = draft.num_draft_tokens
+    split = mamba.split(model, rest_gib, mamba.options(request.extra, running, tokens))
     notes.extend(mamba.notes(split))
     return split.kv_budget_bytes, split
 
@@ -235,8 +241,9 @@ def _plan(
         logs, fits = [refusal], False
     if split is not None:
         notes.append(f"max_running_requests = {running:,} (capped by the Mamba-state slots)")
-        logs = [mamba.log_line(model, split), *logs]
-        kv_bytes += split.state_bytes if split.slots > 0 else 0
+        if not split.spec_draft_tokens:  # under speculation SGLang prints intermediate buffers too
+            logs = [mamba.log_line(model, split), *logs]
+        kv_bytes += split.state_bytes + split.spec_state_bytes if split.slots > 0 else 0
         groups += (mamba.group(split),)
         refusal = mamba.refusal(split) or refusal
         if refusal:

@@ -18,6 +18,13 @@ Qwen3-Next-80B, TP 1, 20 GiB: a slot is 36 · (3 · 8,192 · 2 + 32 · 128 · 12
 20 · 0.9 / 1.9 GiB holds K = 130; the KV pool gets 20 GiB − 131 · 77,266,944 B = 11,352,866,816 B,
 // 24,576 B = 461,949 tokens; at most 130 // 5 = 26 running requests (SGLang's own sizing code,
 recorded). The shapes are kvcalc's recurrent layouts; each matched SGLang's recorded slot bytes.
+
+Under speculative decoding (``memory_budget_spec``; D = ``speculative_num_draft_tokens``, n =
+``max_running_requests``, 48 unless given): K = ``int((budget − slot · (1 + D)) // (slot · (1 +
+D / s)))``, and slot · (min(n, K // s) + 1) · D of intermediate SSM state is taken off rest too;
+``--max-mamba-cache-size`` fixes K (same reserve); ``--disable-radix-cache`` makes K = n and the
+reserve slot · (K + 1) · D. Qwen3-Next NEXTN (D 4), TP 1, 20 GiB: K = 70, 14 requests, the same
+461,949 tokens (recorded).
 """
 
 from __future__ import annotations
@@ -77,6 +84,9 @@ class MambaSplit:
     fixed: bool = False
     #: intermediate SSM state for speculative verification: slot · (capped requests + 1) · D
     spec_state_bytes: int = 0
+    #: the requests and draft tokens that reserve is for (0: no speculative decoding)
+    spec_requests: int = 0
+    spec_draft_tokens: int = 0
 
     @property
     def state_bytes(self) -> int:
@@ -196,9 +206,15 @@ class MambaOptions:
     spec_max_running_requests: int = 48
 
 
-def options(extra: Mapping[str, Any], max_running_requests: int | None = None) -> MambaOptions:
-    """The ``-E`` keys; with the radix cache off and ``--max-running-requests`` given, SGLang
-    allocates that many slots (``mamba_pool.from_max_running_requests``)."""
+def options(
+    extra: Mapping[str, Any], max_running_requests: int | None = None,
+    spec_draft_tokens: int | None = None,
+) -> MambaOptions:  # fmt: skip
+    """The ``-E`` keys; with the radix cache off and ``max_running_requests`` set (given, or 48
+    under speculative decoding), SGLang allocates that many slots
+    (``mamba_pool.from_max_running_requests``). ``spec_draft_tokens``: the resolved
+    ``speculative_num_draft_tokens`` under speculative decoding, whose intermediate state is
+    reserved for ``min(max_running_requests, slots // ratio) + 1`` requests."""
     ratio = extra.get("mamba_full_memory_ratio", MAMBA_FULL_MEMORY_RATIO)
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1e6:
         raise InputError(
@@ -209,9 +225,11 @@ def options(extra: Mapping[str, Any], max_running_requests: int | None = None) -
     no_radix = extra_bool(extra, "disable_radix_cache", False)
     if slots is None and no_radix and max_running_requests is not None:
         slots = max_running_requests
+    spec_cap = 48 if max_running_requests is None else max(1, max_running_requests)
     return MambaOptions(
-        full_memory_ratio=float(ratio), max_slots=slots, disable_radix_cache=no_radix
-    )
+        full_memory_ratio=float(ratio), max_slots=slots, disable_radix_cache=no_radix,
+        spec_draft_tokens=spec_draft_tokens, spec_max_running_requests=spec_cap,
+    )  # fmt: skip
 
 
 def split(model: ModelShape, rest_gib: float, opts: MambaOptions | None = None) -> MambaSplit:
@@ -233,7 +251,7 @@ def split(model: ModelShape, rest_gib: float, opts: MambaOptions | None = None) 
         slots = int((budget_bytes - per_slot * (1 + d)) // (per_slot * (1 + d / per_request)))
     else:
         slots = int((budget_bytes - per_slot) // per_slot) if per_slot else 0
-    reserve = 0
+    reserve = capped = 0
     if d is not None:
         capped = min(max(1, opts.spec_max_running_requests), slots // per_request)
         reserve = per_slot * (capped + 1) * d
@@ -242,7 +260,7 @@ def split(model: ModelShape, rest_gib: float, opts: MambaOptions | None = None) 
         slots=slots, slot_bytes=per_slot, num_layers=layers, slots_per_request=per_request,
         kv_budget_bytes=max(0, int(rest_kv * GIB)) if slots > 0 else 0, rest_gib=rest_gib,
         full_memory_ratio=opts.full_memory_ratio, fixed=opts.max_slots is not None,
-        spec_state_bytes=reserve,
+        spec_state_bytes=reserve, spec_requests=capped, spec_draft_tokens=d or 0,
     )  # fmt: skip
 
 
@@ -276,7 +294,13 @@ def notes(s: MambaSplit) -> list[str]:
         + "; the KV pool gets the rest",
         f"max_running_requests ≤ {s.slots:,} // {s.slots_per_request} state slots per request "
         f"= {s.max_running_requests:,}",
-    ]
+    ] + ([
+        f"speculative decoding: the intermediate SSM state of {s.spec_draft_tokens} draft "
+        f"token(s) for min(max_running_requests, {s.slots:,} // {s.slots_per_request}) + 1 = "
+        f"{s.spec_requests + 1:,} requests, {s.slot_bytes:,} B · {s.spec_requests + 1:,} · "
+        f"{s.spec_draft_tokens} = {s.spec_state_bytes / GIB:.2f} GiB, is reserved before the KV "
+        "pool (_handle_max_mamba_cache)"
+    ] if s.spec_draft_tokens else [])  # fmt: skip
 
 
 def group(s: MambaSplit) -> KvCacheGroup:

@@ -65,14 +65,15 @@ def check(request: EngineRequest, profile: str, notes: list[str]) -> int:
     if draft is None:
         return 0
     notes.append(f"speculative decoding: {draft.source}")
-    if not draft.num_layers:
+    priced = draft.num_layers if draft.pool_layers is None else draft.pool_layers
+    if not priced:
         return 0
-    notes.append(f"{draft.num_layers} draft layer(s) priced at the target's per-layer bytes "
+    notes.append(f"{priced} draft layer(s) priced at the target's per-layer bytes "
                  "(cell × (1 + draft layers / layers), pool_configurator.py); SGLang frees a "
                  "request's unaccepted draft slots after each verify step, so no lookahead is "
                  "counted; the draft's weights are kvcalc's estimate of its modules, loaded "
                  "before the pool is sized (from source, unconfirmed against SGLang)")  # fmt: skip
-    return draft.num_layers
+    return priced
 
 
 def asked_running_requests(request: EngineRequest, notes: list[str]) -> int | None:

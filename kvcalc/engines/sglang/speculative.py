@@ -19,10 +19,20 @@ From ``sglang/srt/arg_groups/speculative_hook.py``:
 The draft's layers (``model_executor/model_runner_components/spec_aux_hidden_state.py``
 ``_resolve_eagle_aux_hidden_state``): the draft config's ``num_nextn_predict_layers`` where set,
 else ``max(num_hidden_layers, num_attention_layers)`` of the draft; the pool prices each at the
-target's per-layer bytes (:mod:`~kvcalc.engines.sglang.pools`). Not modelled, refused by name:
-DFLASH/DSPARK/UNO/FROZEN_KV_MTP, EAGLE-1 heads, hybrid targets (the Mamba intermediate SSM state,
-``_handle_max_mamba_cache``; hybrid-SWA draft layers), DSA targets (the draft indexer priced
-apart), pipeline parallelism.
+target's per-layer bytes (:mod:`~kvcalc.engines.sglang.pools`).
+
+Qwen3-Next and Qwen3.5 (Gated DeltaNet hybrids): NEXTN/EAGLE without a draft path is not refused
+by SGLang (``ModelConfig.from_server_args`` falls back to the target's own path) and the draft
+worker reads the target rewritten to its MTP form (``Qwen3NextForCausalLMMTP`` /
+``Qwen3_5ForCausalLMMTP``, ``num_nextn_predict_layers = 1``); the target's pool prices the target's
+own ``num_nextn_predict_layers``, which these configs do not carry, so no draft layer is added to
+the cell (given the checkpoint as the draft path, the rewritten one: 1 layer). The state pool
+reserves the intermediate SSM state of every draft token first (:mod:`~kvcalc.engines.sglang.mamba`;
+NGRAM's 12 draft tokens too).
+
+Not modelled, refused by name: DFLASH/DSPARK/UNO/FROZEN_KV_MTP, EAGLE-1 heads, other hybrid
+targets and EAGLE3/STANDALONE drafts on hybrids (not recorded), hybrid-SWA draft layers, DSA
+targets (the draft indexer priced apart), pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -50,6 +60,13 @@ AUTO_DRAFT_ARCHITECTURES = frozenset((
     "BailingMoeV2ForCausalLM", "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM",
     "PixtralForConditionalGeneration", "HYV3ForCausalLM", "HYV4ForCausalLM",
     "Qwen4ExpForConditionalGeneration",
+))  # fmt: skip
+#: hybrids whose draft-mode ``ModelConfig`` is the checkpoint's own MTP layer
+#: (``configs/model_config.py``: ``num_nextn_predict_layers = 1``), and whose state split under
+#: speculative decoding is recorded
+HYBRID_MTP_ARCHITECTURES = frozenset((
+    "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
 ))  # fmt: skip
 #: ``_auto_choose_speculative_params``: architectures with (5, 4, 8)
 _WIDE = frozenset(("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"))
@@ -171,12 +188,19 @@ def _refuse_target(target: ModelShape, cfg: SpeculativeConfig) -> None:
     from kvcalc.engines.sglang import layers, mamba
 
     if mamba.is_hybrid(target):
-        raise InputError("SGLang speculative decoding on a Mamba/linear-attention hybrid is not "
-                         "modelled: SGLang reserves the intermediate SSM state of every draft "
-                         "token (_handle_max_mamba_cache: per_req · (min(max_running / dp, "
-                         "K / ratio) + 1) · draft tokens) before the KV pool",
-                         hint="plan it with --engine vllm, whose MTP sizing is checked",
-                         code=NOT_MODELLED)  # fmt: skip
+        arch = (target.architectures or ("",))[0]
+        if arch not in HYBRID_MTP_ARCHITECTURES:
+            raise InputError(f"SGLang speculative decoding on the hybrid {arch or target.name} is "
+                             "not modelled: its Mamba-state split under speculation (the "
+                             "intermediate SSM state of every draft token) is recorded for "
+                             "Qwen3-Next and Qwen3.5 only",
+                             hint="plan it with --engine vllm", code=NOT_MODELLED)  # fmt: skip
+        if cfg.method not in (SpecMethod.EAGLE, SpecMethod.MTP, SpecMethod.NGRAM):
+            raise InputError(f"SGLang {cfg.algorithm} on the hybrid {arch} is not modelled: only "
+                             "its own MTP layer (NEXTN/EAGLE) and NGRAM are recorded against "
+                             "SGLang's Mamba-state split (a separate draft's own pools are not)",
+                             hint="--speculative-algorithm NEXTN or NGRAM, or --engine vllm",
+                             code=NOT_MODELLED)  # fmt: skip
     if any(x.kind is LayerKind.SLIDING for x in target.layers):
         raise InputError("SGLang speculative decoding on a sliding-window model is not modelled "
                          "(SGLang sizes the draft's sliding layers in the hybrid SWA pools)",
@@ -196,6 +220,8 @@ def _mtp(
     target: ModelShape, cfg: SpeculativeConfig, said: str, common: SpeculativeDraft
 ) -> SpeculativeDraft:
     arch = (target.architectures or ("",))[0]
+    if arch in HYBRID_MTP_ARCHITECTURES:
+        return _hybrid_mtp(target, cfg, said, common)
     if cfg.model is None and arch not in AUTO_DRAFT_ARCHITECTURES:
         raise InputError(f"--speculative-algorithm {cfg.algorithm} on {arch or target.name}: SGLang "
                          "0.5.23 names the draft only for DeepSeek-V3/V3.2/V4, GLM-4.5/5 and a few "
@@ -215,3 +241,24 @@ def _mtp(
     return replace(common, method=SpecMethod.MTP, model=draft, architecture=mtp.architecture,
                    source=f"NEXTN: {len(mtp.layers)} MTP layer(s) of the checkpoint "
                    f"({mtp.key} = {n}) ({said})")  # fmt: skip
+
+
+def _hybrid_mtp(
+    target: ModelShape, cfg: SpeculativeConfig, said: str, common: SpeculativeDraft
+) -> SpeculativeDraft:
+    """Qwen3-Next / Qwen3.5: the draft worker reads the checkpoint (the draft path, else the
+    target's own) in its MTP form, one layer; the target's pool prices it only when a draft path
+    is given (``_resolve_eagle_aux_hidden_state``: path-less, the target's own
+    ``num_nextn_predict_layers``, which these configs lack)."""
+    mtp = target.mtp
+    if mtp is None or not mtp.layers:
+        raise InputError(f"the MTP layer of {target.name} is not read by kvcalc",
+                         code=NOT_MODELLED)  # fmt: skip
+    draft = replace(target, name=f"{target.name} (MTP)", layers=mtp.layers[:1], mtp=None,
+                    architectures=(mtp.architecture,))  # fmt: skip
+    priced = 0 if cfg.model is None else 1
+    where = ("the target's own checkpoint, not priced in the pool" if cfg.model is None
+             else "priced in the pool")  # fmt: skip
+    return replace(common, method=SpecMethod.MTP, model=draft, architecture=mtp.architecture,
+                   pool_layers=priced,
+                   source=f"{cfg.algorithm}: 1 MTP layer ({where}) ({said})")  # fmt: skip
