@@ -277,12 +277,12 @@ def _assemble(
         else None
     )
     verdict, reason = judge_verdict(
-        inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, workload_tokens,
+        inputs, kv, weights, budget, available, conc, headroom_fraction, workload_tokens,
         device=device,
     )  # fmt: skip
     if low_kv is not kv:  # judged on the pessimistic end of the band
         verdict, reason = pessimistic(
-            inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device,
+            inputs, kv, low_kv, weights, budget, kv_budget, workload_tokens, device,
             (verdict, reason),
         )  # fmt: skip
     verdict, reason = startup_band(kv.engine, device, (verdict, reason))

@@ -200,7 +200,7 @@ def _pool_reason(inputs: PlanInputs, kv: KvCachePlan) -> str:
 
 
 def verdict(
-    inputs, kv, weights, overhead, budget, available, conc, headroom_fraction, tokens=None,
+    inputs, kv, weights, budget, available, conc, headroom_fraction, tokens=None,
     device: Device | None = None,
 ) -> tuple[str, str]:  # fmt: skip
     """The verdict and its reason. ``conc`` is the KV-limited concurrency for requests of
@@ -283,7 +283,7 @@ def starts(verdict: str) -> bool:
 
 
 def pessimistic(
-    inputs, kv, low_kv, weights, overhead, budget, kv_budget, workload_tokens, device, central
+    inputs, kv, low_kv, weights, budget, kv_budget, workload_tokens, device, central
 ) -> tuple[str, str]:
     """The verdict at the pessimistic end of the band, worded with the central estimate beside it:
     a deployment that starts at the central estimate and not at the low end "may not start"; two
@@ -292,7 +292,7 @@ def pessimistic(
     available, low = kv_budget.available_bytes, kv_budget.low_bytes
     _, _, low_conc, _, low_fraction = headroom(inputs, low_kv, low)
     low_verdict, low_reason = verdict(
-        inputs, low_kv, weights, overhead, budget, low, low_conc, low_fraction, workload_tokens,
+        inputs, low_kv, weights, budget, low, low_conc, low_fraction, workload_tokens,
         device=device,
     )  # fmt: skip
     band = f"{low / GIB:.2f} GiB for KV instead of {available / GIB:.2f}"
