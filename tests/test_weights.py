@@ -399,10 +399,12 @@ def test_rope_cache_reads_the_nested_partial_rotary_factor():
     # (+ the 10 attention layers' four fp32 scales, 16 B each; the 30 Gated DeltaNet layers have none)
     assert w.buffers_bytes_per_gpu == 262_144 * 64 * 2 + 8_192 * 36 * 2 + 10 * 16 == 34_144_416
     # vLLM 0.33 (speculative.json q35_mtp1, deploy_probe, TP 2): 35,167,171,408 B of parameters and
-    # buffers per rank; the estimate is 960 B short of it: 30 Gated DeltaNet layers' A_log, fp32 in
-    # vLLM (qwen_gdn_linear_attn.py), priced in bf16: 16 heads per rank × (4 − 2) B = 32 B each
+    # buffers per rank, to the byte — with the 30 Gated DeltaNet layers' A_log in fp32, as vLLM
+    # creates it (qwen_gdn_linear_attn.py, dtype=torch.float32): 16 heads per rank × 4 B each (in
+    # bf16 the estimate was 30 × 16 × 2 = 960 B short)
     recorded = 35_167_171_408
-    assert recorded - (w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) == 30 * 32
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == recorded
+    assert w.by_dtype["fp32"] == 30 * 32 * 4  # the whole model: 32 value heads per layer
 
 
 @pytest.mark.parametrize(

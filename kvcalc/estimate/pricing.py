@@ -85,6 +85,8 @@ class Pricer:
 
     def _price(self, t: Tensor, tp: int, loaded: bool) -> dict[str, int]:
         rows, cols = self.loaded_shape(t, tp) if loaded else t.shape_per_rank(tp)
+        if t.fp32:
+            return {"fp32": rows * cols * t.copies * 4}
         if not self.quantized(t):
             return {self.dtype_name: rows * cols * t.copies * self.dtype_bytes}
         s = self.spec

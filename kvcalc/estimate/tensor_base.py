@@ -24,6 +24,9 @@ class Tensor:
     split: str = "replicated"
     #: heads stacked along rows (``kv`` split only)
     heads: int = 1
+    #: stored in fp32 whatever the model's dtype (a parameter the engine's module creates with
+    #: ``dtype=torch.float32``), never quantized
+    fp32: bool = False
 
     @property
     def numel(self) -> int:

@@ -254,15 +254,11 @@ def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:
             split="column",
         )
     )
-    out.append(
-        Tensor(
-            name=f"{p}.dt_bias_A_log",
-            rows=g.num_v_heads,
-            copies=2,
-            role="vector",
-            layer=i,
-            split="column",
-        )
-    )
+    # dt_bias in the model's dtype; A_log in fp32 (vLLM 0.33 qwen_gdn_linear_attn.py and SGLang
+    # 0.5.23 qwen3_5.py create it with dtype=torch.float32)
+    out.append(Tensor(name=f"{p}.dt_bias", rows=g.num_v_heads, role="vector", layer=i,
+                      split="column"))  # fmt: skip
+    out.append(Tensor(name=f"{p}.A_log", rows=g.num_v_heads, role="vector", layer=i,
+                      split="column", fp32=True))  # fmt: skip
     out.append(Tensor(name=f"{p}.norm", rows=g.v_head_dim, role="norm", layer=i))
     return out + _linear(f"{p}.out_proj", h, value_dim, i, "row")
