@@ -83,6 +83,7 @@ def test_plan_imports_only_what_its_model_and_engine_need():
         "kvcalc.model.recurrent_layouts",
         "kvcalc.estimate.v0_profile",
         "kvcalc.estimate.encoder_profile",
+        "kvcalc.engines.vllm.mm_budget",
         "kvcalc.estimate.dsv4_tensors",
         "kvcalc.estimate.vision_tensors",
         # the weight records and readers of MLA, recurrent mixers and vision towers

@@ -133,3 +133,7 @@ class VisionWeights:
     deepstack_layers: int = 0
     #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL: the tower's head width
     head_dim: int = 0
+    #: Gemma 4: soft tokens per image (``vision_config.default_output_length``)
+    default_output_length: int = 0
+    #: Gemma 4: the config has an ``audio_config`` (an audio tower beside the vision one)
+    audio: bool = False

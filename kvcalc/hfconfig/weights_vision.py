@@ -83,6 +83,8 @@ def read_vision(
             num_positions=vr.int("position_embedding_size"),
             head_dim=vr.int("head_dim"),
             text_hidden_size=text_hidden,
+            default_output_length=vr.int("default_output_length", default=0),
+            audio=r.has("audio_config"),
         )
     if not model_type.startswith("llama4"):
         notes.append(f"vision tower of model_type {model_type!r} is not counted")

@@ -41,6 +41,7 @@ from kvcalc.planning.deployment_terms import (
     overhead_with_terms,
     weights_with_terms,
     with_host_tier,
+    with_mm_budget,
 )
 from kvcalc.planning.engine_asks import host_tier, recurrent_dtypes, speculative_draft, weight_dtype
 from kvcalc.planning.inputs import PlanInputs
@@ -166,6 +167,7 @@ def plan(
     if draft is not None:
         result = replace(result, speculative=speculative_summary(draft, kv, draft_weights))
     result = with_host_tier(result, host, weights.offloaded_bytes, state_notes)
+    result = with_mm_budget(result, terms)
     if with_suggestions and result.verdict not in ("ok",):
         from kvcalc.planning.suggest import suggestions
 

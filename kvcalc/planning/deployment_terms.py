@@ -70,7 +70,24 @@ def overhead_with_terms(overhead: Overhead, terms: Any) -> Overhead:
         return overhead
     if terms.vision_off:
         overhead = without_vision_band(overhead, "the vision tower is not built")
+    overhead = with_encoder_outputs(overhead, terms.held_bytes)
     return replace(overhead, notes=(*overhead.notes, *terms.notes))
+
+
+def with_encoder_outputs(overhead: Overhead, held_bytes: int) -> Overhead:
+    """``overhead`` with the encoder outputs vLLM's profile run holds through the text dummy run
+    (``profile_run``: the encoder cache's ``tmp_i`` entries, cleared after it) on the first
+    pipeline stage, the one that runs the tower."""
+    if not held_bytes:
+        return overhead
+    stages = overhead.per_stage()
+    first = replace(stages[0], activation_bytes=stages[0].activation_bytes + held_bytes)
+    stages = (first, *stages[1:])
+    return replace(
+        overhead,
+        stages=stages if overhead.stages else (),
+        activation_bytes=stages[-1].activation_bytes,
+    )
 
 
 def with_host_tier(
@@ -85,3 +102,16 @@ def with_host_tier(
     return replace(result, host_kv_tokens=host.kv_tokens, host_memory_bytes=host.host_bytes,
                    weights_offloaded_bytes=offloaded_bytes,
                    notes=tuple(dict.fromkeys((*result.notes, *host.notes))))  # fmt: skip
+
+
+def with_mm_budget(result: Any, terms: Any) -> Any:
+    """The plan with the engine's multimodal encoder budget (``mm_*`` keys), where it has one."""
+    budget = getattr(terms, "budget", None)
+    if budget is None:
+        return result
+    return replace(result, mm_max_tokens_per_item=dict(budget.max_tokens_per_item),
+                   mm_encoder_budget_tokens=budget.compute_budget_tokens,
+                   mm_encoder_cache_tokens=budget.cache_size_tokens,
+                   mm_items_per_batch=dict(budget.items_per_batch),
+                   mm_profiled_modality=budget.profiled,
+                   mm_encoder_outputs_bytes=budget.held_bytes)  # fmt: skip

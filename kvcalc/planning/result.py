@@ -203,6 +203,22 @@ class CapacityPlan:
     #: weight bytes per GPU moved to host memory (``--cpu-offload-gb``), already out of
     #: ``weights_bytes``
     weights_offloaded_bytes: int = 0
+    #: vLLM 0.33's multimodal encoder budget (``MultiModalBudget``): the largest item's tokens by
+    #: modality (the modalities the tower serves with a limit above 0); null for a text-only model,
+    #: another engine or release, no tower built, or a tower whose item size is not derived
+    mm_max_tokens_per_item: dict[str, int] | None = None
+    #: the encoder compute budget in tokens (max of ``max_num_batched_tokens`` and the largest item)
+    mm_encoder_budget_tokens: int | None = None
+    #: the encoder cache size in tokens (the same maximum)
+    mm_encoder_cache_tokens: int | None = None
+    #: items of each modality one encoder batch holds (the profile runs the modality with the
+    #: most tokens per item, ``mm_profiled_modality``, that many times)
+    mm_items_per_batch: dict[str, int] | None = None
+    #: the modality vLLM's profile run encodes (``image``, ``video``, ``audio``)
+    mm_profiled_modality: str | None = None
+    #: bytes of the encoder outputs the profile run holds through the text dummy run, included in
+    #: ``memory.activation_bytes``; null where not derived (the vision band covers it)
+    mm_encoder_outputs_bytes: int | None = None
 
     @property
     def passed(self) -> bool:

@@ -46,6 +46,7 @@ from kvcalc.model.shape import ModelShape
 if TYPE_CHECKING:  # speculation, LoRA and host tiers load their modules when asked for
     from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
     from kvcalc.engines.vllm.lora import LoraSlots
+    from kvcalc.engines.vllm.mm_budget import EncoderBudget
     from kvcalc.engines.vllm.offload import HostTier
 
 EXTRA_KEYS = (
@@ -123,14 +124,53 @@ class VllmEngine:
         return with_mamba_dtypes(model, conv, ssm)
 
     def mm_terms(self, request: EngineRequest) -> MmTerms:
-        """What the multimodal settings change (:mod:`~kvcalc.engines.vllm.mm`)."""
+        """What the multimodal settings change (:mod:`~kvcalc.engines.vllm.mm`), with the encoder
+        budget (:mod:`~kvcalc.engines.vllm.mm_budget`) on the 0.33 profile."""
         model = request.model
+        has_vision = bool(getattr(model.weights, "vision_encoder", False))
+        v033 = D.resolve_profile(request.engine_version)[0].in_flight_batches
+        budget, why = self._encoder_budget(request) if has_vision and v033 else (None, "")
         return vllm_mm_terms(architectures=(*model.config_architectures, *model.architectures),
-                             has_vision=bool(getattr(model.weights, "vision_encoder", False)),
+                             has_vision=has_vision,
                              limits=request.limit_mm_per_prompt, tp_mode=request.mm_encoder_tp_mode,
                              ipc_bytes=request.mm_ipc_gpu_memory_bytes,
                              tensor_parallel_size=request.tensor_parallel_size,
-                             v033=D.resolve_profile(request.engine_version)[0].in_flight_batches)  # fmt: skip
+                             v033=v033, budget=budget, budget_why=why)  # fmt: skip
+
+    def _encoder_budget(self, request: EngineRequest) -> tuple[EncoderBudget | None, str]:
+        """(``MultiModalBudget`` for the request, why not where its item size is not derived)."""
+        from kvcalc.engines.vllm.mm_budget import encoder_budget  # multimodal models only
+
+        vision = getattr(request.model.weights, "vision", None)
+        if vision is None:
+            return None, "a vision tower kvcalc does not count"
+        limits = (
+            dict(parse_limits(request.limit_mm_per_prompt).given)
+            if request.limit_mm_per_prompt
+            else {}
+        )
+        tokens, seqs = self.scheduler_defaults(request)
+        from kvcalc.engines.vllm.dtypes import serving_dtype
+
+        served = serving_dtype(request.model, request.weight_dtype, request.gpu_compute_capability,
+                               request.gpu_name).dtype  # fmt: skip
+        budget = encoder_budget(vision, limits=limits, max_num_batched_tokens=tokens, max_num_seqs=seqs,
+                                max_model_len=request.max_model_len, dtype_bytes=served.block_bytes)  # fmt: skip
+        if budget is None:
+            return None, f"the {vision.family} processor's largest item is not derived"
+        largest = max((t for _, t in budget.max_tokens_per_item), default=0)
+        if request.model.mm_prefix_attention and largest > tokens:
+            # SchedulerConfig: disable_chunked_mm_input, forced for mm-prefix models (platforms/
+            # cuda.py), makes compute_mm_encoder_budget refuse an item above the batch
+            raise InputError(
+                "vLLM refuses to start: Chunked MM input disabled but max_tokens_per_mm_item "
+                f"({largest}) is larger than max_num_batched_tokens ({tokens}). Please increase "
+                "max_num_batched_tokens.",
+                hint=f"--max-num-batched-tokens {largest} or more, or limit the modality with the "
+                "largest item to 0 (--limit-mm-per-prompt)",
+                code="invalid-input",
+            )
+        return budget, ""
 
     def scheduler_defaults(self, request: EngineRequest) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this request will run with, defaults resolved;

@@ -14,13 +14,10 @@
   multimodal models): the KV memory loses ``mm_ipc_gpu_memory_gb · 2^30`` (the GPU video decoder's
   surfaces too, with ``video_backend`` pynvvideocodec: not modelled).
 - The encoder budget (``multimodal/encoder_budget.py`` ``MultiModalBudget``,
-  ``v1/core/encoder_cache_manager.py`` ``compute_mm_encoder_budget``): compute budget =
-  max(``max_num_batched_tokens``, the largest item's tokens), items per batch = max(1,
-  min(budget // item tokens, max_num_seqs × min(limit, max_model_len // item tokens))); the
-  profile runs the tower on that batch and keeps its outputs in the encoder cache while the text
-  dummy run follows. The largest item's tokens come from the model's processor
-  (``preprocessor_config.json``), which kvcalc does not read: the tower's share of the profile peak
-  stays inside the vision band of the estimate (said in the plan).
+  ``v1/core/encoder_cache_manager.py`` ``compute_mm_encoder_budget``) and the encoder outputs the
+  profile run holds during the text dummy run: :mod:`~kvcalc.engines.vllm.mm_budget`, for the
+  families whose largest item is derived (Qwen3-VL, Qwen3.5/3.6, Llama 4, Gemma 4); the tower's
+  own activation stays inside the vision band of the estimate (said in the plan).
 """
 
 from __future__ import annotations
@@ -28,8 +25,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import InputError
+
+if TYPE_CHECKING:
+    from kvcalc.engines.vllm.mm_budget import EncoderBudget
 
 #: vLLM's ``get_limit_per_prompt`` default for a modality not given
 DEFAULT_LIMIT = 999
@@ -103,7 +104,14 @@ class MmTerms:
     tower_replicated: bool = False
     #: bytes ``reserve_mm_ipc_gpu_memory`` takes off the KV memory
     ipc_bytes: int = 0
+    #: ``MultiModalBudget`` (None: no tower built, an older profile, or the item size not derived)
+    budget: EncoderBudget | None = None
     notes: tuple[str, ...] = ()
+
+    @property
+    def held_bytes(self) -> int:
+        """The encoder outputs the profile run holds during the text dummy run (0: not derived)."""
+        return (self.budget.held_bytes or 0) if self.budget is not None else 0
 
 
 def vllm_mm_terms(
@@ -115,6 +123,8 @@ def vllm_mm_terms(
     ipc_bytes: int | None,
     tensor_parallel_size: int,
     v033: bool,
+    budget: EncoderBudget | None = None,
+    budget_why: str = "",
 ) -> MmTerms:
     """The terms of :class:`MmTerms` for a model (``has_vision``: it has a vision tower)."""
     given = limits is not None or tp_mode is not None or bool(ipc_bytes)
@@ -136,11 +146,11 @@ def vllm_mm_terms(
                      "(_mark_tower_model): no tower weights, no encoder profile")  # fmt: skip
     elif given:
         shown = ", ".join(f"{m} {mm.limit(m)}" for m in ("image", "video"))
-        notes.append(f"multimodal limits per prompt: {shown} (vLLM 0.33's default 999 where not "
-                     "given); the encoder budget is max(max_num_batched_tokens, the largest item's "
-                     "tokens), which come from the model's processor (not read): the tower's profile "
-                     "peak and the encoder outputs held during the text dummy run stay inside the "
-                     "vision band")  # fmt: skip
+        notes.append(
+            f"multimodal limits per prompt: {shown} (vLLM 0.33's default 999 where not given)"
+        )
+    if not off:
+        notes.append(budget_note(budget, budget_why))
     replicated = False
     if tp_mode == "data" and not off:
         if encoder_tp_data(architectures):
@@ -154,4 +164,32 @@ def vllm_mm_terms(
     if ipc:
         notes.append(f"--mm-ipc-gpu-memory-gb: {ipc:,} B held for frontend multimodal decoding, out "
                      "of the KV memory (reserve_mm_ipc_gpu_memory)")  # fmt: skip
-    return MmTerms(vision_off=off, tower_replicated=replicated, ipc_bytes=ipc, notes=tuple(notes))
+    return MmTerms(vision_off=off, tower_replicated=replicated, ipc_bytes=ipc,
+                   budget=None if off else budget, notes=tuple(notes))  # fmt: skip
+
+
+def budget_note(budget: EncoderBudget | None, why: str) -> str:
+    """What the plan says of vLLM's encoder budget and the profile's multimodal terms."""
+    if budget is None:
+        return (f"encoder budget: not derived ({why}): max(max_num_batched_tokens, the largest "
+                "item's tokens) needs the item size; the encoder outputs held during the text "
+                "dummy run and the tower's profile peak stay inside the vision band")  # fmt: skip
+    if budget.profiled is None:
+        return (
+            "encoder budget 0: every modality the tower serves is limited to 0, no encoder profile"
+        )
+    items = ", ".join(f"{m} {t:,}" for m, t in budget.max_tokens_per_item)
+    n, item = budget.profiled_items, budget.profiled_item_tokens
+    text = (
+        f"encoder budget (MultiModalBudget): largest item {items} tokens; compute budget "
+        f"{budget.compute_budget_tokens:,}, encoder cache {budget.cache_size_tokens:,} tokens "
+        f"(max of max_num_batched_tokens and the largest item); the profile runs the tower on "
+        f"{n} {budget.profiled} item{'s' if n != 1 else ''} of {item:,} tokens"
+    )
+    if budget.held_bytes is None:
+        return (text + "; the outputs it holds during the text dummy run are not derived for this "
+                "tower (its embeddings per item differ from the placeholders): they and the "
+                "tower's own peak stay inside the vision band")  # fmt: skip
+    return (text + f" and holds their outputs ({n} × {item:,} × {budget.output_width:,} values, "
+            f"{budget.held_bytes / 2**30:.2f} GiB) through the text dummy run: added to the "
+            "activation peak; the tower's own activation stays inside the vision band")  # fmt: skip
