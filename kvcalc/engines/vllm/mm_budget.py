@@ -19,6 +19,8 @@ Read in vLLM 0.33.0:
   encoder cache (``tmp_i``) while the text dummy run over ``max_num_batched_tokens`` follows;
   cleared after it. The outputs are views of the batch's one projector output: items × tokens ×
   width × the model dtype, live at the text run's peak.
+  (Model runner V2, 0.33's default, moves the dummy pixels to the GPU inside
+  ``execute_mm_encoder`` only; the V1 runner keeps its batched pixels to the end: not counted.)
 
 The largest item per family (the processor's sizes: :class:`ProcessorSizes`):
 
