@@ -9,8 +9,12 @@
   (``swa_full_tokens_ratio`` r, default 0.8), each floored to the page size.
 
 Each K/V buffer holds ``tokens + page_size`` rows (the padding slot; the recorded pools' buffer
-shapes show it). **Unconfirmed**: the PP layer split (assumed to be vLLM's ``get_pp_indices``), FlashMLA's 64-token
-page.
+shapes show it at pages 1, 16 and 64, FlashMLA's 64 included). A request takes ``ceil(L / page)``
+pages (``get_num_new_pages``). **Unconfirmed**: the PP layer split (assumed to be vLLM's
+``get_pp_indices``).
+
+Sliding bytes are split out of the cell only when ``hybrid``: on a plan that is not, ``swa_bytes``
+and ``n_swa`` are 0, and its pool line and full group count every layer.
 
 Worked example (sglang-4826, gemma-3-4b): 4 KV heads × (256 + 256) × 34 layers × 2 B = 139,264 B
 per token; 834,615 tokens → K = (834,615 + 1) · 34 · 4 · 256 · 2 B = 54.12 GB (GiB, as SGLang prints).
@@ -39,7 +43,7 @@ class Cells:
     draft_bytes: int = 0
 
 
-def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int = 0) -> Cells:
+def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int) -> Cells:
     """The cell of the layers in ``stage`` (sliding layers apart when ``hybrid``).
 
     ``draft_layers``: an EAGLE/EAGLE3/STANDALONE/NEXTN draft, priced as
@@ -74,7 +78,8 @@ def stage_tokens(
     if hybrid and c.swa_bytes:
         tokens = int(rest / (c.full_bytes + ratio * c.swa_bytes))
     else:
-        cell = c.full_bytes + c.swa_bytes + c.draft_bytes
+        # swa_bytes is 0 on this branch (not hybrid, or no sliding layer on the stage)
+        cell = c.full_bytes + c.draft_bytes
         tokens = rest // cell if cell else 0
     if cap is not None:
         tokens = min(tokens, cap)
@@ -83,7 +88,7 @@ def stage_tokens(
 
 def pool_line(
     model: ModelShape, tokens: int, page: int, c: Cells, *, torch_dtype: str | None = None,
-    counted: bool = True,
+    counted: bool,
 ) -> str:  # fmt: skip
     """``KV Cache is allocated. …``: K and V sizes for MHA, one KV size for MLA. 0.5.23 names the
     dtype (``torch_dtype``); releases before March 2025 printed no ``#tokens`` and a final period
@@ -95,7 +100,7 @@ def pool_line(
         size = (tokens + page) * c.full_bytes
         return f"{head}KV size: {size / GIB:.2f} GB{end}"
     k_size = (tokens + page) * c.k_bytes
-    v_size = (tokens + page) * (c.full_bytes + c.swa_bytes) - k_size
+    v_size = (tokens + page) * c.full_bytes - k_size  # a hybrid SWA plan prints no line here
     return f"{head}K size: {k_size / GIB:.2f} GB, V size: {v_size / GIB:.2f} GB{end}"
 
 
@@ -103,10 +108,8 @@ def groups(
     c: Cells, tokens: int, swa_tokens: int, page: int, L: int, hybrid: bool
 ) -> tuple[KvCacheGroup, ...]:
     """One pool (two with hybrid SWA); ``page_bytes`` is per layer (the mean over the pool's layers)."""
-    n_full = c.n_full + (0 if hybrid else c.n_swa)
-    full_bytes = c.full_bytes + (0 if hybrid else c.swa_bytes)
     rows = [KvCacheGroup(
-        kind=LayerKind.FULL, num_layers=n_full, page_bytes=page * full_bytes // max(1, n_full),
+        kind=LayerKind.FULL, num_layers=c.n_full, page_bytes=page * c.full_bytes // max(1, c.n_full),
         block_size=page, blocks_per_request=-(-L // page), num_blocks=tokens // page,
     )]  # fmt: skip
     if hybrid and c.n_swa:
