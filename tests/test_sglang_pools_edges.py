@@ -26,6 +26,7 @@ import pytest
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
+from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 from kvcalc.units import GIB, MIB
@@ -35,7 +36,17 @@ FIXTURE = json.loads(
 )
 H100_BYTES = FIXTURE["gpu"]["total_mib"] * MIB
 ENTRIES = FIXTURE["entries"]
-OK = [pytest.param(e, id=e["name"]) for e in ENTRIES if e["status"] == "ok"]
+#: sized by SGLang, refused by kvcalc: the radix cache off with a request cap
+#: (SWARequestCapPoolConfigurator sizes the SWA pool from the cap)
+NOT_MODELLED = {"gptoss20_radixoff_cap8"}
+#: SGLang books every layer for every token though the model has sliding layers
+#: (DefaultPoolConfigurator: Gemma 3 is no hybrid SWA model; --disable-hybrid-swa-memory)
+EVERY_LAYER = {"gemma3_p64", "gptoss20_nohybrid_p64"}
+OK = [
+    pytest.param(e, id=e["name"])
+    for e in ENTRIES
+    if e["status"] == "ok" and e["name"] not in NOT_MODELLED
+]
 REFUSED = [pytest.param(e, id=e["name"]) for e in ENTRIES if e["status"] != "ok"]
 #: (seq_len, page_size) → the pages SGLang's allocator takes for one request (get_num_new_pages)
 PAGES = {(p["seq_len"], p["page_size"]): p["num_new_pages"] for p in FIXTURE["pages_per_request"]}
@@ -52,7 +63,13 @@ def _plan(entry: dict) -> KvCachePlan:
     config = FIXTURE["configs"][entry["config"]]
     assert _sha(config) == entry["config_sha256"]
     args = entry["server_args"]
-    extra = {k: args[k] for k in ("swa_full_tokens_ratio", "max_total_tokens") if k in args}
+    extra = {
+        k: args[k]
+        for k in ("swa_full_tokens_ratio", "max_total_tokens", "disable_radix_cache")
+        if k in args
+    }
+    if "disable_hybrid_swa_memory" in args:  # kvcalc's switch for it
+        extra["hybrid_swa"] = not args["disable_hybrid_swa_memory"]
     return get_engine("sglang").plan_kv_cache(
         EngineRequest(
             model=parse_config(config, name=entry["config"]),
@@ -61,6 +78,7 @@ def _plan(entry: dict) -> KvCachePlan:
             tensor_parallel_size=entry["tp"], available_kv_bytes=int(entry["kv_memory_gib"] * GIB),
             gpu_memory_bytes=H100_BYTES, gpu_compute_capability=tuple(FIXTURE["gpu"]["cap"]),
             block_size=entry["resolved"]["page_size"], extra=extra,
+            max_num_seqs=args.get("max_running_requests"),
         )
     )  # fmt: skip
 
@@ -79,7 +97,7 @@ def _buffer_bytes(pool: dict) -> int:
 
 def test_fixture_covers_the_edges():
     pages = {e["resolved"]["page_size"] for e in ENTRIES}
-    assert {16, 64} <= pages and 1 not in pages
+    assert {1, 16, 64} <= pages
     assert {e["resolved"]["attention_backend"] for e in ENTRIES} == {"fa3", "flashmla"}
     assert {e["model"]["is_hybrid_swa"] for e in ENTRIES} == {True, False}
     assert any(e["model"]["context_len"] % e["resolved"]["page_size"] for e in ENTRIES)
@@ -93,6 +111,7 @@ def test_token_counts_and_pages_match_sglang(entry):
     plan = _plan(entry)
     page = entry["resolved"]["page_size"]
     cfg = entry["memory_pool_config"]
+    assert plan.refusal is None
     assert plan.kv_cache_tokens == entry["max_total_num_tokens"]
     assert plan.max_num_seqs == entry["max_running_requests"]
     assert plan.block_size == page
@@ -159,3 +178,28 @@ def test_swa_pool_too_small_is_refused_as_sglang_refuses(entry):
     assert not plan.fits
     assert entry["error"] == f"ValueError: {plan.refusal}"
     assert plan.log_lines == (plan.refusal,)
+
+
+@pytest.mark.parametrize("entry", OK)
+def test_every_layer_for_every_token_is_said(entry):
+    """The note a model with sliding layers gets when SGLang sizes it as full attention."""
+    notes = _plan(entry).notes
+    said = "SGLang books sliding/chunked layers for every token (not a hybrid-SWA architecture)"
+    assert (said in notes) == (entry["name"] in EVERY_LAYER)
+    assert entry["model"]["is_hybrid_swa"] is False or entry["name"] not in EVERY_LAYER
+
+
+def test_a_request_capped_swa_pool_is_refused_by_name():
+    """The radix cache off and ``--max-running-requests`` given: SGLang picks
+    ``SWARequestCapPoolConfigurator``, which kvcalc does not model."""
+    entry = next(e for e in ENTRIES if e["name"] in NOT_MODELLED)
+    assert entry["pool_configurator"] == "SWARequestCapPoolConfigurator"
+    with pytest.raises(InputError) as refused:
+        _plan(entry)
+    assert refused.value.code == "unsupported-model"
+    assert refused.value.message == (
+        "sglang: with the radix cache off and --max-running-requests given, SGLang sizes the "
+        f"sliding-window pool from the request cap ({entry['pool_configurator']}), which kvcalc "
+        "does not model"
+    )
+    assert refused.value.hint == "drop -E disable_radix_cache=true or --max-num-seqs"

@@ -194,6 +194,8 @@ def cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     name = resolve_generic("sglang", request.kv_cache_dtype, KV_CACHE_DTYPES)
     if name == "auto":
         model = request.model
+        if _mxfp4_gpt_oss(model):  # model_overrides/gpt_oss.py: dtype "bfloat16" for MXFP4
+            return BF16
         if model.config_dtype is not None and not is_float32_config(model):
             return model.dtype
         # a float32 config, or none named (the config class's float32): fp16, bf16 for Gemma
@@ -210,6 +212,13 @@ def cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
             code="unsupported-dtype",
         )
     return _DTYPES[name]
+
+
+def _mxfp4_gpt_oss(model: ModelShape) -> bool:
+    """gpt-oss in MXFP4: SGLang 0.5.23 serves it in bfloat16 whatever its config names ("use bf16
+    for mxfp4 triton kernels"; recorded on a config that names no dtype)."""
+    quant = model.quantization or {}
+    return "GptOssForCausalLM" in model.architectures and quant.get("quant_method") == "mxfp4"
 
 
 def default_max_running_requests(profile: str, tokens: int, context_len: int) -> int:
