@@ -238,3 +238,19 @@ def test_dp_attention_needs_the_weights(cli):
             "--enable-dp-attention", "--gpu", "H200")  # fmt: skip
     assert r.exit_code == 2 and "unsupported-parallelism" in r.stderr
     assert "--weights-memory" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "method", "draft"),
+    [("meta-llama/Llama-4-Scout-17B-16E-Instruct", "STANDALONE", "llama-3.2-1b-instruct"),
+     ("openai/gpt-oss-20b", "NGRAM", None)],
+)  # fmt: skip
+def test_drafts_on_windowed_targets_refused(cli, target: str, method: str, draft) -> None:
+    """Llama 4's chunked layers and gpt-oss's sliding ones are hybrid-SWA pools in SGLang, which
+    sizes a draft's layers in both pools; kvcalc does not model that split (the harness builds no
+    draft worker), so it refuses rather than price the draft as full attention."""
+    args = ["plan", target, "--engine", "sglang", "--gpu", "H100-80GB", "--tensor-parallel-size",
+            "8", "--spec-method", method, "--kv-cache-memory", "20GiB"]  # fmt: skip
+    r = cli(*args, *(["--spec-model", draft] if draft else []))
+    assert r.exit_code == 2
+    assert "error[speculative-not-modelled]" in r.stderr and "chunked-attention" in r.stderr

@@ -62,11 +62,9 @@ def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int) -> C
             swa, n_swa = swa + layer.bytes_per_token, n_swa + 1
         else:
             full, n_full = full + layer.bytes_per_token, n_full + 1
-    draft = (
-        int((full + swa) * draft_layers / (n_full + n_swa))
-        if draft_layers and n_full + n_swa
-        else 0
-    )
+    # a draft is planned on targets without sliding or chunked layers only (speculative.py
+    # refuses the others): every layer with a cache is in ``full`` here
+    draft = int(full * draft_layers / n_full) if draft_layers and n_full else 0
     return Cells(full_bytes=full, swa_bytes=swa, n_full=n_full, n_swa=n_swa, k_bytes=k_bytes,
                  draft_bytes=draft)  # fmt: skip
 

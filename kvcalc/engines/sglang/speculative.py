@@ -41,7 +41,7 @@ from dataclasses import replace
 
 from kvcalc.engines.speculative import SpecMethod, SpeculativeConfig, SpeculativeDraft
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import LayerKind
+from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind
 from kvcalc.model.shape import ModelShape
 
 CODE = "invalid-speculative-config"
@@ -201,10 +201,13 @@ def _refuse_target(target: ModelShape, cfg: SpeculativeConfig) -> None:
                              "SGLang's Mamba-state split (a separate draft's own pools are not)",
                              hint="--speculative-algorithm NEXTN or NGRAM, or --engine vllm",
                              code=NOT_MODELLED)  # fmt: skip
-    if any(x.kind is LayerKind.SLIDING for x in target.layers):
-        raise InputError("SGLang speculative decoding on a sliding-window model is not modelled "
-                         "(SGLang sizes the draft's sliding layers in the hybrid SWA pools)",
-                         hint="plan it with --engine vllm", code=NOT_MODELLED)  # fmt: skip
+    if any(x.kind in WINDOWED_KINDS for x in target.layers):
+        # sliding and chunked alike: Llama 4's chunked layers are a hybrid-SWA pool in SGLang,
+        # which splits a draft's layers into its full and SWA rows (not recorded: the harness
+        # builds no draft worker)
+        raise InputError("SGLang speculative decoding on a sliding-window or chunked-attention "
+                         "model is not modelled (SGLang sizes the draft's layers in the hybrid SWA "
+                         "pools)", hint="plan it with --engine vllm", code=NOT_MODELLED)  # fmt: skip
     if layers.is_dsa(target) and cfg.method is not SpecMethod.NGRAM:
         raise InputError("SGLang speculative decoding on a DSA model (DeepSeek-V3.2, GLM-5) is not "
                          "modelled: SGLang prices the draft's indexer apart from its latent",
