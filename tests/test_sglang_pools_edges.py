@@ -170,6 +170,15 @@ def test_pool_line_is_the_one_sglang_printed(entry):
     assert _plan(entry).log_lines[0] == printed
 
 
+@pytest.mark.parametrize("entry", [p for p in OK if p.values[0]["model"]["is_hybrid_swa"]])
+def test_hybrid_swa_pool_lines_are_the_ones_sglang_printed(entry):
+    """``Full KV Cache is allocated. …``, ``SWA KV Cache is allocated. …`` and ``SWAKVPool mem
+    usage: …`` (``SWAKVPool.__init__``), as logged. gpt-oss-20b, pages of 64: full (485,440 + 64)
+    rows × 12 layers × 8 heads × 64 × 2 B = 5,965,873,152 B of K = 5.56 GB, SWA (388,352 + 64) ×
+    the same 12,288 B = 4.45 GB; K and V of both 20.00 GB."""
+    assert _plan(entry).log_lines[:3] == tuple(entry["log_lines"])
+
+
 @pytest.mark.parametrize("entry", REFUSED)
 def test_swa_pool_too_small_is_refused_as_sglang_refuses(entry):
     """``validate_swa_pool_size``: SWA tokens at or below ``sliding_window_size + page_size``."""

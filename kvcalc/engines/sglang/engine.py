@@ -213,7 +213,8 @@ def _plan(
         running = min(max(1, asked // request.attention_data_parallel_size), tokens // 2)
     if split is not None:
         running = min(running, split.max_running_requests)
-    logs = _log_lines(profile, model, dtype, tokens, page, widest, hybrid, budget, fraction)
+    logs = _log_lines(profile, model, dtype, tokens, page, widest, hybrid, budget, fraction,
+                      swa_tokens)  # fmt: skip
     logical = tokens * dcp_size  # DCP: each rank's rows are every dcp-th token of a request
     if tokens > 0:
         chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
@@ -265,7 +266,7 @@ def _plan(
 
 def _log_lines(
     profile: str, model: ModelShape, dtype: CacheDtype, tokens: int, page: int, c: pools.Cells,
-    hybrid: bool, rest: int, fraction: float,
+    hybrid: bool, rest: int, fraction: float, swa_tokens: int = 0,
 ) -> list[str]:  # fmt: skip
     """The pool line, or the error SGLang raises (0.5.23 tells the two failures apart)."""
     if rest <= 0 and profile not in LEGACY:
@@ -277,8 +278,11 @@ def _log_lines(
                     f"Current value: {fraction}"]  # fmt: skip
         return ["Not enough memory. Please try to increase --mem-fraction-static. "
                 f"Current value: mem_fraction_static={fraction}"]  # fmt: skip
-    if hybrid:
-        return []
     torch_dtype = _TORCH_DTYPES.get(dtype.name, dtype.torch_name)
+    if hybrid:  # the hybrid SWA pool's lines are read from 0.5.23 (earlier releases: not said)
+        if profile != "latest":
+            return []
+        return list(pools.hybrid_pool_lines(model, tokens, swa_tokens, page, c,
+                                            torch_dtype=torch_dtype))  # fmt: skip
     return [pools.pool_line(model, tokens, page, c, torch_dtype=torch_dtype if profile == "latest" else None,
                             counted=profile != "2025.02")]  # fmt: skip

@@ -41,6 +41,8 @@ class Cells:
     k_bytes: int  # K side only, for the log line (MHA)
     #: a speculative draft's layers priced at the target's per-layer bytes (0: none)
     draft_bytes: int = 0
+    #: the sliding layers' share of ``k_bytes`` (hybrid SWA: their own pool's K buffers)
+    k_swa_bytes: int = 0
 
 
 def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int) -> Cells:
@@ -51,22 +53,23 @@ def cells(model: ModelShape, stage: range, hybrid: bool, draft_layers: int) -> C
     / num_layers)`` (the draft assumed to share the target's per-layer bytes; DeepSeek-V3 TP 8:
     70,272 + int(70,272 · 1 / 61) = 71,424 B, recorded).
     """
-    full = swa = n_full = n_swa = k_bytes = 0
+    full = swa = n_full = n_swa = k_bytes = k_swa = 0
     for i in stage:
         layer: Layout = model.layers[i]
         if not layer.bytes_per_token:
             continue
-        if not isinstance(layer, MLALatent):
-            k_bytes += layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_k)
+        k = 0 if isinstance(layer, MLALatent) else (
+            layer.num_kv_heads * layer.dtype.row_bytes(layer.head_dim_k))  # fmt: skip
+        k_bytes += k
         if hybrid and layer.kind in WINDOWED_KINDS:
-            swa, n_swa = swa + layer.bytes_per_token, n_swa + 1
+            swa, n_swa, k_swa = swa + layer.bytes_per_token, n_swa + 1, k_swa + k
         else:
             full, n_full = full + layer.bytes_per_token, n_full + 1
     # a draft is planned on targets without sliding or chunked layers only (speculative.py
     # refuses the others): every layer with a cache is in ``full`` here
     draft = int(full * draft_layers / n_full) if draft_layers and n_full else 0
     return Cells(full_bytes=full, swa_bytes=swa, n_full=n_full, n_swa=n_swa, k_bytes=k_bytes,
-                 draft_bytes=draft)  # fmt: skip
+                 draft_bytes=draft, k_swa_bytes=k_swa)  # fmt: skip
 
 
 def stage_tokens(
@@ -98,8 +101,33 @@ def pool_line(
         size = (tokens + page) * c.full_bytes
         return f"{head}KV size: {size / GIB:.2f} GB{end}"
     k_size = (tokens + page) * c.k_bytes
-    v_size = (tokens + page) * c.full_bytes - k_size  # a hybrid SWA plan prints no line here
+    v_size = (tokens + page) * c.full_bytes - k_size  # a hybrid SWA plan: hybrid_pool_lines
     return f"{head}K size: {k_size / GIB:.2f} GB, V size: {v_size / GIB:.2f} GB{end}"
+
+
+def hybrid_pool_lines(
+    model: ModelShape, tokens: int, swa_tokens: int, page: int, c: Cells, *, torch_dtype: str
+) -> tuple[str, ...]:
+    """SGLang 0.5.23's lines for a hybrid SWA pool (``SWAKVPool.__init__``): each sub-pool's
+    ``_finalize_allocation_log`` (``allocation_label`` "Full" and "SWA"), then the pool's
+    ``mem_usage`` — K and V bytes of both, in GiB ("GB") — and its two sizes. Every buffer holds
+    one padding page (``size + page_size`` rows)."""
+    if model.is_mla:
+        sizes = [((tokens + page) * c.full_bytes, None), ((swa_tokens + page) * c.swa_bytes, None)]
+    else:
+        k_full, k_swa = c.k_bytes - c.k_swa_bytes, c.k_swa_bytes
+        sizes = [((tokens + page) * k_full, (tokens + page) * (c.full_bytes - k_full)),
+                 ((swa_tokens + page) * k_swa, (swa_tokens + page) * (c.swa_bytes - k_swa))]  # fmt: skip
+    lines = []
+    for label, n, (k, v) in zip(("Full", "SWA"), (tokens, swa_tokens), sizes, strict=True):
+        head = f"{label} KV Cache is allocated. dtype: torch.{torch_dtype}, #tokens: {n}, "
+        lines.append(f"{head}KV size: {k / GIB:.2f} GB" if v is None else
+                     f"{head}K size: {k / GIB:.2f} GB, V size: {v / GIB:.2f} GB")  # fmt: skip
+    usage = sum(k + (v or 0) for k, v in sizes) / GIB
+    lines.append(
+        f"SWAKVPool mem usage: {usage:.2f} GB, swa size: {swa_tokens}, full size: {tokens}"
+    )
+    return tuple(lines)
 
 
 def groups(
