@@ -38,6 +38,8 @@ VLLM_REASONS = {
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
+    "total_num_kv_heads\n  Input should be a valid integer": CONFIG,  # ModelConfig: Nemotron's None
+    "object has no attribute 'rope_theta'": CONFIG,  # dbrx.py reads config.attn_config.rope_theta
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -46,7 +48,11 @@ KVCALC_CODES = {
     "config-invalid": CONFIG,
 }
 #: vLLM's spec kinds (``representative_spec.kind``) as kvcalc's group kinds
-KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING}
+KINDS = {
+    "full_attention": LayerKind.FULL,
+    "sliding_window": LayerKind.SLIDING,
+    "mla_attention": LayerKind.MLA,
+}
 
 
 def vllm_reason(text: str) -> str:
@@ -71,7 +77,8 @@ def kvcalc_reason(name: str, row: dict) -> str:
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
-            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3", "seed_oss", "stablelm"} <= types  # fmt: skip
+            "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3", "seed_oss", "stablelm", "dbrx", "falcon", "gptj", "opt",
+            "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -171,7 +178,11 @@ def _meta_count(raw: dict) -> int:
 
 
 #: configs kvcalc refuses before weights, as vLLM fails to build them
-REFUSED = {"synthetic--glm4-moe-defaults.json"}
+REFUSED = {
+    "synthetic--glm4-moe-defaults.json",
+    "synthetic--dbrx-no-rope-theta-32k.json",
+    "synthetic--nemotron-defaults.json",
+}
 
 
 @pytest.mark.torch
@@ -210,3 +221,60 @@ def test_ernie4_5_moe_layers_from_the_range():
     # the defaults: MoE from layer 1 to the last (end -1 → 27), 2 shared experts of 1,536
     d = _model("synthetic--ernie4-5-moe-defaults.json").weights
     assert d.ffns == ("dense",) + ("moe",) * 27 and d.moe.shared_intermediate_size == 2 * 1536
+
+
+def test_falcon_kv_heads_follow_falcon_py_not_num_kv_heads():
+    # falcon.py: new_decoder_architecture → num_kv_heads; else multi_query → 1; else every query
+    # head, whatever num_kv_heads says (the mutant's 8 is not read: 32 KV heads recorded)
+    kv = {name: _model(name).layers[0].kv_heads for name in (
+        "synthetic--falcon-defaults.json", "synthetic--falcon-new-decoder-8-kv-heads.json",
+        "synthetic--falcon-mha-num-kv-heads-8.json")}  # fmt: skip
+    assert list(kv.values()) == [1, 8, 32]
+
+
+def test_falcon_caches_in_the_model_dtype_whatever_the_cache_dtype():
+    # falcon.py builds its Attention without cache_config: fp8 sizes as bf16 (recorded)
+    rows = DATA["models"]["synthetic--falcon-mha-num-kv-heads-8.json"]["scenarios"]
+    blocks = {(r["kv_cache_dtype"], r["tensor_parallel_size"]): r["num_blocks"] for r in rows}
+    assert blocks[("fp8", 1)] == blocks[("auto", 1)] == 20 * 2**30 // (24 * 32 * 64 * 2 * 2 * 16)
+    row = next(r for r in rows if r["kv_cache_dtype"] == "fp8" and "groups" in r)
+    assert any("falcon.py builds its Attention" in n for n in _plan(
+        "synthetic--falcon-mha-num-kv-heads-8.json", row).notes)  # fmt: skip
+
+
+def test_falcon_alibi_is_not_planned():
+    raw = dict(DATA["models"]["synthetic--falcon-defaults.json"]["config"], alibi=True)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="falcon-rw")
+    assert refused.value.code == "config-unverified" and "alibi" in refused.value.message
+
+
+def test_dbrx_reads_the_nested_attn_config():
+    # attn_config.kv_n_heads 8, heads d_model / n_heads = 2,048 / 16 = 128 wide
+    layer = _model("synthetic--dbrx-8-kv-heads.json").layers[0]
+    assert (layer.kv_heads, layer.k_dim) == (8, 128)
+    raw = dict(DATA["models"]["synthetic--dbrx-8-kv-heads.json"]["config"])
+    raw["attn_config"] = {k: v for k, v in raw["attn_config"].items() if k != "rope_theta"}
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="dbrx")
+    assert refused.value.code == "config-invalid" and "rope_theta" in refused.value.message
+
+
+def test_what_the_harness_cannot_build_is_refused_by_name_with_its_reason():
+    from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
+
+    for name in ("BloomForCausalLM", "ApertusForCausalLM"):
+        assert "meta tensor" in REFUSED_BY_NAME["text-generation"][name]
+
+
+def test_glm4_moe_lite_without_first_k_dense_replace_is_refused():
+    # Glm4MoeLiteConfig() writes mlp_layer_types, not the first_k_dense_replace vLLM reads (recorded:
+    # AttributeError at TP 1; the defaults' 20 heads are refused at TP 8 before the build)
+    raw = dict(DATA["models"]["synthetic--glm4-moe-lite-first-k-dense-1.json"]["config"])
+    del raw["first_k_dense_replace"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="glm-4.7-flash")
+    assert refused.value.code == "config-invalid"
+    # MLA: one latent of kv_lora_rank + qk_rope_head_dim = 512 + 64 per token and layer
+    layer = _model("synthetic--glm4-moe-lite-first-k-dense-1.json").layers[0]
+    assert layer.bytes_per_token == (512 + 64) * 2

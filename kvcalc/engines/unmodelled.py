@@ -36,7 +36,10 @@ VLLM_ONLY = {
     "granite": "Granite 3", "granitemoe": "Granite 3 MoE", "qwen2_moe": "Qwen2-MoE",
     "olmo2": "OLMo-2", "olmoe": "OLMoE", "exaone4": "EXAONE 4", "ernie4_5": "ERNIE 4.5",
     "phimoe": "Phi-3.5-MoE", "minicpm3": "MiniCPM3", "ernie4_5_moe": "ERNIE 4.5 MoE",
-    "seed_oss": "Seed-OSS", "stablelm": "StableLM",
+    "seed_oss": "Seed-OSS", "stablelm": "StableLM", "dbrx": "DBRX", "falcon": "Falcon",
+    "gptj": "GPT-J", "opt": "OPT", "nemotron": "Nemotron-4",
+    "ministral3": "Ministral 3", "glm4_moe_lite": "GLM-4.7-Flash", "cohere2_moe": "Command-A MoE",
+    "exaone_moe": "K-EXAONE",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)

@@ -46,19 +46,19 @@ _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj
               "falcon", "phi", "starcoder2", "mpt"}  # fmt: skip
 #: model types with LayerNorm (weight + bias) instead of RMSNorm
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
-               "starcoder2", "mpt", "phimoe", "stablelm"}  # fmt: skip
+               "starcoder2", "mpt", "phimoe", "stablelm", "nemotron"}  # fmt: skip
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text", "lfm2"}  # fmt: skip
+            "gemma4_text", "lfm2", "exaone_moe"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4"}
-#: model types with one norm per decoder layer (Cohere's parallel attention and MLP block)
-_ONE_NORM = {"nemotron_h", "cohere", "cohere2"}
+#: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
+_ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
 _TIE_DEFAULT = {
     "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "gpt2": True,
@@ -68,7 +68,9 @@ _TIE_DEFAULT = {
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
     "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
-    "stablelm": False,
+    "stablelm": False, "dbrx": False, "falcon": True, "gptj": False, "opt": True,
+    "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
+    "exaone_moe": False, "cohere2_moe": True,
     "phimoe": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
@@ -98,8 +100,13 @@ _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
 _PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5}
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
-#: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order)
-_NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h"}
+#: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
+#: Falcon's ``alibi`` neither)
+_NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h", "opt"}
+#: model types whose attention and MLP carry biases as one key says
+_BIAS_KEY = {"falcon": "bias", "opt": "enable_bias"}
+#: model types whose RoPE length is another key (vLLM passes it as max_position)
+_ROPE_LENGTH_KEY = {"gptj": "n_positions", "dbrx": "max_seq_len"}
 
 
 def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
@@ -159,12 +166,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
         ),
         tie_word_embeddings=tie,
-        lm_head_bias=model_type == "phimoe" and r.bool("lm_head_bias"),
-        learned_positions=r.int("n_positions", default=0, minimum=0)
-        if model_type in _ALWAYS_BIASED
-        else 0,
+        lm_head_bias=(model_type == "phimoe" and r.bool("lm_head_bias")) or model_type == "gptj",
+        learned_positions=_learned_positions(r, model_type),
         norm="layer" if model_type in _LAYER_NORM else "rms",
-        norms_per_layer=4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2,
+        norms_per_layer=_norms_per_layer(r, model_type),
         mixers=mixers,
         ffns=ffns,
         attention=attention,
@@ -187,6 +192,28 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     )
 
 
+def _learned_positions(r: ConfigReader, model_type: str) -> int:
+    if model_type in _ALWAYS_BIASED:
+        return r.int("n_positions", default=0, minimum=0)
+    if model_type == "opt":  # OPTLearnedPositionalEmbedding: 2 rows of offset
+        if r.int("word_embed_proj_dim", default=0, minimum=0) not in (0, r.int("hidden_size")):
+            raise ConfigError(
+                f"{r.source}: OPT with word_embed_proj_dim != hidden_size (project_in/out): its "
+                "weights are not counted from config.json",
+                hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+            )
+        return r.int("max_position_embeddings", default=2048) + 2
+    return 0
+
+
+def _norms_per_layer(r: ConfigReader, model_type: str) -> int:
+    if model_type == "falcon":
+        from kvcalc.hfconfig.families.falcon import falcon_norms
+
+        return falcon_norms(r)
+    return 4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2
+
+
 def _mixer(r: ConfigReader, kind: str) -> str:
     if kind == L.UNCOUNTED:
         raise ConfigError(
@@ -203,7 +230,24 @@ def _mixer(r: ConfigReader, kind: str) -> str:
 
 def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:
     heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
-    if r.bool("multi_query") and not r.bool("new_decoder_architecture"):
+    if model_type == "dbrx":
+        from kvcalc.hfconfig.families.dbrx import dbrx_attention
+
+        return dbrx_attention(r, heads, hidden)
+    if model_type in _BIAS_KEY:
+        bias = r.bool(_BIAS_KEY[model_type], model_type == "opt")  # OPTConfig: enable_bias true
+        if model_type == "falcon":
+            from kvcalc.hfconfig.families.falcon import falcon_kv_heads
+
+            kv = falcon_kv_heads(r, heads)
+        else:
+            kv = heads
+        return AttentionWeights(
+            num_heads=heads, num_kv_heads=kv, head_dim=hidden // heads, qkv_bias=bias, o_bias=bias
+        )
+    if model_type == "gptj":
+        kv = heads
+    elif r.bool("multi_query") and not r.bool("new_decoder_architecture"):
         kv = 1
     else:
         kv = r.int("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
@@ -289,6 +333,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.ernie4_5_moe import ernie_moe
 
         return ernie_moe(r, n)
+    if model_type == "dbrx":
+        from kvcalc.hfconfig.families.dbrx import dbrx_moe
+
+        return dbrx_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
@@ -305,6 +353,9 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.jamba import jamba_moe_layers
 
         flags = jamba_moe_layers(r, n, experts)
+    elif r.list("mlp_layer_types") is not None:  # Cohere2-MoE, K-EXAONE, GLM-4.7-Flash
+        kinds = r.list("mlp_layer_types") or []
+        flags = tuple(i < len(kinds) and kinds[i] == "sparse" for i in range(n))
     elif r.has("first_k_dense_replace") or r.has("moe_layer_freq"):
         first = r.int("first_k_dense_replace", default=0, minimum=0)
         freq = r.int("moe_layer_freq", default=1)
@@ -330,6 +381,8 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         shared = r.int("shared_intermediate_size", minimum=0)  # shared_mlp: input 2×, output 1×
     elif r.has("n_shared_experts"):
         shared = r.int("n_shared_experts", minimum=0) * expert_size
+    elif r.has("num_shared_experts"):  # Cohere2-MoE, K-EXAONE
+        shared = r.int("num_shared_experts", minimum=0) * expert_size
     elif model_type.startswith("llama4"):
         shared = expert_size  # one shared expert as wide as a routed one
     moe = MoeWeights(
@@ -374,12 +427,18 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
 
         size = lfm2_ffn(r)
     else:
-        size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0)
-        if not size:  # gpt2 leaves n_inner null: 4 x hidden
+        size = r.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=0,
+                     minimum=0)  # fmt: skip
+        if not size:  # gpt2 and GPT-J leave n_inner null: 4 x hidden
             size = 4 * r.int("hidden_size", "n_embd", "d_model")
-    bias = model_type in _ALWAYS_BIASED or r.bool(
-        "use_bias" if model_type in _USE_BIAS else "mlp_bias"
-    )
+    if model_type in _BIAS_KEY:
+        bias = r.bool(_BIAS_KEY[model_type], model_type == "opt")
+    else:
+        bias = (
+            model_type in _ALWAYS_BIASED
+            or model_type == "gptj"
+            or r.bool("use_bias" if model_type in _USE_BIAS else "mlp_bias")
+        )
     return MlpWeights(intermediate_size=size, gated=model_type not in _NON_GATED, bias=bias)
 
 
@@ -405,7 +464,12 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     """
     if model_type in _NO_ROPE or (attention is None and mla is None):
         return 0, 0
-    positions = r.int("max_position_embeddings", default=0, minimum=0)
+    if model_type == "falcon" and r.bool("alibi"):
+        return 0, 0
+    positions = r.int(_ROPE_LENGTH_KEY.get(model_type, "max_position_embeddings"), default=0,
+                      minimum=0)  # fmt: skip
+    if model_type == "gptj":  # rotary on rotary_dim of each head (gpt_j.py)
+        return positions, r.int("rotary_dim", default=attention.head_dim if attention else 0)
     rope = r.mapping("rope_scaling") or r.mapping("rope_parameters") or {}
     factor = rope.get("factor")
     kind = rope.get("rope_type", rope.get("type"))

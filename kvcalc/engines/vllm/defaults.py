@@ -150,6 +150,10 @@ VLLM_DTYPES = (
 
 #: kvcalc's short cache dtype names → vLLM's (``CacheDType`` in vllm/config/cache.py)
 _SHORT_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+#: model types whose vLLM 0.33 model file builds its ``Attention`` without ``cache_config``, so
+#: the layer's cache dtype is ``auto`` (the model dtype) whatever ``--kv-cache-dtype`` says
+#: (``falcon.py``: the rotary and the ALiBi branch pass none; recorded: fp8 sizes as bf16)
+_NO_CACHE_CONFIG = {"falcon": "falcon.py"}
 
 
 def vllm_spelling(name: str) -> str:
@@ -238,7 +242,16 @@ def resolve_cache_dtype(
             f"--kv-cache-dtype {_SHORT_NAMES[name]}`; vLLM 0.33 refuses {name}: "
             "vllm/config/cache.py CacheConfig._validate_cache_dtype)"
         )
-    if name == "auto" and profile.name == "0.33":
+    dropped = _NO_CACHE_CONFIG.get(request.model.model_type)
+    if dropped and profile.name == "0.33":  # neither the flag nor a checkpoint's KV scheme
+        if name != "auto":
+            notes.append(
+                f"--kv-cache-dtype {name} does not reach this model's attention: vLLM 0.33's "
+                f"{dropped} builds its Attention layers without cache_config, so they cache in "
+                "the model dtype"
+            )
+        name = "auto"
+    elif name == "auto" and profile.name == "0.33":
         checkpoint = checkpoint_kv_cache_dtype(request.model.checkpoint_quant_config)
         if checkpoint:
             name = checkpoint

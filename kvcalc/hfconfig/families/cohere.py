@@ -8,7 +8,12 @@ vLLM 0.33 serves both with ``models/commandr.py``:
   sliding layer's window is ``sliding_window + 1`` (Cohere's window sees the token and the
   ``sliding_window`` before it; vLLM passes the + 1 to its attention and its cache manager). The head
   width is ``hidden_size / num_attention_heads``: ``Cohere2Config`` sets ``head_dim`` so whatever the
-  checkpoint says, and vLLM reads that attribute.
+  checkpoint says, and vLLM reads that attribute;
+- ``Cohere2MoeForCausalLM`` (``models/cohere2_moe.py``): the same ``sliding_window + 1`` on the
+  layers ``layer_types`` marks sliding (``Cohere2MoeConfig`` writes it; a config without it is
+  refused here, not recorded), heads ``head_dim`` wide (else ``hidden_size / num_attention_heads``);
+  ``mlp_layer_types`` picks the dense and the MoE layers (weights: ``num_experts`` gated experts
+  ``intermediate_size`` wide, ``num_shared_experts`` shared ones).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import Family, LayoutContext
-from kvcalc.hfconfig.generic import kv_heads
+from kvcalc.hfconfig.generic import head_dims, kv_heads
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
 
@@ -65,6 +70,32 @@ def read_cohere2(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
     return L.with_weight_kinds(out)
 
 
+def read_cohere2_moe(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
+    if r.list("layer_types") is None:
+        raise ConfigError(
+            f"{r.source}: Cohere2-MoE without layer_types was not checked against vLLM 0.33",
+            hint="Cohere2MoeConfig writes layer_types; add it to config.json",
+            code="config-unverified",
+        )
+    kinds, prov["layer pattern"] = L.layer_kinds(r, n)
+    if set(kinds) - {L.FULL, L.SLIDING}:
+        raise ConfigError(f"{r.source}: Cohere2-MoE layer_types must be sliding/full attention",
+                          code="config-unverified")  # fmt: skip
+    window = r.int("sliding_window", default=_WINDOW) + 1
+    prov["sliding_window"] = f"sliding_window + 1 = {window} (vLLM 0.33 cohere2_moe.py)"
+    kv = kv_heads(r, heads, n, prov)
+    hd = head_dims(r, heads, ctx.hidden_size, n, prov)
+    out: list[Layout] = [
+        SlidingWindow(dtype=ctx.dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i],
+                      sliding_window=window)
+        if kind is L.SLIDING
+        else FullAttention(dtype=ctx.dtype, kv_heads=kv[i], k_dim=hd[i], v_dim=hd[i])
+        for i, kind in enumerate(kinds)
+    ]  # fmt: skip
+    return L.with_weight_kinds(out)
+
+
 FAMILIES = (
     Family(
         name="cohere",
@@ -80,5 +111,22 @@ FAMILIES = (
         layer_types={"sliding_attention", "full_attention"},
         layouts=read_cohere2,
         note="Command-R7B / Command-A: layer_types (or sliding_window_pattern), window sliding_window + 1",
+    ),
+    Family(
+        name="cohere2_moe",
+        model_types={"cohere2_moe"},
+        architectures={"Cohere2MoeForCausalLM"},
+        # sliding_window_pattern / prefix_dense_sliding_window_pattern: what transformers built
+        # layer_types from (read: layer_types); mlp_layer_types: the MLP of each layer (weights)
+        keys={
+            "sliding_window",
+            "sliding_window_pattern",
+            "layer_types",
+            "mlp_layer_types",
+            "prefix_dense_sliding_window_pattern",
+        },  # fmt: skip
+        layer_types={"sliding_attention", "full_attention"},
+        layouts=read_cohere2_moe,
+        note="Command-A MoE: layer_types sliding/full, window sliding_window + 1",
     ),
 )

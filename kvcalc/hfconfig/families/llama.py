@@ -1,4 +1,4 @@
-"""Llama, Mistral, Mixtral, Mistral 3 (its text stack): full attention, or Mistral's one sliding window on every layer.
+"""Llama, Mistral, Mixtral, Mistral 3 (its text stack), Ministral 3: full attention, or Mistral's one sliding window on every layer.
 
 vLLM 0.33: ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``MixtralForCausalLM`` — one attention
 spec per layer (``FullAttentionSpec``, or ``SlidingWindowSpec`` when ``sliding_window`` is set).
@@ -9,12 +9,13 @@ from kvcalc.hfconfig.family import Family
 FAMILIES = (
     Family(
         name="llama",
-        model_types={"llama", "mistral", "mixtral", "mistral3"},
+        model_types={"llama", "mistral", "mixtral", "mistral3", "ministral3"},
         architectures={
             "LlamaForCausalLM",
             "MistralForCausalLM",
             "MixtralForCausalLM",
             "Mistral3ForConditionalGeneration",
+            "Ministral3ForCausalLM",  # registry.py: ("mistral", "MistralForCausalLM")
             # EAGLE-3 heads (one Llama decoder layer; kvcalc.hfconfig.eagle reads their own keys)
             "LlamaForCausalLMEagle3",
             "Eagle3LlamaForCausalLM",
