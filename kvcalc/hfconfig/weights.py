@@ -250,7 +250,7 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
     elif r.bool("multi_query") and not r.bool("new_decoder_architecture"):
         kv = 1
     else:
-        kv = r.int("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+        kv = r.int("n_head_kv", "num_key_value_heads", "multi_query_group_num",
                    default=heads)  # fmt: skip
     head_dim = r.int("head_dim", "kv_channels", default=0, minimum=0) or hidden // heads
     if model_type in _ALWAYS_BIASED:
