@@ -163,17 +163,6 @@ def _chosen_block_size(
 ) -> tuple[int, int | None, tuple[str, ...], tuple[str, ...]]:
     """:func:`_block_size`'s (block, padded page, logs, notes), computed."""
     notes: list[str] = []
-    block, padded, logs = _block_size_of(request, profile, model, checkpoint_alignment, notes)
-    return block, padded, tuple(logs), tuple(notes)
-
-
-def _block_size_of(
-    request: EngineRequest,
-    profile: D.VllmProfile,
-    model: ModelShape,
-    checkpoint_alignment: int,
-    notes: list[str],
-) -> tuple[int, int | None, list[str]]:
     logs: list[str] = []
     dtype = model.kv_cache_dtype
     cc = request.gpu_compute_capability
@@ -184,17 +173,17 @@ def _block_size_of(
         notes.append(note)
     if backend and block != D.DEFAULT_BLOCK_SIZE and profile.reserves_null_block:
         logs.append(f"Setting kv cache block size to {block} for {backend} backend(s).")
-    if not profile.v1:
-        return block, None, logs
-    aligned = align_hybrid_block_size(
-        tuple(layout for _, _, layout in cache_layers(model.layers)),
-        block,
-        mla_align_128=profile.mla_hybrid_align_128,
-        checkpoint_alignment=checkpoint_alignment,
-    )
+    aligned = None
+    if profile.v1:
+        aligned = align_hybrid_block_size(
+            tuple(layout for _, _, layout in cache_layers(model.layers)),
+            block,
+            mla_align_128=profile.mla_hybrid_align_128,
+            checkpoint_alignment=checkpoint_alignment,
+        )
     if aligned is None:
-        return block, None, logs
-    return aligned.block_size, aligned.mamba_page_padded, logs + list(aligned.logs)
+        return block, None, tuple(logs), tuple(notes)
+    return aligned.block_size, aligned.mamba_page_padded, (*logs, *aligned.logs), tuple(notes)
 
 
 def _scheduler(
