@@ -6,6 +6,7 @@ as vLLM allocates (vocabulary rows, mxfp4 MoE tiles).
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 
 from kvcalc.estimate.tensors import QUANTIZABLE_ROLES, Tensor
@@ -92,6 +93,8 @@ class Pricer:
         s = self.spec
         assert s is not None  # quantized() is False without a spec
         scales = _scale_count(s, rows, cols)
+        if t.expert and s.method == "fp8" and s.scale_granularity == "block":
+            scales = _fp8_expert_scales(s, t, rows, cols)
         out = {_data_name(s): cdiv(rows * cols * s.weight_bits, 8) * t.copies}
         _add(out, _scale_name(s), scales * s.scale_bytes * t.copies)
         _add(out, f"int{s.zero_point_bits}", cdiv(scales * s.zero_point_bits, 8) * t.copies)
@@ -108,6 +111,34 @@ def _scale_count(s: QuantSpec, rows: int, cols: int) -> int:
     if s.scale_granularity == "block":
         return cdiv(rows, s.block_rows) * cdiv(cols, s.block_cols)
     return 1
+
+
+#: vLLM 0.33's smallest refined fp8 MoE scale block (``refine_fp8_moe_block_shape``)
+FP8_MOE_MIN_REFINED_BLOCK = 32
+
+
+def _fp8_expert_scales(s: QuantSpec, t: Tensor, rows: int, cols: int) -> int:
+    """Block scales of one routed expert on one rank as vLLM 0.33's ``Fp8MoEMethod.create_weights``
+    allocates them: ``w13`` as ``2 · cdiv(ispp, block_n) × cdiv(hidden, block_k)`` (gate and up
+    apart), ``w2`` as ``cdiv(hidden, block_n) × cdiv(ispp, block_k)``, where ``ispp`` is the rank's
+    expert width. When ``ispp`` is not a multiple of the checkpoint's block (or, split, of
+    ``block_k``), ``oracle/fp8.py`` ``refine_fp8_moe_block_shape`` (``moe_backend`` auto) refines
+    the blocks to ``gcd(block_n, block_k, ispp, hidden)`` square when that is at least 32
+    (MiniMax-M2.5 at TP 8: 192 wide, 64 × 64 blocks)."""
+    bn, bk = s.block_rows, s.block_cols
+    down = ".down_proj" in t.name
+    hidden, ispp = (rows, cols) if down else (cols, rows)
+    full = t.cols if down else t.rows
+    shards = 1
+    if not down and rows % 2 == 0:  # gated: gate and up halves, as the mxfp4 layout reads them
+        shards, ispp, full = 2, rows // 2, t.rows // 2
+    if ispp % bn or (ispp != full and ispp % bk):
+        refined = math.gcd(bn, bk, ispp, hidden)
+        if refined >= FP8_MOE_MIN_REFINED_BLOCK:
+            bn = bk = refined
+    if down:
+        return cdiv(hidden, bn) * cdiv(ispp, bk)
+    return shards * cdiv(ispp, bn) * cdiv(hidden, bk)
 
 
 def _data_name(s: QuantSpec) -> str:

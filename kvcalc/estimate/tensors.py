@@ -159,7 +159,7 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
     up_rows = inter * (2 if m.gated else 1)
     width = m.latent_size or h  # latent MoE: experts read and write the latent width
     out = [
-        Tensor(name=f"{p}.router", rows=e, cols=h, role="router", layer=i),
+        Tensor(name=f"{p}.router", rows=e, cols=h, role="router", layer=i, fp32=m.router_fp32),
         Tensor(name=f"{p}.experts.gate_up_proj", rows=up_rows, cols=width, copies=e, expert=True,
                role="linear", layer=i, split="column"),
         Tensor(name=f"{p}.experts.down_proj", rows=width, cols=inter, copies=e, expert=True,
@@ -172,7 +172,7 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
         out.append(Tensor(name=f"{p}.router.bias", rows=e, role="bias", layer=i))
     if m.statics_bias:
         out.append(Tensor(name=f"{p}.moe_statics.e_score_correction_bias", rows=e, role="router",
-                          layer=i))  # fmt: skip
+                          layer=i, fp32=m.router_fp32))  # fmt: skip
     if m.expert_bias:
         out.append(Tensor(name=f"{p}.experts.gate_up_proj.bias", rows=up_rows, copies=e,
                           expert=True, role="bias", layer=i, split="column"))  # fmt: skip

@@ -73,6 +73,10 @@ class MoeWeights:
     #: ERNIE 4.5's ``moe_statics.e_score_correction_bias``: one value per expert, a parameter in
     #: transformers (counted with the router)
     statics_bias: bool = False
+    #: the router (and ``moe_statics``) stored in fp32 whatever the model's dtype: vLLM 0.33's
+    #: ``GateLinear(..., params_dtype=torch.float32)`` (ERNIE 4.5 MoE, GLM-4.5, MiniMax-M2,
+    #: MiMo-V2 unless ``moe_router_dtype`` says otherwise)
+    router_fp32: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -86,6 +86,15 @@ _SCORE_BIAS: dict[str, str | None] = {
     "mimo_v2": None, "mimo_v2_flash": None, "nemotron_h": None,
     "minimax_m2": "use_routing_bias", "lfm2_moe": "use_expert_bias",
 }  # fmt: skip
+#: model types whose MoE router vLLM 0.33 builds in fp32 (``GateLinear(...,
+#: params_dtype=torch.float32)``), and the config key that can say otherwise (None: always):
+#: ``glm4_moe.py``, ``minimax_m2.py``, ``mimo_v2.py`` (``moe_router_dtype``, default ``float32``;
+#: ``bfloat16``/``float16`` keep the model dtype); ERNIE 4.5 MoE's is set in its family module.
+#: DeepSeek's ``moe_router_dtype`` (``_get_moe_router_dtype``) sets the output dtype only.
+_FP32_ROUTER: dict[str, str | None] = {
+    "glm4_moe": None, "minimax_m2": None, "mimo_v2": "moe_router_dtype",
+    "mimo_v2_flash": "moe_router_dtype",
+}  # fmt: skip
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 _QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False}
@@ -397,8 +406,18 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         latent_size=r.int("moe_latent_size", default=0, minimum=0),
         router=read_router(r) if model_type in _DEEPSEEK_ROUTER else MoeRouter(),
         score_bias=_score_bias(r, model_type),
+        router_fp32=_router_fp32(r, model_type),
     )
     return moe, flags
+
+
+def _router_fp32(r: ConfigReader, model_type: str) -> bool:
+    if model_type not in _FP32_ROUTER:
+        return False
+    key = _FP32_ROUTER[model_type]
+    # vLLM's str_dtype_to_torch_dtype: "float"/"float32" -> fp32, "half"/"float16"/"bfloat16" ->
+    # that dtype, anything else -> None (the model dtype)
+    return key is None or r.str(key, "float32") in ("float32", "float")
 
 
 def _score_bias(r: ConfigReader, model_type: str) -> bool:
@@ -495,6 +514,9 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     # vLLM's get_rope reads the factor from rope_parameters, where transformers'
     # standardize_rope_params moves a top-level one (setdefault: a nested factor wins)
     default = _PARTIAL_ROTARY_DEFAULT.get(model_type, 1.0)
+    if model_type == "minimax_m2" and r.has("rotary_dim"):
+        # minimax_m2.py: partial_rotary_factor = rotary_dim / head_dim unless rope_parameters has one
+        default = r.int("rotary_dim", minimum=1) / attention.head_dim
     partial = rope.get("partial_rotary_factor", r.value("partial_rotary_factor", default))
     partial = partial if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0
     return positions, int(attention.head_dim * partial)

@@ -8,8 +8,8 @@ num_attention_heads``, full attention on every layer (no window). A layer is MoE
 (``moe_k`` per token, ``moe_intermediate_size`` wide), ``moe_num_shared_experts`` shared ones as one
 MLP of ``moe_intermediate_size × moe_num_shared_experts``, the router, and
 ``moe_statics.e_score_correction_bias`` (one value per expert), a parameter in transformers and an
-fp32 parameter in vLLM (priced here in the model dtype, like the fp32 router vLLM keeps:
-``params_dtype=torch.float32``).
+fp32 parameter in vLLM, both priced in fp32 like the router vLLM keeps in fp32
+(``GateLinear(..., params_dtype=torch.float32)``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def ernie_moe(r: ConfigReader, n: int) -> tuple[MoeWeights | None, tuple[bool, .
         expert_intermediate_size=width,
         shared_intermediate_size=width * r.int("moe_num_shared_experts", default=2, minimum=0),
         statics_bias=True,
+        router_fp32=True,
     )
     return moe, flags
 
