@@ -112,6 +112,7 @@ def hybrid_pool_lines(
     ``_finalize_allocation_log`` (``allocation_label`` "Full" and "SWA"), then the pool's
     ``mem_usage`` — K and V bytes of both, in GiB ("GB") — and its two sizes. Every buffer holds
     one padding page (``size + page_size`` rows)."""
+    sizes: list[tuple[int, int | None]]  # (K, V) bytes of each sub-pool; V None for MLA
     if model.is_mla:
         sizes = [((tokens + page) * c.full_bytes, None), ((swa_tokens + page) * c.swa_bytes, None)]
     else:
