@@ -30,7 +30,7 @@ def _placeholders(rec: dict) -> int:
 def test_fixture_covers_the_families():
     assert {(r["config"]["model_type"], r["tensor_parallel_size"]) for r in RECORDS} == {
         ("minimax_m2", 8), ("ernie4_5_moe", 1), ("ernie4_5_moe", 2), ("glm4_moe", 1),
-        ("glm4_moe", 2),
+        ("glm4_moe", 2), ("glm4_moe_lite", 1), ("glm4_moe_lite", 2),
     }  # fmt: skip
 
 

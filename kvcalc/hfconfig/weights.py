@@ -78,21 +78,23 @@ _TIE_DEFAULT = {
 _DEEPSEEK_ROUTER = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 #: model types whose MoE layers keep an fp32 ``e_score_correction_bias`` in vLLM 0.33, and the
 #: config key that switches it (None: always): ``deepseek_v2.py`` (``topk_method`` ``noaux_tc``,
-#: also GLM-5 and DeepSeek-V3.2), ``glm4_moe.py``, ``mimo_v2.py``, ``nemotron_h.py``,
-#: ``minimax_m2.py`` (``use_routing_bias``), ``lfm2_moe.py`` (``use_expert_bias``)
+#: also GLM-5 and DeepSeek-V3.2), ``glm4_moe.py`` (and ``glm4_moe_lite.py``), ``mimo_v2.py``,
+#: ``nemotron_h.py``, ``minimax_m2.py`` (``use_routing_bias``), ``lfm2_moe.py`` (``use_expert_bias``)
 _SCORE_BIAS: dict[str, str | None] = {
     "deepseek_v2": "topk_method", "deepseek_v3": "topk_method", "kimi_k2": "topk_method",
     "deepseek_v32": "topk_method", "glm_moe_dsa": "topk_method", "glm4_moe": None,
+    "glm4_moe_lite": None,
     "mimo_v2": None, "mimo_v2_flash": None, "nemotron_h": None,
     "minimax_m2": "use_routing_bias", "lfm2_moe": "use_expert_bias",
 }  # fmt: skip
 #: model types whose MoE router vLLM 0.33 builds in fp32 (``GateLinear(...,
 #: params_dtype=torch.float32)``), and the config key that can say otherwise (None: always):
-#: ``glm4_moe.py``, ``minimax_m2.py``, ``mimo_v2.py`` (``moe_router_dtype``, default ``float32``;
+#: ``glm4_moe.py`` (also ``glm4_moe_lite.py``'s ``Glm4MoeLite``), ``minimax_m2.py``, ``mimo_v2.py``
+#: (``moe_router_dtype``, default ``float32``;
 #: ``bfloat16``/``float16`` keep the model dtype); ERNIE 4.5 MoE's is set in its family module.
 #: DeepSeek's ``moe_router_dtype`` (``_get_moe_router_dtype``) sets the output dtype only.
 _FP32_ROUTER: dict[str, str | None] = {
-    "glm4_moe": None, "minimax_m2": None, "mimo_v2": "moe_router_dtype",
+    "glm4_moe": None, "glm4_moe_lite": None, "minimax_m2": None, "mimo_v2": "moe_router_dtype",
     "mimo_v2_flash": "moe_router_dtype",
 }  # fmt: skip
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
