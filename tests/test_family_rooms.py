@@ -5,9 +5,8 @@ with its registration, its reader and its weight shapes; shared pieces are in ``
 The check: each ``config.json`` key that such a family alone declares (``Family.keys``) appears as
 the argument of a read (a method call: ``r.int("key")``, ``r.has("key")``, ``cfg.get("key")``...)
 in no ``hfconfig`` module but its own. Families read by the generic reader
-(:func:`kvcalc.hfconfig.generic.read_layouts`: ``layouts`` unset) leave their keys to it, and a key
-the generic reader itself reads (a KV-head spelling such as Falcon's ``new_decoder_architecture``,
-which Falcon's own reader reads by vLLM's ``falcon.py`` rule) is shared, not owned.
+(:func:`kvcalc.hfconfig.generic.read_layouts`: ``layouts`` unset) leave their keys to it; a key two
+families declare (``multi_query``: GPT-BigCode and Falcon) is shared, not owned.
 """
 
 from __future__ import annotations
@@ -29,11 +28,10 @@ def own_keys() -> dict[str, str]:
         for key in family.keys:
             declared[key].add(family.module)
     readers = {f.module for f in all_families() if f.layouts is not None}
-    shared = reads(HFCONFIG / "generic.py")
     return {
         k: next(iter(m))
         for k, m in declared.items()
-        if len(m) == 1 and m <= readers and k not in shared
+        if len(m) == 1 and m <= readers
     }
 
 

@@ -4,8 +4,8 @@ Families whose layers follow the common keys use :func:`read_layouts` (``Family.
 family modules with their own reader may call the helpers here. Head counts and widths follow
 vLLM's ``ModelArchConfigConvertor`` (``engine-accounting.md`` §1.10): KV heads from the first of
 ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``, ``multi_query_group_num``, else
-``num_attention_heads``; ``multi_query`` without ``new_decoder_architecture`` means one KV head
-(Falcon, GPT-BigCode). Head width is an explicit ``head_dim`` (or ChatGLM's ``kv_channels``)
+``num_attention_heads``; ``multi_query`` means one KV head (GPT-BigCode; Falcon's
+``new_decoder_architecture``, which overrides it, is read by ``families/falcon.py`` alone). Head width is an explicit ``head_dim`` (or ChatGLM's ``kv_channels``)
 before ``hidden_size // num_attention_heads``.
 """
 
@@ -52,7 +52,7 @@ def plain_attention(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
 
 
 def kv_heads(r: ConfigReader, heads: int, n: int, prov: dict[str, str]) -> tuple[int, ...]:
-    if r.bool("multi_query") and not r.bool("new_decoder_architecture"):
+    if r.bool("multi_query"):
         prov["num_kv_heads"] = "multi_query = true: one KV head shared by all query heads (MQA)"
         return (1,) * n
     for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):

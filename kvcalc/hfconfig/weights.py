@@ -258,7 +258,7 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         )
     if model_type == "gptj":
         kv = heads
-    elif r.bool("multi_query") and not r.bool("new_decoder_architecture"):
+    elif r.bool("multi_query"):
         kv = 1
     else:
         kv = r.int("n_head_kv", "num_key_value_heads", "multi_query_group_num",
