@@ -28,11 +28,7 @@ def own_keys() -> dict[str, str]:
         for key in family.keys:
             declared[key].add(family.module)
     readers = {f.module for f in all_families() if f.layouts is not None}
-    return {
-        k: next(iter(m))
-        for k, m in declared.items()
-        if len(m) == 1 and m <= readers
-    }
+    return {k: next(iter(m)) for k, m in declared.items() if len(m) == 1 and m <= readers}
 
 
 def reads(path: Path) -> set[str]:

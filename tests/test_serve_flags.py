@@ -251,6 +251,8 @@ def test_each_sglang_flag_does_what_its_class_says(name):
         sample = [flag.shown_choices()[0]] if flag.choices else ["1"]
     if name == "--mem-fraction-static" or name.endswith("-ratio"):
         sample = ["0.5"]
+    if name == "--attn-dp-size":  # a width of 1 is no DP attention: nothing to set
+        sample = ["2"]
     if name in ("--model-path", "--revision", "--dtype", "--quantization", "--kv-cache-dtype"):
         sample = [{"--model-path": "m", "--revision": "main", "--dtype": "half",
                    "--quantization": "fp8", "--kv-cache-dtype": "fp8_e4m3"}[name]]  # fmt: skip
@@ -333,6 +335,36 @@ def test_sglang_speculative_and_dp_attention_flags_are_read():
         "data_parallel_size": 8, "spec_method": "EAGLE3", "spec_model": "head", "spec_tokens": 3,
         "engine_options": (("speculative_eagle_topk", 1), ("speculative_num_draft_tokens", 4)),
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags",
+    ["--attn-dp-size 8", "--attention-data-parallel-size=8", "--enable-dp-attention --attn-dp-size 8",
+     "--attn-dp-size 8 --dp-size 1"],
+)  # fmt: skip
+def test_sglang_attn_dp_size_is_dp_attention(flags):
+    """SGLang 0.5.23's spelling of DP attention (arg_groups/parallel_hook.py
+    handle_deprecated_dp_attention turns --dp-size N --enable-dp-attention into attn_dp_size N,
+    dp_size 1): the same settings as the deprecated form."""
+    read = parse_serve_command(f"python -m sglang.launch_server --model-path m --tp 8 {flags}")
+    assert read.values == {"engine": "sglang", "tensor_parallel_size": 8,
+                           "enable_dp_attention": True, "data_parallel_size": 8}  # fmt: skip
+
+
+def test_sglang_attn_dp_size_edges():
+    one = parse_serve_command(
+        "python -m sglang.launch_server --model-path m --tp 8 --attn-dp-size 1"
+    )
+    assert one.values == {"engine": "sglang", "tensor_parallel_size": 8}  # width 1: no DP attention
+    with pytest.raises(InputError) as err:  # parallel_hook.py: "--attn-dp-size must be positive"
+        parse_serve_command("python -m sglang.launch_server --model-path m --attn-dp-size 0")
+    assert err.value.code == "invalid-serve-command" and "must be positive" in err.value.message
+    with pytest.raises(InputError) as err:  # replicas of an attention-DP group
+        parse_serve_command(
+            "python -m sglang.launch_server --model-path m --tp 8 --dp-size 2 --attn-dp-size 4"
+        )
+    assert err.value.code == "unsupported-parallelism"
+    assert "--dp-size 2 with --attn-dp-size 4" in err.value.message
 
 
 def test_sglang_docker_and_cli_forms():

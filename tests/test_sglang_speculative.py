@@ -210,6 +210,9 @@ def test_flags_command_and_deployment_file_agree(cli, tmp_path):
     common = ("--gpu", "H200", "--kv-cache-memory", "20GiB", "--weights-memory", "80GiB", "--json",
               "--no-throughput")  # fmt: skip
     pasted = cli("plan", "--from-command", command, *common)
+    # SGLang 0.5.23's own spelling: --attn-dp-size 8 is what the deprecated pair resolves to
+    respelled = cli("plan", "--from-command",
+                    command.replace("--enable-dp-attention --dp 8", "--attn-dp-size 8"), *common)  # fmt: skip
     typed = cli("plan", "deepseek-ai/DeepSeek-V3", "--engine", "sglang", "-tp", "8", "-dp", "8",
                 "--enable-dp-attention", "--spec-method", "NEXTN", "--max-model-len", "32000",
                 *common)  # fmt: skip
@@ -221,8 +224,8 @@ def test_flags_command_and_deployment_file_agree(cli, tmp_path):
         "    weights_memory: 80GiB\n"
     )
     filed = cli("check", str(spec), "--format", "json")
-    assert pasted.exit_code == typed.exit_code == filed.exit_code == 0, pasted.stderr
-    for d in (pasted.json, typed.json, json.loads(filed.stdout)[0]):
+    assert pasted.exit_code == respelled.exit_code == typed.exit_code == filed.exit_code == 0
+    for d in (pasted.json, respelled.json, typed.json, json.loads(filed.stdout)[0]):
         assert (d["kv_cache_tokens"], d["max_num_seqs"], d["data_parallel_replicas"]) == (
             300666,
             6,

@@ -32,6 +32,7 @@ from kvcalc.planning.servecmd_compile import KEYS as COMPILATION_KEYS
 from kvcalc.planning.settings import SETTINGS, Setting
 
 __all__ = [
+    "ATTENTION_DP_FLAGS",
     "Dialect",
     "FlagClass",
     "check_value",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 CODE = "invalid-serve-command"
+#: SGLang 0.5.23's attention data parallelism (``--attn-dp-size N``: what the deprecated
+#: ``--dp-size N --enable-dp-attention`` becomes), read by :mod:`kvcalc.planning.servecmd_sglang`
+ATTENTION_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
 #: vLLM's optimisation-level flag (``-O3`` is rewritten to it by FlexibleArgumentParser)
 LEVEL_FLAG = "--optimization-level"
 
@@ -101,7 +105,8 @@ def sglang_dialect() -> Dialect:
     # --mem-fraction-static is a setting's spelling (the memory fraction), not the -E option
     return Dialect(
         table=sglang_flags.server_flags(), spellings=lambda s: s.sglang,
-        also_modelled=frozenset(), option_dests=frozenset(SGLANG_OPTIONS) - {"mem_fraction_static"},
+        also_modelled=frozenset(ATTENTION_DP_FLAGS),
+        option_dests=frozenset(SGLANG_OPTIONS) - {"mem_fraction_static"},
         no_effect=sglang_flags.NO_EFFECT, no_effect_values={},
         reason=sglang_flags.unmodelled_reason,
     )  # fmt: skip

@@ -7,7 +7,9 @@ setting names it (``Setting.sglang``: ``--context-length`` is ``max_model_len``,
 ``--max-running-requests`` ``max_num_seqs``, ``--mem-fraction-static`` the memory fraction) or
 when its ``dest`` is an engine option the SGLang module reads (``--page-size`` is ``-E
 page_size``, ``--max-total-tokens``, ``--swa-full-tokens-ratio``, ``--disable-radix-cache``,
-``--max-mamba-cache-size``, ``--mamba-full-memory-ratio``); what SGLang refuses (a flag it does
+``--max-mamba-cache-size``, ``--mamba-full-memory-ratio``; ``--attn-dp-size N`` is DP attention
+over N ranks, as SGLang resolves the deprecated ``--dp-size N --enable-dp-attention`` into it);
+what SGLang refuses (a flag it does
 not have, a value outside its choices: ``--kv-cache-dtype fp8`` — SGLang's names are
 ``fp8_e4m3``, ``fp8_e5m2``, ...) is refused as SGLang refuses it; flags with no effect on memory
 are named in a note; the others are not modelled (``flag-not-modelled``).
@@ -21,7 +23,13 @@ from typing import Any
 from kvcalc.engines.flag_table import EngineFlag
 from kvcalc.engines.sglang.server_flags import parse_human_int
 from kvcalc.errors import InputError
-from kvcalc.planning.servecmd_flags import FlagClass, check_value, classify, sglang_dialect
+from kvcalc.planning.servecmd_flags import (
+    ATTENTION_DP_FLAGS,
+    FlagClass,
+    check_value,
+    classify,
+    sglang_dialect,
+)
 from kvcalc.planning.servecmd_program import STOP, flag_values, is_flag
 from kvcalc.planning.settings import Kind, Setting
 
@@ -94,6 +102,7 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
     dialect = sglang_dialect()
     table = dialect.table
     read = SglangRead()
+    attention_dp: tuple[int, str] | None = None
     while i < len(tokens):
         token = tokens[i]
         if token in STOP:
@@ -125,6 +134,9 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         if cls is FlagClass.NOT_MODELLED:
             read.unmodelled.append(flag.name)
             continue
+        if set(flag.options) & set(ATTENTION_DP_FLAGS):
+            attention_dp = (_convert_count(values[0], raw), raw)
+            continue
         setting = dialect.setting_for(flag)
         if setting is None:  # an engine option: --page-size is -E page_size
             _set(read, "-E " + flag.dest, _option_value(flag, values, raw), raw)
@@ -136,4 +148,40 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         _set(
             read, "model" if setting.name == "model" else setting.field or setting.name, value, raw
         )
+    if attention_dp is not None:
+        _attention_dp(read, *attention_dp)
     return read
+
+
+def _convert_count(text: str, spelled: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{spelled}: expected an integer, got {text[:40]!r}", code=CODE) from None
+    if value < 1:
+        # arg_groups/parallel_hook.py: "--attn-dp-size must be positive (got N)."
+        raise InputError(f"SGLang refuses it: --attn-dp-size must be positive (got {value})",
+                         hint="give a size of 1 or more", code=CODE)  # fmt: skip
+    return value
+
+
+def _attention_dp(read: SglangRead, size: int, spelled: str) -> None:
+    """``--attn-dp-size N``: N attention data-parallel ranks inside TP. SGLang 0.5.23 resolves the
+    deprecated ``--dp-size N --enable-dp-attention`` into ``attn_dp_size = N, dp_size = 1``
+    (``arg_groups/parallel_hook.py`` ``handle_deprecated_dp_attention``), which kvcalc plans as
+    ``enable_dp_attention`` with ``data_parallel_size`` N; with ``--attn-dp-size`` given the
+    deprecated flag adds nothing, and a ``--dp-size`` above 1 beside it counts replicas of the
+    attention-DP group — not modelled."""
+    if size == 1:
+        return
+    replicas = read.values.get("data_parallel_size", 1)
+    if replicas > 1:
+        raise InputError(
+            f"{read.flags['data_parallel_size']} {replicas} with {spelled} {size}: {replicas} "
+            f"replicas of a {size}-way attention data-parallel group are not modelled",
+            hint=f"plan one replica ({spelled} {size} alone) and multiply by the replicas",
+            code="unsupported-parallelism",
+        )
+    read.values["enable_dp_attention"] = True
+    read.values["data_parallel_size"] = size
+    read.flags["enable_dp_attention"] = read.flags["data_parallel_size"] = spelled

@@ -166,7 +166,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
     ),
     "parallelism": (
         "--pp-max-micro-batch-size", "--pp-async-batch-depth",
-        "--attn-dp-size", "--load-balance-method", "--attn-cp-size", "--moe-dp-size",
+        "--load-balance-method", "--attn-cp-size", "--moe-dp-size",
         "--dwdp-size", "--dcp-comm-backend", "--dcp-replicate-q-proj", "--enable-prefill-cp",
         "--cp-strategy", "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
         "--enable-kv-cache-sharding", "--enable-dp-attention-local-control-broadcast",
