@@ -15,8 +15,7 @@ GENERIC = Family(
     model_types={"kvcalc_generic_test"},
     architectures=set(),
     keys={
-        "n_head_kv", "num_kv_heads", "multi_query_group_num", "multi_query",
-        "new_decoder_architecture", "kv_channels", "layer_types", "sliding_window",
+        "n_head_kv", "num_kv_heads", "multi_query_group_num", "multi_query", "kv_channels", "layer_types", "sliding_window",
         "sliding_window_pattern", "use_sliding_window", "max_window_layers", "attention_chunk_size",
         "no_rope_layers", "full_attention_interval", "linear_num_key_heads", "linear_num_value_heads",
         "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
@@ -59,11 +58,9 @@ def kv_heads(shape):
         ({"num_kv_heads": 4}, 4),
         ({"n_head_kv": 1}, 1),  # Falcon-7B style
         ({"multi_query_group_num": 2}, 2),  # ChatGLM
-        ({"multi_query": True}, 1),  # GPT-BigCode, old Falcon
-        (
-            {"multi_query": True, "new_decoder_architecture": True, "num_kv_heads": 8},
-            8,
-        ),  # Falcon-40B
+        # GPT-BigCode (Falcon's multi_query and new_decoder_architecture are read by
+        # families/falcon.py as vLLM's falcon.py reads them: test_vllm_registry_families.py)
+        ({"multi_query": True}, 1),
         ({"n_head_kv": 2, "num_key_value_heads": 4}, 2),  # vLLM's order: n_head_kv first
     ],
 )
