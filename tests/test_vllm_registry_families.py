@@ -22,7 +22,7 @@ import pytest
 from helpers import harness_cases, harness_plan, refusal_class
 
 from kvcalc.errors import KvcalcError
-from kvcalc.estimate.weights import count_parameters
+from kvcalc.estimate.weights import count_parameters, weight_bytes
 from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
@@ -40,6 +40,7 @@ VLLM_REASONS = {
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "total_num_kv_heads\n  Input should be a valid integer": CONFIG,  # ModelConfig: Nemotron's None
     "object has no attribute 'rope_theta'": CONFIG,  # dbrx.py reads config.attn_config.rope_theta
+    "object has no attribute 'original_rope'": CONFIG,  # chatglm.py reads config.original_rope
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -78,7 +79,8 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
             "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3", "seed_oss", "stablelm", "dbrx", "falcon", "gptj", "opt",
-            "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe"} <= types  # fmt: skip
+            "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe", "granitemoeshared",
+            "chatglm", "hyperclovax"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -180,13 +182,24 @@ def _meta_count(raw: dict) -> int:
 #: configs kvcalc refuses before weights, as vLLM fails to build them
 REFUSED = {
     "synthetic--glm4-moe-defaults.json",
+    "synthetic--chatglm-no-original-rope-32k.json",
     "synthetic--dbrx-no-rope-theta-32k.json",
     "synthetic--nemotron-defaults.json",
 }
 
 
+#: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig``): their
+#: weights are checked against vLLM's own meta build (``registry_weights.json``) instead
+NO_TRANSFORMERS_CLASS = {"chatglm"}
+MODEL_TYPES = {name: m["config"]["model_type"] for name, m in DATA["models"].items()}
+WEIGHTS = json.loads((FIXTURE.parent / "registry_weights.json").read_text())
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize("name", sorted(set(DATA["models"]) - REFUSED))
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n in set(DATA["models"]) - REFUSED if MODEL_TYPES[n] not in NO_TRANSFORMERS_CLASS),
+)
 def test_count_equals_transformers_meta_build(name):
     got = count_parameters(_model(name).weights).total
     assert got == _meta_count(DATA["models"][name]["config"])
@@ -278,3 +291,70 @@ def test_glm4_moe_lite_without_first_k_dense_replace_is_refused():
     # MLA: one latent of kv_lora_rank + qk_rope_head_dim = 512 + 64 per token and layer
     layer = _model("synthetic--glm4-moe-lite-first-k-dense-1.json").layers[0]
     assert layer.bytes_per_token == (512 + 64) * 2
+
+
+# -- weights without a transformers config class: vLLM's own meta build ----------------------------
+def test_vllm_meta_builds_cover_the_configs_transformers_cannot_build():
+    want = {n for n in set(DATA["models"]) - REFUSED if MODEL_TYPES[n] in NO_TRANSFORMERS_CLASS}
+    assert {(r["model"], r["tensor_parallel_size"]) for r in WEIGHTS["records"]} == {
+        (n, tp) for n in want for tp in (1, 2)
+    }
+
+
+@pytest.mark.parametrize(
+    "rec", WEIGHTS["records"], ids=lambda r: f"{r['model']}-tp{r['tensor_parallel_size']}"
+)
+def test_weights_per_rank_equal_vllms_meta_build(rec):
+    w = weight_bytes(_model(rec["model"]), tensor_parallel_size=rec["tensor_parallel_size"])
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+def test_chatglm3_weights_by_hand():
+    # ChatGLM3-6B's shape at TP 1 in bf16: embedding and output_layer 65,024 × 4,096 each; per
+    # layer query_key_value 4,096 × (4,096 + 2 × 2 × 128) with its bias, dense 4,096², the gated
+    # MLP 3 × 4,096 × 13,696, two RMSNorms; a final RMSNorm; the RoPE cache 8,192 × 64 (half a
+    # head); per layer the attention's four fp32 scales (vLLM's meta build: 448 B of fp32)
+    qkv = 4096 + 2 * 2 * 128
+    layer = 4096 * qkv + qkv + 4096 * 4096 + 3 * 4096 * 13696 + 2 * 4096
+    params = 2 * 65024 * 4096 + 28 * layer + 4096
+    rec = WEIGHTS["records"][0]
+    assert rec["model"] == "synthetic--chatglm-chatglm3-6b-attention.json"
+    assert rec["target_by_dtype"] == {"bfloat16": 2 * (params + 8192 * 64), "float32": 28 * 16}
+
+
+def test_chatglm_kv_heads_follow_chatglm_py():
+    # multi_query_attention → multi_query_group_num (2); else every query head, whatever
+    # multi_query_group_num says (the mutant's 2 is not read: 32 KV heads recorded)
+    kv = {name: _model(name).layers[0].kv_heads for name in (
+        "synthetic--chatglm-chatglm3-6b-attention.json",
+        "synthetic--chatglm-mha-group-2-unread.json")}  # fmt: skip
+    assert list(kv.values()) == [2, 32]
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--chatglm-no-original-rope-32k.json")
+    assert refused.value.code == "config-invalid" and "original_rope" in refused.value.message
+    # LayerNorm (rmsnorm false) and no final norm (post_layer_norm false): weights only
+    w = _model("synthetic--chatglm-mha-group-2-unread.json").weights
+    assert (w.norm, w.final_norm, w.attention.qkv_bias, w.attention.o_bias) == (
+        "layer", False, True, True,
+    )  # fmt: skip
+
+
+def test_granitemoeshared_shared_mlp():
+    # shared_intermediate_size 1,024: a gated shared MLP beside the 8 experts; 0 (the defaults): none
+    d = _model("synthetic--granitemoeshared-defaults.json").weights.moe
+    m = _model("synthetic--granitemoeshared-8-kv-heads-shared-1024.json").weights.moe
+    assert (d.shared_intermediate_size, m.shared_intermediate_size) == (0, 1024)
+    layer = _model("synthetic--granitemoeshared-8-kv-heads-shared-1024.json").layers[0]
+    assert (layer.kv_heads, layer.k_dim) == (8, 4096 // 32)
+
+
+def test_hyperclovax_reads_head_dim_and_post_norms():
+    # head_dim 64 though hidden_size / num_attention_heads is 128; Peri-LN's two post-norms
+    layer = _model("synthetic--hyperclovax-8-kv-heads-head-dim-64-no-post-norm.json").layers[0]
+    assert (layer.kv_heads, layer.k_dim) == (8, 64)
+    assert _model("synthetic--hyperclovax-defaults.json").weights.norms_per_layer == 4
+    raw = dict(DATA["models"]["synthetic--hyperclovax-defaults.json"]["config"])
+    raw["dual_chunk_attention_config"] = {"chunk_size": 8192}
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="hyperclovax")
+    assert refused.value.code == "config-unverified"

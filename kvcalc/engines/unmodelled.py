@@ -39,7 +39,8 @@ VLLM_ONLY = {
     "seed_oss": "Seed-OSS", "stablelm": "StableLM", "dbrx": "DBRX", "falcon": "Falcon",
     "gptj": "GPT-J", "opt": "OPT", "nemotron": "Nemotron-4",
     "ministral3": "Ministral 3", "glm4_moe_lite": "GLM-4.7-Flash", "cohere2_moe": "Command-A MoE",
-    "exaone_moe": "K-EXAONE",
+    "exaone_moe": "K-EXAONE", "granitemoeshared": "Granite 3 MoE (shared MLP)", "chatglm": "ChatGLM",
+    "hyperclovax": "HyperCLOVA X",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)

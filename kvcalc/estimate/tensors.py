@@ -81,7 +81,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
         elif ffn == "moe" and w.moe:
             out += _moe(w.moe, h, f"{p}.mlp", i)
-    out += _norm(w, "model.norm", h, None)
+    if w.final_norm:
+        out += _norm(w, "model.norm", h, None)
     if w.dsv4 and w.dsv4.hc_mult > 1:  # the head's hyper-connection: fn, base, scale
         m = w.dsv4.hc_mult
         out.append(Tensor(name="model.hc_head.hc_fn", rows=m, cols=m * h, role="vector"))

@@ -95,6 +95,8 @@ class WeightShape:
     learned_positions: int = 0
     norm: str = "rms"  # "rms" (weight only) or "layer" (weight + bias)
     norms_per_layer: int = 2
+    #: a norm after the last layer (ChatGLM's ``post_layer_norm`` false builds none)
+    final_norm: bool = True
     mixers: tuple[str, ...] = ()
     ffns: tuple[str, ...] = ()
     attention: AttentionWeights | None = None

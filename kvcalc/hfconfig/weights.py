@@ -53,6 +53,8 @@ _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone
             "gemma4_text", "lfm2", "exaone_moe"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
+#: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
+_GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
@@ -67,7 +69,7 @@ _TIE_DEFAULT = {
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
-    "granitemoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
+    "granitemoe": False, "granitemoeshared": False, "chatglm": False, "hyperclovax": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
     "stablelm": False, "dbrx": False, "falcon": True, "gptj": False, "opt": True,
     "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
     "exaone_moe": False, "cohere2_moe": True,
@@ -109,15 +111,15 @@ _QK_NORM_FULL = {"olmo2", "olmoe"}
 #: model types whose ``use_qk_norm`` norms span all heads: a (heads, head_dim) weight (Command-R+)
 _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
-_PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5}
+_PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "chatglm": 0.5}
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
 #: Falcon's ``alibi`` neither)
 _NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h", "opt"}
 #: model types whose attention and MLP carry biases as one key says
-_BIAS_KEY = {"falcon": "bias", "opt": "enable_bias"}
+_BIAS_KEY = {"falcon": "bias", "opt": "enable_bias", "chatglm": "add_bias_linear"}
 #: model types whose RoPE length is another key (vLLM passes it as max_position)
-_ROPE_LENGTH_KEY = {"gptj": "n_positions", "dbrx": "max_seq_len"}
+_ROPE_LENGTH_KEY = {"gptj": "n_positions", "dbrx": "max_seq_len", "chatglm": "seq_length"}
 
 
 def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
@@ -168,19 +170,25 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     rope_heads = (AttentionWeights(num_heads=1, num_kv_heads=1, head_dim=r.int("qk_rope_head_dim"))
                   if dsv4 else attention)  # fmt: skip
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
+    norm, final_norm = ("layer" if model_type in _LAYER_NORM else "rms"), True
+    if model_type == "chatglm":
+        from kvcalc.hfconfig.families.chatglm import chatglm_norms
+
+        norm, final_norm = chatglm_norms(r)
     return WeightShape(
         model_type=model_type,
         num_layers=num_layers,
         hidden_size=hidden,
-        vocab_size=r.int("vocab_size", "padded_vocab_size", default=0, minimum=0),
+        vocab_size=_vocab(r, model_type),
         intermediate_size=r.int(
             "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
         ),
         tie_word_embeddings=tie,
         lm_head_bias=(model_type == "phimoe" and r.bool("lm_head_bias")) or model_type == "gptj",
         learned_positions=_learned_positions(r, model_type),
-        norm="layer" if model_type in _LAYER_NORM else "rms",
+        norm=norm,
         norms_per_layer=_norms_per_layer(r, model_type),
+        final_norm=final_norm,
         mixers=mixers,
         ffns=ffns,
         attention=attention,
@@ -203,6 +211,14 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     )
 
 
+def _vocab(r: ConfigReader, model_type: str) -> int:
+    if model_type == "chatglm":
+        from kvcalc.hfconfig.families.chatglm import chatglm_vocab
+
+        return chatglm_vocab(r)
+    return r.int("vocab_size", default=0, minimum=0)
+
+
 def _learned_positions(r: ConfigReader, model_type: str) -> int:
     if model_type in _ALWAYS_BIASED:
         return r.int("n_positions", default=0, minimum=0)
@@ -222,6 +238,10 @@ def _norms_per_layer(r: ConfigReader, model_type: str) -> int:
         from kvcalc.hfconfig.families.falcon import falcon_norms
 
         return falcon_norms(r)
+    if model_type == "hyperclovax":
+        from kvcalc.hfconfig.families.hyperclovax import hyperclovax_norms
+
+        return hyperclovax_norms(r)
     return 4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2
 
 
@@ -245,6 +265,10 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         from kvcalc.hfconfig.families.dbrx import dbrx_attention
 
         return dbrx_attention(r, heads, hidden)
+    if model_type == "chatglm":
+        from kvcalc.hfconfig.families.chatglm import chatglm_attention
+
+        return chatglm_attention(r, heads, hidden)
     if model_type in _BIAS_KEY:
         bias = r.bool(_BIAS_KEY[model_type], model_type == "opt")  # OPTConfig: enable_bias true
         if model_type == "falcon":
@@ -261,9 +285,8 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
     elif r.bool("multi_query"):
         kv = 1
     else:
-        kv = r.int("n_head_kv", "num_key_value_heads", "multi_query_group_num",
-                   default=heads)  # fmt: skip
-    head_dim = r.int("head_dim", "kv_channels", default=0, minimum=0) or hidden // heads
+        kv = r.int("n_head_kv", "num_key_value_heads", default=heads)
+    head_dim = r.int("head_dim", default=0, minimum=0) or hidden // heads
     if model_type in _ALWAYS_BIASED:
         qkv_bias = o_bias = True
     elif model_type in _QKV_BIAS_ONLY:
@@ -388,7 +411,7 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         shared, gate = r.int("shared_expert_intermediate_size", minimum=0), True
     elif r.has("moe_shared_expert_intermediate_size"):
         shared = r.int("moe_shared_expert_intermediate_size") * r.int("n_shared_experts", default=1)
-    elif model_type == "granitemoehybrid" and r.has("shared_intermediate_size"):
+    elif model_type in _GRANITE_SHARED and r.has("shared_intermediate_size"):
         shared = r.int("shared_intermediate_size", minimum=0)  # shared_mlp: input 2×, output 1×
     elif r.has("n_shared_experts"):
         shared = r.int("n_shared_experts", minimum=0) * expert_size

@@ -7,6 +7,7 @@ model type missing here is still found (the registry then loads every module), o
 
 MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "bamba": "bamba",
+    "chatglm": "chatglm",
     "cohere": "cohere",
     "cohere2": "cohere",
     "cohere2_moe": "cohere",
@@ -45,10 +46,12 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "granite": "granite",
     "granitemoe": "granite",
     "granitemoehybrid": "granite_hybrid",
+    "granitemoeshared": "granite",
     "jamba": "jamba",
     "kimi_k2": "deepseek",
     "kimi_k25": "deepseek",
     "kimi_linear": "kimi_linear",
+    "hyperclovax": "hyperclovax",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
     "llama": "llama",

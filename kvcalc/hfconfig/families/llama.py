@@ -12,6 +12,7 @@ FAMILIES = (
         model_types={"llama", "mistral", "mixtral", "mistral3", "ministral3"},
         architectures={
             "LlamaForCausalLM",
+            "LLaMAForCausalLM",  # registry.py: the older spelling, ("llama", "LlamaForCausalLM")
             "MistralForCausalLM",
             "MixtralForCausalLM",
             "Mistral3ForConditionalGeneration",
