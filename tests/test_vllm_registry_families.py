@@ -41,6 +41,7 @@ VLLM_REASONS = {
     "total_num_kv_heads\n  Input should be a valid integer": CONFIG,  # ModelConfig: Nemotron's None
     "object has no attribute 'rope_theta'": CONFIG,  # dbrx.py reads config.attn_config.rope_theta
     "object has no attribute 'original_rope'": CONFIG,  # chatglm.py reads config.original_rope
+    "'list' object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -80,7 +81,7 @@ def test_every_family_is_recorded():
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
             "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3", "seed_oss", "stablelm", "dbrx", "falcon", "gptj", "opt",
             "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe", "granitemoeshared",
-            "chatglm", "hyperclovax"} <= types  # fmt: skip
+            "chatglm", "hyperclovax", "step3_text"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -183,14 +184,16 @@ def _meta_count(raw: dict) -> int:
 REFUSED = {
     "synthetic--glm4-moe-defaults.json",
     "synthetic--chatglm-no-original-rope-32k.json",
+    "synthetic--step3-text-defaults.json",
     "synthetic--dbrx-no-rope-theta-32k.json",
     "synthetic--nemotron-defaults.json",
 }
 
 
-#: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig``): their
+#: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
+#: ``Step3TextConfig``): their
 #: weights are checked against vLLM's own meta build (``registry_weights.json``) instead
-NO_TRANSFORMERS_CLASS = {"chatglm"}
+NO_TRANSFORMERS_CLASS = {"chatglm", "step3_text"}
 MODEL_TYPES = {name: m["config"]["model_type"] for name, m in DATA["models"].items()}
 WEIGHTS = json.loads((FIXTURE.parent / "registry_weights.json").read_text())
 
@@ -358,3 +361,19 @@ def test_hyperclovax_reads_head_dim_and_post_norms():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="hyperclovax")
     assert refused.value.code == "config-unverified"
+
+
+def test_step3_text_one_kv_head_and_its_moe_layers():
+    # step3_text.py builds num_kv_heads=1 on every layer, head_dim wide: 1 × 256 × 2 × 2 B per token
+    # and layer (recorded: a 16,384 B page of 16 tokens at TP 1 and 8, the head replicated)
+    model = _model("synthetic--step3-text-moe-layers-string.json")
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(1, 256)}
+    assert model.layers[0].bytes_per_token * 16 == 16_384
+    # "4,5,...,59": layers 4 to 59 MoE of 61; null: every layer but the first
+    assert model.weights.ffns == ("dense",) * 4 + ("moe",) * 56 + ("dense",)
+    null = _model("synthetic--step3-text-no-moe-layers-20-heads-32k.json").weights.ffns
+    assert null == ("dense",) + ("moe",) * 7
+    # the config class's own moe_layers_enum (a list in config.json) is refused, as vLLM fails
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--step3-text-defaults.json")
+    assert refused.value.code == "config-invalid" and "moe_layers_enum" in refused.value.message

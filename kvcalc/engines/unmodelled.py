@@ -40,7 +40,7 @@ VLLM_ONLY = {
     "gptj": "GPT-J", "opt": "OPT", "nemotron": "Nemotron-4",
     "ministral3": "Ministral 3", "glm4_moe_lite": "GLM-4.7-Flash", "cohere2_moe": "Command-A MoE",
     "exaone_moe": "K-EXAONE", "granitemoeshared": "Granite 3 MoE (shared MLP)", "chatglm": "ChatGLM",
-    "hyperclovax": "HyperCLOVA X",
+    "hyperclovax": "HyperCLOVA X", "step3_text": "Step3 (text)",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)

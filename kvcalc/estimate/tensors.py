@@ -108,9 +108,14 @@ def _norm(
 def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     q_rows = a.num_heads * a.head_dim
     kv_rows = a.num_kv_heads * a.head_dim
-    out = _linear(
-        f"{p}.q_proj", q_rows * (2 if a.output_gate else 1), h, i, "column", bias=a.qkv_bias
-    )
+    if a.q_lora_rank:  # Step3: hidden → share_q_dim (replicated), its norm, → heads (column)
+        out = _linear(f"{p}.q_a_proj", a.q_lora_rank, h, i, "replicated")
+        out.append(Tensor(name=f"{p}.q_norm", rows=a.q_lora_rank, role="norm", layer=i))
+        out += _linear(f"{p}.q_b_proj", q_rows, a.q_lora_rank, i, "column")
+    else:
+        out = _linear(
+            f"{p}.q_proj", q_rows * (2 if a.output_gate else 1), h, i, "column", bias=a.qkv_bias
+        )
     out += _linear(f"{p}.k_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     if a.v_proj:
         out += _linear(f"{p}.v_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)

@@ -41,6 +41,9 @@ class AttentionWeights:
     v_proj: bool = True
     #: RMSNorm over the whole q and k projections rather than per head (MiniMax-M2 ``use_qk_norm``)
     qk_norm_full: bool = False
+    #: q through a low-rank path this wide (Step3's ``share_q_dim``): a down-projection replicated
+    #: on every rank, its RMSNorm, then the up-projection to the heads split over TP; 0: q_proj
+    q_lora_rank: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -69,7 +69,7 @@ _TIE_DEFAULT = {
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
-    "granitemoe": False, "granitemoeshared": False, "chatglm": False, "hyperclovax": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
+    "granitemoe": False, "granitemoeshared": False, "chatglm": False, "hyperclovax": False, "step3_text": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
     "stablelm": False, "dbrx": False, "falcon": True, "gptj": False, "opt": True,
     "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
     "exaone_moe": False, "cohere2_moe": True,
@@ -119,7 +119,8 @@ _NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h", "opt"}
 #: model types whose attention and MLP carry biases as one key says
 _BIAS_KEY = {"falcon": "bias", "opt": "enable_bias", "chatglm": "add_bias_linear"}
 #: model types whose RoPE length is another key (vLLM passes it as max_position)
-_ROPE_LENGTH_KEY = {"gptj": "n_positions", "dbrx": "max_seq_len", "chatglm": "seq_length"}
+_ROPE_LENGTH_KEY = {"gptj": "n_positions", "dbrx": "max_seq_len", "chatglm": "seq_length",
+                    "step3_text": "max_position_embedding"}  # fmt: skip
 
 
 def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
@@ -269,6 +270,10 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         from kvcalc.hfconfig.families.chatglm import chatglm_attention
 
         return chatglm_attention(r, heads, hidden)
+    if model_type == "step3_text":
+        from kvcalc.hfconfig.families.step3_text import step3_attention
+
+        return step3_attention(r, heads)
     if model_type in _BIAS_KEY:
         bias = r.bool(_BIAS_KEY[model_type], model_type == "opt")  # OPTConfig: enable_bias true
         if model_type == "falcon":
@@ -371,6 +376,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.dbrx import dbrx_moe
 
         return dbrx_moe(r, n)
+    if model_type == "step3_text":
+        from kvcalc.hfconfig.families.step3_text import step3_moe
+
+        return step3_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted

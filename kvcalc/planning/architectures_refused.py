@@ -95,7 +95,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "SarvamMoEForCausalLM",
             "SolarForCausalLM",
             "Step1ForCausalLM",
-            "Step3TextForCausalLM",
             "Step3p5ForCausalLM",
             "Step5ForCausalLM",
             "TeleChat2ForCausalLM",

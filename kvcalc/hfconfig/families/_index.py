@@ -88,4 +88,5 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_vl": "qwen",
     "seed_oss": "seed_oss",
     "stablelm": "stablelm",
+    "step3_text": "step3_text",
 }
