@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from kvcalc.engines.base import KvCachePlan
 from kvcalc.engines.vllm.startup import fraction_fitting
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
@@ -232,21 +233,36 @@ def _length_for_concurrency(
     model: ModelShape, deployment: Deployment, base: CapacityPlan, target: int
 ) -> int | None:
     """The longest max_model_len at which ``target`` requests fit. The KV budget does not depend on
-    the length, so this binary search asks only the engine's block arithmetic, not the whole plan."""
+    the length, so this asks only the engine's block arithmetic, not the whole plan: first at the
+    length one plan's blocks suggest (``block size × ⌊blocks / target⌋``, the answer for a cache
+    whose pool does not change with the length), kept when it holds ``target`` and one token more
+    does not; else a binary search."""
     from kvcalc.planning.request import engine_request
 
     engine = deployment.engine
     # the pessimistic end of the budget: the verdict is judged there (kvcalc.planning.budget)
     request = engine_request(model, deployment,
                              available_kv_bytes=max(0, base.available_kv_bytes_low))  # fmt: skip
+
+    def holds(length: int) -> KvCachePlan | None:
+        try:
+            kv = engine.plan_kv_cache(replace(request, max_model_len=length))
+        except KvcalcError:
+            return None
+        return kv if kv.fits and kv.max_concurrency >= target else None
+
     lo, hi, best = 1, base.max_model_len, None
+    try:
+        whole = engine.plan_kv_cache(request)
+    except KvcalcError:
+        whole = None
+    if whole is not None and whole.block_size > 0:
+        guess = whole.block_size * (whole.num_blocks // target)
+        if 1 <= guess < hi and holds(guess) and not holds(guess + 1):
+            return guess
     while lo <= hi:
         mid = (lo + hi) // 2
-        try:
-            kv = engine.plan_kv_cache(replace(request, max_model_len=mid))
-        except KvcalcError:
-            kv = None
-        if kv is not None and kv.fits and kv.max_concurrency >= target:
+        if holds(mid):
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
