@@ -117,6 +117,8 @@ class EngineRequest:
     enable_prefix_caching: bool | None = None
     #: vLLM ``--enforce-eager``: no CUDA graphs
     enforce_eager: bool = False
+    #: vLLM ``--async-scheduling`` / ``--no-async-scheduling`` (None: vLLM's default, on)
+    async_scheduling: bool | None = None
     #: vLLM ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size`` /
     #: ``-cc.cudagraph_mode`` (None: vLLM's default)
     cudagraph_capture_sizes: tuple[int, ...] | None = None

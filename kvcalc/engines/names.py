@@ -198,6 +198,8 @@ class EngineTraits:
     moe_data_parallel: bool = False
     #: data-parallel attention inside the TP group (SGLang ``--enable-dp-attention --dp N``)
     dp_attention: bool = False
+    #: vLLM's ``--async-scheduling`` / ``--no-async-scheduling`` is read (its batches in flight)
+    async_scheduling: bool = False
     #: decode context parallelism inside the TP group read by the engine itself (SGLang
     #: ``--dcp-size``, :mod:`kvcalc.engines.sglang.dcp`), beside vLLM's
     own_dcp: bool = False
@@ -215,7 +217,8 @@ _TRAITS = {
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
                                   cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
                                   output_capped_at_max_model_len=True, kv_memory_zero_unset=True,
-                                  moe_data_parallel=True, serve_program="vllm serve {model}",
+                                  moe_data_parallel=True, async_scheduling=True,
+                                  serve_program="vllm serve {model}",
                                   serve_flags="serve"),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",

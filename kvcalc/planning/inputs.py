@@ -84,6 +84,8 @@ class PlanInputs:
     enforce_eager: bool = False
     #: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` (None: the engine's default, on)
     enable_prefix_caching: bool | None = None
+    #: vLLM's ``--async-scheduling`` / ``--no-async-scheduling`` (None: its default, on)
+    async_scheduling: bool | None = None
     #: vLLM's ``--cudagraph-capture-sizes`` (None: its default, from ``max_num_seqs``)
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     #: vLLM's ``--max-cudagraph-capture-size`` (None: its default)
@@ -320,6 +322,14 @@ class PlanInputs:
     def _check_cudagraph_settings(self) -> None:
         from kvcalc.engines.vllm.cudagraphs import check_graph_settings, parse_graph_mode
 
+        if self.async_scheduling is not None:
+            from kvcalc.engines.names import traits
+
+            if not traits(self.engine).async_scheduling:
+                name = traits(self.engine).name.display
+                raise InputError(f"--{'' if self.async_scheduling else 'no-'}async-scheduling is "
+                                 f"vLLM's; not modelled for {name}", hint="plan without it",
+                                 code="unmodelled-option")  # fmt: skip
         sizes = check_graph_settings(
             self.cudagraph_capture_sizes, self.max_cudagraph_capture_size, limit=MAX_COUNT
         )

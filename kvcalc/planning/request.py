@@ -47,6 +47,7 @@ def engine_request(
         extra=engine_extra(inputs),
         enforce_eager=inputs.enforce_eager,
         enable_prefix_caching=inputs.enable_prefix_caching,
+        async_scheduling=inputs.async_scheduling,
         cudagraph_capture_sizes=inputs.cudagraph_capture_sizes,
         max_cudagraph_capture_size=inputs.max_cudagraph_capture_size,
         cudagraph_mode=inputs.cudagraph_mode,

@@ -269,6 +269,11 @@ SETTINGS: tuple[Setting, ...] = (
        flags=("--enable-prefix-caching", "--no-enable-prefix-caching"), field="enable_prefix_caching",
        yaml="enable_prefix_caching", serve=("--enable-prefix-caching",),
        default_help="the engine's: on"),
+    _s("async_scheduling", Kind.BOOL, S, "vLLM's async scheduling: two batches in flight (PP + 1 "
+       "under pipeline parallelism), which the sliding-window and chunked-attention reserves "
+       "hold; off, one batch per pipeline stage.",
+       flags=("--async-scheduling", "--no-async-scheduling"), field="async_scheduling",
+       yaml="async_scheduling", serve=("--async-scheduling",), default_help="vLLM's: on"),
     _s("cudagraph_capture_sizes", Kind.COUNTS, S, "vLLM's CUDA graph capture sizes (tokens per "
        "batch), e.g. 1,2,4,8,16; the graphs whose memory vLLM sets aside.",
        field="cudagraph_capture_sizes", yaml="cudagraph_capture_sizes",

@@ -187,7 +187,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--max-num-scheduled-tokens", "--max-num-active-seqs", "--long-prefill-token-threshold",
         "--long-prefill-token-threshold-adaptive", "--enable-chunked-prefill", "--scheduler-cls",
         "--scheduler-reserve-full-isl", "--watermark", "--prefill-schedule-interval",
-        "--async-scheduling", "--performance-mode",
+        "--performance-mode",
     ),
 }  # fmt: skip
 

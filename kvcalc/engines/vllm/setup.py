@@ -310,12 +310,16 @@ def _prefill_checkpoints(
 
 
 def _concurrent_batches(request: EngineRequest, profile: D.VllmProfile) -> int:
+    """``VllmConfig.max_concurrent_batches`` (``config/vllm.py``): with async scheduling (on by
+    default) 2, or PP + 1 on the V2 model runner; without it one batch per pipeline stage."""
     override = extra_int(request.extra, "max_concurrent_batches", None)
     if override:
         return override
     if not profile.in_flight_batches:
         return 1
     pp = request.pipeline_parallel_size
+    if request.async_scheduling is False:  # --no-async-scheduling
+        return pp
     return 2 if pp == 1 else pp + 1
 
 
@@ -325,6 +329,10 @@ def _in_flight_note(
     if not profile.in_flight_batches:
         return f"sliding/chunked reserve uses one batch in flight: {mnbt:,} tokens"
     note = f"sliding/chunked reserve uses max_in_flight_tokens = {in_flight:,} ({in_flight // mnbt} × {mnbt:,})"
-    if request.pipeline_parallel_size > 1 and "max_concurrent_batches" not in request.extra:
+    if (
+        request.pipeline_parallel_size > 1
+        and "max_concurrent_batches" not in request.extra
+        and request.async_scheduling is not False
+    ):
         note += "; pp + 1 batches assumes the V2 model runner with async scheduling (unconfirmed)"
     return note
