@@ -42,6 +42,7 @@ VLLM_REASONS = {
     "object has no attribute 'rope_theta'": CONFIG,  # dbrx.py reads config.attn_config.rope_theta
     "object has no attribute 'original_rope'": CONFIG,  # chatglm.py reads config.original_rope
     "'list' object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum
+    "object has no attribute 'score_func'": CONFIG,  # afmoe.py reads config.score_func
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -81,7 +82,7 @@ def test_every_family_is_recorded():
     assert {"phi3", "gemma", "glm", "glm4", "glm4_moe", "cohere", "cohere2", "granite", "granitemoe",
             "qwen2_moe", "olmo2", "olmoe", "exaone4", "ernie4_5", "ernie4_5_moe", "phimoe", "minicpm3", "seed_oss", "stablelm", "dbrx", "falcon", "gptj", "opt",
             "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe", "granitemoeshared",
-            "chatglm", "hyperclovax", "step3_text"} <= types  # fmt: skip
+            "chatglm", "hyperclovax", "step3_text", "afmoe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -185,6 +186,7 @@ REFUSED = {
     "synthetic--glm4-moe-defaults.json",
     "synthetic--chatglm-no-original-rope-32k.json",
     "synthetic--step3-text-defaults.json",
+    "synthetic--afmoe-no-routing-keys-32k.json",
     "synthetic--dbrx-no-rope-theta-32k.json",
     "synthetic--nemotron-defaults.json",
 }
@@ -281,6 +283,9 @@ def test_what_the_harness_cannot_build_is_refused_by_name_with_its_reason():
 
     for name in ("BloomForCausalLM", "ApertusForCausalLM"):
         assert "meta tensor" in REFUSED_BY_NAME["text-generation"][name]
+    # their config class is the checkpoint's remote code: no config the harness could load
+    for name in ("InternLM2ForCausalLM", "ExaoneForCausalLM", "DeepseekForCausalLM"):
+        assert "remote configuration" in REFUSED_BY_NAME["text-generation"][name]
 
 
 def test_glm4_moe_lite_without_first_k_dense_replace_is_refused():
@@ -299,7 +304,7 @@ def test_glm4_moe_lite_without_first_k_dense_replace_is_refused():
 # -- weights without a transformers config class: vLLM's own meta build ----------------------------
 def test_vllm_meta_builds_cover_the_configs_transformers_cannot_build():
     want = {n for n in set(DATA["models"]) - REFUSED if MODEL_TYPES[n] in NO_TRANSFORMERS_CLASS}
-    assert {(r["model"], r["tensor_parallel_size"]) for r in WEIGHTS["records"]} == {
+    assert {(r["model"], r["tensor_parallel_size"]) for r in WEIGHTS["records"]} >= {
         (n, tp) for n in want for tp in (1, 2)
     }
 
@@ -377,3 +382,28 @@ def test_step3_text_one_kv_head_and_its_moe_layers():
     with pytest.raises(KvcalcError) as refused:
         _model("synthetic--step3-text-defaults.json")
     assert refused.value.code == "config-invalid" and "moe_layers_enum" in refused.value.message
+
+
+def test_afmoe_router_and_expert_bias_in_fp32():
+    # afmoe.py: GateLinear(params_dtype=torch.float32) and an fp32 expert_bias, on each of the 54
+    # MoE layers: 54 × 128 × (1,024 + 1) × 4 B, plus each layer's four fp32 attention scales
+    rec = next(r for r in WEIGHTS["records"] if "afmoe" in r["model"])
+    assert rec["target_by_dtype"]["float32"] == 54 * 128 * (1024 + 1) * 4 + 56 * 16
+
+
+def test_afmoe_layer_types_and_its_routing_keys():
+    # Trinity-Nano's shape: layer_types from global_attn_every_n_layers 4 (the config class's
+    # list), sliding_window 2,048 on the sliding layers, 2 KV heads of 128; MoE from layer 2
+    model = _model("synthetic--afmoe-trinity-nano-shape.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [2048, 2048, 2048, None] and windows.count(None) == 56 // 4
+    assert model.weights.ffns == ("dense",) * 2 + ("moe",) * 54
+    # without layer_types, the same pattern from global_attn_every_n_layers
+    raw = dict(DATA["models"]["synthetic--afmoe-trinity-nano-shape.json"]["config"])
+    del raw["layer_types"]
+    again = parse_config(raw, name="trinity")
+    assert [getattr(x, "sliding_window", None) for x in again.layers] == windows
+    # AfmoeConfig() has no score_func / route_norm / n_group / topk_group: vLLM fails to build it
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--afmoe-no-routing-keys-32k.json")
+    assert refused.value.code == "config-invalid" and "score_func" in refused.value.message

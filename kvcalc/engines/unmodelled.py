@@ -41,6 +41,7 @@ VLLM_ONLY = {
     "ministral3": "Ministral 3", "glm4_moe_lite": "GLM-4.7-Flash", "cohere2_moe": "Command-A MoE",
     "exaone_moe": "K-EXAONE", "granitemoeshared": "Granite 3 MoE (shared MLP)", "chatglm": "ChatGLM",
     "hyperclovax": "HyperCLOVA X", "step3_text": "Step3 (text)",
+    "afmoe": "AFMoE (Trinity)",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)

@@ -50,15 +50,15 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text", "lfm2", "exaone_moe"}  # fmt: skip
+            "gemma4_text", "lfm2", "exaone_moe", "afmoe"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
 _GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
-_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
+_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
-_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "afmoe"}
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
@@ -69,7 +69,7 @@ _TIE_DEFAULT = {
     "qwen3_next": False, "deepseek_v2": False, "deepseek_v3": False, "kimi_k2": False,
     "gpt_oss": False, "nemotron_h": False, "phi3": False, "lfm2": True, "glm": False,
     "glm4": False, "glm4_moe": False, "cohere": True, "cohere2": True, "granite": False,
-    "granitemoe": False, "granitemoeshared": False, "chatglm": False, "hyperclovax": False, "step3_text": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
+    "granitemoe": False, "granitemoeshared": False, "chatglm": False, "hyperclovax": False, "step3_text": False, "afmoe": False, "olmo2": False, "olmoe": False, "exaone4": False, "ernie4_5": True, "ernie4_5_moe": True, "seed_oss": False,
     "stablelm": False, "dbrx": False, "falcon": True, "gptj": False, "opt": True,
     "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
     "exaone_moe": False, "cohere2_moe": True,
@@ -380,6 +380,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.step3_text import step3_moe
 
         return step3_moe(r, n)
+    if model_type == "afmoe":
+        from kvcalc.hfconfig.families.afmoe import afmoe_moe
+
+        return afmoe_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted

@@ -40,22 +40,38 @@ _HARNESS = {
     ),
 }
 
+
+_REMOTE = (
+    "its checkpoints' config.json needs their remote configuration code (auto_map, "
+    "trust_remote_code): neither vLLM 0.33's transformers (5.20) nor vLLM's own config registry "
+    "has the class, and the reference harness cannot run a checkpoint's code offline, so its "
+    "sizing was not recorded: refused (config-unverified)"
+)
+#: the config class is the checkpoint's own code (its model_type), so the harness could not load
+#: a config
+_REMOTE_CONFIG = {
+    "InternLM2ForCausalLM": _REMOTE,  # model_type internlm2
+    "InternLM3ForCausalLM": _REMOTE,  # model_type internlm3
+    "MiniCPMForCausalLM": _REMOTE,  # model_type minicpm
+    "ExaoneForCausalLM": _REMOTE,  # model_type exaone
+    "OrionForCausalLM": _REMOTE,  # model_type orion
+    "SolarForCausalLM": _REMOTE,  # model_type solar
+    "DeepseekForCausalLM": _REMOTE,  # model_type deepseek
+    "BailingMoeForCausalLM": _REMOTE,  # model_type bailing_moe
+}
+
 #: category → architecture → why kvcalc does not size it
 REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "text-generation": dict.fromkeys(
         (
             "AXK1ForCausalLM",
-            "AfmoeForCausalLM",
             "AliceAIForCausalLM",
-            "BailingMoeForCausalLM",
             "BailingMoeV2ForCausalLM",
             "BailingMoeV2_5ForCausalLM",
             "BailingMoeV3ForCausalLM",
             "BeamForCausalLM",
-            "DeepseekForCausalLM",
             "DomynEdgeForCausalLM",
             "DoryForCausalLM",
-            "ExaoneForCausalLM",
             "FalconMambaForCausalLM",
             "FlintForCausalLM",
             "Glm5NextForCausalLM",
@@ -69,21 +85,17 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "IQuestLoopCoderForCausalLM",
             "InklingForCausalLM",
             "InklingForConditionalGeneration",
-            "InternLM2ForCausalLM",
-            "InternLM3ForCausalLM",
             "K2HorizonForCausalLM",
             "LagunaForCausalLM",
             "LongcatFlashForCausalLM",
             "LongcatFlashNgramForCausalLM",
             "Mamba2ForCausalLM",
             "MambaForCausalLM",
-            "MiniCPMForCausalLM",
             "MiniMaxM3SparseForCausalLM",
             "MistralLarge3ForCausalLM",
             "MuseGlimmerForCausalLM",
             "NemotronHPuzzleForCausalLM",
             "OlmoHybridForCausalLM",
-            "OrionForCausalLM",
             "PanguEmbeddedForCausalLM",
             "PanguProMoEV2ForCausalLM",
             "PanguUltraMoEForCausalLM",
@@ -93,7 +105,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Rnj1ForCausalLM",
             "SarvamMLAForCausalLM",
             "SarvamMoEForCausalLM",
-            "SolarForCausalLM",
             "Step1ForCausalLM",
             "Step3p5ForCausalLM",
             "Step5ForCausalLM",
@@ -104,7 +115,8 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
         ),
         _NOT_VERIFIED,
     )
-    | _HARNESS,
+    | _HARNESS
+    | _REMOTE_CONFIG,
     "multimodal": dict.fromkeys(
         (
             "Alpamayo2Super",

@@ -6,6 +6,7 @@ model type missing here is still found (the registry then loads every module), o
 """
 
 MODULE_OF_MODEL_TYPE: dict[str, str] = {
+    "afmoe": "afmoe",
     "bamba": "bamba",
     "chatglm": "chatglm",
     "cohere": "cohere",
