@@ -129,7 +129,7 @@ def test_single_deployment_becomes_plan_inputs():
 def test_values_as_vllm_and_kvcalc_plan_read_them():
     (dep,), _ = _parse(
         "model: m\ngpu_memory: 80GB\nkv_cache_memory: 20\nweights_memory: 1.5GiB\nmax_model_len: 32K\n"
-        "max_num_batched_tokens: 8k\ndtype: half\ntight_threshold: 5%\nengine: llama.cpp\n"
+        "dtype: half\ntight_threshold: 5%\nengine: llama.cpp\n"
         "engine_options: {n_seq_max: 4}\nworkload: {prompt_len: 100, output_len: 0, shared_prefix: 50}\n"
         "requirements: {min_headroom: 2, allow_verdicts: below-target}\n"
     )
@@ -139,17 +139,15 @@ def test_values_as_vllm_and_kvcalc_plan_read_them():
         20 * GIB,
         int(1.5 * GIB),
     )
-    assert (i.max_model_len, i.max_num_batched_tokens, i.dtype, i.tight_fraction) == (
-        32768,
-        8000,
-        "float16",
-        0.05,
-    )
+    assert (i.max_model_len, i.dtype, i.tight_fraction) == (32768, "float16", 0.05)
     assert (i.engine, i.engine_options) == ("llamacpp", (("n_seq_max", 4),))  # one canonical name
     assert (i.prompt_len, i.output_len, i.shared_prefix) == (100, 0, 50)
     assert dep.has_workload
     assert dep.requirements.min_headroom == ("bytes", 2 * GIB)
     assert dep.requirements.allow_verdicts == ("below-target",)
+    # vLLM's token counts read as vLLM reads them (8k = 8,000); llama.cpp does not read this one
+    (dep,), _ = _parse("model: m\ngpu: L4\nmax_num_batched_tokens: 8k\n")
+    assert dep.inputs.max_num_batched_tokens == 8000
 
 
 def test_default_names():

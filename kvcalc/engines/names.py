@@ -198,8 +198,9 @@ class EngineTraits:
     moe_data_parallel: bool = False
     #: data-parallel attention inside the TP group (SGLang ``--enable-dp-attention --dp N``)
     dp_attention: bool = False
-    #: vLLM's ``--async-scheduling`` / ``--no-async-scheduling`` is read (its batches in flight)
-    async_scheduling: bool = False
+    #: vLLM-spelled settings this engine does not read, each with what the engine has instead:
+    #: given, they are refused (``unmodelled-option``), not dropped
+    unread_settings: tuple[tuple[str, str], ...] = ()
     #: decode context parallelism inside the TP group read by the engine itself (SGLang
     #: ``--dcp-size``, :mod:`kvcalc.engines.sglang.dcp`), beside vLLM's
     own_dcp: bool = False
@@ -212,13 +213,22 @@ class EngineTraits:
     serve_flags: str | None = None
 
 
+#: vLLM's CUDA-graph and scheduling settings, which only vLLM reads
+_VLLM_GRAPHS = (
+    ("cudagraph_mode", "it is vLLM's CUDA-graph mode"),
+    ("cudagraph_capture_sizes", "they are vLLM's CUDA-graph sizes"),
+    ("max_cudagraph_capture_size", "it is vLLM's largest CUDA graph"),
+    ("async_scheduling", "it is vLLM's scheduler setting"),
+)
+_NO_PREFIX_CACHE = (("enable_prefix_caching", "kvcalc models prefix caching for vLLM and SGLang"),)
+
+
 _TRAITS = {
     EngineName.VLLM: EngineTraits(name=EngineName.VLLM, fixed_pool=False, block_pool=True,
                                   overhead_calibrated=True, compact_kv_dtype="fp8", memory_fraction_knob=True,
                                   cache_tensors=CacheTensors.PAGED, fill_check=True, long_max_model_len=True,
                                   output_capped_at_max_model_len=True, kv_memory_zero_unset=True,
-                                  moe_data_parallel=True, async_scheduling=True,
-                                  serve_program="vllm serve {model}",
+                                  moe_data_parallel=True, serve_program="vllm serve {model}",
                                   serve_flags="serve"),
     EngineName.SGLANG: EngineTraits(name=EngineName.SGLANG, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8_e4m3",
@@ -227,30 +237,46 @@ _TRAITS = {
                                     cache_tensors=CacheTensors.TOKEN_POOL,
                                     fraction_option="mem_fraction_static",
                                     prefix_caching_off_option="disable_radix_cache", dp_attention=True,
+                                    unread_settings=(
+                                        ("max_num_batched_tokens", "SGLang's --chunked-prefill-size "
+                                         "is not modelled: kvcalc takes its default"),
+                                        ("enforce_eager", "SGLang's --disable-cuda-graph is not "
+                                         "modelled: its graph reserve is kept"),
+                                        *_VLLM_GRAPHS),
                                     own_dcp=True, sglang_speculative=True,
                                     serve_program="python -m sglang.launch_server --model-path {model}",
                                     serve_flags="sglang"),
     EngineName.TRTLLM: EngineTraits(name=EngineName.TRTLLM, fixed_pool=False, block_pool=True,
                                     overhead_calibrated=False, compact_kv_dtype="fp8",
                                     memory_fraction_knob=False, takes_block_size=False,
-                                    block_size_hint="TensorRT-LLM's block size is -E tokens_per_block=N"),
+                                    block_size_hint="TensorRT-LLM's block size is -E tokens_per_block=N",
+                                    unread_settings=(*_VLLM_GRAPHS, *_NO_PREFIX_CACHE)),
     EngineName.LMDEPLOY: EngineTraits(name=EngineName.LMDEPLOY, fixed_pool=False, block_pool=True,
                                       overhead_calibrated=False, compact_kv_dtype="int8",
-                                      memory_fraction_knob=False),
+                                      memory_fraction_knob=False,
+                                      unread_settings=(*_VLLM_GRAPHS, *_NO_PREFIX_CACHE)),
     EngineName.LLAMACPP: EngineTraits(name=EngineName.LLAMACPP, fixed_pool=True, block_pool=False,
                                       overhead_calibrated=False, compact_kv_dtype="q8_0",
                                       memory_fraction_knob=False, slots_from_target=True,
                                       cuda_graphs=False, max_num_seqs_knob=False, torch_runtime=False,
                                       max_num_seqs_name="n_seq_max", cache_tensors=CacheTensors.CELLS,
                                       run_check=RunCheck.LLAMACPP, takes_block_size=False,
-                                      block_size_hint="llama.cpp's cache is cells of one token"),
+                                      block_size_hint="llama.cpp's cache is cells of one token",
+                                      unread_settings=(
+                                          ("max_num_batched_tokens", "llama.cpp's batches are "
+                                           "-E n_batch=N and -E n_ubatch=N"),
+                                          ("enforce_eager", "llama.cpp has no such setting"),
+                                          *_VLLM_GRAPHS, *_NO_PREFIX_CACHE)),
     EngineName.HF: EngineTraits(name=EngineName.HF, fixed_pool=True, block_pool=False,
                                 overhead_calibrated=False, compact_kv_dtype=None,
                                 memory_fraction_knob=False, batch_from_target=True,
                                 cuda_graphs=False, max_num_seqs_knob=False,
                                 max_num_seqs_name="batch_size", cache_tensors=CacheTensors.PER_LAYER,
                                 run_check=RunCheck.TRANSFORMERS, takes_block_size=False,
-                                block_size_hint="transformers' caches are per-layer tensors, not blocks"),
+                                block_size_hint="transformers' caches are per-layer tensors, not blocks",
+                                unread_settings=(
+                                    ("enforce_eager", "transformers captures no CUDA graphs"),
+                                    *_VLLM_GRAPHS, *_NO_PREFIX_CACHE)),
 }  # fmt: skip
 
 

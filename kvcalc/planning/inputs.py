@@ -322,14 +322,7 @@ class PlanInputs:
     def _check_cudagraph_settings(self) -> None:
         from kvcalc.engines.vllm.cudagraphs import check_graph_settings, parse_graph_mode
 
-        if self.async_scheduling is not None:
-            from kvcalc.engines.names import traits
-
-            if not traits(self.engine).async_scheduling:
-                name = traits(self.engine).name.display
-                raise InputError(f"--{'' if self.async_scheduling else 'no-'}async-scheduling is "
-                                 f"vLLM's; not modelled for {name}", hint="plan without it",
-                                 code="unmodelled-option")  # fmt: skip
+        self._check_unread_settings()
         sizes = check_graph_settings(
             self.cudagraph_capture_sizes, self.max_cudagraph_capture_size, limit=MAX_COUNT
         )
@@ -337,6 +330,19 @@ class PlanInputs:
         if self.cudagraph_mode is not None:
             mode = parse_graph_mode(str(self.cudagraph_mode), what="cudagraph_mode")
             object.__setattr__(self, "cudagraph_mode", mode.value)
+
+    def _check_unread_settings(self) -> None:
+        """A setting the engine does not read is refused, not dropped (``EngineTraits.unread_settings``)."""
+        from kvcalc.engines.names import traits
+
+        can = traits(self.engine)
+        given = [(name, why) for name, why in can.unread_settings
+                 if getattr(self, name) != _DEFAULTS[name]]  # fmt: skip
+        if given:
+            flags = ", ".join(f"--{'no-' if getattr(self, name) is False else ''}{name.replace('_', '-')}"
+                              for name, _ in given)  # fmt: skip
+            raise InputError(f"{flags}: not read by {can.name.display} ({'; '.join(w for _, w in given)})",
+                             hint="plan without it", code="unmodelled-option")  # fmt: skip
 
     def _read_speculative(self) -> None:
         from kvcalc.engines.names import traits
@@ -458,8 +464,9 @@ class PlanInputs:
         return data
 
 
-#: the fields of :class:`PlanInputs`, in order
+#: the fields of :class:`PlanInputs`, in order, and their defaults
 _FIELD_NAMES = tuple(f.name for f in fields(PlanInputs))
+_DEFAULTS = {f.name: f.default for f in fields(PlanInputs)}
 
 #: field → JSON key where the Python name differs from the flag (``--tight-threshold``)
 JSON_NAMES = {"tight_fraction": "tight_threshold"}
