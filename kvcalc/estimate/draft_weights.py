@@ -24,23 +24,37 @@ from dataclasses import replace
 from kvcalc.errors import InputError
 from kvcalc.estimate.tensor_base import Tensor
 from kvcalc.estimate.tensors import inventory
-from kvcalc.estimate.weights import layer_buffer_bytes, pricer, weight_bytes, weight_shape
+from kvcalc.estimate.weights import (
+    expert_split,
+    layer_buffer_bytes,
+    pricer,
+    weight_bytes,
+    weight_shape,
+)
 from kvcalc.model.shape import ModelShape
 
 
 def mtp_weight_bytes(
     model: ModelShape, *, tensor_parallel_size: int, dtype: str | None = None,
-    quantization: str | None = None,
+    quantization: str | None = None, moe_ranks: int | None = None, expert_parallel: bool = False,
 ) -> int:  # fmt: skip
-    """Bytes one GPU holds for ``model``'s MTP draft (:attr:`ModelShape.mtp`)."""
+    """Bytes one GPU holds for ``model``'s MTP draft (:attr:`ModelShape.mtp`).
+
+    The MTP layer's routed experts are split as the target's (``moe_ranks``, ``expert_parallel``:
+    see :func:`~kvcalc.estimate.weights.weight_bytes`): vLLM builds the MTP drafter with the
+    target's own ``VllmConfig`` (``SpeculativeConfig.apply_draft_overrides``, the draft's parallel
+    config is a draft model's only), so its ``FusedMoE`` flattens the same TP × DP group and
+    takes the same expert parallelism. DeepSeek-V3 at DP 8 + EP: 32 of the 256 experts and a
+    1,024 B ``expert_map`` on each rank."""
     mtp = model.mtp
     if mtp is None or not mtp.layers:
         raise InputError(f"{model.name} has no MTP layers to price", code="weights-unknown")
     shape = weight_shape(model)
     price = pricer(model, shape, dtype=dtype, quantization=quantization)
     tp = tensor_parallel_size
+    split = expert_split(moe_ranks or tp, expert_parallel)
     template = mtp.template_layer % shape.num_layers
-    layer = sum(sum(price(t, tp, loaded=True).values())
+    layer = sum(sum((split.price(t, price, loaded=True) if t.expert else price(t, tp, loaded=True)).values())
                 for t in inventory(shape) if t.layer == template)  # fmt: skip
     layer += layer_buffer_bytes(shape, template)  # the attention's scales, the router's bias
     h = shape.hidden_size

@@ -232,6 +232,12 @@ def _expert_map_stages(
     return tuple(out)
 
 
+def expert_split(moe_ranks: int, expert_parallel: bool) -> _ExpertSplit:
+    """How routed experts lie on ``moe_ranks`` ranks (whole experts with ``expert_parallel``),
+    as :func:`weight_bytes` splits them; its ``price(tensor, pricer, loaded=...)`` prices one."""
+    return _ExpertSplit(moe_ranks, expert_parallel and moe_ranks > 1)
+
+
 #: bytes of one ``expert_map`` entry (int32)
 _EXPERT_MAP_BYTES = 4
 

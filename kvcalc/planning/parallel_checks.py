@@ -175,14 +175,11 @@ def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
         and has_routed_experts(model)
         and (whole or ranks != inputs.tensor_parallel_size)
     ):
-        # the drafter's MoE layers (MTP) are split by the draft's own parallel config
-        # (config/speculative.py create_draft_parallel_config): not modelled with DP/EP
-        raise InputError(
-            "speculative decoding with data or expert parallelism on a MoE model is not modelled "
-            "(how the draft's experts are split over TP × DP × PCP is not read)",
-            hint="plan the speculative decoding with -tp alone, or DP/EP without it",
-            code="unsupported-parallelism",
-        )
+        from kvcalc.engines.vllm.speculative import check_moe_parallel_draft
+
+        check_moe_parallel_draft(inputs.speculative_config, tensor_parallel_size=inputs.tensor_parallel_size,
+                                 prefill_context_parallel_size=inputs.prefill_context_parallel_size,
+                                 eplb=inputs.enable_eplb or inputs.num_redundant_experts > 0)  # fmt: skip
     if inputs.enable_expert_parallel:
         if getattr(model.weights, "moe", 0) is None:  # weights read, no MoE block
             # vLLM 0.33.0 config/model.py ModelConfig._verify_with_expert_parallelism

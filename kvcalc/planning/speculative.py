@@ -24,9 +24,14 @@ def draft_weights_bytes(model: ModelShape, inputs: PlanInputs, draft: Speculativ
 
     if draft.method is SpecMethod.MTP:
         from kvcalc.estimate.draft_weights import mtp_weight_bytes
+        from kvcalc.planning.parallel import moe_split
 
+        ranks, whole = moe_split(inputs)  # the target's VllmConfig: its MoE group and EP
+        if draft.tensor_parallel_size != inputs.tensor_parallel_size:
+            ranks, whole = draft.tensor_parallel_size, False
         return mtp_weight_bytes(model, tensor_parallel_size=draft.tensor_parallel_size,
-                                dtype=inputs.dtype, quantization=inputs.quantization)  # fmt: skip
+                                dtype=inputs.dtype, quantization=inputs.quantization,
+                                moe_ranks=ranks, expert_parallel=whole)  # fmt: skip
     head = draft.model
     if head is None:
         return 0
