@@ -65,18 +65,7 @@ def test_kv_cache_matches_vllm(name):
     )
 
 
-#: TP > 1 × DP > 1 with EP: vLLM's default all-gather/reduce-scatter backend makes the MoE sequence
-#: parallel (``ParallelConfig.use_sequence_parallel_moe``) and ``Qwen3NextMLP(disable_tp=True)``
-#: holds the shared expert whole on every rank, in the target's 48 layers and the MTP layer
-#: (+3,145,728 B each at TP 2); kvcalc still splits it over TP (not modelled yet)
-SEQUENCE_PARALLEL_SHARED_EXPERT = {"q3next_dp2_tp2_ep_mtp2"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="sequence-parallel MoE's whole shared expert"))
-     if n in SEQUENCE_PARALLEL_SHARED_EXPERT else n for n in sorted(SCENARIOS)],
-)  # fmt: skip
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_weights_per_rank_match_vllm(name):
     row, probe = SCENARIOS[name], SCENARIOS[name]["vllm"]["probe"]
     p = _plan(name)
@@ -96,6 +85,29 @@ def test_deepseek_v3_dp8_ep_mtp_by_hand():
     p = _plan("dsv3_dp8_ep_mtp1")
     # 28 GiB of MLA pages: 576 × 2 B × 62 layers (61 + the MTP layer) per token, 16-token blocks
     assert p.num_blocks == 28 * GIB // (16 * 576 * 2 * 62)
+
+
+@pytest.mark.parametrize(
+    "name", ["dsv3_dp2_tp4_ep_mtp1", "q35_dp2_tp2_ep_mtp1", "q3next_dp2_tp2_ep_mtp2"]
+)
+def test_sequence_parallel_moe_holds_the_shared_experts_whole(name):
+    # TP > 1 × DP > 1 with EP: vLLM's default all-gather/reduce-scatter makes the MoE sequence
+    # parallel and the shared expert MLP is built with disable_tp, in the target and the MTP layer
+    row = SCENARIOS[name]
+    split = plan_reference(row["model"], _inputs(row, enable_expert_parallel=False))
+    whole = _plan(name)
+    assert whole.speculative.draft_weights_bytes > split.speculative.draft_weights_bytes
+    if name == "dsv3_dp2_tp4_ep_mtp1":
+        # DeepSeek-V3's shared expert: gate/up 2 × 2,048 × 7,168 + down 7,168 × 2,048 fp8, and
+        # fp32 128 × 128 block scales (2 × 16 × 56 + 56 × 16): 44,050,944 B whole, a quarter at TP 4
+        shared = 3 * 2048 * 7168 + 4 * (2 * 16 * 56 + 56 * 16)
+        probe = row["vllm"]["probe"]
+        tp4 = SCENARIOS["dsv3_dp2_tp4_mtp1"]["vllm"]["probe"]
+        assert (
+            probe["draft_param_bytes_per_rank_excl_shared_embed_head"]
+            - tp4["draft_param_bytes_per_rank_excl_shared_embed_head"]
+            == shared - shared // 4 + 256 * 4  # and the EP expert_map; experts the same bytes
+        )
 
 
 def test_unconfirmed_shapes_stay_refused():

@@ -30,6 +30,7 @@ from kvcalc.estimate.weights import (
     pricer,
     weight_bytes,
     weight_shape,
+    whole_shared_experts,
 )
 from kvcalc.model.shape import ModelShape
 
@@ -37,6 +38,7 @@ from kvcalc.model.shape import ModelShape
 def mtp_weight_bytes(
     model: ModelShape, *, tensor_parallel_size: int, dtype: str | None = None,
     quantization: str | None = None, moe_ranks: int | None = None, expert_parallel: bool = False,
+    shared_experts_whole: bool = False,
 ) -> int:  # fmt: skip
     """Bytes one GPU holds for ``model``'s MTP draft (:attr:`ModelShape.mtp`).
 
@@ -45,7 +47,8 @@ def mtp_weight_bytes(
     target's own ``VllmConfig`` (``SpeculativeConfig.apply_draft_overrides``, the draft's parallel
     config is a draft model's only), so its ``FusedMoE`` flattens the same TP × DP group and
     takes the same expert parallelism. DeepSeek-V3 at DP 8 + EP: 32 of the 256 experts and a
-    1,024 B ``expert_map`` on each rank."""
+    1,024 B ``expert_map`` on each rank. ``shared_experts_whole``: the MTP layer's shared experts
+    held whole, as the target's (:func:`~kvcalc.estimate.weights.whole_shared_experts`)."""
     mtp = model.mtp
     if mtp is None or not mtp.layers:
         raise InputError(f"{model.name} has no MTP layers to price", code="weights-unknown")
@@ -54,8 +57,11 @@ def mtp_weight_bytes(
     tp = tensor_parallel_size
     split = expert_split(moe_ranks or tp, expert_parallel)
     template = mtp.template_layer % shape.num_layers
+    tensors = tuple(t for t in inventory(shape) if t.layer == template)
+    if shared_experts_whole:
+        tensors = whole_shared_experts(tensors)
     layer = sum(sum((split.price(t, price, loaded=True) if t.expert else price(t, tp, loaded=True)).values())
-                for t in inventory(shape) if t.layer == template)  # fmt: skip
+                for t in tensors)  # fmt: skip
     layer += layer_buffer_bytes(shape, template)  # the attention's scales, the router's bias
     h = shape.hidden_size
     if mtp.projection == "eh_proj":  # nn.Linear: replicated, never quantized

@@ -19,7 +19,7 @@ layers across pipeline stages as vLLM's ``get_pp_indices``; the result is the la
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kvcalc.errors import InputError
@@ -142,6 +142,7 @@ def weight_bytes(
     moe_ranks: int | None = None,
     expert_parallel: bool = False,
     redundant_experts: int = 0,
+    shared_experts_whole: bool = False,
 ) -> WeightBytes:
     """Bytes of the weights: the whole model, and per GPU under TP × PP.
 
@@ -149,7 +150,9 @@ def weight_bytes(
     ``FusedMoEParallelConfig.make`` flattens TP × DP × PCP into one MoE group. Without
     ``expert_parallel`` each expert's width is split over that group; with it each rank holds whole
     experts, ``cdiv(experts + redundant_experts, moe_ranks)`` on the first ranks
-    (``expert_map_manager.determine_expert_map``: the remainder goes to the lowest ranks)."""
+    (``expert_map_manager.determine_expert_map``: the remainder goes to the lowest ranks).
+    ``shared_experts_whole``: the MoE blocks' shared experts are held whole on every rank, not
+    split over TP (vLLM's sequence-parallel MoE, :func:`whole_shared_experts`)."""
     shape = _weight_shape(model)
     tp, pp = tensor_parallel_size, pipeline_parallel_size
     split = _ExpertSplit(moe_ranks or tp, expert_parallel and (moe_ranks or tp) > 1,
@@ -164,6 +167,8 @@ def weight_bytes(
     dtype_name, dtype_bytes = _resolve_dtype(model, dtype, notes)
     spec = _resolve_quant(shape.quantization, quantization, notes)
     tensors = inventory(shape)
+    if shared_experts_whole:
+        tensors = whole_shared_experts(tensors)
     price = Pricer(spec, dtype_name, dtype_bytes)
     by_dtype: dict[str, int] = {}
     for t in tensors:
@@ -230,6 +235,13 @@ def _expert_map_stages(
             stage = max(i for i in range(pp) if starts[i] <= t.layer)
             out[stage] += _EXPERT_MAP_BYTES * (t.copies + split.redundant)
     return tuple(out)
+
+
+def whole_shared_experts(tensors: Iterable[Tensor]) -> tuple[Tensor, ...]:
+    """``tensors`` with the MoE blocks' shared experts replicated (each rank holds them whole)."""
+    return tuple(
+        replace(t, split="replicated") if ".shared_experts." in t.name else t for t in tensors
+    )
 
 
 def expert_split(moe_ranks: int, expert_parallel: bool) -> _ExpertSplit:

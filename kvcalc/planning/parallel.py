@@ -215,6 +215,19 @@ def moe_split(inputs: PlanInputs) -> tuple[int, bool]:
     return ranks, inputs.enable_expert_parallel and ranks > 1
 
 
+def shared_experts_whole(model: ModelShape, inputs: PlanInputs) -> bool:
+    """The MoE blocks' shared experts are whole on every rank (vLLM's sequence-parallel MoE:
+    :mod:`kvcalc.engines.vllm.moe_layout`); other engines split them over TP."""
+    if not traits(inputs.engine).moe_data_parallel:
+        return False
+    from kvcalc.engines.vllm.moe_layout import shared_experts_whole as vllm_whole
+
+    return vllm_whole((*model.architectures, *model.config_architectures),
+                      tensor_parallel_size=inputs.tensor_parallel_size,
+                      data_parallel_size=inputs.data_parallel_size,
+                      enable_expert_parallel=inputs.enable_expert_parallel)  # fmt: skip
+
+
 def has_routed_experts(model: ModelShape) -> bool:
     """The model has routed experts (its weight shape has a MoE block)."""
     return getattr(getattr(model.weights, "moe", None), "num_experts", 0) > 0

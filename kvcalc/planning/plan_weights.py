@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
-from kvcalc.planning.parallel import moe_split
+from kvcalc.planning.parallel import moe_split, shared_experts_whole
 
 if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -45,9 +45,10 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
     from kvcalc.estimate.weights import weight_bytes
 
     ranks, whole = moe_split(inputs)
+    shared_whole = shared_experts_whole(model, inputs)
     key: tuple[object, ...] = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
            inputs.tensor_parallel_size, inputs.pipeline_parallel_size, ranks, whole,
-           inputs.num_redundant_experts)  # fmt: skip
+           inputs.num_redundant_experts, shared_whole)  # fmt: skip
     try:
         hash(key)
     except TypeError:
@@ -64,6 +65,7 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
             moe_ranks=ranks,
             expert_parallel=whole,
             redundant_experts=inputs.num_redundant_experts,
+            shared_experts_whole=shared_whole,
         )
     return _WEIGHTS_MEMO[key]
 

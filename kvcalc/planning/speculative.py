@@ -24,14 +24,16 @@ def draft_weights_bytes(model: ModelShape, inputs: PlanInputs, draft: Speculativ
 
     if draft.method is SpecMethod.MTP:
         from kvcalc.estimate.draft_weights import mtp_weight_bytes
-        from kvcalc.planning.parallel import moe_split
+        from kvcalc.planning.parallel import moe_split, shared_experts_whole
 
         ranks, whole = moe_split(inputs)  # the target's VllmConfig: its MoE group and EP
+        shared_whole = shared_experts_whole(model, inputs)
         if draft.tensor_parallel_size != inputs.tensor_parallel_size:
-            ranks, whole = draft.tensor_parallel_size, False
+            ranks, whole, shared_whole = draft.tensor_parallel_size, False, False
         return mtp_weight_bytes(model, tensor_parallel_size=draft.tensor_parallel_size,
                                 dtype=inputs.dtype, quantization=inputs.quantization,
-                                moe_ranks=ranks, expert_parallel=whole)  # fmt: skip
+                                moe_ranks=ranks, expert_parallel=whole,
+                                shared_experts_whole=shared_whole)  # fmt: skip
     head = draft.model
     if head is None:
         return 0
