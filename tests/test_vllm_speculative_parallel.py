@@ -10,7 +10,9 @@ weights per rank vLLM's parameter bytes, and the draft's those less the rotary c
 
 from __future__ import annotations
 
+import functools
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,9 +38,19 @@ def _inputs(row: dict, **changes) -> PlanInputs:
     return PlanInputs(**fields)
 
 
-def _plan(name: str, **changes):
+@functools.cache
+def _model(name: str) -> str:
+    """The scenario's model: a bundled name, or a folder holding the config it was recorded with."""
     row = SCENARIOS[name]
-    return plan_reference(row["model"], _inputs(row, **changes))
+    if "config_json" not in row:
+        return row["model"]
+    folder = Path(tempfile.mkdtemp(prefix="kvcalc-spdp-"))
+    (folder / "config.json").write_text(json.dumps(row["config_json"]))
+    return str(folder)
+
+
+def _plan(name: str, **changes):
+    return plan_reference(_model(name), _inputs(SCENARIOS[name], **changes))
 
 
 def test_the_deployment_shapes_are_recorded():
@@ -46,7 +58,14 @@ def test_the_deployment_shapes_are_recorded():
         (r["data_parallel_size"] > 1, r["enable_expert_parallel"]) for r in SCENARIOS.values()
     }
     assert {(True, True), (False, True), (True, False)} <= shapes
-    assert all(r["config"].startswith("model_configs/") for r in SCENARIOS.values())
+    assert all(
+        r["config"].startswith("model_configs/") or r["config"] == "config_json"
+        for r in SCENARIOS.values()
+    )
+    # the MTP families: DeepSeek-V3, GLM-4.5 (glm4_moe), Qwen3-Next, Qwen3.5 MoE
+    assert {r["vllm"]["probe"]["draft_architecture"] for r in SCENARIOS.values()} == {
+        "DeepSeekMTPModel", "Glm4MoeMTPModel", "Qwen3NextMTP", "Qwen3_5MoeMTP",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -94,7 +113,7 @@ def test_sequence_parallel_moe_holds_the_shared_experts_whole(name):
     # TP > 1 × DP > 1 with EP: vLLM's default all-gather/reduce-scatter makes the MoE sequence
     # parallel and the shared expert MLP is built with disable_tp, in the target and the MTP layer
     row = SCENARIOS[name]
-    split = plan_reference(row["model"], _inputs(row, enable_expert_parallel=False))
+    split = _plan(name, enable_expert_parallel=False)
     whole = _plan(name)
     assert whole.speculative.draft_weights_bytes > split.speculative.draft_weights_bytes
     if name == "dsv3_dp2_tp4_ep_mtp1":
