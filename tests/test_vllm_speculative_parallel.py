@@ -62,9 +62,10 @@ def test_the_deployment_shapes_are_recorded():
         r["config"].startswith("model_configs/") or r["config"] == "config_json"
         for r in SCENARIOS.values()
     )
-    # the MTP families: DeepSeek-V3, GLM-4.5 (glm4_moe), Qwen3-Next, Qwen3.5 MoE
+    # the MTP families: DeepSeek-V3, GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), Qwen3-Next,
+    # Qwen3.5 MoE
     assert {r["vllm"]["probe"]["draft_architecture"] for r in SCENARIOS.values()} == {
-        "DeepSeekMTPModel", "Glm4MoeMTPModel", "Qwen3NextMTP", "Qwen3_5MoeMTP",
+        "DeepSeekMTPModel", "Glm4MoeMTPModel", "Glm4MoeLiteMTPModel", "Qwen3NextMTP", "Qwen3_5MoeMTP",
     }  # fmt: skip
 
 

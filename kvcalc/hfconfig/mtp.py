@@ -7,7 +7,8 @@ From ``vllm/config/speculative.py`` ``SpeculativeConfig.hf_config_override`` (th
 - DeepSeek-V3 ``deepseek_v3``, DeepSeek-V3.2 ``deepseek_v32``, GLM-5 ``glm_moe_dsa`` →
   ``deepseek_mtp`` (``DeepSeekMTPModel`` / ``DeepseekV32MTPModel``), and GLM-4.5/4.6
   ``glm4_moe`` → ``Glm4MoeMTPModel`` (``glm4_moe_mtp.py``: the same ``enorm``, ``hnorm``,
-  ``eh_proj`` and ``shared_head.norm`` around a ``Glm4MoeDecoderLayer``): ``n_predict =
+  ``eh_proj`` and ``shared_head.norm`` around a ``Glm4MoeDecoderLayer``; GLM-4.7-Flash
+  ``glm4_moe_lite`` → ``Glm4MoeLiteMTPModel``, the same around its MLA layer): ``n_predict =
   num_nextn_predict_layers``, that many decoder layers (``deepseek_mtp.py``: ``enorm``, ``hnorm``, a
   replicated ``nn.Linear`` ``eh_proj`` of 2·hidden → hidden, ``shared_head.norm``; the embedding and
   head are the target's), each the target's own layer: the same cache as the last target layer;
@@ -30,7 +31,8 @@ from kvcalc.model.drafts import MtpLayers
 from kvcalc.model.layouts import LayerKind, Layout
 
 _DEEPSEEK = {"deepseek_v3": "DeepSeekMTPModel", "deepseek_v32": "DeepseekV32MTPModel",
-             "glm_moe_dsa": "DeepseekV32MTPModel", "glm4_moe": "Glm4MoeMTPModel"}  # fmt: skip
+             "glm_moe_dsa": "DeepseekV32MTPModel", "glm4_moe": "Glm4MoeMTPModel",
+             "glm4_moe_lite": "Glm4MoeLiteMTPModel"}  # fmt: skip
 _QWEN35 = {"qwen3_5": "Qwen3_5MTP", "qwen3_5_text": "Qwen3_5MTP", "qwen3_5_moe": "Qwen3_5MoeMTP",
            "qwen3_5_moe_text": "Qwen3_5MoeMTP"}  # fmt: skip
 

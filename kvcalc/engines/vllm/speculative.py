@@ -364,8 +364,8 @@ def _mtp(target: ModelShape, cfg: SpeculativeConfig, dtp: int) -> SpeculativeDra
                              hint="use a method this model has a draft for (eagle3, draft_model, ngram)",
                              code=CODE)  # fmt: skip
         raise InputError(f"MTP drafts of {target.model_type or target.name!r} are not modelled "
-                         "(kvcalc knows the MTP layers of DeepSeek-V3/V3.2, GLM-4.5, GLM-5, Qwen3-Next "
-                         "and Qwen3.5)", code=NOT_MODELLED)  # fmt: skip
+                         "(kvcalc knows the MTP layers of DeepSeek-V3/V3.2, GLM-4.5, GLM-4.7-Flash, GLM-5, "
+                         "Qwen3-Next and Qwen3.5)", code=NOT_MODELLED)  # fmt: skip
     k, n = cfg.num_speculative_tokens, mtp.n_predict
     if n == 0 or not mtp.layers:
         raise InputError(f"{target.name} has no MTP layers ({mtp.key} = {n}): vLLM builds no MTP "
