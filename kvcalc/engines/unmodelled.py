@@ -42,6 +42,11 @@ VLLM_ONLY = {
     "exaone_moe": "K-EXAONE", "granitemoeshared": "Granite 3 MoE (shared MLP)", "chatglm": "ChatGLM",
     "hyperclovax": "HyperCLOVA X", "step3_text": "Step3 (text)",
     "afmoe": "AFMoE (Trinity)",
+    # multimodal wrappers: their text config's model type (transformers 5 writes one) and the
+    # top-level one (a published config with the text keys at the top level)
+    "qwen2_vl": "Qwen2-VL", "qwen2_vl_text": "Qwen2-VL", "qwen3_vl_moe": "Qwen3-VL-MoE",
+    "qwen3_vl_moe_text": "Qwen3-VL-MoE", "glm4v": "GLM-4.1V", "glm4v_text": "GLM-4.1V",
+    "glm4v_moe": "GLM-4.5V", "glm4v_moe_text": "GLM-4.5V",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)

@@ -22,6 +22,10 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen3_vl(v)]
     if v.family == "qwen2_5_vl":
         return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
+    if v.family == "qwen2_vl":
+        return [replace(t, vision=True) for t in _qwen2_vl(v)]
+    if v.family == "glm4v":
+        return [replace(t, vision=True) for t in _glm4v(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -138,6 +142,59 @@ def _qwen2_5_vl(v: VisionWeights) -> list[Tensor]:
     out += _linear(f"{p}.merger.mlp.0", merged, merged, None, "column", bias=True)
     out += _linear(f"{p}.merger.mlp.2", v.projector_output_dim, merged, None, "row", bias=True)
     return out
+
+
+def _qwen2_vl(v: VisionWeights) -> list[Tensor]:
+    """Qwen2-VL's tower as vLLM 0.33 builds it (``qwen2_vl.py`` ``Qwen2VisionTransformer``): an
+    unbiased 3D patch embedding, LayerNorm blocks (two per layer, weight and bias) with a fused
+    biased qkv and a biased fc1/fc2 MLP ``embed_dim × mlp_ratio`` wide, no position table, and the
+    patch merger (LayerNorm on ``embed_dim``, ``hv·m² → hv·m² → hidden_size``). qkv, fc1 and the
+    merger's first layer split by columns, proj, fc2 and its second by rows."""
+    hv, p = v.hidden_size, "visual"
+    merged = hv * v.spatial_merge_size**2
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated")
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))  # 2 LayerNorms
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, copies=2, role="norm"))
+    out += _linear(f"{p}.merger.mlp.0", merged, merged, None, "column", bias=True)
+    out += _linear(f"{p}.merger.mlp.2", v.projector_output_dim, merged, None, "row", bias=True)
+    return out
+
+
+def _glm4v(v: VisionWeights) -> list[Tensor]:
+    """GLM-4.1V's and GLM-4.5V's tower as vLLM 0.33 builds it (``glm4_1v.py``
+    ``Glm4vVisionTransformer``): a biased 3D patch embedding, a learned position table
+    (``(image_size / patch_size)²`` rows), RMSNorm blocks (two per layer) with an unbiased fused
+    qkv and an unbiased gated MLP ``out_hidden_size`` wide, the post-conv and post-block RMSNorms,
+    the ``m × m`` downsampling convolution (biased, ``hv → out``) and the patch merger (``out → out``
+    projection, a LayerNorm, a gated MLP ``intermediate_size`` wide). qkv, gate/up and the
+    merger's projection split by columns, proj and down by rows; the convolutions, the position
+    table and the norms are whole on every rank."""
+    hv, p, out_w = v.hidden_size, "visual", v.projector_output_dim
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=v.num_positions, cols=hv,
+                      role="position"))  # fmt: skip
+    out.append(Tensor(name=f"{p}.post_conv_post_layernorm", rows=hv, copies=2, role="norm"))
+    block = MlpWeights(intermediate_size=out_w, gated=True, bias=False)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))  # 2 RMSNorms
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column")
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row")
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    m = v.spatial_merge_size
+    out += _linear(f"{p}.downsample", out_w, hv * m * m, None, "replicated", bias=True)
+    out += _linear(f"{p}.merger.proj", out_w, out_w, None, "column")
+    out.append(Tensor(name=f"{p}.merger.post_projection_norm", rows=out_w, copies=2, role="norm"))
+    merger = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=False)
+    return out + _mlp(merger, out_w, f"{p}.merger", None)
 
 
 def _gemma4(v: VisionWeights) -> list[Tensor]:

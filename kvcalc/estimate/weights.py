@@ -183,7 +183,8 @@ def weight_bytes(
     layers = sum(
         sum(price(t, tp).values()) for t in tensors if t.layer is not None and not t.vision
     )
-    # the vision tower's RoPE cache, a buffer vLLM keeps beside its weights (on every rank)
+    # the vision tower's RoPE cache (and GLM-4.1V's position ids), buffers vLLM keeps beside its
+    # weights (on every rank)
     vision_rope = _vision_rope_bytes(shape, dtype_bytes)
     rope_bytes += vision_rope
     vision = sum(sum(price(t, tp).values()) for t in tensors if t.vision) + vision_rope
@@ -279,6 +280,14 @@ class _ExpertSplit:
 #: Qwen3-VL's vision RoPE (``qwen3_vl.py`` ``Qwen3_VisionTransformer``: ``get_rope(head_size,
 #: max_position=8192, partial_rotary_factor=0.5)``): a cos/sin cache of 8,192 × head_dim / 2
 QWEN3_VL_VISION_ROPE_POSITIONS = 8192
+#: the towers vLLM 0.33 builds that RoPE for: Qwen3-VL's, Qwen2-VL's (``qwen2_vl.py``
+#: ``Qwen2VisionTransformer``) and GLM-4.1V's (``glm4_1v.py`` ``Glm4vVisionTransformer``), the
+#: same ``get_rope`` call
+_VISION_ROPE = ("qwen3_vl", "qwen2_vl", "glm4v")
+#: GLM-4.1V's ``Glm4vVisionEmbeddings`` also registers ``position_ids``, an int64 buffer of one
+#: index per position row (``register_buffer(..., persistent=False)``: not in the checkpoint, on
+#: every rank)
+_INT64_BYTES = 8
 
 
 #: vLLM 0.33's ``Attention`` and ``MLAAttention`` (``attention.py`` ``_init_kv_cache_quant``)
@@ -306,9 +315,10 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
 
 def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     v = shape.vision
-    if v is None or v.family != "qwen3_vl" or not v.head_dim:
+    if v is None or v.family not in _VISION_ROPE or not v.head_dim:
         return 0
-    return QWEN3_VL_VISION_ROPE_POSITIONS * (v.head_dim // 2) * dtype_bytes
+    ids = v.num_positions * _INT64_BYTES if v.family == "glm4v" else 0
+    return QWEN3_VL_VISION_ROPE_POSITIONS * (v.head_dim // 2) * dtype_bytes + ids
 
 
 def _layout_notes(

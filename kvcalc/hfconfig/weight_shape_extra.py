@@ -111,7 +111,8 @@ class VisionWeights:
     Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:
     3D patch embedding, learned positions, patch merger and DeepStack mergers) or Gemma 4's."""
 
-    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl`` or ``gemma4``
+    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl``, ``qwen2_vl``, ``glm4v``
+    #: or ``gemma4``
     family: str = "llama4"
     hidden_size: int
     intermediate_size: int
@@ -133,6 +134,9 @@ class VisionWeights:
     deepstack_layers: int = 0
     #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL: the tower's head width
     head_dim: int = 0
+    #: the tower's attention heads, where vLLM splits them over TP (``dist_utils.divide`` in
+    #: Qwen2-VL's, Qwen2.5-VL's and GLM-4.1V's vision attention; 0: not read)
+    num_heads: int = 0
     #: Gemma 4: soft tokens per image (``vision_config.default_output_length``)
     default_output_length: int = 0
     #: Gemma 4: the config has an ``audio_config`` (an audio tower beside the vision one)

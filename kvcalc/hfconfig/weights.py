@@ -58,7 +58,7 @@ _GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
-_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "afmoe"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe"}
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
@@ -73,7 +73,8 @@ _TIE_DEFAULT = {
     "stablelm": False, "dbrx": False, "falcon": True, "gptj": False, "opt": True,
     "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
     "exaone_moe": False, "cohere2_moe": True,
-    "phimoe": False,
+    "phimoe": False, "qwen2_vl": False, "qwen2_vl_text": False, "glm4v_text": False,
+    "glm4v_moe_text": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
@@ -85,7 +86,7 @@ _DEEPSEEK_ROUTER = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 _SCORE_BIAS: dict[str, str | None] = {
     "deepseek_v2": "topk_method", "deepseek_v3": "topk_method", "kimi_k2": "topk_method",
     "deepseek_v32": "topk_method", "glm_moe_dsa": "topk_method", "glm4_moe": None,
-    "glm4_moe_lite": None,
+    "glm4_moe_lite": None, "glm4v_moe_text": None,
     "mimo_v2": None, "mimo_v2_flash": None, "nemotron_h": None,
     "minimax_m2": "use_routing_bias", "lfm2_moe": "use_expert_bias",
 }  # fmt: skip
@@ -96,22 +97,27 @@ _SCORE_BIAS: dict[str, str | None] = {
 #: ``bfloat16``/``float16`` keep the model dtype); ERNIE 4.5 MoE's is set in its family module.
 #: DeepSeek's ``moe_router_dtype`` (``_get_moe_router_dtype``) sets the output dtype only.
 _FP32_ROUTER: dict[str, str | None] = {
-    "glm4_moe": None, "glm4_moe_lite": None, "minimax_m2": None, "mimo_v2": "moe_router_dtype",
+    "glm4_moe": None, "glm4_moe_lite": None, "glm4v_moe_text": None, "minimax_m2": None,
+    "mimo_v2": "moe_router_dtype",
     "mimo_v2_flash": "moe_router_dtype",
 }  # fmt: skip
-_QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+_QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
-_QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False}
+#: (GLM-4.1V's text stack, ``glm4v_text``: vLLM's ``glm4.py`` reads ``getattr(config,
+#: "attention_bias", False)`` and Glm4vTextConfig sets none; GLM-4.5V's Glm4vMoeTextConfig: true)
+_QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False, "glm4v_text": False,
+                   "glm4v_moe_text": True}  # fmt: skip
 #: model types whose ``use_bias`` puts a bias on q/k/v/o and the MLP (ERNIE 4.5)
 _USE_BIAS = {"ernie4_5", "ernie4_5_moe"}
 #: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
-_QK_NORM_KEYED = {"glm4_moe"}
+_QK_NORM_KEYED = {"glm4_moe", "glm4v_moe_text"}
 #: model types whose q/k RMSNorm spans all heads: a heads × head_dim weight (OLMo-2, OLMoE)
 _QK_NORM_FULL = {"olmo2", "olmoe"}
 #: model types whose ``use_qk_norm`` norms span all heads: a (heads, head_dim) weight (Command-R+)
 _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
-_PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "chatglm": 0.5}
+_PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "chatglm": 0.5,
+                           "glm4v_text": 0.5, "glm4v_moe_text": 0.5}  # fmt: skip
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
 #: Falcon's ``alibi`` neither)

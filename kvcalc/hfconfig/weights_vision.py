@@ -3,8 +3,9 @@
 Each family is read as transformers builds it (checked on the meta device): Llama 4's ViT and
 pixel-shuffle adapter, SigLIP (Gemma 3), Pixtral (Mistral 3), Qwen3-VL's tower (Qwen3-VL,
 Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_moe``), Qwen2.5-VL's
-(``model_type`` ``qwen2_5_vl``; its published ``vision_config`` names no model type) and Gemma 4's
-(``gemma4_vision``). Any other tower is noted as not counted.
+(``model_type`` ``qwen2_5_vl``; its published ``vision_config`` names no model type), Qwen2-VL's
+(``qwen2_vl``, as vLLM 0.33's ``qwen2_vl.py`` builds it), GLM-4.1V's and GLM-4.5V's (``glm4v``,
+``glm4v_moe``: ``glm4_1v.py``) and Gemma 4's (``gemma4_vision``). Any other tower is noted as not counted.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from __future__ import annotations
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
+#: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
+#: ``vision_config`` names none
+_GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
+_GLM4V_TEXT = {"glm4v", "glm4v_text", "glm4v_moe", "glm4v_moe_text"}
 #: ``vision_config.model_type`` of the Qwen3-VL tower (Qwen3.5/3.6 reuse it)
 _QWEN3_VL = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_vl_vision",
              "qwen3_vl_moe_vision", "qwen3_5_vision", "qwen3_5_moe_vision"}  # fmt: skip
@@ -54,6 +59,7 @@ def read_vision(
             projector_output_dim=vr.int("out_hidden_size"),
             deepstack_layers=len(vr.index_list("deepstack_visual_indexes") or ()),
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
+            num_heads=vr.int("num_heads", default=16),
             text_hidden_size=text_hidden,
         )
     if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
@@ -69,6 +75,50 @@ def read_vision(
             spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
+            text_hidden_size=text_hidden,
+        )
+    if vision_type in ("qwen2_vl", "qwen2_vl_vision") or (
+        model_type in ("qwen2_vl", "qwen2_vl_text") and vision_type == ""
+    ):
+        # vLLM 0.33 qwen2_vl.py: blocks embed_dim wide, MLP int(embed_dim · mlp_ratio), the
+        # merger into hidden_size (the text width); in_channels (default 3) as vLLM reads it
+        width = vr.int("embed_dim")
+        ratio = vr.value("mlp_ratio", 4)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio <= 0:
+            raise vr.bad(vr.path("mlp_ratio"), ratio, "a positive number")
+        return VisionWeights(
+            family="qwen2_vl",
+            hidden_size=width,
+            intermediate_size=int(width * ratio),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("hidden_size"),
+            head_dim=width // max(1, vr.int("num_heads", default=16)),
+            num_heads=vr.int("num_heads", default=16),
+            text_hidden_size=text_hidden,
+        )
+    if vision_type in _GLM4V or (model_type in _GLM4V_TEXT and vision_type == ""):
+        # vLLM 0.33 glm4_1v.py: blocks hidden_size wide with an out_hidden_size-wide MLP, the
+        # merger's MLP intermediate_size wide, (image_size / patch_size)² position rows
+        width, image, patch = vr.int("hidden_size"), vr.int("image_size"), vr.int("patch_size")
+        return VisionWeights(
+            family="glm4v",
+            hidden_size=width,
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=image,
+            patch_size=patch,
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            num_positions=(image // patch) ** 2,
+            projector_output_dim=vr.int("out_hidden_size"),
+            head_dim=width // max(1, vr.int("num_heads", default=12)),
+            num_heads=vr.int("num_heads", default=12),
             text_hidden_size=text_hidden,
         )
     if vision_type == "gemma4_vision":

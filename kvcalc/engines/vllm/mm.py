@@ -41,6 +41,7 @@ ENCODER_TP_DATA = frozenset((
     "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
 ))  # fmt: skip
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
 MODALITIES = ("image", "video", "audio")

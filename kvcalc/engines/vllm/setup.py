@@ -57,6 +57,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     refusal, fix = _length_refusal(request, notes)
     try:
         check_tp(request.model, request.tensor_parallel_size, notes)
+        check_tower_tp(request)
     except InputError as bad_tp:
         if refusal is None:
             raise
@@ -205,6 +206,34 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
         return
     # kept on the model: a file of deployments checks the same model at the same TP many times
     notes.extend(model.memo(("vllm.check_tp", tp), lambda: _tp_notes(model, tp)))
+
+
+def check_tower_tp(request: EngineRequest) -> None:
+    """The vision tower's heads over TP, as its attention splits them (``dist_utils.divide``
+    asserts: GLM-4.1V's 12 heads at TP 8 fail ``initialize_model`` with "12 is not divisible by
+    8"); not where the tower is not built (image and video limited to 0) or is built whole on
+    every rank (``--mm-encoder-tp-mode data`` on a class that supports it)."""
+    vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
+    heads = vision.num_heads if vision is not None else 0
+    if tp == 1 or not heads or heads % tp == 0:
+        return
+    from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
+
+    limits = request.limit_mm_per_prompt
+    if limits is not None and parse_limits(limits).vision_off:
+        return
+    archs = (*request.model.config_architectures, *request.model.architectures)
+    data = encoder_tp_data(archs)
+    if request.mm_encoder_tp_mode == "data" and data:
+        return
+    raise InputError(
+        f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
+        f"{tp} (vLLM fails building it: {heads} is not divisible by {tp})",
+        hint=("--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else "")
+        + f"or a TP size dividing {heads}, or --limit-mm-per-prompt "
+        '\'{"image": 0, "video": 0}\' to serve it text-only',
+        code="invalid-parallelism",
+    )
 
 
 def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:

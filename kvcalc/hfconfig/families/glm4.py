@@ -4,6 +4,10 @@ attention on every layer, ``head_dim`` from config.json (else ``hidden_size / nu
 vLLM 0.33: ``Glm4ForCausalLM`` is ``models/glm4.py`` (no window); ``GlmForCausalLM`` has no vLLM model
 file and is served by the Transformers modeling backend (``registry.py`` ``_TRANSFORMERS_BACKEND_MODELS``),
 whose attention layers hold the same per-layer cache.
+
+GLM-4.1V (``glm4v``: ``Glm4vForConditionalGeneration``): vLLM 0.33's ``glm4_1v.py`` builds its
+``text_config`` as ``Glm4ForCausalLM`` (``architectures=["Glm4ForCausalLM"]``), the same cache; the
+vision tower holds none.
 """
 
 from kvcalc.hfconfig.family import Family
@@ -11,8 +15,8 @@ from kvcalc.hfconfig.family import Family
 FAMILIES = (
     Family(
         name="glm4",
-        model_types={"glm", "glm4"},
-        architectures={"GlmForCausalLM", "Glm4ForCausalLM"},
-        note="full attention per layer (GLM-4, GLM-4-0414, GLM-Z1)",
+        model_types={"glm", "glm4", "glm4v"},
+        architectures={"GlmForCausalLM", "Glm4ForCausalLM", "Glm4vForConditionalGeneration"},
+        note="full attention per layer (GLM-4, GLM-4-0414, GLM-Z1, GLM-4.1V's text stack)",
     ),
 )

@@ -1,24 +1,56 @@
-"""Qwen2, Qwen3 (dense and MoE), MiMo (Qwen2-based) and the text stacks of Qwen2.5-VL and Qwen3-VL.
+"""Qwen2, Qwen3 (dense and MoE), MiMo (Qwen2-based) and the text stacks of Qwen2-VL, Qwen2.5-VL,
+Qwen3-VL and Qwen3-VL-MoE.
 
-Qwen2.5-VL (``qwen2_5_vl``) keeps its text keys at the top level, as Qwen2 does; its vision tower
-(``vision_config``) holds no cache.
+Qwen2-VL (``qwen2_vl``) and Qwen2.5-VL (``qwen2_5_vl``) keep their text keys at the top level, as
+Qwen2 does (transformers 5's config classes write them under ``text_config``: both are read); vLLM
+0.33 builds their text stack as ``Qwen2Model`` (``qwen2_vl.py``, ``qwen2_5_vl.py``). Qwen3-VL-MoE
+(``qwen3_vl_moe``) is Qwen3-MoE's decoder under ``text_config`` (``qwen3_vl_moe.py``
+``Qwen3MoeLLMModel``; a ``text_config`` without ``norm_topk_prob``, as transformers 5.20's class
+defaults write it, fails to build there and is refused). The vision towers (``vision_config``)
+hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
 drops the window when ``use_sliding_window`` is false). MiMo's MTP layers are not built without
 speculative decoding, so they hold no cache.
 """
 
-from kvcalc.hfconfig.family import Family
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import generic
+from kvcalc.hfconfig.family import Family, LayoutContext, LayoutsRead
+from kvcalc.hfconfig.reader import ConfigReader
+
+
+def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
+    """The generic reader; Qwen3-VL-MoE's ``text_config`` must say ``norm_topk_prob``."""
+    if r.raw.get("model_type") == "qwen3_vl_moe" and r.text.get("norm_topk_prob") is None:
+        raise ConfigError(
+            f"{r.source}: no {r.prefix}norm_topk_prob: vLLM 0.33 qwen3_moe.py reads "
+            "config.norm_topk_prob, and transformers 5.20's Qwen3VLMoeTextConfig has no default "
+            "(vLLM fails with AttributeError building the model)",
+            hint="Qwen3-MoE checkpoints say norm_topk_prob true; add it to text_config",
+            code="config-invalid",
+        )
+    return generic.read_layouts(r, ctx)
+
 
 FAMILIES = (
     Family(
         name="qwen",
-        model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_5_vl", "qwen3_vl"},
+        model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
+                     "qwen3_vl_moe"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
-            "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+            "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+            "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
         },
-        keys={"sliding_window", "use_sliding_window", "max_window_layers"},
+        # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
+        # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
+        # list of full-attention layers alone is accepted (a sliding entry stays refused)
+        keys={"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"},
+        layer_types={"full_attention"},
+        layouts=read_qwen,
         note="full attention; use_sliding_window + max_window_layers for Qwen2-style windows",
     ),
 )  # fmt: skip

@@ -1,0 +1,189 @@
+"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the multimodal architectures added from
+its registry: the text decoder's KV cache and the vision tower's weights.
+
+``fixtures/vllm_0_33/registry_multimodal.json`` was recorded with the vLLM reference harness over
+auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU (as ``registry_families.json``), for
+transformers' config-class defaults and mutants of them (each model's ``source`` says which):
+block size, blocks, tokens, concurrency, every group and the capacity line equal, every refusal
+refused for vLLM's reason. ``multimodal_weights_2.json`` holds vLLM's own meta build of the same
+configs through ``deploy_probe.py``: parameters and buffers of one TP rank, tower included, which
+kvcalc's weights per rank (and buffers) must equal to the byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import harness_cases, harness_plan, refusal_class
+
+from kvcalc.engines import get_engine
+from kvcalc.engines.base import EngineRequest
+from kvcalc.errors import KvcalcError
+from kvcalc.estimate.weights import weight_bytes
+from kvcalc.hfconfig import parse_config
+from kvcalc.model.layouts import LayerKind
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
+DATA = json.loads((FIXTURES / "registry_multimodal.json").read_text())
+WEIGHTS = json.loads((FIXTURES / "multimodal_weights_2.json").read_text())
+CASES = harness_cases(DATA)
+
+LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
+#: vLLM's error texts → the class both sides are mapped to
+VLLM_REASONS = {
+    "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
+    "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
+    "is not divisible by": PARALLELISM,  # the vision attention's dist_utils.divide: its heads
+    "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
+    "object has no attribute 'use_qk_norm'": CONFIG,  # glm4_moe.py reads config.use_qk_norm
+    "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
+    "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
+}
+KVCALC_CODES = {
+    "max-model-len-exceeded": LENGTH,
+    "invalid-parallelism": PARALLELISM,
+    "config-invalid": CONFIG,
+}
+KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING}
+
+
+def vllm_reason(text: str) -> str:
+    classes = {c for marker, c in VLLM_REASONS.items() if marker in text}
+    assert len(classes) == 1, f"vLLM's refusal maps to no single reason class: {text}"
+    return classes.pop()
+
+
+def _model(name: str):
+    return parse_config(DATA["models"][name]["config"], name=name)
+
+
+def _plan(name: str, row: dict):
+    if row["max_model_len"] is None:
+        assert _model(name).max_model_len == row["derived_max_model_len"]
+        row = dict(row, max_model_len=row["derived_max_model_len"])
+    return harness_plan(DATA, name, row)
+
+
+def test_every_family_is_recorded():
+    types = {m["config"]["model_type"] for m in DATA["models"].values()}
+    assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe"} <= types
+    assert all(m["source"] for m in DATA["models"].values())
+
+
+def test_grid_is_complete():
+    grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
+    for name, model in DATA["models"].items():
+        ids = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"])
+               for r in model["scenarios"]}  # fmt: skip
+        assert grid <= ids, name
+
+
+def _tower_first(name: str, row: dict) -> bool:
+    """vLLM builds the vision tower before the text model: at a TP size the tower's heads do not
+    divide it stops there, before the text keys it fails on at TP 1; kvcalc reads (and refuses)
+    the config before any TP. Both refuse; each names the first reason it meets."""
+    tp1 = [r for r in DATA["models"][name]["scenarios"] if r["tensor_parallel_size"] == 1]
+    return "is not divisible by" in row["error"] and all(
+        "error" in r and vllm_reason(r["error"]) == CONFIG for r in tp1
+    )
+
+
+@pytest.mark.parametrize(("name", "row"), CASES)
+def test_matches_vllm(name, row):
+    if "error" in row:
+        got = refusal_class(lambda: _plan(name, row), KVCALC_CODES)
+        want = CONFIG if _tower_first(name, row) else vllm_reason(row["error"])
+        assert got == want, row["error"]
+        return
+    p = _plan(name, row)
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
+                 for g in p.groups)  # fmt: skip
+    want = sorted(
+        (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
+    )
+    assert got == want
+    assert row["log_line"] in p.log_lines
+
+
+# -- weights per rank: vLLM's own meta build, tower included ---------------------------------------
+def test_weights_cover_every_family_at_tp_1_and_2():
+    types = {DATA["models"][r["model"]]["config"]["model_type"]: set() for r in WEIGHTS["records"]}
+    for r in WEIGHTS["records"]:
+        types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
+    assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
+        "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "rec", WEIGHTS["records"], ids=lambda r: f"{r['model'][11:-5]}-tp{r['tensor_parallel_size']}"
+)
+def test_weights_per_rank_equal_vllms_meta_build(rec):
+    model = _model(rec["model"])
+    assert model.weights.vision is not None, model.weights.notes
+    w = weight_bytes(model, tensor_parallel_size=rec["tensor_parallel_size"])
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+def test_qwen2_vl_tower_by_hand():
+    # Qwen2-VL-7B's tower (the config class's vision defaults): 32 blocks of embed_dim 1,280 with
+    # LayerNorms (weight + bias), a biased fused qkv, proj, fc1/fc2 5,120 wide; the unbiased
+    # 3 × 2 × 14 × 14 patch embedding; the merger's LayerNorm and 5,120 → 5,120 → 3,584 MLP:
+    # 675,759,104 parameters
+    v = _model("synthetic--qwen2-vl-7b-shape.json").weights.vision
+    hv, merged = 1280, 1280 * 4
+    block = 4 * hv + (3 * hv * hv + 3 * hv) + (hv * hv + hv) + 2 * 5120 * hv + 5120 + hv
+    tower = 3 * 2 * 14 * 14 * hv + 32 * block + 2 * hv + merged * merged + merged
+    tower += 3584 * merged + 3584
+    assert (v.family, v.hidden_size, v.intermediate_size, v.num_layers) == (
+        "qwen2_vl",
+        hv,
+        5120,
+        32,
+    )
+    assert tower == 675_759_104
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    assert sum(t.numel for t in vision_tensors(v)) == tower
+
+
+def test_glm4v_text_bias_follows_vllms_getattr_default():
+    # glm4.py builds q/k/v with getattr(config, "attention_bias", False): Glm4vTextConfig sets
+    # none, so the config class's defaults have no bias and a config saying true has one
+    # (40 layers × (4,096 + 2 × 2 × 128) values)
+    plain = weight_bytes(_model("synthetic--glm4v-defaults.json"), tensor_parallel_size=1)
+    biased = weight_bytes(_model("synthetic--glm4v-attention-bias.json"), tensor_parallel_size=1)
+    assert biased.weights_bytes_per_gpu - plain.weights_bytes_per_gpu == 40 * (4096 + 512) * 2
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [("synthetic--glm4v-moe-defaults.json", "head_dim"),
+     ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
+     ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob")],
+)  # fmt: skip
+def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
+    # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
+    # use_qk_norm, norm_topk_prob; vLLM's glm4_moe.py and qwen3_moe.py read them as attributes
+    with pytest.raises(KvcalcError) as refused:
+        _model(name)
+    assert refused.value.code == "config-invalid" and key in refused.value.message
+
+
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
+@pytest.mark.parametrize(
+    "name",
+    ["synthetic--qwen2-vl-defaults.json", "synthetic--qwen3-vl-moe-norm-topk-prob.json",
+     "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json"],
+)  # fmt: skip
+def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
+    request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
+    with pytest.raises(KvcalcError) as refused:
+        get_engine(engine).plan_kv_cache(request)
+    assert refused.value.code == "unsupported-model"
