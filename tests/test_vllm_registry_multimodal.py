@@ -187,3 +187,32 @@ def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     with pytest.raises(KvcalcError) as refused:
         get_engine(engine).plan_kv_cache(request)
     assert refused.value.code == "unsupported-model"
+
+
+def _plan_config(tmp_path, name: str, **kw):
+    from kvcalc.planning.api import plan_reference
+    from kvcalc.planning.inputs import PlanInputs
+
+    path = tmp_path / name
+    path.write_text(json.dumps(DATA["models"][name]["config"]))
+    inputs = PlanInputs(gpu="H200", max_model_len=4096, **kw)
+    return plan_reference(str(path), inputs, with_suggestions=False)
+
+
+def test_glm4v_tower_whole_on_every_rank_builds_at_tp_8(tmp_path):
+    # --mm-encoder-tp-mode data: glm4_1v.py builds the tower with disable_tp (its attention's
+    # tp_size 1), so its 12 heads no longer meet TP 8; vLLM's meta build at TP 8 (recorded)
+    rec = next(r for r in WEIGHTS["records"] if r.get("engine_args"))
+    assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 8
+    name = rec["model"]
+    with pytest.raises(KvcalcError) as refused:
+        _plan_config(tmp_path, name, tensor_parallel_size=8)
+    assert (
+        refused.value.code == "invalid-parallelism"
+        and "12 attention heads" in refused.value.message
+    )
+    plan = _plan_config(tmp_path, name, tensor_parallel_size=8, mm_encoder_tp_mode="data")
+    assert plan.weights_bytes == rec["target_param_bytes_per_rank"]
+    off = _plan_config(tmp_path, name, tensor_parallel_size=8,
+                       limit_mm_per_prompt='{"image": 0, "video": 0}')  # fmt: skip
+    assert off.weights_bytes < plan.weights_bytes
