@@ -2,6 +2,7 @@
 
     python scripts/record_registry_families.py OUT.json --check
     python scripts/record_registry_families.py OUT.json --write --configs DIR --sources SOURCES.json
+    python scripts/record_registry_families.py OUT.json --write --fixture FILE --configs DIR ...
 
 ``OUT.json`` is what ``vllm_reference.py --batch ... --out OUT.json`` wrote (its ``entries`` and its
 ``extra_entries``: a model at the length vLLM derives from its config when every requested length
@@ -19,7 +20,8 @@ was refused). One row per scenario, in the harness's order:
 (``tests/test_record_registry_families.py`` runs it on a stored harness output). ``--write`` puts
 the models of ``OUT.json`` into the fixture: each model's config from ``DIR/NAME`` (the file the
 harness read) and its ``source`` from ``SOURCES.json`` (``{NAME: sentence}``); models already there
-keep their source unless ``SOURCES.json`` names them.
+keep their source unless ``SOURCES.json`` names them. ``--fixture`` names another fixture of the
+same form (``registry_families_recurrent.json``: the recurrent families, recorded apart).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def row(entry: dict[str, Any], gpu: str = GPU, derived: int | None = None) -> di
                 g["worker_group_page_size_bytes"],
                 g["representative_spec"]["block_size"],
                 g["blocks_per_request"],
-                g["representative_spec"]["sliding_window"],
+                g["representative_spec"].get("sliding_window"),  # a MambaSpec has none
             ]
             for g in entry["kv_cache_groups"]
         ],

@@ -27,7 +27,12 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
+#: the pure and hybrid recurrent families (Mamba, FalconMamba, Mamba2, Zamba2), recorded apart
+RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
 DATA = json.loads(FIXTURE.read_text())
+RECURRENT_DATA = json.loads(RECURRENT.read_text())
+assert not set(DATA["models"]) & set(RECURRENT_DATA["models"])
+DATA["models"].update(RECURRENT_DATA["models"])
 CASES = harness_cases(DATA)
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
@@ -55,6 +60,7 @@ KINDS = {
     "full_attention": LayerKind.FULL,
     "sliding_window": LayerKind.SLIDING,
     "mla_attention": LayerKind.MLA,
+    "mamba": LayerKind.RECURRENT,
 }
 
 
@@ -84,6 +90,8 @@ def test_every_family_is_recorded():
             "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe", "granitemoeshared",
             "chatglm", "hyperclovax", "step3_text", "afmoe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
+    recurrent = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
+    assert recurrent == {"mamba", "falcon_mamba", "mamba2", "zamba2"}
 
 
 def test_grid_is_complete():
@@ -109,8 +117,9 @@ def test_matches_vllm(name, row):
         row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
     )  # fmt: skip
     assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
-    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
-                 for g in p.groups)  # fmt: skip
+    # vLLM's group sizes count real layers; kvcalc's num_layers includes the padding layers
+    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
+                  g.blocks_per_request) for g in p.groups)  # fmt: skip
     want = sorted(
         (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
     )
@@ -190,6 +199,9 @@ REFUSED = {
     "synthetic--dbrx-no-rope-theta-32k.json",
     "synthetic--nemotron-defaults.json",
 }
+#: model types whose weights kvcalc does not count from config.json (refused, not guessed):
+#: Zamba2's shared transformer blocks with per-layer LoRA adapters
+WEIGHTS_NOT_COUNTED = {"zamba2"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -203,7 +215,11 @@ WEIGHTS = json.loads((FIXTURE.parent / "registry_weights.json").read_text())
 @pytest.mark.torch
 @pytest.mark.parametrize(
     "name",
-    sorted(n for n in set(DATA["models"]) - REFUSED if MODEL_TYPES[n] not in NO_TRANSFORMERS_CLASS),
+    sorted(
+        n
+        for n in set(DATA["models"]) - REFUSED
+        if MODEL_TYPES[n] not in NO_TRANSFORMERS_CLASS | WEIGHTS_NOT_COUNTED
+    ),  # fmt: skip
 )
 def test_count_equals_transformers_meta_build(name):
     got = count_parameters(_model(name).weights).total
@@ -407,3 +423,64 @@ def test_afmoe_layer_types_and_its_routing_keys():
     with pytest.raises(KvcalcError) as refused:
         _model("synthetic--afmoe-no-routing-keys-32k.json")
     assert refused.value.code == "config-invalid" and "score_func" in refused.value.message
+
+
+# -- the recurrent families (registry_families_recurrent.json) --------------------------------------
+def test_mamba_is_attention_free_one_block_per_request():
+    # MambaConfig(): 32 Mamba1 layers of 2 × 768 = 1,536 channels, state 16, kernel 4, bf16: conv
+    # (3, 1,536) × 2 B = 9,216 B and SSM (1,536, 16) × 2 B = 49,152 B, 58,368 B per layer; no
+    # attention, so prefix caching is off by default and a request holds one block of every layer:
+    # 20 GiB / (58,368 × 32) = 11,497 blocks, 11,497 requests, tokens = blocks × max_model_len
+    name = "synthetic--mamba-defaults.json"
+    model = _model(name)
+    assert model.num_attention_heads == 0 and {x.state_bytes for x in model.layers} == {58_368}
+    row = next(r for r in RECURRENT_DATA["models"][name]["scenarios"]
+               if (r["tensor_parallel_size"], r["max_model_len"]) == (1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (58_368 * 32) == 11_497
+    assert row["kv_cache_tokens"] == 11_497 * 4096 and row["max_concurrency"] == 11_497
+    assert row["groups"][0][4] == 1
+
+
+def test_falcon_mamba_7b_reads_intermediate_size_over_expand():
+    # falcon-mamba-7b: expand 16 but intermediate_size 8,192 (what the config class keeps and vLLM
+    # builds): conv (3, 8,192) + SSM (8,192, 16) in bf16 = 49,152 + 262,144 B per layer
+    model = _model("tiiuae--falcon-mamba-7b.json")
+    assert {x.intermediate_size for x in model.layers} == {8192}
+    assert model.layers[0].state_bytes == 3 * 8192 * 2 + 8192 * 16 * 2 == 311_296
+
+
+def test_mamba2_one_group_is_replicated_over_tp():
+    # mamba2-2.7b's shape: 80 heads of 64 = 5,120 channels, 1 group of state 128; at TP 8 the one
+    # group is replicated to 8 (vLLM's extra_groups_for_head_shards): conv (3, (5,120 + 2·8·128)/8
+    # = 896) bf16 and SSM (10, 64, 128) bf16
+    layer = _model("synthetic--mamba2-2.7b-shape-1-group.json").layers[0]
+    assert layer.state_bytes == 3 * (5120 + 2 * 128) * 2 + 80 * 64 * 128 * 2
+    assert layer.per_rank(8).state_bytes == 3 * 896 * 2 + 10 * 64 * 128 * 2
+
+
+def test_zamba2_hybrid_layers_hold_attention_and_mamba2():
+    # Zamba2Config(): 54 layers, 9 of them hybrid (a shared block's attention beside Mamba2), 32
+    # heads and KV heads of 2 × 2,560 / 32 = 160; Mamba2 of 2 × 2,560 channels, 8 heads of 640
+    model = _model("synthetic--zamba2-defaults.json")
+    both = [x for x in model.layers if type(x).__name__ == "ParallelHybrid"]
+    assert len(both) == 9 and len(model.layers) == 54
+    assert (both[0].attention.kv_heads, both[0].attention.k_dim) == (32, 160)
+    assert (both[0].mixer.num_heads, both[0].mixer.head_dim) == (8, 640)
+    # its weights (shared blocks, LoRA adapters) are not counted from config.json
+    with pytest.raises(KvcalcError):
+        weight_bytes(model, tensor_parallel_size=1)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
+@pytest.mark.parametrize(
+    "name", ["synthetic--mamba-defaults.json", "synthetic--zamba2-defaults.json"]
+)
+def test_the_other_engines_refuse_the_recurrent_families(engine, name):
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    with pytest.raises(KvcalcError) as refused:
+        get_engine(engine).plan_kv_cache(
+            EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
+        )
+    assert refused.value.code == "unsupported-model"

@@ -232,7 +232,10 @@ def _mamba1(m: Mamba1Weights, h: int, p: str, i: int) -> list[Tensor]:
     out += _linear(f"{p}.dt_proj", n, m.dt_rank, i, "column", bias=True)
     out.append(Tensor(name=f"{p}.A_log", rows=n, cols=s, role="vector", layer=i, split="column"))
     out.append(Tensor(name=f"{p}.D", rows=n, role="vector", layer=i, split="column"))
-    out.append(Tensor(name=f"{p}.dt_b_c_layernorms", rows=m.dt_rank + 2 * s, role="norm", layer=i))
+    if m.dt_b_c_norms:
+        out.append(
+            Tensor(name=f"{p}.dt_b_c_layernorms", rows=m.dt_rank + 2 * s, role="norm", layer=i)
+        )
     return out + _linear(f"{p}.out_proj", h, n, i, "row", bias=m.proj_bias)
 
 

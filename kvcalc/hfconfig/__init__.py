@@ -65,7 +65,10 @@ def parse_config(
     prov["num_layers"] = (
         f"{_first_path(r, 'num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')} = {num_layers}"
     )
-    heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    if check.family is not None and check.family.attention_free:
+        heads = r.int("num_attention_heads", default=0, minimum=0)
+    else:
+        heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
     hidden = r.int("hidden_size", "n_embd", "d_model", "dim", default=0, minimum=0)
     dtype, dtype_name = _model_dtype(r)
     if dtype_name is None:

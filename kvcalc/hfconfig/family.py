@@ -104,6 +104,9 @@ class Family:
     layouts: LayoutReader | None = None
     #: one line for ``inspect --explain``: what was checked, against what
     note: str = ""
+    #: no attention layer and no ``num_attention_heads`` (pure Mamba): the head count is 0, as
+    #: vLLM's ``get_total_num_attention_heads`` defaults it
+    attention_free: bool = False
     #: module that registered it (filled by the registry)
     module: str = field(default="", compare=False)
 

@@ -174,7 +174,7 @@ def _state_dtype(r: ConfigReader, key: str, default: CacheDtype) -> CacheDtype:
 def _mamba2(r: ConfigReader, hidden: int, dtype: CacheDtype, prov: dict[str, str]) -> Mamba2State:
     num_heads = r.int("mamba_num_heads", "num_heads")
     head_dim = r.int("mamba_head_dim", "head_dim")
-    state = r.int("ssm_state_size", "state_size")
+    state = r.int("ssm_state_size")
     groups = r.int("n_groups", default=1)
     kernel = r.int("conv_kernel", "mamba_d_conv", default=4)
     # Nemotron-H in vLLM keeps the SSM state in float32 unless the config says otherwise.

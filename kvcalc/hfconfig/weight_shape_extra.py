@@ -73,6 +73,8 @@ class Mamba1Weights:
     dt_rank: int
     conv_bias: bool = True
     proj_bias: bool = False
+    #: Jamba's weighted RMSNorms on dt, B and C (Mamba's and FalconMamba's mixers have none)
+    dt_b_c_norms: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,7 +60,10 @@ _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe"}
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
-_ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe"}
+_ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe", "mamba", "falcon_mamba",
+             "mamba2"}  # fmt: skip
+#: pure Mamba model types (``families/mamba.py``): a norm and a mixer per layer, no feed-forward
+_PURE_MAMBA = {"mamba", "falcon_mamba", "mamba2"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
 _TIE_DEFAULT = {
     "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "gpt2": True,
@@ -75,6 +78,7 @@ _TIE_DEFAULT = {
     "exaone_moe": False, "cohere2_moe": True,
     "phimoe": False, "qwen2_vl": False, "qwen2_vl_text": False, "glm4v_text": False,
     "glm4v_moe_text": False,
+    "mamba": True, "falcon_mamba": True, "mamba2": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
@@ -206,7 +210,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         moe=moe,
         mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
-        mamba1=_mamba1(r, hidden) if L.MAMBA1 in mixers else None,
+        mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=_vision(r, model_type, hidden, notes) if r.has("vision_config") else None,
         vision_encoder=r.has("vision_config"),
@@ -342,6 +346,10 @@ def _mla(r: ConfigReader) -> MlaWeights:
 
 
 def _mamba2(r: ConfigReader, model_type: str, hidden: int) -> Mamba2Weights:
+    if model_type == "mamba2":
+        from kvcalc.hfconfig.families.mamba import mamba2_weights as pure_mamba2
+
+        return pure_mamba2(r, hidden)
     from kvcalc.hfconfig.weights_mixers import granite_mamba2, mamba2_weights
 
     return granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r)
@@ -361,7 +369,11 @@ def _vision(
     return read_vision(r, model_type, hidden, notes)
 
 
-def _mamba1(r: ConfigReader, hidden: int) -> Mamba1Weights:
+def _mamba1(r: ConfigReader, model_type: str, hidden: int) -> Mamba1Weights:
+    if model_type in _PURE_MAMBA:
+        from kvcalc.hfconfig.families.mamba import mamba1_weights
+
+        return mamba1_weights(r, hidden)
     from kvcalc.hfconfig.families.jamba import jamba_mamba1  # the family owns its weight shapes
 
     return jamba_mamba1(r, hidden)
@@ -476,6 +488,8 @@ def _score_bias(r: ConfigReader, model_type: str) -> bool:
 
 
 def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...]) -> tuple[str, ...]:
+    if model_type in _PURE_MAMBA:  # a norm and a mixer per layer, no feed-forward
+        return ("none",) * n
     if model_type == "nemotron_h":  # one block per layer: '-' is an MLP, 'E' an MoE, M/* neither
         pattern = r.str("hybrid_override_pattern") or ""
         return tuple({"E": "moe", "-": "dense"}.get(c, "none") for c in pattern[:n])

@@ -38,7 +38,7 @@ def mamba2_weights(r: ConfigReader) -> Mamba2Weights:
         num_heads=r.int("mamba_num_heads", "num_heads"),
         head_dim=r.int("mamba_head_dim", "head_dim"),
         n_groups=r.int("n_groups", default=1),
-        state_size=r.int("ssm_state_size", "state_size"),
+        state_size=r.int("ssm_state_size"),
         conv_kernel=r.int("conv_kernel", "mamba_d_conv", default=4),
         conv_bias=r.bool("use_conv_bias", True),
         proj_bias=r.bool("mamba_proj_bias", False) or r.bool("use_bias", False),

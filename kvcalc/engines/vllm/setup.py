@@ -77,6 +77,11 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
         request, profile, model, mode, notes
     )
     block, padded, logs = _block_size(request, profile, model, checkpoint_alignment, notes)
+    if mode == "none" and not attention_layers(model.layers) and mixers(model.layers):
+        # MambaModelConfig.verify_and_update_config: without prefix caching mamba_block_size is
+        # max_model_len, and an attention-free model has no other block (one per request)
+        block = request.max_model_len
+        notes.append(f"attention-free: one state block of max_model_len {block:,} tokens")
     mnbt, seqs, in_flight = _scheduler(request, profile, model, notes)
     config_logs: tuple[str, ...] = ()
     if profile.fp32_to_platform_dtype:  # --dtype: vLLM's fallback warning, or its refusal
@@ -118,7 +123,15 @@ def _length_refusal(request: EngineRequest, notes: list[str]) -> tuple[str | Non
     """vLLM's refusal of a ``max_model_len`` above the model's derived length, and its fix."""
     refusal = fix = None
     derived = request.model.max_model_len
-    if request.max_model_len > derived:
+    if request.model.max_model_len_key is None:
+        # _get_and_verify_max_len: no length key in the config, so a length the user gives is
+        # taken as it is (the 2,048 fallback is only the default)
+        if request.max_model_len > derived:
+            notes.append(
+                f"no length key in config.json: vLLM takes max_model_len {request.max_model_len:,} "
+                f"as given (its {derived:,} is only the default)"
+            )
+    elif request.max_model_len > derived:
         if request.extra.get("allow_long_max_model_len"):
             notes.append(
                 f"max_model_len {request.max_model_len:,} exceeds the model's derived {derived:,}: "
@@ -303,12 +316,16 @@ def _mamba_mode(
     if not model.memo(("vllm.recurrent",), lambda: any(isinstance(x, RecurrentState)
                                                         for x in model.layers)):  # fmt: skip
         return "none"
-    prefix = True if request.enable_prefix_caching is None else request.enable_prefix_caching
+    # EngineArgs: prefix caching defaults to ModelConfig.is_prefix_caching_supported, which is
+    # False for an attention-free model (Mamba, Mamba2: "still experimental")
+    free = not attention_layers(model.layers)
+    prefix = not free if request.enable_prefix_caching is None else request.enable_prefix_caching
     default = "align" if prefix else "none"
     given = extra_choice(request.extra, "mamba_cache_mode", None, ("none", "align"))
     mode = default
     how = f"prefix caching {'on' if prefix else 'off'}"
-    how += ", the default" if request.enable_prefix_caching is None else ""
+    if request.enable_prefix_caching is None:
+        how += ", the default" + (" for an attention-free model" if free else "")
     if given is not None and given != default:
         if profile.in_flight_batches:
             how += f"; -E mamba_cache_mode={given} has no effect in vLLM 0.33 (deprecated)"

@@ -25,6 +25,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "exaone_moe": "exaone_moe",
     "falcon": "falcon",
     "falcon_h1": "falcon_h1",
+    "falcon_mamba": "mamba",
     "gemma": "gemma1",
     "gemma2": "gemma",
     "gemma3": "gemma",
@@ -60,6 +61,8 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "llama": "llama",
     "llama4": "llama4",
     "llama4_text": "llama4",
+    "mamba": "mamba",
+    "mamba2": "mamba",
     "mimo": "qwen",
     "mimo_v2": "mimo_v2",
     "mimo_v2_flash": "mimo_v2",
@@ -94,4 +97,5 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "seed_oss": "seed_oss",
     "stablelm": "stablelm",
     "step3_text": "step3_text",
+    "zamba2": "zamba2",
 }
