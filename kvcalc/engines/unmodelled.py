@@ -9,7 +9,7 @@ against their code for these families, so they refuse them (``unsupported-model`
 - SGLang, llama.cpp, TensorRT-LLM: DeepSeek-V4's compressed caches and the sparse-attention indexer;
 - every engine but vLLM: the families added from vLLM 0.33's registry (:data:`VLLM_ONLY`), checked
   against vLLM's model code and recorded runs only (llama.cpp keeps Qwen2-MoE: its ``qwen2moe`` graph
-  was checked against llama.cpp's own runs) (Cohere2's window is vLLM's ``sliding_window + 1``;
+  was checked against llama.cpp's own runs, and its pure Mamba-2 graph) (Cohere2's window is vLLM's ``sliding_window + 1``;
   another engine's own rule was not read).
 """
 
@@ -50,8 +50,9 @@ VLLM_ONLY = {
     "glm4v_moe": "GLM-4.5V", "glm4v_moe_text": "GLM-4.5V",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
-#: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE)
-_ALSO_CHECKED = {"qwen2_moe": ("llamacpp",)}
+#: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure
+#: ``mamba2`` graph (``engines/llamacpp/graph_ssm.py``, Mamba-2 130M's shape)
+_ALSO_CHECKED = {"qwen2_moe": ("llamacpp",), "mamba2": ("llamacpp",)}
 
 
 def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] = ()) -> None:
