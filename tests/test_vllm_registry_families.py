@@ -27,7 +27,7 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
-#: the pure and hybrid recurrent families (Mamba, FalconMamba, Mamba2, Zamba2), recorded apart
+#: the recurrent families (Mamba, FalconMamba, Mamba2, Zamba2) and Granite's SWA models, recorded apart
 RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
 DATA = json.loads(FIXTURE.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
@@ -90,8 +90,8 @@ def test_every_family_is_recorded():
             "nemotron", "ministral3", "glm4_moe_lite", "cohere2_moe", "exaone_moe", "granitemoeshared",
             "chatglm", "hyperclovax", "step3_text", "afmoe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
-    recurrent = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
-    assert recurrent == {"mamba", "falcon_mamba", "mamba2", "zamba2"}
+    apart = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
+    assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa"}
 
 
 def test_grid_is_complete():
@@ -484,3 +484,16 @@ def test_the_other_engines_refuse_the_recurrent_families(engine, name):
             EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
         )
     assert refused.value.code == "unsupported-model"
+
+
+def test_granite_swa_layer_types_and_sinks():
+    # GraniteSWAConfig(): layer_types every 4th layer full from layer 0, the rest slide over 128;
+    # 4 KV heads of 2,560 / 20 = 128; each layer's attention keeps one sink per head (weights)
+    model = _model("synthetic--granite-swa-defaults.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [None, 128, 128, 128] and windows.count(None) == 24 // 4
+    assert (model.layers[0].kv_heads, model.layers[0].k_dim) == (4, 128)
+    assert model.weights.attention.sinks
+    # the MoE model's heads are hidden_size / num_attention_heads wide (granitemoe.py)
+    moe = _model("synthetic--granitemoe-swa-defaults.json").layers[1]
+    assert (moe.kv_heads, moe.k_dim, moe.sliding_window) == (32, 4096 // 32, 128)

@@ -54,7 +54,9 @@ _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
-_GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared"}
+_GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared", "granitemoe_swa"}
+#: Granite with sliding windows and attention sinks (``families/granite_swa.py``)
+_GRANITE_SWA = {"granite_swa", "granitemoe_swa"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
@@ -78,7 +80,7 @@ _TIE_DEFAULT = {
     "exaone_moe": False, "cohere2_moe": True,
     "phimoe": False, "qwen2_vl": False, "qwen2_vl_text": False, "glm4v_text": False,
     "glm4v_moe_text": False,
-    "mamba": True, "falcon_mamba": True, "mamba2": False,
+    "granite_swa": True, "granitemoe_swa": False, "mamba": True, "falcon_mamba": True, "mamba2": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
@@ -316,6 +318,11 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         qkv_bias, o_bias = r.bool("attention_bias", _QKV_BIAS_KEYED[model_type]), False
     else:
         qkv_bias = o_bias = r.bool("attention_bias")
+    sinks = model_type == "gpt_oss"
+    if model_type in _GRANITE_SWA:
+        from kvcalc.hfconfig.families.granite_swa import granite_swa_sinks
+
+        sinks = granite_swa_sinks(r)
     return AttentionWeights(
         num_heads=heads,
         num_kv_heads=kv,
@@ -324,7 +331,7 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         o_bias=o_bias,
         qk_norm=model_type in _QK_NORM or (model_type in _QK_NORM_KEYED and r.bool("use_qk_norm")),
         output_gate=model_type in _OUTPUT_GATE,
-        sinks=model_type == "gpt_oss",
+        sinks=sinks,
         qk_norm_full=model_type in _QK_NORM_FULL
         or (model_type in _QK_NORM_FULL_KEYED and r.bool("use_qk_norm")),
     )

@@ -74,8 +74,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "DoryForCausalLM",
             "FlintForCausalLM",
             "Glm5NextForCausalLM",
-            "GraniteMoeSWAForCausalLM",
-            "GraniteSWAForCausalLM",
             "HCXVisionV2ForCausalLM",
             "HYV3ForCausalLM",
             "HYV4ForCausalLM",

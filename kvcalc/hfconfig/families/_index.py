@@ -51,6 +51,8 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "granitemoe": "granite",
     "granitemoehybrid": "granite_hybrid",
     "granitemoeshared": "granite",
+    "granite_swa": "granite_swa",
+    "granitemoe_swa": "granite_swa",
     "jamba": "jamba",
     "kimi_k2": "deepseek",
     "kimi_k25": "deepseek",

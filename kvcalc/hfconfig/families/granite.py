@@ -49,8 +49,8 @@ FAMILIES = (
     Family(
         name="granitemoeshared",
         model_types={"granitemoeshared"},
-        # registry.py maps GraniteMoeSWAForCausalLM to the same class, but its sliding layers were
-        # not recorded: only this spelling is read
+        # registry.py maps GraniteMoeSWAForCausalLM to the same class: its granitemoe_swa configs
+        # are families/granite_swa.py's
         architectures={"GraniteMoeSharedForCausalLM"},
         layouts=read_granitemoeshared,
         note="Granite 3 MoE with a shared MLP: full attention per layer, heads hidden_size / "
