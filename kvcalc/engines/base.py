@@ -324,6 +324,9 @@ class MemoryInputs:
     model: ModelShape | None = None
     #: the memory fraction (vLLM ``--gpu-memory-utilization``...); None = the engine's default
     gpu_memory_utilization: float | None = None
+    #: the engine options (``-E``) where its default fraction reads them (SGLang's chunked
+    #: prefill and CUDA-graph settings)
+    extra: Mapping[str, Any] = field(default_factory=dict)
     #: one stage's weights and overhead terms, per GPU
     weights_bytes: int = 0
     activation_bytes: int = 0

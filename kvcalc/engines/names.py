@@ -238,10 +238,10 @@ _TRAITS = {
                                     fraction_option="mem_fraction_static",
                                     prefix_caching_off_option="disable_radix_cache", dp_attention=True,
                                     unread_settings=(
-                                        ("max_num_batched_tokens", "SGLang's --chunked-prefill-size "
-                                         "is not modelled: kvcalc takes its default"),
-                                        ("enforce_eager", "SGLang's --disable-cuda-graph is not "
-                                         "modelled: its graph reserve is kept"),
+                                        ("max_num_batched_tokens", "SGLang's setting is "
+                                         "--chunked-prefill-size: -E chunked_prefill_size=N"),
+                                        ("enforce_eager", "SGLang's setting is "
+                                         "--disable-cuda-graph: -E disable_cuda_graph=true"),
                                         *_VLLM_GRAPHS),
                                     own_dcp=True, sglang_speculative=True,
                                     serve_program="python -m sglang.launch_server --model-path {model}",

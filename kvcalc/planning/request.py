@@ -75,6 +75,7 @@ def memory_inputs(model: ModelShape, deployment: Deployment) -> MemoryInputs:
         max_num_seqs=inputs.max_num_seqs,
         model=model,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
+        extra=dict(inputs.engine_options),
     )
 
 

@@ -16,6 +16,7 @@ from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
+from kvcalc.engines.sglang.graphs import DEFAULT_SETTINGS, GRAPH_KEYS, ReserveSettings
 from kvcalc.engines.sglang.hicache import KEYS as HICACHE_KEYS
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
@@ -41,13 +42,12 @@ EXTRA_KEYS = (
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
     *HICACHE_KEYS,
+    *GRAPH_KEYS,
 )
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip
 #: what ``--kv-cache-dtype`` takes for SGLang (no integer caches)
 KV_CACHE_DTYPES = ("auto", *_DTYPES)
-#: ``--max-prefill-tokens`` default (printed in the ``max_total_num_tokens=`` line)
-MAX_PREFILL_TOKENS = 16384
 #: DeepSeek-V4 and KDA hybrids: breakable prefill graphs are off (``disable_breakable_cudagraph_if_incompatible``)
 _NO_PREFILL_GRAPH_ARCHS = frozenset({"DeepseekV4ForCausalLM", "KimiLinearForCausalLM"})
 
@@ -77,6 +77,7 @@ def memory_defaults(
     attn_dp: int = 1,
     max_running_requests: int | None = None,
     dcp: int = 1,
+    settings: ReserveSettings = DEFAULT_SETTINGS,
 ) -> MemoryDefaults:
     """``handle_gpu_memory_settings`` of SGLang 0.5.23 without DeepEP (speculation runs after it
     and leaves it as it is: DeepSeek-V3 TP 8 with NEXTN keeps 0.799, recorded).
@@ -86,7 +87,18 @@ def memory_defaults(
     (at least 10,240), so round((81,559 − 13,904) / 81,559, 3) = 0.83. An MLA model reserves
     1,536 MiB for prefill graphs instead of 8 per size: 0.816. ``"2025.03"``/``"2025.02"`` (0.4.x) are a table by
     TP alone: 0.88, 0.87 from TP 2, 0.85 from 4, 0.81 from 8, 0.79 from 16.
+
+    ``settings`` are the launch flags that move the reserve (:mod:`~kvcalc.engines.sglang.graphs`):
+    a given ``--chunked-prefill-size`` replaces the tier's (``-1``: the activation term takes
+    ``max(--max-prefill-tokens, 2,048)`` and no prefill graph size is captured), a given
+    ``--cuda-graph-max-bs-decode`` the tier's decode ``max_bs`` (and is not capped by
+    ``--max-running-requests``), ``--cuda-graph-max-bs-prefill`` the prefill graphs' largest size
+    (the MLA and ``llama-2`` caps apply only to the default); a disabled decode graph drops
+    ``max_bs · 2`` (DP attention's padding stays), a disabled prefill graph its 8 MiB per size or
+    MLA's 1,536 MiB. Recorded: tests/fixtures/sglang_0_5_23/graph_reserve.json.
     """
+    if profile != "latest" and settings.given:
+        raise settings.refusal(profile)
     mem = None if not gpu_memory_bytes else gpu_memory_bytes / MIB
     small = tp < 4
     if profile in LEGACY:
@@ -109,14 +121,26 @@ def memory_defaults(
         chunk, graph_bs = 8192, 256 if small else 512
     else:
         chunk, graph_bs = 16384, 512
-    if max_running_requests is not None:  # a given --max-running-requests caps the decode graphs
+    if settings.chunked_prefill_size is not None:
+        chunk = settings.chunked_prefill_size
+    if settings.decode_max_bs is not None:
+        graph_bs = settings.decode_max_bs
+    elif max_running_requests is not None:  # a given --max-running-requests caps the default
         graph_bs = min(graph_bs, max_running_requests)
     mla = model is not None and model.is_mla
     sizes = 0
-    if profile == "latest" and dcp == 1 and _prefill_graph(model, pp):  # off under DCP
-        sizes = len(prefill_graph_sizes(_prefill_graph_max_bs(model, chunk, mla)))
-    prefill_mib = (1536 if mla else 8 * sizes) if sizes else 0
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill_mib
+    prefill_on = (
+        profile == "latest" and dcp == 1 and settings.prefill_graph and _prefill_graph(model, pp)
+    )  # off under DCP
+    if prefill_on:
+        prefill_max = settings.prefill_max_bs
+        if prefill_max is None:
+            prefill_max = _prefill_graph_max_bs(model, chunk, mla, settings.max_total_tokens)
+        sizes = len(prefill_graph_sizes(prefill_max))
+    prefill_mib = (1536 if mla else 8 * sizes) if prefill_on else 0
+    activation = chunk if chunk > 0 else settings.max_prefill_tokens
+    decode_mib = graph_bs * 2 if settings.decode_graph else 0
+    reserved = 512 + max(activation, 2048) * 1.5 + tp * pp / 8 * 1024 + decode_mib + prefill_mib
     if attn_dp > 1:  # reserve_for_graph_mb: DP attention pads its decode graphs
         reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
     if mem is not None and mem > 60 * 1024:
@@ -131,11 +155,11 @@ def memory_defaults(
 def default_mem_fraction_static(
     gpu_memory_bytes: int | None, tp: int = 1, pp: int = 1, model: ModelShape | None = None,
     profile: str = "latest", attn_dp: int = 1, max_running_requests: int | None = None,
-    dcp: int = 1,
+    dcp: int = 1, settings: ReserveSettings = DEFAULT_SETTINGS,
 ) -> float:  # fmt: skip
     """``mem_fraction_static`` when not given (:func:`memory_defaults`)."""
     return memory_defaults(profile, gpu_memory_bytes, tp, pp, model, attn_dp,
-                           max_running_requests, dcp).mem_fraction_static  # fmt: skip
+                           max_running_requests, dcp, settings).mem_fraction_static  # fmt: skip
 
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:
@@ -156,8 +180,12 @@ def _prefill_graph(model: ModelShape | None, pp: int) -> bool:
     return not (set(model.architectures) & _NO_PREFILL_GRAPH_ARCHS)
 
 
-def _prefill_graph_max_bs(model: ModelShape | None, chunk: int, mla: bool) -> int:
+def _prefill_graph_max_bs(
+    model: ModelShape | None, chunk: int, mla: bool, max_total_tokens: int | None
+) -> int:
     max_bs = min(8192, chunk) if mla else chunk
+    if max_total_tokens is not None:  # a given --max-total-tokens caps the prefill graphs
+        max_bs = min(max_bs, max_total_tokens)
     if model is not None and "llama-2" in model.name.lower():
         max_bs = min(max_bs, 4096)  # SGLang matches "llama-2" in the model path
     return max_bs

@@ -14,7 +14,6 @@ from kvcalc.engines.sglang import dcp, hicache, layers, mamba, multimodal, paral
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
     LEGACY,
-    MAX_PREFILL_TOKENS,
     VERSIONS,
     cache_dtype,
     default_max_running_requests,
@@ -23,6 +22,7 @@ from kvcalc.engines.sglang.defaults import (
     memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
+from kvcalc.engines.sglang.graphs import check_chunk, reserve_settings
 from kvcalc.engines.sglang.hicache import HiCacheTier
 from kvcalc.engines.sglang.lora import SglangLoraPool, check_lora_deployment
 from kvcalc.engines.sglang.refused import refuse_unverified
@@ -30,6 +30,7 @@ from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request
 from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
+from kvcalc.estimate.captures import CudaGraphCaptures
 from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.shape import ModelShape
@@ -50,8 +51,17 @@ class SglangEngine:
             memory.gpu_memory_bytes, memory.tensor_parallel_size, memory.pipeline_parallel_size,
             memory.model, profile=_profile(memory.engine_version),
             attn_dp=memory.attention_data_parallel_size, max_running_requests=memory.max_num_seqs,
-            dcp=memory.decode_context_parallel_size,
+            dcp=memory.decode_context_parallel_size, settings=reserve_settings(memory.extra),
         )  # fmt: skip
+
+    def cudagraph_captures(self, request: EngineRequest) -> CudaGraphCaptures | None:
+        """None captured under ``--disable-cuda-graph`` (or both phases disabled): the
+        CUDA-graph estimate shown beside SGLang's reserve is then 0; otherwise None (the
+        estimate's default set)."""
+        settings = reserve_settings(request.extra)
+        if settings.decode_graph or settings.prefill_graph:
+            return None
+        return CudaGraphCaptures(source="SGLang with its CUDA graphs disabled")
 
     def speculative_draft(
         self, model: ModelShape, config: SpeculativeConfig, *, tensor_parallel_size: int,
@@ -106,8 +116,9 @@ class SglangEngine:
         fraction = memory.gpu_memory_utilization
         if fraction is None:
             fraction = default_mem_fraction_static(
-                total, tp, profile=_profile(memory.engine_version)
-            )
+                total, tp, profile=_profile(memory.engine_version),
+                settings=reserve_settings(memory.extra),
+            )  # fmt: skip
         before = (total - memory.non_torch_bytes) / GIB
         after = (total - memory.non_torch_bytes - memory.weights_bytes) / GIB
         if tp > 1:
@@ -197,10 +208,14 @@ def _plan(
         (swa_tokens + page) * widest.swa_bytes if hybrid else 0
     )
     kv_bytes = kv_bytes if tokens else 0  # "+ page_size": one padding slot per buffer
+    settings = reserve_settings(request.extra)
     memory = memory_defaults(profile, request.gpu_memory_bytes, request.tensor_parallel_size,
                              request.pipeline_parallel_size, request.model,
                              attn_dp=request.attention_data_parallel_size,
-                             max_running_requests=request.max_num_seqs, dcp=dcp_size)  # fmt: skip
+                             max_running_requests=request.max_num_seqs, dcp=dcp_size,
+                             settings=settings)  # fmt: skip
+    chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
+    check_chunk(chunk, page)
     # the fraction the budget was sized with (scheduler.py: --mem-fraction-static as given)
     fraction = (
         request.gpu_memory_utilization
@@ -217,10 +232,9 @@ def _plan(
                       swa_tokens)  # fmt: skip
     logical = tokens * dcp_size  # DCP: each rank's rows are every dcp-th token of a request
     if tokens > 0:
-        chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
         logs.append(
             f"max_total_num_tokens={logical}, chunked_prefill_size={chunk}, "
-            f"max_prefill_tokens={MAX_PREFILL_TOKENS}, max_running_requests={running}, "
+            f"max_prefill_tokens={settings.max_prefill_tokens}, max_running_requests={running}, "
             f"context_len={L}"
         )
     if hybrid:

@@ -192,12 +192,10 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
     ),
     "CUDA graphs and compilation": (
         "--cuda-graph-config", "--cuda-graph-backend-decode", "--cuda-graph-backend-prefill",
-        "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill", "--cuda-graph-bs-decode",
-        "--cuda-graph-bs-prefill", "--cuda-graph-prefill-max-context",
-        "--disable-prefill-cuda-graph", "--disable-decode-cuda-graph",
+        "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill", "--cuda-graph-prefill-max-context",
         "--disable-cuda-graph-padding", "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
         "--debug-cuda-graph", "--enable-torch-compile", "--enable-torch-compile-debug-mode",
-        "--torch-compile-max-bs", "--cuda-graph-max-seq-len-prefill", "--disable-cuda-graph",
+        "--torch-compile-max-bs", "--cuda-graph-max-seq-len-prefill",
     ),
     "kernels, communication and their workspaces": (
         "--enable-fp32-lm-head", "--enable-tf32-matmul", "--enable-p2p-check", "--device",
@@ -280,8 +278,8 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--weight-cache-timeout", "--forward-hooks", "--msprobe-dump-config", "--config",
     ),
     "the scheduler's batch budget": (
-        "--chunked-prefill-size", "--prefill-decode-interval", "--enable-dynamic-chunking",
-        "--max-prefill-tokens", "--prefill-max-requests", "--schedule-policy",
+        "--prefill-decode-interval", "--enable-dynamic-chunking", "--prefill-max-requests",
+        "--schedule-policy",
         "--enable-priority-scheduling", "--disable-priority-preemption",
         "--default-priority-value", "--abort-on-priority-when-disabled",
         "--schedule-low-priority-values-first", "--priority-scheduling-preemption-threshold",

@@ -1,0 +1,185 @@
+"""SGLang 0.5.23's ``mem_fraction_static`` under the settings that move its reserve:
+``--chunked-prefill-size`` (``-1`` included), ``--max-prefill-tokens``,
+``--cuda-graph-max-bs-decode``/``-prefill``, ``--disable-cuda-graph``,
+``--disable-decode-cuda-graph``, ``--disable-prefill-cuda-graph``, beside
+``--max-running-requests`` and DP attention (``kvcalc/engines/sglang/graphs.py``).
+
+Every row of ``tests/fixtures/sglang_0_5_23/graph_reserve.json`` is SGLang's own argument
+resolution (the SGLang reference tool, emulated GPUs): kvcalc's fraction, chunk, decode graph
+``max_bs`` and number of prefill graph sizes must equal it, and where SGLang fails kvcalc refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.engines.sglang.defaults import memory_defaults
+from kvcalc.engines.sglang.graphs import GRAPH_KEYS, check_chunk, reserve_settings
+from kvcalc.errors import InputError
+from kvcalc.hfconfig import parse_config
+from kvcalc.units import MIB
+
+HERE = Path(__file__).parent / "fixtures"
+FIXTURE = json.loads((HERE / "sglang_0_5_23" / "graph_reserve.json").read_text())
+ENTRIES = FIXTURE["entries"]
+OK = [e for e in ENTRIES if e["status"] == "ok"]
+FAILED = [e for e in ENTRIES if e["status"] != "ok"]
+CONFIGS = json.loads((HERE / "vllm_0_33" / "reference_configs.json").read_text())["models"]
+
+
+def _id(entry: dict) -> str:
+    args = ",".join(f"{k}={v}" for k, v in entry["server_args"].items()) or "defaults"
+    return f"{entry['config'][:-5]}-tp{entry['tp']}-{entry['gpu_memory_mib']}MiB-{args}"
+
+
+def _shape(name: str):
+    m = CONFIGS[name]
+    return parse_config(m["config"], name=name[:-5].replace("--", "/"))
+
+
+def _extra(entry: dict) -> dict:
+    return {k: v for k, v in entry["server_args"].items() if k in (*GRAPH_KEYS, "max_total_tokens")}
+
+
+def _dp(entry: dict) -> int:
+    args = entry["server_args"]
+    return args.get("dp_size", 1) if args.get("enable_dp_attention") else 1
+
+
+def test_the_grid_covers_every_setting():
+    given = {k for e in ENTRIES for k in e["server_args"]}
+    assert set(GRAPH_KEYS) <= given
+    assert len(OK) >= 50 and len(FAILED) == 4
+
+
+@pytest.mark.parametrize("entry", OK, ids=_id)
+def test_reserve_equals_sglang(entry):
+    dp = _dp(entry)
+    got = memory_defaults(
+        "latest",
+        entry["gpu_memory_mib"] * MIB,
+        entry["tp"],
+        1,
+        _shape(entry["config"]),
+        attn_dp=dp,
+        max_running_requests=entry["server_args"].get("max_running_requests"),
+        settings=reserve_settings(_extra(entry)),
+    )
+    assert got.mem_fraction_static == entry["mem_fraction_static"]
+    # DP attention divides the chunk after the fraction was resolved (handle_data_parallelism)
+    assert got.chunked_prefill_size // dp == entry["chunked_prefill_size"]
+    graphs = entry["cuda_graph"]
+    assert got.decode_graph_max_bs == graphs["decode"]["max_bs"]
+    prefill = graphs["prefill"]
+    if dp == 1:  # under DP attention SGLang re-clamps the prefill graphs after the fraction
+        captured = 0 if prefill["backend"] == "disabled" else prefill["num_bs"]
+        assert got.prefill_graph_sizes == captured
+
+
+@pytest.mark.parametrize("entry", FAILED, ids=_id)
+def test_sglang_refusals_are_refused(entry):
+    # SGLang 0.5.23 asserts "chunked_prefill_size must be divisible by page_size"
+    assert "divisible by page_size" in entry["error"]
+    args = entry["server_args"]
+    shape = _shape(entry["config"])
+    chunk = memory_defaults(
+        "latest",
+        entry["gpu_memory_mib"] * MIB,
+        entry["tp"],
+        1,
+        shape,
+        attn_dp=_dp(entry),
+        settings=reserve_settings(_extra(entry)),
+    )
+    with pytest.raises(InputError) as caught:
+        check_chunk(chunk.chunked_prefill_size // _dp(entry), args["page_size"])
+    assert caught.value.code == "invalid-input"
+
+
+def _row(**server_args) -> dict:
+    """The recorded Llama-3.1-8B TP 1 H100 row with exactly these settings."""
+    (row,) = [
+        e
+        for e in OK
+        if e["config"] == "meta-llama--Llama-3.1-8B.json"
+        and e["tp"] == 1
+        and e["gpu_memory_mib"] == 81_559
+        and e["server_args"] == server_args
+    ]
+    return row
+
+
+@pytest.mark.parametrize(
+    ("options", "flags", "server_args"),
+    [
+        (["-E", "chunked_prefill_size=16384"], "--chunked-prefill-size 16384",
+         {"chunked_prefill_size": 16384}),
+        (["-E", "chunked_prefill_size=-1", "-E", "max_prefill_tokens=32768"],
+         "--chunked-prefill-size -1 --max-prefill-tokens 32768",
+         {"chunked_prefill_size": -1, "max_prefill_tokens": 32768}),
+        (["-E", "disable_cuda_graph=true", "-E", "chunked_prefill_size=2048"],
+         "--disable-cuda-graph --chunked-prefill-size 2048",
+         {"chunked_prefill_size": 2048, "disable_cuda_graph": True}),
+    ],
+)  # fmt: skip
+def test_the_plan_takes_the_fraction_sglang_resolves(cli, tmp_path, options, flags, server_args):
+    """From -E options, a pasted launch_server command and a deployment file alike."""
+    expected = _row(**server_args)["mem_fraction_static"]
+    # the emulated H100's 81,559 MiB (kvcalc's catalog H100 is the driver's 79.22 GiB)
+    gpu = ("--gpu", "H100", "--gpu-memory", "81559MiB", "--max-model-len", "8192", "--json")
+    by_option = cli("plan", "llama-3.1-8b", *gpu, "--engine", "sglang", *options)
+    command = f"python -m sglang.launch_server --model-path llama-3.1-8b {flags}"
+    by_command = cli("plan", *gpu, "--from-command", command)
+    spec = tmp_path / "d.yaml"
+    spec.write_text(
+        "deployments:\n  - model: llama-3.1-8b\n    engine: sglang\n    gpu: H100\n"
+        "    gpu_memory: 81559MiB\n    max_model_len: 8192\n"
+        f"    engine_options: {json.dumps(server_args)}\n"
+    )
+    filed = cli("check", str(spec), "--format", "json")
+    assert filed.exit_code == 0, filed.stderr
+    for result in (by_option, by_command):
+        assert result.exit_code == 0, result.stderr
+        assert result.json["memory"]["gpu_memory_utilization"] == expected
+    assert json.loads(filed.stdout)[0]["memory"]["gpu_memory_utilization"] == expected
+
+
+def test_a_chunk_off_the_page_is_refused_through_the_cli(cli):
+    result = cli("plan", "llama-3.1-8b", "--gpu", "H100", "--engine", "sglang",
+                 "-E", "page_size=64", "-E", "chunked_prefill_size=3000")  # fmt: skip
+    assert result.exit_code == 2
+    assert "error[invalid-input]" in result.stderr and "divisible by the page" in result.stderr
+
+
+@pytest.mark.parametrize("value", [0, -2, True, "4096"])
+def test_a_chunk_that_is_neither_minus_one_nor_positive_is_refused(value):
+    with pytest.raises(InputError) as caught:
+        reserve_settings({"chunked_prefill_size": value})
+    assert caught.value.code == "invalid-input"
+
+
+def test_older_profiles_refuse_the_settings():
+    with pytest.raises(InputError) as caught:
+        memory_defaults(
+            "0.5.8", 81_559 * MIB, settings=reserve_settings({"disable_cuda_graph": True})
+        )
+    assert caught.value.code == "unmodelled-option"
+    # --max-total-tokens alone is not one of them: the older profiles keep taking it
+    kept = memory_defaults(
+        "0.5.8", 81_559 * MIB, settings=reserve_settings({"max_total_tokens": 4096})
+    )
+    assert kept.mem_fraction_static == memory_defaults("0.5.8", 81_559 * MIB).mem_fraction_static
+
+
+def test_no_graph_memory_is_shown_when_sglang_captures_none(cli):
+    """``--disable-cuda-graph`` sets both phases' backend to ``disabled``
+    (``parse_cuda_graph_config``): SGLang captures no graph, so the CUDA-graph estimate shown
+    beside its reserve is 0; one phase left on keeps it."""
+    base = ("plan", "llama-3.1-8b", "--gpu", "H100", "--engine", "sglang", "--json")
+    off = cli(*base, "-E", "disable_cuda_graph=true")
+    decode_only = cli(*base, "-E", "disable_prefill_cuda_graph=true")
+    assert off.json["memory"]["cudagraph_bytes"] == 0
+    assert decode_only.json["memory"]["cudagraph_bytes"] > 0
