@@ -20,7 +20,7 @@ from kvcalc.planning.inputs import PlanInputs
 GIVEN = {
     "max_num_batched_tokens": 4096, "enforce_eager": True, "enable_prefix_caching": False,
     "cudagraph_mode": "piecewise", "cudagraph_capture_sizes": (1, 2, 4),
-    "max_cudagraph_capture_size": 4, "async_scheduling": False,
+    "max_cudagraph_capture_size": 4, "async_scheduling": False, "disable_sliding_window": True,
 }  # fmt: skip
 CASES = [(e, name) for e in EngineName for name, _ in traits(e).unread_settings]
 
@@ -46,8 +46,13 @@ def test_vllm_reads_them_all():
 
 def test_the_lists():
     unread = {e: {n for n, _ in traits(e).unread_settings} for e in EngineName}
-    graphs = {"cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size"}
-    # vLLM's CUDA-graph settings and its async scheduling: vLLM's alone
+    graphs = {
+        "cudagraph_mode",
+        "cudagraph_capture_sizes",
+        "max_cudagraph_capture_size",
+        "disable_sliding_window",
+    }
+    # vLLM's CUDA-graph settings, its async scheduling and --disable-sliding-window: vLLM's alone
     assert all(graphs | {"async_scheduling"} <= unread[e] for e in EngineName if e.value != "vllm")
     # SGLang reads prefix caching (--disable-radix-cache) but not vLLM's batch or eager settings
     assert unread[EngineName.SGLANG] == graphs | {"async_scheduling", "max_num_batched_tokens",

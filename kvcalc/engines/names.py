@@ -219,6 +219,7 @@ _VLLM_GRAPHS = (
     ("cudagraph_capture_sizes", "they are vLLM's CUDA-graph sizes"),
     ("max_cudagraph_capture_size", "it is vLLM's largest CUDA graph"),
     ("async_scheduling", "it is vLLM's scheduler setting"),
+    ("disable_sliding_window", "it is vLLM's sliding-window setting"),
 )
 _NO_PREFIX_CACHE = (("enable_prefix_caching", "kvcalc models prefix caching for vLLM and SGLang"),)
 

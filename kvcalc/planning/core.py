@@ -43,7 +43,13 @@ from kvcalc.planning.deployment_terms import (
     with_host_tier,
     with_mm_budget,
 )
-from kvcalc.planning.engine_asks import host_tier, recurrent_dtypes, speculative_draft, weight_dtype
+from kvcalc.planning.engine_asks import (
+    host_tier,
+    recurrent_dtypes,
+    sliding_window_off,
+    speculative_draft,
+    weight_dtype,
+)
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.parallel import gpu_layout, has_routed_experts
 from kvcalc.planning.parallel_checks import check_model_parallelism
@@ -102,6 +108,8 @@ def plan(
     check_model_parallelism(model, inputs)
     model, state_notes = recurrent_dtypes(engine, model, inputs.mamba_cache_dtype,
                                           inputs.mamba_ssm_cache_dtype)  # fmt: skip
+    model, window_notes = sliding_window_off(engine, model, inputs.disable_sliding_window)
+    state_notes = (*state_notes, *window_notes)
     gpu, memory = deployment.gpu, deployment.memory_bytes
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip

@@ -133,6 +133,19 @@ def mm_terms(engine: Engine, request: EngineRequest) -> Any:
     return None
 
 
+def sliding_window_off(engine: Engine, model: Any, disable: bool) -> tuple[Any, tuple[str, ...]]:
+    """``model`` as the engine serves it under vLLM's ``--disable-sliding-window`` (its optional
+    ``without_sliding_window``; the setting is refused for other engines before this)."""
+    if not disable:
+        return model, ()
+    ask = getattr(engine, "without_sliding_window", None)
+    if ask is None:
+        raise InputError(f"--disable-sliding-window is vLLM's; not modelled for "
+                         f"{traits(engine.name).name.display}", hint="plan without it",
+                         code="unmodelled-option")  # fmt: skip
+    return ask(model)
+
+
 def recurrent_dtypes(
     engine: Engine, model: Any, conv: str | None, ssm: str | None
 ) -> tuple[Any, tuple[str, ...]]:

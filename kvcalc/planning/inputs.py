@@ -82,6 +82,8 @@ class PlanInputs:
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    #: vLLM's ``--disable-sliding-window``
+    disable_sliding_window: bool = False
     #: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` (None: the engine's default, on)
     enable_prefix_caching: bool | None = None
     #: vLLM's ``--async-scheduling`` / ``--no-async-scheduling`` (None: its default, on)

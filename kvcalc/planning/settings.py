@@ -263,6 +263,10 @@ SETTINGS: tuple[Setting, ...] = (
        serve=("--block-size",), minimum=1, default_help="the engine's"),
     _s("enforce_eager", Kind.BOOL, S, "No CUDA graphs (no graph memory).", field="enforce_eager",
        yaml="enforce_eager", serve=("--enforce-eager",), default=False),
+    _s("disable_sliding_window", Kind.BOOL, S, "vLLM's --disable-sliding-window: sliding-window "
+       "layers attend to every token (full-attention caches) and max_model_len is capped at the "
+       "window.", field="disable_sliding_window", yaml="disable_sliding_window",
+       serve=("--disable-sliding-window",), default=False),
     _s("enable_prefix_caching", Kind.BOOL, S, "Prefix caching on or off: vLLM keeps a hybrid "
        "model's Mamba state in 'align' mode with it (2 blocks per request) and 'none' without "
        "(1); SGLang's off is --disable-radix-cache (one state slot per request).",

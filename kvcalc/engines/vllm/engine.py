@@ -117,6 +117,12 @@ class VllmEngine:
         return (extra_int(request.extra, "limit_mm_image", 1, minimum=0),
                 extra_int(request.extra, "limit_mm_video", 1, minimum=0))  # fmt: skip
 
+    def without_sliding_window(self, model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
+        """``model`` under ``--disable-sliding-window`` (:mod:`~kvcalc.engines.vllm.sliding_off`)."""
+        from kvcalc.engines.vllm.sliding_off import without_sliding_window
+
+        return without_sliding_window(model)
+
     def with_mamba_dtypes(self, model: ModelShape, conv: str | None,
                           ssm: str | None) -> tuple[ModelShape, tuple[str, ...]]:  # fmt: skip
         """``model`` with ``--mamba-cache-dtype``/``--mamba-ssm-cache-dtype`` applied

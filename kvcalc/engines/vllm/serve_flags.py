@@ -136,7 +136,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--watermark-config", "--reasoning-config", "--enable-batch-sharded-sampling",
     ),
     "the KV cache's layout or size": (
-        "--disable-sliding-window", "--num-gpu-blocks-override",
+        "--num-gpu-blocks-override",
         "--prefix-cache-retention-interval", "--kv-cache-dtype-skip-layers",
         "--kv-sharing-fast-prefill", "--swa-bounded-replay", "--mamba-block-size", "--prefix-match-unit",
         "--enable-mamba-shared-prefix-checkpoint", "--replayssm-buffer-len", "--use-replayssm",

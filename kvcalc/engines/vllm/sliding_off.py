@@ -1,0 +1,51 @@
+"""vLLM 0.33's ``--disable-sliding-window`` (``config/model.py``).
+
+``ModelConfig`` caps the derived ``max_model_len`` at the config's ``sliding_window`` when that is
+smaller (``_get_and_verify_max_len``: "If sliding window is manually disabled, max_length should be
+less than the sliding window length"), then sets ``hf_text_config.sliding_window = None``; the model
+files that build their sliding layers from it (``gemma2.py``, ``gemma3.py``, ``gpt_oss.py``,
+``llama.py`` for Mistral) then build full-attention layers of the same shape. A model without a
+sliding window (Llama 4's chunked layers) is unchanged.
+
+Recorded with vLLM 0.33's own sizing for Gemma 2 and 3, gpt-oss, Mistral 7B v0.1 and Llama 4 Scout
+(tests/fixtures/vllm_0_33/disable_sliding_window.json); other families are refused by name, since
+their model files may read the window otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvcalc.errors import InputError
+from kvcalc.model.layouts import FullAttention, SlidingWindow
+from kvcalc.model.shape import ModelShape
+
+#: the ``model_type`` values whose vLLM model files were recorded with the flag
+RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text"})
+
+
+def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
+    """``model`` as vLLM 0.33 serves it under ``--disable-sliding-window``, and a note."""
+    windows = {x.sliding_window for x in model.layers if isinstance(x, SlidingWindow)}
+    if model.model_type not in RECORDED:
+        raise InputError(
+            f"--disable-sliding-window is not modelled for {model.model_type} (vLLM 0.33's model "
+            "file for it was not recorded with the flag)",
+            hint="plan without it; recorded: " + ", ".join(sorted(RECORDED)),
+            code="unmodelled-option",
+        )
+    if not windows:
+        return model, ("--disable-sliding-window: the model has no sliding window (unchanged)",)
+    (window,) = windows  # the recorded families have one window
+    layers = tuple(
+        FullAttention(kv_heads=x.kv_heads, k_dim=x.k_dim, v_dim=x.v_dim, dtype=x.dtype)
+        if isinstance(x, SlidingWindow)
+        else x
+        for x in model.layers
+    )
+    changed = replace(model, layers=layers)
+    note = f"--disable-sliding-window: the {window:,}-token window layers attend to every token"
+    if window < model.max_model_len:
+        changed = replace(changed, max_model_len=window, max_model_len_key="sliding_window")
+        note += f"; the derived max_model_len is the window, {window:,}"
+    return changed, (note,)

@@ -1,0 +1,91 @@
+"""vLLM 0.33's ``--disable-sliding-window`` (``kvcalc/engines/vllm/sliding_off.py``).
+
+``ModelConfig`` caps the derived ``max_model_len`` at the config's ``sliding_window`` and then
+drops the window, so the model files build full-attention layers. Every record of
+``tests/fixtures/vllm_0_33/disable_sliding_window.json`` is vLLM 0.33's own sizing with the flag
+(the reference harness): blocks, tokens, concurrency and groups where it sizes, and its refusal
+where the length asked is above the window.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.errors import InputError
+from kvcalc.model.layouts import LayerKind
+from kvcalc.planning.api import plan_reference
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.servecmd import parse_serve_command
+from kvcalc.units import GIB
+
+FIXTURE = json.loads(
+    (Path(__file__).parent / "fixtures/vllm_0_33/disable_sliding_window.json").read_text()
+)
+RECORDS = FIXTURE["records"]
+#: vLLM's group kinds as kvcalc names them
+_KINDS = {"full_attention": LayerKind.FULL, "chunked_local_attention": LayerKind.CHUNKED}
+
+
+def _plan(model: str, max_model_len: int | None, **kw):
+    # the KV budget as recorded; weights given so that Llama 4 Scout's do not stop the plan on one
+    # H100 before its capacity line (the KV sizing does not read them)
+    inputs = PlanInputs(gpu="H100-80GB", kv_cache_memory_bytes=20 * GIB, max_model_len=max_model_len,
+                        weights_memory_bytes=10 * GIB, disable_sliding_window=True, **kw)  # fmt: skip
+    return plan_reference(model, inputs, with_suggestions=False)
+
+
+def test_the_recordings():
+    assert {r["model"] for r in RECORDS} == {"gemma-2-9b-it", "gemma-3-1b-it", "gpt-oss-20b",
+                                             "mistral-7b-v0.1", "llama-4-scout-17b-16e-instruct"}  # fmt: skip
+    assert sum(r["status"] == "ok" for r in RECORDS) == 8
+
+
+@pytest.mark.parametrize(
+    "record", RECORDS, ids=[f"{r['model']}-{r['max_model_len']}" for r in RECORDS]
+)
+def test_kvcalc_equals_vllm(record):
+    result = _plan(record["model"], record["max_model_len"])
+    if record["status"] != "ok":
+        # "User-specified max_model_len (4096) is greater than the derived max_model_len
+        # (sliding_window=512 ...": the same refusal, naming the window as the derived length
+        assert result.verdict == "wont-start"
+        assert "User-specified max_model_len" in record["rejection_reason"]
+        assert "greater than the derived max_model_len (sliding_window=" in result.verdict_reason
+        return
+    assert (result.block_size, result.num_blocks, result.kv_cache_tokens) == (
+        record["block_size"], record["num_blocks"], record["kv_cache_tokens"],
+    )  # fmt: skip
+    assert round(result.max_concurrency, 6) == round(record["max_concurrency"], 6)
+    assert record["log_line"] in result.log_lines
+    groups = [(_KINDS[g["kind"]], g["num_layers"]) for g in record["groups"]]
+    assert sorted((g.kind, g.num_layers) for g in result.groups) == sorted(groups)
+
+
+def test_gemma_2_by_hand():
+    # 42 layers, 8 KV heads × 256 × 2 (K, V) × 2 B = 8,192 B per layer and token; a block of 16
+    # tokens holds 42 × 8,192 × 16 = 5,505,024 B; 20 GiB / 5,505,024 = 3,900 blocks (recorded)
+    result = _plan("gemma-2-9b-it", 4096)
+    assert result.num_blocks == 20 * GIB // (42 * 8192 * 16) == 3900
+    assert result.max_concurrency == 3900 / (4096 // 16) == 15.234375
+
+
+def test_the_default_length_is_the_window():
+    # gemma-3-1b-it: sliding_window 512 below its 32,768 positions: vLLM derives 512
+    assert _plan("gemma-3-1b-it", None).max_model_len == 512
+
+
+def test_the_serving_flag_is_read():
+    read = parse_serve_command("vllm serve m --disable-sliding-window")
+    assert read.values["disable_sliding_window"] is True and read.unmodelled == ()
+
+
+def test_unrecorded_families_and_other_engines_refuse_it():
+    with pytest.raises(InputError) as err:
+        _plan("qwen3-8b", 4096)
+    assert err.value.code == "unmodelled-option" and "qwen3" in err.value.message
+    with pytest.raises(InputError) as err:
+        PlanInputs(gpu="H100-80GB", engine="sglang", disable_sliding_window=True)
+    assert err.value.code == "unmodelled-option"
