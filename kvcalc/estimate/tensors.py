@@ -153,9 +153,10 @@ def _mla(m: MlaWeights, h: int, p: str, i: int) -> list[Tensor]:
         out += _linear(f"{q}.wq_b", m.index_n_heads * m.index_head_dim, m.q_lora_rank or h, i,
                        "replicated")  # fmt: skip
         out += _linear(f"{q}.wk", m.index_head_dim, h, i, "replicated")
-        out.append(
-            Tensor(name=f"{q}.k_norm", rows=m.index_head_dim, copies=2, role="norm", layer=i)
-        )
+        # weight and bias of LayerNorm(index_head_dim, dtype=torch.float32) (vLLM 0.33
+        # vllm/models/deepseek_v32/attention.py DeepseekV32Indexer): fp32 whatever the model dtype
+        out.append(Tensor(name=f"{q}.k_norm", rows=m.index_head_dim, copies=2, role="norm",
+                          layer=i, fp32=True))  # fmt: skip
         out += _linear(f"{q}.weights_proj", m.index_n_heads, h, i, "replicated")
     return out
 
@@ -211,10 +212,20 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
         out.append(
             Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i, split="column")
         )
+    # dt_bias and D in the model dtype; A in fp32 (vLLM 0.33 mamba_mixer2.py builds it
+    # ``torch.empty(num_heads // tp, dtype=torch.float32)``), each split by heads
     out.append(
         Tensor(
-            name=f"{p}.dt_A_D", rows=m.num_heads, copies=3, role="vector", layer=i, split="column"
+            name=f"{p}.dt_bias_D",
+            rows=m.num_heads,
+            copies=2,
+            role="vector",
+            layer=i,
+            split="column",
         )
+    )
+    out.append(
+        Tensor(name=f"{p}.A", rows=m.num_heads, role="vector", layer=i, split="column", fp32=True)
     )
     if m.gated_norm:
         out.append(Tensor(name=f"{p}.norm", rows=inter, role="norm", layer=i, split="column"))

@@ -143,6 +143,7 @@ def weight_bytes(
     expert_parallel: bool = False,
     redundant_experts: int = 0,
     shared_experts_whole: bool = False,
+    dense_mlps_whole: bool = False,
 ) -> WeightBytes:
     """Bytes of the weights: the whole model, and per GPU under TP × PP.
 
@@ -152,7 +153,8 @@ def weight_bytes(
     experts, ``cdiv(experts + redundant_experts, moe_ranks)`` on the first ranks
     (``expert_map_manager.determine_expert_map``: the remainder goes to the lowest ranks).
     ``shared_experts_whole``: the MoE blocks' shared experts are held whole on every rank, not
-    split over TP (vLLM's sequence-parallel MoE, :func:`whole_shared_experts`)."""
+    split over TP (vLLM's sequence-parallel MoE, :func:`whole_shared_experts`);
+    ``dense_mlps_whole``: the dense layers' MLPs too (:func:`whole_dense_mlps`)."""
     shape = _weight_shape(model)
     tp, pp = tensor_parallel_size, pipeline_parallel_size
     split = _ExpertSplit(moe_ranks or tp, expert_parallel and (moe_ranks or tp) > 1,
@@ -169,6 +171,8 @@ def weight_bytes(
     tensors = inventory(shape)
     if shared_experts_whole:
         tensors = whole_shared_experts(tensors)
+    if dense_mlps_whole:
+        tensors = whole_dense_mlps(tensors, shape.ffns)
     price = Pricer(spec, dtype_name, dtype_bytes)
     by_dtype: dict[str, int] = {}
     for t in tensors:
@@ -245,6 +249,17 @@ def whole_shared_experts(tensors: Iterable[Tensor]) -> tuple[Tensor, ...]:
     )
 
 
+def whole_dense_mlps(tensors: Iterable[Tensor], ffns: tuple[str, ...]) -> tuple[Tensor, ...]:
+    """``tensors`` with the dense layers' MLPs replicated (each rank holds them whole)."""
+    dense = {i for i, ffn in enumerate(ffns) if ffn == "dense"}
+    return tuple(
+        replace(t, split="replicated")
+        if t.layer in dense and t.name.startswith(f"model.layers.{t.layer}.mlp.")
+        else t
+        for t in tensors
+    )
+
+
 def expert_split(moe_ranks: int, expert_parallel: bool) -> _ExpertSplit:
     """How routed experts lie on ``moe_ranks`` ranks (whole experts with ``expert_parallel``),
     as :func:`weight_bytes` splits them; its ``price(tensor, pricer, loaded=...)`` prices one."""
@@ -313,8 +328,19 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
     return total
 
 
+#: bytes of one complex64 value (Llama 4's vision RoPE cache)
+_COMPLEX64_BYTES = 8
+
+
 def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     v = shape.vision
+    if v is not None and v.family == "llama4" and v.head_dim and v.patch_size:
+        # mllama4.py Llama4VisionAttention: get_rope(head_dim, max_position=(image_size //
+        # patch_size) ** 2, partial_rotary_factor 0.5, dtype=torch.complex64), one cache for the
+        # tower (llama4_vision_rope.py: a row per patch and one for the CLS token, head_dim / 2
+        # complex values each): Llama 4 Scout's 577 × 44 × 8 = 203,104 B, recorded
+        patches = (v.image_size // v.patch_size) ** 2
+        return (patches + 1) * (v.head_dim // 2) * _COMPLEX64_BYTES
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:
         return 0
     ids = v.num_positions * _INT64_BYTES if v.family == "glm4v" else 0

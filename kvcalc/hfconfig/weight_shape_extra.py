@@ -134,7 +134,8 @@ class VisionWeights:
     temporal_patch_size: int = 1
     num_positions: int = 0
     deepstack_layers: int = 0
-    #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL: the tower's head width
+    #: Gemma 4: per-head q/k RMSNorm width in the tower; Qwen2.5-VL and Llama 4: the tower's head
+    #: width (Llama 4: for its vision RoPE cache)
     head_dim: int = 0
     #: the tower's attention heads, where vLLM splits them over TP (``dist_utils.divide`` in
     #: Qwen2-VL's, Qwen2.5-VL's and GLM-4.1V's vision attention; 0: not read)

@@ -140,10 +140,12 @@ def read_vision(
         notes.append(f"vision tower of model_type {model_type!r} is not counted")
         return None
     ratio = vr.value("pixel_shuffle_ratio", 0.5)
+    heads = vr.int("num_attention_heads", default=0)
     return VisionWeights(
         hidden_size=vr.int("hidden_size"),
         intermediate_size=vr.int("intermediate_size"),
         num_layers=vr.int("num_hidden_layers"),
+        head_dim=vr.int("hidden_size") // heads if heads else 0,
         image_size=vr.int("image_size"),
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),

@@ -228,6 +228,20 @@ def shared_experts_whole(model: ModelShape, inputs: PlanInputs) -> bool:
                       enable_expert_parallel=inputs.enable_expert_parallel)  # fmt: skip
 
 
+def dense_mlps_whole(model: ModelShape, inputs: PlanInputs) -> bool:
+    """The dense layers' MLPs are whole on every rank (vLLM's sequence-parallel MoE in
+    DeepSeek-V3.2 and GLM-5: :mod:`kvcalc.engines.vllm.moe_layout`); other engines split them."""
+    if not traits(inputs.engine).moe_data_parallel:
+        return False
+    from kvcalc.engines.vllm.moe_layout import dense_mlps_whole as vllm_whole
+
+    return vllm_whole((*model.architectures, *model.config_architectures),
+                      tensor_parallel_size=inputs.tensor_parallel_size,
+                      data_parallel_size=inputs.data_parallel_size,
+                      enable_expert_parallel=inputs.enable_expert_parallel,
+                      pipeline_parallel_size=inputs.pipeline_parallel_size)  # fmt: skip
+
+
 def has_routed_experts(model: ModelShape) -> bool:
     """The model has routed experts (its weight shape has a MoE block)."""
     return getattr(getattr(model.weights, "moe", None), "num_experts", 0) > 0

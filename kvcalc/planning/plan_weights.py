@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.errors import KvcalcError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
-from kvcalc.planning.parallel import moe_split, shared_experts_whole
+from kvcalc.planning.parallel import dense_mlps_whole, moe_split, shared_experts_whole
 
 if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
@@ -46,9 +46,10 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
 
     ranks, whole = moe_split(inputs)
     shared_whole = shared_experts_whole(model, inputs)
+    dense_whole = dense_mlps_whole(model, inputs)
     key: tuple[object, ...] = (model.name, model.weights, model.dtype, inputs.dtype, inputs.quantization,
            inputs.tensor_parallel_size, inputs.pipeline_parallel_size, ranks, whole,
-           inputs.num_redundant_experts, shared_whole)  # fmt: skip
+           inputs.num_redundant_experts, shared_whole, dense_whole)  # fmt: skip
     try:
         hash(key)
     except TypeError:
@@ -66,6 +67,7 @@ def _weight_estimate(model: ModelShape, inputs: PlanInputs):
             expert_parallel=whole,
             redundant_experts=inputs.num_redundant_experts,
             shared_experts_whole=shared_whole,
+            dense_mlps_whole=dense_whole,
         )
     return _WEIGHTS_MEMO[key]
 
