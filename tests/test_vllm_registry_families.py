@@ -91,7 +91,8 @@ def test_every_family_is_recorded():
             "chatglm", "hyperclovax", "step3_text", "afmoe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
     apart = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
-    assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa"}
+    assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
+                     "olmo_hybrid"}  # fmt: skip
 
 
 def test_grid_is_complete():
@@ -200,8 +201,8 @@ REFUSED = {
     "synthetic--nemotron-defaults.json",
 }
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
-#: Zamba2's shared transformer blocks with per-layer LoRA adapters
-WEIGHTS_NOT_COUNTED = {"zamba2"}
+#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet
+WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -497,3 +498,30 @@ def test_granite_swa_layer_types_and_sinks():
     # the MoE model's heads are hidden_size / num_attention_heads wide (granitemoe.py)
     moe = _model("synthetic--granitemoe-swa-defaults.json").layers[1]
     assert (moe.kv_heads, moe.k_dim, moe.sliding_window) == (32, 4096 // 32, 128)
+
+
+def test_mamba_with_prefix_caching_holds_two_blocks_of_16():
+    # --enable-prefix-caching on MambaConfig() (vLLM's deploy_probe.py, 4,096 tokens, TP 1, 20 GiB):
+    # align mode, mamba_block_size = the 16-token block, 2 blocks per request: 11,497 blocks,
+    # 5,748.5 requests, 23,545,856 tokens
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    p = get_engine("vllm").plan_kv_cache(
+        EngineRequest(model=_model("synthetic--mamba-defaults.json"), max_model_len=4096,
+                      available_kv_bytes=20 << 30, enable_prefix_caching=True)
+    )  # fmt: skip
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (16, 11_497, 23_545_856)
+    assert p.max_concurrency == pytest.approx(5748.5)
+
+
+def test_olmo_hybrid_deltanet_exports_no_prefill_checkpoints():
+    # OlmoHybridConfig(): 24 Gated DeltaNet layers (30 key/value heads of 96 / 192) and 8 attention
+    # layers of 30 KV heads × 128; olmo_gdn_linear_attn.py exports no prefill checkpoints, so align
+    # mode keeps 2 blocks per request (recorded), not Qwen3-Next's 3
+    model = _model("synthetic--olmo-hybrid-defaults.json")
+    gdn = [x for x in model.layers if type(x).__name__ == "GatedDeltaNetState"]
+    assert len(gdn) == 24 and not gdn[0].prefill_checkpoints
+    assert (gdn[0].head_k_dim, gdn[0].head_v_dim) == (96, 192)
+    rows = RECURRENT_DATA["models"]["synthetic--olmo-hybrid-defaults.json"]["scenarios"]
+    assert {g[4] for r in rows if "groups" in r for g in r["groups"] if g[0] == "mamba"} == {2}

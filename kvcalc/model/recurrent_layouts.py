@@ -81,6 +81,9 @@ class GatedDeltaNetState(RecurrentState):
     num_v_heads: int
     head_k_dim: int
     head_v_dim: int
+    #: the layer can export prefill checkpoints with the FlashInfer prefill kernel (Qwen3-Next's
+    #: ``qwen_gdn_linear_attn.py``); OLMo-Hybrid's ``olmo_gdn_linear_attn.py`` never does
+    prefill_checkpoints: bool = True
 
     def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
         conv_dim = self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads

@@ -90,7 +90,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MistralLarge3ForCausalLM",
             "MuseGlimmerForCausalLM",
             "NemotronHPuzzleForCausalLM",
-            "OlmoHybridForCausalLM",
             "PanguEmbeddedForCausalLM",
             "PanguProMoEV2ForCausalLM",
             "PanguUltraMoEForCausalLM",

@@ -12,7 +12,7 @@ platform aligns blocks to them only when *every* mamba layer declares an alignme
 - Mamba2 (``mamba_mixer2.py``): 1 checkpoint block, alignment 1;
 - Gated DeltaNet (``qwen_gdn_linear_attn.py``): with the FlashInfer prefill kernel (SM 9.0; SM 10.x
   and 12.x with 128-wide keys and CUDA runtime 13, which the 0.33 wheel is built for), 1 block
-  aligned to 64 tokens;
+  aligned to 64 tokens; OLMo-Hybrid's (``olmo_gdn_linear_attn.py``) never;
 - Kimi Delta Attention (``kimi_k3/nvidia/kda.py``): Kimi-K3's full-rank gate with FlashKDA (SM 9/10/12,
   head_dim 128, bf16 activations, a bounded gate), 1 block aligned to 16 (read, not recorded);
   Kimi-Linear's layers (``KimiGatedDeltaNetAttention``) never, even with a bounded gate (recorded);
@@ -96,7 +96,8 @@ def prefill_checkpoints(
 
     if all(isinstance(x, Mamba2State) for x in found):
         return 1, 1, "Mamba2 layers hold 1 prefill-checkpoint block in align mode (vLLM 0.33)"
-    if all(isinstance(x, GatedDeltaNetState) and _flashinfer_gdn(x, cc) for x in found):
+    if all(isinstance(x, GatedDeltaNetState) and x.prefill_checkpoints and _flashinfer_gdn(x, cc)
+           for x in found):  # fmt: skip
         where = "SM 9.0, assumed" if cc is None else f"SM {cc[0]}.{cc[1]}"
         if cc is not None and cc[0] in (10, 12):
             where += ", CUDA runtime 13 as the vLLM 0.33 wheel ships"

@@ -79,6 +79,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "nemotron-nas": "nemotron_nas",
     "nemotron_h": "nemotron_h",
     "olmo2": "olmo",
+    "olmo_hybrid": "olmo_hybrid",
     "olmoe": "olmo",
     "opt": "opt",
     "phi3": "phi3",
