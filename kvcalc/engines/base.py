@@ -95,6 +95,9 @@ class EngineRequest:
     #: the TP ranks (1: off); ``cp_kv_cache_interleave_size``: tokens per rank before the next
     decode_context_parallel_size: int = 1
     cp_kv_cache_interleave_size: int = 1
+    #: vLLM ``--prefill-context-parallel-size`` (1: off): its ranks are part of the engine's world
+    #: (``ParallelConfig.world_size`` = PP × TP × PCP), as its KV offloading counts them
+    prefill_context_parallel_size: int = 1
     #: SGLang ``--enable-dp-attention --dp N``: N attention ranks inside the TP group, each with
     #: its own requests and pool (attention TP = TP / N); 1: off
     attention_data_parallel_size: int = 1
@@ -146,6 +149,7 @@ class EngineRequest:
         positive("tensor_parallel_size", self.tensor_parallel_size)
         positive("pipeline_parallel_size", self.pipeline_parallel_size)
         positive("decode_context_parallel_size", self.decode_context_parallel_size)
+        positive("prefill_context_parallel_size", self.prefill_context_parallel_size)
         positive("cp_kv_cache_interleave_size", self.cp_kv_cache_interleave_size)
         positive("attention_data_parallel_size", self.attention_data_parallel_size)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_bytes"):

@@ -34,6 +34,7 @@ def engine_request(
         tensor_parallel_size=inputs.tensor_parallel_size,
         pipeline_parallel_size=inputs.pipeline_parallel_size,
         decode_context_parallel_size=inputs.decode_context_parallel_size,
+        prefill_context_parallel_size=inputs.prefill_context_parallel_size,
         cp_kv_cache_interleave_size=inputs.cp_kv_cache_interleave_size or 1,
         attention_data_parallel_size=deployment.attention_data_parallel_size,
         block_size=inputs.block_size,

@@ -259,14 +259,18 @@ class VllmEngine:
         self, request: EngineRequest, plan: KvCachePlan, offloaded_bytes: int
     ) -> HostTier:
         """The KV and weights this plan keeps in host memory (:mod:`~kvcalc.engines.vllm.offload`)."""
-        from kvcalc.engines.vllm.offload import host_tier
+        from kvcalc.engines.vllm.offload import host_tier, layer_view_bytes
 
         assert request.offload is not None
         return host_tier(request.offload, gpu_kv_bytes=plan.kv_cache_bytes, num_blocks=plan.num_blocks,
                          block_size=plan.block_size, num_groups=max(1, len(plan.groups)),
                          tensor_parallel_size=request.tensor_parallel_size,
                          pipeline_parallel_size=request.pipeline_parallel_size,
-                         mla=request.model.is_mla, offloaded_weight_bytes=offloaded_bytes)  # fmt: skip
+                         mla=request.model.is_mla, offloaded_weight_bytes=offloaded_bytes,
+                         decode_context_parallel_size=request.decode_context_parallel_size,
+                         prefill_context_parallel_size=request.prefill_context_parallel_size,
+                         view_bytes=layer_view_bytes(plan.num_blocks, plan.groups) if plan.groups
+                         else None)  # fmt: skip
 
     def plan_kv_cache(self, request: EngineRequest) -> KvCachePlan:
         setup = self._setup(request)

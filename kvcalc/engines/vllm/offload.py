@@ -6,10 +6,14 @@
 (``distributed/kv_transfer/kv_connector/v1/offloading/config.py`` ``build_offloading_config``, then
 ``v1/kv_offload/cpu/spec.py`` ``CPUOffloadingSpec.__init__``)::
 
-    worker_kv_bytes_per_block = GPU KV tensor bytes // num_blocks
-    copies = 1 if replicated_layout else world_size   # MLA latents replicated on every TP rank, PP 1
+    worker_kv_bytes_per_block = GPU KV tensor bytes // num_blocks   # 0 without blocks: no chunk
+    copies = 1 if replicated_layout else world_size   # world_size = TP · PP · PCP
     chunk  = round_up(worker_kv_bytes_per_block · copies · blocks_per_chunk, 4096)
-    num_chunks = cpu_bytes_to_use // chunk ;  tokens = num_chunks · blocks_per_chunk · block_size
+    num_chunks = cpu_bytes_to_use // chunk ;  tokens = num_chunks · blocks_per_chunk · block_size · DCP
+
+``replicated_layout``: an MLA latent every TP rank holds whole (``kv_tp_replicas`` = TP), with TP
+alone (PP, PCP and DCP 1: DCP shards the latent over its ranks). Under DCP a block spans
+``block_size · DCP`` tokens (``resolve_dcp_kv_block_size``).
 
 Offload keys are ``(block_hash, group_idx)`` (``v1/kv_offload/base.py`` ``make_offload_key``): a
 model with several KV-cache groups spends a chunk per group for every token range, so its token
@@ -19,9 +23,10 @@ capacity is the above divided by the groups. The chunks live in pinned host memo
 propagated"): unknown to kvcalc, and said.
 
 **``--kv-transfer-config``**: ``OffloadingConnector`` with ``cpu_bytes_to_use`` in its extra config
-as above; ``NixlConnector`` with ``kv_buffer_device: cpu`` mirrors every layer's KV tensor in host
-memory (``nixl/base_worker.py``: ``host_xfer_buffers``, the GPU cache's shapes), ``cuda`` registers
-the GPU cache itself; the LMCache connectors keep their host pool in LMCache's own configuration,
+as above; ``NixlConnector`` with ``kv_buffer_device: cpu`` mirrors every layer's KV view in host
+memory (``nixl/base_worker.py`` ``initialize_host_xfer_buffer``: a host tensor of each view's shape;
+each layer of a hybrid's groups views all the blocks of the one allocation the groups share, so its
+buffers add up to the groups × the GPU cache), ``cuda`` registers the GPU cache itself; the LMCache connectors keep their host pool in LMCache's own configuration,
 which kvcalc does not read (said as unknown). Any other connector is refused (``offload-not-modelled``).
 
 **Weight offloading** (``--cpu-offload-gb``, per GPU; ``config/offload.py``,
@@ -34,9 +39,11 @@ moved whole. The GPU weights shrink by the moved bytes, one for one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.host_options import OffloadOptions as HostOptions
 from kvcalc.errors import InputError
 from kvcalc.units import GIB
@@ -133,30 +140,36 @@ def native_host_kv(
     world_size: int,
     replicated: bool,
     extra: dict[str, Any] | None = None,
+    decode_context_parallel_size: int = 1,
 ) -> HostKv:
     """The ``OffloadingConnector``'s CPU capacity for ``cpu_bytes`` of host memory (all ranks).
 
     ``replicated``: vLLM's ``replicated_layout`` (MLA at TP > 1, PP 1: one copy for all ranks).
+    Under DCP a block spans ``block_size × dcp`` tokens (``resolve_dcp_kv_block_size``), each
+    rank holding its share: so does a chunk.
 
     >>> native_host_kv(64 * GIB, gpu_kv_bytes=10240 * 2**21, num_blocks=10240, block_size=16,
     ...                num_groups=1, world_size=1, replicated=False).tokens   # Llama-3.1-8B
     524288
     """
-    if num_blocks <= 0 or gpu_kv_bytes <= 0:
-        return HostKv(
-            tokens=0, host_bytes=cpu_bytes, note="KV offloading: no GPU blocks to offload"
-        )
-    per_chunk = _blocks_per_chunk(extra or {}, block_size)
-    per_block = gpu_kv_bytes // num_blocks
+    block_tokens = block_size * decode_context_parallel_size
+    per_chunk = _blocks_per_chunk(extra or {}, block_tokens)
+    # build_offloading_config: worker_kv_bytes_per_block is 0 without GPU blocks, and
+    # CPUOffloadingSpec then sizes no chunk (num_chunks = kv_bytes_per_chunk = 0)
+    per_block = gpu_kv_bytes // num_blocks if num_blocks > 0 else 0
+    if per_block <= 0:
+        return HostKv(tokens=0, host_bytes=0, note="KV offloading: no GPU blocks to offload")
     copies = 1 if replicated else world_size
     chunk = -(-(per_block * copies * per_chunk) // CHUNK_ALIGNMENT) * CHUNK_ALIGNMENT
     chunks = cpu_bytes // chunk
-    tokens = chunks * per_chunk * block_size
+    tokens = chunks * per_chunk * block_tokens
     note = (f"KV offloading (native): {cpu_bytes / GIB:g} GiB of host memory in {chunks:,} chunks of "
             f"{chunk:,} B ({per_block:,} B per GPU block × "
             + ("1 copy: the MLA latent is replicated on every TP rank" if replicated
                else f"{copies} rank(s)")
             + (f" × {per_chunk} blocks" if per_chunk > 1 else "")
+            + (f", blocks of {block_tokens} tokens over DCP {decode_context_parallel_size}"
+               if decode_context_parallel_size > 1 else "")
             + f", 4 KiB aligned) = {tokens:,} tokens")  # fmt: skip
     if num_groups > 1:
         tokens //= num_groups
@@ -166,12 +179,22 @@ def native_host_kv(
                   note=note)  # fmt: skip
 
 
-def nixl_host_mirror(gpu_kv_bytes: int, world_size: int) -> HostKv:
-    """``NixlConnector`` with ``kv_buffer_device: cpu``: the whole GPU cache mirrored on the host."""
-    total = gpu_kv_bytes * world_size
+def layer_view_bytes(num_blocks: int, groups: Sequence[KvCacheGroup]) -> int:
+    """The bytes of the per-layer views ``allocate_kv_cache`` makes of one rank's cache: every
+    layer of every group sees all ``num_blocks`` blocks (groups overlay one allocation), so a
+    hybrid's views add up to more than the allocation."""
+    return num_blocks * sum(
+        g.page_bytes * (1 if g.uniform_type else g.num_layers - g.padding_layers) for g in groups
+    )
+
+
+def nixl_host_mirror(view_bytes: int, world_size: int) -> HostKv:
+    """``NixlConnector`` with ``kv_buffer_device: cpu``: ``initialize_host_xfer_buffer`` allocates a
+    host tensor of each layer's view shape (``view_bytes`` per rank: :func:`layer_view_bytes`)."""
+    total = view_bytes * world_size
     return HostKv(tokens=None, host_bytes=total,
                   note=f"NixlConnector kv_buffer_device=cpu: the GPU KV cache mirrored in host memory "
-                  f"({gpu_kv_bytes:,} B × {world_size} GPU(s)); a transfer buffer, no extra capacity")  # fmt: skip
+                  f"({view_bytes:,} B × {world_size} GPU(s)); a transfer buffer, no extra capacity")  # fmt: skip
 
 
 def lmcache_unknown(connector: str) -> HostKv:
@@ -209,11 +232,18 @@ def host_tier(
     pipeline_parallel_size: int,
     mla: bool,
     offloaded_weight_bytes: int,
+    decode_context_parallel_size: int = 1,
+    prefill_context_parallel_size: int = 1,
+    view_bytes: int | None = None,
 ) -> HostTier:
     """The host tiers of ``options`` for a plan of ``num_blocks`` GPU blocks (see the module doc)."""
-    world = tensor_parallel_size * pipeline_parallel_size
-    # vLLM's replicated_layout: an MLA latent at TP > 1, PP 1 is one copy for all ranks
-    replicated = mla and tensor_parallel_size > 1 and pipeline_parallel_size == 1
+    # ParallelConfig.world_size: PP × TP × PCP (DCP reuses the TP ranks)
+    world = tensor_parallel_size * pipeline_parallel_size * prefill_context_parallel_size
+    dcp = decode_context_parallel_size
+    # build_offloading_config's replicated_layout: an MLA latent at TP > 1 that every TP rank
+    # holds whole (kv_tp_replicas == TP: not under DCP, which shards it), TP alone (PP, PCP, DCP 1)
+    replicated = (mla and tensor_parallel_size > 1 and pipeline_parallel_size == 1
+                  and prefill_context_parallel_size == 1 and dcp == 1)  # fmt: skip
     transfer = (
         parse_kv_transfer_config(options.kv_transfer_config) if options.kv_transfer_config else None
     )
@@ -229,7 +259,8 @@ def host_tier(
             kv = native_host_kv(options.kv_offloading_bytes, gpu_kv_bytes=gpu_kv_bytes,
                                 num_blocks=num_blocks, block_size=block_size, num_groups=num_groups,
                                 world_size=world, replicated=replicated,
-                                extra=transfer.extra_config if transfer else None)  # fmt: skip
+                                extra=transfer.extra_config if transfer else None,
+                                decode_context_parallel_size=dcp)  # fmt: skip
     elif transfer is not None:
         if transfer.connector == NATIVE:
             cpu = transfer.extra_config.get("cpu_bytes_to_use")
@@ -240,12 +271,13 @@ def host_tier(
                                  code="invalid-input")  # fmt: skip
             kv = native_host_kv(int(cpu), gpu_kv_bytes=gpu_kv_bytes, num_blocks=num_blocks,
                                 block_size=block_size, num_groups=num_groups, world_size=world,
-                                replicated=replicated, extra=transfer.extra_config)  # fmt: skip
+                                replicated=replicated, extra=transfer.extra_config,
+                                decode_context_parallel_size=dcp)  # fmt: skip
         elif transfer.connector is None:
             notes.append("--kv-transfer-config names no kv_connector: vLLM runs no connector")
         elif transfer.connector == NIXL:
             if transfer.buffer_device == "cpu":
-                kv = nixl_host_mirror(gpu_kv_bytes, world)
+                kv = nixl_host_mirror(gpu_kv_bytes if view_bytes is None else view_bytes, world)
             else:
                 kv = HostKv(tokens=None, host_bytes=0,
                             note=f"NixlConnector kv_buffer_device={transfer.buffer_device}: registers "
@@ -273,7 +305,7 @@ def weight_offload(options: HostOptions, *, layer_bytes: int, pipeline_parallel_
         raise InputError("--cpu-offload-gb needs the decoder layers' bytes, which this plan lacks",
                          hint="plan without --cpu-offload-gb and lower --weights-memory by hand",
                          code="offload-not-modelled")  # fmt: skip
-    if has_vision and budget >= layer_bytes:
+    if has_vision and budget > layer_bytes:
         raise InputError("--cpu-offload-gb above the decoder layers reaches the vision tower, "
                          "whose offloading is not modelled",
                          hint="use a budget below the decoder layers' bytes", code="offload-not-modelled")  # fmt: skip
