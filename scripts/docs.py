@@ -468,7 +468,29 @@ def seed_throughput() -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES: dict[str, Callable[[], str]] = {"seed_throughput": seed_throughput}
+def no_public_config() -> str:
+    """The architectures of vLLM's registry with no public configuration found, and the counts of
+    the others by where their configuration is (``kvcalc/data/architecture_configs.json``)."""
+    from kvcalc.planning.architectures_refused import config_sources
+
+    sources = config_sources()
+    names = {"config-class": "a config class (transformers 5.20 or vLLM 0.33)",
+             "published": "a published config.json", "unlocated": "named publicly, not located",
+             "none": "no public configuration found"}  # fmt: skip
+    lines = ["| vLLM table | " + " | ".join(names.values()) + " |", "|---|" + "---:|" * len(names)]
+    for category in ("text-generation", "multimodal"):
+        counts = [sum(e["category"] == category and e["source"] == s for e in sources.values())
+                  for s in names]  # fmt: skip
+        lines.append(f"| {category} | " + " | ".join(str(c) for c in counts) + " |")
+    for source, text in (("none", "No public configuration found"),
+                         ("unlocated", "Named publicly, no config.json located")):  # fmt: skip
+        found = sorted(a for a, e in sources.items() if e["source"] == source)
+        lines += ["", f"{text}: " + ", ".join(f"`{a}`" for a in found) + "."]
+    return "\n".join(lines) + "\n"
+
+
+TABLES: dict[str, Callable[[], str]] = {"seed_throughput": seed_throughput,
+                                        "no_public_config": no_public_config}  # fmt: skip
 
 
 # --- pages ------------------------------------------------------------------------------------

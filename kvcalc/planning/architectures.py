@@ -18,7 +18,7 @@ from typing import Any
 
 from kvcalc.engines.vllm.registry import CATEGORIES, Registry
 from kvcalc.hfconfig.family import Family
-from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
+from kvcalc.planning.architectures_refused import REFUSED_BY_NAME, config_source_text
 
 
 class Status(str, Enum):
@@ -56,6 +56,10 @@ class ArchitectureRow:
     example: str | None
     #: per engine, planning ``example`` (empty without an example, or when not asked)
     engines: tuple[EngineSupport, ...] = ()
+    #: for a refused text-generation or multimodal architecture: where a public configuration of
+    #: it is (``transformers LlavaConfig, model_type llava``, a published ``config.json``, or
+    #: ``config.json not located; ...``); empty when none was found (the reason says so) or when exact
+    config_source: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +110,7 @@ def architecture_rows(registry: Registry, families: tuple[Family, ...],
         rows.append(ArchitectureRow(
             architecture=entry.architecture, category=entry.category, status=status.value,
             family=family, reason=reason, example=examples.get(entry.architecture) if family else None,
+            config_source=config_source_text(entry.architecture) if status == Status.REFUSED else "",
         ))  # fmt: skip
     counts = tuple(
         CategoryCount(category=c, exact=sum(r.status == Status.EXACT for r in rows if r.category == c),

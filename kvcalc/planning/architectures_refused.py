@@ -4,10 +4,26 @@ while an architecture of the recorded registry (``kvcalc/data/vllm_registry.json
 here nor declared by a family (a new vLLM release's architectures show up there), or is both.
 
 A family added for one of these removes its name here (the same test says which).
+
+Where a public configuration of each text-generation and multimodal architecture without a family
+exists (a config class of transformers 5.20 or vLLM 0.33, a published ``config.json``) is
+surveyed in ``kvcalc/data/architecture_configs.json``: those with none are refused with
+:data:`NO_PUBLIC_CONFIG`, the others name their source in the listing (``config_source``), and
+the tests fail while one without a family is not surveyed.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import pkgutil
+
+#: the reason of an architecture with no public configuration anywhere
+#: (``kvcalc/data/architecture_configs.json``: source ``none``)
+NO_PUBLIC_CONFIG = (
+    "no public configuration found (searched: transformers 5.20 and vLLM 0.33 config classes, "
+    "published config.json files)"
+)
 _NOT_VERIFIED = (
     "no kvcalc family reads its config yet: planning it is refused (config-unverified) rather "
     "than guessed"
@@ -60,6 +76,37 @@ _REMOTE_CONFIG = {
     "BailingMoeForCausalLM": _REMOTE,  # model_type bailing_moe
 }
 
+
+@functools.cache
+def config_sources() -> dict[str, dict[str, str]]:
+    """``kvcalc/data/architecture_configs.json``: architecture → where a public configuration of
+    it exists (``source``: ``config-class``, ``published``, ``unlocated`` or ``none``), for the
+    text-generation and multimodal architectures no family reads."""
+    data = pkgutil.get_data("kvcalc", "data/architecture_configs.json")
+    assert data is not None  # the package's own loader reads files
+    return json.loads(data)["architectures"]
+
+
+def config_source_text(architecture: str) -> str:
+    """Where a public configuration of ``architecture`` is (empty: not surveyed, or none)."""
+    entry = config_sources().get(architecture)
+    if entry is None or entry["source"] == "none":
+        return ""
+    if entry["source"] == "config-class":
+        where, cls = entry["config_class"].split(":")
+        text = f"{where} {cls}"
+        return text + (f", model_type {entry['model_type']}" if "model_type" in entry else "")
+    if entry["source"] == "published":
+        remote = ", remote code" if entry.get("remote_code") else ""
+        return f"{entry['config_json']}{remote}"
+    return f"config.json not located; {entry['note']}"
+
+
+def _no_public_config(category: str) -> dict[str, str]:
+    return {arch: NO_PUBLIC_CONFIG for arch, entry in config_sources().items()
+            if entry["category"] == category and entry["source"] == "none"}  # fmt: skip
+
+
 #: category → architecture → why kvcalc does not size it
 REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "text-generation": dict.fromkeys(
@@ -91,7 +138,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MuseGlimmerForCausalLM",
             "NemotronHPuzzleForCausalLM",
             "PanguEmbeddedForCausalLM",
-            "PanguProMoEV2ForCausalLM",
             "PanguUltraMoEForCausalLM",
             "Param2MoEForCausalLM",
             "Plamo3ForCausalLM",
@@ -109,7 +155,8 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
         _NOT_VERIFIED,
     )
     | _HARNESS
-    | _REMOTE_CONFIG,
+    | _REMOTE_CONFIG
+    | _no_public_config("text-generation"),
     "multimodal": dict.fromkeys(
         (
             "Alpamayo2Super",
@@ -172,7 +219,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MiDashengLMModel",
             "MiMoV2OmniForCausalLM",
             "MiniCPMO",
-            "MiniCPMOcrForConditionalGeneration",
             "MiniCPMV",
             "MiniCPMV4_6ForConditionalGeneration",
             "MiniCPMV4_7ForConditionalGeneration",
@@ -227,7 +273,8 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "WhisperForConditionalGeneration",
         ),
         _NOT_VERIFIED_MM,
-    ),
+    )
+    | _no_public_config("multimodal"),
     "speculative": dict.fromkeys(
         (
             "BailingMoeV25MTPModel",

@@ -27,7 +27,10 @@ def render(listing) -> None:
         by_reason: dict[tuple[str, str], list[str]] = {}
         for r in rows:
             if r.status != "exact":
-                by_reason.setdefault((r.status, r.reason), []).append(r.architecture)
+                name = (
+                    f"{r.architecture} ({r.config_source})" if r.config_source else r.architecture
+                )
+                by_reason.setdefault((r.status, r.reason), []).append(name)
                 continue
             text = f"{r.architecture}: exact, family {r.family}"
             if r.example:
