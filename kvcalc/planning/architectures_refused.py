@@ -219,6 +219,7 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MiDashengLMModel",
             "MiMoV2OmniForCausalLM",
             "MiniCPMO",
+            "MiniCPMOcrForConditionalGeneration",
             "MiniCPMV",
             "MiniCPMV4_6ForConditionalGeneration",
             "MiniCPMV4_7ForConditionalGeneration",
