@@ -9,14 +9,13 @@ Where a public configuration of each text-generation and multimodal architecture
 exists (a config class of transformers 5.20 or vLLM 0.33, a published ``config.json``) is
 surveyed in ``kvcalc/data/architecture_configs.json``: those with none are refused with
 :data:`NO_PUBLIC_CONFIG`, the others name their source in the listing (``config_source``), and
-the tests fail while one without a family is not surveyed.
+the tests fail while one without a family is not surveyed. The file is read by
+:func:`kvcalc.engines.vllm.registry.config_sources`, beside the registry it surveys.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import pkgutil
+from kvcalc.engines.vllm.registry import config_sources
 
 #: the reason of an architecture with no public configuration anywhere
 #: (``kvcalc/data/architecture_configs.json``: source ``none``)
@@ -75,16 +74,6 @@ _REMOTE_CONFIG = {
     "DeepseekForCausalLM": _REMOTE,  # model_type deepseek
     "BailingMoeForCausalLM": _REMOTE,  # model_type bailing_moe
 }
-
-
-@functools.cache
-def config_sources() -> dict[str, dict[str, str]]:
-    """``kvcalc/data/architecture_configs.json``: architecture → where a public configuration of
-    it exists (``source``: ``config-class``, ``published``, ``unlocated`` or ``none``), for the
-    text-generation and multimodal architectures no family reads."""
-    data = pkgutil.get_data("kvcalc", "data/architecture_configs.json")
-    assert data is not None  # the package's own loader reads files
-    return json.loads(data)["architectures"]
 
 
 def config_source_text(architecture: str) -> str:

@@ -49,3 +49,13 @@ def vllm_registry() -> Registry:
                 class_name=entry.get("class", ""), last_release=entry.get("last_release"),
             ))  # fmt: skip
     return Registry(engine_version=record["engine_version"], entries=tuple(rows))
+
+
+@functools.cache
+def config_sources() -> dict[str, dict[str, str]]:
+    """``kvcalc/data/architecture_configs.json``: architecture → where a public configuration of
+    it exists (``source``: ``config-class``, ``published``, ``unlocated`` or ``none``), for the
+    text-generation and multimodal architectures no family reads."""
+    data = pkgutil.get_data("kvcalc", "data/architecture_configs.json")
+    assert data is not None  # the package's own loader reads files
+    return json.loads(data)["architectures"]
