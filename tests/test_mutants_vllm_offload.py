@@ -298,6 +298,13 @@ def test_connectorless_and_gpu_registered_nixl():
                           "no host copy",)  # fmt: skip
 
 
+def test_nixl_cpu_buffer_without_groups_is_the_cache():
+    # a plan that names no groups: the GPU cache itself, once per GPU
+    cfg = '{"kv_connector":"NixlConnector","kv_buffer_device":"cpu"}'
+    tier = _tier(OffloadOptions(kv_transfer_config=cfg), tensor_parallel_size=2)
+    assert (tier.kv_tokens, tier.kv_bytes) == (None, 2**21 * 10 * 2)
+
+
 def test_offloading_connector_through_the_transfer_config():
     # the same chunk rule as --kv-offloading-size, with the extra config's cpu_bytes_to_use, the
     # world size, groups and block size (recorded: l8_bpc3)
