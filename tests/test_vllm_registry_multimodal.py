@@ -68,7 +68,8 @@ def _plan(name: str, row: dict):
 
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
-    assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe"} <= types
+    assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
+            "llava_onevision"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -117,7 +118,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     for r in WEIGHTS["records"]:
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
-        "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe",
+        "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
     }  # fmt: skip
 
 
@@ -182,7 +183,9 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
 @pytest.mark.parametrize(
     "name",
     ["synthetic--qwen2-vl-defaults.json", "synthetic--qwen3-vl-moe-norm-topk-prob.json",
-     "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json"],
+     "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json",
+     "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
+     "synthetic--llava-onevision-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -218,3 +221,21 @@ def test_glm4v_tower_whole_on_every_rank_builds_at_tp_8(tmp_path):
     off = _plan_config(tmp_path, name, tensor_parallel_size=8,
                        limit_mm_per_prompt='{"image": 0, "video": 0}')  # fmt: skip
     assert off.weights_bytes < plan.weights_bytes
+
+
+def test_llava_builds_clip_up_to_the_feature_layer():
+    # LlavaConfig's CLIP-L/14 at 336 px: vision_feature_layer -2 of 24 layers, so vLLM's
+    # init_vision_tower_for_llava builds 23 (get_layer_index), and no post-layernorm
+    # (require_post_norm=False); per layer the biased fused qkv and out_proj (4 × (1,024² + 1,024)),
+    # fc1/fc2 (2 × 1,024 × 4,096 + 4,096 + 1,024), two LayerNorms (4 × 1,024); the embeddings
+    # (class 1,024, the unbiased 3 × 14² patch convolution, 577 position rows), the pre-LayerNorm;
+    # the projector 1,024 → 4,096 → 4,096 with biases
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--llava-4k.json").weights.vision
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 23 * layer + hv + 3 * 14 * 14 * hv + 577 * hv + 2 * hv
+    projector = h * hv + h + h * h + h
+    assert (v.tower, v.num_layers) == ("clip", 23)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector

@@ -50,6 +50,13 @@ VLLM_ONLY = {
     "qwen3_vl_moe_text": "Qwen3-VL-MoE", "glm4v": "GLM-4.1V", "glm4v_text": "GLM-4.1V",
     "glm4v_moe": "GLM-4.5V", "glm4v_moe_text": "GLM-4.5V",
 }  # fmt: skip
+#: multimodal architectures checked against vLLM 0.33 alone whose text stack's model type is a
+#: family the other engines size (LLaVA's Llama, Mistral or Qwen2): refused by the config's
+#: architecture
+VLLM_ONLY_ARCHITECTURES = {
+    "LlavaForConditionalGeneration": "LLaVA", "LlavaNextForConditionalGeneration": "LLaVA-NeXT",
+    "LlavaOnevisionForConditionalGeneration": "LLaVA-OneVision",
+}  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure
 #: ``mamba2`` graph (``engines/llamacpp/graph_ssm.py``, Mamba-2 130M's shape)
@@ -70,6 +77,9 @@ def refuse_unmodelled(engine: str, model: ModelShape, *, skip: tuple[type, ...] 
     by_type = _BY_TYPE.get(engine, {}).get(model.model_type)
     if model.model_type in VLLM_ONLY and engine not in _ALSO_CHECKED.get(model.model_type, ()):
         by_type = f"{VLLM_ONLY[model.model_type]} caches (checked against vLLM 0.33 only)"
+    arch = next((a for a in model.config_architectures if a in VLLM_ONLY_ARCHITECTURES), None)
+    if arch is not None:
+        by_type = f"{VLLM_ONLY_ARCHITECTURES[arch]} caches (checked against vLLM 0.33 only)"
     if by_type:
         raise InputError(
             f"{engine}: {by_type} ({model.model_type}) are not modelled for this engine",

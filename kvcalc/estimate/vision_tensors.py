@@ -26,6 +26,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen2_vl(v)]
     if v.family == "glm4v":
         return [replace(t, vision=True) for t in _glm4v(v)]
+    if v.family == "llava":
+        return [replace(t, vision=True) for t in _llava(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -195,6 +197,35 @@ def _glm4v(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{p}.merger.post_projection_norm", rows=out_w, copies=2, role="norm"))
     merger = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=False)
     return out + _mlp(merger, out_w, f"{p}.merger", None)
+
+
+def _llava(v: VisionWeights) -> list[Tensor]:
+    """LLaVA's tower and projector as vLLM 0.33 builds them (``clip.py`` / ``siglip.py`` through
+    ``init_vision_tower_for_llava``): CLIP's class embedding, unbiased patch convolution, ``np + 1``
+    position rows and pre-LayerNorm, or SigLIP's biased patch convolution and ``np`` position
+    rows; ``num_layers`` encoder layers (biased fused qkv and out_proj, biased fc1/fc2, two
+    LayerNorms); no post-LayerNorm. The projector: ``linear_1`` (tower width × feature layers →
+    text) and ``linear_2`` (text → text), split by columns and rows (OneVision's ``nn.Linear``s
+    whole on every rank); LLaVA-NeXT's and OneVision's ``image_newline`` row."""
+    hv, p, h = v.hidden_size, "vision_tower.vision_model", v.text_hidden_size
+    patches = (v.image_size // v.patch_size) ** 2
+    conv = v.num_channels * v.patch_size**2
+    clip = v.tower == "clip"
+    out = _linear(f"{p}.embeddings.patch_embedding", hv, conv, None, "replicated", bias=not clip)
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + clip, cols=hv,
+                      role="position"))  # fmt: skip
+    if clip:
+        out.append(Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector"))
+        out.append(Tensor(name=f"{p}.pre_layrnorm", rows=hv, copies=2, role="norm"))
+    out += _encoder(v, f"{p}.encoder.layers", "self_attn", "out_proj", "mlp", "layer_norms",
+                    bias=True)  # fmt: skip
+    m = "multi_modal_projector"
+    first, second = ("replicated", "replicated") if v.projector_replicated else ("column", "row")
+    out += _linear(f"{m}.linear_1", h, v.projector_input_dim, None, first, bias=v.projector_bias)
+    out += _linear(f"{m}.linear_2", h, h, None, second, bias=v.projector_bias)
+    if v.image_newline:
+        out.append(Tensor(name="image_newline", rows=h, role="vector"))
+    return out
 
 
 def _gemma4(v: VisionWeights) -> list[Tensor]:

@@ -113,8 +113,8 @@ class VisionWeights:
     Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:
     3D patch embedding, learned positions, patch merger and DeepStack mergers) or Gemma 4's."""
 
-    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl``, ``qwen2_vl``, ``glm4v``
-    #: or ``gemma4``
+    #: ``llama4``, ``siglip``, ``pixtral``, ``qwen3_vl``, ``qwen2_5_vl``, ``qwen2_vl``, ``glm4v``,
+    #: ``llava`` or ``gemma4``
     family: str = "llama4"
     hidden_size: int
     intermediate_size: int
@@ -140,6 +140,11 @@ class VisionWeights:
     #: the tower's attention heads, where vLLM splits them over TP (``dist_utils.divide`` in
     #: Qwen2-VL's, Qwen2.5-VL's and GLM-4.1V's vision attention; 0: not read)
     num_heads: int = 0
+    #: LLaVA: the tower (``clip`` or ``siglip``), the learned ``image_newline`` row (LLaVA-NeXT,
+    #: OneVision), a projector vLLM builds unsplit (OneVision's ``nn.Linear``)
+    tower: str = ""
+    image_newline: bool = False
+    projector_replicated: bool = False
     #: Gemma 4: soft tokens per image (``vision_config.default_output_length``)
     default_output_length: int = 0
     #: Gemma 4: the config has an ``audio_config`` (an audio tower beside the vision one)

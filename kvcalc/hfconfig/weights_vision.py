@@ -10,9 +10,13 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 
 from __future__ import annotations
 
+from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
+#: LLaVA's model types: the tower is CLIP or SigLIP (``vision_config.model_type``)
+_LLAVA = {"llava", "llava_next", "llava_onevision"}
+_LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
 _GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
@@ -30,6 +34,9 @@ def read_vision(
         return None
     vr = ConfigReader(v, source=f"{r.source}: vision_config")
     vision_type = str(vr.str("model_type", "") or "")
+    top_type = r.raw.get("model_type")
+    if top_type in _LLAVA:
+        return _llava(r, vr, str(top_type), vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         return VisionWeights(
@@ -157,4 +164,46 @@ def read_vision(
         vision_output_dim=vr.int("vision_output_dim"),
         text_hidden_size=text_hidden,
         projector_bias=vr.bool("multi_modal_projector_bias", False),
+    )
+
+
+def _llava(
+    r: ConfigReader, vr: ConfigReader, top_type: str, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """LLaVA's tower as vLLM 0.33 builds it (``llava.py`` ``init_vision_tower_for_llava``): CLIP or
+    SigLIP up to the deepest ``vision_feature_layer`` (``get_layer_index``: -2 of 24 is 23
+    layers), no post-layernorm (``require_post_norm=False``); the projector from the tower's width
+    (times the feature layers) into the text width; LLaVA-NeXT's and OneVision's
+    ``image_newline``."""
+    tower = _LLAVA_TOWERS.get(vision_type)
+    if tower is None:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts LLaVA's CLIP "
+            "and SigLIP towers only",
+            code="config-unverified",
+        )
+    total = vr.int("num_hidden_layers")
+    layers = r.value("vision_feature_layer", -2)
+    chosen = layers if isinstance(layers, list) else [layers]
+    if not chosen or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
+        raise r.bad(r.path("vision_feature_layer"), layers, "an integer or a list of integers")
+    depth = max(total + x + 1 if x < 0 else x for x in chosen)
+    if not 0 < depth <= total:
+        raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="llava",
+        tower=tower,
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=depth,
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * (len(chosen) if isinstance(layers, list) else 1),
+        projector_bias=r.bool("multimodal_projector_bias", True),
+        projector_replicated=top_type == "llava_onevision",
+        image_newline=top_type in ("llava_next", "llava_onevision"),
+        text_hidden_size=text_hidden,
     )
