@@ -133,3 +133,14 @@ def refusal_class(plan, codes) -> str:
         return "max-model-len"
     assert not p.fits, "kvcalc sizes and starts a scenario vLLM refuses"
     return "kv-memory"
+
+
+def config_folder(config: dict, prefix: str = "kvcalc-config-") -> str:
+    """A new folder holding ``config`` as its ``config.json`` (a config recorded in a fixture)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)

@@ -4,6 +4,9 @@ ViT tower, counted as transformers builds it and split per TP rank as vLLM 0.8.3
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from helpers import fixture_config, fixture_shape
 
@@ -57,12 +60,46 @@ def test_tower_per_rank_as_vllm_shards_it():
 
 
 def test_72b_tp4_weights_per_gpu_against_the_log():
-    # vllm-16570 (0.8.3, TP 4): "Model loading took 34.4340 GiB". kvcalc: 34.22 GiB (text 33.86,
-    # tower 0.33, RoPE cache 128,000 × 128 × 2 B); 0.21 GiB below the log, not explained yet
+    # vllm-16570 (0.8.3, TP 4): "Model loading took 34.4340 GiB". kvcalc (vLLM 0.33's build, equal
+    # to its meta build below): 34.31 GiB (text 33.86, tower 0.33, the MRoPE cache 128,000 × 4 ×
+    # 128 × 2 B, the tower's RoPE 655,360 B); 0.12 GiB below the 0.8.3 log, not explained yet
     w = weight_bytes(fixture_shape(NAMES[1]), tensor_parallel_size=4)
     got = (w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu) / GIB
-    assert round(got, 2) == 34.22
-    assert 34.434 - got == pytest.approx(0.21, abs=0.01)
+    assert round(got, 2) == 34.31
+    assert 34.434 - got == pytest.approx(0.12, abs=0.01)
+
+
+WEIGHTS = json.loads(
+    (Path(__file__).parent / "fixtures/vllm_0_33/qwen2_5_vl_weights.json").read_text()
+)["records"]
+
+
+@pytest.mark.parametrize(
+    "rec", WEIGHTS, ids=lambda r: f"{r['config'][5:-5]}-tp{r['tensor_parallel_size']}"
+)
+def test_weights_per_rank_equal_vllms_meta_build(rec):
+    # vLLM 0.33's parameters and buffers per rank (deploy_probe.py), to the byte
+    w = weight_bytes(
+        fixture_shape(rec["config"][:-5]), tensor_parallel_size=rec["tensor_parallel_size"]
+    )
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+def test_the_rope_caches_by_hand():
+    # the published rope_scaling {"type": "mrope", "mrope_section": [16, 24, 24]}: vLLM's
+    # MRotaryEmbedding caches 4 × max_position_embeddings rows (get_rope's default
+    # mrope_positions_factor), 128,000 × 4 × 128 × 2 B = 131,072,000 B; the tower's get_rope(80,
+    # max_position=8192, partial 0.5): 8,192 × 40 × 2 B = 655,360 B; the 28 attention layers'
+    # four fp32 scales (_k/_v/_q/_prob_scale): 28 × 4 × 4 B = 448 B (vLLM's float32 bytes)
+    shape = fixture_shape(NAMES[0])
+    assert (shape.weights.rope_cache_positions, shape.weights.rotary_dim) == (128_000 * 4, 128)
+    w = weight_bytes(shape, tensor_parallel_size=1)
+    assert w.buffers_bytes_per_gpu == 128_000 * 4 * 128 * 2 + 8_192 * 40 * 2 + 448 == 131_727_808
+    assert WEIGHTS[0]["target_by_dtype"]["torch.float32"] == 448
+    # without mrope_section (a plain default RoPE) there is one row a position
+    raw = fixture_config(NAMES[0])
+    plain = parse_config(dict(raw, rope_scaling={"rope_type": "default"}), name="plain").weights
+    assert plain.rope_cache_positions == 128_000
 
 
 def test_vision_config_with_model_type_and_in_channels():

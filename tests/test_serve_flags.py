@@ -19,6 +19,7 @@ import pytest
 
 from kvcalc.engines.flag_table import flag_table
 from kvcalc.engines.vllm.serve_flags import (
+    ENGINE_OPTION_DESTS,
     NO_EFFECT,
     NO_EFFECT_CONFIG_KEYS,
     NO_EFFECT_VALUES,
@@ -50,7 +51,11 @@ def _recorded() -> dict:
 RECORDED = _recorded()
 NAMES = [f["options"][0] for f in RECORDED["flags"]]
 REVIEWED_UNMODELLED = {name for names in UNMODELLED.values() for name in names}
-MODELLED = {f["options"][0] for f in RECORDED["flags"] if set(f["options"]) & modelled_options()}
+MODELLED = {
+    f["options"][0]
+    for f in RECORDED["flags"]
+    if set(f["options"]) & modelled_options() or f["dest"] in ENGINE_OPTION_DESTS
+}
 
 
 def test_the_recording_says_where_it_comes_from():
@@ -154,6 +159,25 @@ def test_each_flag_in_a_command_does_what_its_class_says(name):
         assert cmd.values == {} and cmd.notes == (f"{name}: no effect on memory",)
     elif name not in ("--model", "--revision"):
         assert cmd.values, name
+
+
+def test_a_flag_that_is_an_engine_option_fills_it():
+    # --num-gpu-blocks-override is CacheConfig.num_gpu_blocks_override, kvcalc's -E option of
+    # the same name; None (vLLM's _optional_type) leaves it unset
+    cmd = parse_serve_command("vllm serve m --num-gpu-blocks-override 1000 -tp 2")
+    assert cmd.values == {"engine_options": (("num_gpu_blocks_override", 1000),),
+                          "tensor_parallel_size": 2}  # fmt: skip
+    assert cmd.describe("engine_options") == "-E num_gpu_blocks_override=1000"
+    assert parse_serve_command("vllm serve m --num-gpu-blocks-override None").values == {}
+    for bad in ("1k", "1.5", "x"):
+        with pytest.raises(InputError) as err:
+            parse_serve_command(f"vllm serve m --num-gpu-blocks-override {bad}")
+        assert err.value.code == "invalid-serve-command"
+    with pytest.raises(InputError) as err:
+        parse_serve_command(
+            "vllm serve m --num-gpu-blocks-override 10 --num-gpu-blocks-override 20"
+        )
+    assert err.value.code == "conflicting-flags"
 
 
 @pytest.mark.parametrize(("command", "choices"), [

@@ -9,10 +9,10 @@ and the draft's weights vLLM's parameter bytes less the rotary cache it shares w
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import config_folder
 
 from kvcalc.engines.speculative import SpecMethod
 from kvcalc.engines.vllm.speculative import read_speculative_config
@@ -30,9 +30,7 @@ GPUS = {"h200": "H200", "h100": "H100-80GB"}
 
 def _draft_dir(row: dict) -> str:
     """A folder holding the scenario's own draft config (a head that is not bundled)."""
-    folder = Path(tempfile.mkdtemp(prefix="kvcalc-draft-"))
-    (folder / "config.json").write_text(json.dumps(row["draft_config_json"]))
-    return str(folder)
+    return config_folder(row["draft_config_json"], "kvcalc-draft-")
 
 
 def _inputs(row: dict, **changes) -> PlanInputs:

@@ -10,12 +10,15 @@ where the length asked is above the window.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import bundled_config, bundled_shape, config_folder
 
+from kvcalc.engines.vllm.sliding_off import without_sliding_window
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import LayerKind
+from kvcalc.model.layouts import LayerKind, SlidingWindow
 from kvcalc.planning.api import plan_reference
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.servecmd import parse_serve_command
@@ -33,21 +36,29 @@ def _plan(model: str, max_model_len: int | None, **kw):
     # the KV budget as recorded; weights given so that Llama 4 Scout's do not stop the plan on one
     # H100 before its capacity line (the KV sizing does not read them)
     inputs = PlanInputs(gpu="H100-80GB", kv_cache_memory_bytes=20 * GIB, max_model_len=max_model_len,
-                        weights_memory_bytes=10 * GIB, disable_sliding_window=True, **kw)  # fmt: skip
+                        weights_memory_bytes=10 * GIB, **{"disable_sliding_window": True, **kw})  # fmt: skip
     return plan_reference(model, inputs, with_suggestions=False)
+
+
+def _model(record: dict) -> str:
+    """A bundled name, or a folder holding the config the record was made with."""
+    if "config_json" in record:
+        return config_folder(record["config_json"], "kvcalc-swa-off-")
+    return record["model"]
 
 
 def test_the_recordings():
     assert {r["model"] for r in RECORDS} == {"gemma-2-9b-it", "gemma-3-1b-it", "gpt-oss-20b",
-                                             "mistral-7b-v0.1", "llama-4-scout-17b-16e-instruct"}  # fmt: skip
-    assert sum(r["status"] == "ok" for r in RECORDS) == 8
+                                             "mistral-7b-v0.1", "llama-4-scout-17b-16e-instruct",
+                                             "mistral-7b-v0.1-rope-linear-2"}  # fmt: skip
+    assert sum(r["status"] == "ok" for r in RECORDS) == 9
 
 
 @pytest.mark.parametrize(
     "record", RECORDS, ids=[f"{r['model']}-{r['max_model_len']}" for r in RECORDS]
 )
 def test_kvcalc_equals_vllm(record):
-    result = _plan(record["model"], record["max_model_len"])
+    result = _plan(_model(record), record["max_model_len"])
     if record["status"] != "ok":
         # "User-specified max_model_len (4096) is greater than the derived max_model_len
         # (sliding_window=512 ...": the same refusal, naming the window as the derived length
@@ -89,3 +100,51 @@ def test_unrecorded_families_and_other_engines_refuse_it():
     with pytest.raises(InputError) as err:
         PlanInputs(gpu="H100-80GB", engine="sglang", disable_sliding_window=True)
     assert err.value.code == "unmodelled-option"
+
+
+def test_a_rope_factor_scales_the_window():
+    # vLLM replaces the config's 32,768 positions by the 4,096-token window, then multiplies by
+    # the linear RoPE factor 2.0: 8,192 (recorded: 8,192 served, 16,384 refused naming
+    # "sliding_window=8192.0"); comparing the window with the scaled 65,536 gives the same cap
+    config = dict(
+        bundled_config("mistral-7b-v0.1"), rope_scaling={"rope_type": "linear", "factor": 2.0}
+    )
+    folder = config_folder(config, "kvcalc-swa-off-")
+    assert _plan(folder, None).max_model_len == 4096 * 2 == 8192
+    plain = plan_reference(folder, PlanInputs(gpu="H100-80GB", kv_cache_memory_bytes=20 * GIB,
+                                              weights_memory_bytes=10 * GIB),
+                           with_suggestions=False)  # fmt: skip
+    assert plain.max_model_len == 32768 * 2  # without the flag: the scaled positions
+    refused = _plan(folder, 16384)
+    assert refused.verdict == "wont-start"
+    assert "(sliding_window=8192.0 or model_max_length=None" in refused.verdict_reason
+    # a window at or above the unscaled length does not cap it: 32,768 × 2
+    wide = dict(config, sliding_window=32768)
+    assert _plan(config_folder(wide, "kvcalc-swa-off-"), None).max_model_len == 65536
+
+
+def test_two_windows_are_refused_by_name():
+    # vLLM caps the length at hf_text_config.sliding_window, one number: a config whose layers
+    # kvcalc reads with two windows has no single cap to follow
+    shape = bundled_shape("gemma-3-1b-it")
+    layers = list(shape.layers)
+    first = next(i for i, x in enumerate(layers) if isinstance(x, SlidingWindow))
+    layers[first] = replace(layers[first], sliding_window=1024)
+    with pytest.raises(InputError) as err:
+        without_sliding_window(replace(shape, layers=tuple(layers)))
+    assert err.value.code == "unmodelled-option"
+    assert "2 windows (512, 1,024)" in err.value.message
+
+
+def test_a_draft_with_cache_layers_is_refused():
+    # vLLM 0.33 builds the drafter's ModelConfig without the flag: unrecorded, so refused; an
+    # n-gram draft has no cache layers and plans
+    spec = json.loads((Path(__file__).parent / "fixtures/vllm_0_33/speculative.json").read_text())
+    head = config_folder(spec["scenarios"]["gptoss20_eagle3_k3"]["draft_config_json"], "kvcalc-")
+    eagle3 = json.dumps({"method": "eagle3", "model": head, "num_speculative_tokens": 3})
+    _plan("gpt-oss-20b", 128, speculative_config=eagle3, disable_sliding_window=False)
+    with pytest.raises(InputError) as err:  # planned without the flag, refused with it
+        _plan("gpt-oss-20b", 128, speculative_config=eagle3)
+    assert err.value.code == "unmodelled-option" and "speculative draft" in err.value.message
+    ngram = '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}'
+    assert _plan("gemma-2-9b-it", 4096, speculative_config=ngram).num_blocks == 3900

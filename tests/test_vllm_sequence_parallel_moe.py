@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import config_folder
 
 from kvcalc.engines.vllm.moe_layout import dense_mlps_whole, shared_experts_whole
 from kvcalc.planning.api import plan_reference
@@ -53,9 +53,7 @@ def _model(name: str) -> str:
     row = ALL[name]
     if "config_json" not in row:
         return row["model"]
-    folder = Path(tempfile.mkdtemp(prefix="kvcalc-spmoe-"))
-    (folder / "config.json").write_text(json.dumps(row["config_json"]))
-    return str(folder)
+    return config_folder(row["config_json"], "kvcalc-spmoe-")
 
 
 def _plan(name: str, **changes):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import config_folder
 
 from kvcalc.errors import InputError
 from kvcalc.planning.api import plan_reference
@@ -44,9 +44,7 @@ def _model(name: str) -> str:
     row = SCENARIOS[name]
     if "config_json" not in row:
         return row["model"]
-    folder = Path(tempfile.mkdtemp(prefix="kvcalc-spdp-"))
-    (folder / "config.json").write_text(json.dumps(row["config_json"]))
-    return str(folder)
+    return config_folder(row["config_json"], "kvcalc-spdp-")
 
 
 def _plan(name: str, **changes):

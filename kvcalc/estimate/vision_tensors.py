@@ -129,21 +129,7 @@ def _qwen2_5_vl(v: VisionWeights) -> list[Tensor]:
     patch merger (RMSNorm on ``hv``, ``hv·m² → hv·m² → text``). vLLM shards the linear layers like
     the text model's (qkv, gate/up and the merger's first layer by columns, proj, down and the
     merger's second by rows); the convolution and the norms are whole on every rank."""
-    hv, p = v.hidden_size, "visual"
-    merged = hv * v.spatial_merge_size**2
-    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
-    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated")
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.blocks.{i}"
-        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))  # 2 RMSNorms
-        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-    out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, role="norm"))
-    out += _linear(f"{p}.merger.mlp.0", merged, merged, None, "column", bias=True)
-    out += _linear(f"{p}.merger.mlp.2", v.projector_output_dim, merged, None, "row", bias=True)
-    return out
+    return _qwen_vl_tower(v, layer_norm=False)
 
 
 def _qwen2_vl(v: VisionWeights) -> list[Tensor]:
@@ -152,18 +138,25 @@ def _qwen2_vl(v: VisionWeights) -> list[Tensor]:
     biased qkv and a biased fc1/fc2 MLP ``embed_dim × mlp_ratio`` wide, no position table, and the
     patch merger (LayerNorm on ``embed_dim``, ``hv·m² → hv·m² → hidden_size``). qkv, fc1 and the
     merger's first layer split by columns, proj, fc2 and its second by rows."""
+    return _qwen_vl_tower(v, layer_norm=True)
+
+
+def _qwen_vl_tower(v: VisionWeights, *, layer_norm: bool) -> list[Tensor]:
+    """The Qwen2-VL / Qwen2.5-VL tower: with LayerNorms (weight and bias) and an fc1/fc2 MLP
+    (Qwen2-VL), or with RMSNorms and a gated MLP (Qwen2.5-VL); the rest is the same."""
     hv, p = v.hidden_size, "visual"
     merged = hv * v.spatial_merge_size**2
     patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    norm_copies = 2 if layer_norm else 1  # a LayerNorm has a bias beside its weight
     out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated")
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=not layer_norm, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.blocks.{i}"
-        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))  # 2 LayerNorms
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * norm_copies, role="norm"))
         out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
         out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
         out += _mlp(block, hv, f"{q}.mlp", None)
-    out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, copies=2, role="norm"))
+    out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, copies=norm_copies, role="norm"))
     out += _linear(f"{p}.merger.mlp.0", merged, merged, None, "column", bias=True)
     out += _linear(f"{p}.merger.mlp.2", v.projector_output_dim, merged, None, "row", bias=True)
     return out

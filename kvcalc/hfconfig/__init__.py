@@ -97,7 +97,7 @@ def parse_config(
     layouts, kinds = found if isinstance(found, tuple) else (found, _kinds(found))
     if len(layouts) != num_layers:  # a family reader's contract
         raise ConfigError(f"{r.source}: {len(layouts)} layouts for {num_layers} layers")
-    max_len, max_len_note, max_len_key = _max_model_len(r)
+    max_len, max_len_note, max_len_key, rope_factor = _max_model_len(r)
     prov["max_model_len"] = max_len_note
     arch = r.value("architectures") or ()
     model_type = str(r.str("model_type", "") or "")
@@ -116,6 +116,7 @@ def parse_config(
         hidden_size=hidden,
         max_model_len=max_len,
         max_model_len_key=max_len_key,
+        max_model_len_rope_factor=rope_factor,
         config_model_max_length=_top_model_max_length(raw),
         config_keys=read,
         provenance=prov,
@@ -245,15 +246,15 @@ _NESTED_ROPE_KEYS = {"full_attention", "sliding_attention", "chunked_attention",
                      "linear_attention", "main", "compress"}  # fmt: skip
 
 
-def _max_model_len(r: ConfigReader) -> tuple[int, str, str | None]:
+def _max_model_len(r: ConfigReader) -> tuple[int, str, str | None, float]:
     """vLLM 0.33's derived maximum length (``derive_max_model_len_and_key`` and
     ``_get_and_verify_max_len``): the smallest length key (``model_max_length`` wins when set),
     times the RoPE ``factor`` of every rope type it scales (not YaRN's, not in Gemma 3).
-    Returns (length, provenance, the key as vLLM names it in its refusal)."""
+    Returns (length, provenance, the key as vLLM names it in its refusal, the factor applied)."""
     found = {k: r.int(k, default=None) for k in _MAX_LEN_KEYS}
     found = {k: v for k, v in found.items() if v is not None}
     if not found:
-        return 2048, "no length key in config: 2048, vLLM's fallback", None
+        return 2048, "no length key in config: 2048, vLLM's fallback", None, 1.0
     if "model_max_length" in found:
         key = "model_max_length"
     else:
@@ -278,10 +279,14 @@ def _max_model_len(r: ConfigReader) -> tuple[int, str, str | None]:
     ):
         length = int(length * factor)
         note += f" × rope_scaling.factor {factor} ({kind}) = {length}"
-    elif any(rp.get("rope_type", rp.get("type")) in ("yarn", "deepseek_yarn") for rp in params):
+    else:
+        factor = 1.0
+    yarn = ("yarn", "deepseek_yarn")
+    if factor == 1.0 and any(rp.get("rope_type", rp.get("type")) in yarn for rp in params):
         note += " (YaRN: vLLM 0.33 does not scale it again)"
     # GPT-2-style configs alias max_position_embeddings to n_positions (attribute_map)
-    return length, note, "max_position_embeddings" if key == "n_positions" else key
+    key = "max_position_embeddings" if key == "n_positions" else key
+    return length, note, key, float(factor)
 
 
 def _top_model_max_length(raw: Mapping[str, Any]) -> int | float | None:

@@ -128,6 +128,11 @@ _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
 #: Falcon's ``alibi`` neither)
 _NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h", "opt"}
+#: vLLM's ``get_rope(mrope_positions_factor=4)`` default, the rows an MRoPE cache has per position
+MROPE_POSITIONS_FACTOR = 4
+#: model types whose vLLM model file passes ``mrope_positions_factor`` 1 (``qwen3_vl.py``'s
+#: ``mrope_positions_factor``: 4 only with video pruning, which kvcalc refuses as not modelled)
+_MROPE_POSITIONS_ONE = ("qwen3_vl", "qwen3_5")
 #: model types whose attention and MLP carry biases as one key says
 _BIAS_KEY = {"falcon": "bias", "opt": "enable_bias", "chatglm": "add_bias_linear"}
 #: model types whose RoPE length is another key (vLLM passes it as max_position)
@@ -569,6 +574,16 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
     elif kind in ("linear", "dynamic") and _is_factor(factor):
         # vLLM's Linear/DynamicNTKScalingRotaryEmbedding cache max_position × factor rows
         positions = int(positions * factor)
+    if (
+        isinstance(rope.get("mrope_section"), list)
+        and kind in (None, "default", "mrope", "yarn")
+        and not model_type.startswith(_MROPE_POSITIONS_ONE)
+    ):
+        # MRotaryEmbedding (vLLM 0.33 mrope.py) caches max_position × positions_factor rows: 4
+        # (get_rope's default; Qwen2.5-VL's video positions outrun the tokens) unless the model
+        # file passes its own (qwen3_vl.py, qwen3_5.py: 1 without video pruning).
+        # Qwen2.5-VL-7B: 128,000 × 4 × 128 × 2 B = 131,072,000 B, recorded
+        positions *= MROPE_POSITIONS_FACTOR
     if r.has("rope_local_base_freq"):
         # Gemma 3: sliding layers get their own unscaled RoPE (vLLM gemma3.py, one cache per layer
         # type). Gemma 3 27B: 131,072 × 8 + 131,072 rows × 128 × 2 B = 288 MiB with the weights

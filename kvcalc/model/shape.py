@@ -48,6 +48,9 @@ class ModelShape:
     max_model_len: int
     #: the config key vLLM derives it from, as its refusal names it (``None``: no key, 2048)
     max_model_len_key: str | None = "max_position_embeddings"
+    #: the RoPE ``factor`` vLLM multiplied the config's length by (1.0: none); under
+    #: ``--disable-sliding-window`` it scales the window that caps the length too
+    max_model_len_rope_factor: float = 1.0
     #: the top-level ``model_max_length`` of config.json, which vLLM also quotes
     config_model_max_length: int | float | None = None
     #: keys and values read from config.json, and a sentence per derived figure

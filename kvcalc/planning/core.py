@@ -113,6 +113,16 @@ def plan(
     gpu, memory = deployment.gpu, deployment.memory_bytes
     draft = speculative_draft(engine, model, inputs.speculative_config,
                               tp=inputs.tensor_parallel_size, pp=inputs.pipeline_parallel_size)  # fmt: skip
+    if inputs.disable_sliding_window and draft is not None and draft.num_layers:
+        # vLLM 0.33 builds the drafter's ModelConfig without the flag (config/speculative.py),
+        # so a draft's window layers would keep their window beside the target's full ones:
+        # not recorded
+        raise InputError(
+            "--disable-sliding-window with a speculative draft that has cache layers is not "
+            "modelled (what vLLM 0.33 does to the draft's layers was not recorded)",
+            hint="plan without one of them (n-gram and suffix decoding have no draft layers)",
+            code="unmodelled-option",
+        )
     request = engine_request(model, deployment, available_kv_bytes=0, speculative=draft)
     served = weight_dtype(engine, request) if inputs.dtype is None else None
     weights, draft_weights = with_draft_weights(

@@ -138,7 +138,8 @@ class ServeCommand:
 
     def describe(self, name: str) -> str:
         """``--max-model-len 32000`` for a field the command set (for conflict messages)."""
-        if name in ("engine", "engine_options"):  # set by an SGLang command
+        # the engine is set by an SGLang command, engine options by either engine's command
+        if name in ("engine", "engine_options"):
             return f"{self.flags[name]}" if name == "engine_options" else f"`{self.flags[name]}`"
         flag = self.flags.get(name, FLAGS[name][1][0])
         value = self.values.get(name, self.model if name == "model" else None)
@@ -166,6 +167,8 @@ class _Reader:
         self.unmodelled: list[str] = []
         self.no_effect: list[str] = []
         self.extra: list[str] = []
+        #: engine options the command sets (``-E KEY``), by key
+        self.options: dict[str, Any] = {}
         self.notes: list[str] = []
         self.level: tuple[str, str] | None = None
 
@@ -218,7 +221,10 @@ class _Reader:
             self.keep(flag, values, flag.name)
             return after
         setting = setting_for(flag)
-        assert setting is not None, flag.name  # compilation flags are read above
+        if setting is None:  # an engine option: --num-gpu-blocks-override is -E its dest
+            assert flag.dest in vllm_dialect().option_dests, flag.name
+            self.option(flag, " ".join(values), raw)
+            return after
         fld = setting.field or setting.name
         if not flag.takes_value:
             self.set(fld, base not in flag.negative, raw)
@@ -235,6 +241,28 @@ class _Reader:
             return after
         self.set(fld, converted, raw)
         return after
+
+    def option(self, flag: EngineFlag, text: str, spelled: str) -> None:
+        """An engine option's value, an integer as vLLM's ``_optional_type(int)`` reads it
+        (``None`` or nothing: unset)."""
+        if text in ("", "None"):
+            return
+        try:
+            value = int(text)
+        except ValueError:
+            raise InputError(
+                f"{table().program}: argument {spelled}: expected an integer, got {text[:40]!r}",
+                hint="vLLM's parser refuses it; give an integer",
+                code=CODE,
+            ) from None
+        key = flag.dest
+        if key in self.options and self.options[key] != value:
+            raise InputError(
+                f"conflicting flags: {spelled} {self.options[key]} and {spelled} {value}",
+                hint="give each setting once",
+                code="conflicting-flags",
+            )
+        self.options[key] = value
 
     def eplb(
         self, flag: EngineFlag, tokens: list[str], i: int, raw: str, attached: str | None
@@ -359,6 +387,10 @@ def parse_serve_command(
     unmodelled = judge(reader, table().program, ignore_unmodelled, surface, vllm_dialect())
     revision = reader.values.pop("revision", None)
     reader.flags.pop("revision", None)
+    if reader.options:
+        opts = sorted(reader.options.items())
+        reader.values["engine_options"] = tuple(opts)
+        reader.flags["engine_options"] = ", ".join(f"-E {k}={v}" for k, v in opts)
     return ServeCommand(
         model=reader.model,
         values=reader.values,

@@ -91,7 +91,8 @@ class Dialect:
 def vllm_dialect() -> Dialect:
     return Dialect(
         table=vllm_flags.serve_flags(), spellings=lambda s: s.serve,
-        also_modelled=frozenset({*COMPILATION_FLAGS, LEVEL_FLAG}), option_dests=frozenset(),
+        also_modelled=frozenset({*COMPILATION_FLAGS, LEVEL_FLAG}),
+        option_dests=vllm_flags.ENGINE_OPTION_DESTS,
         no_effect=vllm_flags.NO_EFFECT, no_effect_values=vllm_flags.NO_EFFECT_VALUES,
         reason=vllm_flags.unmodelled_reason,
     )  # fmt: skip

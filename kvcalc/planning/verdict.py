@@ -230,9 +230,12 @@ def verdict(
         return "wont-start", _pool_reason(inputs, kv)
     if not kv.fits:
         longest = kv.estimated_max_model_len or 0
+        # what the engine's check compares with: the available memory less part of a block, or
+        # (vLLM's num_gpu_blocks_override) the override's blocks, whatever the memory
+        checked = max(0, min(kv.fit_budget_bytes, kv.available_kv_bytes))
         return "wont-start", (
             f"one request of {kv.max_model_len:,} tokens needs {kv.bytes_per_request / gib:.2f} GiB of KV "
-            f"cache but {kv.available_kv_bytes / gib:.2f} GiB are available; the longest that fits is "
+            f"cache but {checked / gib:.2f} GiB are available; the longest that fits is "
             f"{longest:,} tokens"
         )
     if device is not None and device.free_bytes < device.reserved_bytes:

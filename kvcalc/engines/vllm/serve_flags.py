@@ -20,7 +20,7 @@ from __future__ import annotations
 from kvcalc.engines.flag_table import FlagTable, flag_table, listed_reason
 
 __all__ = [
-    "NO_EFFECT", "NO_EFFECT_CONFIG_KEYS", "NO_EFFECT_VALUES", "UNMODELLED", "serve_flags",
+    "ENGINE_OPTION_DESTS", "NO_EFFECT", "NO_EFFECT_CONFIG_KEYS", "NO_EFFECT_VALUES", "UNMODELLED", "serve_flags",
     "unmodelled_reason",
 ]  # fmt: skip
 
@@ -29,6 +29,11 @@ def serve_flags() -> FlagTable:
     """vLLM 0.33.0's ``vllm serve`` flags, as its parser matches them."""
     return flag_table("vllm")
 
+
+#: flags (by their ``dest``) read as vLLM engine options (``-E KEY``): the option the planner
+#: reads under the same name (``--num-gpu-blocks-override N`` is ``-E num_gpu_blocks_override=N``;
+#: :mod:`kvcalc.engines.vllm.v1` sizes the pool as vLLM 0.33's ``kv_cache_planning.py`` does)
+ENGINE_OPTION_DESTS = frozenset({"num_gpu_blocks_override"})
 
 #: flags (by their first option string) with no effect on memory, whatever their value
 NO_EFFECT = frozenset((
@@ -136,7 +141,6 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--watermark-config", "--reasoning-config", "--enable-batch-sharded-sampling",
     ),
     "the KV cache's layout or size": (
-        "--num-gpu-blocks-override",
         "--prefix-cache-retention-interval", "--kv-cache-dtype-skip-layers",
         "--kv-sharing-fast-prefill", "--swa-bounded-replay", "--mamba-block-size", "--prefix-match-unit",
         "--enable-mamba-shared-prefix-checkpoint", "--replayssm-buffer-len", "--use-replayssm",

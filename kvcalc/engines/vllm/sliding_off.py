@@ -2,7 +2,8 @@
 
 ``ModelConfig`` caps the derived ``max_model_len`` at the config's ``sliding_window`` when that is
 smaller (``_get_and_verify_max_len``: "If sliding window is manually disabled, max_length should be
-less than the sliding window length"), then sets ``hf_text_config.sliding_window = None``; the model
+less than the sliding window length"; the window replaces the config's length before the RoPE
+``factor`` multiplies it, so a scaled config derives window × factor), then sets ``hf_text_config.sliding_window = None``; the model
 files that build their sliding layers from it (``gemma2.py``, ``gemma3.py``, ``gpt_oss.py``,
 ``llama.py`` for Mistral) then build full-attention layers of the same shape. A model without a
 sliding window (Llama 4's chunked layers) is unchanged.
@@ -36,7 +37,15 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         )
     if not windows:
         return model, ("--disable-sliding-window: the model has no sliding window (unchanged)",)
-    (window,) = windows  # the recorded families have one window
+    if len(windows) > 1:  # vLLM caps the length at hf_text_config.sliding_window, one number
+        raise InputError(
+            f"--disable-sliding-window is not modelled for this {model.model_type} config: its "
+            f"layers have {len(windows)} windows ({', '.join(f'{w:,}' for w in sorted(windows))}) "
+            "and vLLM caps the length at the config's one sliding_window",
+            hint="plan without it",
+            code="unmodelled-option",
+        )
+    (window,) = windows
     layers = tuple(
         FullAttention(kv_heads=x.kv_heads, k_dim=x.k_dim, v_dim=x.v_dim, dtype=x.dtype)
         if isinstance(x, SlidingWindow)
@@ -45,7 +54,12 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
     )
     changed = replace(model, layers=layers)
     note = f"--disable-sliding-window: the {window:,}-token window layers attend to every token"
-    if window < model.max_model_len:
-        changed = replace(changed, max_model_len=window, max_model_len_key="sliding_window")
-        note += f"; the derived max_model_len is the window, {window:,}"
+    # _get_and_verify_max_len: the window replaces the config's length before the RoPE factor
+    # scales it, so the comparison is with the unscaled length
+    factor = model.max_model_len_rope_factor
+    if window * factor < model.max_model_len:
+        capped = int(window * factor)
+        changed = replace(changed, max_model_len=capped, max_model_len_key="sliding_window")
+        scaled = f" × the RoPE factor {factor:g}" if factor != 1.0 else ""
+        note += f"; the derived max_model_len is the window{scaled}, {capped:,}"
     return changed, (note,)
