@@ -123,6 +123,17 @@ def _row(**server_args) -> dict:
         (["-E", "disable_cuda_graph=true", "-E", "chunked_prefill_size=2048"],
          "--disable-cuda-graph --chunked-prefill-size 2048",
          {"chunked_prefill_size": 2048, "disable_cuda_graph": True}),
+        # 16 decode sizes: 13,904 − 256·2 + 16·2 = 13,424 MiB, round(68,135 / 81,559, 3) = 0.835
+        (["-E", "cuda_graph_bs_decode=1,2,4,8,16"], "--cuda-graph-bs-decode 1 2 4 8 16",
+         {"cuda_graph_bs_decode": [1, 2, 4, 8, 16]}),
+        (["-E", "cuda_graph_bs_prefill=512,1024,2048"], "--cuda-graph-bs-prefill 512 1024 2048",
+         {"cuda_graph_bs_prefill": [512, 1024, 2048]}),
+        # the backend wins over the switch (parse_cuda_graph_config): the decode graphs stay, 0.83
+        (["-E", "disable_decode_cuda_graph=true", "-E", "cuda_graph_backend_decode=full"],
+         "--disable-decode-cuda-graph --cuda-graph-backend-decode full",
+         {"disable_decode_cuda_graph": True, "cuda_graph_backend_decode": "full"}),
+        (["-E", "cuda_graph_backend_prefill=disabled"], "--cuda-graph-backend-prefill disabled",
+         {"cuda_graph_backend_prefill": "disabled"}),
     ],
 )  # fmt: skip
 def test_the_plan_takes_the_fraction_sglang_resolves(cli, tmp_path, options, flags, server_args):
@@ -137,7 +148,8 @@ def test_the_plan_takes_the_fraction_sglang_resolves(cli, tmp_path, options, fla
     spec.write_text(
         "deployments:\n  - model: llama-3.1-8b\n    engine: sglang\n    gpu: H100\n"
         "    gpu_memory: 81559MiB\n    max_model_len: 8192\n"
-        f"    engine_options: {json.dumps(server_args)}\n"
+        # a list of graph sizes is written as its text in a file ("1,2,4,8,16"), as with -E
+        f"    engine_options: {json.dumps({k: _text(v) for k, v in server_args.items()})}\n"
     )
     filed = cli("check", str(spec), "--format", "json")
     assert filed.exit_code == 0, filed.stderr
@@ -145,6 +157,10 @@ def test_the_plan_takes_the_fraction_sglang_resolves(cli, tmp_path, options, fla
         assert result.exit_code == 0, result.stderr
         assert result.json["memory"]["gpu_memory_utilization"] == expected
     assert json.loads(filed.stdout)[0]["memory"]["gpu_memory_utilization"] == expected
+
+
+def _text(value):
+    return ",".join(str(v) for v in value) if isinstance(value, list) else value
 
 
 def test_a_chunk_off_the_page_is_refused_through_the_cli(cli):
@@ -183,3 +199,53 @@ def test_no_graph_memory_is_shown_when_sglang_captures_none(cli):
     decode_only = cli(*base, "-E", "disable_prefill_cuda_graph=true")
     assert off.json["memory"]["cudagraph_bytes"] == 0
     assert decode_only.json["memory"]["cudagraph_bytes"] > 0
+
+
+def test_an_explicit_prefill_backend_skips_the_compatibility_cascade():
+    # Qwen3-VL-8B is outside SGLang's multimodal allow-list: its default prefill graph is
+    # disabled (0.772, recorded); --cuda-graph-backend-prefill breakable locks it on, so its 58
+    # sizes cost 58 × 8 = 464 MiB more before the vision factor: 0.7676 (recorded)
+    (default,) = [
+        e for e in OK if e["config"].startswith("Qwen--Qwen3-VL") and not e["server_args"]
+    ]
+    (forced,) = [e for e in OK if e["config"].startswith("Qwen--Qwen3-VL") and e["server_args"]]
+    assert default["cuda_graph"]["prefill"]["backend"] == "disabled"
+    assert forced["cuda_graph"]["prefill"]["backend"] == "breakable"
+    shape = _shape(forced["config"])
+    off = memory_defaults("latest", 81_559 * MIB, 1, 1, shape, settings=reserve_settings({}))
+    on = memory_defaults("latest", 81_559 * MIB, 1, 1, shape,
+                         settings=reserve_settings({"cuda_graph_backend_prefill": "breakable"}))  # fmt: skip
+    assert (off.prefill_graph_sizes, on.prefill_graph_sizes) == (0, 58)
+    assert on.reserved_mib - off.reserved_mib == 58 * 8
+    assert (off.mem_fraction_static, on.mem_fraction_static) == (
+        default["mem_fraction_static"], forced["mem_fraction_static"],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"cuda_graph_bs_decode": "1,x"}, "list of positive integers"),
+        ({"cuda_graph_bs_decode": [0, 4]}, "list of positive integers"),
+        ({"cuda_graph_bs_prefill": ""}, "list of positive integers"),
+        ({"cuda_graph_backend_decode": "piecewise"}, "full, breakable, disabled"),
+    ],
+)
+def test_bad_graph_lists_and_backends_are_refused(extra, message):
+    with pytest.raises(InputError) as caught:
+        reserve_settings(extra)
+    assert caught.value.code == "invalid-input" and message in caught.value.message
+
+
+def test_the_launch_flags_read_their_lists():
+    from kvcalc.planning.servecmd import parse_serve_command
+
+    cmd = parse_serve_command("python -m sglang.launch_server --model-path m "
+                              "--cuda-graph-bs-decode 1 2 4 --cuda-graph-backend-prefill full")  # fmt: skip
+    assert dict(cmd.values["engine_options"]) == {
+        "cuda_graph_bs_decode": (1, 2, 4), "cuda_graph_backend_prefill": "full",
+    }  # fmt: skip
+    with pytest.raises(InputError) as caught:
+        parse_serve_command("python -m sglang.launch_server --model-path m "
+                            "--cuda-graph-backend-decode piecewise")  # fmt: skip
+    assert caught.value.code == "invalid-serve-command"

@@ -246,15 +246,16 @@ def test_all2all_backends_other_than_the_default_are_refused():
     assert cmd.values["all2all_backend"] == "deepep_high_throughput"
 
 
-def test_speculative_decoding_with_dp_on_a_moe_model_plans_mtp_only():
-    # an MTP draft is planned (tests/test_vllm_speculative_parallel.py: equal to vLLM's build);
-    # other drafts on a MoE target under DP/EP are not recorded and stay refused
-    plan_reference("deepseek-v3", PlanInputs(
-        gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
-        speculative_config={"method": "mtp", "num_speculative_tokens": 1}))  # fmt: skip
+def test_speculative_decoding_with_dp_on_a_moe_model_plans_the_recorded_methods():
+    # MTP, EAGLE-3, draft-model and n-gram drafts are planned (tests/test_vllm_speculative_parallel.py:
+    # equal to vLLM's build); suffix decoding on a MoE target under DP/EP is not recorded: refused
+    for spec in ({"method": "mtp", "num_speculative_tokens": 1},
+                 {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}):  # fmt: skip
+        plan_reference("deepseek-v3", PlanInputs(
+            gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
+            speculative_config=spec))  # fmt: skip
     with pytest.raises(InputError) as err:
         plan_reference("deepseek-v3", PlanInputs(
             gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
-            speculative_config={"method": "ngram", "num_speculative_tokens": 3,
-                                "prompt_lookup_max": 4}))  # fmt: skip
+            speculative_config={"method": "suffix", "num_speculative_tokens": 3}))  # fmt: skip
     assert err.value.code == "unsupported-parallelism"

@@ -27,12 +27,20 @@ SCENARIOS = json.loads(FIXTURE.read_text())["scenarios"]
 GPUS = {"h200": "H200", "h100": "H100-80GB"}
 
 
+@functools.cache
+def _draft_dir(name: str) -> str:
+    return config_folder(SCENARIOS[name]["draft_config_json"], "kvcalc-spdp-draft-")
+
+
 def _inputs(row: dict, **changes) -> PlanInputs:
+    spec = dict(row["speculative_config"])
+    if spec.get("model") == "DRAFT_DIR":
+        spec["model"] = _draft_dir(next(k for k, v in SCENARIOS.items() if v is row))
     fields = dict(
         gpu=GPUS[row["gpu"]], tensor_parallel_size=row["tp"], max_model_len=row["max_model_len"],
         data_parallel_size=row["data_parallel_size"], enable_expert_parallel=row["enable_expert_parallel"],
         kv_cache_memory_bytes=int(float(row["kv_gib"]) * GIB),  # the harness's int(GiB * 2**30)
-        speculative_config=json.dumps(row["speculative_config"]),
+        speculative_config=json.dumps(spec),
     )  # fmt: skip
     fields.update(changes)
     return PlanInputs(**fields)
@@ -62,8 +70,10 @@ def test_the_deployment_shapes_are_recorded():
     )
     # the MTP families: DeepSeek-V3, GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), Qwen3-Next,
     # Qwen3.5 MoE
-    assert {r["vllm"]["probe"]["draft_architecture"] for r in SCENARIOS.values()} == {
+    assert {r["vllm"]["probe"].get("draft_architecture") for r in SCENARIOS.values()} == {
         "DeepSeekMTPModel", "Glm4MoeMTPModel", "Glm4MoeLiteMTPModel", "Qwen3NextMTP", "Qwen3_5MoeMTP",
+        "LlamaForCausalLMEagle3", None,  # gpt-oss-20b's EAGLE-3 head; n-gram builds no draft
+        "Qwen3ForCausalLM",  # Qwen3-0.6B as a draft model for Qwen3-30B-A3B
     }  # fmt: skip
 
 
@@ -76,7 +86,7 @@ def test_kv_cache_matches_vllm(name):
     )  # fmt: skip
     assert abs(p.max_concurrency - vllm["max_concurrency"]) < 1e-4
     assert p.log_lines[-1] == vllm["capacity_log_line"]
-    drafted = {n.split(".self_attn")[0] for n in vllm["probe"]["draft_attention_layers"]}
+    drafted = {n.split(".self_attn")[0] for n in vllm["probe"].get("draft_attention_layers", [])}
     assert p.speculative.draft_layers == len(drafted)
     assert (
         p.speculative.num_speculative_tokens == row["speculative_config"]["num_speculative_tokens"]
@@ -87,10 +97,16 @@ def test_kv_cache_matches_vllm(name):
 def test_weights_per_rank_match_vllm(name):
     row, probe = SCENARIOS[name], SCENARIOS[name]["vllm"]["probe"]
     p = _plan(name)
-    # the draft's rotary cache is the target's own module (get_rope's cache): allocated once
-    draft = probe["draft_param_bytes_per_rank_excl_shared_embed_head"] - row["shared_rope_bytes"]
+    # the draft's rotary cache is the target's own module (get_rope's cache): allocated once; an
+    # EAGLE-3 head's own lm_head is a module the probe skips by name
+    # (a draft model has its own embedding and head: all of its bytes)
+    source = row.get("draft_weights_from", "draft_param_bytes_per_rank_excl_shared_embed_head")
+    draft = (
+        probe.get(source, 0) - row["shared_rope_bytes"] + row.get("own_weights_the_probe_skips_bytes", 0)
+    )  # fmt: skip
     assert p.speculative.draft_weights_bytes == draft
-    assert p.weights_bytes - draft == probe["target_param_bytes_per_rank"]
+    if "target_weights" not in row:  # gpt-oss: the emulation loads mxfp4 unpadded (see the row)
+        assert p.weights_bytes - draft == probe["target_param_bytes_per_rank"]
 
 
 def test_deepseek_v3_dp8_ep_mtp_by_hand():
@@ -128,10 +144,43 @@ def test_sequence_parallel_moe_holds_the_shared_experts_whole(name):
         )
 
 
+def test_an_ngram_draft_adds_only_its_lookahead():
+    # n-gram under DP 8 + EP: no draft layers, so DeepSeek-V3's 61 MLA layers alone share each
+    # rank's 28 GiB: 28 GiB // (16 × 576 × 2 B × 61) = 26,739 blocks (recorded), more than the
+    # 26,308 of the MTP draft's 62 layers
+    p = _plan("dsv3_dp8_ep_ngram2")
+    assert p.num_blocks == 28 * GIB // (16 * 576 * 2 * 61) == 26_739
+    assert p.speculative.draft_weights_bytes == 0
+    assert SCENARIOS["dsv3_dp8_ep_mtp1"]["vllm"]["num_blocks"] == 26_308
+
+
+def test_an_eagle3_head_is_whole_on_each_dp_rank():
+    # gpt-oss-20b's head (one Llama layer, 2,880 wide) is dense: at TP 1 each DP rank holds all
+    # of it, with or without EP (the probe's figure is the same in both records)
+    with_ep, without = _plan("gptoss20_dp2_ep_eagle3_k3"), _plan("gptoss20_dp2_eagle3_k3")
+    assert with_ep.speculative.draft_weights_bytes == without.speculative.draft_weights_bytes
+    probes = [
+        SCENARIOS[n]["vllm"]["probe"]
+        for n in ("gptoss20_dp2_ep_eagle3_k3", "gptoss20_dp2_eagle3_k3")
+    ]
+    assert (
+        probes[0]["draft_param_bytes_per_rank_all"] == probes[1]["draft_param_bytes_per_rank_all"]
+    )
+
+
+def test_a_draft_model_splits_like_the_targets_attention():
+    # Qwen3-0.6B (dense, tied embedding: 1,202,586,048 B whole) beside Qwen3-30B-A3B: whole on each
+    # rank at DP 2 + EP (TP 1), halved at TP 2 with or without DP (recorded: 606,601,664 B)
+    whole, split = _plan("q3moe_dp2_ep_draft06_k4"), _plan("q3moe_tp2_ep_draft06_k4")
+    assert whole.speculative.draft_weights_bytes == 1_202_586_048
+    assert split.speculative.draft_weights_bytes == 606_601_664
+    assert _plan("q3moe_dp2_tp2_draft06_k4").speculative.draft_weights_bytes == 606_601_664
+
+
 def test_unconfirmed_shapes_stay_refused():
     for changes, text in (
-        ({"speculative_config": json.dumps({"method": "ngram", "num_speculative_tokens": 3,
-                                            "prompt_lookup_max": 4})}, "ngram"),
+        ({"speculative_config": json.dumps({"method": "suffix", "num_speculative_tokens": 3})},
+         "suffix"),
         ({"enable_eplb": True, "num_redundant_experts": 8}, "EPLB"),
     ):  # fmt: skip
         with pytest.raises(InputError) as refused:

@@ -16,6 +16,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import families, generic
 from kvcalc.hfconfig.eagle import read_eagle_head
 from kvcalc.hfconfig.family import LayoutContext, LayoutsRead
+from kvcalc.hfconfig.layers import window_cleared
 from kvcalc.hfconfig.mtp import read_mtp
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weights import read_weight_shape
@@ -117,6 +118,7 @@ def parse_config(
         max_model_len=max_len,
         max_model_len_key=max_len_key,
         max_model_len_rope_factor=rope_factor,
+        sliding_window_cleared=window_cleared(r),
         config_model_max_length=_top_model_max_length(raw),
         config_keys=read,
         provenance=prov,

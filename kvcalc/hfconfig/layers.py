@@ -179,3 +179,9 @@ def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[Mi
         kinds = [SLIDING if i >= first else FULL for i in range(num_layers)]
         return kinds, f"use_sliding_window with max_window_layers = {first}"
     return [SLIDING] * num_layers, "a plain sliding_window applies to every layer"
+
+
+def window_cleared(r: ConfigReader) -> bool:
+    """transformers' Qwen2-style config classes clear ``sliding_window`` (None, or 0 for
+    Qwen2-MoE) when ``use_sliding_window`` is false, so vLLM sees no window at all."""
+    return r.has("use_sliding_window") and not r.bool("use_sliding_window")

@@ -51,6 +51,11 @@ class ModelShape:
     #: the RoPE ``factor`` vLLM multiplied the config's length by (1.0: none); under
     #: ``--disable-sliding-window`` it scales the window that caps the length too
     max_model_len_rope_factor: float = 1.0
+    #: the config's ``use_sliding_window`` is false: its transformers class clears the window
+    sliding_window_cleared: bool = False
+    #: the engine refuses to start this model as a setting transformed it (vLLM 0.33's
+    #: ``--disable-sliding-window`` on a config class that refuses ``sliding_window = None``)
+    start_refusal: str | None = None
     #: the top-level ``model_max_length`` of config.json, which vLLM also quotes
     config_model_max_length: int | float | None = None
     #: keys and values read from config.json, and a sentence per derived figure

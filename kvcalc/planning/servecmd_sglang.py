@@ -67,6 +67,12 @@ def _option_value(flag: EngineFlag, values: list[str], spelled: str) -> Any:
     """An engine option's value, by the type SGLang's parser gives the flag."""
     if not flag.takes_value:
         return spelled not in flag.negative
+    if flag.nargs == "+" and flag.type == "int":  # --cuda-graph-bs-decode 1 2 4 8
+        try:
+            return tuple(int(v) for v in values)
+        except ValueError:
+            raise InputError(f"{spelled}: expected integers, got {' '.join(values)[:40]!r}",
+                             code=CODE) from None  # fmt: skip
     text = values[0]
     try:
         if flag.type == "human_readable_int":

@@ -127,12 +127,17 @@ def memory_defaults(
         graph_bs = settings.decode_max_bs
     elif max_running_requests is not None:  # a given --max-running-requests caps the default
         graph_bs = min(graph_bs, max_running_requests)
+    if settings.decode_sizes is not None:  # the list given: its largest, whatever caps it above
+        graph_bs = max(settings.decode_sizes)
     mla = model is not None and model.is_mla
     sizes = 0
-    prefill_on = (
-        profile == "latest" and dcp == 1 and settings.prefill_graph and _prefill_graph(model, pp)
-    )  # off under DCP
-    if prefill_on:
+    # off under DCP and where apply_cuda_graph_compatibility turns it off, unless a prefill
+    # backend was given explicitly
+    allowed = settings.prefill_forced or (dcp == 1 and _prefill_graph(model, pp))
+    prefill_on = profile == "latest" and settings.prefill_graph and allowed
+    if prefill_on and settings.prefill_sizes is not None:
+        sizes = len(settings.prefill_sizes)
+    elif prefill_on:
         prefill_max = settings.prefill_max_bs
         if prefill_max is None:
             prefill_max = _prefill_graph_max_bs(model, chunk, mla, settings.max_total_tokens)

@@ -12,6 +12,16 @@ size and the CUDA-graph settings (``arg_groups/memory_hook.py`` ``handle_gpu_mem
 - ``cuda_graph_max_bs_decode`` / ``cuda_graph_max_bs_prefill``: the largest graph of each phase.
 - ``disable_cuda_graph`` (both phases), ``disable_decode_cuda_graph``,
   ``disable_prefill_cuda_graph``: the phase's backend ``disabled``, its reserve term dropped.
+- ``cuda_graph_bs_decode`` / ``cuda_graph_bs_prefill`` (a list of sizes: ``-E
+  cuda_graph_bs_decode=1,2,4,8``, or the flags' own ``--cuda-graph-bs-decode 1 2 4 8``): the sizes
+  captured. The decode graphs' largest is then the list's maximum, whatever
+  ``--cuda-graph-max-bs-decode`` or ``--max-running-requests`` say; the prefill reserve counts the
+  list's sizes.
+- ``cuda_graph_backend_decode`` / ``cuda_graph_backend_prefill`` (``full``, ``breakable``,
+  ``disabled``): above the ``disable_*`` switches (``parse_cuda_graph_config``'s precedence). An
+  explicit prefill backend also skips ``apply_cuda_graph_compatibility``, so ``full`` or
+  ``breakable`` keep the prefill graphs where SGLang's default turns them off (multimodal models
+  outside its allow-list, pipeline parallelism, decode context parallelism, DeepSeek-V4).
 
 Checked against SGLang 0.5.23's own resolution: tests/fixtures/sglang_0_5_23/graph_reserve.json.
 """
@@ -35,7 +45,13 @@ GRAPH_KEYS = (
     "disable_cuda_graph",
     "disable_decode_cuda_graph",
     "disable_prefill_cuda_graph",
+    "cuda_graph_bs_decode",
+    "cuda_graph_bs_prefill",
+    "cuda_graph_backend_decode",
+    "cuda_graph_backend_prefill",
 )
+#: ``Backend.ALL`` (``model_executor/cuda_graph_config.py``)
+BACKENDS = ("full", "breakable", "disabled")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +64,11 @@ class ReserveSettings:
     prefill_max_bs: int | None = None
     decode_graph: bool = True
     prefill_graph: bool = True
+    #: the sizes given (``--cuda-graph-bs-decode`` / ``-prefill``), None: SGLang's own list
+    decode_sizes: tuple[int, ...] | None = None
+    prefill_sizes: tuple[int, ...] | None = None
+    #: a prefill backend given explicitly (``full``/``breakable``): no compatibility cascade
+    prefill_forced: bool = False
     #: ``--max-total-tokens`` (caps the default prefill graphs; an older option, not one of these)
     max_total_tokens: int | None = None
     #: whether any of :data:`GRAPH_KEYS` was given
@@ -94,13 +115,47 @@ def reserve_settings(extra: Mapping[str, Any]) -> ReserveSettings:
             code="invalid-input",
         )
     everything = extra_bool(extra, "disable_cuda_graph", False)
+    decode_backend = _backend(extra, "cuda_graph_backend_decode")
+    prefill_backend = _backend(extra, "cuda_graph_backend_prefill")
+    decode_on = not (everything or extra_bool(extra, "disable_decode_cuda_graph", False))
+    prefill_on = not (everything or extra_bool(extra, "disable_prefill_cuda_graph", False))
     return ReserveSettings(
         chunked_prefill_size=chunk,
         max_prefill_tokens=extra_int(extra, "max_prefill_tokens", MAX_PREFILL_TOKENS),
         decode_max_bs=extra_int(extra, "cuda_graph_max_bs_decode", None),
         prefill_max_bs=extra_int(extra, "cuda_graph_max_bs_prefill", None),
-        decode_graph=not (everything or extra_bool(extra, "disable_decode_cuda_graph", False)),
-        prefill_graph=not (everything or extra_bool(extra, "disable_prefill_cuda_graph", False)),
+        decode_graph=decode_on if decode_backend is None else decode_backend != "disabled",
+        prefill_graph=prefill_on if prefill_backend is None else prefill_backend != "disabled",
+        decode_sizes=_sizes(extra, "cuda_graph_bs_decode"),
+        prefill_sizes=_sizes(extra, "cuda_graph_bs_prefill"),
+        prefill_forced=prefill_backend in ("full", "breakable"),
         max_total_tokens=cap,
         given=True,
     )
+
+
+def _backend(extra: Mapping[str, Any], key: str) -> str | None:
+    value = extra.get(key)
+    if value is None:
+        return None
+    if str(value).strip().lower() not in BACKENDS:
+        raise InputError(f"{key} must be one of {', '.join(BACKENDS)}, got {value!r}",
+                         code="invalid-input")  # fmt: skip
+    return str(value).strip().lower()
+
+
+def _sizes(extra: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
+    """A list of graph sizes: a list or tuple of integers, or their text (``1,2,4`` or ``1 2 4``)."""
+    value = extra.get(key)
+    if value is None:
+        return None
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    items = [items] if is_int(items) else items
+    try:
+        sizes = tuple(int(x) if isinstance(x, str) else x for x in items)
+    except (TypeError, ValueError):
+        sizes = ()
+    if not sizes or not all(is_int(x) and 1 <= x <= MAX_OPTION_INT for x in sizes):
+        raise InputError(f"{key} must be a list of positive integers (1,2,4,8), got {value!r}",
+                         code="invalid-input")  # fmt: skip
+    return sizes

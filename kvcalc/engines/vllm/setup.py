@@ -55,6 +55,9 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     dtype, dtype_notes = D.resolve_cache_dtype(request, profile)
     notes += dtype_notes
     refusal, fix = _length_refusal(request, notes)
+    if refusal is None and request.model.start_refusal is not None:
+        # after the length (ModelConfig.__post_init__ verifies it first)
+        refusal, fix = request.model.start_refusal, "plan without --disable-sliding-window"
     try:
         check_tp(request.model, request.tensor_parallel_size, notes)
         check_tower_tp(request)

@@ -18,15 +18,37 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvcalc.errors import InputError
+from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.layouts import FullAttention, SlidingWindow
 from kvcalc.model.shape import ModelShape
 
 #: the ``model_type`` values whose vLLM model files were recorded with the flag
 RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text"})
+#: model types vLLM 0.33 cannot start with the flag: ``ModelConfig.__post_init__`` sets
+#: ``hf_text_config.sliding_window = None`` and transformers 5.20's strict config class refuses it
+#: (recorded: Gemma 4 31B and DeepSeek-V4-Flash at every length up to the window; above it the
+#: length is refused first, naming the window)
+STRICT_CONFIG = frozenset({"gemma4_text", "deepseek_v4"})
+#: model types whose config class clears the window when ``use_sliding_window`` is false, so the
+#: flag changes nothing (recorded: Qwen2.5-7B, Qwen1.5-MoE, MiMo-7B, Qwen2.5-VL-7B: full attention,
+#: the length uncapped); with ``use_sliding_window`` true their model files were not recorded
+CLEARED_WINDOW = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
+STRICT_REFUSAL = (
+    "Validation error for field 'sliding_window': TypeError: Field 'sliding_window' expected "
+    "int, got NoneType (value: None) (--disable-sliding-window sets the config's sliding_window "
+    "to None, which this model's configuration class refuses)"
+)
 
 
 def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
     """``model`` as vLLM 0.33 serves it under ``--disable-sliding-window``, and a note."""
+    if model.model_type in STRICT_CONFIG:
+        return _refused_by_its_config(model)
+    if model.model_type in CLEARED_WINDOW and model.sliding_window_cleared:
+        note = (
+            "--disable-sliding-window: use_sliding_window is false, no window to drop (unchanged)"
+        )
+        return model, (note,)
     windows = {x.sliding_window for x in model.layers if isinstance(x, SlidingWindow)}
     if model.model_type not in RECORDED:
         raise InputError(
@@ -62,4 +84,33 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         changed = replace(changed, max_model_len=capped, max_model_len_key="sliding_window")
         scaled = f" × the RoPE factor {factor:g}" if factor != 1.0 else ""
         note += f"; the derived max_model_len is the window{scaled}, {capped:,}"
+    return changed, (note,)
+
+
+def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
+    """vLLM 0.33 caps the length at the window (which a longer ``--max-model-len`` is refused
+    against first), then fails to set the window to None: the model with the cap and the refusal."""
+    windows = {
+        x.sliding_window
+        for x in model.layers
+        if isinstance(x, (SlidingWindow, CompressedSparseAttention))
+    }
+    if len(windows) != 1:
+        raise InputError(
+            f"--disable-sliding-window is not modelled for this {model.model_type} config "
+            f"({len(windows)} windows)",
+            hint="plan without it",
+            code="unmodelled-option",
+        )
+    (window,) = windows
+    factor = model.max_model_len_rope_factor
+    changed = replace(model, start_refusal=STRICT_REFUSAL)
+    if window * factor < model.max_model_len:
+        changed = replace(
+            changed, max_model_len=int(window * factor), max_model_len_key="sliding_window"
+        )
+    note = (
+        f"--disable-sliding-window: vLLM 0.33 refuses to start {model.model_type} with it "
+        "(its configuration class refuses sliding_window = None)"
+    )
     return changed, (note,)

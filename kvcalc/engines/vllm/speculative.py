@@ -307,30 +307,39 @@ def vllm_draft(
                             source=f"{method} draft {cfg.model}: {draft.num_layers} layer(s)")  # fmt: skip
 
 
+#: the methods whose build under data/expert parallelism vLLM 0.33's own code was recorded for
+_RECORDED_UNDER_DP_EP = frozenset(
+    {SpecMethod.MTP, SpecMethod.EAGLE3, SpecMethod.NGRAM, SpecMethod.DRAFT_MODEL}
+)
+
+
 def check_moe_parallel_draft(
     value: Any, *, tensor_parallel_size: int, prefill_context_parallel_size: int, eplb: bool
 ) -> None:
     """Speculative decoding on a MoE target whose experts are split over DP or EP: an MTP draft
     is modelled (vLLM builds it with the target's ``VllmConfig``, so its ``FusedMoE`` splits the
-    experts as the target's and its KV layers join each DP rank's pool as without DP, recorded in
-    ``speculative_parallel.json``); what no recording confirms is refused by name."""
+    experts as the target's and its KV layers join each DP rank's pool as without DP), an EAGLE-3
+    head and a draft model (dense: split over TP like the target's attention, whole on each DP
+    rank) and n-gram (no draft layers), all recorded in ``speculative_parallel.json``; what no
+    recording confirms (EAGLE, suffix decoding) is refused by name."""
     cfg = read_speculative_config(value)
     if cfg is None:
         return
     method = cfg.method if cfg.method is not None else draft_method(cfg)
     why = None
-    if method is not SpecMethod.MTP:
+    if method not in _RECORDED_UNDER_DP_EP:
         why = f"a {method} draft"
     elif cfg.draft_tensor_parallel_size not in (None, tensor_parallel_size):
-        why = "an MTP draft at a draft_tensor_parallel_size other than the target's"
+        why = f"a {method} draft at a draft_tensor_parallel_size other than the target's"
     elif prefill_context_parallel_size > 1:
-        why = "an MTP draft with prefill context parallelism"
+        why = f"a {method} draft with prefill context parallelism"
     elif eplb:
-        why = "an MTP draft with EPLB or redundant experts"
+        why = f"a {method} draft with EPLB or redundant experts"
     if why is not None:
         raise InputError(f"speculative decoding with data or expert parallelism on a MoE model: {why} "
                          "is not modelled (no recording of vLLM's build confirms it)",
-                         hint="MTP drafts are modelled under DP/EP; plan this one with -tp alone",
+                         hint="MTP, EAGLE-3, draft-model and n-gram drafts are modelled under "
+                              "DP/EP; plan this one with -tp alone",
                          code="unsupported-parallelism")  # fmt: skip
 
 
