@@ -277,6 +277,8 @@ def test_each_sglang_flag_does_what_its_class_says(name):
         sample = ["0.5"]
     if name == "--attn-dp-size":  # a width of 1 is no DP attention: nothing to set
         sample = ["2"]
+    if name == "--cuda-graph-config":  # JSON of phases
+        sample = ['{"decode": {"max_bs": 64}}']
     if name in ("--model-path", "--revision", "--dtype", "--quantization", "--kv-cache-dtype"):
         sample = [{"--model-path": "m", "--revision": "main", "--dtype": "half",
                    "--quantization": "fp8", "--kv-cache-dtype": "fp8_e4m3"}[name]]  # fmt: skip

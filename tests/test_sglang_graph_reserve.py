@@ -25,7 +25,9 @@ from kvcalc.units import MIB
 HERE = Path(__file__).parent / "fixtures"
 FIXTURE = json.loads((HERE / "sglang_0_5_23" / "graph_reserve.json").read_text())
 ENTRIES = FIXTURE["entries"]
-OK = [e for e in ENTRIES if e["status"] == "ok"]
+OK = [e for e in ENTRIES if e["status"] == "ok" and "cuda_graph_config" not in e["server_args"]]
+#: the rows that give --cuda-graph-config (read from a command: its JSON over the per-phase flags)
+JSON_ROWS = [e for e in ENTRIES if "cuda_graph_config" in e["server_args"]]
 FAILED = [e for e in ENTRIES if e["status"] != "ok"]
 CONFIGS = json.loads((HERE / "vllm_0_33" / "reference_configs.json").read_text())["models"]
 
@@ -249,3 +251,54 @@ def test_the_launch_flags_read_their_lists():
         parse_serve_command("python -m sglang.launch_server --model-path m "
                             "--cuda-graph-backend-decode piecewise")  # fmt: skip
     assert caught.value.code == "invalid-serve-command"
+
+
+def _command(args: dict) -> str:
+    """The launch_server command of a row's server_args (a list as its values, the JSON quoted)."""
+    import shlex
+
+    parts = ["python -m sglang.launch_server --model-path m"]
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, dict):
+            parts.append(f"{flag} {shlex.quote(json.dumps(value))}")
+        elif isinstance(value, list):
+            parts.append(f"{flag} {' '.join(str(v) for v in value)}")
+        else:
+            parts.append(f"{flag} {value}")
+    return " ".join(parts)
+
+
+@pytest.mark.parametrize("entry", JSON_ROWS, ids=_id)
+def test_the_json_graph_config_equals_sglang(entry):
+    # --cuda-graph-config's backend, max_bs and bs fill the per-phase options, over the flags
+    # (the JSON has the highest precedence in parse_cuda_graph_config): SGLang's own resolution
+    from kvcalc.planning.servecmd import parse_serve_command
+
+    cmd = parse_serve_command(_command(entry["server_args"]))
+    got = memory_defaults("latest", entry["gpu_memory_mib"] * MIB, entry["tp"], 1,
+                          _shape(entry["config"]),
+                          settings=reserve_settings(dict(cmd.values["engine_options"])))  # fmt: skip
+    assert got.mem_fraction_static == entry["mem_fraction_static"]
+    graphs = entry["cuda_graph"]
+    assert got.decode_graph_max_bs == graphs["decode"]["max_bs"]
+    prefill = graphs["prefill"]
+    assert got.prefill_graph_sizes == (0 if prefill["backend"] == "disabled" else prefill["num_bs"])
+
+
+def test_the_json_graph_config_names_what_it_does_not_model():
+    from kvcalc.planning.servecmd import parse_serve_command
+
+    text = json.dumps({"prefill": {"max_seq_len": 4096, "bs": [256]}})
+    with pytest.raises(InputError) as caught:
+        parse_serve_command(
+            f"python -m sglang.launch_server --model-path m --cuda-graph-config '{text}'"
+        )
+    assert caught.value.code == "flag-not-modelled"
+    assert "--cuda-graph-config.prefill.max_seq_len" in caught.value.message
+    for bad in ('{"verify": {}}', '{"decode": {"sizes": [1]}}', "[1]", "{x"):
+        with pytest.raises(InputError) as caught:
+            parse_serve_command(
+                f"python -m sglang.launch_server --model-path m --cuda-graph-config '{bad}'"
+            )
+        assert caught.value.code == "invalid-serve-command"

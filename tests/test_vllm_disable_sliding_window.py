@@ -112,6 +112,10 @@ def test_unrecorded_families_and_other_engines_refuse_it():
     with pytest.raises(InputError) as err:
         _plan("qwen3-8b", 4096)
     assert err.value.code == "unmodelled-option" and "qwen3" in err.value.message
+    assert "not recorded with the flag" in err.value.message
+    assert err.value.hint == (
+        "plan without it; recorded: gemma2, gemma3_text, gpt_oss, llama4, llama4_text, mistral"
+    )
     with pytest.raises(InputError) as err:
         PlanInputs(gpu="H100-80GB", engine="sglang", disable_sliding_window=True)
     assert err.value.code == "unmodelled-option"
@@ -149,6 +153,8 @@ def test_two_windows_are_refused_by_name():
         without_sliding_window(replace(shape, layers=tuple(layers)))
     assert err.value.code == "unmodelled-option"
     assert "2 windows (512, 1,024)" in err.value.message
+    assert "vLLM caps the length at the config's one sliding_window" in err.value.message
+    assert err.value.hint == "plan without it"
 
 
 def test_a_draft_with_cache_layers_is_refused():
@@ -183,3 +189,68 @@ def test_a_family_whose_model_file_reads_another_key_stays_refused():
     with pytest.raises(InputError) as err:
         _plan(str(Path(__file__).parent / "fixtures/configs/XiaomiMiMo--MiMo-V2-Flash.json"), 128)
     assert err.value.code == "unmodelled-option" and "mimo_v2_flash" in err.value.message
+
+
+def _notes(model: str, length: int | None) -> list[str]:
+    return [n for n in _plan(model, length).notes if n.startswith("--disable-sliding-window")]
+
+
+def test_each_path_says_what_it_did():
+    # the notes name the window and the length derived from it (what the user reads)
+    assert _notes("gemma-3-1b-it", None) == [
+        "--disable-sliding-window: the 512-token window layers attend to every token; the derived "
+        "max_model_len is the window, 512"
+    ]
+    rope = dict(
+        bundled_config("mistral-7b-v0.1"), rope_scaling={"rope_type": "linear", "factor": 2.0}
+    )
+    assert _notes(config_folder(rope, "kvcalc-swa-off-"), None) == [
+        "--disable-sliding-window: the 4,096-token window layers attend to every token; the "
+        "derived max_model_len is the window × the RoPE factor 2, 8,192"
+    ]
+    assert _notes("llama-4-scout-17b-16e-instruct", 4096) == [
+        "--disable-sliding-window: the model has no sliding window (unchanged)"
+    ]
+    assert _notes("Qwen/Qwen2.5-7B", 4096) == [
+        "--disable-sliding-window: use_sliding_window is false, no window to drop (unchanged)"
+    ]
+    kept = str(Path(__file__).parent / "fixtures/configs/deepseek-ai--DeepSeek-V4-Flash.json")
+    assert _notes(kept, 128) == [
+        "--disable-sliding-window: vLLM 0.33 refuses to start deepseek_v4 with it (its "
+        "configuration class refuses sliding_window = None)"
+    ]
+
+
+def test_a_window_at_the_scaled_length_does_not_cap_it():
+    # window 32,768 = the unscaled positions: vLLM keeps max_position_embeddings (32,768 × 2 =
+    # 65,536.0) as the derived length and its key, so a longer request names that key
+    config = dict(bundled_config("mistral-7b-v0.1"), sliding_window=32768,
+                  rope_scaling={"rope_type": "linear", "factor": 2.0})  # fmt: skip
+    refused = _plan(config_folder(config, "kvcalc-swa-off-"), 65537)
+    assert "(max_position_embeddings=65536.0 or" in refused.verdict_reason
+
+
+def test_a_refused_config_keeps_the_scaled_cap():
+    # Gemma 4 with a linear factor 2 on its full layers (synthetic): vLLM's _get_and_verify_max_len
+    # takes the 1,024-token window first and multiplies it by the factor, 2,048; a longer request
+    # is refused on the length, naming sliding_window=2048.0, and a shorter one by the config class
+    kept = Path(__file__).parent / "fixtures/configs/nvidia--Gemma-4-31B-IT-NVFP4.json"
+    config = json.loads(kept.read_text())
+    text = config.get("text_config", config)
+    text["rope_parameters"]["full_attention"].update(rope_type="linear", factor=2.0)
+    folder = config_folder(config, "kvcalc-swa-off-")
+    assert "(sliding_window=2048.0 or" in _plan(folder, 4096).verdict_reason
+    assert "Validation error for field 'sliding_window'" in _plan(folder, 2048).verdict_reason
+
+
+def test_a_refused_config_with_two_windows_is_not_modelled():
+    kept = Path(__file__).parent / "fixtures/configs/deepseek-ai--DeepSeek-V4-Flash.json"
+    from kvcalc.hfconfig import parse_config
+
+    shape = parse_config(json.loads(kept.read_text()), name="dsv4")
+    layers = list(shape.layers)
+    layers[0] = replace(layers[0], sliding_window=256)
+    with pytest.raises(InputError) as err:
+        without_sliding_window(replace(shape, layers=tuple(layers)))
+    assert err.value.code == "unmodelled-option" and "(2 windows)" in err.value.message
+    assert err.value.hint == "plan without it"

@@ -106,7 +106,7 @@ def sglang_dialect() -> Dialect:
     # --mem-fraction-static is a setting's spelling (the memory fraction), not the -E option
     return Dialect(
         table=sglang_flags.server_flags(), spellings=lambda s: s.sglang,
-        also_modelled=frozenset(ATTENTION_DP_FLAGS),
+        also_modelled=frozenset({*ATTENTION_DP_FLAGS, "--cuda-graph-config"}),
         option_dests=frozenset(SGLANG_OPTIONS) - {"mem_fraction_static"},
         no_effect=sglang_flags.NO_EFFECT, no_effect_values={},
         reason=sglang_flags.unmodelled_reason,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvcalc.engines.flag_table import EngineFlag
+from kvcalc.engines.sglang.graphs import graph_config_options
 from kvcalc.engines.sglang.server_flags import parse_human_int
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd_flags import (
@@ -36,6 +37,8 @@ from kvcalc.planning.settings import Kind, Setting
 __all__ = ["SglangRead", "read_sglang"]
 
 CODE = "invalid-serve-command"
+#: SGLang's JSON form of the per-phase CUDA-graph flags
+GRAPH_CONFIG_FLAG = "--cuda-graph-config"
 
 
 @dataclass
@@ -109,6 +112,7 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
     table = dialect.table
     read = SglangRead()
     attention_dp: tuple[int, str] | None = None
+    graph_config: tuple[str, str] | None = None
     while i < len(tokens):
         token = tokens[i]
         if token in STOP:
@@ -131,6 +135,9 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
                 code=CODE,
             )
         values, i = flag_values(flag, tokens, i, raw, attached if eq else None)
+        if flag.name == GRAPH_CONFIG_FLAG:  # JSON, above the per-phase flags: read after them
+            graph_config = (" ".join(values), raw)
+            continue
         for text in values:
             check_value(flag, text, raw, dialect)
         cls = classify(flag, values[0] if values else None, dialect)
@@ -156,7 +163,21 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         )
     if attention_dp is not None:
         _attention_dp(read, *attention_dp)
+    if graph_config is not None:
+        _graph_config(read, *graph_config)
     return read
+
+
+def _graph_config(read: SglangRead, text: str, spelled: str) -> None:
+    """``--cuda-graph-config '{"decode": {"max_bs": 64}}'``: its per-phase ``backend``, ``max_bs``
+    and ``bs`` fill the engine options of the per-phase flags, over them (the JSON has the
+    highest precedence); the keys kvcalc does not model are named (:func:`graph_config_options`)."""
+    try:
+        options, unread = graph_config_options(text)
+    except InputError as exc:
+        raise InputError(f"{spelled}{exc.message}", code=CODE) from None
+    read.options.update(options)
+    read.unmodelled += [f"{GRAPH_CONFIG_FLAG}.{key}" for key in unread]
 
 
 def _convert_count(text: str, spelled: str) -> int:

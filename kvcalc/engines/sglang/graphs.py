@@ -159,3 +159,44 @@ def _sizes(extra: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
         raise InputError(f"{key} must be a list of positive integers (1,2,4,8), got {value!r}",
                          code="invalid-input")  # fmt: skip
     return sizes
+
+
+#: ``--cuda-graph-config``'s keys per phase (``ALLOWED_KEYS_PER_PHASE``), and those modelled
+GRAPH_CONFIG_KEYS = {
+    "decode": ("backend", "max_bs", "bs"),
+    "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
+                "full_prefill_prefix_chunk_tokens", "max_seq_len"),
+}  # fmt: skip
+_GRAPH_CONFIG_READ = ("backend", "max_bs", "bs")
+
+
+def graph_config_options(text: str) -> tuple[dict[str, Any], list[str]]:
+    """``--cuda-graph-config``'s JSON as SGLang 0.5.23's ``parse_cuda_graph_config_arg`` reads it:
+    the options its ``backend``, ``max_bs`` and ``bs`` keys give (``cuda_graph_max_bs_decode``...),
+    and the keys not modelled (``prefill.max_seq_len``). An error's message continues the flag's
+    name (``: SGLang has no key ...``)."""
+    import json
+
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f" must be JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise InputError(" must be a JSON object")
+    options: dict[str, Any] = {}
+    unread: list[str] = []
+    for phase, settings in parsed.items():
+        if phase not in GRAPH_CONFIG_KEYS or not isinstance(settings, dict):
+            raise InputError(f": SGLang refuses the phase {str(phase)[:20]!r} (a JSON object for "
+                             "decode or prefill)")  # fmt: skip
+        for key, value in settings.items():
+            if key not in GRAPH_CONFIG_KEYS[phase]:
+                raise InputError(f"['{phase}']: SGLang has no key {str(key)[:30]!r} (expected one "
+                                 f"of {', '.join(GRAPH_CONFIG_KEYS[phase])})")  # fmt: skip
+            if key in _GRAPH_CONFIG_READ:
+                options[f"cuda_graph_{key}_{phase}"] = (
+                    tuple(value) if isinstance(value, list) else value
+                )
+            else:
+                unread.append(f"{phase}.{key}")
+    return options, unread

@@ -191,7 +191,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--flashinfer-a2a-dispatch-type", "--enable-megamoe-for-layernorm-sp",
     ),
     "CUDA graphs and compilation": (
-        "--cuda-graph-config", "--cuda-graph-prefill-max-context",
+        "--cuda-graph-prefill-max-context",
         "--disable-cuda-graph-padding", "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
         "--debug-cuda-graph", "--enable-torch-compile", "--enable-torch-compile-debug-mode",
         "--torch-compile-max-bs", "--cuda-graph-max-seq-len-prefill",
