@@ -8,9 +8,11 @@ files that build their sliding layers from it (``gemma2.py``, ``gemma3.py``, ``g
 ``llama.py`` for Mistral) then build full-attention layers of the same shape. A model without a
 sliding window (Llama 4's chunked layers) is unchanged.
 
-Recorded with vLLM 0.33's own sizing for Gemma 2 and 3, gpt-oss, Mistral 7B v0.1 and Llama 4 Scout
-(tests/fixtures/vllm_0_33/disable_sliding_window.json); other families are refused by name, since
-their model files may read the window otherwise.
+Recorded with vLLM 0.33's own sizing for Gemma 2 and 3, gpt-oss, Mistral 7B v0.1, Llama 4 Scout,
+Phi-3, PhiMoE, AFMoE and EXAONE 4, the Qwen2 family (unchanged: its config class clears the
+window), and the families vLLM cannot start with it (tests/fixtures/vllm_0_33/
+disable_sliding_window.json); other families are refused by name, since their model files may read
+the window otherwise.
 """
 
 from __future__ import annotations
@@ -23,21 +25,35 @@ from kvcalc.model.layouts import FullAttention, SlidingWindow
 from kvcalc.model.shape import ModelShape
 
 #: the ``model_type`` values whose vLLM model files were recorded with the flag
-RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text"})
-#: model types vLLM 0.33 cannot start with the flag: ``ModelConfig.__post_init__`` sets
-#: ``hf_text_config.sliding_window = None`` and transformers 5.20's strict config class refuses it
-#: (recorded: Gemma 4 31B and DeepSeek-V4-Flash at every length up to the window; above it the
-#: length is refused first, naming the window)
-STRICT_CONFIG = frozenset({"gemma4_text", "deepseek_v4"})
-#: model types whose config class clears the window when ``use_sliding_window`` is false, so the
-#: flag changes nothing (recorded: Qwen2.5-7B, Qwen1.5-MoE, MiMo-7B, Qwen2.5-VL-7B: full attention,
-#: the length uncapped); with ``use_sliding_window`` true their model files were not recorded
-CLEARED_WINDOW = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
+RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text",
+                      "phi3", "phimoe", "afmoe", "exaone4"})  # fmt: skip
 STRICT_REFUSAL = (
     "Validation error for field 'sliding_window': TypeError: Field 'sliding_window' expected "
     "int, got NoneType (value: None) (--disable-sliding-window sets the config's sliding_window "
     "to None, which this model's configuration class refuses)"
 )
+_WINDOW_PLUS_ONE = (
+    "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int' ({file} builds its "
+    "window as config.sliding_window + 1, which --disable-sliding-window has set to None)"
+)
+#: model types vLLM 0.33 cannot start with the flag, and its error: ``ModelConfig.__post_init__``
+#: sets ``hf_text_config.sliding_window = None``, which transformers 5.20's strict config class
+#: refuses (Gemma 4, DeepSeek-V4, EXAONE-MoE) or the model file adds 1 to (Cohere2, Cohere2-MoE).
+#: Recorded at every length up to the window; above it the length is refused first, naming it.
+STRICT_CONFIG: dict[str, str] = {
+    "gemma4_text": STRICT_REFUSAL,
+    "deepseek_v4": STRICT_REFUSAL,
+    "exaone_moe": STRICT_REFUSAL,
+    "cohere2": _WINDOW_PLUS_ONE.format(file="commandr.py"),
+    "cohere2_moe": _WINDOW_PLUS_ONE.format(file="cohere2_moe.py"),
+}
+#: the layers' window less the config's ``sliding_window`` that caps the length (commandr.py and
+#: cohere2_moe.py attend to ``sliding_window + 1`` tokens)
+_WINDOW_OVER_CONFIG = {"cohere2": 1, "cohere2_moe": 1}
+#: model types whose config class clears the window when ``use_sliding_window`` is false, so the
+#: flag changes nothing (recorded: Qwen2.5-7B, Qwen1.5-MoE, MiMo-7B, Qwen2.5-VL-7B: full attention,
+#: the length uncapped); with ``use_sliding_window`` true their model files were not recorded
+CLEARED_WINDOW = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
 
 
 def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
@@ -102,15 +118,20 @@ def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
             hint="plan without it",
             code="unmodelled-option",
         )
-    (window,) = windows
+    (layer_window,) = windows
+    window = layer_window - _WINDOW_OVER_CONFIG.get(model.model_type, 0)
     factor = model.max_model_len_rope_factor
-    changed = replace(model, start_refusal=STRICT_REFUSAL)
+    changed = replace(model, start_refusal=STRICT_CONFIG[model.model_type])
     if window * factor < model.max_model_len:
         changed = replace(
             changed, max_model_len=int(window * factor), max_model_len_key="sliding_window"
         )
+    why = (
+        "its configuration class refuses sliding_window = None"
+        if STRICT_CONFIG[model.model_type] == STRICT_REFUSAL
+        else "its model file adds 1 to the window it set to None"
+    )
     note = (
-        f"--disable-sliding-window: vLLM 0.33 refuses to start {model.model_type} with it "
-        "(its configuration class refuses sliding_window = None)"
+        f"--disable-sliding-window: vLLM 0.33 refuses to start {model.model_type} with it ({why})"
     )
     return changed, (note,)
