@@ -29,10 +29,15 @@ from kvcalc.model.layouts import LayerKind
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
 #: the recurrent families (Mamba, FalconMamba, Mamba2, Zamba2) and Granite's SWA models, recorded apart
 RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
+#: the families added in December 2026 (Step-3.5, ...), recorded apart
+LATER = FIXTURE.with_name("registry_families_2026_12.json")
 DATA = json.loads(FIXTURE.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
+LATER_DATA = json.loads(LATER.read_text())
 assert not set(DATA["models"]) & set(RECURRENT_DATA["models"])
+assert not (set(DATA["models"]) | set(RECURRENT_DATA["models"])) & set(LATER_DATA["models"])
 DATA["models"].update(RECURRENT_DATA["models"])
+DATA["models"].update(LATER_DATA["models"])
 CASES = harness_cases(DATA)
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
@@ -48,6 +53,8 @@ VLLM_REASONS = {
     "object has no attribute 'original_rope'": CONFIG,  # chatglm.py reads config.original_rope
     "'list' object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum
     "object has no attribute 'score_func'": CONFIG,  # afmoe.py reads config.score_func
+    "object has no attribute 'use_moe_router_bias'": CONFIG,  # step3p5.py's MoE layers read it
+    "assert self.total_num_heads % tp_size == 0": PARALLELISM,  # the model file's query heads
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -93,6 +100,8 @@ def test_every_family_is_recorded():
     apart = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
+    later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
+    assert later == {"step3p5"}
 
 
 def test_grid_is_complete():
@@ -201,8 +210,9 @@ REFUSED = {
     "synthetic--nemotron-defaults.json",
 }
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
-#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid"}
+#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
+#: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
+WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -525,3 +535,53 @@ def test_olmo_hybrid_deltanet_exports_no_prefill_checkpoints():
     assert (gdn[0].head_k_dim, gdn[0].head_v_dim) == (96, 192)
     rows = RECURRENT_DATA["models"]["synthetic--olmo-hybrid-defaults.json"]["scenarios"]
     assert {g[4] for r in rows if "groups" in r for g in r["groups"] if g[0] == "mamba"} == {2}
+
+
+# -- the families of registry_families_2026_12.json ------------------------------------------------
+#: one recorded config per family added there
+LATER_MODELS = ["synthetic--step3p5-flash-shape.json"]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
+@pytest.mark.parametrize("name", LATER_MODELS)
+def test_the_other_engines_refuse_the_2026_12_families(engine, name):
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    with pytest.raises(KvcalcError) as refused:
+        get_engine(engine).plan_kv_cache(
+            EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
+        )
+    assert refused.value.code == "unsupported-model"
+
+
+@pytest.mark.parametrize("name", LATER_MODELS)
+def test_the_2026_12_families_weights_are_not_counted(name):
+    with pytest.raises(KvcalcError) as refused:
+        weight_bytes(_model(name), tensor_parallel_size=1)
+    assert "not counted" in refused.value.message
+
+
+def test_step3p5_padded_layer_types_and_sliding_heads():
+    # Step-3.5-Flash's shape: layer_types padded with 3 MTP entries, cut to 45 layers: 0, 4, ...,
+    # 44 full (12), the 33 others slide over 512; every layer num_attention_groups 8 KV heads of
+    # 128: a 16-token page is 16 × 8 × 128 × 2 (K, V) × 2 B = 65,536 B. vLLM groups the 12 full
+    # and 3 × 11 sliding layers, so a block spans 12 layers: 20 GiB / (65,536 × 12) = 27,306
+    name = "synthetic--step3p5-flash-shape.json"
+    model = _model(name)
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert len(windows) == 45 and windows[:5] == [None, 512, 512, 512, None]
+    assert windows.count(None) == 12
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(8, 128)}
+    assert 16 * model.layers[0].bytes_per_token == 16 * 8 * 128 * 2 * 2 == 65_536
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 12) == 27_306
+    # attention_other_setting's 96 query heads on the sliding layers: TP must divide them too
+    assert model.layer_query_heads == (96,)
+    mutant = _model("synthetic--step3p5-sliding-36-heads-4-kv-16k.json")
+    assert mutant.layer_query_heads == (36,)  # 36 % 8: refused at TP 8, as vLLM asserts (recorded)
+    raw = dict(DATA["models"][name]["config"], need_fp32_gate=False)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="step3p5")
+    assert refused.value.code == "config-invalid" and "need_fp32_gate" in refused.value.message

@@ -76,6 +76,9 @@ class LayoutContext:
     dtype: CacheDtype
     #: ``figure -> sentence`` provenance, filled by the reader for ``inspect --explain``
     provenance: dict[str, str]
+    #: query-head counts of layers built with other than ``num_attention_heads`` (Step-3.5's
+    #: sliding layers, Laguna's per-layer heads), filled by the reader: TP must divide each
+    query_heads: set[int] = field(default_factory=set)
 
 
 #: one layout per layer, or (layouts, layer kinds for the weight count)

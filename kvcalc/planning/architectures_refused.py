@@ -135,7 +135,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "SarvamMLAForCausalLM",
             "SarvamMoEForCausalLM",
             "Step1ForCausalLM",
-            "Step3p5ForCausalLM",
             "Step5ForCausalLM",
             "TeleChat2ForCausalLM",
             "TeleChat3ForCausalLM",

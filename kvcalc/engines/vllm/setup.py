@@ -257,6 +257,12 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
             f"{model.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}",
             code="invalid-parallelism",
         )
+    for q in model.layer_query_heads:  # the model file's ``total_num_heads % tp_size`` assert
+        if q % tp:
+            raise InputError(
+                f"layers of {q} attention heads are not divisible by tensor_parallel_size {tp}",
+                code="invalid-parallelism",
+            )
     _check_tp_state(model, tp)
     heads = {
         x.kv_heads

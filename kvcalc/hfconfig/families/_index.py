@@ -103,5 +103,6 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "seed_oss": "seed_oss",
     "stablelm": "stablelm",
     "step3_text": "step3_text",
+    "step3p5": "step3p5",
     "zamba2": "zamba2",
 }
