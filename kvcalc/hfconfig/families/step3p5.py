@@ -144,8 +144,8 @@ def read_step3p5(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
         prov["head_dim"] = f"head_dim = {width} (Step3p7TextConfig's default 128)"
         widths = [width] * n
     else:  # Step3p5Attention: head_dim or hidden_size // the layer's query heads
-        if ctx.hidden_size <= 0 or any(ctx.hidden_size % h for h in layer_heads):
-            raise r.missing(("head_dim",))
+        if ctx.hidden_size < max(layer_heads):
+            raise r.missing(("head_dim", "hidden_size"))
         widths = [ctx.hidden_size // h for h in layer_heads]
         prov["head_dim"] = (
             f"no head_dim: hidden_size / each layer's query heads = {sorted(set(widths))}"
