@@ -55,6 +55,8 @@ VLLM_REASONS = {
     "object has no attribute 'score_func'": CONFIG,  # afmoe.py reads config.score_func
     "object has no attribute 'use_moe_router_bias'": CONFIG,  # step3p5.py's MoE layers read it
     "assert self.total_num_heads % tp_size == 0": PARALLELISM,  # the model file's query heads
+    "first_k_dense_replace not exist": CONFIG,  # hy_v3.py reads config.first_k_dense_replace
+    "Field 'head_dim' expected int, got NoneType": CONFIG,  # a config class's strict validation
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -101,7 +103,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5"}
+    assert later == {"step3p5", "hy_v3"}
 
 
 def test_grid_is_complete():
@@ -212,7 +214,7 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5"}
+WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -539,7 +541,7 @@ def test_olmo_hybrid_deltanet_exports_no_prefill_checkpoints():
 
 # -- the families of registry_families_2026_12.json ------------------------------------------------
 #: one recorded config per family added there
-LATER_MODELS = ["synthetic--step3p5-flash-shape.json"]
+LATER_MODELS = ["synthetic--step3p5-flash-shape.json", "synthetic--hy-v3-vllm-moe-keys.json"]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
@@ -585,3 +587,27 @@ def test_step3p5_padded_layer_types_and_sliding_heads():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="step3p5")
     assert refused.value.code == "config-invalid" and "need_fp32_gate" in refused.value.message
+
+
+def test_hy_v3_full_attention_and_the_keys_vllm_reads():
+    # the keys hy_v3.py reads over HYV3Config(): 80 full-attention layers of 8 KV heads × 128: a
+    # 16-token page is 16 × 8 × 128 × 2 × 2 B = 65,536 B, so 20 GiB / (65,536 × 80) = 4,096 blocks
+    # of 16 = 65,536 tokens, 16 requests of 4,096 (recorded)
+    name = "synthetic--hy-v3-vllm-moe-keys.json"
+    model = _model(name)
+    assert {(type(x).__name__, x.kv_heads, x.k_dim) for x in model.layers} == {
+        ("FullAttention", 8, 128)
+    }
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 80) == 4_096
+    assert row["kv_cache_tokens"] == 4_096 * 16 and row["max_concurrency"] == 16
+    # head_dim 0: hidden_size // num_attention_heads = 4,096 // 64 = 64 (recorded: an 8,192 B page
+    # of 2 KV heads × 64 × 2 × 2 B × 16)
+    assert _model("synthetic--hy-v3-head-dim-0-2-kv-heads.json").layers[0].k_dim == 4096 // 64
+    # HYV3Config() itself: no first_k_dense_replace, which vLLM reads (ValueError, recorded)
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--hy-v3-defaults.json")
+    assert (
+        refused.value.code == "config-invalid" and "first_k_dense_replace" in refused.value.message
+    )

@@ -111,7 +111,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "FlintForCausalLM",
             "Glm5NextForCausalLM",
             "HCXVisionV2ForCausalLM",
-            "HYV3ForCausalLM",
             "HYV4ForCausalLM",
             "HrmTextForCausalLM",
             "IQuestCoderForCausalLM",
