@@ -103,7 +103,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5", "hy_v3"}
+    assert later == {"step3p5", "hy_v3", "laguna"}
 
 
 def test_grid_is_complete():
@@ -214,7 +214,7 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3"}
+WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -541,7 +541,11 @@ def test_olmo_hybrid_deltanet_exports_no_prefill_checkpoints():
 
 # -- the families of registry_families_2026_12.json ------------------------------------------------
 #: one recorded config per family added there
-LATER_MODELS = ["synthetic--step3p5-flash-shape.json", "synthetic--hy-v3-vllm-moe-keys.json"]
+LATER_MODELS = [
+    "synthetic--step3p5-flash-shape.json",
+    "synthetic--hy-v3-vllm-moe-keys.json",
+    "synthetic--laguna-swa-per-layer-heads.json",
+]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
@@ -611,3 +615,30 @@ def test_hy_v3_full_attention_and_the_keys_vllm_reads():
     assert (
         refused.value.code == "config-invalid" and "first_k_dense_replace" in refused.value.message
     )
+
+
+def test_laguna_layer_types_and_per_layer_heads():
+    # layer_types every 4th layer full from layer 3, the others slide over 512; 8 KV heads of 128
+    # everywhere; num_attention_heads_per_layer 64 (full) and 48 (sliding): TP must divide both
+    model = _model("synthetic--laguna-swa-per-layer-heads.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [512, 512, 512, None] and windows.count(None) == 40 // 4
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(8, 128)}
+    assert (model.num_attention_heads, model.layer_query_heads) == (48, (64,))
+    # head_dim 0: each layer hidden_size // its own query heads, 2,048 // 64 = 32 on the full and
+    # 2,048 // 32 = 64 on the sliding layers; a sliding page of 16 tokens is 16 × 8 × 64 × 2 × 2 B
+    # = 32,768 B, and vLLM gives the full layers blocks of 32 to match it: 32 × 8 × 32 × 2 × 2 B
+    # (recorded: full_attention block 32, 128 blocks per 4,096-token request)
+    name = "synthetic--laguna-head-dim-0-per-layer-heads.json"
+    widths = [x.k_dim for x in _model(name).layers]
+    assert widths == [64, 64, 64, 32] * 2
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    full = next(g for g in row["groups"] if g[0] == "full_attention")
+    assert full[2:5] == [16 * 8 * 64 * 2 * 2, 32, 4096 // 32] == [32 * 8 * 32 * 2 * 2, 32, 128]
+    # a config older than transformers' LagunaConfig (no mlp_layer_types): vLLM refuses it
+    raw = dict(DATA["models"]["synthetic--laguna-defaults.json"]["config"])
+    del raw["mlp_layer_types"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="laguna")
+    assert refused.value.code == "config-invalid" and "mlp_layer_types" in refused.value.message

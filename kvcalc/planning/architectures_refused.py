@@ -118,7 +118,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "InklingForCausalLM",
             "InklingForConditionalGeneration",
             "K2HorizonForCausalLM",
-            "LagunaForCausalLM",
             "LongcatFlashForCausalLM",
             "LongcatFlashNgramForCausalLM",
             "MiniMaxM3SparseForCausalLM",

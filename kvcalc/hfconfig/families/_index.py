@@ -54,6 +54,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "granite_swa": "granite_swa",
     "granitemoe_swa": "granite_swa",
     "jamba": "jamba",
+    "laguna": "laguna",
     "kimi_k2": "deepseek",
     "kimi_k25": "deepseek",
     "kimi_linear": "kimi_linear",
