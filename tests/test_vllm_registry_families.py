@@ -103,7 +103,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5", "hy_v3", "laguna"}
+    assert later == {"step3p5", "hy_v3", "laguna", "axk1"}
 
 
 def test_grid_is_complete():
@@ -214,7 +214,7 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna"}
+WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1"}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -545,6 +545,7 @@ LATER_MODELS = [
     "synthetic--step3p5-flash-shape.json",
     "synthetic--hy-v3-vllm-moe-keys.json",
     "synthetic--laguna-swa-per-layer-heads.json",
+    "synthetic--axk1-defaults.json",
 ]
 
 
@@ -642,3 +643,24 @@ def test_laguna_layer_types_and_per_layer_heads():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="laguna")
     assert refused.value.code == "config-invalid" and "mlp_layer_types" in refused.value.message
+
+
+def test_axk1_one_mla_latent_per_layer():
+    # AXK1Config(): 61 MLA layers of one latent kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576
+    # wide, whole on every rank: a 16-token page of 16 × 576 × 2 B = 18,432 B, so 20 GiB /
+    # (18,432 × 61) = 19,099 blocks at TP 1 and 8 alike (recorded); fp8: blocks of 64, 36,864 B
+    name = "synthetic--axk1-defaults.json"
+    model = _model(name)
+    assert {x.bytes_per_token for x in model.layers} == {576 * 2} and len(model.layers) == 61
+    rows = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]): r
+            for r in DATA["models"][name]["scenarios"]}  # fmt: skip
+    assert rows[("auto", 1, 4096)]["num_blocks"] == rows[("auto", 8, 4096)]["num_blocks"]
+    assert rows[("auto", 1, 4096)]["num_blocks"] == 20 * 2**30 // (18_432 * 61) == 19_099
+    assert rows[("fp8", 1, 4096)]["groups"][0][2:4] == [64 * 576, 64]
+    # MLA dimensions other than the config class's (vLLM's MLA prefill backends take fixed sets)
+    raw = dict(DATA["models"][name]["config"], qk_rope_head_dim=32)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="axk1")
+    assert (
+        refused.value.code == "config-unverified" and "qk_rope_head_dim 32" in refused.value.message
+    )

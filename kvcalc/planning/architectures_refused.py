@@ -100,7 +100,6 @@ def _no_public_config(category: str) -> dict[str, str]:
 REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "text-generation": dict.fromkeys(
         (
-            "AXK1ForCausalLM",
             "AliceAIForCausalLM",
             "BailingMoeV2ForCausalLM",
             "BailingMoeV2_5ForCausalLM",

@@ -7,6 +7,7 @@ model type missing here is still found (the registry then loads every module), o
 
 MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "afmoe": "afmoe",
+    "axk1": "axk1",
     "bamba": "bamba",
     "chatglm": "chatglm",
     "cohere": "cohere",
