@@ -103,7 +103,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5", "hy_v3", "laguna", "axk1"}
+    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text"}
 
 
 def test_grid_is_complete():
@@ -214,7 +214,9 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1"}
+WEIGHTS_NOT_COUNTED = {
+    "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text",
+}  # fmt: skip
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -546,6 +548,7 @@ LATER_MODELS = [
     "synthetic--hy-v3-vllm-moe-keys.json",
     "synthetic--laguna-swa-per-layer-heads.json",
     "synthetic--axk1-defaults.json",
+    "synthetic--muse-glimmer-text-defaults.json",
 ]
 
 
@@ -664,3 +667,24 @@ def test_axk1_one_mla_latent_per_layer():
     assert (
         refused.value.code == "config-unverified" and "qk_rope_head_dim 32" in refused.value.message
     )
+
+
+def test_muse_glimmer_text_layer_types_from_the_last_layer():
+    # MuseGlimmerTextConfig(): 52 layers, every 4th full counted from the last (3, 7, ..., 51), the
+    # 39 others slide over 2,048; 2 KV heads of 128: at TP 8 each rank keeps one replicated head,
+    # a 16-token page of 16 × 1 × 128 × 2 × 2 B = 8,192 B (recorded)
+    name = "synthetic--muse-glimmer-text-defaults.json"
+    model = _model(name)
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [2048, 2048, 2048, None] and windows[-1] is None
+    assert windows.count(None) == 52 // 4
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(2, 128)}
+    rows = [r for r in DATA["models"][name]["scenarios"]
+            if (r["kv_cache_dtype"], r["tensor_parallel_size"]) == ("auto", 8) and "groups" in r]  # fmt: skip
+    assert {g[2] for r in rows for g in r["groups"]} == {16 * 1 * 128 * 2 * 2} == {8192}
+    # the multimodal MuseGlimmerConfig (a vision encoder beside the text) was not recorded
+    raw = {"model_type": "muse_glimmer", "architectures": ["MuseGlimmerForCausalLM"],
+           "text_config": DATA["models"][name]["config"], "vision_config": {"hidden_size": 1024}}  # fmt: skip
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="muse-glimmer")
+    assert refused.value.code == "config-unverified"

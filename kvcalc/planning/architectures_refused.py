@@ -121,7 +121,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "LongcatFlashNgramForCausalLM",
             "MiniMaxM3SparseForCausalLM",
             "MistralLarge3ForCausalLM",
-            "MuseGlimmerForCausalLM",
             "NemotronHPuzzleForCausalLM",
             "PanguEmbeddedForCausalLM",
             "PanguUltraMoEForCausalLM",

@@ -81,6 +81,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "ministral3": "llama",
     "mistral3": "llama",
     "mixtral": "llama",
+    "muse_glimmer_text": "muse_glimmer",
     "nemotron": "nemotron",
     "nemotron-nas": "nemotron_nas",
     "nemotron_h": "nemotron_h",
