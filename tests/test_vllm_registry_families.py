@@ -103,7 +103,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text"}
+    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text"}
 
 
 def test_grid_is_complete():
@@ -215,7 +215,7 @@ REFUSED = {
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text",
+    "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
 }  # fmt: skip
 
 
@@ -549,6 +549,7 @@ LATER_MODELS = [
     "synthetic--laguna-swa-per-layer-heads.json",
     "synthetic--axk1-defaults.json",
     "synthetic--muse-glimmer-text-defaults.json",
+    "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json",
 ]
 
 
@@ -687,4 +688,23 @@ def test_muse_glimmer_text_layer_types_from_the_last_layer():
            "text_config": DATA["models"][name]["config"], "vision_config": {"hidden_size": 1024}}  # fmt: skip
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="muse-glimmer")
+    assert refused.value.code == "config-unverified"
+
+
+def test_hrm_text_one_cache_per_recurrence_step():
+    # HrmTextConfig(num_hidden_layers=4, H_cycles=2, L_cycles=2) saves num_layers_per_stack 4 and
+    # num_hidden_layers 4 × 2 × (2 + 1) = 24: each step's attention keeps its own cache, 16 heads
+    # and KV heads (multi-head) × 64: a 16-token page of 16 × 16 × 64 × 2 × 2 B = 65,536 B, so
+    # 20 GiB / (65,536 × 24) = 13,653 blocks (recorded)
+    name = "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json"
+    model = _model(name)
+    assert len(model.layers) == 24 and {(x.kv_heads, x.k_dim) for x in model.layers} == {(16, 64)}
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 24) == 13_653
+    # without num_layers_per_stack, HrmTextConfig would multiply num_hidden_layers again: refused
+    raw = dict(DATA["models"][name]["config"])
+    del raw["num_layers_per_stack"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="hrm-text")
     assert refused.value.code == "config-unverified"

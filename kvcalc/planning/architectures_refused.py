@@ -111,7 +111,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Glm5NextForCausalLM",
             "HCXVisionV2ForCausalLM",
             "HYV4ForCausalLM",
-            "HrmTextForCausalLM",
             "IQuestCoderForCausalLM",
             "IQuestLoopCoderForCausalLM",
             "InklingForCausalLM",

@@ -60,6 +60,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "kimi_k25": "deepseek",
     "kimi_linear": "kimi_linear",
     "hyperclovax": "hyperclovax",
+    "hrm_text": "hrm_text",
     "hy_v3": "hy_v3",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
