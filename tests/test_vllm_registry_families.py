@@ -57,6 +57,7 @@ VLLM_REASONS = {
     "assert self.total_num_heads % tp_size == 0": PARALLELISM,  # the model file's query heads
     "first_k_dense_replace not exist": CONFIG,  # hy_v3.py reads config.first_k_dense_replace
     "Field 'head_dim' expected int, got NoneType": CONFIG,  # a config class's strict validation
+    "Dory currently supports tensor_parallel_size=1 only": PARALLELISM,  # dory.py
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -103,7 +104,7 @@ def test_every_family_is_recorded():
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
-    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text"}
+    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory"}
 
 
 def test_grid_is_complete():
@@ -216,6 +217,7 @@ REFUSED = {
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
     "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "dory",
 }  # fmt: skip
 
 
@@ -550,6 +552,7 @@ LATER_MODELS = [
     "synthetic--axk1-defaults.json",
     "synthetic--muse-glimmer-text-defaults.json",
     "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json",
+    "synthetic--dory-defaults.json",
 ]
 
 
@@ -708,3 +711,25 @@ def test_hrm_text_one_cache_per_recurrence_step():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="hrm-text")
     assert refused.value.code == "config-unverified"
+
+
+def test_dory_mlp_layers_cache_nothing_and_tp_1_only():
+    # DoryConfig(): 72 layers, the 36 odd ones MLP-only (no cache); of the 36 attention layers those
+    # with i % 8 == 6 are full (9), the 27 others slide over 1,024; 4 KV heads of 256: a 16-token
+    # page of 16 × 4 × 256 × 2 × 2 B = 65,536 B; 9 layers a group, so 20 GiB / (65,536 × 9) =
+    # 36,408 blocks (recorded)
+    name = "synthetic--dory-defaults.json"
+    model = _model(name)
+    kinds = [type(x).__name__ for x in model.layers]
+    assert kinds[:8] == ["SlidingWindow", "NoCache"] * 3 + ["FullAttention", "NoCache"]
+    assert kinds.count("NoCache") == 36 and kinds.count("FullAttention") == 9
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 9) == 36_408
+    assert model.max_tensor_parallel is not None and model.max_tensor_parallel[0] == 1
+    # per_loop caches of more than one loop (virtual layers) are not laid out: refused
+    raw = dict(DATA["models"]["synthetic--dory-3-loops-last-loop-2-kv.json"]["config"])
+    raw["recurrent_kv_cache_mode"] = "per_loop"
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="dory")
+    assert refused.value.code == "config-unverified" and "per_loop" in refused.value.message

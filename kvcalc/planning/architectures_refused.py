@@ -106,7 +106,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "BailingMoeV3ForCausalLM",
             "BeamForCausalLM",
             "DomynEdgeForCausalLM",
-            "DoryForCausalLM",
             "FlintForCausalLM",
             "Glm5NextForCausalLM",
             "HCXVisionV2ForCausalLM",

@@ -20,6 +20,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "deepseek_v3": "deepseek",
     "deepseek_v32": "dsa",
     "deepseek_v4": "deepseek_v4",
+    "dory": "dory",
     "ernie4_5": "ernie4_5",
     "ernie4_5_moe": "ernie4_5_moe",
     "exaone4": "exaone4",
