@@ -114,7 +114,7 @@ def parse_config(
         config_dtype=dtype_name,
         num_attention_heads=heads,
         layer_query_heads=tuple(sorted(ctx.query_heads - {heads})),
-        max_tensor_parallel=min(ctx.tp_limit.items(), default=None),
+        max_tensor_parallel=min(((k, *v) for k, v in ctx.tp_limit.items()), default=None),
         hidden_size=hidden,
         max_model_len=max_len,
         max_model_len_key=max_len_key,

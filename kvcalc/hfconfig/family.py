@@ -79,8 +79,9 @@ class LayoutContext:
     #: query-head counts of layers built with other than ``num_attention_heads`` (Step-3.5's
     #: sliding layers, Laguna's per-layer heads), filled by the reader: TP must divide each
     query_heads: set[int] = field(default_factory=set)
-    #: the largest TP size the model file builds, with vLLM's reason (Dory: 1), filled by the reader
-    tp_limit: dict[int, str] = field(default_factory=dict)
+    #: the largest TP size kvcalc plans, with the reason and the refusal's code (Dory: 1, vLLM's
+    #: own limit, ``invalid-parallelism``), filled by the reader
+    tp_limit: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 #: one layout per layer, or (layouts, layer kinds for the weight count)

@@ -104,7 +104,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "BailingMoeV2ForCausalLM",
             "BailingMoeV2_5ForCausalLM",
             "BailingMoeV3ForCausalLM",
-            "BeamForCausalLM",
             "DomynEdgeForCausalLM",
             "FlintForCausalLM",
             "Glm5NextForCausalLM",

@@ -258,12 +258,9 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
             code="invalid-parallelism",
         )
     if model.max_tensor_parallel is not None and tp > model.max_tensor_parallel[0]:
-        most, why = model.max_tensor_parallel
-        raise InputError(
-            f"tensor_parallel_size {tp}: {why}",
-            hint=f"a TP size up to {most}",
-            code="invalid-parallelism",
-        )
+        most, why, code = model.max_tensor_parallel
+        raise InputError(f"tensor_parallel_size {tp}: {why}", hint=f"a TP size up to {most}",
+                         code=code)  # fmt: skip
     for q in model.layer_query_heads:  # the model file's ``total_num_heads % tp_size`` assert
         if q % tp:
             raise InputError(

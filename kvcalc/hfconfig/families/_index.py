@@ -9,6 +9,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "afmoe": "afmoe",
     "axk1": "axk1",
     "bamba": "bamba",
+    "beam": "beam",
     "chatglm": "chatglm",
     "cohere": "cohere",
     "cohere2": "cohere",

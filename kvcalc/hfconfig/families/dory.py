@@ -61,7 +61,10 @@ def read_dory(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
         f"{note}: sliding_attention → a {window}-token window, full_attention → full, mlp → no "
         f"cache; {loops} recurrent loop(s), recurrent_kv_cache_mode {mode}: one cache per layer"
     )
-    ctx.tp_limit[1] = "Dory currently supports tensor_parallel_size=1 only (vLLM 0.33 dory.py)"
+    ctx.tp_limit[1] = (
+        "Dory currently supports tensor_parallel_size=1 only (vLLM 0.33 dory.py)",
+        "invalid-parallelism",
+    )
     layouts: list[Layout] = []
     for t in types:
         if t == "mlp":
