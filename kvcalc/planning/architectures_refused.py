@@ -53,6 +53,12 @@ _HARNESS = {
         "Cannot copy out of meta tensor; no data!: its XIELU activation reads beta and eps back "
         "with .item()), so its sizing was not recorded: refused (config-unverified)"
     ),
+    "FlintForCausalLM": (
+        "vLLM 0.33's flint model asserts FlashInfer attention (AssertionError: Flint requires "
+        "FlashInfer attention), and on the reference harness's H100 vLLM selects FLASH_ATTN, so "
+        "its sizing was not recorded (kvcalc does not model --attention-backend): refused "
+        "(config-unverified)"
+    ),
 }
 
 
@@ -105,7 +111,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "BailingMoeV2_5ForCausalLM",
             "BailingMoeV3ForCausalLM",
             "DomynEdgeForCausalLM",
-            "FlintForCausalLM",
             "Glm5NextForCausalLM",
             "HCXVisionV2ForCausalLM",
             "HYV4ForCausalLM",
