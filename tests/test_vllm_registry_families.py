@@ -606,6 +606,10 @@ def test_step3p5_padded_layer_types_and_sliding_heads():
     assert model.layer_query_heads == (96,)
     mutant = _model("synthetic--step3p5-sliding-36-heads-4-kv-16k.json")
     assert mutant.layer_query_heads == (36,)  # 36 % 8: refused at TP 8, as vLLM asserts (recorded)
+    # the same model as transformers saves it (num_key_value_heads, num_sliding_attention_heads,
+    # mlp_layer_types, layer_types cut to 45): the same layers (recorded: the same blocks)
+    saved = _model("synthetic--step3p5-flash-shape-saved.json")
+    assert (saved.layers, saved.layer_query_heads) == (model.layers, model.layer_query_heads)
     raw = dict(DATA["models"][name]["config"], need_fp32_gate=False)
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="step3p5")
