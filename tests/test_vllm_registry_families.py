@@ -58,6 +58,7 @@ VLLM_REASONS = {
     "first_k_dense_replace not exist": CONFIG,  # hy_v3.py reads config.first_k_dense_replace
     "Field 'head_dim' expected int, got NoneType": CONFIG,  # a config class's strict validation
     "Dory currently supports tensor_parallel_size=1 only": PARALLELISM,  # dory.py
+    "object has no attribute 'mla_scale_q_lora'": CONFIG,  # longcat_flash.py reads it
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -105,7 +106,7 @@ def test_every_family_is_recorded():
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
     assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory",
-                     "beam"}  # fmt: skip
+                     "beam", "longcat_flash"}  # fmt: skip
 
 
 #: models recorded at TP 1 only, and why: Beam's fused all-reduce asks for a CUDA driver the
@@ -227,7 +228,7 @@ REFUSED = {
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
     "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
-    "dory", "beam",
+    "dory", "beam", "longcat_flash",
 }  # fmt: skip
 
 
@@ -564,6 +565,7 @@ LATER_MODELS = [
     "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json",
     "synthetic--dory-defaults.json",
     "synthetic--beam-defaults.json",
+    "synthetic--longcat-flash-vllm-keys.json",
 ]
 
 
@@ -764,3 +766,22 @@ def test_beam_sliding_layers_and_tp_1_only():
     with pytest.raises(KvcalcError) as refused:
         harness_plan(DATA, name, dict(row, tensor_parallel_size=8))
     assert refused.value.code == "unsupported-parallelism"
+
+
+def test_longcat_flash_two_mla_latents_per_decoder_layer():
+    # LongcatFlashConfig() with the keys vLLM reads: 28 decoder layers of two MLA attentions, 56
+    # latents of 512 + 64 = 576 × 2 B, whole on every rank: a 16-token page of 18,432 B, so 20 GiB
+    # / (18,432 × 56) = 20,805 blocks at TP 1 and 8 (recorded)
+    name = "synthetic--longcat-flash-vllm-keys.json"
+    model = _model(name)
+    assert len(model.layers) == 2 * 28 and {x.bytes_per_token for x in model.layers} == {576 * 2}
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 8, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (18_432 * 56) == 20_805
+    # the N-gram variant reads the same layers: 6 decoder layers, 12 latents
+    assert len(_model("synthetic--longcat-flash-ngram-6-layers-vllm-keys.json").layers) == 12
+    # a num_hidden_layers other than 2 × num_layers is not what LongcatFlashConfig derives
+    raw = dict(DATA["models"][name]["config"], num_hidden_layers=28)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="longcat-flash")
+    assert refused.value.code == "config-invalid"

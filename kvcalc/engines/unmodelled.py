@@ -44,6 +44,7 @@ VLLM_ONLY = {
     "afmoe": "AFMoE (Trinity)", "mamba": "Mamba", "falcon_mamba": "FalconMamba",
     "mamba2": "Mamba2", "zamba2": "Zamba2", "granite_swa": "Granite SWA",
     "granitemoe_swa": "Granite MoE SWA", "olmo_hybrid": "OLMo-Hybrid",
+    "longcat_flash": "LongCat-Flash",
     "beam": "Beam",
     "dory": "Dory",
     "hrm_text": "HRM-Text",

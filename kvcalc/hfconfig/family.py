@@ -113,6 +113,9 @@ class Family:
     #: no attention layer and no ``num_attention_heads`` (pure Mamba): the head count is 0, as
     #: vLLM's ``get_total_num_attention_heads`` defaults it
     attention_free: bool = False
+    #: the reader lays out a cache count of its own rather than one per ``num_hidden_layers``
+    #: (LongCat-Flash: two MLA attentions per decoder layer, ``num_layers`` in its config)
+    own_layer_count: bool = False
     #: module that registered it (filled by the registry)
     module: str = field(default="", compare=False)
 

@@ -119,8 +119,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "InklingForCausalLM",
             "InklingForConditionalGeneration",
             "K2HorizonForCausalLM",
-            "LongcatFlashForCausalLM",
-            "LongcatFlashNgramForCausalLM",
             "MiniMaxM3SparseForCausalLM",
             "MistralLarge3ForCausalLM",
             "NemotronHPuzzleForCausalLM",

@@ -66,6 +66,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "hy_v3": "hy_v3",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
+    "longcat_flash": "longcat_flash",
     "llama": "llama",
     "llava": "llava",
     "llava_next": "llava",
