@@ -744,12 +744,14 @@ def test_dory_mlp_layers_cache_nothing_and_tp_1_only():
                if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
     assert row["num_blocks"] == 20 * 2**30 // (65_536 * 9) == 36_408
     assert model.max_tensor_parallel is not None and model.max_tensor_parallel[0] == 1
-    # per_loop caches of more than one loop (virtual layers) are not laid out: refused
-    raw = dict(DATA["models"]["synthetic--dory-3-loops-last-loop-2-kv.json"]["config"])
-    raw["recurrent_kv_cache_mode"] = "per_loop"
-    with pytest.raises(KvcalcError) as refused:
-        parse_config(raw, name="dory")
-    assert refused.value.code == "config-unverified" and "per_loop" in refused.value.message
+    # 3 loops, per_loop: the 8 attention layers among the 16 recurrent ones (4 to 19) keep a cache
+    # per loop, 16 more: 2 + 3 × 6 + 1 = 21 sliding and 3 × 2 + 1 = 7 full caches, in groups of 7
+    # (recorded: 3 sliding groups and 1 full of 7 layers); last_loop keeps the 12 physical ones
+    per_loop = _model("synthetic--dory-3-loops-per-loop-2-kv.json").layers
+    kinds = [type(x).__name__ for x in per_loop]
+    assert (kinds.count("SlidingWindow"), kinds.count("FullAttention")) == (21, 7)
+    last = [type(x).__name__ for x in _model("synthetic--dory-3-loops-last-loop-2-kv.json").layers]
+    assert (last.count("SlidingWindow"), last.count("FullAttention")) == (9, 3)
 
 
 def test_beam_sliding_layers_and_tp_1_only():

@@ -6,10 +6,10 @@ Each physical layer is attention-only or MLP-only (``layer_types``: ``sliding_at
 full and the rest sliding). An attention layer caches ``num_key_value_heads`` KV heads ``head_dim``
 wide (sliding ones over ``sliding_window``); an ``mlp`` layer caches nothing. The
 ``n_recurrent_layers`` middle layers run ``n_recurrent_loops`` times: with
-``recurrent_kv_cache_mode`` ``per_loop`` each loop keeps its own cache (virtual layers beyond
-``num_hidden_layers``), which kvcalc does not lay out, so more than one loop in that mode is
-refused; ``last_loop`` reuses one cache. vLLM builds it at TP 1 only (``ValueError``, recorded).
-Weights are not counted from config.json.
+``recurrent_kv_cache_mode`` ``per_loop`` each loop keeps its own cache of them (virtual layers
+``loop · num_hidden_layers + i``, laid out after the physical ones); ``last_loop`` reuses one
+cache. vLLM builds it at TP 1 only (``ValueError``, recorded). Weights are not counted from
+config.json.
 """
 
 from __future__ import annotations
@@ -42,16 +42,16 @@ def read_dory(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
     mode = r.str("recurrent_kv_cache_mode", "per_loop")
     if mode not in ("per_loop", "last_loop"):
         raise r.bad(r.path("recurrent_kv_cache_mode"), mode, "per_loop or last_loop")
-    if loops > 1 and mode == "per_loop":
+    n_in = r.int("n_input_layers", default=0, minimum=0)
+    n_out = r.int("n_output_layers", default=0, minimum=0)
+    n_rec = r.int("n_recurrent_layers", default=n - n_in - n_out, minimum=0)
+    if n_in + n_rec + n_out != n:
         raise ConfigError(
-            f"{r.source}: {loops} recurrent loops with recurrent_kv_cache_mode per_loop: each loop "
-            "keeps its own cache of the recurrent layers (dory.py's virtual layers), which kvcalc "
-            "does not lay out",
-            hint="recurrent_kv_cache_mode last_loop reuses one cache (that is sized)",
-            code="config-unverified",
+            f"{r.source}: n_input_layers + n_recurrent_layers + n_output_layers = "
+            f"{n_in} + {n_rec} + {n_out} is not num_hidden_layers {n} (DoryConfig refuses it)",
+            code="config-invalid",
         )
-    r.int("n_input_layers", default=0, minimum=0)
-    r.int("n_output_layers", default=0, minimum=0)
+    extra_loops = loops - 1 if mode == "per_loop" else 0
     width = r.int("head_dim", default=256)
     kv = r.int("num_key_value_heads", default=4)
     window = r.int("sliding_window", default=1024) if "sliding_attention" in types else None
@@ -59,7 +59,13 @@ def read_dory(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
     prov["num_kv_heads"] = f"num_key_value_heads = {kv} on every attention layer"
     prov["layer pattern"] = (
         f"{note}: sliding_attention → a {window}-token window, full_attention → full, mlp → no "
-        f"cache; {loops} recurrent loop(s), recurrent_kv_cache_mode {mode}: one cache per layer"
+        f"cache; {loops} recurrent loop(s), recurrent_kv_cache_mode {mode}: "
+        + (
+            f"layers {n_in} to {n_in + n_rec - 1} keep a cache per loop (dory.py's virtual layers "
+            "loop · num_hidden_layers + i)"
+            if extra_loops
+            else "one cache per layer"
+        )
     )
     ctx.tp_limit[1] = (
         "Dory currently supports tensor_parallel_size=1 only (vLLM 0.33 dory.py)",
@@ -74,7 +80,12 @@ def read_dory(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
                                          sliding_window=window))  # fmt: skip
         else:
             layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width))
-    return layouts, (L.UNCOUNTED,) * n
+    # each further loop's caches of the recurrent attention layers, after the physical layers (the
+    # order of their layer names)
+    for _ in range(extra_loops):
+        layouts.extend(x for i, x in enumerate(layouts[:n])
+                       if n_in <= i < n_in + n_rec and not isinstance(x, NoCache))  # fmt: skip
+    return layouts, (L.UNCOUNTED,) * len(layouts)
 
 
 FAMILIES = (
@@ -95,6 +106,7 @@ FAMILIES = (
         },
         layer_types=set(_TYPES),
         layouts=read_dory,
+        own_layer_count=True,
         note="Dory: attention-only and MLP-only layers per layer_types, num_key_value_heads of "
         "head_dim, TP 1 only (vLLM 0.33 dory.py).",
     ),
