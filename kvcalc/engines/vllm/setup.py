@@ -259,8 +259,10 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
         )
     if model.max_tensor_parallel is not None and tp > model.max_tensor_parallel[0]:
         most, why, code = model.max_tensor_parallel
-        raise InputError(f"tensor_parallel_size {tp}: {why}", hint=f"a TP size up to {most}",
-                         code=code)  # fmt: skip
+        message, hint = f"tensor_parallel_size {tp}: {why}", f"a TP size up to {most}"
+        if code == "unsupported-parallelism":  # not checked above it: kvcalc's own refusal
+            raise InputError(message, hint=hint, code="unsupported-parallelism")
+        raise InputError(message, hint=hint, code="invalid-parallelism")  # vLLM refuses it
     for q in model.layer_query_heads:  # the model file's ``total_num_heads % tp_size`` assert
         if q % tp:
             raise InputError(
