@@ -21,7 +21,8 @@ was refused). One row per scenario, in the harness's order:
 the models of ``OUT.json`` into the fixture: each model's config from ``DIR/NAME`` (the file the
 harness read) and its ``source`` from ``SOURCES.json`` (``{NAME: sentence}``); models already there
 keep their source unless ``SOURCES.json`` names them. ``--fixture`` names another fixture of the
-same form (``registry_families_recurrent.json``: the recurrent families, recorded apart).
+same form (``registry_families_recurrent.json``: the recurrent families, recorded apart;
+``registry_families_2026_12.json``: the families added in December 2026).
 """
 
 from __future__ import annotations

@@ -159,4 +159,4 @@ def test_the_table_names_the_config_source(cli):
         "refused (1): no public configuration found (searched: transformers 5.20 and vLLM "
         "0.33 config classes, published config.json files): PanguProMoEV2ForCausalLM" in text
     )
-    assert "BeamForCausalLM (vllm BeamConfig, model_type beam)" in text
+    assert "Step5ForCausalLM (vllm Step5Config, model_type step5)" in text

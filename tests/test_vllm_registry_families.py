@@ -29,10 +29,15 @@ from kvcalc.model.layouts import LayerKind
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
 #: the recurrent families (Mamba, FalconMamba, Mamba2, Zamba2) and Granite's SWA models, recorded apart
 RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
+#: the families added in December 2026 (Step-3.5, ...), recorded apart
+LATER = FIXTURE.with_name("registry_families_2026_12.json")
 DATA = json.loads(FIXTURE.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
+LATER_DATA = json.loads(LATER.read_text())
 assert not set(DATA["models"]) & set(RECURRENT_DATA["models"])
+assert not (set(DATA["models"]) | set(RECURRENT_DATA["models"])) & set(LATER_DATA["models"])
 DATA["models"].update(RECURRENT_DATA["models"])
+DATA["models"].update(LATER_DATA["models"])
 CASES = harness_cases(DATA)
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
@@ -48,6 +53,12 @@ VLLM_REASONS = {
     "object has no attribute 'original_rope'": CONFIG,  # chatglm.py reads config.original_rope
     "'list' object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum
     "object has no attribute 'score_func'": CONFIG,  # afmoe.py reads config.score_func
+    "object has no attribute 'use_moe_router_bias'": CONFIG,  # step3p5.py's MoE layers read it
+    "assert self.total_num_heads % tp_size == 0": PARALLELISM,  # the model file's query heads
+    "first_k_dense_replace not exist": CONFIG,  # hy_v3.py reads config.first_k_dense_replace
+    "Field 'head_dim' expected int, got NoneType": CONFIG,  # a config class's strict validation
+    "Dory currently supports tensor_parallel_size=1 only": PARALLELISM,  # dory.py
+    "object has no attribute 'mla_scale_q_lora'": CONFIG,  # longcat_flash.py reads it
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -93,6 +104,17 @@ def test_every_family_is_recorded():
     apart = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
+    later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
+    assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory",
+                     "beam", "longcat_flash"}  # fmt: skip
+
+
+#: models recorded at TP 1 only, and why: Beam's fused all-reduce asks for a CUDA driver the
+#: reference harness does not emulate at TP 8 (kvcalc refuses Beam above TP 1)
+TP1_ONLY = {
+    "synthetic--beam-defaults.json",
+    "synthetic--beam-every-4th-full-head-dim-128-2-kv.json",
+}
 
 
 def test_grid_is_complete():
@@ -100,7 +122,8 @@ def test_grid_is_complete():
     for name, model in DATA["models"].items():
         ids = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"])
                for r in model["scenarios"]}  # fmt: skip
-        assert grid <= ids, name
+        want = {x for x in grid if x[1] == 1} if name in TP1_ONLY else grid
+        assert want <= ids, name
 
 
 def test_every_refusal_reason_is_classed():
@@ -201,8 +224,12 @@ REFUSED = {
     "synthetic--nemotron-defaults.json",
 }
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
-#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet
-WEIGHTS_NOT_COUNTED = {"zamba2", "olmo_hybrid"}
+#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
+#: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
+WEIGHTS_NOT_COUNTED = {
+    "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "dory", "beam", "longcat_flash",
+}  # fmt: skip
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and
@@ -525,3 +552,238 @@ def test_olmo_hybrid_deltanet_exports_no_prefill_checkpoints():
     assert (gdn[0].head_k_dim, gdn[0].head_v_dim) == (96, 192)
     rows = RECURRENT_DATA["models"]["synthetic--olmo-hybrid-defaults.json"]["scenarios"]
     assert {g[4] for r in rows if "groups" in r for g in r["groups"] if g[0] == "mamba"} == {2}
+
+
+# -- the families of registry_families_2026_12.json ------------------------------------------------
+#: one recorded config per family added there
+LATER_MODELS = [
+    "synthetic--step3p5-flash-shape.json",
+    "synthetic--hy-v3-vllm-moe-keys.json",
+    "synthetic--laguna-swa-per-layer-heads.json",
+    "synthetic--axk1-defaults.json",
+    "synthetic--muse-glimmer-text-defaults.json",
+    "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json",
+    "synthetic--dory-defaults.json",
+    "synthetic--beam-defaults.json",
+    "synthetic--longcat-flash-vllm-keys.json",
+]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
+@pytest.mark.parametrize("name", LATER_MODELS)
+def test_the_other_engines_refuse_the_2026_12_families(engine, name):
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    with pytest.raises(KvcalcError) as refused:
+        get_engine(engine).plan_kv_cache(
+            EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
+        )
+    assert refused.value.code == "unsupported-model"
+
+
+@pytest.mark.parametrize("name", LATER_MODELS)
+def test_the_2026_12_families_weights_are_not_counted(name):
+    with pytest.raises(KvcalcError) as refused:
+        weight_bytes(_model(name), tensor_parallel_size=1)
+    assert "not counted" in refused.value.message
+
+
+def test_step3p5_padded_layer_types_and_sliding_heads():
+    # Step-3.5-Flash's shape: layer_types padded with 3 MTP entries, cut to 45 layers: 0, 4, ...,
+    # 44 full (12), the 33 others slide over 512; every layer num_attention_groups 8 KV heads of
+    # 128: a 16-token page is 16 × 8 × 128 × 2 (K, V) × 2 B = 65,536 B. vLLM groups the 12 full
+    # and 3 × 11 sliding layers, so a block spans 12 layers: 20 GiB / (65,536 × 12) = 27,306
+    name = "synthetic--step3p5-flash-shape.json"
+    model = _model(name)
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert len(windows) == 45 and windows[:5] == [None, 512, 512, 512, None]
+    assert windows.count(None) == 12
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(8, 128)}
+    assert 16 * model.layers[0].bytes_per_token == 16 * 8 * 128 * 2 * 2 == 65_536
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 12) == 27_306
+    # attention_other_setting's 96 query heads on the sliding layers: TP must divide them too
+    assert model.layer_query_heads == (96,)
+    mutant = _model("synthetic--step3p5-sliding-36-heads-4-kv-16k.json")
+    assert mutant.layer_query_heads == (36,)  # 36 % 8: refused at TP 8, as vLLM asserts (recorded)
+    # the same model as transformers saves it (num_key_value_heads, num_sliding_attention_heads,
+    # mlp_layer_types, layer_types cut to 45): the same layers (recorded: the same blocks)
+    saved = _model("synthetic--step3p5-flash-shape-saved.json")
+    assert (saved.layers, saved.layer_query_heads) == (model.layers, model.layer_query_heads)
+    raw = dict(DATA["models"][name]["config"], need_fp32_gate=False)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="step3p5")
+    assert refused.value.code == "config-invalid" and "need_fp32_gate" in refused.value.message
+
+
+def test_hy_v3_full_attention_and_the_keys_vllm_reads():
+    # the keys hy_v3.py reads over HYV3Config(): 80 full-attention layers of 8 KV heads × 128: a
+    # 16-token page is 16 × 8 × 128 × 2 × 2 B = 65,536 B, so 20 GiB / (65,536 × 80) = 4,096 blocks
+    # of 16 = 65,536 tokens, 16 requests of 4,096 (recorded)
+    name = "synthetic--hy-v3-vllm-moe-keys.json"
+    model = _model(name)
+    assert {(type(x).__name__, x.kv_heads, x.k_dim) for x in model.layers} == {
+        ("FullAttention", 8, 128)
+    }
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 80) == 4_096
+    assert row["kv_cache_tokens"] == 4_096 * 16 and row["max_concurrency"] == 16
+    # head_dim 0: hidden_size // num_attention_heads = 4,096 // 64 = 64 (recorded: an 8,192 B page
+    # of 2 KV heads × 64 × 2 × 2 B × 16)
+    assert _model("synthetic--hy-v3-head-dim-0-2-kv-heads.json").layers[0].k_dim == 4096 // 64
+    # HYV3Config() itself: no first_k_dense_replace, which vLLM reads (ValueError, recorded)
+    with pytest.raises(KvcalcError) as refused:
+        _model("synthetic--hy-v3-defaults.json")
+    assert (
+        refused.value.code == "config-invalid" and "first_k_dense_replace" in refused.value.message
+    )
+
+
+def test_laguna_layer_types_and_per_layer_heads():
+    # layer_types every 4th layer full from layer 3, the others slide over 512; 8 KV heads of 128
+    # everywhere; num_attention_heads_per_layer 64 (full) and 48 (sliding): TP must divide both
+    model = _model("synthetic--laguna-swa-per-layer-heads.json")
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [512, 512, 512, None] and windows.count(None) == 40 // 4
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(8, 128)}
+    assert (model.num_attention_heads, model.layer_query_heads) == (48, (64,))
+    # head_dim 0: each layer hidden_size // its own query heads, 2,048 // 64 = 32 on the full and
+    # 2,048 // 32 = 64 on the sliding layers; a sliding page of 16 tokens is 16 × 8 × 64 × 2 × 2 B
+    # = 32,768 B, and vLLM gives the full layers blocks of 32 to match it: 32 × 8 × 32 × 2 × 2 B
+    # (recorded: full_attention block 32, 128 blocks per 4,096-token request)
+    name = "synthetic--laguna-head-dim-0-per-layer-heads.json"
+    widths = [x.k_dim for x in _model(name).layers]
+    assert widths == [64, 64, 64, 32] * 2
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    full = next(g for g in row["groups"] if g[0] == "full_attention")
+    assert full[2:5] == [16 * 8 * 64 * 2 * 2, 32, 4096 // 32] == [32 * 8 * 32 * 2 * 2, 32, 128]
+    # a config older than transformers' LagunaConfig (no mlp_layer_types): vLLM refuses it
+    raw = dict(DATA["models"]["synthetic--laguna-defaults.json"]["config"])
+    del raw["mlp_layer_types"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="laguna")
+    assert refused.value.code == "config-invalid" and "mlp_layer_types" in refused.value.message
+
+
+def test_axk1_one_mla_latent_per_layer():
+    # AXK1Config(): 61 MLA layers of one latent kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576
+    # wide, whole on every rank: a 16-token page of 16 × 576 × 2 B = 18,432 B, so 20 GiB /
+    # (18,432 × 61) = 19,099 blocks at TP 1 and 8 alike (recorded); fp8: blocks of 64, 36,864 B
+    name = "synthetic--axk1-defaults.json"
+    model = _model(name)
+    assert {x.bytes_per_token for x in model.layers} == {576 * 2} and len(model.layers) == 61
+    rows = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]): r
+            for r in DATA["models"][name]["scenarios"]}  # fmt: skip
+    assert rows[("auto", 1, 4096)]["num_blocks"] == rows[("auto", 8, 4096)]["num_blocks"]
+    assert rows[("auto", 1, 4096)]["num_blocks"] == 20 * 2**30 // (18_432 * 61) == 19_099
+    assert rows[("fp8", 1, 4096)]["groups"][0][2:4] == [64 * 576, 64]
+    # MLA dimensions other than the config class's (vLLM's MLA prefill backends take fixed sets)
+    raw = dict(DATA["models"][name]["config"], qk_rope_head_dim=32)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="axk1")
+    assert (
+        refused.value.code == "config-unverified" and "qk_rope_head_dim 32" in refused.value.message
+    )
+
+
+def test_muse_glimmer_text_layer_types_from_the_last_layer():
+    # MuseGlimmerTextConfig(): 52 layers, every 4th full counted from the last (3, 7, ..., 51), the
+    # 39 others slide over 2,048; 2 KV heads of 128: at TP 8 each rank keeps one replicated head,
+    # a 16-token page of 16 × 1 × 128 × 2 × 2 B = 8,192 B (recorded)
+    name = "synthetic--muse-glimmer-text-defaults.json"
+    model = _model(name)
+    windows = [getattr(x, "sliding_window", None) for x in model.layers]
+    assert windows[:4] == [2048, 2048, 2048, None] and windows[-1] is None
+    assert windows.count(None) == 52 // 4
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(2, 128)}
+    rows = [r for r in DATA["models"][name]["scenarios"]
+            if (r["kv_cache_dtype"], r["tensor_parallel_size"]) == ("auto", 8) and "groups" in r]  # fmt: skip
+    assert {g[2] for r in rows for g in r["groups"]} == {16 * 1 * 128 * 2 * 2} == {8192}
+    # the multimodal MuseGlimmerConfig (a vision encoder beside the text) was not recorded
+    raw = {"model_type": "muse_glimmer", "architectures": ["MuseGlimmerForCausalLM"],
+           "text_config": DATA["models"][name]["config"], "vision_config": {"hidden_size": 1024}}  # fmt: skip
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="muse-glimmer")
+    assert refused.value.code == "config-unverified"
+
+
+def test_hrm_text_one_cache_per_recurrence_step():
+    # HrmTextConfig(num_hidden_layers=4, H_cycles=2, L_cycles=2) saves num_layers_per_stack 4 and
+    # num_hidden_layers 4 × 2 × (2 + 1) = 24: each step's attention keeps its own cache, 16 heads
+    # and KV heads (multi-head) × 64: a 16-token page of 16 × 16 × 64 × 2 × 2 B = 65,536 B, so
+    # 20 GiB / (65,536 × 24) = 13,653 blocks (recorded)
+    name = "synthetic--hrm-text-4-per-stack-2x2-cycles-16-heads.json"
+    model = _model(name)
+    assert len(model.layers) == 24 and {(x.kv_heads, x.k_dim) for x in model.layers} == {(16, 64)}
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 24) == 13_653
+    # without num_layers_per_stack, HrmTextConfig would multiply num_hidden_layers again: refused
+    raw = dict(DATA["models"][name]["config"])
+    del raw["num_layers_per_stack"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="hrm-text")
+    assert refused.value.code == "config-unverified"
+
+
+def test_dory_mlp_layers_cache_nothing_and_tp_1_only():
+    # DoryConfig(): 72 layers, the 36 odd ones MLP-only (no cache); of the 36 attention layers those
+    # with i % 8 == 6 are full (9), the 27 others slide over 1,024; 4 KV heads of 256: a 16-token
+    # page of 16 × 4 × 256 × 2 × 2 B = 65,536 B; 9 layers a group, so 20 GiB / (65,536 × 9) =
+    # 36,408 blocks (recorded)
+    name = "synthetic--dory-defaults.json"
+    model = _model(name)
+    kinds = [type(x).__name__ for x in model.layers]
+    assert kinds[:8] == ["SlidingWindow", "NoCache"] * 3 + ["FullAttention", "NoCache"]
+    assert kinds.count("NoCache") == 36 and kinds.count("FullAttention") == 9
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 1, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (65_536 * 9) == 36_408
+    assert model.max_tensor_parallel is not None and model.max_tensor_parallel[0] == 1
+    # 3 loops, per_loop: the 8 attention layers among the 16 recurrent ones (4 to 19) keep a cache
+    # per loop, 16 more: 2 + 3 × 6 + 1 = 21 sliding and 3 × 2 + 1 = 7 full caches, in groups of 7
+    # (recorded: 3 sliding groups and 1 full of 7 layers); last_loop keeps the 12 physical ones
+    per_loop = _model("synthetic--dory-3-loops-per-loop-2-kv.json").layers
+    kinds = [type(x).__name__ for x in per_loop]
+    assert (kinds.count("SlidingWindow"), kinds.count("FullAttention")) == (21, 7)
+    last = [type(x).__name__ for x in _model("synthetic--dory-3-loops-last-loop-2-kv.json").layers]
+    assert (last.count("SlidingWindow"), last.count("FullAttention")) == (9, 3)
+
+
+def test_beam_sliding_layers_and_tp_1_only():
+    # BeamConfig(): 24 layers, all sliding over 4,096 (the class's layer_types), 4 KV heads of
+    # hidden_size // num_attention_heads = 2,048 // 32 = 64: a 16-token page of 16 × 4 × 64 × 2 ×
+    # 2 B = 16,384 B; one group of 24 layers: 20 GiB / (16,384 × 24) = 54,613 blocks (recorded)
+    name = "synthetic--beam-defaults.json"
+    model = _model(name)
+    assert {(x.kv_heads, x.k_dim, x.sliding_window) for x in model.layers} == {(4, 64, 4096)}
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["max_model_len"]) == ("auto", 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (16_384 * 24) == 54_613
+    # TP 8 was not recorded (the harness cannot build Beam's fused all-reduce): refused, not guessed
+    with pytest.raises(KvcalcError) as refused:
+        harness_plan(DATA, name, dict(row, tensor_parallel_size=8))
+    assert refused.value.code == "unsupported-parallelism"
+
+
+def test_longcat_flash_two_mla_latents_per_decoder_layer():
+    # LongcatFlashConfig() with the keys vLLM reads: 28 decoder layers of two MLA attentions, 56
+    # latents of 512 + 64 = 576 × 2 B, whole on every rank: a 16-token page of 18,432 B, so 20 GiB
+    # / (18,432 × 56) = 20,805 blocks at TP 1 and 8 (recorded)
+    name = "synthetic--longcat-flash-vllm-keys.json"
+    model = _model(name)
+    assert len(model.layers) == 2 * 28 and {x.bytes_per_token for x in model.layers} == {576 * 2}
+    row = next(r for r in DATA["models"][name]["scenarios"]
+               if (r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]) == ("auto", 8, 4096))  # fmt: skip
+    assert row["num_blocks"] == 20 * 2**30 // (18_432 * 56) == 20_805
+    # the N-gram variant reads the same layers: 6 decoder layers, 12 latents
+    assert len(_model("synthetic--longcat-flash-ngram-6-layers-vllm-keys.json").layers) == 12
+    # a num_hidden_layers other than 2 × num_layers is not what LongcatFlashConfig derives
+    raw = dict(DATA["models"][name]["config"], num_hidden_layers=28)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="longcat-flash")
+    assert refused.value.code == "config-invalid"

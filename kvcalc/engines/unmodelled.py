@@ -44,6 +44,15 @@ VLLM_ONLY = {
     "afmoe": "AFMoE (Trinity)", "mamba": "Mamba", "falcon_mamba": "FalconMamba",
     "mamba2": "Mamba2", "zamba2": "Zamba2", "granite_swa": "Granite SWA",
     "granitemoe_swa": "Granite MoE SWA", "olmo_hybrid": "OLMo-Hybrid",
+    "longcat_flash": "LongCat-Flash",
+    "beam": "Beam",
+    "dory": "Dory",
+    "hrm_text": "HRM-Text",
+    "muse_glimmer_text": "MuseGlimmer (text)",
+    "axk1": "A.X K1",
+    "laguna": "Laguna",
+    "hy_v3": "Hunyuan V3",
+    "step3p5": "Step-3.5 (text)",
     # multimodal wrappers: their text config's model type (transformers 5 writes one) and the
     # top-level one (a published config with the text keys at the top level)
     "qwen2_vl": "Qwen2-VL", "qwen2_vl_text": "Qwen2-VL", "qwen3_vl_moe": "Qwen3-VL-MoE",

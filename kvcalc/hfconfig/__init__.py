@@ -96,7 +96,8 @@ def parse_config(
         found = generic.read_layouts(r, ctx)
     # a reader returns the layouts, or (layouts, layer kinds for the weight count)
     layouts, kinds = found if isinstance(found, tuple) else (found, _kinds(found))
-    if len(layouts) != num_layers:  # a family reader's contract
+    own_count = check.validated and check.family is not None and check.family.own_layer_count
+    if len(layouts) != num_layers and not own_count:  # a family reader's contract
         raise ConfigError(f"{r.source}: {len(layouts)} layouts for {num_layers} layers")
     max_len, max_len_note, max_len_key, rope_factor = _max_model_len(r)
     prov["max_model_len"] = max_len_note
@@ -114,6 +115,8 @@ def parse_config(
         dtype=dtype,
         config_dtype=dtype_name,
         num_attention_heads=heads,
+        layer_query_heads=tuple(sorted(ctx.query_heads - {heads})),
+        max_tensor_parallel=min(((k, *v) for k, v in ctx.tp_limit.items()), default=None),
         hidden_size=hidden,
         max_model_len=max_len,
         max_model_len_key=max_len_key,

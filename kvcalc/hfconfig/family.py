@@ -76,6 +76,12 @@ class LayoutContext:
     dtype: CacheDtype
     #: ``figure -> sentence`` provenance, filled by the reader for ``inspect --explain``
     provenance: dict[str, str]
+    #: query-head counts of layers built with other than ``num_attention_heads`` (Step-3.5's
+    #: sliding layers, Laguna's per-layer heads), filled by the reader: TP must divide each
+    query_heads: set[int] = field(default_factory=set)
+    #: the largest TP size kvcalc plans, with the reason and the refusal's code (Dory: 1, vLLM's
+    #: own limit, ``invalid-parallelism``), filled by the reader
+    tp_limit: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 #: one layout per layer, or (layouts, layer kinds for the weight count)
@@ -107,6 +113,9 @@ class Family:
     #: no attention layer and no ``num_attention_heads`` (pure Mamba): the head count is 0, as
     #: vLLM's ``get_total_num_attention_heads`` defaults it
     attention_free: bool = False
+    #: the reader lays out a cache count of its own rather than one per ``num_hidden_layers``
+    #: (LongCat-Flash: two MLA attentions per decoder layer, ``num_layers`` in its config)
+    own_layer_count: bool = False
     #: module that registered it (filled by the registry)
     module: str = field(default="", compare=False)
 

@@ -267,7 +267,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
     if kind == L.UNCOUNTED:
         raise ConfigError(
             f"{r.source}: the weights of model_type {r.str('model_type', '')!r} are not counted "
-            "from config.json (its recurrent/convolution mixers are not modelled for weights)",
+            "from config.json (its layers' mixers, MoE or gates are not modelled for weights)",
             hint="pass --kv-cache-memory, or plan from a Hub id or folder with safetensors files",
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):

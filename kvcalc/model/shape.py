@@ -43,6 +43,12 @@ class ModelShape:
     #: the dtype name as written in config.json (``None`` when absent)
     config_dtype: str | None = None
     num_attention_heads: int
+    #: the other query-head counts some layers are built with (Step-3.5's sliding layers, Laguna's
+    #: per-layer heads): vLLM's attention asserts TP divides each, as it does ``num_attention_heads``
+    layer_query_heads: tuple[int, ...] = ()
+    #: the largest TP size planned, the reason and the refusal's code (Dory's ``dory.py``: 1,
+    #: ``invalid-parallelism``; Beam: 1, ``unsupported-parallelism``: not checked above it)
+    max_tensor_parallel: tuple[int, str, str] | None = None
     hidden_size: int
     #: default context length as vLLM derives it from the config
     max_model_len: int

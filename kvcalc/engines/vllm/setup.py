@@ -260,6 +260,18 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
             f"{model.num_attention_heads} attention heads are not divisible by tensor_parallel_size {tp}",
             code="invalid-parallelism",
         )
+    if model.max_tensor_parallel is not None and tp > model.max_tensor_parallel[0]:
+        most, why, code = model.max_tensor_parallel
+        message, hint = f"tensor_parallel_size {tp}: {why}", f"a TP size up to {most}"
+        if code == "unsupported-parallelism":  # not checked above it: kvcalc's own refusal
+            raise InputError(message, hint=hint, code="unsupported-parallelism")
+        raise InputError(message, hint=hint, code="invalid-parallelism")  # vLLM refuses it
+    for q in model.layer_query_heads:  # the model file's ``total_num_heads % tp_size`` assert
+        if q % tp:
+            raise InputError(
+                f"layers of {q} attention heads are not divisible by tensor_parallel_size {tp}",
+                code="invalid-parallelism",
+            )
     _check_tp_state(model, tp)
     heads = {
         x.kv_heads

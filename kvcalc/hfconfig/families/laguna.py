@@ -1,0 +1,117 @@
+"""Laguna (``LagunaForCausalLM``, ``laguna``): vLLM 0.33 ``models/laguna.py`` over transformers'
+``LagunaConfig`` (which always writes ``layer_types``, ``mlp_layer_types`` and
+``num_attention_heads_per_layer``).
+
+A layer that ``layer_types`` names ``sliding_attention`` slides over ``sliding_window``, every other
+layer is full attention (no ``layer_types``: all full). Every layer caches ``num_key_value_heads``
+KV heads ``head_dim`` wide (the config class's default 128; 0: ``hidden_size //`` the layer's query
+heads); its query heads are
+``num_attention_heads_per_layer[i]`` (Laguna-XS), which ``LagunaAttention`` asserts TP divides. The
+sliding layers' attention sinks (``swa_attention_sink_enabled``), the output gate (``gating``) and
+per-layer-type RoPE shape no cache. vLLM refuses a config without ``mlp_layer_types`` (one older
+than transformers' class: ``ValueError``), and so does this reader. Weights are not counted from
+config.json.
+"""
+
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.family import Family, LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+
+_TYPES = ("sliding_attention", "full_attention")
+
+
+def _layer_list(r: ConfigReader, key: str, n: int, what: str) -> list | None:
+    values = r.list(key)
+    if values is not None and len(values) != n:
+        raise ConfigError(
+            f"{r.source}: {key} names {len(values)} layers, not num_hidden_layers {n} "
+            f"(LagunaConfig refuses it)",
+            code="config-invalid",
+        )
+    if values is not None and what == "int":
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+            raise r.bad(r.path(key), values, "a list of positive head counts")
+    return values
+
+
+def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
+    if _layer_list(r, "mlp_layer_types", n, "str") is None:
+        raise ConfigError(
+            f"{r.source}: no mlp_layer_types: vLLM 0.33's laguna.py refuses the config (it needs "
+            "transformers' LagunaConfig, which writes it)",
+            code="config-invalid",
+        )
+    types = _layer_list(r, "layer_types", n, "str")
+    note = "layer_types"
+    if types is None:
+        types, note = ["full_attention"] * n, "no layer_types: every layer full attention"
+    unknown = sorted({str(t)[:40] for t in types if t not in _TYPES})
+    if unknown:
+        raise ConfigError(
+            f"{r.source}: layer_types must name sliding_attention or full_attention layers, got "
+            + ", ".join(unknown),
+            code="config-invalid",
+        )
+    per_layer = _layer_list(r, "num_attention_heads_per_layer", n, "int")
+    ctx.query_heads.update(per_layer or ())
+    layer_heads = per_layer or [heads] * n
+    if "head_dim" in r.text and r.text["head_dim"] is None:
+        raise ConfigError(
+            f"{r.source}: head_dim is null: LagunaConfig's strict validation refuses it (head_dim "
+            "expects an int; 0 means hidden_size // each layer's query heads)",
+            code="config-invalid",
+        )
+    width = r.int("head_dim", default=128, minimum=0)  # LagunaConfig's default
+    if width:
+        prov["head_dim"] = f"head_dim = {width} (LagunaConfig's default 128)"
+        widths = [width] * n
+    else:  # LagunaAttention: head_dim or hidden_size // the layer's own query heads
+        if ctx.hidden_size < max(layer_heads):
+            raise r.missing(("head_dim", "hidden_size"))
+        widths = [ctx.hidden_size // h for h in layer_heads]
+        prov["head_dim"] = (
+            f"no head_dim: hidden_size / each layer's query heads = {sorted(set(widths))}"
+        )
+    kv = r.int("num_key_value_heads", default=heads)
+    prov["num_kv_heads"] = f"num_key_value_heads = {kv} on every layer"
+    window = r.int("sliding_window") if "sliding_attention" in types else None
+    prov["layer pattern"] = f"{note}: sliding_attention → a {window}-token window, else full"
+    if per_layer is not None and set(per_layer) != {heads}:
+        prov["query heads"] = (
+            f"num_attention_heads_per_layer: {sorted(set(per_layer))} (TP must divide each)"
+        )
+    layouts: list[Layout] = []
+    for t, w in zip(types, widths, strict=True):
+        if t == "sliding_attention" and window is not None:
+            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w,
+                                         sliding_window=window))  # fmt: skip
+        else:
+            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w))
+    return layouts, (L.UNCOUNTED,) * n
+
+
+FAMILIES = (
+    Family(
+        name="laguna",
+        model_types={"laguna"},
+        architectures={"LagunaForCausalLM"},
+        keys={
+            "layer_types",
+            "sliding_window",
+            "num_attention_heads_per_layer",
+            "mlp_layer_types",  # dense/sparse MLP per layer (weights)
+            "swa_attention_sink_enabled",  # sinks on the sliding layers are logits, not cache
+            "swa_rope_parameters",  # the sliding layers' RoPE: not cache
+            "gating",  # the output gate: not cache
+        },
+        layer_types=set(_TYPES),
+        layouts=read_laguna,
+        note="Laguna: layer_types sliding/full over sliding_window, per-layer query heads (vLLM "
+        "0.33 laguna.py).",
+    ),
+)
