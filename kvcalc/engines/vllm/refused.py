@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kvcalc.engines.vllm.modelopt import unknown_algo
 from kvcalc.errors import InputError
+from kvcalc.model.layouts import MLALatent
 from kvcalc.model.shape import ModelShape
 
 #: architecture → vLLM 0.33's refusal
@@ -21,6 +22,14 @@ REFUSED_ARCHITECTURES = {
 }
 #: model type → vLLM 0.33's refusal (architectures named in the config are quoted)
 REFUSED_MODEL_TYPES = {"minimax_m3": "Model architectures {archs} are not supported for now."}
+#: the (qk_nope_head_dim, qk_rope_head_dim, v_head_dim) vLLM 0.33's MLA prefill backends serve:
+#: FlashAttention's list (``v1/attention/backends/mla/prefill/flash_attn.py``
+#: ``supports_mla_dimensions``), which holds every Blackwell backend's (TRT-LLM ragged,
+#: FlashInfer, TokenSpeed) and is the only one on Hopper and older; any other shape stops
+#: ``get_mla_prefill_backend`` (``platforms/interface.py``) with "No valid MLA prefill backend
+#: found" while the model is built (recorded: DeepSeek-V3 with a 32-wide RoPE, and with 64-wide
+#: nope and value heads)
+MLA_PREFILL_DIMENSIONS = frozenset({(128, 64, 128), (192, 64, 256), (64, 64, 128), (256, 0, 256)})
 
 
 def refusal_reason(model_type: str, architectures: tuple[str, ...]) -> str | None:
@@ -80,6 +89,20 @@ def refuse_unbuildable(model: ModelShape, version: str) -> None:
             f"vLLM {version} refuses to start: {reason}",
             hint="vLLM maps ModelOpt's FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 and "
             "MIXED_PRECISION checkpoints only; plan it with another --engine",
+            code="unsupported-model",
+        )
+    dims = {
+        (x.qk_nope_dim, x.rope_dim, x.v_head_dim)
+        for x in model.layers
+        if isinstance(x, MLALatent) and x.qk_nope_dim and x.v_head_dim
+    }
+    for nope, rope, v in sorted(dims - MLA_PREFILL_DIMENSIONS):
+        served = ", ".join(str(d) for d in sorted(MLA_PREFILL_DIMENSIONS))
+        raise InputError(
+            f"vLLM {version} refuses to start: No valid MLA prefill backend found "
+            f"(qk_nope_head_dim={nope}, qk_rope_head_dim={rope}, v_head_dim={v}; its MLA prefill "
+            f"backends serve (qk_nope, qk_rope, v) = {served})",
+            hint="vLLM cannot serve this MLA shape; plan it with another --engine",
             code="unsupported-model",
         )
     template = REFUSED_MODEL_TYPES.get(model.model_type)
