@@ -26,8 +26,14 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
-DATA = json.loads((FIXTURES / "registry_multimodal.json").read_text())
-WEIGHTS = json.loads((FIXTURES / "multimodal_weights_2.json").read_text())
+#: the recordings, each file its own (``registry_multimodal_2026_12.json``: the architectures added
+#: after the first ones, recorded apart); one ``models`` mapping over them
+_RECORDED = [json.loads((FIXTURES / f).read_text())
+             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json")]  # fmt: skip
+DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
+_WEIGHED = [json.loads((FIXTURES / f).read_text())
+            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json")]  # fmt: skip
+WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 
 LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
@@ -69,7 +75,7 @@ def _plan(name: str, row: dict):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
-            "llava_onevision"} <= types  # fmt: skip
+            "llava_onevision", "llava_next_video"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -119,6 +125,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
+        "llava_next_video",
     }  # fmt: skip
 
 
@@ -185,7 +192,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     ["synthetic--qwen2-vl-defaults.json", "synthetic--qwen3-vl-moe-norm-topk-prob.json",
      "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json",
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
-     "synthetic--llava-onevision-defaults.json"],
+     "synthetic--llava-onevision-defaults.json",
+     "synthetic--llava-next-video-4k.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -207,7 +215,7 @@ def _plan_config(tmp_path, name: str, **kw):
 def test_glm4v_tower_whole_on_every_rank_builds_at_tp_8(tmp_path):
     # --mm-encoder-tp-mode data: glm4_1v.py builds the tower with disable_tp (its attention's
     # tp_size 1), so its 12 heads no longer meet TP 8; vLLM's meta build at TP 8 (recorded)
-    rec = next(r for r in WEIGHTS["records"] if r.get("engine_args"))
+    rec = next(r for r in WEIGHTS["records"] if "mm_encoder_tp_mode" in r.get("engine_args", {}))
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 8
     name = rec["model"]
     with pytest.raises(KvcalcError) as refused:
@@ -239,3 +247,46 @@ def test_llava_builds_clip_up_to_the_feature_layer():
     projector = h * hv + h + h * h + h
     assert (v.tower, v.num_layers) == ("clip", 23)
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in WEIGHTS["records"] if "limit_mm_per_prompt" in r.get("engine_args", {})],
+    ids=lambda r: f"{r['model'][11:-5]}-{json.dumps(r['engine_args']['limit_mm_per_prompt'])}",
+)
+def test_the_tower_is_built_for_the_modalities_its_class_marks(tmp_path, rec):
+    # _mark_tower_model skips a tower whose modalities are all limited to 0: LLaVA-1.5 marks its
+    # tower for images (image 0: no tower, 13,477,880,320 B, the text model alone), LLaVA-NeXT-Video
+    # for video (video 0: none; image 0: all of its 14,101,662,728 B), vLLM's meta build
+    limits = json.dumps(rec["engine_args"]["limit_mm_per_prompt"])
+    plan = _plan_config(tmp_path, rec["model"], limit_mm_per_prompt=limits)
+    assert plan.weights_bytes == rec["target_param_bytes_per_rank"]
+
+
+def test_llava_next_video_projector_whole_and_no_image_newline():
+    # LlavaNextVideoConfig's CLIP-L/14 at 336 px up to vision_feature_layer -2: 23 layers of
+    # 4 × (1,024² + 1,024) + 2 × 1,024 × 4,096 + 4,096 + 1,024 + 4 × 1,024 = 12,596,224, the
+    # embeddings (class 1,024, the 3 × 14² convolution, 577 position rows) and the pre-LayerNorm:
+    # 290,909,184; the projector's nn.Linears 1,024 → 4,096 → 4,096 with biases, 20,979,712, whole
+    # on every rank (llava_next_video.py), and no image_newline (its loader skips it)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    tensors = vision_tensors(_model("synthetic--llava-next-video-4k.json").weights.vision)
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 23 * layer + hv + 3 * 14 * 14 * hv + 577 * hv + 2 * hv
+    projector = h * hv + h + h * h + h
+    assert (layer, tower, projector) == (12_596_224, 290_909_184, 20_979_712)
+    assert sum(t.numel for t in tensors) == tower + projector
+    proj = [t for t in tensors if t.name.startswith("multi_modal_projector")]
+    assert sum(t.numel for t in proj) == projector and {t.split for t in proj} == {"replicated"}
+
+
+def test_llava_next_video_pool_modes_vllm_builds():
+    # LlavaNextVideoPooler builds AvgPool2d or MaxPool2d; any other spatial_pool_mode raises
+    # ("Unknown pooling mode", the conv pool's weights are not loaded)
+    config = DATA["models"]["synthetic--llava-next-video-4k.json"]["config"]
+    assert parse_config(dict(config, spatial_pool_mode="max"), name="max").weights.vision
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(dict(config, spatial_pool_mode="conv"), name="conv")
+    assert refused.value.code == "config-invalid" and "spatial_pool_mode" in refused.value.message

@@ -15,7 +15,7 @@ from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 #: LLaVA's model types: the tower is CLIP or SigLIP (``vision_config.model_type``)
-_LLAVA = {"llava", "llava_next", "llava_onevision"}
+_LLAVA = {"llava", "llava_next", "llava_next_video", "llava_onevision"}
 _LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
@@ -174,7 +174,8 @@ def _llava(
     SigLIP up to the deepest ``vision_feature_layer`` (``get_layer_index``: -2 of 24 is 23
     layers), no post-layernorm (``require_post_norm=False``); the projector from the tower's width
     (times the feature layers) into the text width; LLaVA-NeXT's and OneVision's
-    ``image_newline``."""
+    ``image_newline``. LLaVA-NeXT-Video (``llava_next_video.py``) builds its projector of
+    ``nn.Linear``s (whole on every rank) and no ``image_newline`` (its loader skips it)."""
     tower = _LLAVA_TOWERS.get(vision_type)
     if tower is None:
         raise ConfigError(
@@ -203,7 +204,7 @@ def _llava(
         num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * (len(chosen) if isinstance(layers, list) else 1),
         projector_bias=r.bool("multimodal_projector_bias", True),
-        projector_replicated=top_type == "llava_onevision",
+        projector_replicated=top_type in ("llava_onevision", "llava_next_video"),
         image_newline=top_type in ("llava_next", "llava_onevision"),
         text_hidden_size=text_hidden,
     )

@@ -200,7 +200,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Lfm2VlForConditionalGeneration",
             "LightOnOCRForConditionalGeneration",
             "Llama_Nemotron_Nano_VL",
-            "LlavaNextVideoForConditionalGeneration",
             "LlavaOnevision2ForConditionalGeneration",
             "MiDashengLMModel",
             "MiMoV2OmniForCausalLM",

@@ -233,9 +233,9 @@ def check_tower_tp(request: EngineRequest) -> None:
     from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
 
     limits = request.limit_mm_per_prompt
-    if limits is not None and parse_limits(limits).vision_off:
-        return
     archs = (*request.model.config_architectures, *request.model.architectures)
+    if limits is not None and parse_limits(limits).tower_off(archs):
+        return
     data = encoder_tp_data(archs)
     if request.mm_encoder_tp_mode == "data" and data:
         return

@@ -63,6 +63,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "llama": "llama",
     "llava": "llava",
     "llava_next": "llava",
+    "llava_next_video": "llava",
     "llava_onevision": "llava",
     "llama4": "llama4",
     "llama4_text": "llama4",
