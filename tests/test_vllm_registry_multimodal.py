@@ -75,7 +75,7 @@ def _plan(name: str, row: dict):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
-            "llava_onevision", "llava_next_video"} <= types  # fmt: skip
+            "llava_onevision", "llava_next_video", "cohere2_vision"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -125,7 +125,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
-        "llava_next_video",
+        "llava_next_video", "cohere2_vision",
     }  # fmt: skip
 
 
@@ -192,7 +192,7 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     ["synthetic--qwen2-vl-defaults.json", "synthetic--qwen3-vl-moe-norm-topk-prob.json",
      "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json",
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
-     "synthetic--llava-onevision-defaults.json",
+     "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
      "synthetic--llava-next-video-4k.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
@@ -246,6 +246,24 @@ def test_llava_builds_clip_up_to_the_feature_layer():
     tower = 23 * layer + hv + 3 * 14 * 14 * hv + 577 * hv + 2 * hv
     projector = h * hv + h + h * h + h
     assert (v.tower, v.num_layers) == ("clip", 23)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_cohere2_vision_tower_by_hand():
+    # Cohere2VisionConfig's SigLIP at 512 px, patch 16 (1,024 positions), 27 layers of 1,152, all
+    # built (SiglipVisionModel: so the post-LayerNorm): per layer the biased fused qkv and
+    # out_proj 4 × (1,152² + 1,152), fc1/fc2 2 × 1,152 × 3,072 + 3,072 + 1,152, two LayerNorms
+    # 4 × 1,152 = 12,399,744; the biased 3 × 16² patch convolution, 1,024 position rows, the
+    # post-LayerNorm: 336,860,928. The projector after the 2 × 2 pixel shuffle: linear_1 4,608 →
+    # 2 × 18,432 and linear_2 18,432 → 8,192, both biased: 320,909,312
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--cohere2-vision-defaults.json").weights.vision
+    hv, inter, h, align = 1152, 3072, 8192, 36864
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 1024 * hv + 27 * layer + 2 * hv
+    projector = align * 4 * hv + align + h * (align // 2) + h
+    assert (layer, tower, projector) == (12_399_744, 336_860_928, 320_909_312)
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector
 
 

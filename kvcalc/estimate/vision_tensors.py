@@ -28,6 +28,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _glm4v(v)]
     if v.family == "llava":
         return [replace(t, vision=True) for t in _llava(v)]
+    if v.family == "cohere2_vision":
+        return [replace(t, vision=True) for t in _cohere2_vision(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -218,6 +220,36 @@ def _llava(v: VisionWeights) -> list[Tensor]:
     out += _linear(f"{m}.linear_2", h, h, None, second, bias=v.projector_bias)
     if v.image_newline:
         out.append(Tensor(name="image_newline", rows=h, role="vector"))
+    return out
+
+
+def _cohere2_vision(v: VisionWeights) -> list[Tensor]:
+    """Command-A Vision's SigLIP and projector as vLLM 0.33 builds them (``cohere2_vision.py``,
+    ``siglip.py``): the biased patch convolution and ``np`` position rows, ``num_layers`` encoder
+    layers (biased fused qkv and out_proj, biased fc1/fc2, two LayerNorms), the post-LayerNorm;
+    ``linear_1`` (``hv · factor²`` → gate and up, ``projector_output_dim`` each) split by columns,
+    ``linear_2`` (→ text) by rows, both biased."""
+    out = _siglip_whole(v, "vision_tower.vision_model")
+    m, inter = "multi_modal_projector", v.projector_output_dim
+    out += _linear(f"{m}.linear_1", 2 * inter, v.projector_input_dim, None, "column", bias=True)
+    out += _linear(f"{m}.linear_2", v.text_hidden_size, inter, None, "row", bias=True)
+    return out
+
+
+def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:
+    """A SigLIP tower with every layer, as vLLM 0.33's ``siglip.py`` and
+    ``idefics2_vision_model.py`` build it: the biased patch convolution (whole on every rank),
+    ``(image_size / patch)²`` position rows, ``num_layers`` encoder layers (biased fused qkv and
+    out_proj, biased fc1/fc2, two LayerNorms) and the post-LayerNorm."""
+    hv = v.hidden_size
+    patches = (v.image_size // v.patch_size) ** 2
+    conv = v.num_channels * v.patch_size**2
+    out = _linear(f"{p}.embeddings.patch_embedding", hv, conv, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches, cols=hv,
+                      role="position"))  # fmt: skip
+    out += _encoder(v, f"{p}.encoder.layers", "self_attn", "out_proj", "mlp", "layer_norms",
+                    bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"))
     return out
 
 

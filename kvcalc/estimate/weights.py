@@ -342,7 +342,7 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
         # complex values each): Llama 4 Scout's 577 × 44 × 8 = 203,104 B, recorded
         patches = (v.image_size // v.patch_size) ** 2
         return (patches + 1) * (v.head_dim // 2) * _COMPLEX64_BYTES
-    if v is not None and v.family == "llava":
+    if v is not None and v.family in ("llava", "cohere2_vision"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:

@@ -37,6 +37,8 @@ def read_vision(
     top_type = r.raw.get("model_type")
     if top_type in _LLAVA:
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
+    if top_type == "cohere2_vision":
+        return _cohere2_vision(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         return VisionWeights(
@@ -206,5 +208,40 @@ def _llava(
         projector_bias=r.bool("multimodal_projector_bias", True),
         projector_replicated=top_type in ("llava_onevision", "llava_next_video"),
         image_newline=top_type in ("llava_next", "llava_onevision"),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _cohere2_vision(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Command-A Vision's tower as vLLM 0.33 builds it (``cohere2_vision.py``): SigLIP whole
+    (``SiglipVisionModel``: every layer, so its post-LayerNorm; no pooling head), and the
+    projector after a ``downsample_factor``² pixel shuffle: ``linear_1`` merged gate/up (``hv ·
+    factor²`` → 2 × ``alignment_intermediate_size / 2``, column-split) and ``linear_2`` (→ the text
+    width, row-split), both biased."""
+    if vision_type != "siglip_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Command-A "
+            "Vision's SigLIP tower only",
+            code="config-unverified",
+        )
+    hv, factor = vr.int("hidden_size"), r.int("downsample_factor", default=2)
+    alignment = r.int("alignment_intermediate_size", default=36864)
+    if alignment % 2:
+        raise r.bad(r.path("alignment_intermediate_size"), alignment, "an even width (gate and up)")
+    return VisionWeights(
+        family="cohere2_vision",
+        tower="siglip",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * factor**2,
+        projector_output_dim=alignment // 2,
+        projector_bias=True,
         text_hidden_size=text_hidden,
     )

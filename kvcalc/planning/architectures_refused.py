@@ -155,7 +155,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "BailingMoeV3VLForConditionalGeneration",
             "BeeForConditionalGeneration",
             "Blip2ForConditionalGeneration",
-            "Cohere2VisionForConditionalGeneration",
             "CohereAsrForConditionalGeneration",
             "CohereCompassForConditionalGeneration",
             "Cosmos3EdgeForConditionalGeneration",

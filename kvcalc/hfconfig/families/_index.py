@@ -12,6 +12,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "cohere": "cohere",
     "cohere2": "cohere",
     "cohere2_moe": "cohere",
+    "cohere2_vision": "cohere",
     "dbrx": "dbrx",
     "deci": "nemotron_nas",
     "decilm": "nemotron_nas",
