@@ -75,7 +75,8 @@ def _plan(name: str, row: dict):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
-            "llava_onevision", "llava_next_video", "cohere2_vision"} <= types  # fmt: skip
+            "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
+            "smolvlm"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -125,7 +126,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
-        "llava_next_video", "cohere2_vision",
+        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm",
     }  # fmt: skip
 
 
@@ -193,6 +194,7 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json",
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
      "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
+     "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
      "synthetic--llava-next-video-4k.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
@@ -265,6 +267,23 @@ def test_cohere2_vision_tower_by_hand():
     projector = align * 4 * hv + align + h * (align // 2) + h
     assert (layer, tower, projector) == (12_399_744, 336_860_928, 320_909_312)
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_idefics3_tower_by_hand():
+    # Idefics3Config's tower at 224 px, patch 32 (49 positions), 12 layers of 1,152, all built
+    # with the post-LayerNorm (Idefics2VisionTransformer); per layer 4 × (1,152² + 1,152) +
+    # 2 × 1,152 × 3,072 + 3,072 + 1,152 + 4 × 1,152 = 12,399,744; the biased 3 × 32² patch
+    # convolution, 49 position rows (no position_ids buffer), the post-LayerNorm: 152,395,776. The
+    # connector: one unbiased 4,608 → 4,096 projection (1,152 × 2², scale_factor 2): 18,874,368
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1152, 3072, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 32 * 32 * hv + hv + 49 * hv + 12 * layer + 2 * hv
+    assert (tower, h * 4 * hv) == (152_395_776, 18_874_368)
+    for name in ("synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json"):
+        v = _model(name).weights.vision
+        assert sum(t.numel for t in vision_tensors(v)) == tower + h * 4 * hv
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _llava(v)]
     if v.family == "cohere2_vision":
         return [replace(t, vision=True) for t in _cohere2_vision(v)]
+    if v.family == "idefics3":
+        return [replace(t, vision=True) for t in _idefics3(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -234,6 +236,16 @@ def _cohere2_vision(v: VisionWeights) -> list[Tensor]:
     out += _linear(f"{m}.linear_1", 2 * inter, v.projector_input_dim, None, "column", bias=True)
     out += _linear(f"{m}.linear_2", v.text_hidden_size, inter, None, "row", bias=True)
     return out
+
+
+def _idefics3(v: VisionWeights) -> list[Tensor]:
+    """Idefics3's (and SmolVLM's) tower and connector as vLLM 0.33 builds them (``idefics3.py``,
+    ``idefics2_vision_model.py``): SigLIP's layers whole, with the post-LayerNorm, and the
+    connector's one unbiased ``ReplicatedLinear`` (``hv · scale_factor²`` → text), whole on every
+    rank."""
+    out = _siglip_whole(v, "model.vision_model")
+    proj = "model.connector.modality_projection.proj"
+    return out + _linear(proj, v.text_hidden_size, v.projector_input_dim, None, "replicated")
 
 
 def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:

@@ -17,6 +17,8 @@ from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 #: LLaVA's model types: the tower is CLIP or SigLIP (``vision_config.model_type``)
 _LLAVA = {"llava", "llava_next", "llava_next_video", "llava_onevision"}
 _LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
+#: Idefics3's and SmolVLM's model types → their tower's ``vision_config.model_type``
+_IDEFICS3 = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
 _GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
@@ -39,6 +41,8 @@ def read_vision(
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
     if top_type == "cohere2_vision":
         return _cohere2_vision(r, vr, vision_type, text_hidden)
+    if top_type in _IDEFICS3:
+        return _idefics3(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         return VisionWeights(
@@ -243,5 +247,34 @@ def _cohere2_vision(
         projector_input_dim=hv * factor**2,
         projector_output_dim=alignment // 2,
         projector_bias=True,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _idefics3(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Idefics3's and SmolVLM's tower as vLLM 0.33 builds it (``idefics3.py``: SmolVLM's class is
+    Idefics3's): ``Idefics2VisionTransformer`` whole (every layer, the post-LayerNorm), and the
+    connector's unbiased projection from ``hidden_size · scale_factor²`` into the text width."""
+    top = str(r.raw.get("model_type"))
+    if vision_type != _IDEFICS3[top]:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
+            f"{_IDEFICS3[top]} tower only",
+            code="config-unverified",
+        )
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="idefics3",
+        tower="siglip",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * r.int("scale_factor", default=2) ** 2,
         text_hidden_size=text_hidden,
     )

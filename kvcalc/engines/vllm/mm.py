@@ -53,6 +53,7 @@ TOWER_MODALITIES = {
     "Mistral3ForConditionalGeneration": ("image",), "Gemma3ForConditionalGeneration": ("image",),
     "Llama4ForConditionalGeneration": ("image",), "KimiK25ForConditionalGeneration": ("vision_chunk",),
     "Cohere2VisionForConditionalGeneration": ("image",),
+    "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
 }  # fmt: skip
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
