@@ -42,6 +42,8 @@ VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "is not divisible by": PARALLELISM,  # the vision attention's dist_utils.divide: its heads
+    # linear.py MergedColumnParallelLinear: the tower's gated MLP (EXAONE 4.5's 3,420 at TP 8)
+    "assert all(output_size % self.tp_size == 0": PARALLELISM,
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "object has no attribute 'use_qk_norm'": CONFIG,  # glm4_moe.py reads config.use_qk_norm
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
@@ -76,7 +78,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
-            "smolvlm"} <= types  # fmt: skip
+            "smolvlm", "exaone4_5"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -126,7 +128,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
-        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm",
+        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5",
     }  # fmt: skip
 
 
@@ -195,7 +197,7 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
      "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
-     "synthetic--llava-next-video-4k.json"],
+     "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -217,7 +219,8 @@ def _plan_config(tmp_path, name: str, **kw):
 def test_glm4v_tower_whole_on_every_rank_builds_at_tp_8(tmp_path):
     # --mm-encoder-tp-mode data: glm4_1v.py builds the tower with disable_tp (its attention's
     # tp_size 1), so its 12 heads no longer meet TP 8; vLLM's meta build at TP 8 (recorded)
-    rec = next(r for r in WEIGHTS["records"] if "mm_encoder_tp_mode" in r.get("engine_args", {}))
+    rec = next(r for r in WEIGHTS["records"] if "mm_encoder_tp_mode" in r.get("engine_args", {})
+               and r["model"] == "synthetic--glm4v-defaults.json")  # fmt: skip
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 8
     name = rec["model"]
     with pytest.raises(KvcalcError) as refused:
@@ -327,3 +330,43 @@ def test_llava_next_video_pool_modes_vllm_builds():
     with pytest.raises(KvcalcError) as refused:
         parse_config(dict(config, spatial_pool_mode="conv"), name="conv")
     assert refused.value.code == "config-invalid" and "spatial_pool_mode" in refused.value.message
+
+
+def test_exaone4_5_tower_by_hand():
+    # Exaone4_5_VisionConfig's tower (Qwen2.5-VL's with its blocks rebuilt by exaone4_5.py): the
+    # unbiased 3 × 2 × 14² patch embedding of 3,584 (4,214,784); per block two RMSNorms, q
+    # 3,584² + 3,584, k and v 2 × 8 KV heads × 224 = 3,584 rows of 3,584 + 3,584, proj
+    # 3,584² + 3,584, the biased gated MLP 2 × (3,420 × 3,584 + 3,420) + 3,584 × 3,420 + 3,584:
+    # 75,335,352, 32 blocks; the merger's RMSNorm and 14,336 → 14,336 → 3,584 MLP: 256,922,624
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--exaone4-5-32k.json").weights.vision
+    hv, kv, inter, merged = 3584, 8 * 224, 3420, 3584 * 4
+    block = 2 * hv + 2 * (hv * hv + hv) + (2 * kv * hv + 2 * kv) + 3 * inter * hv + 2 * inter + hv
+    merger = hv + merged * merged + merged + hv * merged + hv
+    assert (block, merger) == (75_335_352, 256_922_624)
+    assert (v.num_heads, v.num_kv_heads, v.head_dim) == (16, 8, 224)
+    assert sum(t.numel for t in vision_tensors(v)) == 3 * 2 * 14 * 14 * hv + 32 * block + merger
+
+
+@pytest.mark.parametrize("name", ["synthetic--exaone4-5-32k.json"])
+def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
+    # exaone4_5.py subclasses Qwen2.5-VL's class, which declares supports_encoder_tp_data:
+    # --mm-encoder-tp-mode data builds its tower whole at TP 2
+    # (vLLM's meta build, recorded), more per rank than split
+    rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
+    assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
+    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    split = _plan_config(tmp_path, name, tensor_parallel_size=2)
+    assert data.weights_bytes == rec["target_param_bytes_per_rank"] > split.weights_bytes
+
+
+def test_exaone4_5_tower_mlp_width_over_tp(tmp_path):
+    # Qwen2_5_VisionMLP's MergedColumnParallelLinear asserts 3,420 % TP == 0: vLLM fails at TP 8
+    # (recorded), builds at TP 4; --mm-encoder-tp-mode data builds the tower unsplit
+    name = "synthetic--exaone4-5-32k.json"
+    with pytest.raises(KvcalcError) as refused:
+        _plan_config(tmp_path, name, tensor_parallel_size=8)
+    assert refused.value.code == "invalid-parallelism" and "MLP width 3420" in refused.value.message
+    assert _plan_config(tmp_path, name, tensor_parallel_size=4).weights_bytes > 0
+    assert _plan_config(tmp_path, name, tensor_parallel_size=8, mm_encoder_tp_mode="data")

@@ -24,6 +24,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
     if v.family == "qwen2_vl":
         return [replace(t, vision=True) for t in _qwen2_vl(v)]
+    if v.family == "exaone4_5":
+        return [replace(t, vision=True) for t in _qwen_vl_tower(v, layer_norm=False)]
     if v.family == "glm4v":
         return [replace(t, vision=True) for t in _glm4v(v)]
     if v.family == "llava":
@@ -147,7 +149,9 @@ def _qwen2_vl(v: VisionWeights) -> list[Tensor]:
 
 def _qwen_vl_tower(v: VisionWeights, *, layer_norm: bool) -> list[Tensor]:
     """The Qwen2-VL / Qwen2.5-VL tower: with LayerNorms (weight and bias) and an fc1/fc2 MLP
-    (Qwen2-VL), or with RMSNorms and a gated MLP (Qwen2.5-VL); the rest is the same."""
+    (Qwen2-VL), or with RMSNorms and a gated MLP (Qwen2.5-VL, EXAONE 4.5); the rest is the same.
+    EXAONE 4.5's attention is grouped-query (``exaone4_5.py`` ``QKVParallelLinear`` with
+    ``num_kv_heads``): q by columns, k and v by their heads (whole on every rank past them)."""
     hv, p = v.hidden_size, "visual"
     merged = hv * v.spatial_merge_size**2
     patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
@@ -157,7 +161,13 @@ def _qwen_vl_tower(v: VisionWeights, *, layer_norm: bool) -> list[Tensor]:
     for i in range(v.num_layers):
         q = f"{p}.blocks.{i}"
         out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * norm_copies, role="norm"))
-        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        if v.num_kv_heads and v.num_kv_heads != v.num_heads:
+            kv = v.num_kv_heads * v.head_dim
+            out += _linear(f"{q}.attn.qkv.q", hv, hv, None, "column", bias=True)
+            out += _linear(f"{q}.attn.qkv.kv", 2 * kv, hv, None, "kv", bias=True,
+                           heads=v.num_kv_heads)  # fmt: skip
+        else:
+            out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
         out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
         out += _mlp(block, hv, f"{q}.mlp", None)
     out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, copies=norm_copies, role="norm"))

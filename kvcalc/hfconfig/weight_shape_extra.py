@@ -140,6 +140,8 @@ class VisionWeights:
     #: the tower's attention heads, where vLLM splits them over TP (``dist_utils.divide`` in
     #: Qwen2-VL's, Qwen2.5-VL's and GLM-4.1V's vision attention; 0: not read)
     num_heads: int = 0
+    #: EXAONE 4.5's tower: its attention's KV heads (grouped-query; 0: as many as ``num_heads``)
+    num_kv_heads: int = 0
     #: LLaVA: the tower (``clip`` or ``siglip``), the learned ``image_newline`` row (LLaVA-NeXT,
     #: OneVision), a projector vLLM builds unsplit (OneVision's ``nn.Linear``)
     tower: str = ""

@@ -90,6 +90,27 @@ def read_vision(
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
             text_hidden_size=text_hidden,
         )
+    if vision_type == "exaone4_5_vision":
+        # vLLM 0.33 exaone4_5.py: Qwen2.5-VL's tower (Qwen2_5_VisionTransformer) with its blocks
+        # rebuilt: grouped-query attention (num_key_value_heads), the gated biased MLP
+        # intermediate_size wide, RMSNorms; the merger into out_hidden_size
+        heads = vr.int("num_heads")
+        return VisionWeights(
+            family="exaone4_5",
+            hidden_size=vr.int("hidden_size"),
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("out_hidden_size"),
+            head_dim=vr.int("hidden_size") // heads,
+            num_heads=heads,
+            num_kv_heads=vr.int("num_key_value_heads", default=heads),
+            text_hidden_size=text_hidden,
+        )
     if vision_type in ("qwen2_vl", "qwen2_vl_vision") or (
         model_type in ("qwen2_vl", "qwen2_vl_text") and vision_type == ""
     ):

@@ -169,7 +169,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "DotsOCRForCausalLM",
             "Eagle2_5_VLForConditionalGeneration",
             "Ernie4_5_VLMoeForConditionalGeneration",
-            "Exaone4_5_ForConditionalGeneration",
             "FireRedASR2ForConditionalGeneration",
             "FunASRForConditionalGeneration",
             "FunAudioChatForConditionalGeneration",

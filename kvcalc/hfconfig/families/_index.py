@@ -23,6 +23,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "ernie4_5": "ernie4_5",
     "ernie4_5_moe": "ernie4_5_moe",
     "exaone4": "exaone4",
+    "exaone4_5": "exaone4",
     "exaone_moe": "exaone_moe",
     "falcon": "falcon",
     "falcon_h1": "falcon_h1",
