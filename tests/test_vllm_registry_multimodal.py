@@ -78,7 +78,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
-            "smolvlm", "exaone4_5"} <= types  # fmt: skip
+            "smolvlm", "exaone4_5", "glm_ocr"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -128,7 +128,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
-        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5",
+        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
     }  # fmt: skip
 
 
@@ -197,7 +197,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
      "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
-     "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json"],
+     "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
+     "synthetic--glm-ocr-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -349,10 +350,30 @@ def test_exaone4_5_tower_by_hand():
     assert sum(t.numel for t in vision_tensors(v)) == 3 * 2 * 14 * 14 * hv + 32 * block + merger
 
 
-@pytest.mark.parametrize("name", ["synthetic--exaone4-5-32k.json"])
+def test_glm_ocr_tower_by_hand():
+    # GlmOcrVisionConfig's tower as glm_ocr.py builds it: the biased 3 × 2 × 14² patch embedding
+    # of 1,024 (no position table, no post-conv norm); per block two RMSNorms, q/k norms 2 × 64,
+    # the biased qkv 3 × (1,024² + 1,024) and proj, the biased gated MLP 4,096 wide: 16,792,704,
+    # 24 blocks; the post-block RMSNorm, the biased 2 × 2 downsampling convolution 1,024 → 1,536,
+    # and the unbiased merger (1,536² projection, a LayerNorm, gate/up/down as wide as the text
+    # model's intermediate_size, 4,096): 431,760,896 in all
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--glm-ocr-defaults.json").weights.vision
+    hv, inter, out, text_inter = 1024, 4096, 1536, 4096
+    block = 2 * hv + 2 * 64 + 4 * (hv * hv + hv) + 3 * inter * hv + 2 * inter + hv
+    tower = 3 * 2 * 14 * 14 * hv + hv + 24 * block + hv + (out * hv * 4 + out)
+    tower += out * out + 2 * out + 3 * text_inter * out
+    assert (block, tower) == (16_792_704, 431_760_896)
+    assert sum(t.numel for t in vision_tensors(v)) == tower
+
+
+@pytest.mark.parametrize(
+    "name", ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json"]
+)
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
-    # exaone4_5.py subclasses Qwen2.5-VL's class, which declares supports_encoder_tp_data:
-    # --mm-encoder-tp-mode data builds its tower whole at TP 2
+    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, which declare
+    # supports_encoder_tp_data: --mm-encoder-tp-mode data builds their towers whole at TP 2
     # (vLLM's meta build, recorded), more per rank than split
     rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2

@@ -49,6 +49,7 @@ VLLM_ONLY = {
     "qwen2_vl": "Qwen2-VL", "qwen2_vl_text": "Qwen2-VL", "qwen3_vl_moe": "Qwen3-VL-MoE",
     "qwen3_vl_moe_text": "Qwen3-VL-MoE", "glm4v": "GLM-4.1V", "glm4v_text": "GLM-4.1V",
     "glm4v_moe": "GLM-4.5V", "glm4v_moe_text": "GLM-4.5V",
+    "glm_ocr": "GLM-OCR", "glm_ocr_text": "GLM-OCR",
 }  # fmt: skip
 #: multimodal architectures checked against vLLM 0.33 alone whose text stack's model type is a
 #: family the other engines size (LLaVA's Llama, Mistral or Qwen2): refused by the config's

@@ -28,6 +28,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen_vl_tower(v, layer_norm=False)]
     if v.family == "glm4v":
         return [replace(t, vision=True) for t in _glm4v(v)]
+    if v.family == "glm_ocr":
+        return [replace(t, vision=True) for t in _glm_ocr(v)]
     if v.family == "llava":
         return [replace(t, vision=True) for t in _llava(v)]
     if v.family == "cohere2_vision":
@@ -203,6 +205,34 @@ def _glm4v(v: VisionWeights) -> list[Tensor]:
     out += _linear(f"{p}.merger.proj", out_w, out_w, None, "column")
     out.append(Tensor(name=f"{p}.merger.post_projection_norm", rows=out_w, copies=2, role="norm"))
     merger = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=False)
+    return out + _mlp(merger, out_w, f"{p}.merger", None)
+
+
+def _glm_ocr(v: VisionWeights) -> list[Tensor]:
+    """GLM-OCR's tower as vLLM 0.33 builds it (``glm_ocr.py`` ``GlmOcrVisionTransformer``): the
+    biased 3D patch embedding, no position table nor post-conv norm (deleted), RMSNorm blocks
+    (two per layer) with per-head q/k RMSNorms, a biased fused qkv and proj and a biased gated MLP
+    ``intermediate_size`` wide, the post-block RMSNorm, the biased ``m × m`` downsampling
+    convolution (``hv → out``) and GLM-4.1V's merger without biases, its MLP the text model's
+    ``intermediate_size`` wide (``projector_input_dim``). qkv, gate/up and the merger's projection
+    split by columns, proj and down by rows."""
+    hv, p, out_w = v.hidden_size, "visual", v.projector_output_dim
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated", bias=True)
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))  # 2 RMSNorms
+        out.append(Tensor(name=f"{q}.attn.qk_norm", rows=v.head_dim, copies=2, role="norm"))
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, role="norm"))
+    m = v.spatial_merge_size
+    out += _linear(f"{p}.downsample", out_w, hv * m * m, None, "replicated", bias=True)
+    out += _linear(f"{p}.merger.proj", out_w, out_w, None, "column")
+    out.append(Tensor(name=f"{p}.merger.post_projection_norm", rows=out_w, copies=2, role="norm"))
+    merger = MlpWeights(intermediate_size=v.projector_input_dim, gated=True, bias=False)
     return out + _mlp(merger, out_w, f"{p}.merger", None)
 
 

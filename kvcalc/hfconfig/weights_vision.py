@@ -155,6 +155,27 @@ def read_vision(
             num_heads=vr.int("num_heads", default=12),
             text_hidden_size=text_hidden,
         )
+    if vision_type == "glm_ocr_vision":
+        # vLLM 0.33 glm_ocr.py GlmOcrVisionTransformer: GLM-4.1V's without its position table and
+        # post-conv norm; blocks with q/k norms and a biased gated MLP intermediate_size wide; the
+        # merger's MLP as wide as the text model's (context_dim=text_config.intermediate_size)
+        width, heads = vr.int("hidden_size"), vr.int("num_heads")
+        return VisionWeights(
+            family="glm_ocr",
+            hidden_size=width,
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("out_hidden_size"),
+            projector_input_dim=r.int("intermediate_size"),
+            head_dim=width // heads,
+            num_heads=heads,
+            text_hidden_size=text_hidden,
+        )
     if vision_type == "gemma4_vision":
         return VisionWeights(
             family="gemma4",

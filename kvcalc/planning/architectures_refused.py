@@ -176,7 +176,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Gemma4UnifiedForConditionalGeneration",
             "Glm5NextForConditionalGeneration",
             "GlmAsrForConditionalGeneration",
-            "GlmOcrForConditionalGeneration",
             "Granite4VisionForConditionalGeneration",
             "GraniteSpeechForConditionalGeneration",
             "GraniteSpeechPlusForConditionalGeneration",

@@ -43,6 +43,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "glm4_moe": "glm4_moe",
     "glm4_moe_lite": "glm4_moe_lite",
     "glm4v": "glm4",
+    "glm_ocr": "glm4",
     "glm4v_moe": "glm4_moe",
     "glm_moe_dsa": "dsa",
     "gpt2": "gpt2",
