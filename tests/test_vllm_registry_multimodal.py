@@ -47,6 +47,7 @@ VLLM_REASONS = {
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "object has no attribute 'use_qk_norm'": CONFIG,  # glm4_moe.py reads config.use_qk_norm
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
+    "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -78,7 +79,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
-            "smolvlm", "exaone4_5", "glm_ocr"} <= types  # fmt: skip
+            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -129,6 +130,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
+        "lighton_ocr",
     }  # fmt: skip
 
 
@@ -179,7 +181,8 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
     ("name", "key"),
     [("synthetic--glm4v-moe-defaults.json", "head_dim"),
      ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
-     ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob")],
+     ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob"),
+     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -198,7 +201,7 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
-     "synthetic--glm-ocr-defaults.json"],
+     "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -391,3 +394,33 @@ def test_exaone4_5_tower_mlp_width_over_tp(tmp_path):
     assert refused.value.code == "invalid-parallelism" and "MLP width 3420" in refused.value.message
     assert _plan_config(tmp_path, name, tensor_parallel_size=4).weights_bytes > 0
     assert _plan_config(tmp_path, name, tensor_parallel_size=8, mm_encoder_tp_mode="data")
+
+
+def test_lighton_ocr_tower_by_hand():
+    # LightOnOcrConfig's Pixtral (mistral3.py's init_vision_tower_for_mistral3, all 24 layers at
+    # vision_feature_layer -1): per layer 4 × 1,024² + 3 × 1,024 × 4,096 + 2 × 1,024 = 16,779,264;
+    # the unbiased 3 × 14² patch convolution (602,112, whole on every rank) and ln_pre; Mistral 3's
+    # projector: RMSNorm, the 2 × 2 patch merger 4,096 → 1,024, linear_1/linear_2 1,024² without
+    # bias: 409,597,952 in all; and its axial RoPE's two fp32 inv_freq buffers, 2 × 32 × 4 = 256 B
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--lighton-ocr-mistral3-keys.json").weights.vision
+    hv, inter = 1024, 4096
+    layer = 4 * hv * hv + 3 * hv * inter + 2 * hv
+    tower = 24 * layer + 3 * 14 * 14 * hv + hv + hv + 4 * hv * hv + 2 * hv * hv
+    assert (layer, tower) == (16_779_264, 409_597_952)
+    assert (v.family, v.num_layers, v.head_dim) == ("pixtral", 24, 64)
+    assert sum(t.numel for t in vision_tensors(v)) == tower
+
+
+def test_multimodal_top_level_tie_word_embeddings_wins():
+    # vLLM's VllmConfig.with_hf_config gives the language model the top-level
+    # tie_word_embeddings: LightOnOcrConfig says true, its text_config false, and vLLM ties the
+    # Qwen3 lm_head (no 151,936 × 1,024 bf16 copy: 311,164,928 B; the meta build, recorded)
+    name = "synthetic--lighton-ocr-mistral3-keys.json"
+    config = DATA["models"][name]["config"]
+    assert config["tie_word_embeddings"] and not config["text_config"]["tie_word_embeddings"]
+    tied = weight_bytes(_model(name), tensor_parallel_size=1)
+    untied = weight_bytes(parse_config(dict(config, tie_word_embeddings=False), name="untied"),
+                          tensor_parallel_size=1)  # fmt: skip
+    assert untied.weights_bytes_per_gpu - tied.weights_bytes_per_gpu == 151936 * 1024 * 2

@@ -87,9 +87,9 @@ def _pixtral(v: VisionWeights) -> list[Tensor]:
     """Pixtral (Mistral 3): unbiased attention, gated MLP, RMSNorms, no position table (2D RoPE);
     Mistral 3's projector: RMSNorm, patch merger (``n² · h → h``), two linear layers."""
     hv, p, h = v.hidden_size, "vision_tower", v.text_hidden_size
+    # vLLM 0.33 pixtral.py: the patch convolution (Conv2dLayer) is whole on every rank
     out = [
-        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear",
-               split="column"),
+        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear"),
         Tensor(name=f"{p}.ln_pre", rows=hv, role="norm"),
     ]  # fmt: skip
     out += _encoder(v, f"{p}.transformer.layers", "attention", "o_proj", "feed_forward", "norms",

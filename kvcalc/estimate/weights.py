@@ -331,6 +331,7 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
 
 #: bytes of one complex64 value (Llama 4's vision RoPE cache)
 _COMPLEX64_BYTES = 8
+_FP32_BYTES = 4
 
 
 def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
@@ -342,6 +343,11 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
         # complex values each): Llama 4 Scout's 577 × 44 × 8 = 203,104 B, recorded
         patches = (v.image_size // v.patch_size) ** 2
         return (patches + 1) * (v.head_dim // 2) * _COMPLEX64_BYTES
+    if v is not None and v.family == "pixtral" and v.head_dim:
+        # pixtral.py PixtralHFVisionModel: transformers' PixtralVisionRotaryEmbedding (axial, 5.17
+        # on) keeps inv_freq and original_inv_freq, fp32 buffers of head_dim / 2 each (LightOnOCR's
+        # 64-wide heads: 256 B, recorded)
+        return 2 * (v.head_dim // 2) * _FP32_BYTES
     if v is not None and v.family in ("llava", "cohere2_vision"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES

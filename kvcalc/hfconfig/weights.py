@@ -533,6 +533,17 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
 
 
 def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
+    if r.prefix == "text_config." and isinstance(r.raw.get("tie_word_embeddings"), bool):
+        # vLLM 0.33 VllmConfig.with_hf_config: for a multimodal model the language model's config
+        # takes the top-level tie_word_embeddings (transformers 5 keeps it on the class that sees
+        # both layers); a text_config saying otherwise is overridden
+        tie = bool(r.raw["tie_word_embeddings"])
+        r.used["tie_word_embeddings"] = tie
+        text = r.text.get("tie_word_embeddings")
+        if isinstance(text, bool) and text != tie:
+            notes.append(f"tie_word_embeddings {str(tie).lower()} (the top level; vLLM's "
+                         f"with_hf_config overrides text_config's {str(text).lower()})")  # fmt: skip
+        return tie
     if r.has("tie_word_embeddings"):
         return r.bool("tie_word_embeddings")
     if model_type == "lfm2" and r.has("tie_embedding"):  # Lfm2Config's own spelling

@@ -45,17 +45,29 @@ def read_vision(
         return _idefics3(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
+        total = vr.int("num_hidden_layers")
+        # LightOnOCR (lightonocr.py, Mistral 3's init_vision_tower_for_mistral3): the Pixtral
+        # tower up to the deepest vision_feature_layer, as LLaVA's
+        lighton = top_type == "lighton_ocr" and family == "pixtral"
         return VisionWeights(
             family=family,
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("num_hidden_layers"),
+            num_layers=_feature_depth(r, total, -1)[0] if lighton else total,
             image_size=vr.int("image_size"),
             patch_size=vr.int("patch_size"),
             num_channels=vr.int("num_channels", default=3),
             text_hidden_size=text_hidden,
             projector_bias=r.bool("multimodal_projector_bias", False),
             spatial_merge_size=r.int("spatial_merge_size", default=2) if family == "pixtral" else 1,
+            # Pixtral's axial RoPE (its inv_freq buffers): head_dim, else hidden / heads
+            # (PixtralVisionConfig's 16 heads where the config names none)
+            head_dim=(
+                vr.int("head_dim", default=0, minimum=0)
+                or vr.int("hidden_size") // vr.int("num_attention_heads", default=16)
+            )
+            if family == "pixtral"
+            else 0,
         )
     if vision_type in _QWEN3_VL:
         return VisionWeights(
@@ -231,14 +243,7 @@ def _llava(
             "and SigLIP towers only",
             code="config-unverified",
         )
-    total = vr.int("num_hidden_layers")
-    layers = r.value("vision_feature_layer", -2)
-    chosen = layers if isinstance(layers, list) else [layers]
-    if not chosen or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
-        raise r.bad(r.path("vision_feature_layer"), layers, "an integer or a list of integers")
-    depth = max(total + x + 1 if x < 0 else x for x in chosen)
-    if not 0 < depth <= total:
-        raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
+    depth, layers = _feature_depth(r, vr.int("num_hidden_layers"), -2)
     hv = vr.int("hidden_size")
     return VisionWeights(
         family="llava",
@@ -250,12 +255,25 @@ def _llava(
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
         num_heads=vr.int("num_attention_heads"),
-        projector_input_dim=hv * (len(chosen) if isinstance(layers, list) else 1),
+        projector_input_dim=hv * (len(layers) if isinstance(layers, list) else 1),
         projector_bias=r.bool("multimodal_projector_bias", True),
         projector_replicated=top_type in ("llava_onevision", "llava_next_video"),
         image_newline=top_type in ("llava_next", "llava_onevision"),
         text_hidden_size=text_hidden,
     )
+
+
+def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, object]:
+    """The layers vLLM 0.33 builds of a tower of ``total``: up to the deepest
+    ``vision_feature_layer`` (``get_layer_index``: -1 is all, -2 one fewer), and the value read."""
+    layers = r.value("vision_feature_layer", default)
+    chosen = layers if isinstance(layers, list) else [layers]
+    if not chosen or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
+        raise r.bad(r.path("vision_feature_layer"), layers, "an integer or a list of integers")
+    depth = max(total + x + 1 if x < 0 else x for x in chosen)
+    if not 0 < depth <= total:
+        raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
+    return depth, layers
 
 
 def _cohere2_vision(

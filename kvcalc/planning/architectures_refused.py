@@ -194,7 +194,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "KimiK3ForConditionalGeneration",
             "KimiVLForConditionalGeneration",
             "Lfm2VlForConditionalGeneration",
-            "LightOnOCRForConditionalGeneration",
             "Llama_Nemotron_Nano_VL",
             "LlavaOnevision2ForConditionalGeneration",
             "MiDashengLMModel",
