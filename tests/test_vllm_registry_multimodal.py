@@ -48,6 +48,9 @@ VLLM_REASONS = {
     "object has no attribute 'use_qk_norm'": CONFIG,  # glm4_moe.py reads config.use_qk_norm
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
     "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
+    "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
+    # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
+    "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -55,7 +58,8 @@ KVCALC_CODES = {
     "invalid-parallelism": PARALLELISM,
     "config-invalid": CONFIG,
 }
-KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING}
+KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING,
+         "mamba": LayerKind.RECURRENT}  # fmt: skip
 
 
 def vllm_reason(text: str) -> str:
@@ -79,7 +83,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
-            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr"} <= types  # fmt: skip
+            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -96,7 +100,8 @@ def _tower_first(name: str, row: dict) -> bool:
     divide it stops there, before the text keys it fails on at TP 1; kvcalc reads (and refuses)
     the config before any TP. Both refuse; each names the first reason it meets."""
     tp1 = [r for r in DATA["models"][name]["scenarios"] if r["tensor_parallel_size"] == 1]
-    return "is not divisible by" in row["error"] and all(
+    tower = ("is not divisible by", "assert self.num_heads % tp_size == 0")
+    return any(t in row["error"] for t in tower) and all(
         "error" in r and vllm_reason(r["error"]) == CONFIG for r in tp1
     )
 
@@ -113,8 +118,9 @@ def test_matches_vllm(name, row):
         row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
     )  # fmt: skip
     assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
-    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
-                 for g in p.groups)  # fmt: skip
+    # vLLM's group sizes count real layers; kvcalc's num_layers includes the padding layers
+    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
+                  g.blocks_per_request) for g in p.groups)  # fmt: skip
     want = sorted(
         (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
     )
@@ -130,7 +136,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr",
+        "lighton_ocr", "lfm2_vl",
     }  # fmt: skip
 
 
@@ -201,7 +207,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
-     "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json"],
+     "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
+     "synthetic--lfm2-vl-hybrid.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -424,3 +431,41 @@ def test_multimodal_top_level_tie_word_embeddings_wins():
     untied = weight_bytes(parse_config(dict(config, tie_word_embeddings=False), name="untied"),
                           tensor_parallel_size=1)  # fmt: skip
     assert untied.weights_bytes_per_gpu - tied.weights_bytes_per_gpu == 151936 * 1024 * 2
+
+
+def test_lfm2_vl_tower_by_hand():
+    # Lfm2VlConfig's SigLIP2 (lfm2_siglip2.py, every layer and the post-LayerNorm; the config with
+    # the block_dim vLLM's lfm2.py reads): per layer
+    # 4 × (768² + 768) + 2 × 768 × 3,072 + 3,072 + 768 + 4 × 768 = 7,087,872, 12 layers; the
+    # biased linear patch embedding 3 × 16² → 768 and 256 position rows (num_patches): 85,843,200.
+    # The projector after the 2 × 2 pixel shuffle (3,072 wide): its LayerNorm, linear_1 → 2,560 and
+    # linear_2 → 2,560 (the text width), biased, whole on every rank: 14,429,184
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--lfm2-vl-block-dim.json").weights.vision
+    hv, inter, shuffled, inner, h = 768, 3072, 3072, 2560, 2560
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 256 * hv + 12 * layer + 2 * hv
+    projector = 2 * shuffled + inner * shuffled + inner + h * inner + h
+    assert (layer, tower, projector) == (7_087_872, 85_843_200, 14_429_184)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_lfm2_vl_conv_state_is_the_text_width():
+    # lfm2_vl.py get_mamba_state_shape_from_config: short_conv_state_shape(intermediate_size=
+    # text hidden_size): (conv_L_cache − 1, 2,048) per conv layer, whatever conv_dim says; a
+    # text_config with conv layers and no conv_dim (Lfm2Config's) fails in lfm2.py: refused
+    from kvcalc.model.recurrent_layouts import ShortConvState
+
+    name = "synthetic--lfm2-vl-hybrid.json"
+    config = DATA["models"][name]["config"]
+    narrow = dict(config, text_config=dict(config["text_config"], conv_dim=1024))
+    convs = [x for x in parse_config(narrow, name="narrow").layers if isinstance(x, ShortConvState)]
+    assert len(convs) == 10 and {(c.conv_kernel, c.conv_dim) for c in convs} == {(3, 2048)}
+    text = {k: v for k, v in config["text_config"].items() if k != "conv_dim"}
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(dict(config, text_config=text), name="no-conv-dim")
+    assert refused.value.code == "config-invalid" and "conv_dim" in refused.value.message
+    with pytest.raises(KvcalcError) as refused:  # Lfm2VlConfig() itself: no block_dim (recorded)
+        _model("synthetic--lfm2-vl-defaults.json")
+    assert refused.value.code == "config-invalid" and "block_dim" in refused.value.message

@@ -36,6 +36,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _cohere2_vision(v)]
     if v.family == "idefics3":
         return [replace(t, vision=True) for t in _idefics3(v)]
+    if v.family == "lfm2_vl":
+        return [replace(t, vision=True) for t in _lfm2_vl(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -288,13 +290,30 @@ def _idefics3(v: VisionWeights) -> list[Tensor]:
     return out + _linear(proj, v.text_hidden_size, v.projector_input_dim, None, "replicated")
 
 
+def _lfm2_vl(v: VisionWeights) -> list[Tensor]:
+    """LFM2-VL's SigLIP2 and projector as vLLM 0.33 builds them (``lfm2_siglip2.py``,
+    ``lfm2_vl.py``): the tower whole (its linear patch embedding biased, ``num_positions`` rows)
+    and the projector's LayerNorm (``projector_use_layernorm``) and two ``ReplicatedLinear``s,
+    whole on every rank."""
+    out = _siglip_whole(v, "vision_tower.vision_model")
+    m, inner = "multi_modal_projector", v.projector_output_dim
+    if v.projector_norm:
+        out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2,
+                          role="norm"))  # fmt: skip
+    out += _linear(f"{m}.linear_1", inner, v.projector_input_dim, None, "replicated",
+                   bias=v.projector_bias)  # fmt: skip
+    return out + _linear(f"{m}.linear_2", v.text_hidden_size, inner, None, "replicated",
+                         bias=v.projector_bias)  # fmt: skip
+
+
 def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:
     """A SigLIP tower with every layer, as vLLM 0.33's ``siglip.py`` and
-    ``idefics2_vision_model.py`` build it: the biased patch convolution (whole on every rank),
-    ``(image_size / patch)²`` position rows, ``num_layers`` encoder layers (biased fused qkv and
+    ``idefics2_vision_model.py`` build it (and ``lfm2_siglip2.py``'s SigLIP2): the biased patch
+    convolution or linear embedding (whole on every rank), ``(image_size / patch)²`` position rows
+    (SigLIP2: ``num_positions``), ``num_layers`` encoder layers (biased fused qkv and
     out_proj, biased fc1/fc2, two LayerNorms) and the post-LayerNorm."""
     hv = v.hidden_size
-    patches = (v.image_size // v.patch_size) ** 2
+    patches = v.num_positions or (v.image_size // v.patch_size) ** 2
     conv = v.num_channels * v.patch_size**2
     out = _linear(f"{p}.embeddings.patch_embedding", hv, conv, None, "replicated", bias=True)
     out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches, cols=hv,

@@ -142,6 +142,8 @@ class VisionWeights:
     num_heads: int = 0
     #: EXAONE 4.5's tower: its attention's KV heads (grouped-query; 0: as many as ``num_heads``)
     num_kv_heads: int = 0
+    #: LFM2-VL: a LayerNorm before the projector (``projector_use_layernorm``)
+    projector_norm: bool = False
     #: LLaVA: the tower (``clip`` or ``siglip``), the learned ``image_newline`` row (LLaVA-NeXT,
     #: OneVision), a projector vLLM builds unsplit (OneVision's ``nn.Linear``)
     tower: str = ""

@@ -43,6 +43,8 @@ def read_vision(
         return _cohere2_vision(r, vr, vision_type, text_hidden)
     if top_type in _IDEFICS3:
         return _idefics3(r, vr, vision_type, text_hidden)
+    if top_type == "lfm2_vl":
+        return _lfm2_vl(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -336,5 +338,40 @@ def _idefics3(
         num_channels=vr.int("num_channels", default=3),
         num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * r.int("scale_factor", default=2) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _lfm2_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """LFM2-VL's tower as vLLM 0.33 builds it (``lfm2_vl.py``, ``lfm2_siglip2.py``): SigLIP2 whole
+    (``Siglip2Model``: every layer, the post-LayerNorm), its biased linear patch embedding and
+    ``num_patches`` position rows; the projector after a ``downsample_factor``² pixel shuffle: a
+    LayerNorm (``projector_use_layernorm``), ``linear_1`` (→ ``projector_hidden_size``) and
+    ``linear_2`` (→ text), ``ReplicatedLinear``s biased as ``projector_bias`` says, whole on every
+    rank."""
+    if vision_type != "siglip2_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: vLLM 0.33's lfm2_vl.py builds "
+            "the siglip2_vision_model tower only",
+            code="config-invalid",
+        )
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="lfm2_vl",
+        tower="siglip2",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_positions=vr.int("num_patches", default=256),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * r.int("downsample_factor", default=2) ** 2,
+        projector_output_dim=r.int("projector_hidden_size", default=2560),
+        projector_bias=r.bool("projector_bias", True),
+        projector_norm=r.bool("projector_use_layernorm", True),
         text_hidden_size=text_hidden,
     )

@@ -193,7 +193,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "KeyeVL1_5ForConditionalGeneration",
             "KimiK3ForConditionalGeneration",
             "KimiVLForConditionalGeneration",
-            "Lfm2VlForConditionalGeneration",
             "Llama_Nemotron_Nano_VL",
             "LlavaOnevision2ForConditionalGeneration",
             "MiDashengLMModel",

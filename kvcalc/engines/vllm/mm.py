@@ -55,7 +55,7 @@ TOWER_MODALITIES = {
     "Llama4ForConditionalGeneration": ("image",), "KimiK25ForConditionalGeneration": ("vision_chunk",),
     "Cohere2VisionForConditionalGeneration": ("image",),
     "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
-    "LightOnOCRForConditionalGeneration": ("image",),
+    "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
 }  # fmt: skip
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")

@@ -64,6 +64,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "idefics3": "idefics3",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
+    "lfm2_vl": "lfm2",
     "lighton_ocr": "qwen",
     "llama": "llama",
     "llava": "llava",
