@@ -83,7 +83,8 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
-            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl"} <= types  # fmt: skip
+            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
+            "internvl"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -136,7 +137,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr", "lfm2_vl",
+        "lighton_ocr", "lfm2_vl", "internvl",
     }  # fmt: skip
 
 
@@ -208,7 +209,7 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
      "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
-     "synthetic--lfm2-vl-hybrid.json"],
+     "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -469,3 +470,21 @@ def test_lfm2_vl_conv_state_is_the_text_width():
     with pytest.raises(KvcalcError) as refused:  # Lfm2VlConfig() itself: no block_dim (recorded)
         _model("synthetic--lfm2-vl-defaults.json")
     assert refused.value.code == "config-invalid" and "block_dim" in refused.value.message
+
+
+def test_internvl_tower_by_hand():
+    # InternVLConfig's tower (interns1_vit.py, all 24 layers of 1,024): per layer q/k/v
+    # nn.Linears without bias 3 × 1,024², the biased projection_layer, fc1/fc2
+    # 2 × 1,024 × 4,096 + 4,096 + 1,024, two LayerNorms 4 × 1,024 and the two layer-scale vectors:
+    # 12,595,200; the class token, the biased 3 × 14² patch convolution, 32² + 1 = 1,025 position
+    # rows (448 / 14 per side), no final LayerNorm (use_mean_pooling): 303,938,560. The projector
+    # on 1,024 × (1 / 0.5)² = 4,096: its LayerNorm, linear_1 → 4,096, linear_2: 33,570,816
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--internvl-defaults.json").weights.vision
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * hv * hv + hv + 2 * hv * inter + inter + hv + 4 * hv + 2 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 1025 * hv + 24 * layer
+    projector = 2 * 4 * hv + h * 4 * hv + h + h * h + h
+    assert (layer, tower, projector) == (12_595_200, 303_938_560, 33_570_816)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector

@@ -38,6 +38,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _idefics3(v)]
     if v.family == "lfm2_vl":
         return [replace(t, vision=True) for t in _lfm2_vl(v)]
+    if v.family == "internvl":
+        return [replace(t, vision=True) for t in _internvl(v)]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -304,6 +306,41 @@ def _lfm2_vl(v: VisionWeights) -> list[Tensor]:
                    bias=v.projector_bias)  # fmt: skip
     return out + _linear(f"{m}.linear_2", v.text_hidden_size, inner, None, "replicated",
                          bias=v.projector_bias)  # fmt: skip
+
+
+def _internvl(v: VisionWeights) -> list[Tensor]:
+    """InternVL's tower and projector as vLLM 0.33 builds them (``interns1_vit.py``,
+    ``interns1.py``): see :func:`kvcalc.hfconfig.weights_vision._internvl`. q/k/v and the output
+    projection are ``nn.Linear``s (whole on every rank), fc1/fc2 split by columns and rows;
+    ``tower`` is the norm type (``layer_norm``: weight and bias)."""
+    hv, p = v.hidden_size, "vision_tower"
+    copies = 2 if v.tower == "layer_norm" else 1
+    out = [Tensor(name=f"{p}.embeddings.cls_token", rows=hv, role="vector")]
+    if v.mask_token:
+        out.append(Tensor(name=f"{p}.embeddings.mask_token", rows=hv, role="vector"))
+    out += _linear(f"{p}.embeddings.patch_embeddings.projection", hv,
+                   v.num_channels * v.patch_size, None, "replicated", bias=True)  # fmt: skip
+    if v.num_positions:
+        out.append(Tensor(name=f"{p}.embeddings.position_embeddings", rows=v.num_positions,
+                          cols=hv, role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layer.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.attention.{proj}", hv, hv, None, "replicated",
+                           bias=v.attention_bias)  # fmt: skip
+        if v.qk_norm:
+            out.append(Tensor(name=f"{q}.attention.qk_norm", rows=hv, copies=2, role="norm"))
+        out += _linear(f"{q}.attention.projection_layer", hv, hv, None, "replicated", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=2 * copies, role="norm"))
+        out.append(Tensor(name=f"{q}.lambdas", rows=hv, copies=2, role="vector"))
+    if v.projector_norm:
+        out.append(Tensor(name=f"{p}.layernorm", rows=hv, copies=2, role="norm"))
+    m, h = "multi_modal_projector", v.text_hidden_size
+    out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2, role="norm"))
+    out += _linear(f"{m}.linear_1", h, v.projector_input_dim, None, "replicated", bias=True)
+    return out + _linear(f"{m}.linear_2", h, h, None, "replicated", bias=True)
 
 
 def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:

@@ -45,6 +45,8 @@ def read_vision(
         return _idefics3(r, vr, vision_type, text_hidden)
     if top_type == "lfm2_vl":
         return _lfm2_vl(r, vr, vision_type, text_hidden)
+    if top_type == "internvl":
+        return _internvl(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -373,5 +375,58 @@ def _lfm2_vl(
         projector_output_dim=r.int("projector_hidden_size", default=2560),
         projector_bias=r.bool("projector_bias", True),
         projector_norm=r.bool("projector_use_layernorm", True),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _internvl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """InternVL's tower as vLLM 0.33 builds it (``interns1.py``, ``interns1_vit.py``
+    ``InternS1VisionModel``, every ``num_hidden_layers`` layer): the class token, an optional mask
+    token, the biased patch convolution, ``np + 1`` absolute positions; per layer ``nn.Linear``
+    q/k/v (``attention_bias``) and a biased output projection (whole on every rank), optional q/k
+    RMSNorms, a biased fc1/fc2 MLP split over TP, two norms (``norm_type``) and two layer-scale
+    vectors; a final LayerNorm unless ``use_mean_pooling``. The projector: a LayerNorm on
+    ``hidden_size · (1 / downsample_ratio)²``, ``linear_1`` and ``linear_2`` (biased
+    ``nn.Linear``s, whole on every rank)."""
+    if vision_type != "internvl_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL's "
+            "internvl_vision tower only",
+            code="config-unverified",
+        )
+    sizes = {}
+    for key in ("image_size", "patch_size"):
+        value = vr.value(key)
+        pair = value if isinstance(value, list) else [value, value]
+        if len(pair) != 2 or not all(isinstance(x, int) and x > 0 for x in pair):
+            raise vr.bad(vr.path(key), value, "a size or a [height, width] pair")
+        sizes[key] = pair
+    patches = (sizes["image_size"][0] // sizes["patch_size"][0]) * (
+        sizes["image_size"][1] // sizes["patch_size"][1]
+    )
+    norm = vr.str("norm_type", "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise vr.bad(vr.path("norm_type"), norm, "layer_norm or rms_norm")
+    ratio = r.value("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise r.bad(r.path("downsample_ratio"), ratio, "a ratio in (0, 1]")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="internvl",
+        tower=norm,
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=sizes["patch_size"][0] * sizes["patch_size"][1],
+        num_channels=vr.int("num_channels", default=3),
+        num_positions=patches + 1 if vr.bool("use_absolute_position_embeddings", True) else 0,
+        attention_bias=vr.bool("attention_bias", False),
+        qk_norm=vr.bool("use_qk_norm", False),
+        mask_token=vr.bool("use_mask_token", False),
+        projector_norm=not vr.bool("use_mean_pooling", True),
+        projector_input_dim=hv * int(1 / ratio) ** 2,
         text_hidden_size=text_hidden,
     )

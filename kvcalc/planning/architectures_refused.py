@@ -186,7 +186,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "InternS2MobiusForConditionalGeneration",
             "InternS2PreviewForConditionalGeneration",
             "InternVLChatModel",
-            "InternVLForConditionalGeneration",
             "IsaacForConditionalGeneration",
             "KananaVForConditionalGeneration",
             "KeyeForConditionalGeneration",

@@ -62,6 +62,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "kimi_linear": "kimi_linear",
     "hyperclovax": "hyperclovax",
     "idefics3": "idefics3",
+    "internvl": "qwen",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
     "lfm2_vl": "lfm2",

@@ -10,8 +10,10 @@ defaults write it, fails to build there and is refused). LightOnOCR (``lighton_o
 ``lightonocr.py``: Mistral 3's class) builds its ``text_config`` (Qwen3) as that model; it reads
 ``vision_feature_layer``, ``projector_hidden_act`` and ``multimodal_projector_bias`` as attributes
 of the config, which transformers 5.20's ``LightOnOcrConfig`` sets none of (vLLM fails with
-AttributeError): a config without them is refused. The vision towers (``vision_config``) hold no
-cache.
+AttributeError): a config without them is refused. InternVL (``internvl``: vLLM 0.33 registers
+``InternVLForConditionalGeneration`` as ``interns1.py``'s ``InternS1ForConditionalGeneration``)
+builds its ``text_config`` (Qwen2 in transformers 5.20's ``InternVLConfig``) as that model. The
+vision towers (``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
 drops the window when ``use_sliding_window`` is false). MiMo's MTP layers are not built without
@@ -56,12 +58,12 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr"},
+                     "qwen3_vl_moe", "lighton_ocr", "internvl"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
-            "LightOnOCRForConditionalGeneration",
+            "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
