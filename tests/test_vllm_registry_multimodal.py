@@ -26,8 +26,14 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
-DATA = json.loads((FIXTURES / "registry_multimodal.json").read_text())
-WEIGHTS = json.loads((FIXTURES / "multimodal_weights_2.json").read_text())
+#: the recordings, each file its own (``registry_multimodal_2026_12.json``: the architectures added
+#: after the first ones, recorded apart); one ``models`` mapping over them
+_RECORDED = [json.loads((FIXTURES / f).read_text())
+             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json")]  # fmt: skip
+DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
+_WEIGHED = [json.loads((FIXTURES / f).read_text())
+            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json")]  # fmt: skip
+WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 
 LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
@@ -36,9 +42,15 @@ VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "is not divisible by": PARALLELISM,  # the vision attention's dist_utils.divide: its heads
+    # linear.py MergedColumnParallelLinear: the tower's gated MLP (EXAONE 4.5's 3,420 at TP 8)
+    "assert all(output_size % self.tp_size == 0": PARALLELISM,
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "object has no attribute 'use_qk_norm'": CONFIG,  # glm4_moe.py reads config.use_qk_norm
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
+    "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
+    "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
+    # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
+    "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -46,7 +58,8 @@ KVCALC_CODES = {
     "invalid-parallelism": PARALLELISM,
     "config-invalid": CONFIG,
 }
-KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING}
+KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING,
+         "mamba": LayerKind.RECURRENT}  # fmt: skip
 
 
 def vllm_reason(text: str) -> str:
@@ -69,7 +82,9 @@ def _plan(name: str, row: dict):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
-            "llava_onevision"} <= types  # fmt: skip
+            "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
+            "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
+            "internvl", "paligemma"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -86,7 +101,8 @@ def _tower_first(name: str, row: dict) -> bool:
     divide it stops there, before the text keys it fails on at TP 1; kvcalc reads (and refuses)
     the config before any TP. Both refuse; each names the first reason it meets."""
     tp1 = [r for r in DATA["models"][name]["scenarios"] if r["tensor_parallel_size"] == 1]
-    return "is not divisible by" in row["error"] and all(
+    tower = ("is not divisible by", "assert self.num_heads % tp_size == 0")
+    return any(t in row["error"] for t in tower) and all(
         "error" in r and vllm_reason(r["error"]) == CONFIG for r in tp1
     )
 
@@ -103,8 +119,9 @@ def test_matches_vllm(name, row):
         row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
     )  # fmt: skip
     assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
-    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
-                 for g in p.groups)  # fmt: skip
+    # vLLM's group sizes count real layers; kvcalc's num_layers includes the padding layers
+    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
+                  g.blocks_per_request) for g in p.groups)  # fmt: skip
     want = sorted(
         (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
     )
@@ -119,6 +136,8 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         types[DATA["models"][r["model"]]["config"]["model_type"]].add(r["tensor_parallel_size"])
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
+        "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
+        "lighton_ocr", "lfm2_vl", "internvl", "paligemma",
     }  # fmt: skip
 
 
@@ -169,7 +188,8 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
     ("name", "key"),
     [("synthetic--glm4v-moe-defaults.json", "head_dim"),
      ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
-     ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob")],
+     ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob"),
+     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -185,7 +205,12 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     ["synthetic--qwen2-vl-defaults.json", "synthetic--qwen3-vl-moe-norm-topk-prob.json",
      "synthetic--glm4v-defaults.json", "synthetic--glm4v-moe-head-dim-128-no-qk-norm.json",
      "synthetic--llava-4k.json", "synthetic--llava-next-4k.json",
-     "synthetic--llava-onevision-defaults.json"],
+     "synthetic--llava-onevision-defaults.json", "synthetic--cohere2-vision-defaults.json",
+     "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
+     "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
+     "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
+     "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json",
+     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -207,7 +232,8 @@ def _plan_config(tmp_path, name: str, **kw):
 def test_glm4v_tower_whole_on_every_rank_builds_at_tp_8(tmp_path):
     # --mm-encoder-tp-mode data: glm4_1v.py builds the tower with disable_tp (its attention's
     # tp_size 1), so its 12 heads no longer meet TP 8; vLLM's meta build at TP 8 (recorded)
-    rec = next(r for r in WEIGHTS["records"] if r.get("engine_args"))
+    rec = next(r for r in WEIGHTS["records"] if "mm_encoder_tp_mode" in r.get("engine_args", {})
+               and r["model"] == "synthetic--glm4v-defaults.json")  # fmt: skip
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 8
     name = rec["model"]
     with pytest.raises(KvcalcError) as refused:
@@ -239,3 +265,244 @@ def test_llava_builds_clip_up_to_the_feature_layer():
     projector = h * hv + h + h * h + h
     assert (v.tower, v.num_layers) == ("clip", 23)
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_cohere2_vision_tower_by_hand():
+    # Cohere2VisionConfig's SigLIP at 512 px, patch 16 (1,024 positions), 27 layers of 1,152, all
+    # built (SiglipVisionModel: so the post-LayerNorm): per layer the biased fused qkv and
+    # out_proj 4 × (1,152² + 1,152), fc1/fc2 2 × 1,152 × 3,072 + 3,072 + 1,152, two LayerNorms
+    # 4 × 1,152 = 12,399,744; the biased 3 × 16² patch convolution, 1,024 position rows, the
+    # post-LayerNorm: 336,860,928. The projector after the 2 × 2 pixel shuffle: linear_1 4,608 →
+    # 2 × 18,432 and linear_2 18,432 → 8,192, both biased: 320,909,312
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--cohere2-vision-defaults.json").weights.vision
+    hv, inter, h, align = 1152, 3072, 8192, 36864
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 1024 * hv + 27 * layer + 2 * hv
+    projector = align * 4 * hv + align + h * (align // 2) + h
+    assert (layer, tower, projector) == (12_399_744, 336_860_928, 320_909_312)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_idefics3_tower_by_hand():
+    # Idefics3Config's tower at 224 px, patch 32 (49 positions), 12 layers of 1,152, all built
+    # with the post-LayerNorm (Idefics2VisionTransformer); per layer 4 × (1,152² + 1,152) +
+    # 2 × 1,152 × 3,072 + 3,072 + 1,152 + 4 × 1,152 = 12,399,744; the biased 3 × 32² patch
+    # convolution, 49 position rows (no position_ids buffer), the post-LayerNorm: 152,395,776. The
+    # connector: one unbiased 4,608 → 4,096 projection (1,152 × 2², scale_factor 2): 18,874,368
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1152, 3072, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 32 * 32 * hv + hv + 49 * hv + 12 * layer + 2 * hv
+    assert (tower, h * 4 * hv) == (152_395_776, 18_874_368)
+    for name in ("synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json"):
+        v = _model(name).weights.vision
+        assert sum(t.numel for t in vision_tensors(v)) == tower + h * 4 * hv
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in WEIGHTS["records"] if "limit_mm_per_prompt" in r.get("engine_args", {})],
+    ids=lambda r: f"{r['model'][11:-5]}-{json.dumps(r['engine_args']['limit_mm_per_prompt'])}",
+)
+def test_the_tower_is_built_for_the_modalities_its_class_marks(tmp_path, rec):
+    # _mark_tower_model skips a tower whose modalities are all limited to 0: LLaVA-1.5 marks its
+    # tower for images (image 0: no tower, 13,477,880,320 B, the text model alone), LLaVA-NeXT-Video
+    # for video (video 0: none; image 0: all of its 14,101,662,728 B), vLLM's meta build
+    limits = json.dumps(rec["engine_args"]["limit_mm_per_prompt"])
+    plan = _plan_config(tmp_path, rec["model"], limit_mm_per_prompt=limits)
+    assert plan.weights_bytes == rec["target_param_bytes_per_rank"]
+
+
+def test_llava_next_video_projector_whole_and_no_image_newline():
+    # LlavaNextVideoConfig's CLIP-L/14 at 336 px up to vision_feature_layer -2: 23 layers of
+    # 4 × (1,024² + 1,024) + 2 × 1,024 × 4,096 + 4,096 + 1,024 + 4 × 1,024 = 12,596,224, the
+    # embeddings (class 1,024, the 3 × 14² convolution, 577 position rows) and the pre-LayerNorm:
+    # 290,909,184; the projector's nn.Linears 1,024 → 4,096 → 4,096 with biases, 20,979,712, whole
+    # on every rank (llava_next_video.py), and no image_newline (its loader skips it)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    tensors = vision_tensors(_model("synthetic--llava-next-video-4k.json").weights.vision)
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 23 * layer + hv + 3 * 14 * 14 * hv + 577 * hv + 2 * hv
+    projector = h * hv + h + h * h + h
+    assert (layer, tower, projector) == (12_596_224, 290_909_184, 20_979_712)
+    assert sum(t.numel for t in tensors) == tower + projector
+    proj = [t for t in tensors if t.name.startswith("multi_modal_projector")]
+    assert sum(t.numel for t in proj) == projector and {t.split for t in proj} == {"replicated"}
+
+
+def test_llava_next_video_pool_modes_vllm_builds():
+    # LlavaNextVideoPooler builds AvgPool2d or MaxPool2d; any other spatial_pool_mode raises
+    # ("Unknown pooling mode", the conv pool's weights are not loaded)
+    config = DATA["models"]["synthetic--llava-next-video-4k.json"]["config"]
+    assert parse_config(dict(config, spatial_pool_mode="max"), name="max").weights.vision
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(dict(config, spatial_pool_mode="conv"), name="conv")
+    assert refused.value.code == "config-invalid" and "spatial_pool_mode" in refused.value.message
+
+
+def test_exaone4_5_tower_by_hand():
+    # Exaone4_5_VisionConfig's tower (Qwen2.5-VL's with its blocks rebuilt by exaone4_5.py): the
+    # unbiased 3 × 2 × 14² patch embedding of 3,584 (4,214,784); per block two RMSNorms, q
+    # 3,584² + 3,584, k and v 2 × 8 KV heads × 224 = 3,584 rows of 3,584 + 3,584, proj
+    # 3,584² + 3,584, the biased gated MLP 2 × (3,420 × 3,584 + 3,420) + 3,584 × 3,420 + 3,584:
+    # 75,335,352, 32 blocks; the merger's RMSNorm and 14,336 → 14,336 → 3,584 MLP: 256,922,624
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--exaone4-5-32k.json").weights.vision
+    hv, kv, inter, merged = 3584, 8 * 224, 3420, 3584 * 4
+    block = 2 * hv + 2 * (hv * hv + hv) + (2 * kv * hv + 2 * kv) + 3 * inter * hv + 2 * inter + hv
+    merger = hv + merged * merged + merged + hv * merged + hv
+    assert (block, merger) == (75_335_352, 256_922_624)
+    assert (v.num_heads, v.num_kv_heads, v.head_dim) == (16, 8, 224)
+    assert sum(t.numel for t in vision_tensors(v)) == 3 * 2 * 14 * 14 * hv + 32 * block + merger
+
+
+def test_glm_ocr_tower_by_hand():
+    # GlmOcrVisionConfig's tower as glm_ocr.py builds it: the biased 3 × 2 × 14² patch embedding
+    # of 1,024 (no position table, no post-conv norm); per block two RMSNorms, q/k norms 2 × 64,
+    # the biased qkv 3 × (1,024² + 1,024) and proj, the biased gated MLP 4,096 wide: 16,792,704,
+    # 24 blocks; the post-block RMSNorm, the biased 2 × 2 downsampling convolution 1,024 → 1,536,
+    # and the unbiased merger (1,536² projection, a LayerNorm, gate/up/down as wide as the text
+    # model's intermediate_size, 4,096): 431,760,896 in all
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--glm-ocr-defaults.json").weights.vision
+    hv, inter, out, text_inter = 1024, 4096, 1536, 4096
+    block = 2 * hv + 2 * 64 + 4 * (hv * hv + hv) + 3 * inter * hv + 2 * inter + hv
+    tower = 3 * 2 * 14 * 14 * hv + hv + 24 * block + hv + (out * hv * 4 + out)
+    tower += out * out + 2 * out + 3 * text_inter * out
+    assert (block, tower) == (16_792_704, 431_760_896)
+    assert sum(t.numel for t in vision_tensors(v)) == tower
+
+
+@pytest.mark.parametrize(
+    "name", ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json"]
+)
+def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
+    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, which declare
+    # supports_encoder_tp_data: --mm-encoder-tp-mode data builds their towers whole at TP 2
+    # (vLLM's meta build, recorded), more per rank than split
+    rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
+    assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
+    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    split = _plan_config(tmp_path, name, tensor_parallel_size=2)
+    assert data.weights_bytes == rec["target_param_bytes_per_rank"] > split.weights_bytes
+
+
+def test_exaone4_5_tower_mlp_width_over_tp(tmp_path):
+    # Qwen2_5_VisionMLP's MergedColumnParallelLinear asserts 3,420 % TP == 0: vLLM fails at TP 8
+    # (recorded), builds at TP 4; --mm-encoder-tp-mode data builds the tower unsplit
+    name = "synthetic--exaone4-5-32k.json"
+    with pytest.raises(KvcalcError) as refused:
+        _plan_config(tmp_path, name, tensor_parallel_size=8)
+    assert refused.value.code == "invalid-parallelism" and "MLP width 3420" in refused.value.message
+    assert _plan_config(tmp_path, name, tensor_parallel_size=4).weights_bytes > 0
+    assert _plan_config(tmp_path, name, tensor_parallel_size=8, mm_encoder_tp_mode="data")
+
+
+def test_lighton_ocr_tower_by_hand():
+    # LightOnOcrConfig's Pixtral (mistral3.py's init_vision_tower_for_mistral3, all 24 layers at
+    # vision_feature_layer -1): per layer 4 × 1,024² + 3 × 1,024 × 4,096 + 2 × 1,024 = 16,779,264;
+    # the unbiased 3 × 14² patch convolution (602,112, whole on every rank) and ln_pre; Mistral 3's
+    # projector: RMSNorm, the 2 × 2 patch merger 4,096 → 1,024, linear_1/linear_2 1,024² without
+    # bias: 409,597,952 in all; and its axial RoPE's two fp32 inv_freq buffers, 2 × 32 × 4 = 256 B
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--lighton-ocr-mistral3-keys.json").weights.vision
+    hv, inter = 1024, 4096
+    layer = 4 * hv * hv + 3 * hv * inter + 2 * hv
+    tower = 24 * layer + 3 * 14 * 14 * hv + hv + hv + 4 * hv * hv + 2 * hv * hv
+    assert (layer, tower) == (16_779_264, 409_597_952)
+    assert (v.family, v.num_layers, v.head_dim) == ("pixtral", 24, 64)
+    assert sum(t.numel for t in vision_tensors(v)) == tower
+
+
+def test_multimodal_top_level_tie_word_embeddings_wins():
+    # vLLM's VllmConfig.with_hf_config gives the language model the top-level
+    # tie_word_embeddings: LightOnOcrConfig says true, its text_config false, and vLLM ties the
+    # Qwen3 lm_head (no 151,936 × 1,024 bf16 copy: 311,164,928 B; the meta build, recorded)
+    name = "synthetic--lighton-ocr-mistral3-keys.json"
+    config = DATA["models"][name]["config"]
+    assert config["tie_word_embeddings"] and not config["text_config"]["tie_word_embeddings"]
+    tied = weight_bytes(_model(name), tensor_parallel_size=1)
+    untied = weight_bytes(parse_config(dict(config, tie_word_embeddings=False), name="untied"),
+                          tensor_parallel_size=1)  # fmt: skip
+    assert untied.weights_bytes_per_gpu - tied.weights_bytes_per_gpu == 151936 * 1024 * 2
+
+
+def test_lfm2_vl_tower_by_hand():
+    # Lfm2VlConfig's SigLIP2 (lfm2_siglip2.py, every layer and the post-LayerNorm; the config with
+    # the block_dim vLLM's lfm2.py reads): per layer
+    # 4 × (768² + 768) + 2 × 768 × 3,072 + 3,072 + 768 + 4 × 768 = 7,087,872, 12 layers; the
+    # biased linear patch embedding 3 × 16² → 768 and 256 position rows (num_patches): 85,843,200.
+    # The projector after the 2 × 2 pixel shuffle (3,072 wide): its LayerNorm, linear_1 → 2,560 and
+    # linear_2 → 2,560 (the text width), biased, whole on every rank: 14,429,184
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--lfm2-vl-block-dim.json").weights.vision
+    hv, inter, shuffled, inner, h = 768, 3072, 3072, 2560, 2560
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 256 * hv + 12 * layer + 2 * hv
+    projector = 2 * shuffled + inner * shuffled + inner + h * inner + h
+    assert (layer, tower, projector) == (7_087_872, 85_843_200, 14_429_184)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_lfm2_vl_conv_state_is_the_text_width():
+    # lfm2_vl.py get_mamba_state_shape_from_config: short_conv_state_shape(intermediate_size=
+    # text hidden_size): (conv_L_cache − 1, 2,048) per conv layer, whatever conv_dim says; a
+    # text_config with conv layers and no conv_dim (Lfm2Config's) fails in lfm2.py: refused
+    from kvcalc.model.recurrent_layouts import ShortConvState
+
+    name = "synthetic--lfm2-vl-hybrid.json"
+    config = DATA["models"][name]["config"]
+    narrow = dict(config, text_config=dict(config["text_config"], conv_dim=1024))
+    convs = [x for x in parse_config(narrow, name="narrow").layers if isinstance(x, ShortConvState)]
+    assert len(convs) == 10 and {(c.conv_kernel, c.conv_dim) for c in convs} == {(3, 2048)}
+    text = {k: v for k, v in config["text_config"].items() if k != "conv_dim"}
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(dict(config, text_config=text), name="no-conv-dim")
+    assert refused.value.code == "config-invalid" and "conv_dim" in refused.value.message
+    with pytest.raises(KvcalcError) as refused:  # Lfm2VlConfig() itself: no block_dim (recorded)
+        _model("synthetic--lfm2-vl-defaults.json")
+    assert refused.value.code == "config-invalid" and "block_dim" in refused.value.message
+
+
+def test_internvl_tower_by_hand():
+    # InternVLConfig's tower (interns1_vit.py, all 24 layers of 1,024): per layer q/k/v
+    # nn.Linears without bias 3 × 1,024², the biased projection_layer, fc1/fc2
+    # 2 × 1,024 × 4,096 + 4,096 + 1,024, two LayerNorms 4 × 1,024 and the two layer-scale vectors:
+    # 12,595,200; the class token, the biased 3 × 14² patch convolution, 32² + 1 = 1,025 position
+    # rows (448 / 14 per side), no final LayerNorm (use_mean_pooling): 303,938,560. The projector
+    # on 1,024 × (1 / 0.5)² = 4,096: its LayerNorm, linear_1 → 4,096, linear_2: 33,570,816
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--internvl-defaults.json").weights.vision
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * hv * hv + hv + 2 * hv * inter + inter + hv + 4 * hv + 2 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 1025 * hv + 24 * layer
+    projector = 2 * 4 * hv + h * 4 * hv + h + h * h + h
+    assert (layer, tower, projector) == (12_595_200, 303_938_560, 33_570_816)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_paligemma_tower_by_hand():
+    # PaliGemmaConfig's SigLIP at 224 px, patch 14 (256 positions), 27 layers of 1,152, all built
+    # (SiglipVisionModel: the post-LayerNorm): per layer 4 × (1,152² + 1,152) + 2 × 1,152 × 4,096
+    # + 4,096 + 1,152 + 4 × 1,152 = 14,760,064; the biased 3 × 14² convolution, 256 position rows,
+    # the post-LayerNorm: 399,497,472; the projector, one biased nn.Linear 1,152 → 2,048
+    # (projection_dim): 2,361,344; the int64 position_ids 256 × 8 B and Gemma's bf16 normalizer
+    # scalar (2 B) are the buffers beside them
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--paligemma-defaults.json").weights.vision
+    hv, inter = 1152, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 256 * hv + 27 * layer + 2 * hv
+    assert (layer, tower, 2048 * hv + 2048) == (14_760_064, 399_497_472, 2_361_344)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + 2048 * hv + 2048

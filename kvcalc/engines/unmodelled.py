@@ -58,6 +58,7 @@ VLLM_ONLY = {
     "qwen2_vl": "Qwen2-VL", "qwen2_vl_text": "Qwen2-VL", "qwen3_vl_moe": "Qwen3-VL-MoE",
     "qwen3_vl_moe_text": "Qwen3-VL-MoE", "glm4v": "GLM-4.1V", "glm4v_text": "GLM-4.1V",
     "glm4v_moe": "GLM-4.5V", "glm4v_moe_text": "GLM-4.5V",
+    "glm_ocr": "GLM-OCR", "glm_ocr_text": "GLM-OCR",
 }  # fmt: skip
 #: multimodal architectures checked against vLLM 0.33 alone whose text stack's model type is a
 #: family the other engines size (LLaVA's Llama, Mistral or Qwen2): refused by the config's
@@ -65,6 +66,11 @@ VLLM_ONLY = {
 VLLM_ONLY_ARCHITECTURES = {
     "LlavaForConditionalGeneration": "LLaVA", "LlavaNextForConditionalGeneration": "LLaVA-NeXT",
     "LlavaOnevisionForConditionalGeneration": "LLaVA-OneVision",
+    "LlavaNextVideoForConditionalGeneration": "LLaVA-NeXT-Video",
+    "Cohere2VisionForConditionalGeneration": "Command-A Vision",
+    "Idefics3ForConditionalGeneration": "Idefics3", "SmolVLMForConditionalGeneration": "SmolVLM",
+    "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
+    "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure

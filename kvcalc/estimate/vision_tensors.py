@@ -24,10 +24,27 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
     if v.family == "qwen2_vl":
         return [replace(t, vision=True) for t in _qwen2_vl(v)]
+    if v.family == "exaone4_5":
+        return [replace(t, vision=True) for t in _qwen_vl_tower(v, layer_norm=False)]
     if v.family == "glm4v":
         return [replace(t, vision=True) for t in _glm4v(v)]
+    if v.family == "glm_ocr":
+        return [replace(t, vision=True) for t in _glm_ocr(v)]
     if v.family == "llava":
         return [replace(t, vision=True) for t in _llava(v)]
+    if v.family == "cohere2_vision":
+        return [replace(t, vision=True) for t in _cohere2_vision(v)]
+    if v.family == "idefics3":
+        return [replace(t, vision=True) for t in _idefics3(v)]
+    if v.family == "lfm2_vl":
+        return [replace(t, vision=True) for t in _lfm2_vl(v)]
+    if v.family == "internvl":
+        return [replace(t, vision=True) for t in _internvl(v)]
+    if v.family == "paligemma":
+        out = _siglip_whole(v, "vision_tower.vision_model")  # paligemma.py: SiglipVisionModel whole
+        out += _linear("multi_modal_projector.linear", v.projector_output_dim, v.hidden_size, None,
+                       "replicated", bias=True)  # fmt: skip
+        return [replace(t, vision=True) for t in out]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"
@@ -79,9 +96,9 @@ def _pixtral(v: VisionWeights) -> list[Tensor]:
     """Pixtral (Mistral 3): unbiased attention, gated MLP, RMSNorms, no position table (2D RoPE);
     Mistral 3's projector: RMSNorm, patch merger (``n² · h → h``), two linear layers."""
     hv, p, h = v.hidden_size, "vision_tower", v.text_hidden_size
+    # vLLM 0.33 pixtral.py: the patch convolution (Conv2dLayer) is whole on every rank
     out = [
-        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear",
-               split="column"),
+        Tensor(name=f"{p}.patch_conv", rows=hv, cols=v.num_channels * v.patch_size**2, role="linear"),
         Tensor(name=f"{p}.ln_pre", rows=hv, role="norm"),
     ]  # fmt: skip
     out += _encoder(v, f"{p}.transformer.layers", "attention", "o_proj", "feed_forward", "norms",
@@ -143,7 +160,9 @@ def _qwen2_vl(v: VisionWeights) -> list[Tensor]:
 
 def _qwen_vl_tower(v: VisionWeights, *, layer_norm: bool) -> list[Tensor]:
     """The Qwen2-VL / Qwen2.5-VL tower: with LayerNorms (weight and bias) and an fc1/fc2 MLP
-    (Qwen2-VL), or with RMSNorms and a gated MLP (Qwen2.5-VL); the rest is the same."""
+    (Qwen2-VL), or with RMSNorms and a gated MLP (Qwen2.5-VL, EXAONE 4.5); the rest is the same.
+    EXAONE 4.5's attention is grouped-query (``exaone4_5.py`` ``QKVParallelLinear`` with
+    ``num_kv_heads``): q by columns, k and v by their heads (whole on every rank past them)."""
     hv, p = v.hidden_size, "visual"
     merged = hv * v.spatial_merge_size**2
     patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
@@ -153,7 +172,13 @@ def _qwen_vl_tower(v: VisionWeights, *, layer_norm: bool) -> list[Tensor]:
     for i in range(v.num_layers):
         q = f"{p}.blocks.{i}"
         out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * norm_copies, role="norm"))
-        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        if v.num_kv_heads and v.num_kv_heads != v.num_heads:
+            kv = v.num_kv_heads * v.head_dim
+            out += _linear(f"{q}.attn.qkv.q", hv, hv, None, "column", bias=True)
+            out += _linear(f"{q}.attn.qkv.kv", 2 * kv, hv, None, "kv", bias=True,
+                           heads=v.num_kv_heads)  # fmt: skip
+        else:
+            out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
         out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
         out += _mlp(block, hv, f"{q}.mlp", None)
     out.append(Tensor(name=f"{p}.merger.ln_q", rows=hv, copies=norm_copies, role="norm"))
@@ -192,6 +217,34 @@ def _glm4v(v: VisionWeights) -> list[Tensor]:
     return out + _mlp(merger, out_w, f"{p}.merger", None)
 
 
+def _glm_ocr(v: VisionWeights) -> list[Tensor]:
+    """GLM-OCR's tower as vLLM 0.33 builds it (``glm_ocr.py`` ``GlmOcrVisionTransformer``): the
+    biased 3D patch embedding, no position table nor post-conv norm (deleted), RMSNorm blocks
+    (two per layer) with per-head q/k RMSNorms, a biased fused qkv and proj and a biased gated MLP
+    ``intermediate_size`` wide, the post-block RMSNorm, the biased ``m × m`` downsampling
+    convolution (``hv → out``) and GLM-4.1V's merger without biases, its MLP the text model's
+    ``intermediate_size`` wide (``projector_input_dim``). qkv, gate/up and the merger's projection
+    split by columns, proj and down by rows."""
+    hv, p, out_w = v.hidden_size, "visual", v.projector_output_dim
+    patch = v.num_channels * v.temporal_patch_size * v.patch_size**2
+    out = _linear(f"{p}.patch_embed.proj", hv, patch, None, "replicated", bias=True)
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=True, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.blocks.{i}"
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2, role="norm"))  # 2 RMSNorms
+        out.append(Tensor(name=f"{q}.attn.qk_norm", rows=v.head_dim, copies=2, role="norm"))
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+    out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, role="norm"))
+    m = v.spatial_merge_size
+    out += _linear(f"{p}.downsample", out_w, hv * m * m, None, "replicated", bias=True)
+    out += _linear(f"{p}.merger.proj", out_w, out_w, None, "column")
+    out.append(Tensor(name=f"{p}.merger.post_projection_norm", rows=out_w, copies=2, role="norm"))
+    merger = MlpWeights(intermediate_size=v.projector_input_dim, gated=True, bias=False)
+    return out + _mlp(merger, out_w, f"{p}.merger", None)
+
+
 def _llava(v: VisionWeights) -> list[Tensor]:
     """LLaVA's tower and projector as vLLM 0.33 builds them (``clip.py`` / ``siglip.py`` through
     ``init_vision_tower_for_llava``): CLIP's class embedding, unbiased patch convolution, ``np + 1``
@@ -218,6 +271,98 @@ def _llava(v: VisionWeights) -> list[Tensor]:
     out += _linear(f"{m}.linear_2", h, h, None, second, bias=v.projector_bias)
     if v.image_newline:
         out.append(Tensor(name="image_newline", rows=h, role="vector"))
+    return out
+
+
+def _cohere2_vision(v: VisionWeights) -> list[Tensor]:
+    """Command-A Vision's SigLIP and projector as vLLM 0.33 builds them (``cohere2_vision.py``,
+    ``siglip.py``): the biased patch convolution and ``np`` position rows, ``num_layers`` encoder
+    layers (biased fused qkv and out_proj, biased fc1/fc2, two LayerNorms), the post-LayerNorm;
+    ``linear_1`` (``hv · factor²`` → gate and up, ``projector_output_dim`` each) split by columns,
+    ``linear_2`` (→ text) by rows, both biased."""
+    out = _siglip_whole(v, "vision_tower.vision_model")
+    m, inter = "multi_modal_projector", v.projector_output_dim
+    out += _linear(f"{m}.linear_1", 2 * inter, v.projector_input_dim, None, "column", bias=True)
+    out += _linear(f"{m}.linear_2", v.text_hidden_size, inter, None, "row", bias=True)
+    return out
+
+
+def _idefics3(v: VisionWeights) -> list[Tensor]:
+    """Idefics3's (and SmolVLM's) tower and connector as vLLM 0.33 builds them (``idefics3.py``,
+    ``idefics2_vision_model.py``): SigLIP's layers whole, with the post-LayerNorm, and the
+    connector's one unbiased ``ReplicatedLinear`` (``hv · scale_factor²`` → text), whole on every
+    rank."""
+    out = _siglip_whole(v, "model.vision_model")
+    proj = "model.connector.modality_projection.proj"
+    return out + _linear(proj, v.text_hidden_size, v.projector_input_dim, None, "replicated")
+
+
+def _lfm2_vl(v: VisionWeights) -> list[Tensor]:
+    """LFM2-VL's SigLIP2 and projector as vLLM 0.33 builds them (``lfm2_siglip2.py``,
+    ``lfm2_vl.py``): the tower whole (its linear patch embedding biased, ``num_positions`` rows)
+    and the projector's LayerNorm (``projector_use_layernorm``) and two ``ReplicatedLinear``s,
+    whole on every rank."""
+    out = _siglip_whole(v, "vision_tower.vision_model")
+    m, inner = "multi_modal_projector", v.projector_output_dim
+    if v.projector_norm:
+        out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2,
+                          role="norm"))  # fmt: skip
+    out += _linear(f"{m}.linear_1", inner, v.projector_input_dim, None, "replicated",
+                   bias=v.projector_bias)  # fmt: skip
+    return out + _linear(f"{m}.linear_2", v.text_hidden_size, inner, None, "replicated",
+                         bias=v.projector_bias)  # fmt: skip
+
+
+def _internvl(v: VisionWeights) -> list[Tensor]:
+    """InternVL's tower and projector as vLLM 0.33 builds them (``interns1_vit.py``,
+    ``interns1.py``): see :func:`kvcalc.hfconfig.weights_vision._internvl`. q/k/v and the output
+    projection are ``nn.Linear``s (whole on every rank), fc1/fc2 split by columns and rows;
+    ``tower`` is the norm type (``layer_norm``: weight and bias)."""
+    hv, p = v.hidden_size, "vision_tower"
+    copies = 2 if v.tower == "layer_norm" else 1
+    out = [Tensor(name=f"{p}.embeddings.cls_token", rows=hv, role="vector")]
+    if v.mask_token:
+        out.append(Tensor(name=f"{p}.embeddings.mask_token", rows=hv, role="vector"))
+    out += _linear(f"{p}.embeddings.patch_embeddings.projection", hv,
+                   v.num_channels * v.patch_size, None, "replicated", bias=True)  # fmt: skip
+    if v.num_positions:
+        out.append(Tensor(name=f"{p}.embeddings.position_embeddings", rows=v.num_positions,
+                          cols=hv, role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layer.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            out += _linear(f"{q}.attention.{proj}", hv, hv, None, "replicated",
+                           bias=v.attention_bias)  # fmt: skip
+        if v.qk_norm:
+            out.append(Tensor(name=f"{q}.attention.qk_norm", rows=hv, copies=2, role="norm"))
+        out += _linear(f"{q}.attention.projection_layer", hv, hv, None, "replicated", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=2 * copies, role="norm"))
+        out.append(Tensor(name=f"{q}.lambdas", rows=hv, copies=2, role="vector"))
+    if v.projector_norm:
+        out.append(Tensor(name=f"{p}.layernorm", rows=hv, copies=2, role="norm"))
+    m, h = "multi_modal_projector", v.text_hidden_size
+    out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2, role="norm"))
+    out += _linear(f"{m}.linear_1", h, v.projector_input_dim, None, "replicated", bias=True)
+    return out + _linear(f"{m}.linear_2", h, h, None, "replicated", bias=True)
+
+
+def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:
+    """A SigLIP tower with every layer, as vLLM 0.33's ``siglip.py`` and
+    ``idefics2_vision_model.py`` build it (and ``lfm2_siglip2.py``'s SigLIP2): the biased patch
+    convolution or linear embedding (whole on every rank), ``(image_size / patch)²`` position rows
+    (SigLIP2: ``num_positions``), ``num_layers`` encoder layers (biased fused qkv and
+    out_proj, biased fc1/fc2, two LayerNorms) and the post-LayerNorm."""
+    hv = v.hidden_size
+    patches = v.num_positions or (v.image_size // v.patch_size) ** 2
+    conv = v.num_channels * v.patch_size**2
+    out = _linear(f"{p}.embeddings.patch_embedding", hv, conv, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches, cols=hv,
+                      role="position"))  # fmt: skip
+    out += _encoder(v, f"{p}.encoder.layers", "self_attn", "out_proj", "mlp", "layer_norms",
+                    bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"))
     return out
 
 

@@ -140,6 +140,16 @@ class VisionWeights:
     #: the tower's attention heads, where vLLM splits them over TP (``dist_utils.divide`` in
     #: Qwen2-VL's, Qwen2.5-VL's and GLM-4.1V's vision attention; 0: not read)
     num_heads: int = 0
+    #: EXAONE 4.5's tower: its attention's KV heads (grouped-query; 0: as many as ``num_heads``)
+    num_kv_heads: int = 0
+    #: LFM2-VL: a LayerNorm before the projector (``projector_use_layernorm``); InternVL: the
+    #: tower's final LayerNorm (no ``use_mean_pooling``)
+    projector_norm: bool = False
+    #: InternVL: q/k/v biases, q/k RMSNorms, a mask token (``attention_bias``, ``use_qk_norm``,
+    #: ``use_mask_token``); ``patch_size`` is the patch's area (height × width)
+    attention_bias: bool = False
+    qk_norm: bool = False
+    mask_token: bool = False
     #: LLaVA: the tower (``clip`` or ``siglip``), the learned ``image_newline`` row (LLaVA-NeXT,
     #: OneVision), a projector vLLM builds unsplit (OneVision's ``nn.Linear``)
     tower: str = ""

@@ -60,7 +60,8 @@ _GRANITE_SWA = {"granite_swa", "granitemoe_swa"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
 _OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
-_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe",
+               "glm_ocr_text"}  # fmt: skip
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe", "mamba", "falcon_mamba",
              "mamba2"}  # fmt: skip
@@ -79,7 +80,7 @@ _TIE_DEFAULT = {
     "nemotron": False, "ministral3": False, "glm4_moe_lite": False,
     "exaone_moe": False, "cohere2_moe": True,
     "phimoe": False, "qwen2_vl": False, "qwen2_vl_text": False, "glm4v_text": False,
-    "glm4v_moe_text": False,
+    "glm4v_moe_text": False, "glm_ocr_text": False,
     "granite_swa": True, "granitemoe_swa": False, "mamba": True, "falcon_mamba": True, "mamba2": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
@@ -112,7 +113,7 @@ _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl
 #: (GLM-4.1V's text stack, ``glm4v_text``: vLLM's ``glm4.py`` reads ``getattr(config,
 #: "attention_bias", False)`` and Glm4vTextConfig sets none; GLM-4.5V's Glm4vMoeTextConfig: true)
 _QKV_BIAS_KEYED = {"glm": True, "glm4": True, "glm4_moe": False, "glm4v_text": False,
-                   "glm4v_moe_text": True}  # fmt: skip
+                   "glm4v_moe_text": True, "glm_ocr_text": False}  # fmt: skip
 #: model types whose ``use_bias`` puts a bias on q/k/v/o and the MLP (ERNIE 4.5)
 _USE_BIAS = {"ernie4_5", "ernie4_5_moe"}
 #: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
@@ -123,7 +124,7 @@ _QK_NORM_FULL = {"olmo2", "olmoe"}
 _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
 _PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "chatglm": 0.5,
-                           "glm4v_text": 0.5, "glm4v_moe_text": 0.5}  # fmt: skip
+                           "glm4v_text": 0.5, "glm4v_moe_text": 0.5, "glm_ocr_text": 0.5}  # fmt: skip
 _ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
 #: Falcon's ``alibi`` neither)
@@ -532,6 +533,17 @@ def _mlp(r: ConfigReader, model_type: str) -> MlpWeights:
 
 
 def _tie(r: ConfigReader, model_type: str, notes: list[str]) -> bool:
+    if r.prefix == "text_config." and isinstance(r.raw.get("tie_word_embeddings"), bool):
+        # vLLM 0.33 VllmConfig.with_hf_config: for a multimodal model the language model's config
+        # takes the top-level tie_word_embeddings (transformers 5 keeps it on the class that sees
+        # both layers); a text_config saying otherwise is overridden
+        tie = bool(r.raw["tie_word_embeddings"])
+        r.used["tie_word_embeddings"] = tie
+        text = r.text.get("tie_word_embeddings")
+        if isinstance(text, bool) and text != tie:
+            notes.append(f"tie_word_embeddings {str(tie).lower()} (the top level; vLLM's "
+                         f"with_hf_config overrides text_config's {str(text).lower()})")  # fmt: skip
+        return tie
     if r.has("tie_word_embeddings"):
         return r.bool("tie_word_embeddings")
     if model_type == "lfm2" and r.has("tie_embedding"):  # Lfm2Config's own spelling

@@ -15,8 +15,10 @@ from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 #: LLaVA's model types: the tower is CLIP or SigLIP (``vision_config.model_type``)
-_LLAVA = {"llava", "llava_next", "llava_onevision"}
+_LLAVA = {"llava", "llava_next", "llava_next_video", "llava_onevision"}
 _LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
+#: Idefics3's and SmolVLM's model types → their tower's ``vision_config.model_type``
+_IDEFICS3 = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
 _GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
@@ -37,19 +39,41 @@ def read_vision(
     top_type = r.raw.get("model_type")
     if top_type in _LLAVA:
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
+    if top_type == "cohere2_vision":
+        return _cohere2_vision(r, vr, vision_type, text_hidden)
+    if top_type in _IDEFICS3:
+        return _idefics3(r, vr, vision_type, text_hidden)
+    if top_type == "lfm2_vl":
+        return _lfm2_vl(r, vr, vision_type, text_hidden)
+    if top_type == "internvl":
+        return _internvl(r, vr, vision_type, text_hidden)
+    if top_type == "paligemma":
+        return _paligemma(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
+        total = vr.int("num_hidden_layers")
+        # LightOnOCR (lightonocr.py, Mistral 3's init_vision_tower_for_mistral3): the Pixtral
+        # tower up to the deepest vision_feature_layer, as LLaVA's
+        lighton = top_type == "lighton_ocr" and family == "pixtral"
         return VisionWeights(
             family=family,
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("num_hidden_layers"),
+            num_layers=_feature_depth(r, total, -1)[0] if lighton else total,
             image_size=vr.int("image_size"),
             patch_size=vr.int("patch_size"),
             num_channels=vr.int("num_channels", default=3),
             text_hidden_size=text_hidden,
             projector_bias=r.bool("multimodal_projector_bias", False),
             spatial_merge_size=r.int("spatial_merge_size", default=2) if family == "pixtral" else 1,
+            # Pixtral's axial RoPE (its inv_freq buffers): head_dim, else hidden / heads
+            # (PixtralVisionConfig's 16 heads where the config names none)
+            head_dim=(
+                vr.int("head_dim", default=0, minimum=0)
+                or vr.int("hidden_size") // vr.int("num_attention_heads", default=16)
+            )
+            if family == "pixtral"
+            else 0,
         )
     if vision_type in _QWEN3_VL:
         return VisionWeights(
@@ -82,6 +106,27 @@ def read_vision(
             spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
+            text_hidden_size=text_hidden,
+        )
+    if vision_type == "exaone4_5_vision":
+        # vLLM 0.33 exaone4_5.py: Qwen2.5-VL's tower (Qwen2_5_VisionTransformer) with its blocks
+        # rebuilt: grouped-query attention (num_key_value_heads), the gated biased MLP
+        # intermediate_size wide, RMSNorms; the merger into out_hidden_size
+        heads = vr.int("num_heads")
+        return VisionWeights(
+            family="exaone4_5",
+            hidden_size=vr.int("hidden_size"),
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("out_hidden_size"),
+            head_dim=vr.int("hidden_size") // heads,
+            num_heads=heads,
+            num_kv_heads=vr.int("num_key_value_heads", default=heads),
             text_hidden_size=text_hidden,
         )
     if vision_type in ("qwen2_vl", "qwen2_vl_vision") or (
@@ -126,6 +171,27 @@ def read_vision(
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=width // max(1, vr.int("num_heads", default=12)),
             num_heads=vr.int("num_heads", default=12),
+            text_hidden_size=text_hidden,
+        )
+    if vision_type == "glm_ocr_vision":
+        # vLLM 0.33 glm_ocr.py GlmOcrVisionTransformer: GLM-4.1V's without its position table and
+        # post-conv norm; blocks with q/k norms and a biased gated MLP intermediate_size wide; the
+        # merger's MLP as wide as the text model's (context_dim=text_config.intermediate_size)
+        width, heads = vr.int("hidden_size"), vr.int("num_heads")
+        return VisionWeights(
+            family="glm_ocr",
+            hidden_size=width,
+            intermediate_size=vr.int("intermediate_size"),
+            num_layers=vr.int("depth"),
+            image_size=0,
+            patch_size=vr.int("patch_size"),
+            num_channels=vr.int("in_channels", default=3),
+            temporal_patch_size=vr.int("temporal_patch_size", default=2),
+            spatial_merge_size=vr.int("spatial_merge_size", default=2),
+            projector_output_dim=vr.int("out_hidden_size"),
+            projector_input_dim=r.int("intermediate_size"),
+            head_dim=width // heads,
+            num_heads=heads,
             text_hidden_size=text_hidden,
         )
     if vision_type == "gemma4_vision":
@@ -174,7 +240,8 @@ def _llava(
     SigLIP up to the deepest ``vision_feature_layer`` (``get_layer_index``: -2 of 24 is 23
     layers), no post-layernorm (``require_post_norm=False``); the projector from the tower's width
     (times the feature layers) into the text width; LLaVA-NeXT's and OneVision's
-    ``image_newline``."""
+    ``image_newline``. LLaVA-NeXT-Video (``llava_next_video.py``) builds its projector of
+    ``nn.Linear``s (whole on every rank) and no ``image_newline`` (its loader skips it)."""
     tower = _LLAVA_TOWERS.get(vision_type)
     if tower is None:
         raise ConfigError(
@@ -182,14 +249,7 @@ def _llava(
             "and SigLIP towers only",
             code="config-unverified",
         )
-    total = vr.int("num_hidden_layers")
-    layers = r.value("vision_feature_layer", -2)
-    chosen = layers if isinstance(layers, list) else [layers]
-    if not chosen or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
-        raise r.bad(r.path("vision_feature_layer"), layers, "an integer or a list of integers")
-    depth = max(total + x + 1 if x < 0 else x for x in chosen)
-    if not 0 < depth <= total:
-        raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
+    depth, layers = _feature_depth(r, vr.int("num_hidden_layers"), -2)
     hv = vr.int("hidden_size")
     return VisionWeights(
         family="llava",
@@ -201,9 +261,202 @@ def _llava(
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
         num_heads=vr.int("num_attention_heads"),
-        projector_input_dim=hv * (len(chosen) if isinstance(layers, list) else 1),
+        projector_input_dim=hv * (len(layers) if isinstance(layers, list) else 1),
         projector_bias=r.bool("multimodal_projector_bias", True),
-        projector_replicated=top_type == "llava_onevision",
+        projector_replicated=top_type in ("llava_onevision", "llava_next_video"),
         image_newline=top_type in ("llava_next", "llava_onevision"),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, object]:
+    """The layers vLLM 0.33 builds of a tower of ``total``: up to the deepest
+    ``vision_feature_layer`` (``get_layer_index``: -1 is all, -2 one fewer), and the value read."""
+    layers = r.value("vision_feature_layer", default)
+    chosen = layers if isinstance(layers, list) else [layers]
+    if not chosen or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
+        raise r.bad(r.path("vision_feature_layer"), layers, "an integer or a list of integers")
+    depth = max(total + x + 1 if x < 0 else x for x in chosen)
+    if not 0 < depth <= total:
+        raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
+    return depth, layers
+
+
+def _cohere2_vision(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Command-A Vision's tower as vLLM 0.33 builds it (``cohere2_vision.py``): SigLIP whole
+    (``SiglipVisionModel``: every layer, so its post-LayerNorm; no pooling head), and the
+    projector after a ``downsample_factor``² pixel shuffle: ``linear_1`` merged gate/up (``hv ·
+    factor²`` → 2 × ``alignment_intermediate_size / 2``, column-split) and ``linear_2`` (→ the text
+    width, row-split), both biased."""
+    if vision_type != "siglip_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Command-A "
+            "Vision's SigLIP tower only",
+            code="config-unverified",
+        )
+    hv, factor = vr.int("hidden_size"), r.int("downsample_factor", default=2)
+    alignment = r.int("alignment_intermediate_size", default=36864)
+    if alignment % 2:
+        raise r.bad(r.path("alignment_intermediate_size"), alignment, "an even width (gate and up)")
+    return VisionWeights(
+        family="cohere2_vision",
+        tower="siglip",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * factor**2,
+        projector_output_dim=alignment // 2,
+        projector_bias=True,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _idefics3(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Idefics3's and SmolVLM's tower as vLLM 0.33 builds it (``idefics3.py``: SmolVLM's class is
+    Idefics3's): ``Idefics2VisionTransformer`` whole (every layer, the post-LayerNorm), and the
+    connector's unbiased projection from ``hidden_size · scale_factor²`` into the text width."""
+    top = str(r.raw.get("model_type"))
+    if vision_type != _IDEFICS3[top]:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
+            f"{_IDEFICS3[top]} tower only",
+            code="config-unverified",
+        )
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="idefics3",
+        tower="siglip",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * r.int("scale_factor", default=2) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _lfm2_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """LFM2-VL's tower as vLLM 0.33 builds it (``lfm2_vl.py``, ``lfm2_siglip2.py``): SigLIP2 whole
+    (``Siglip2Model``: every layer, the post-LayerNorm), its biased linear patch embedding and
+    ``num_patches`` position rows; the projector after a ``downsample_factor``² pixel shuffle: a
+    LayerNorm (``projector_use_layernorm``), ``linear_1`` (→ ``projector_hidden_size``) and
+    ``linear_2`` (→ text), ``ReplicatedLinear``s biased as ``projector_bias`` says, whole on every
+    rank."""
+    if vision_type != "siglip2_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: vLLM 0.33's lfm2_vl.py builds "
+            "the siglip2_vision_model tower only",
+            code="config-invalid",
+        )
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="lfm2_vl",
+        tower="siglip2",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_positions=vr.int("num_patches", default=256),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * r.int("downsample_factor", default=2) ** 2,
+        projector_output_dim=r.int("projector_hidden_size", default=2560),
+        projector_bias=r.bool("projector_bias", True),
+        projector_norm=r.bool("projector_use_layernorm", True),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _internvl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """InternVL's tower as vLLM 0.33 builds it (``interns1.py``, ``interns1_vit.py``
+    ``InternS1VisionModel``, every ``num_hidden_layers`` layer): the class token, an optional mask
+    token, the biased patch convolution, ``np + 1`` absolute positions; per layer ``nn.Linear``
+    q/k/v (``attention_bias``) and a biased output projection (whole on every rank), optional q/k
+    RMSNorms, a biased fc1/fc2 MLP split over TP, two norms (``norm_type``) and two layer-scale
+    vectors; a final LayerNorm unless ``use_mean_pooling``. The projector: a LayerNorm on
+    ``hidden_size · (1 / downsample_ratio)²``, ``linear_1`` and ``linear_2`` (biased
+    ``nn.Linear``s, whole on every rank)."""
+    if vision_type != "internvl_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL's "
+            "internvl_vision tower only",
+            code="config-unverified",
+        )
+    sizes = {}
+    for key in ("image_size", "patch_size"):
+        value = vr.value(key)
+        pair = value if isinstance(value, list) else [value, value]
+        if len(pair) != 2 or not all(isinstance(x, int) and x > 0 for x in pair):
+            raise vr.bad(vr.path(key), value, "a size or a [height, width] pair")
+        sizes[key] = pair
+    patches = (sizes["image_size"][0] // sizes["patch_size"][0]) * (
+        sizes["image_size"][1] // sizes["patch_size"][1]
+    )
+    norm = vr.str("norm_type", "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise vr.bad(vr.path("norm_type"), norm, "layer_norm or rms_norm")
+    ratio = r.value("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise r.bad(r.path("downsample_ratio"), ratio, "a ratio in (0, 1]")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="internvl",
+        tower=norm,
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=sizes["patch_size"][0] * sizes["patch_size"][1],
+        num_channels=vr.int("num_channels", default=3),
+        num_positions=patches + 1 if vr.bool("use_absolute_position_embeddings", True) else 0,
+        attention_bias=vr.bool("attention_bias", False),
+        qk_norm=vr.bool("use_qk_norm", False),
+        mask_token=vr.bool("use_mask_token", False),
+        projector_norm=not vr.bool("use_mean_pooling", True),
+        projector_input_dim=hv * int(1 / ratio) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _paligemma(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """PaliGemma's tower as vLLM 0.33 builds it (``paligemma.py``): SigLIP whole
+    (``SiglipVisionModel``: every layer, the post-LayerNorm, int64 ``position_ids``; no pooling
+    head) and the projector, one biased ``nn.Linear`` from the tower's width into
+    ``vision_config.projection_dim`` (whole on every rank)."""
+    if vision_type != "siglip_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaliGemma's "
+            "SigLIP tower only",
+            code="config-unverified",
+        )
+    return VisionWeights(
+        family="paligemma",
+        tower="siglip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_output_dim=vr.int("projection_dim", default=2048),
         text_hidden_size=text_hidden,
     )

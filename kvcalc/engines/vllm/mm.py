@@ -42,7 +42,23 @@ ENCODER_TP_DATA = frozenset((
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
     "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
+    "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
 ))  # fmt: skip
+#: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
+#: model files), where not image and video both: the tower is not built when every one of them is
+#: limited to 0 (LLaVA-1.5's image tower with ``{"image": 0}``, LLaVA-NeXT-Video's video tower with
+#: ``{"video": 0}``, Kimi-K2.5's ``vision_chunk`` one)
+TOWER_MODALITIES = {
+    "LlavaForConditionalGeneration": ("image",), "LlavaNextForConditionalGeneration": ("image",),
+    "LlavaNextVideoForConditionalGeneration": ("video",),
+    "Mistral3ForConditionalGeneration": ("image",), "Gemma3ForConditionalGeneration": ("image",),
+    "Llama4ForConditionalGeneration": ("image",), "KimiK25ForConditionalGeneration": ("vision_chunk",),
+    "Cohere2VisionForConditionalGeneration": ("image",),
+    "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
+    "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
+    "PaliGemmaForConditionalGeneration": ("image",),
+}  # fmt: skip
+VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
 MODALITIES = ("image", "video", "audio")
 
@@ -60,6 +76,17 @@ class MmLimits:
     def vision_off(self) -> bool:
         """Image and video both 0: the vision tower is not built."""
         return self.limit("image") == 0 and self.limit("video") == 0
+
+    def tower_off(self, architectures: tuple[str, ...]) -> bool:
+        """Every modality the model class marks its vision tower with is limited to 0: vLLM 0.33
+        builds no tower (``_mark_tower_model``)."""
+        return all(self.limit(m) == 0 for m in tower_modalities(architectures))
+
+
+def tower_modalities(architectures: tuple[str, ...]) -> tuple[str, ...]:
+    """The modalities the vision tower of a model class is marked with (image and video unless
+    :data:`TOWER_MODALITIES` lists the class)."""
+    return next((TOWER_MODALITIES[a] for a in architectures if a in TOWER_MODALITIES), VISION)
 
 
 def parse_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> MmLimits:
@@ -141,9 +168,10 @@ def vllm_mm_terms(
         return MmTerms()
     notes: list[str] = []
     mm = parse_limits(limits) if limits is not None else MmLimits()
-    off = mm.vision_off
+    off = mm.tower_off(architectures)
     if off:
-        notes.append("--limit-mm-per-prompt image 0, video 0: vLLM builds no vision tower "
+        zero = ", ".join(f"{m} 0" for m in tower_modalities(architectures))
+        notes.append(f"--limit-mm-per-prompt {zero}: vLLM builds no vision tower "
                      "(_mark_tower_model): no tower weights, no encoder profile")  # fmt: skip
     elif given:
         shown = ", ".join(f"{m} {mm.limit(m)}" for m in ("image", "video"))

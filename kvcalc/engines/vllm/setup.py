@@ -224,30 +224,45 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
     notes.extend(model.memo(("vllm.check_tp", tp), lambda: _tp_notes(model, tp)))
 
 
+#: towers whose gated MLP is a ``MergedColumnParallelLinear`` ``intermediate_size`` wide, which
+#: asserts every output size divides TP (``linear.py``): Qwen2.5-VL's ``Qwen2_5_VisionMLP``, which
+#: EXAONE 4.5's tower builds before its own blocks (its 3,420 fails at TP 8, recorded)
+_MERGED_MLP_TOWERS = ("qwen2_5_vl", "exaone4_5")
+
+
 def check_tower_tp(request: EngineRequest) -> None:
     """The vision tower's heads over TP, as its attention splits them (``dist_utils.divide``
     asserts: GLM-4.1V's 12 heads at TP 8 fail ``initialize_model`` with "12 is not divisible by
-    8"); not where the tower is not built (image and video limited to 0) or is built whole on
-    every rank (``--mm-encoder-tp-mode data`` on a class that supports it)."""
+    8"), and the MLP width of :data:`_MERGED_MLP_TOWERS`; not where the tower is not built (its
+    modalities limited to 0) or is built whole on every rank (``--mm-encoder-tp-mode data`` on a
+    class that supports it)."""
     vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
     heads = vision.num_heads if vision is not None else 0
-    if tp == 1 or not heads or heads % tp == 0:
+    width = vision.intermediate_size if vision and vision.family in _MERGED_MLP_TOWERS else 0
+    if tp == 1 or (not heads or heads % tp == 0) and (not width or width % tp == 0):
         return
     from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
 
     limits = request.limit_mm_per_prompt
-    if limits is not None and parse_limits(limits).vision_off:
-        return
     archs = (*request.model.config_architectures, *request.model.architectures)
+    if limits is not None and parse_limits(limits).tower_off(archs):
+        return
     data = encoder_tp_data(archs)
     if request.mm_encoder_tp_mode == "data" and data:
         return
+    hint = "--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else ""
+    off = '\'{"image": 0, "video": 0}\' to serve it text-only'
+    if heads and heads % tp:
+        raise InputError(
+            f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
+            f"{tp} (vLLM fails building it: {heads} is not divisible by {tp})",
+            hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
+            code="invalid-parallelism",
+        )
     raise InputError(
-        f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
-        f"{tp} (vLLM fails building it: {heads} is not divisible by {tp})",
-        hint=("--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else "")
-        + f"or a TP size dividing {heads}, or --limit-mm-per-prompt "
-        '\'{"image": 0, "video": 0}\' to serve it text-only',
+        f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
+        "(vLLM fails building it: MergedColumnParallelLinear asserts each output size divides TP)",
+        hint=f"{hint}or a TP size dividing {width}, or --limit-mm-per-prompt {off}",
         code="invalid-parallelism",
     )
 

@@ -14,6 +14,10 @@ vLLM 0.33 serves both with ``models/commandr.py``:
   refused here, not recorded), heads ``head_dim`` wide (else ``hidden_size / num_attention_heads``);
   ``mlp_layer_types`` picks the dense and the MoE layers (weights: ``num_experts`` gated experts
   ``intermediate_size`` wide, ``num_shared_experts`` shared ones).
+
+Command-A Vision (``cohere2_vision``: ``Cohere2VisionForConditionalGeneration``): vLLM 0.33's
+``cohere2_vision.py`` builds its ``text_config`` (a ``Cohere2Config``) as ``Cohere2ForCausalLM``
+(``init_vllm_registered_model``), the same cache; the SigLIP tower holds none.
 """
 
 from __future__ import annotations
@@ -105,8 +109,8 @@ FAMILIES = (
     ),
     Family(
         name="cohere2",
-        model_types={"cohere2"},
-        architectures={"Cohere2ForCausalLM"},
+        model_types={"cohere2", "cohere2_vision"},
+        architectures={"Cohere2ForCausalLM", "Cohere2VisionForConditionalGeneration"},
         keys={"sliding_window", "sliding_window_pattern", "layer_types"},
         layer_types={"sliding_attention", "full_attention"},
         layouts=read_cohere2,

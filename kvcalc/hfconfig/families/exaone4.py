@@ -4,6 +4,10 @@ vLLM 0.33 ``models/exaone4.py`` reads ``config.layer_types`` (layer i slides whe
 ``sliding_attention``, with ``config.sliding_window``); transformers' ``Exaone4Config`` builds the list
 from ``sliding_window_pattern`` (default 4: layer i slides unless (i+1) % 4 == 0) when a checkpoint
 has none. Heads are ``head_dim`` wide, else ``hidden_size / num_attention_heads``.
+
+EXAONE 4.5 (``exaone4_5``: ``Exaone4_5_ForConditionalGeneration``): vLLM 0.33's ``exaone4_5.py``
+builds its ``text_config`` as ``Exaone4ForCausalLM`` (``architectures=["Exaone4ForCausalLM"]``),
+the same cache; the vision tower (Qwen2.5-VL's with grouped-query attention) holds none.
 """
 
 from __future__ import annotations
@@ -55,8 +59,8 @@ def read_exaone4(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
 FAMILIES = (
     Family(
         name="exaone4",
-        model_types={"exaone4"},
-        architectures={"Exaone4ForCausalLM"},
+        model_types={"exaone4", "exaone4_5"},
+        architectures={"Exaone4ForCausalLM", "Exaone4_5_ForConditionalGeneration"},
         keys={"sliding_window", "sliding_window_pattern", "layer_types"},
         layer_types={"sliding_attention", "full_attention"},
         layouts=read_exaone4,

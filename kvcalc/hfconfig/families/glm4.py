@@ -7,7 +7,8 @@ whose attention layers hold the same per-layer cache.
 
 GLM-4.1V (``glm4v``: ``Glm4vForConditionalGeneration``): vLLM 0.33's ``glm4_1v.py`` builds its
 ``text_config`` as ``Glm4ForCausalLM`` (``architectures=["Glm4ForCausalLM"]``), the same cache; the
-vision tower holds none.
+vision tower holds none. GLM-OCR (``glm_ocr``: ``GlmOcrForConditionalGeneration``, ``glm_ocr.py``)
+is GLM-4.1V's class with its own tower: the same text stack on its ``glm_ocr_text`` config.
 """
 
 from kvcalc.hfconfig.family import Family
@@ -15,8 +16,13 @@ from kvcalc.hfconfig.family import Family
 FAMILIES = (
     Family(
         name="glm4",
-        model_types={"glm", "glm4", "glm4v"},
-        architectures={"GlmForCausalLM", "Glm4ForCausalLM", "Glm4vForConditionalGeneration"},
-        note="full attention per layer (GLM-4, GLM-4-0414, GLM-Z1, GLM-4.1V's text stack)",
+        model_types={"glm", "glm4", "glm4v", "glm_ocr"},
+        architectures={
+            "GlmForCausalLM",
+            "Glm4ForCausalLM",
+            "Glm4vForConditionalGeneration",
+            "GlmOcrForConditionalGeneration",
+        },
+        note="full attention per layer (GLM-4, GLM-4-0414, GLM-Z1, GLM-4.1V's and GLM-OCR's text stack)",
     ),
 )

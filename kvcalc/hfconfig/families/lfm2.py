@@ -5,6 +5,14 @@ or (older configs) ``full_attn_idxs`` with every other layer a convolution (tran
 ``hidden_size // num_attention_heads`` wide. The weight count counts LFM2's short convolutions
 (not LFM2-MoE's):
 :func:`lfm2_short_conv` and the feed-forward width :func:`lfm2_ffn` are read here.
+
+LFM2-VL (``lfm2_vl``: ``Lfm2VlForConditionalGeneration``, ``lfm2_vl.py``) builds its ``text_config``
+as LFM2 (``init_vllm_registered_model``), but sizes the conv state from its own
+``get_mamba_state_shape_from_config``: ``(conv_L_cache − 1, text hidden_size)``, not ``conv_dim``
+(which its conv layers still read). ``lfm2.py`` reads ``block_dim`` and ``conv_dim`` as config
+attributes, which transformers 5.20's ``Lfm2Config`` sets neither of: ``Lfm2VlConfig()`` fails to
+build (``AttributeError``, recorded) and a ``text_config`` without them is refused. The SigLIP2
+tower holds no cache.
 """
 
 from __future__ import annotations
@@ -47,12 +55,25 @@ def read_lfm2(
     kv = r.int("num_key_value_heads", default=heads)
     attention = FullAttention(dtype=dtype, kv_heads=kv, k_dim=head_dim, v_dim=head_dim)
     moe = r.str("model_type", "") == "lfm2_moe"
-    width = hidden if moe else r.int("conv_dim")
+    vl = r.raw.get("model_type") == "lfm2_vl"  # lfm2_vl.py sizes the state from hidden_size
+    # lfm2.py reads block_dim (every layer's MLP) and conv_dim (each conv layer) as attributes,
+    # which transformers 5.20's Lfm2Config sets neither of (vLLM fails with AttributeError)
+    needed = ["block_dim"] + (["conv_dim"] if "conv" in types else [])
+    missing = [k for k in needed if r.text.get(k) is None]
+    if vl and missing:
+        raise ConfigError(
+            f"{r.source}: no {', '.join(r.prefix + k for k in missing)}: vLLM 0.33's lfm2.py "
+            "reads them as config attributes, and transformers 5.20's Lfm2Config sets none "
+            "(vLLM fails with AttributeError building the model)",
+            hint="LFM2 checkpoints say block_dim and conv_dim (the hidden size); add them",
+            code="config-invalid",
+        )
+    width = hidden if moe or vl else r.int("conv_dim")
     kernel = r.int("conv_L_cache", default=3)
     conv = ShortConvState(dtype=dtype, ssm_dtype=dtype, conv_kernel=kernel, conv_dim=width)
     prov["layer pattern"] = note
     prov["short_conv"] = (
-        f"conv state ({kernel} − 1, {'hidden_size' if moe else 'conv_dim'} {width}) in the model "
+        f"conv state ({kernel} − 1, {'hidden_size' if moe or vl else 'conv_dim'} {width}) in the model "
         "dtype (conv_L_cache − 1 columns)"
     )
     return [attention if _LFM2_KINDS[t] == "attention" else conv for t in types]
@@ -82,7 +103,7 @@ def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[s
         r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
     )
     counted: dict[type, str] = (
-        {ShortConvState: L.SHORT_CONV} if r.raw.get("model_type") == "lfm2" else {}
+        {ShortConvState: L.SHORT_CONV} if r.raw.get("model_type") in ("lfm2", "lfm2_vl") else {}
     )
     return hybrid_weight_kinds(layouts, counted)
 
@@ -90,8 +111,8 @@ def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[s
 FAMILIES = (
     Family(
         name="lfm2",
-        model_types={"lfm2", "lfm2_moe"},
-        architectures={"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"},
+        model_types={"lfm2", "lfm2_moe", "lfm2_vl"},
+        architectures={"Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Lfm2VlForConditionalGeneration"},
         keys={
             "layer_types",
             "full_attn_idxs",

@@ -6,8 +6,14 @@ Qwen2 does (transformers 5's config classes write them under ``text_config``: bo
 0.33 builds their text stack as ``Qwen2Model`` (``qwen2_vl.py``, ``qwen2_5_vl.py``). Qwen3-VL-MoE
 (``qwen3_vl_moe``) is Qwen3-MoE's decoder under ``text_config`` (``qwen3_vl_moe.py``
 ``Qwen3MoeLLMModel``; a ``text_config`` without ``norm_topk_prob``, as transformers 5.20's class
-defaults write it, fails to build there and is refused). The vision towers (``vision_config``)
-hold no cache.
+defaults write it, fails to build there and is refused). LightOnOCR (``lighton_ocr``,
+``lightonocr.py``: Mistral 3's class) builds its ``text_config`` (Qwen3) as that model; it reads
+``vision_feature_layer``, ``projector_hidden_act`` and ``multimodal_projector_bias`` as attributes
+of the config, which transformers 5.20's ``LightOnOcrConfig`` sets none of (vLLM fails with
+AttributeError): a config without them is refused. InternVL (``internvl``: vLLM 0.33 registers
+``InternVLForConditionalGeneration`` as ``interns1.py``'s ``InternS1ForConditionalGeneration``)
+builds its ``text_config`` (Qwen2 in transformers 5.20's ``InternVLConfig``) as that model. The
+vision towers (``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
 drops the window when ``use_sliding_window`` is false). MiMo's MTP layers are not built without
@@ -32,18 +38,32 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
             hint="Qwen3-MoE checkpoints say norm_topk_prob true; add it to text_config",
             code="config-invalid",
         )
+    if r.raw.get("model_type") == "lighton_ocr":
+        missing = [k for k in _MISTRAL3_KEYS if r.raw.get(k) is None]
+        if missing:
+            raise ConfigError(
+                f"{r.source}: no {', '.join(missing)}: vLLM 0.33's lightonocr.py (Mistral 3's "
+                "class) reads them as config attributes, and transformers 5.20's LightOnOcrConfig "
+                "sets none (vLLM fails with AttributeError building the model)",
+                hint="add them at the top level as a Mistral 3 config has them (-1, gelu, false)",
+                code="config-invalid",
+            )
     return generic.read_layouts(r, ctx)
 
+
+#: the top-level keys vLLM's ``mistral3.py`` reads from a LightOnOCR config (``lightonocr.py``)
+_MISTRAL3_KEYS = ("vision_feature_layer", "projector_hidden_act", "multimodal_projector_bias")
 
 FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe"},
+                     "qwen3_vl_moe", "lighton_ocr", "internvl"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+            "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
