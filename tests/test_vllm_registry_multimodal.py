@@ -84,7 +84,7 @@ def test_every_family_is_recorded():
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
-            "internvl"} <= types  # fmt: skip
+            "internvl", "paligemma"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -137,7 +137,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr", "lfm2_vl", "internvl",
+        "lighton_ocr", "lfm2_vl", "internvl", "paligemma",
     }  # fmt: skip
 
 
@@ -209,7 +209,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--idefics3-32k.json", "synthetic--smolvlm-32k.json",
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
      "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
-     "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json"],
+     "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json",
+     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -488,3 +489,20 @@ def test_internvl_tower_by_hand():
     projector = 2 * 4 * hv + h * 4 * hv + h + h * h + h
     assert (layer, tower, projector) == (12_595_200, 303_938_560, 33_570_816)
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_paligemma_tower_by_hand():
+    # PaliGemmaConfig's SigLIP at 224 px, patch 14 (256 positions), 27 layers of 1,152, all built
+    # (SiglipVisionModel: the post-LayerNorm): per layer 4 × (1,152² + 1,152) + 2 × 1,152 × 4,096
+    # + 4,096 + 1,152 + 4 × 1,152 = 14,760,064; the biased 3 × 14² convolution, 256 position rows,
+    # the post-LayerNorm: 399,497,472; the projector, one biased nn.Linear 1,152 → 2,048
+    # (projection_dim): 2,361,344; the int64 position_ids 256 × 8 B and Gemma's bf16 normalizer
+    # scalar (2 B) are the buffers beside them
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--paligemma-defaults.json").weights.vision
+    hv, inter = 1152, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 256 * hv + 27 * layer + 2 * hv
+    assert (layer, tower, 2048 * hv + 2048) == (14_760_064, 399_497_472, 2_361_344)
+    assert sum(t.numel for t in vision_tensors(v)) == tower + 2048 * hv + 2048

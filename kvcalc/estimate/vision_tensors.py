@@ -40,6 +40,11 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _lfm2_vl(v)]
     if v.family == "internvl":
         return [replace(t, vision=True) for t in _internvl(v)]
+    if v.family == "paligemma":
+        out = _siglip_whole(v, "vision_tower.vision_model")  # paligemma.py: SiglipVisionModel whole
+        out += _linear("multi_modal_projector.linear", v.projector_output_dim, v.hidden_size, None,
+                       "replicated", bias=True)  # fmt: skip
+        return [replace(t, vision=True) for t in out]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     hv, p = v.hidden_size, "vision_model"

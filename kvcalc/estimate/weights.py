@@ -184,6 +184,10 @@ def weight_bytes(
     expert_stages = _stage_bytes(shape, tensors, price, tp, pp, [], split=split, experts_only=True)
     maps = _expert_map_stages(shape, tensors, split, pp)
     rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
+    if shape.model_type in _GEMMA_NORMALIZER:
+        # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
+        # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
+        rope_bytes += dtype_bytes
     layers = sum(
         sum(price(t, tp).values()) for t in tensors if t.layer is not None and not t.vision
     )
@@ -329,6 +333,8 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
     return total
 
 
+#: model types whose vLLM 0.33 model keeps Gemma's embedding ``normalizer`` scalar buffer
+_GEMMA_NORMALIZER = ("gemma", "gemma2")
 #: bytes of one complex64 value (Llama 4's vision RoPE cache)
 _COMPLEX64_BYTES = 8
 _FP32_BYTES = 4
@@ -348,7 +354,7 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
         # on) keeps inv_freq and original_inv_freq, fp32 buffers of head_dim / 2 each (LightOnOCR's
         # 64-wide heads: 256 B, recorded)
         return 2 * (v.head_dim // 2) * _FP32_BYTES
-    if v is not None and v.family in ("llava", "cohere2_vision"):
+    if v is not None and v.family in ("llava", "cohere2_vision", "paligemma"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:

@@ -47,6 +47,8 @@ def read_vision(
         return _lfm2_vl(r, vr, vision_type, text_hidden)
     if top_type == "internvl":
         return _internvl(r, vr, vision_type, text_hidden)
+    if top_type == "paligemma":
+        return _paligemma(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -428,5 +430,33 @@ def _internvl(
         mask_token=vr.bool("use_mask_token", False),
         projector_norm=not vr.bool("use_mean_pooling", True),
         projector_input_dim=hv * int(1 / ratio) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _paligemma(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """PaliGemma's tower as vLLM 0.33 builds it (``paligemma.py``): SigLIP whole
+    (``SiglipVisionModel``: every layer, the post-LayerNorm, int64 ``position_ids``; no pooling
+    head) and the projector, one biased ``nn.Linear`` from the tower's width into
+    ``vision_config.projection_dim`` (whole on every rank)."""
+    if vision_type != "siglip_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaliGemma's "
+            "SigLIP tower only",
+            code="config-unverified",
+        )
+    return VisionWeights(
+        family="paligemma",
+        tower="siglip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        projector_output_dim=vr.int("projection_dim", default=2048),
         text_hidden_size=text_hidden,
     )

@@ -224,7 +224,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Ovis2_6ForCausalLM",
             "Ovis2_6_MoeForCausalLM",
             "PaddleOCRVLForConditionalGeneration",
-            "PaliGemmaForConditionalGeneration",
             "Phi3VForCausalLM",
             "Phi4ForCausalLMV",
             "Phi4MMForCausalLM",

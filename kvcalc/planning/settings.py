@@ -366,8 +366,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("limit_mm_per_prompt", Kind.TEXT, S, "vLLM's items per prompt by modality, JSON "
        "('{{\"image\": 2, \"video\": 0}}') or image=2,video=0; 999 where not given (vLLM 0.33); "
        "every modality the tower serves at 0 (image and video; image alone for LLaVA, Mistral 3, "
-       "Gemma 3, Llama 4, LightOnOCR, LFM2-VL; video alone for LLaVA-NeXT-Video): no vision "
-       "tower.",
+       "Gemma 3, Llama 4, LightOnOCR, LFM2-VL, PaliGemma; video alone for LLaVA-NeXT-Video): "
+       "no vision tower.",
        field="limit_mm_per_prompt",
        yaml="limit_mm_per_prompt", serve=("--limit-mm-per-prompt",), metavar="JSON"),
     _s("mm_encoder_tp_mode", Kind.TEXT, S, "vLLM's vision encoder under tensor parallelism: "

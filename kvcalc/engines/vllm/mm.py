@@ -56,6 +56,7 @@ TOWER_MODALITIES = {
     "Cohere2VisionForConditionalGeneration": ("image",),
     "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
+    "PaliGemmaForConditionalGeneration": ("image",),
 }  # fmt: skip
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")

@@ -93,6 +93,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "olmo_hybrid": "olmo_hybrid",
     "olmoe": "olmo",
     "opt": "opt",
+    "paligemma": "paligemma",
     "phi3": "phi3",
     "phimoe": "phimoe",
     "qwen2": "qwen",
