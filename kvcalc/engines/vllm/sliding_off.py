@@ -9,7 +9,7 @@ files that build their sliding layers from it (``gemma2.py``, ``gemma3.py``, ``g
 sliding window (Llama 4's chunked layers) is unchanged.
 
 Recorded with vLLM 0.33's own sizing for Gemma 2 and 3, gpt-oss, Mistral 7B v0.1, Llama 4 Scout,
-Phi-3, PhiMoE, AFMoE and EXAONE 4, the Qwen2 family (unchanged: its config class clears the
+Phi-3, PhiMoE, AFMoE, EXAONE 4, Step-3.5, MuseGlimmer's text model and Beam, the Qwen2 family (unchanged: its config class clears the
 window), and the families vLLM cannot start with it (tests/fixtures/vllm_0_33/
 disable_sliding_window.json); other families are refused by name, since their model files may read
 the window otherwise.
@@ -26,7 +26,8 @@ from kvcalc.model.shape import ModelShape
 
 #: the ``model_type`` values whose vLLM model files were recorded with the flag
 RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text",
-                      "phi3", "phimoe", "afmoe", "exaone4"})  # fmt: skip
+                      "phi3", "phimoe", "afmoe", "exaone4", "step3p5", "muse_glimmer_text",
+                      "beam"})  # fmt: skip
 STRICT_REFUSAL = (
     "Validation error for field 'sliding_window': TypeError: Field 'sliding_window' expected "
     "int, got NoneType (value: None) (--disable-sliding-window sets the config's sliding_window "
@@ -38,7 +39,8 @@ _WINDOW_PLUS_ONE = (
 )
 #: model types vLLM 0.33 cannot start with the flag, and its error: ``ModelConfig.__post_init__``
 #: sets ``hf_text_config.sliding_window = None``, which transformers 5.20's strict config class
-#: refuses (Gemma 4, DeepSeek-V4, EXAONE-MoE) or the model file adds 1 to (Cohere2, Cohere2-MoE).
+#: refuses (Gemma 4, DeepSeek-V4, EXAONE-MoE; Dory's own validator) or the model file adds 1 to
+#: (Cohere2, Cohere2-MoE).
 #: Recorded at every length up to the window; above it the length is refused first, naming it.
 STRICT_CONFIG: dict[str, str] = {
     "gemma4_text": STRICT_REFUSAL,
@@ -46,6 +48,11 @@ STRICT_CONFIG: dict[str, str] = {
     "exaone_moe": STRICT_REFUSAL,
     "cohere2": _WINDOW_PLUS_ONE.format(file="commandr.py"),
     "cohere2_moe": _WINDOW_PLUS_ONE.format(file="cohere2_moe.py"),
+    "dory": (
+        "Class validation error for validator 'validate_architecture': ValueError: "
+        "sliding_window must be a positive integer (Dory's configuration checks the window "
+        "--disable-sliding-window has set to None)"
+    ),
 }
 #: the layers' window less the config's ``sliding_window`` that caps the length (commandr.py and
 #: cohere2_moe.py attend to ``sliding_window + 1`` tokens)
@@ -127,9 +134,9 @@ def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
             changed, max_model_len=int(window * factor), max_model_len_key="sliding_window"
         )
     why = (
-        "its configuration class refuses sliding_window = None"
-        if STRICT_CONFIG[model.model_type] == STRICT_REFUSAL
-        else "its model file adds 1 to the window it set to None"
+        "its model file adds 1 to the window it set to None"
+        if model.model_type in _WINDOW_OVER_CONFIG
+        else "its configuration class refuses sliding_window = None"
     )
     note = (
         f"--disable-sliding-window: vLLM 0.33 refuses to start {model.model_type} with it ({why})"
