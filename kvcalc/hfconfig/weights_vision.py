@@ -10,6 +10,8 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
@@ -282,6 +284,22 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
     return depth, layers
 
 
+def _siglip(vr: ConfigReader, **fields: Any) -> VisionWeights:
+    """A SigLIP tower read from its ``vision_config`` as transformers' ``SiglipVisionConfig`` names
+    it (every layer, patches of ``patch_size`` over ``image_size``), with the family's own fields."""
+    return VisionWeights(
+        tower="siglip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        **fields,
+    )
+
+
 def _cohere2_vision(
     r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
 ) -> VisionWeights:
@@ -300,16 +318,9 @@ def _cohere2_vision(
     alignment = r.int("alignment_intermediate_size", default=36864)
     if alignment % 2:
         raise r.bad(r.path("alignment_intermediate_size"), alignment, "an even width (gate and up)")
-    return VisionWeights(
+    return _siglip(
+        vr,
         family="cohere2_vision",
-        tower="siglip",
-        hidden_size=hv,
-        intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
-        image_size=vr.int("image_size"),
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("num_channels", default=3),
-        num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * factor**2,
         projector_output_dim=alignment // 2,
         projector_bias=True,
@@ -331,16 +342,9 @@ def _idefics3(
             code="config-unverified",
         )
     hv = vr.int("hidden_size")
-    return VisionWeights(
+    return _siglip(
+        vr,
         family="idefics3",
-        tower="siglip",
-        hidden_size=hv,
-        intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
-        image_size=vr.int("image_size"),
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("num_channels", default=3),
-        num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * r.int("scale_factor", default=2) ** 2,
         text_hidden_size=text_hidden,
     )
@@ -447,16 +451,9 @@ def _paligemma(
             "SigLIP tower only",
             code="config-unverified",
         )
-    return VisionWeights(
+    return _siglip(
+        vr,
         family="paligemma",
-        tower="siglip",
-        hidden_size=vr.int("hidden_size"),
-        intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
-        image_size=vr.int("image_size"),
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("num_channels", default=3),
-        num_heads=vr.int("num_attention_heads"),
         projector_output_dim=vr.int("projection_dim", default=2048),
         text_hidden_size=text_hidden,
     )

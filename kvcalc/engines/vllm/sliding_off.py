@@ -97,17 +97,24 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         else x
         for x in model.layers
     )
-    changed = replace(model, layers=layers)
+    changed = _capped(replace(model, layers=layers), window)
     note = f"--disable-sliding-window: the {window:,}-token window layers attend to every token"
-    # _get_and_verify_max_len: the window replaces the config's length before the RoPE factor
-    # scales it, so the comparison is with the unscaled length
+    if changed.max_model_len != model.max_model_len:
+        factor = model.max_model_len_rope_factor
+        scaled = f" × the RoPE factor {factor:g}" if factor != 1.0 else ""
+        note += f"; the derived max_model_len is the window{scaled}, {changed.max_model_len:,}"
+    return changed, (note,)
+
+
+def _capped(model: ModelShape, window: int) -> ModelShape:
+    """``_get_and_verify_max_len``: the window replaces the config's length where it is smaller,
+    before the RoPE factor scales it (so the comparison is with the unscaled length)."""
     factor = model.max_model_len_rope_factor
     if window * factor < model.max_model_len:
-        capped = int(window * factor)
-        changed = replace(changed, max_model_len=capped, max_model_len_key="sliding_window")
-        scaled = f" × the RoPE factor {factor:g}" if factor != 1.0 else ""
-        note += f"; the derived max_model_len is the window{scaled}, {capped:,}"
-    return changed, (note,)
+        return replace(
+            model, max_model_len=int(window * factor), max_model_len_key="sliding_window"
+        )
+    return model
 
 
 def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
@@ -127,12 +134,7 @@ def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         )
     (layer_window,) = windows
     window = layer_window - _WINDOW_OVER_CONFIG.get(model.model_type, 0)
-    factor = model.max_model_len_rope_factor
-    changed = replace(model, start_refusal=STRICT_CONFIG[model.model_type])
-    if window * factor < model.max_model_len:
-        changed = replace(
-            changed, max_model_len=int(window * factor), max_model_len_key="sliding_window"
-        )
+    changed = _capped(replace(model, start_refusal=STRICT_CONFIG[model.model_type]), window)
     why = (
         "its model file adds 1 to the window it set to None"
         if model.model_type in _WINDOW_OVER_CONFIG

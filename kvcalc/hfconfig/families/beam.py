@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
 
@@ -57,13 +58,9 @@ def read_beam(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
         "built on the reference harness above it",
         "unsupported-parallelism",
     )
-    layouts: list[Layout] = []
-    for t in types:
-        if t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width,
-                                         sliding_window=window))  # fmt: skip
-        else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width))
+    layouts: list[Layout] = [
+        typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=width) for t in types
+    ]
     return layouts, (L.UNCOUNTED,) * n
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, NoCache, SlidingWindow
+from kvcalc.model.layouts import Layout, NoCache
 
 _TYPES = ("sliding_attention", "full_attention", "mlp")
 
@@ -75,11 +76,8 @@ def read_dory(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
     for t in types:
         if t == "mlp":
             layouts.append(NoCache(dtype=ctx.dtype))
-        elif t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width,
-                                         sliding_window=window))  # fmt: skip
         else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width))
+            layouts.append(typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=width))
     # each further loop's caches of the recurrent attention layers, after the physical layers (the
     # order of their layer names)
     for _ in range(extra_loops):

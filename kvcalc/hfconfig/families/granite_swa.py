@@ -16,10 +16,11 @@ from __future__ import annotations
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._plain import split_head_width
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.generic import kv_heads
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
 
@@ -45,13 +46,10 @@ def read_granite_swa(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout],
         width = r.int("head_dim", default=None) or split_head_width(r, ctx, "granite.py")
     kv = kv_heads(r, ctx.num_attention_heads, n, prov)
     prov["layer pattern"] = f"{note}: sliding_attention → a {window}-token window, else full"
-    layouts: list[Layout] = []
-    for t, k in zip(types, kv, strict=True):
-        if t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=k, k_dim=width, v_dim=width,
-                                         sliding_window=window))  # fmt: skip
-        else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=k, k_dim=width, v_dim=width))
+    layouts: list[Layout] = [
+        typed_layer(t, window, dtype=ctx.dtype, kv_heads=k, head_dim=width)
+        for t, k in zip(types, kv, strict=True)
+    ]
     return L.with_weight_kinds(layouts)
 
 

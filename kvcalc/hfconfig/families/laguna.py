@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
 
@@ -85,13 +86,10 @@ def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tupl
         prov["query heads"] = (
             f"num_attention_heads_per_layer: {sorted(set(per_layer))} (TP must divide each)"
         )
-    layouts: list[Layout] = []
-    for t, w in zip(types, widths, strict=True):
-        if t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w,
-                                         sliding_window=window))  # fmt: skip
-        else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w))
+    layouts: list[Layout] = [
+        typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=w)
+        for t, w in zip(types, widths, strict=True)
+    ]
     return layouts, (L.UNCOUNTED,) * n
 
 

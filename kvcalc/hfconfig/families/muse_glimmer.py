@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
 
@@ -49,13 +50,9 @@ def read_muse_glimmer(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout]
     prov["head_dim"] = f"head_dim = {width} (MuseGlimmerTextConfig's default 128)"
     prov["num_kv_heads"] = f"num_key_value_heads = {kv} on every layer"
     prov["layer pattern"] = f"{note}: sliding_attention → a {window}-token window, else full"
-    layouts: list[Layout] = []
-    for t in types:
-        if t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width,
-                                         sliding_window=window))  # fmt: skip
-        else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width))
+    layouts: list[Layout] = [
+        typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=width) for t in types
+    ]
     return layouts, (L.UNCOUNTED,) * n
 
 

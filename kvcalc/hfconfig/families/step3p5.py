@@ -28,9 +28,10 @@ from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
+from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
 
@@ -158,13 +159,10 @@ def read_step3p5(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
     )
     if slide_heads != heads and "sliding_attention" in types:
         prov["query heads"] = f"{slide_heads} on the sliding layers, {heads} on the others"
-    layouts: list[Layout] = []
-    for t, w in zip(types, widths, strict=True):
-        if t == "sliding_attention" and window is not None:
-            layouts.append(SlidingWindow(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w,
-                                         sliding_window=window))  # fmt: skip
-        else:
-            layouts.append(FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=w, v_dim=w))
+    layouts: list[Layout] = [
+        typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=w)
+        for t, w in zip(types, widths, strict=True)
+    ]
     return layouts, (L.UNCOUNTED,) * n
 
 
