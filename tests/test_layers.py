@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kvcalc"
 
 #: bottom first; a module may import its own layer and the layers before it, nothing after
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("kvcalc.errors", "kvcalc.units", "kvcalc.version")),
+    ("base", ("kvcalc.errors", "kvcalc.frozen", "kvcalc.units", "kvcalc.version")),
     ("model", ("kvcalc.model",)),
     ("hfconfig", ("kvcalc.hfconfig",)),
     ("estimate", ("kvcalc.estimate",)),

@@ -7,15 +7,15 @@ both ways with different values is an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.settings import BY_FIELD, plan_fields
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PlanRequest:
     reference: str
     revision: str | None

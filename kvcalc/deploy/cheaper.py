@@ -14,11 +14,12 @@ What is reported is a note; ``kvcalc check --fail-on cheaper`` turns it into a f
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.judge import Failure, judge
 from kvcalc.deploy.spec import Deployment
+from kvcalc.frozen import frozen
 from kvcalc.planning.recommend_result import DeploymentShape
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ _NOT_SEARCHED = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CheaperOption(DeploymentShape):
     """The cheapest deployment found that meets the same requirements."""
 
@@ -51,7 +52,7 @@ class CheaperOption(DeploymentShape):
     serve_command: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CheaperCheck:
     """What ``recommend: true`` found (``recommend`` in ``check --format json``)."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from kvcalc.deploy.values import DEFAULT_ALLOWED
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.planning.inputs import PlanInputs
 
 
@@ -35,7 +36,7 @@ class Problem:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Requirements:
     """What a deployment must achieve. ``min_headroom`` is ``("bytes", n)`` or ``("fraction", f)``."""
 
@@ -60,7 +61,7 @@ class Requirements:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Deployment:
     """One validated deployment: where it is written, what to plan, what it must achieve."""
 

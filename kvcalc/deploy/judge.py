@@ -20,10 +20,10 @@ requirement's own unit: requests, tokens, bytes or a fraction), a sentence, and 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.spec import Deployment
+from kvcalc.frozen import frozen
 from kvcalc.units import GIB
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ _VERDICT_KEYS = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Failure:
     """A requirement the plan misses."""
 

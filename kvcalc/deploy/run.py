@@ -12,13 +12,14 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.deploy.cheaper import FAIL_ON_CHEAPER, cheaper_deployment, cheaper_failure
 from kvcalc.deploy.judge import Failure, judge
 from kvcalc.deploy.spec import Deployment, Problem, parse_document
 from kvcalc.errors import ExitCode, KvcalcError
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.deploy.cheaper import CheaperCheck
@@ -45,7 +46,7 @@ _CODE_KEYS = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DeploymentResult:
     deployment: Deployment
     plan: CapacityPlan
@@ -74,7 +75,7 @@ class DeploymentResult:
         return {**head, **body}
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CheckReport:
     files: tuple[str, ...]
     results: tuple[DeploymentResult, ...] = ()

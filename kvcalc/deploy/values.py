@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.frozen import frozen
 from kvcalc.planning.inputs import MAX_COUNT, VERDICTS
 from kvcalc.units import short_int
 
@@ -30,7 +30,7 @@ class BadValue(Exception):
     """A value that does not fit its key; ``str()`` is the reason."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Key:
     name: str
     kind: str

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kvcalc.engines.extra import is_int, positive
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import cdiv
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # built only by deployments that ask for them: kept off start
     from kvcalc.engines.speculative import SpeculativeDraft
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RunMemory:
     """What the planner estimated of one worker's memory, per GPU, for the lines the engine prints
     about it (vLLM's "Model loading took", its start-up usage line)."""
@@ -44,7 +45,7 @@ class RunMemory:
     kv_cache_memory_bytes: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EngineRequest:
     """What a plan needs to know. Per-GPU figures are per device (per TP/PP rank).
 
@@ -205,7 +206,7 @@ class EngineRequest:
         return cache[key]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KvCacheGroup:
     """One vLLM KV-cache group, or one pool/cache of another engine.
 
@@ -250,7 +251,7 @@ class KvCacheGroup:
         return self.blocks_per_request
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KvCachePlan:
     """What an engine does with the KV memory it has. Field names are the ``--json`` keys."""
 
@@ -303,7 +304,7 @@ class KvCachePlan:
         return dataclasses.asdict(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MemoryInputs:
     """What an engine's memory rules read, per GPU (per TP/PP rank).
 

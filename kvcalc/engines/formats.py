@@ -12,15 +12,14 @@ or none. Nothing here sizes anything: each engine module owns its formats' bytes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 #: the generic names and their bits
 GENERIC_BITS = {"int8": 8, "int4": 4}
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LowBit:
     """An engine's integer formats of one width: the one a generic name means, if there is one."""
 

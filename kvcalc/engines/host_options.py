@@ -4,15 +4,14 @@ them itself (:mod:`kvcalc.engines.vllm.offload`). Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 #: vLLM's ``KVOffloadingBackend`` (``config/cache.py``)
 OFFLOADING_BACKENDS = ("native", "lmcache")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class OffloadOptions:
     """Host tiers: bytes in all (KV offloading: summed over the TP ranks, as vLLM reads it)."""
 

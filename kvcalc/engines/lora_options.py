@@ -6,9 +6,8 @@ settings, with SGLang's own defaults). Each engine sizes the adapter slots itsel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 #: vLLM 0.33's ``MaxLoRARanks`` (``config/lora.py``: ``Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]``)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -16,7 +15,7 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 LORA_DTYPES = ("auto", "float16", "bfloat16")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LoraOptions:
     """Adapter slots on the GPU: ``max_loras`` of rank ``max_lora_rank`` each."""
 

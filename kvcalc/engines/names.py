@@ -9,10 +9,10 @@ module: it imports only :mod:`kvcalc.errors`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 
 class EngineName(str, Enum):
@@ -120,7 +120,7 @@ class RunCheck(str, Enum):
     LLAMACPP = "llamacpp"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EngineTraits:
     """What planning, curves, suggestions and rendering need to know about an engine."""
 

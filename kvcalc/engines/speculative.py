@@ -10,9 +10,10 @@ the draft's tensor parallelism). Pure data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 
 
@@ -40,7 +41,7 @@ class SpecMethod(str, Enum):
         return str(self.value)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SpeculativeConfig:
     """A speculative-decoding setting as given, key spellings resolved (``None``: not given)."""
 
@@ -70,7 +71,7 @@ class SpeculativeConfig:
     draft: ModelShape | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SpeculativeDraft:
     """The draft an engine builds for a :class:`SpeculativeConfig` against one target."""
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcalc.estimate.overhead import Overhead
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Calibration:
     """The overhead correction for one GPU, from ``kvcalc verify --fill --record`` files
     (:mod:`kvcalc.sources.calibration` reads them)."""

@@ -9,10 +9,10 @@ the memory estimate (:mod:`kvcalc.estimate.cudagraph`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CudaGraphCaptures:
     """The graphs one worker captures, per runtime mode (0: the mode is not captured)."""
 

@@ -38,8 +38,8 @@ and gives the same bytes (``tests/fixtures/vl_profile_replay.json``). Not read: 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
@@ -50,7 +50,7 @@ MAX_FRAMES_PER_VIDEO = 16
 _BF16, _FP32, _INT64 = 2, 4, 8
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DummyItem:
     """One image or video of the profile run, as patches on the tower's grid."""
 
@@ -69,7 +69,7 @@ class DummyItem:
         return self.patches // self.merge**2
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EncoderProfile:
     """The profile run's multimodal terms on one TP rank."""
 

@@ -44,6 +44,7 @@ import enum
 import re
 from dataclasses import dataclass
 
+from kvcalc.frozen import frozen
 from kvcalc.units import GIB
 
 #: bytes per logit of the sorting sampler: bf16 + fp32 logits, sorted values + int64 indices,
@@ -77,7 +78,7 @@ class NonTorch:
         return cls(*(round(v * GIB) for v in (one, tp, tp_other, pp)))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ProfileEra:
     """How one range of vLLM releases profiles memory (constants, with the records they come from)."""
 

@@ -50,7 +50,7 @@ the larger of that and the estimate above.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from kvcalc.errors import InputError
 from kvcalc.estimate.activation import (
@@ -70,6 +70,7 @@ from kvcalc.estimate.cudagraph import (
 )
 from kvcalc.estimate.eras import ERAS, ProfileEra, SamplerKind, era_for
 from kvcalc.estimate.interconnect import nccl_in_graphs, nvswitch_class
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
@@ -94,7 +95,7 @@ DEFAULT_MAX_NUM_SEQS = 256
 VISION_BAND_BYTES = round(2.6 * GIB)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class StageOverhead:
     """One pipeline stage's terms (per GPU of that stage)."""
 
@@ -107,7 +108,7 @@ class StageOverhead:
     pp_buffers_bytes: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Overhead:
     """The last (binding) stage's terms, every stage's, and the error band of the estimate."""
 

@@ -10,16 +10,16 @@ the reports and the plan integration on top. The formulas are documented there a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import parse_cache_dtype
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.layouts import ATTENTION_KINDS, MLALatent
 from kvcalc.model.shape import ModelShape
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Roofline:
     """One GPU's roofs: memory bandwidth and (optional) dense tensor-core peak."""
 
@@ -49,7 +49,7 @@ def gpu_roofline(gpu: GpuSpec, *, fp8_compute: bool = False) -> Roofline:
                     peak_flops_per_s=tflops * 1e12 if tflops else None)  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class StepCost:
     """What one decode step costs on the busiest GPU, before batching."""
 
@@ -90,7 +90,7 @@ class StepCost:
         return self.matmul_flops_per_token + self.attention_flops_per_token(self.context_tokens)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DecodePoint:
     batch: int
     #: weights read per step, per GPU (experts a batch of this size touches)
@@ -107,7 +107,7 @@ class DecodePoint:
     beyond_kv_limit: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PrefillEstimate:
     prompt_tokens: int
     flops: float

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.weight_shape import MlpWeights
 from kvcalc.units import cdiv
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Tensor:
     name: str
     rows: int

@@ -51,9 +51,8 @@ and non-torch memory, ``worker.py``): this peak is a lower bound there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.estimate.activation import ACT_BYTES, live_width_per_token
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.weight_shape import WeightShape
 from kvcalc.units import GIB, cdiv
 
@@ -87,7 +86,7 @@ def _cub(*item_bytes: int) -> int:
     return _b(sum(cdiv(n, 256) * 256 for n in item_bytes))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class V0Profile:
     """One GPU's profile run: the forward's and the sampler's peaks (each with what is held)."""
 

@@ -30,6 +30,7 @@ from kvcalc.estimate.pricing import (
     Pricer,
 )
 from kvcalc.estimate.tensors import Tensor, inventory
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.quant import DEFAULT_SPECS, QuantSpec
 from kvcalc.hfconfig.weights import WeightShape
 from kvcalc.model.layouts import RecurrentVariant
@@ -42,7 +43,7 @@ _QUANT_ALIASES = {"bnb": "bitsandbytes", "bitsandbytes": "bitsandbytes", "fp8": 
                   "gptq": "gptq", "mxfp4": "mxfp4", "none": "none"}  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ParameterCount:
     total: int
     #: input token embeddings plus learned position tables
@@ -59,7 +60,7 @@ class ParameterCount:
         return self.total - self.routed_experts
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class WeightBytes:
     num_parameters: int
     #: the whole model stored once (one copy of every tensor)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Union
 
 from kvcalc.errors import ConfigError
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.hfconfig.reader import ConfigReader
@@ -65,7 +66,7 @@ def cache_relevant_keys(config: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LayoutContext:
     """What a family's layout reader gets besides the config reader."""
 
@@ -90,7 +91,7 @@ LayoutsRead = Union["list[Layout]", "tuple[list[Layout], tuple[str, ...]]"]
 LayoutReader = Callable[["ConfigReader", LayoutContext], LayoutsRead]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Family:
     """One architecture family kvcalc sizes exactly, and what its reader consumes.
 

@@ -4,9 +4,9 @@ computation, which llama.cpp's graph follows; no weight is counted from it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.reader import ConfigReader
 
 
@@ -15,7 +15,7 @@ class RouterScoring(Enum):
     SIGMOID = "sigmoid"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MoeRouter:
     scoring: RouterScoring = RouterScoring.SOFTMAX
     #: ``norm_topk_prob``: the chosen experts' weights renormalised to sum to one

@@ -26,13 +26,14 @@ Per method (each as its engine loads it; sizes per parameter for a large matrix 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.reader import ConfigReader
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class QuantSpec:
     method: str
     #: False for a method kvcalc cannot size (its bytes are then refused, not guessed)

@@ -4,9 +4,9 @@ fills them from ``config.json``; :mod:`kvcalc.estimate` counts and prices them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.hfconfig.quant import QuantSpec
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class AttentionWeights:
     """q/k/v/o projections of a (grouped-query) attention layer."""
 
@@ -46,14 +46,14 @@ class AttentionWeights:
     q_lora_rank: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MlpWeights:
     intermediate_size: int
     gated: bool = True
     bias: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MoeWeights:
     num_experts: int
     experts_per_token: int
@@ -82,7 +82,7 @@ class MoeWeights:
     router_fp32: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class WeightShape:
     """Dimensions that decide a model's parameter count. Plain numbers only."""
 

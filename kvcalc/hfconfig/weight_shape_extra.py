@@ -7,10 +7,10 @@ has one). Plain data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MlaWeights:
     """DeepSeek multi-head latent attention projections."""
 
@@ -26,7 +26,7 @@ class MlaWeights:
     index_head_dim: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Mamba2Weights:
     num_heads: int
     head_dim: int
@@ -50,7 +50,7 @@ class Mamba2Weights:
         return self.intermediate_size + 2 * self.n_groups * self.state_size
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GdnWeights:
     """Gated DeltaNet linear attention (Qwen3-Next)."""
 
@@ -61,7 +61,7 @@ class GdnWeights:
     conv_kernel: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Mamba1Weights:
     """Jamba's Mamba1 mixer (transformers' JambaMambaMixer): in_proj hidden → 2 × inner, a
     depthwise conv, x_proj inner → dt_rank + 2 × state, dt_proj dt_rank → inner (biased), A_log
@@ -77,7 +77,7 @@ class Mamba1Weights:
     dt_b_c_norms: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ShortConvWeights:
     """LFM2's gated short convolution: in_proj hidden → 3 × hidden (B, C, x), a depthwise
     ``conv_kernel``-tap convolution over hidden channels, out_proj hidden → hidden."""
@@ -86,7 +86,7 @@ class ShortConvWeights:
     bias: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Dsv4Weights:
     """DeepSeek-V4 attention (transformers' DeepseekV4Attention): one shared KV head, q and grouped
     output LoRAs, sinks, and per layer a compressor by its compress ratio (0: none; the CSA rate:
@@ -107,7 +107,7 @@ class Dsv4Weights:
     hca_rate: int = 128
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class VisionWeights:
     """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3),
     Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:

@@ -14,10 +14,10 @@ GLM-5 (bf16 latent): (512 + 64) · 2 = 1,152 B + indexer 128 + 128 // 128 · 4 =
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import LayerKind, Layout, MLALatent
 
@@ -25,7 +25,7 @@ from kvcalc.model.layouts import LayerKind, Layout, MLALatent
 INDEXER_QUANT_BLOCK = 128
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SharedKV(Layout):
     """A layer that reuses the cache of layer ``source_layer``; it is charged nothing."""
 
@@ -36,7 +36,7 @@ class SharedKV(Layout):
         return self
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SparseMLA(MLALatent):
     """MLA latent + the sparse-attention indexer's fp8 key cache, both kept for every token."""
 
@@ -62,7 +62,7 @@ class SparseMLA(MLALatent):
 DSV4_RECORD_BYTES = 584
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CompressedSparseAttention(Layout):
     """One DeepSeek-V4 layer: a sliding-window latent cache, and for ``compress_ratio`` > 0 a cache of
     compressed latents (one per ``compress_ratio`` tokens) fed by a compressor whose float32 state

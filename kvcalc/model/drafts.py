@@ -9,12 +9,11 @@ speculative decoding nothing here is built (vLLM skips the ``model.layers.{L}`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import Layout
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MtpLayers:
     """The draft vLLM builds from the target's own checkpoint for ``method: mtp``."""
 
@@ -37,7 +36,7 @@ class MtpLayers:
     template_layer: int = -1
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EagleHead:
     """What an EAGLE-3 head's own config says beyond its decoder layer (``llama_eagle3.py``)."""
 

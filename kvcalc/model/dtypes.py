@@ -20,13 +20,12 @@ Formats (see ``engine-accounting.md`` §1.2 and §3):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.units import cdiv
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CacheDtype:
     """One storage format. ``block_values`` values take ``block_bytes`` bytes."""
 

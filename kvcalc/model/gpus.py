@@ -17,17 +17,17 @@ from __future__ import annotations
 import json
 import pkgutil
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.units import GIB
 
 #: vLLM's ``EngineArgs.get_batch_defaults`` threshold for the larger scheduler defaults
 VLLM_LARGE_GPU_MIN_BYTES = 70 * GIB
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GpuSpec:
     name: str
     aliases: tuple[str, ...] = ()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GraphDims:
     #: the architecture whose graph these feed (a GGUF ``general.architecture``)
     arch: str

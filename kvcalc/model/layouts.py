@@ -17,12 +17,13 @@ per token; 32 layers give 131,072 B per token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import Enum
 from functools import cached_property
 from typing import ClassVar
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 
 
@@ -76,7 +77,7 @@ ATTENTION_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)
 WINDOWED_KINDS = (LayerKind.SLIDING, LayerKind.CHUNKED)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Layout:
     """Base class: a layer that caches nothing."""
 
@@ -131,7 +132,7 @@ class Layout:
         return self
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class NoCache(Layout):
     """A layer without attention state (MLP/MoE-only blocks, no-op attention)."""
 
@@ -139,7 +140,7 @@ class NoCache(Layout):
         return self
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class FullAttention(Layout):
     """K and V per KV head for every token. K and V widths may differ."""
 
@@ -185,7 +186,7 @@ class FullAttention(Layout):
         return replace(self, kv_heads=max(1, self.kv_heads // tensor_parallel_size))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SlidingWindow(FullAttention):
     """Attention over the last ``sliding_window`` tokens (Mistral, Gemma, gpt-oss)."""
 
@@ -197,7 +198,7 @@ class SlidingWindow(FullAttention):
         return self.sliding_window
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ChunkedLocal(FullAttention):
     """Attention within fixed chunks of ``chunk_size`` tokens (Llama 4 local layers)."""
 
@@ -209,7 +210,7 @@ class ChunkedLocal(FullAttention):
         return self.chunk_size
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MLALatent(Layout):
     """DeepSeek-style multi-head latent attention: one ``kv_lora_rank + rope_dim`` vector per token.
 
@@ -247,7 +248,7 @@ class MLALatent(Layout):
         return num_tokens
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class StateTensor:
     """One per-sequence state tensor of a recurrent layer."""
 
@@ -260,7 +261,7 @@ class StateTensor:
         return math.prod(self.shape[:-1]) * self.dtype.row_bytes(self.shape[-1])
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RecurrentState(Layout):
     """A linear-attention or SSM layer: constant state per sequence, nothing per token.
 

@@ -19,9 +19,10 @@ SSM/recurrent state in ``ssm_dtype`` (``mamba_ssm_cache_dtype``; KDA's ``auto`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import ClassVar
 
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import (
     FullAttention,
@@ -32,7 +33,7 @@ from kvcalc.model.layouts import (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Mamba2State(RecurrentState):
     """Mamba2 (Nemotron-H): conv ``(k-1, (I + 2·G·N)/tp)`` and SSM ``(H/tp, P, N)``.
 
@@ -68,7 +69,7 @@ class Mamba2State(RecurrentState):
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GatedDeltaNetState(RecurrentState):
     """Gated DeltaNet linear attention (Qwen3-Next): conv ``(k-1, conv_dim/tp)``, state ``(Hv/tp, Dv, Dk)``.
 
@@ -102,7 +103,7 @@ class GatedDeltaNetState(RecurrentState):
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Mamba1State(RecurrentState):
     """Mamba (v1) mixer: conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``.
 
@@ -126,7 +127,7 @@ class Mamba1State(RecurrentState):
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ShortConvState(RecurrentState):
     """LFM2's gated short convolution: one conv state ``(L − 1, D/tp)``, no SSM state.
 
@@ -144,7 +145,7 @@ class ShortConvState(RecurrentState):
         return (StateTensor(name="conv", shape=shape, dtype=self.dtype),)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KimiDeltaState(RecurrentState):
     """Kimi Delta Attention: conv ``(k − 1, 3·H·Dh/tp)`` (q, k and v convolved), state ``(H/tp, Dh, Dh)``.
 
@@ -175,7 +176,7 @@ class KimiDeltaState(RecurrentState):
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ParallelHybrid(RecurrentState):
     """A layer running attention and a recurrent mixer side by side (Falcon-H1): both caches.
 

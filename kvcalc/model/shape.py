@@ -7,9 +7,10 @@ only code that reads config keys) and is frozen; nothing here reads a config.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import ATTENTION_KINDS, LayerKind, Layout
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # llama.cpp's graph widths; the drafts, built by the readers 
     from kvcalc.model.graph_dims import GraphDims
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LayerGroup:
     """Consecutive or scattered layers that share one layout (for display)."""
 
@@ -30,7 +31,7 @@ class LayerGroup:
         return len(self.indices)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ModelShape:
     """Everything about a model that KV-cache sizing needs. Plain numbers only."""
 

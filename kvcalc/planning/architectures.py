@@ -12,11 +12,12 @@ bundled example on that engine gives (:func:`kvcalc.planning.api.architectures_r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from enum import Enum
 from typing import Any
 
 from kvcalc.engines.vllm.registry import CATEGORIES, Registry
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.family import Family
 from kvcalc.planning.architectures_refused import REFUSED_BY_NAME, config_source_text
 
@@ -27,7 +28,7 @@ class Status(str, Enum):
     UNREVIEWED = "unreviewed"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EngineSupport:
     """What planning the family's bundled example on one engine gives."""
 
@@ -38,7 +39,7 @@ class EngineSupport:
     reason: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ArchitectureRow:
     """One architecture of vLLM's registry, in one of its categories."""
 
@@ -62,14 +63,14 @@ class ArchitectureRow:
     config_source: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CategoryCount:
     category: str
     exact: int
     total: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ArchitectureList:
     """The answer of ``kvcalc models --architectures``. Field names are the ``--json`` keys."""
 

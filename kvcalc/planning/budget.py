@@ -13,14 +13,15 @@ to estimate (``kvcalc.estimate.overhead``); it is zero when the KV memory was gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcalc.engines.base import Engine, MemoryInputs
 from kvcalc.engines.names import traits
 from kvcalc.estimate.overhead import Overhead
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KvBudget:
     """Per GPU, in bytes (negative when nothing is left)."""
 

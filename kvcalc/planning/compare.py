@@ -16,10 +16,11 @@ MLA 32·(512 + 64)·2 = 36,864 B.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import ATTENTION_KINDS, FullAttention, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
@@ -34,7 +35,7 @@ MLA_ROPE_DIM = 64
 _FAILED = ("wont-start", "weights-dont-fit")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CompareEntry:
     """One column of the comparison: a label, a model, and its checkpoint's exact bytes if known."""
 
@@ -43,7 +44,7 @@ class CompareEntry:
     exact_weights: SafetensorsWeights | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CompareRow:
     """One model (or attention variant) of ``kvcalc compare``."""
 
@@ -78,7 +79,7 @@ class CompareRow:
     reason: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Comparison:
     """The answer of ``kvcalc compare``. Field names are the ``--json`` keys."""
 

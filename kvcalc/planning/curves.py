@@ -28,11 +28,12 @@ needs 256 blocks → 275.15x, at 32,768 tokens 2,048 blocks → 34.39x.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.names import engine_name, traits
+from kvcalc.frozen import frozen
 from kvcalc.model.gpus import get_gpu
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
@@ -44,7 +45,7 @@ from kvcalc.planning.result import CapacityPlan
 MAX_SERIES = 16
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CurveBasis:
     """What a (model, GPU, engine, KV dtype) contributes to every length."""
 
@@ -76,7 +77,7 @@ class CurveBasis:
     fast_from_tokens: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CurvePoint:
     length_tokens: int
     #: KV-limited, as the engine prints it ("Maximum concurrency")
@@ -94,7 +95,7 @@ class CurvePoint:
     capped_by_max_num_seqs: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CurveSeries:
     label: str
     engine: str
@@ -110,7 +111,7 @@ class CurveSeries:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CapacityCurve:
     """The answer of ``kvcalc curve``. Field names are the ``--json`` keys."""
 

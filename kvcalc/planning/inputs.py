@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.names import EngineName, engine_name
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.planning.parallel_checks import check_parallelism
 from kvcalc.units import MAX_SIZE_BYTES, short_int
 
@@ -41,7 +42,7 @@ _BYTES = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PlanInputs:
     """One deployment to plan. Sizes in bytes; ``None`` = engine default or derived."""
 

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import InputError, KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CACHE_DTYPES, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.model.shape import ModelShape
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from kvcalc.sources.loaded import LoadedModel
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LayerInfo:
     """One layer's cache layout (in ``layers``) or a group of identical layers (in
     ``layer_groups``, where ``indices`` lists which)."""
@@ -41,7 +42,7 @@ class LayerInfo:
     mixer: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DtypeRow:
     kv_cache_dtype: str
     kv_bytes_per_token: int
@@ -49,7 +50,7 @@ class DtypeRow:
     layer_kv_bytes_per_request: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EngineFormatRow:
     """One engine's own 4- or 8-bit cache format, sized by that engine's plan (its own accounting:
     blocks, scales and zero points, residuals) for one sequence at ``max_model_len``, TP 1."""
@@ -65,7 +66,7 @@ class EngineFormatRow:
     refused: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class InspectResult:
     """The answer of ``kvcalc inspect``. Field names are the ``--json`` keys."""
 

@@ -23,10 +23,10 @@ Pure; what the engine refuses (in vLLM's words) is :mod:`kvcalc.planning.paralle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvcalc.engines.names import traits
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.engines.names import EngineName
@@ -96,7 +96,7 @@ class PlanInputs(Protocol):
     def deployment_gpus(self) -> int: ...
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GpuLayout:
     """Where the GPUs go. Counts, not bytes."""
 

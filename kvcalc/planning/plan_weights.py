@@ -6,10 +6,11 @@ Pure: the checkpoint's bytes (``exact``) are read by :mod:`kvcalc.planning.api` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.parallel import dense_mlps_whole, moe_split, shared_experts_whole
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from kvcalc.sources.safetensors_meta import SafetensorsWeights
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PlanWeights:
     per_gpu_bytes: int
     source: str

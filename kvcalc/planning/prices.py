@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.gpus import get_gpu
 
 CODE = "invalid-prices"
@@ -27,7 +28,7 @@ _HINT = ("write `GPU: usd_per_hour` pairs (YAML) or a CSV with the header gpu,us
          "names as `kvcalc gpus` lists them")  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PriceTable:
     """US dollars per GPU-hour by catalog GPU name; a GPU not in it has no known price."""
 

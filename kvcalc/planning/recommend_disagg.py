@@ -21,10 +21,11 @@ bandwidth and the connector's buffers) is not modelled.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.prices import PriceTable
@@ -32,7 +33,7 @@ from kvcalc.planning.recommend import Planner
 from kvcalc.planning.recommend_result import Candidate, Recommendation, Requirements, Search
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PoolRatio:
     """How many prefill deployments one decode deployment needs: the pairing of a decode row and
     a prefill row that costs least per hour in all."""
@@ -53,7 +54,7 @@ class PoolRatio:
     usd_per_hour: float | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DisaggregatedRecommendation:
     """The answer of ``kvcalc recommend --disaggregated``. Field names are the ``--json`` keys."""
 

@@ -3,14 +3,15 @@ fields are the ``--json`` keys)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from kvcalc.engines.names import EngineName
+from kvcalc.frozen import frozen
 from kvcalc.planning.result import CapacityPlan
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Search:
     """What is searched and how it ranks."""
 
@@ -29,7 +30,7 @@ class Search:
     exhaustive: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Requirements:
     """What every candidate must meet."""
 
@@ -41,7 +42,7 @@ class Requirements:
     min_decode_tokens_per_s: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class DeploymentShape:
     """Where a deployment runs: GPUs, engine and parallel split."""
 
@@ -59,7 +60,7 @@ class DeploymentShape:
     decode_context_parallel_size: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Candidate(DeploymentShape):
     """One deployment that meets the requirements (a row of ``kvcalc recommend``): the best of
     its engine × GPU type × count."""
@@ -89,7 +90,7 @@ class Candidate(DeploymentShape):
     plan: CapacityPlan
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Rejection:
     """A configuration (engine × GPU type × count) ranked before the winner that does not meet
     the requirements."""
@@ -103,7 +104,7 @@ class Rejection:
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Recommendation:
     """The answer of ``kvcalc recommend``. Field names are the ``--json`` keys."""
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from kvcalc.engines.names import EngineName, traits
+from kvcalc.frozen import frozen
 from kvcalc.model.gpus import GpuSpec
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.core import layer_kv_bytes
@@ -30,7 +30,7 @@ SEARCHED = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_siz
             "enable_expert_parallel", "decode_context_parallel_size")  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Split:
     """One way to use the group's GPUs."""
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MemoryBreakdown:
     """Memory per GPU, in bytes: what each part takes; ``free_bytes`` stays unused on the device."""
 
@@ -40,7 +41,7 @@ class MemoryBreakdown:
     startup_free_low_bytes: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Suggestion:
     """A change that was itself planned, and what it gives."""
 
@@ -55,7 +56,7 @@ class Suggestion:
     max_model_len: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SpeculativeSummary:
     """Speculative decoding as the engine builds it (``speculative`` in ``kvcalc plan --json``)."""
 
@@ -76,7 +77,7 @@ class SpeculativeSummary:
     draft: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CapacityPlan:
     """The answer of ``kvcalc plan``. Field names are the ``--json`` keys (a public contract)."""
 

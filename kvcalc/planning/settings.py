@@ -19,11 +19,11 @@ file).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.planning.setting_values import (
     TOKENS_HELP,
     WEIGHT_DTYPES,
@@ -53,7 +53,7 @@ OUTPUT_PANEL = "Output"
 PANELS = (MODEL_PANEL, HARDWARE_PANEL, SERVING_PANEL, WORKLOAD_PANEL, OUTPUT_PANEL)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Setting:
     """One setting. ``name`` is its identity and the Python parameter name of the commands."""
 

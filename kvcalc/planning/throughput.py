@@ -24,7 +24,7 @@ B = 1: 3,507,210,240 B per step → 272e9 / 3.507e9 = 77.6 tok/s (measured: 66, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from kvcalc.errors import InputError
@@ -41,6 +41,7 @@ from kvcalc.estimate.roofline import (
     prefill_estimate,
     step_cost,
 )
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.inputs import MAX_COUNT, PlanInputs
 from kvcalc.planning.result import CapacityPlan
@@ -76,7 +77,7 @@ def default_batches(limit: int) -> tuple[int, ...]:
     return tuple(out + [max(1, limit)])
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EngineCeiling:
     """One engine's figures in ``kvcalc throughput --engine A --engine B`` (same keys as the top level)."""
 
@@ -95,7 +96,7 @@ class EngineCeiling:
     verdict_reason: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ThroughputReport:
     """The answer of ``kvcalc throughput``. Field names are the ``--json`` keys."""
 
@@ -286,7 +287,7 @@ def attach_throughput(
     return replace(result, throughput=asdict(summary))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PlanThroughput:
     """``plan``'s ``throughput`` object: the decode ceiling at the plan's concurrency (an upper bound)."""
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcalc.engines.base import KvCacheGroup, KvCachePlan
 from kvcalc.engines.names import traits
 from kvcalc.errors import InputError
 from kvcalc.estimate.overhead import Overhead
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import LayerKind
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.units import GIB, format_gib
@@ -117,7 +117,7 @@ def no_memory_reason(engine: str, budget: int, weights: int, available: int) -> 
     return head + f" and {rest / gib:.2f} GiB of activation peak and runtime overhead)"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Device:
     """The whole GPU beside the engine's budget: what the plan leaves free on it (negative: short)
     and the terms the engine allocates after its KV cache, outside that budget

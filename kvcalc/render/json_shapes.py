@@ -25,6 +25,7 @@ from kvcalc.deploy.cheaper import CheaperCheck, CheaperOption
 from kvcalc.deploy.judge import Failure
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.estimate.roofline import DecodePoint, PrefillEstimate
+from kvcalc.frozen import frozen
 from kvcalc.planning.architectures import (
     ArchitectureList,
     ArchitectureRow,
@@ -46,7 +47,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 # -- views: what a reshaping ``to_dict`` prints ----------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class StateShape:
     """One recurrent state tensor of a layer."""
 
@@ -55,7 +56,7 @@ class StateShape:
     dtype: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LayerEntry:
     """One layer's cache layout (``layers``, in order)."""
 
@@ -78,7 +79,7 @@ class LayerEntry:
     mixer: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RequirementsEntry:
     """What the deployment file requires (null: not required)."""
 
@@ -94,7 +95,7 @@ class RequirementsEntry:
     allow_verdicts: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class CheckEntry(CapacityPlan):
     """One deployment: where it is written, whether it passed, then every key of its plan
     (``kvcalc plan --json``), the file's notes first in ``notes``."""
@@ -114,7 +115,7 @@ class CheckEntry(CapacityPlan):
     recommend: CheaperCheck | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class FillEntry(FillResult):
     """``--fill``: the deployment emulated on this GPU."""
 

@@ -7,15 +7,15 @@ of a source checkout). Each file is named ``<org>--<name>.json`` after its Hub i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import ConfigError
+from kvcalc.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class BundledModel:
     hf_id: str
     alias: str

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig import parse_config
 from kvcalc.sources.bundled import bundled_models
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class BundledRow:
     """One bundled model in ``kvcalc models --json``."""
 

@@ -25,11 +25,11 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvcalc.errors import HubError, KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.sources.files import CONFIG_FILE, MAX_CONFIG_BYTES  # refused before download, too
 from kvcalc.sources.hub_access import (  # noqa: F401  (re-exported: part of kvcalc.sources.hub)
     DEFAULT_TIMEOUT_S,
@@ -59,7 +59,7 @@ DEFAULT_REVISION = "main"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HubConfig:
     """A ``config.json`` in the Hub cache."""
 

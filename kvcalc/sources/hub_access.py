@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from kvcalc.frozen import frozen
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TIMEOUT_S = 10.0
 _TRUE = {"1", "on", "yes", "true"}
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HubAccess:
     """Where and how to reach the Hub. The token is left out of ``repr`` and comparisons."""
 

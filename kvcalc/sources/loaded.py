@@ -7,10 +7,11 @@ Every source (:mod:`kvcalc.sources.resolve` for folders, bundled configs and the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def no_weights() -> SafetensorsWeights | None:
     return None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LoadedModel:
     """A model's parsed config, where it came from, and (lazily) its exact weights."""
 

@@ -25,11 +25,12 @@ import json
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 
 #: The largest header kvcalc accepts (real ones are well under 10 MB).
 MAX_HEADER_BYTES = 100 * 1024 * 1024
@@ -75,7 +76,7 @@ class DtypeTotal(NamedTuple):
     total_bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class TensorEntry:
     """One tensor of a safetensors header."""
 
@@ -101,7 +102,7 @@ class TensorEntry:
         ) or "_exps." in self.name
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SafetensorsWeights:
     """A checkpoint's weights as its safetensors headers describe them."""
 

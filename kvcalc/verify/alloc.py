@@ -16,10 +16,10 @@ is reported as ``leaked_bytes``.
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.units import short_int
 from kvcalc.verify import torchenv
 from kvcalc.verify.result import MemoryDeltas
@@ -29,7 +29,7 @@ from kvcalc.verify.spec import AllocationPlan, BufferSpec, ViewSpec
 MAX_FREE_FRACTION = 0.5
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Measured:
     """What the allocation really took, in total and per component."""
 

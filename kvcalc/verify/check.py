@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 from kvcalc.verify.result import (
     DEFAULT_TOLERANCE,
@@ -24,7 +24,7 @@ CPU_JUDGED_ON = "storage bytes (untyped_storage().nbytes()); RSS is reported, ne
 CUDA_JUDGED_ON = "torch.cuda.memory_allocated delta"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LoadedConfig:
     """A model's raw config (sliced to ``--layers``) and its parsed shape."""
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import TYPE_CHECKING, Any
+
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.verify.spec import AllocationPlan
@@ -20,7 +22,7 @@ def relative_error(predicted: int, measured: int) -> float:
     return (measured - predicted) / predicted
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ComponentResult:
     """One component (a layer kind's K, V, latent or state) over all its layers."""
 
@@ -37,7 +39,7 @@ class ComponentResult:
         return math.isfinite(self.relative_error)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MemoryDeltas:
     """Process and device memory around the allocation. ``None`` where not measurable."""
 
@@ -53,7 +55,7 @@ class MemoryDeltas:
     leaked_bytes: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class FillResult:
     """``--fill``: the deployment emulated on this GPU."""
 
@@ -87,7 +89,7 @@ class FillResult:
         return self.predicted_overhead_bytes + missing * self.bytes_per_block
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RunInfo:
     """``--run``: transformers generated with its own cache."""
 
@@ -103,7 +105,7 @@ class RunInfo:
     reduced: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LlamaCppRun:
     """``--run --engine llamacpp``: llama.cpp loaded the model and reported its cache."""
 
@@ -127,7 +129,7 @@ class LlamaCppRun:
     compute_match: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class VerifyResult:
     """``kvcalc verify``'s answer."""
 

@@ -14,8 +14,10 @@ Worked example (Llama-3.1-8B, vLLM, bf16, 4 blocks of 16 tokens): each of the 32
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from kvcalc.frozen import frozen
 
 #: bytes per element of the torch dtypes verify allocates (names as ``torch.<name>``)
 ITEMSIZE: dict[str, int] = {
@@ -38,7 +40,7 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ViewSpec:
     """One engine view of a buffer: ``as_strided(shape, stride, offset)`` over ``torch_dtype``."""
 
@@ -67,7 +69,7 @@ class ViewSpec:
         return self.stride if self.stride is not None else contiguous_strides(self.shape)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class BufferSpec:
     """One allocation: ``torch.empty(shape, dtype=torch_dtype)``."""
 
@@ -81,7 +83,7 @@ class BufferSpec:
         return math.prod(self.shape) * ITEMSIZE[self.torch_dtype]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class PredictedComponent:
     """Bytes the engine model predicts for one component (all its layers together)."""
 
@@ -90,7 +92,7 @@ class PredictedComponent:
     num_layers: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class AllocationPlan:
     """Everything an engine allocates for its KV cache at a chosen size, and what kvcalc predicts."""
 
@@ -117,7 +119,7 @@ class AllocationPlan:
         return sum(b.nbytes for b in self.buffers)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class VerifyOptions:
     """What to verify. ``None`` = the engine's default or a small CPU-friendly size."""
 

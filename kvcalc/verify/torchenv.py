@@ -6,10 +6,10 @@ Nothing else in kvcalc imports torch; ``import kvcalc.verify.torchenv`` itself d
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import KvcalcError, install_hint
+from kvcalc.frozen import frozen
 
 INSTALL_HINT = (
     f"install it with: {install_hint('verify')} "
@@ -50,7 +50,7 @@ def resolve_device(name: str) -> Any:
         ) from None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Probe:
     """One reading of the memory counters."""
 

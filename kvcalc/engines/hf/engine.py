@@ -30,7 +30,6 @@ build ``DynamicCache`` without a config, recurrent-state dtypes, transformers 4'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, MemoryInputs
@@ -54,6 +53,7 @@ from kvcalc.engines.hf.setup import (
 )
 from kvcalc.engines.unmodelled import refuse_unmodelled
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import FP32, CacheDtype
 from kvcalc.model.layouts import LayerKind, Layout, MLALatent, RecurrentState, StateTensor
 from kvcalc.model.recurrent_layouts import GatedDeltaNetState
@@ -67,7 +67,7 @@ EXTRA_KEYS = (
 QUANTIZED_KEYS = ("backend", *GROUP_KEYS, "residual_tokens")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class _Layer:
     index: int
     kind: LayerKind

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan
 from kvcalc.engines.common import binary_search_max_len
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
@@ -51,7 +51,7 @@ NAMED: dict[str, tuple[str, int | None]] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class QuantizedCacheSpec:
     """One ``QuantizedCache`` configuration; defaults are transformers' own."""
 
@@ -211,7 +211,7 @@ def spec_from_options(
 
 
 # -- the plan -----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class QuantizedSetup:
     """A resolved ``QuantizedCache`` request: the format, the model dtype, the residual point."""
 

@@ -42,8 +42,6 @@ says so. Only the architectures and options below are modelled; anything else re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.llamacpp import ggml as g
 from kvcalc.engines.llamacpp import graph_mla as mla
 from kvcalc.engines.llamacpp import graph_ssm as ssm
@@ -62,6 +60,7 @@ from kvcalc.engines.llamacpp.graph import (
     qkv,
 )
 from kvcalc.engines.llamacpp.graph_moe import ffn_block, why_not_ffn
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention, LayerKind
@@ -74,7 +73,7 @@ _HF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qw
             "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", **swa.HF_ARCH, **mla.HF_ARCH}  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ComputeBuffer:
     bytes: int
     #: the two reserved graphs' sizes: prompt processing (n_tokens) and generation (n_seq_max)

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_bool, extra_choice, extra_int
 from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import FP16, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind, Layout, MLALatent
 from kvcalc.model.shape import ModelShape
@@ -32,7 +32,7 @@ _GGML_NAME = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 FLASH_CHOICES = ("auto", "on", "off")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Context:
     n_ctx: int
     n_ctx_seq: int
@@ -51,7 +51,7 @@ class Context:
     warning: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Cache:
     label: str  # "non-SWA" / "SWA" / "" (single cache)
     cells: int  # per stream

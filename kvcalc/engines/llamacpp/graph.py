@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvcalc.engines.llamacpp import ggml as g
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import FullAttention
@@ -26,7 +27,7 @@ from kvcalc.model.shape import ModelShape
 WEIGHT = g.F16
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ComputeInputs:
     """What the graph's sizes depend on (from the context llama.cpp settles on)."""
 
@@ -41,7 +42,7 @@ class ComputeInputs:
     swa_kv_size: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GraphSpec:
     """One reserve ubatch of one model: everything a :class:`Builder` reads."""
 
@@ -73,7 +74,7 @@ class Builder:
     handles: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KvInputs:
     """One cache's attention inputs and how many cells its views span (``n_kv``)."""
 

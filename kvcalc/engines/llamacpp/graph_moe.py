@@ -20,11 +20,11 @@ weights' types never change a compute tensor, so they are all one placeholder ty
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from kvcalc.engines.llamacpp import ggml as g
 from kvcalc.engines.llamacpp.graph import WEIGHT as _WT
+from kvcalc.frozen import frozen
 from kvcalc.model.graph_dims import GraphDims
 
 
@@ -37,7 +37,7 @@ class Gating(Enum):
     SOFTMAX_WEIGHT = "softmax_weight"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MoeFfn:
     """The arguments of one ``build_moe_ffn`` call that shape its tensors."""
 

@@ -30,10 +30,9 @@ and pads V to the attention layers' width (the bytes do not change).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.llamacpp.log import f32_mib
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import LayerKind, RecurrentState
 from kvcalc.model.recurrent_layouts import (
     GatedDeltaNetState,
@@ -48,7 +47,7 @@ from kvcalc.model.shape import ModelShape
 _ALIGN = 32
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RecurrentMemory:
     cells: int
     layers: tuple[int, ...]

@@ -10,8 +10,6 @@ A given ``--max-running-requests`` caps the decode graphs' ``max_bs`` (recorded:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version
@@ -20,6 +18,7 @@ from kvcalc.engines.sglang.graphs import DEFAULT_SETTINGS, GRAPH_KEYS, ReserveSe
 from kvcalc.engines.sglang.hicache import KEYS as HICACHE_KEYS
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import BF16, FP8, FP8_E5M2, FP16, CacheDtype
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import MIB
@@ -52,7 +51,7 @@ KV_CACHE_DTYPES = ("auto", *_DTYPES)
 _NO_PREFILL_GRAPH_ARCHS = frozenset({"DeepseekV4ForCausalLM", "KimiLinearForCausalLM"})
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MemoryDefaults:
     """What ``_handle_gpu_memory_settings`` resolves, and the ``mem_fraction_static`` it makes."""
 

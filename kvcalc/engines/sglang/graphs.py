@@ -29,11 +29,11 @@ Checked against SGLang 0.5.23's own resolution: tests/fixtures/sglang_0_5_23/gra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.extra import MAX_OPTION_INT, extra_bool, extra_int, is_int
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 #: ``--max-prefill-tokens``' default (``server_args.py``)
 MAX_PREFILL_TOKENS = 16384
@@ -54,7 +54,7 @@ GRAPH_KEYS = (
 BACKENDS = ("full", "breakable", "disabled")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ReserveSettings:
     """What a deployment sets of the reserve's inputs; None: SGLang's default for the GPU tier."""
 

@@ -33,12 +33,12 @@ attention and pipeline parallelism (not recorded).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_bool, extra_choice
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import LayerKind
 from kvcalc.units import GIB
 
@@ -57,7 +57,7 @@ HOST_RESERVE_BYTES = 10 * GIB
 SLACK_FRACTION = 0.05
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HiCacheOptions:
     """The HiCache flags as SGLang resolves them (ratio None: unset, auto-sized)."""
 
@@ -193,7 +193,7 @@ def full_ratio_host_free_bytes(opts: HiCacheOptions, *, device_pool_bytes: int,
     return int(HOST_RESERVE_BYTES + per_rank * ranks_per_host) + 1
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HiCacheTier:
     """The host pool of one SGLang server (its TP ranks), for the plan's host fields."""
 

@@ -42,11 +42,10 @@ tokens).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.lora_options import LoraOptions
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 
 #: ``--max-loras-per-batch``'s default (``arg_groups/fields/lora.py``)
@@ -69,7 +68,7 @@ _ALL = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "embed_tokens", "lm_h
 _VOCAB_PADDING = 64
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class SglangLoraPool:
     """The LoRA memory pool one GPU holds."""
 

@@ -30,13 +30,13 @@ reserve slot · (K + 1) · D. Qwen3-Next NEXTN (D 4), TP 1, 20 GiB: K = 70, 14 r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from math import prod
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.extra import extra_bool, extra_int
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.layouts import LayerKind, Layout, RecurrentState
 from kvcalc.model.recurrent_layouts import ParallelHybrid
@@ -64,7 +64,7 @@ _BASE_SLOTS, _EXTRA_BUFFER_SLOTS = 3, 2
 _SSM_DTYPES = {"float32": FP32, "bfloat16": BF16, "float16": FP16}
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MambaSplit:
     """The state pool SGLang reserves before the KV pool, per GPU."""
 
@@ -189,7 +189,7 @@ def slot_bytes(model: ModelShape) -> tuple[int, int]:
     return total, layers
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MambaOptions:
     """The server arguments that move the split (``-E`` keys of the sglang engine)."""
 

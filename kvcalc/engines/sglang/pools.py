@@ -22,15 +22,14 @@ per token; 834,615 tokens → K = (834,615 + 1) · 34 · 4 · 256 · 2 B = 54.12
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.base import KvCacheGroup
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import WINDOWED_KINDS, LayerKind, Layout, MLALatent
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Cells:
     """Per-token bytes on one PP stage: full-attention part and sliding part."""
 

@@ -46,8 +46,6 @@ follow yet).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version, version_tuple
@@ -55,6 +53,7 @@ from kvcalc.engines.formats import nearest, resolve_generic
 from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.modelopt import normalized
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype, parse_cache_dtype
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
@@ -62,7 +61,7 @@ from kvcalc.model.shape import ModelShape
 DEFAULT_BLOCK_SIZE = 16
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class VllmProfile:
     """The behaviours that differ between vLLM releases."""
 

@@ -19,9 +19,8 @@ Read in vLLM 0.33.0:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.common import is_float32_config
+from kvcalc.frozen import frozen
 from kvcalc.model.dtypes import BF16, FP16, FP32, CacheDtype
 from kvcalc.model.shape import ModelShape
 
@@ -35,7 +34,7 @@ _GIVEN = {"half": FP16, "float16": FP16, "fp16": FP16, "float": FP32, "float32":
           "fp32": FP32, "bfloat16": BF16, "bf16": BF16}  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ServingDtype:
     dtype: CacheDtype
     #: what kvcalc says about it (None: the config's dtype, nothing to say)

@@ -18,12 +18,13 @@ non-default KV layout), hidden-state caches, DeepSeek-V4 and HiSparse paths, and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import Enum
 from functools import cached_property, lru_cache
 
 from kvcalc.engines.common import pp_stages  # noqa: F401  (vLLM's get_pp_indices)
 from kvcalc.errors import InputError, KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import (
     ChunkedLocal,
     FullAttention,
@@ -65,7 +66,7 @@ class SpecKind(str, Enum):
         return format(str(self.value), spec)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Sizing:
     """What per-request block counts depend on."""
 
@@ -77,7 +78,7 @@ class Sizing:
     dcp: int = 1
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LayerSpec:
     """One layer's ``KVCacheSpec``: equal specs group together."""
 
@@ -170,7 +171,7 @@ def layer_spec(
 
 
 # -- groups -----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Group:
     """One KV-cache group: layers sharing a block table."""
 
@@ -326,7 +327,7 @@ def _split_buckets(specs: dict[int, LayerSpec]) -> tuple[list[Group], list[str]]
 
 # -- pipeline parallel ------------------------------------------------------------------------
 # -- hybrid attention + mamba block alignment ------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HybridAlignment:
     block_size: int
     mamba_page_padded: int | None

@@ -34,10 +34,9 @@ the ones whose vLLM class was read; any other is refused (``lora-not-modelled``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.lora_options import VLLM_LORA_RANKS, LoraOptions
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.shape import ModelShape
 
 #: vLLM's vocabulary limit for LoRA (``LogitsProcessorWithLoRA.create_lora_weights``)
@@ -59,7 +58,7 @@ _QKV = ("q_proj", "k_proj", "v_proj")
 _GATE_UP = ("gate_proj", "up_proj")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class LoraSlots:
     """The adapter slots one GPU holds."""
 

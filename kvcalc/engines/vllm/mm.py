@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.engines.vllm.mm_budget import EncoderBudget
@@ -63,7 +63,7 @@ _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
 MODALITIES = ("image", "video", "audio")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MmLimits:
     """Items per prompt by modality, as vLLM reads them (a modality not given: 999)."""
 
@@ -122,7 +122,7 @@ def encoder_tp_data(architectures: tuple[str, ...]) -> bool:
     return any(a in ENCODER_TP_DATA for a in architectures)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class MmTerms:
     """What the multimodal settings change in one plan (vLLM 0.33)."""
 

@@ -47,8 +47,9 @@ activation during ``embed_multimodal`` is never derived: it stays in the vision 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kvcalc.frozen import frozen
 
 if TYPE_CHECKING:
     from kvcalc.hfconfig.weight_shape_extra import VisionWeights
@@ -60,7 +61,7 @@ GEMMA4_VIDEO_FRAME_TOKENS = 70 + 2 + 6
 MAX_ASPECT = 200
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class ProcessorSizes:
     """The ``preprocessor_config.json`` values the item sizes come from. The defaults are what
     the Qwen3-VL and Qwen3.5 checkpoints ship (``size``: image 65,536 to 16,777,216 pixels, video
@@ -82,7 +83,7 @@ QWEN_CLASS_DEFAULTS = ProcessorSizes(image_min_pixels=56 * 56, image_max_pixels=
                                      video_min_pixels=128 * 32 * 32, video_max_pixels=32 * 32 * 768)  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class EncoderBudget:
     """``MultiModalBudget`` for one deployment."""
 

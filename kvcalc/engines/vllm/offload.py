@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.base import KvCacheGroup
 from kvcalc.engines.host_options import OffloadOptions as HostOptions
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.units import GIB
 
 #: ``CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT`` (``SharedOffloadRegion``): chunks are 4 KiB aligned
@@ -56,7 +56,7 @@ NIXL = "NixlConnector"
 LMCACHE = ("LMCacheConnectorV1", "LMCacheMPConnector")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class KvTransfer:
     """``--kv-transfer-config`` as vLLM reads the keys kvcalc models."""
 
@@ -94,7 +94,7 @@ def parse_kv_transfer_config(text: str, *, what: str = "--kv-transfer-config") -
     return KvTransfer(connector=connector, buffer_device=device, extra=tuple(sorted(extra.items())))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HostKv:
     """The host KV tier of one engine (all its GPUs)."""
 
@@ -203,7 +203,7 @@ def lmcache_unknown(connector: str) -> HostKv:
                   "not vLLM's: its size is not known to kvcalc")  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HostTier:
     """What one vLLM engine (its TP × PP GPUs) keeps in host memory."""
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 import json
 import pkgutil
-from dataclasses import dataclass
+
+from kvcalc.frozen import frozen
 
 #: the categories, in the order ``kvcalc models --architectures`` lists them
 CATEGORIES = ("text-generation", "multimodal", "speculative", "pooling", "transformers-backend",
               "removed")  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class RegisteredArchitecture:
     """One entry of vLLM's registry."""
 
@@ -29,7 +30,7 @@ class RegisteredArchitecture:
     last_release: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class Registry:
     engine_version: str
     entries: tuple[RegisteredArchitecture, ...]

@@ -5,7 +5,7 @@ See :mod:`kvcalc.engines.vllm.defaults` for the defaults and what was confirmed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_choice, extra_int
@@ -22,11 +22,12 @@ from kvcalc.engines.vllm.hybrid import (
     prefill_checkpoints,
 )
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, RecurrentState
 from kvcalc.model.shape import ModelShape
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class VllmSetup:
     """Everything resolved before sizing."""
 

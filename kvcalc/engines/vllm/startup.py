@@ -35,10 +35,10 @@ was not measured and only the context is counted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from kvcalc.engines.extra import version_tuple
 from kvcalc.engines.vllm.defaults import resolve_profile
+from kvcalc.frozen import frozen
 from kvcalc.units import GIB, format_gib
 
 #: held before the start-up snapshot on one GPU: 79.19 − 78.68 GiB (H100 sweep, vLLM 0.19, TP 1)
@@ -47,7 +47,7 @@ CONTEXT_BYTES = round(0.51 * GIB)
 NCCL_CONTEXT_BYTES = round(2.01 * GIB)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class StartupMemory:
     """One worker's start-up check, per GPU, in bytes."""
 

@@ -6,7 +6,7 @@ Moved out of :mod:`~kvcalc.engines.vllm.engine` (steps 2–5 of its docstring); 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvcalc.engines.base import EngineRequest, KvCacheGroup, KvCachePlan, RunMemory
 from kvcalc.engines.common import binary_search_max_len, pp_stages
@@ -33,12 +33,13 @@ from kvcalc.engines.vllm.messages import (
 )
 from kvcalc.engines.vllm.setup import VllmSetup
 from kvcalc.errors import InputError
+from kvcalc.frozen import frozen
 from kvcalc.model.layouts import LayerKind, Layout, RecurrentState
 from kvcalc.model.shape import ModelShape
 from kvcalc.units import GIB, format_gib
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class _Stage:
     layers: range
     bytes_per_block: int

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.sources.gguf.header import GgufHeader, TensorInfo, invalid, read_header
 from kvcalc.sources.safetensors_meta import SafetensorsWeights, TensorEntry, summarize
 
@@ -46,7 +46,7 @@ def shard_names(name: str) -> list[str]:
     return [f"{stem}-{i:05d}-of-{count:05d}{SUFFIX}" for i in range(1, count + 1)]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GgufModel:
     """The headers of every file of one model, the first holding its metadata."""
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 
 #: arrays longer than this keep only their type and length (per-layer arrays are far shorter)
 MAX_KEPT_ARRAY = 4096
@@ -55,7 +56,7 @@ class Skipped:
     length: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class TensorInfo:
     """One tensor's entry: name, ggml type, dimensions (ggml order: ``ne[0]`` first), offset."""
 
@@ -73,7 +74,7 @@ class TensorInfo:
         return count
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GgufHeader:
     version: int
     metadata: Mapping[str, Any]

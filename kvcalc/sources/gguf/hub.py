@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.sources import hub
 from kvcalc.sources.gguf.files import GgufModel, check_split, is_gguf_name, shard_names, split_parts
 from kvcalc.sources.gguf.header import GgufHeader, read_header
@@ -34,7 +34,7 @@ READ_BLOCK_BYTES = 64 * 1024
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class HubGguf:
     model: GgufModel
     repo_id: str

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import re
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from kvcalc.engines.llamacpp.recurrent import (
     recurrent_memory,
 )
 from kvcalc.errors import KvcalcError, install_hint
+from kvcalc.frozen import frozen
 from kvcalc.model.graph_dims import GraphDims
 from kvcalc.model.layouts import LayerKind
 from kvcalc.model.shape import ModelShape
@@ -87,7 +88,7 @@ def _close_devnull_at_exit() -> None:
             atexit.register(f.close)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class _Measured:
     lines: tuple[str, ...]
     #: ``llama_state_seq_get_data`` of sequence 0 after one token (:mod:`.llamacpp_state`)

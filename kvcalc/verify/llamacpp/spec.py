@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.errors import KvcalcError
+from kvcalc.frozen import frozen
 from kvcalc.hfconfig.moe_router import MoeRouter
 from kvcalc.model.layouts import MLALatent, RecurrentState
 from kvcalc.model.recurrent_layouts import Mamba2State
@@ -20,7 +19,7 @@ VOCAB = 384
 SPARSE_BYTES = 8 << 20
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GgufWidths:
     """The widths that size only weights and the compute graph, not the KV cache."""
 
@@ -42,7 +41,7 @@ def model_widths(model: ModelShape, *, vocab: int = VOCAB) -> GgufWidths:
                       shared_ffn=moe.shared_intermediate_size if moe else 0)  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen
 class GgufSpec:
     arch: str
     num_layers: int
