@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvcalc.engines.sglang.defaults import memory_defaults
-from kvcalc.engines.sglang.graphs import GRAPH_KEYS, check_chunk, reserve_settings
+from kvcalc.engines.sglang.graphs import CAPTURE_KEYS, GRAPH_KEYS, check_chunk, reserve_settings
 from kvcalc.errors import InputError
 from kvcalc.hfconfig import parse_config
 from kvcalc.units import MIB
@@ -25,10 +25,29 @@ from kvcalc.units import MIB
 HERE = Path(__file__).parent / "fixtures"
 FIXTURE = json.loads((HERE / "sglang_0_5_23" / "graph_reserve.json").read_text())
 ENTRIES = FIXTURE["entries"]
-OK = [e for e in ENTRIES if e["status"] == "ok" and "cuda_graph_config" not in e["server_args"]]
+OK_AND_JSON = [e for e in ENTRIES if e["status"] == "ok"]
+OK = [e for e in OK_AND_JSON if "cuda_graph_config" not in e["server_args"]]
 #: the rows that give --cuda-graph-config (read from a command: its JSON over the per-phase flags)
-JSON_ROWS = [e for e in ENTRIES if "cuda_graph_config" in e["server_args"]]
+JSON_ROWS = [e for e in OK_AND_JSON if "cuda_graph_config" in e["server_args"]]
 FAILED = [e for e in ENTRIES if e["status"] != "ok"]
+#: SGLang's refusals by their reason: the chunk off the page, the prefill graphs' context size,
+#: --disable-cuda-graph-padding beside --enable-torch-compile
+CHUNK_FAILED = [e for e in FAILED if "divisible by page_size" in e["error"]]
+CONTEXT_FAILED = [e for e in FAILED if "--cuda-graph-prefill-max-context" in e["error"]]
+PADDING_FAILED = [e for e in FAILED if "--disable-cuda-graph-padding" in e["error"]]
+#: the recorded rows of the settings the reserve does not read (taken, checked, no effect)
+CAPTURE_ROWS = [
+    e
+    for e in ENTRIES
+    if {*e["server_args"], *e["server_args"].get("cuda_graph_config", {}).get("prefill", {})}
+    & {
+        *CAPTURE_KEYS,
+        "cuda_graph_prefill_max_context",
+        "max_context_size",
+        "max_seq_len",
+        "disable_cuda_graph_padding",
+    }
+]
 CONFIGS = json.loads((HERE / "vllm_0_33" / "reference_configs.json").read_text())["models"]
 
 
@@ -54,7 +73,9 @@ def _dp(entry: dict) -> int:
 def test_the_grid_covers_every_setting():
     given = {k for e in ENTRIES for k in e["server_args"]}
     assert set(GRAPH_KEYS) <= given
-    assert len(OK) >= 50 and len(FAILED) == 4
+    assert len(OK) >= 50 and len(FAILED) == 11
+    assert (len(CHUNK_FAILED), len(CONTEXT_FAILED), len(PADDING_FAILED)) == (4, 6, 1)
+    assert len(CAPTURE_ROWS) == 19 and PADDING_FAILED[0] in CAPTURE_ROWS
 
 
 @pytest.mark.parametrize("entry", OK, ids=_id)
@@ -81,7 +102,7 @@ def test_reserve_equals_sglang(entry):
         assert got.prefill_graph_sizes == captured
 
 
-@pytest.mark.parametrize("entry", FAILED, ids=_id)
+@pytest.mark.parametrize("entry", CHUNK_FAILED, ids=_id)
 def test_sglang_refusals_are_refused(entry):
     # SGLang 0.5.23 asserts "chunked_prefill_size must be divisible by page_size"
     assert "divisible by page_size" in entry["error"]
@@ -260,7 +281,9 @@ def _command(args: dict) -> str:
     parts = ["python -m sglang.launch_server --model-path m"]
     for key, value in args.items():
         flag = "--" + key.replace("_", "-")
-        if isinstance(value, dict):
+        if value is True:  # a switch
+            parts.append(flag)
+        elif isinstance(value, dict):
             parts.append(f"{flag} {shlex.quote(json.dumps(value))}")
         elif isinstance(value, list):
             parts.append(f"{flag} {' '.join(str(v) for v in value)}")
@@ -286,19 +309,85 @@ def test_the_json_graph_config_equals_sglang(entry):
     assert got.prefill_graph_sizes == (0 if prefill["backend"] == "disabled" else prefill["num_bs"])
 
 
-def test_the_json_graph_config_names_what_it_does_not_model():
+def test_the_json_graph_config_reads_every_key():
     from kvcalc.planning.servecmd import parse_serve_command
 
-    text = json.dumps({"prefill": {"max_seq_len": 4096, "bs": [256]}})
-    with pytest.raises(InputError) as caught:
-        parse_serve_command(
-            f"python -m sglang.launch_server --model-path m --cuda-graph-config '{text}'"
-        )
-    assert caught.value.code == "flag-not-modelled"
-    assert "--cuda-graph-config.prefill.max_seq_len" in caught.value.message
+    text = json.dumps({"prefill": {"max_seq_len": 4096, "bs": [256], "max_context_size": 2048,
+                                   "full_prefill_max_req": 4}})  # fmt: skip
+    cmd = parse_serve_command(
+        f"python -m sglang.launch_server --model-path m --cuda-graph-config '{text}'"
+    )
+    assert dict(cmd.values["engine_options"]) == {
+        "cuda_graph_max_seq_len_prefill": 4096, "cuda_graph_bs_prefill": (256,),
+        "cuda_graph_prefill_max_context": 2048,
+    }  # fmt: skip
     for bad in ('{"verify": {}}', '{"decode": {"sizes": [1]}}', "[1]", "{x"):
         with pytest.raises(InputError) as caught:
             parse_serve_command(
                 f"python -m sglang.launch_server --model-path m --cuda-graph-config '{bad}'"
             )
         assert caught.value.code == "invalid-serve-command"
+
+
+GPU_81559 = ("--gpu", "H100", "--gpu-memory", "81559MiB", "--json")
+
+
+def _llama_command(args: dict) -> str:
+    return _command(args).replace("--model-path m", "--model-path llama-3.1-8b")
+
+
+@pytest.mark.parametrize("entry", CAPTURE_ROWS, ids=_id)
+def test_the_settings_the_reserve_does_not_read_leave_sglang_s_fraction(cli, entry):
+    """--cuda-graph-prefill-max-context (and the JSON's max_context_size, max_seq_len,
+    full_prefill_*), --cuda-graph-max-seq-len-prefill and torch.compile's flags: SGLang resolved
+    the same fraction with them as without (0.83, recorded), and refuses the contexts that are not
+    positive or, rounded up to the page, longer than the context length."""
+    result = cli("plan", *GPU_81559, "--from-command", _llama_command(entry["server_args"]))
+    if "disable_cuda_graph_padding" in entry["server_args"]:
+        # not modelled (every decode size captured: 256 graphs, recorded), refused alone and
+        # beside --enable-torch-compile, which SGLang refuses
+        assert entry["status"] == "error" or entry["cuda_graph"]["decode"]["num_bs"] == 256
+        assert result.exit_code == 2
+        assert "error[flag-not-modelled]" in result.stderr
+        assert "--disable-cuda-graph-padding" in result.stderr
+    elif entry["status"] == "ok":
+        assert result.exit_code == 0, result.stderr
+        assert result.json["memory"]["gpu_memory_utilization"] == entry["mem_fraction_static"]
+        assert result.json["fully_modelled"] is True
+    else:
+        assert entry in CONTEXT_FAILED
+        assert result.exit_code == 2
+        assert "error[invalid-input]" in result.stderr
+        assert "SGLang refuses --cuda-graph-prefill-max-context" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("size", "page", "length", "refused"),
+    [
+        (4000, 1, 131_072, False), (131_072, 1, 131_072, False), (131_073, 1, 131_072, True),
+        # 8,150 rounds up to 128 pages of 64 = 8,192 ≤ 8,192; 8,100 to 8,128 > 8,100 (recorded)
+        (8150, 64, 8192, False), (8100, 64, 8100, True), (0, 1, 8192, True), (-8, 1, 8192, True),
+        # the page's multiple exactly: 8,192 stays 8,192; one more is 8,256 > 8,200
+        (8192, 64, 8200, False), (8193, 64, 8200, True),
+    ],
+)  # fmt: skip
+def test_the_prefill_context_check_rounds_to_the_page(size, page, length, refused):
+    from kvcalc.engines.sglang.graphs import check_prefill_context
+
+    settings = reserve_settings({"cuda_graph_prefill_max_context": size})
+    if refused:
+        with pytest.raises(InputError) as caught:
+            check_prefill_context(settings, page, length)
+        assert caught.value.code == "invalid-input"
+    else:
+        check_prefill_context(settings, page, length)
+
+
+def test_the_prefill_context_is_checked_from_engine_options_too(cli):
+    base = ("plan", "llama-3.1-8b", "--engine", "sglang", *GPU_81559)
+    ok = cli(*base, "-E", "cuda_graph_prefill_max_context=4096", "--max-model-len", "8192")
+    over = cli(*base, "-E", "cuda_graph_prefill_max_context=8193", "--max-model-len", "8192")
+    assert ok.exit_code == 0, ok.stderr
+    assert over.exit_code == 2 and "more than the context length 8,192" in over.stderr
+    bad = cli(*base, "-E", "torch_compile_max_bs=many")
+    assert bad.exit_code == 2 and "error[" in bad.stderr

@@ -171,13 +171,13 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
 def _graph_config(read: SglangRead, text: str, spelled: str) -> None:
     """``--cuda-graph-config '{"decode": {"max_bs": 64}}'``: its per-phase ``backend``, ``max_bs``
     and ``bs`` fill the engine options of the per-phase flags, over them (the JSON has the
-    highest precedence); the keys kvcalc does not model are named (:func:`graph_config_options`)."""
+    highest precedence); its prefill ``max_context_size`` and ``max_seq_len`` fill those of their
+    flags (:func:`graph_config_options`)."""
     try:
-        options, unread = graph_config_options(text)
+        options = graph_config_options(text)
     except InputError as exc:
         raise InputError(f"{spelled}{exc.message}", code=CODE) from None
     read.options.update(options)
-    read.unmodelled += [f"{GRAPH_CONFIG_FLAG}.{key}" for key in unread]
 
 
 def _convert_count(text: str, spelled: str) -> int:

@@ -14,7 +14,12 @@ from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version
 from kvcalc.engines.formats import nearest, resolve_generic
-from kvcalc.engines.sglang.graphs import DEFAULT_SETTINGS, GRAPH_KEYS, ReserveSettings
+from kvcalc.engines.sglang.graphs import (
+    CAPTURE_KEYS,
+    DEFAULT_SETTINGS,
+    GRAPH_KEYS,
+    ReserveSettings,
+)
 from kvcalc.engines.sglang.hicache import KEYS as HICACHE_KEYS
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
@@ -42,6 +47,7 @@ EXTRA_KEYS = (
     "speculative_num_draft_tokens",
     *HICACHE_KEYS,
     *GRAPH_KEYS,
+    *CAPTURE_KEYS,
 )
 _DTYPES = {"fp8": FP8, "fp8_e4m3": FP8, "fp8_e5m2": FP8_E5M2, "bf16": BF16, "bfloat16": BF16,
            "fp16": FP16, "float16": FP16}  # fmt: skip

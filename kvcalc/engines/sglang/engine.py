@@ -22,7 +22,12 @@ from kvcalc.engines.sglang.defaults import (
     memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
-from kvcalc.engines.sglang.graphs import check_chunk, reserve_settings
+from kvcalc.engines.sglang.graphs import (
+    check_capture,
+    check_chunk,
+    check_prefill_context,
+    reserve_settings,
+)
 from kvcalc.engines.sglang.hicache import HiCacheTier
 from kvcalc.engines.sglang.lora import SglangLoraPool, check_lora_deployment
 from kvcalc.engines.sglang.refused import refuse_unverified
@@ -216,6 +221,8 @@ def _plan(
                              settings=settings)  # fmt: skip
     chunk = memory.chunked_prefill_size // request.attention_data_parallel_size
     check_chunk(chunk, page)
+    check_prefill_context(settings, page, L)
+    check_capture(request.extra)
     # the fraction the budget was sized with (scheduler.py: --mem-fraction-static as given)
     fraction = (
         request.gpu_memory_utilization

@@ -22,6 +22,19 @@ size and the CUDA-graph settings (``arg_groups/memory_hook.py`` ``handle_gpu_mem
   explicit prefill backend also skips ``apply_cuda_graph_compatibility``, so ``full`` or
   ``breakable`` keep the prefill graphs where SGLang's default turns them off (multimodal models
   outside its allow-list, pipeline parallelism, decode context parallelism, DeepSeek-V4).
+- ``cuda_graph_prefill_max_context`` (and ``--cuda-graph-config``'s ``prefill.max_context_size``):
+  the context size the prefill graphs' metadata is captured for. The reserve does not read it;
+  SGLang refuses it unless it is positive and, rounded up to the page, at most the context length
+  (``_resolve_max_context_size``).
+- ``enable_torch_compile``, ``enable_torch_compile_debug_mode``, ``torch_compile_max_bs`` and
+  ``cuda_graph_max_seq_len_prefill`` (and the JSON's ``prefill.max_seq_len``,
+  ``full_prefill_max_req``, ``full_prefill_prefix_chunk_tokens``): taken, and leaving the reserve
+  and the pool as they are: on a GPU ``torch_compile_max_bs`` picks which captured sizes are
+  compiled, not which are captured, and the others are read by the graph runners only (recorded:
+  the fraction and the captured sizes unchanged). ``--disable-cuda-graph-padding`` stays not
+  modelled: SGLang then captures every decode size up to ``max_bs`` (256 graphs where its list
+  has 36), which the CUDA-graph estimate shown beside the reserve does not follow; SGLang also
+  refuses it beside ``--enable-torch-compile``.
 
 Checked against SGLang 0.5.23's own resolution: tests/fixtures/sglang_0_5_23/graph_reserve.json.
 """
@@ -49,6 +62,14 @@ GRAPH_KEYS = (
     "cuda_graph_bs_prefill",
     "cuda_graph_backend_decode",
     "cuda_graph_backend_prefill",
+    "cuda_graph_prefill_max_context",
+)
+#: taken, and with no effect on the reserve or the pool (the graph runners read them)
+CAPTURE_KEYS = (
+    "enable_torch_compile",
+    "enable_torch_compile_debug_mode",
+    "torch_compile_max_bs",
+    "cuda_graph_max_seq_len_prefill",
 )
 #: ``Backend.ALL`` (``model_executor/cuda_graph_config.py``)
 BACKENDS = ("full", "breakable", "disabled")
@@ -69,6 +90,8 @@ class ReserveSettings:
     prefill_sizes: tuple[int, ...] | None = None
     #: a prefill backend given explicitly (``full``/``breakable``): no compatibility cascade
     prefill_forced: bool = False
+    #: ``--cuda-graph-prefill-max-context`` as given (checked against the page and the length)
+    prefill_max_context: int | None = None
     #: ``--max-total-tokens`` (caps the default prefill graphs; an older option, not one of these)
     max_total_tokens: int | None = None
     #: whether any of :data:`GRAPH_KEYS` was given
@@ -94,6 +117,38 @@ def check_chunk(chunk: int, page_size: int) -> None:
             hint="choose a chunk that is a multiple of the page size (-E chunked_prefill_size=N)",
             code="invalid-input",
         )
+
+
+def check_prefill_context(settings: ReserveSettings, page_size: int, context_len: int) -> None:
+    """``_resolve_max_context_size`` (``arg_groups/cuda_graph_hook.py``): the prefill graphs'
+    context size must be positive, and rounded up to the page at most the context length."""
+    size = settings.prefill_max_context
+    if size is None:
+        return
+    if size <= 0:
+        raise InputError(
+            f"SGLang refuses --cuda-graph-prefill-max-context {size}: it must be a positive "
+            "integer",
+            hint="give a positive size, or leave it out",
+            code="invalid-input",
+        )
+    aligned = -(-size // page_size) * page_size
+    if aligned > context_len:
+        raise InputError(
+            f"SGLang refuses --cuda-graph-prefill-max-context {size:,}: rounded up to the page "
+            f"({page_size}) it is {aligned:,}, more than the context length {context_len:,}",
+            hint="give a size at most the context length (--context-length)",
+            code="invalid-input",
+        )
+
+
+def check_capture(extra: Mapping[str, Any]) -> None:
+    """The values of :data:`CAPTURE_KEYS` as SGLang's parser takes them: switches, and sizes that
+    are integers."""
+    extra_bool(extra, "enable_torch_compile", False)
+    extra_bool(extra, "enable_torch_compile_debug_mode", False)
+    for key in ("torch_compile_max_bs", "cuda_graph_max_seq_len_prefill"):
+        extra_int(extra, key, None)
 
 
 DEFAULT_SETTINGS = ReserveSettings()
@@ -129,6 +184,7 @@ def reserve_settings(extra: Mapping[str, Any]) -> ReserveSettings:
         decode_sizes=_sizes(extra, "cuda_graph_bs_decode"),
         prefill_sizes=_sizes(extra, "cuda_graph_bs_prefill"),
         prefill_forced=prefill_backend in ("full", "breakable"),
+        prefill_max_context=_context(extra),
         max_total_tokens=cap,
         given=True,
     )
@@ -142,6 +198,16 @@ def _backend(extra: Mapping[str, Any], key: str) -> str | None:
         raise InputError(f"{key} must be one of {', '.join(BACKENDS)}, got {value!r}",
                          code="invalid-input")  # fmt: skip
     return str(value).strip().lower()
+
+
+def _context(extra: Mapping[str, Any]) -> int | None:
+    value = extra.get("cuda_graph_prefill_max_context")
+    if value is None:
+        return None
+    if not is_int(value) or abs(value) > MAX_OPTION_INT:
+        raise InputError(f"cuda_graph_prefill_max_context must be an integer, got {value!r}",
+                         code="invalid-input")  # fmt: skip
+    return int(value)
 
 
 def _sizes(extra: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
@@ -167,14 +233,21 @@ GRAPH_CONFIG_KEYS = {
     "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
                 "full_prefill_prefix_chunk_tokens", "max_seq_len"),
 }  # fmt: skip
-_GRAPH_CONFIG_READ = ("backend", "max_bs", "bs")
+#: the JSON's keys that are engine options of their own (the per-phase flags' ``dest``)
+_GRAPH_CONFIG_OPTIONS = {
+    "max_context_size": "cuda_graph_prefill_max_context",
+    "max_seq_len": "cuda_graph_max_seq_len_prefill",
+}
+#: read by the prefill graph runner only (``PhaseConfig``): no effect on the reserve (recorded)
+_GRAPH_CONFIG_NO_EFFECT = ("full_prefill_max_req", "full_prefill_prefix_chunk_tokens")
 
 
-def graph_config_options(text: str) -> tuple[dict[str, Any], list[str]]:
+def graph_config_options(text: str) -> dict[str, Any]:
     """``--cuda-graph-config``'s JSON as SGLang 0.5.23's ``parse_cuda_graph_config_arg`` reads it:
-    the options its ``backend``, ``max_bs`` and ``bs`` keys give (``cuda_graph_max_bs_decode``...),
-    and the keys not modelled (``prefill.max_seq_len``). An error's message continues the flag's
-    name (``: SGLang has no key ...``)."""
+    the engine options its keys give (``backend``, ``max_bs`` and ``bs`` those of the per-phase
+    flags: ``cuda_graph_max_bs_decode``...; ``prefill.max_context_size`` and ``max_seq_len`` those
+    of ``--cuda-graph-prefill-max-context`` and ``--cuda-graph-max-seq-len-prefill``). An error's
+    message continues the flag's name (``: SGLang has no key ...``)."""
     import json
 
     try:
@@ -184,7 +257,6 @@ def graph_config_options(text: str) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(parsed, dict):
         raise InputError(" must be a JSON object")
     options: dict[str, Any] = {}
-    unread: list[str] = []
     for phase, settings in parsed.items():
         if phase not in GRAPH_CONFIG_KEYS or not isinstance(settings, dict):
             raise InputError(f": SGLang refuses the phase {str(phase)[:20]!r} (a JSON object for "
@@ -193,10 +265,10 @@ def graph_config_options(text: str) -> tuple[dict[str, Any], list[str]]:
             if key not in GRAPH_CONFIG_KEYS[phase]:
                 raise InputError(f"['{phase}']: SGLang has no key {str(key)[:30]!r} (expected one "
                                  f"of {', '.join(GRAPH_CONFIG_KEYS[phase])})")  # fmt: skip
-            if key in _GRAPH_CONFIG_READ:
+            if key in _GRAPH_CONFIG_OPTIONS:
+                options[_GRAPH_CONFIG_OPTIONS[key]] = value
+            elif key not in _GRAPH_CONFIG_NO_EFFECT:
                 options[f"cuda_graph_{key}_{phase}"] = (
                     tuple(value) if isinstance(value, list) else value
                 )
-            else:
-                unread.append(f"{phase}.{key}")
-    return options, unread
+    return options

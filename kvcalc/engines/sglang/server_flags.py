@@ -190,11 +190,10 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--enable-single-batch-overlap", "--tbo-token-distribution-threshold",
         "--flashinfer-a2a-dispatch-type", "--enable-megamoe-for-layernorm-sp",
     ),
-    "CUDA graphs and compilation": (
-        "--cuda-graph-prefill-max-context",
+    "CUDA graphs": (
+        # every decode size captured up to max_bs: the graph estimate does not follow it
         "--disable-cuda-graph-padding", "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
-        "--debug-cuda-graph", "--enable-torch-compile", "--enable-torch-compile-debug-mode",
-        "--torch-compile-max-bs", "--cuda-graph-max-seq-len-prefill",
+        "--debug-cuda-graph",
     ),
     "kernels, communication and their workspaces": (
         "--enable-fp32-lm-head", "--enable-tf32-matmul", "--enable-p2p-check", "--device",
