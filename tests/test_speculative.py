@@ -356,3 +356,32 @@ def test_serving_command_and_deployment_file_take_it(cli, tmp_path):
     r = cli("check", str(spec), "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["num_blocks"] == 40_317
+
+
+def test_an_eagle3_head_runs_at_the_target_s_tp_whatever_draft_tp_says():
+    # recorded: Llama-3.1-8B at TP 2 with the EAGLE-3 head, with and without
+    # draft_tensor_parallel_size 1: 19,859 blocks both (the head's 8 KV heads split over 2 ranks:
+    # 33 layers × 32,768 B a block; 20 GiB // 1,081,344 = 19,859); at TP 1 the head would take
+    # 65,536 B of the block and leave 19,275
+    with_dtp, without = _plan("l8_tp2_eagle3_k3_draft_tp1"), _plan("l8_tp2_eagle3_k3")
+    assert with_dtp.num_blocks == without.num_blocks == (20 << 30) // (32 * 32_768 + 32_768)
+    assert with_dtp.speculative.draft_kv_bytes_per_token == 2_048  # 4 heads × 128 × 2 × 2 B
+    assert with_dtp.speculative.draft_weights_bytes == without.speculative.draft_weights_bytes
+
+
+def test_a_draft_model_at_another_tp_is_refused_as_vllm_refuses_it():
+    # vLLM 0.33 v1/spec_decode/draft_model.py, DraftModelProposer._raise_if_draft_tp_mismatch:
+    # "Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. Got 1
+    # and 2." — raised when the proposer is made, so the engine does not start
+    row = SCENARIOS["l8_draft1b_k4"]
+    spec = dict(row["speculative_config"], draft_tensor_parallel_size=1)
+    if spec.get("model") == "DRAFT_DIR":
+        spec["model"] = _draft_dir(row)
+    with pytest.raises(InputError) as caught:
+        plan_reference(row["model"], _inputs(row, tensor_parallel_size=2,
+                                             speculative_config=json.dumps(spec)))  # fmt: skip
+    assert caught.value.code == "invalid-speculative-config"
+    assert "must be the same. Got 1 and 2." in caught.value.message
+    same = dict(spec, draft_tensor_parallel_size=2)
+    plan_reference(row["model"], _inputs(row, tensor_parallel_size=2,
+                                         speculative_config=json.dumps(same)))  # fmt: skip

@@ -177,7 +177,7 @@ def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
     ):
         from kvcalc.engines.vllm.speculative import check_moe_parallel_draft
 
-        check_moe_parallel_draft(inputs.speculative_config, tensor_parallel_size=inputs.tensor_parallel_size,
+        check_moe_parallel_draft(inputs.speculative_config,
                                  prefill_context_parallel_size=inputs.prefill_context_parallel_size,
                                  eplb=inputs.enable_eplb or inputs.num_redundant_experts > 0)  # fmt: skip
     if inputs.enable_expert_parallel:

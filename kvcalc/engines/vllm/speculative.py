@@ -262,6 +262,9 @@ def vllm_draft(
     if pipeline_parallel_size > 1:
         raise InputError("speculative decoding with pipeline parallelism is not modelled",
                          hint="plan it with --pipeline-parallel-size 1", code=NOT_MODELLED)  # fmt: skip
+    # checked as SpeculativeConfig checks it, then not used: the EAGLE/MTP proposers build their
+    # draft with the target's VllmConfig (llm_base_proposer.py _create_draft_vllm_config), and a
+    # draft model at another TP stops the engine (DraftModelProposer._raise_if_draft_tp_mismatch)
     dtp = _draft_tp(cfg.draft_tensor_parallel_size, tensor_parallel_size)
     if method in (SpecMethod.NGRAM, SpecMethod.SUFFIX):
         if method is SpecMethod.SUFFIX and k is None:
@@ -274,7 +277,7 @@ def vllm_draft(
         return SpeculativeDraft(method=method, num_speculative_tokens=k,
                                 source=f"{method} proposer: no draft model, no draft KV cache")  # fmt: skip
     if method is SpecMethod.MTP:
-        return _mtp(target, cfg, dtp)
+        return _mtp(target, cfg, tensor_parallel_size)
     if cfg.model is None:
         raise InputError("num_speculative_tokens was provided but without speculative model.",
                          hint=f'name the draft: {{"method": "{method}", "model": "..."}}',
@@ -290,6 +293,12 @@ def vllm_draft(
                          "provided", code=CODE)  # fmt: skip
     if method is SpecMethod.DRAFT_MODEL:
         _check_draft_model(target, draft, cfg)
+        if dtp != tensor_parallel_size:
+            raise InputError("vLLM 0.33 refuses it at start-up: Currently, "
+                             "'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the "
+                             f"same. Got {dtp} and {tensor_parallel_size}.",
+                             hint="drop draft_tensor_parallel_size (the draft model then runs at "
+                                  "the target's TP)", code=CODE)  # fmt: skip
     elif draft.eagle is None:
         raise InputError(f"{cfg.model} is not an EAGLE-3 head kvcalc sizes (a Llama-type head: "
                          f"model_type llama; it has {draft.model_type!r}, {draft.architectures})",
@@ -301,7 +310,7 @@ def vllm_draft(
                          "does not place in vLLM's groups as draft layers", code=NOT_MODELLED)  # fmt: skip
     arch = (draft.architectures or ("",))[0]
     return SpeculativeDraft(method=method, num_speculative_tokens=k, model=draft,
-                            tensor_parallel_size=dtp,
+                            tensor_parallel_size=tensor_parallel_size,
                             kv_cache_dtype=cfg.kv_cache_dtype, architecture=arch,
                             reference=cfg.model,
                             source=f"{method} draft {cfg.model}: {draft.num_layers} layer(s)")  # fmt: skip
@@ -313,9 +322,7 @@ _RECORDED_UNDER_DP_EP = frozenset(
 )
 
 
-def check_moe_parallel_draft(
-    value: Any, *, tensor_parallel_size: int, prefill_context_parallel_size: int, eplb: bool
-) -> None:
+def check_moe_parallel_draft(value: Any, *, prefill_context_parallel_size: int, eplb: bool) -> None:
     """Speculative decoding on a MoE target whose experts are split over DP or EP: an MTP draft
     is modelled (vLLM builds it with the target's ``VllmConfig``, so its ``FusedMoE`` splits the
     experts as the target's and its KV layers join each DP rank's pool as without DP), an EAGLE-3
@@ -329,8 +336,6 @@ def check_moe_parallel_draft(
     why = None
     if method not in _RECORDED_UNDER_DP_EP:
         why = f"a {method} draft"
-    elif cfg.draft_tensor_parallel_size not in (None, tensor_parallel_size):
-        why = f"a {method} draft at a draft_tensor_parallel_size other than the target's"
     elif prefill_context_parallel_size > 1:
         why = f"a {method} draft with prefill context parallelism"
     elif eplb:
@@ -353,7 +358,7 @@ def _draft_tp(given: int | None, tp: int) -> int:
     return given
 
 
-def _mtp(target: ModelShape, cfg: SpeculativeConfig, dtp: int) -> SpeculativeDraft:
+def _mtp(target: ModelShape, cfg: SpeculativeConfig, tp: int) -> SpeculativeDraft:
     mtp = target.mtp
     if cfg.model is not None and cfg.model != target.name:
         raise InputError("an MTP draft from another checkpoint is not modelled",
@@ -387,7 +392,7 @@ def _mtp(target: ModelShape, cfg: SpeculativeConfig, dtp: int) -> SpeculativeDra
                     architectures=(mtp.architecture,))  # fmt: skip
     count = len(mtp.layers)
     return SpeculativeDraft(
-        method=SpecMethod.MTP, num_speculative_tokens=k, model=draft, tensor_parallel_size=dtp,
+        method=SpecMethod.MTP, num_speculative_tokens=k, model=draft, tensor_parallel_size=tp,
         kv_cache_dtype=cfg.kv_cache_dtype, architecture=mtp.architecture,
         source=f"{count} MTP layer(s) of the checkpoint ({mtp.key} = {n}), {mtp.architecture}",
     )  # fmt: skip
