@@ -210,7 +210,9 @@ def _gdn_state_dtype(r: ConfigReader, dtype: CacheDtype) -> tuple[CacheDtype, st
 
     Qwen3.5/3.6 (by architecture, as vLLM's config hook is keyed): the text config's
     ``mamba_ssm_dtype`` (float32 in the published configs). Qwen3-Next has no such hook: vLLM keeps
-    ``mamba_ssm_cache_dtype = auto``, the model dtype, whatever the config carries.
+    ``mamba_ssm_cache_dtype = auto``, the model dtype, whatever the config carries (recorded: the
+    same blocks with a top-level ``mamba_ssm_dtype`` of float32 and bfloat16); the key is still
+    read, for SGLang, whose ``mamba2_state_dtype`` takes it (``engines/sglang/mamba.py``).
     """
     arch = r.raw.get("architectures")
     if isinstance(arch, list) and set(arch) & set(_QWEN3_5_ARCHITECTURES):
@@ -218,6 +220,8 @@ def _gdn_state_dtype(r: ConfigReader, dtype: CacheDtype) -> tuple[CacheDtype, st
             ssm = _state_dtype(r, "mamba_ssm_dtype", dtype)
             return ssm, f"recurrent state {ssm.name} ({r.path('mamba_ssm_dtype')})"
         return dtype, f"recurrent state {dtype.name} (no mamba_ssm_dtype: the model dtype)"
+    if r.has("mamba_ssm_dtype"):
+        r.str("mamba_ssm_dtype")  # SGLang's state dtype; not vLLM's
     return (
         dtype,
         f"recurrent state {dtype.name} (the model dtype: vLLM's mamba_ssm_cache_dtype auto)",
