@@ -190,14 +190,19 @@ def test_a_draft_with_cache_layers_is_refused():
     assert _plan("gemma-2-9b-it", 4096, speculative_config=ngram).num_blocks == 3900
 
 
-def test_the_qwen2_family_with_its_window_on_is_refused():
+def test_the_qwen2_family_with_its_window_on():
     # recorded: with use_sliding_window false the config class clears the window and nothing
     # changes (Qwen2.5-7B: 23,405 blocks at 20 GiB, 4,096 and 131,072 alike); with it true the
-    # model file's windowed layers were not recorded under the flag
+    # window caps the length and qwen2.py refuses mixed layer types after it
+    # (qwen_use_sliding_window.json, tests/test_vllm_qwen_use_sliding_window.py); Qwen2-MoE, MiMo
+    # and Qwen2.5-VL with it true were not recorded under the flag and stay refused
     on = dict(bundled_config("Qwen/Qwen2.5-7B"), use_sliding_window=True, max_window_layers=14)
+    refused = _plan(config_folder(on, "kvcalc-swa-off-"), 4096)
+    assert refused.verdict == "wont-start" and "Sliding window for some" in refused.verdict_reason
+    mimo = dict(on, model_type="mimo", architectures=["MiMoForCausalLM"])
     with pytest.raises(InputError) as err:
-        _plan(config_folder(on, "kvcalc-swa-off-"), 4096)
-    assert err.value.code == "unmodelled-option" and "qwen2" in err.value.message
+        _plan(config_folder(mimo, "kvcalc-swa-off-"), 4096)
+    assert err.value.code == "unmodelled-option" and "mimo" in err.value.message
     assert _plan("Qwen/Qwen2.5-7B", 131072).num_blocks == 20 * GIB // (28 * 4 * 128 * 2 * 2 * 16)
 
 

@@ -175,6 +175,13 @@ def _sliding(r: ConfigReader, num_layers: int, model_type: str) -> tuple[list[Mi
     if r.has("use_sliding_window"):
         if not r.bool("use_sliding_window"):
             return [FULL] * num_layers, "use_sliding_window = false: every layer full attention"
+        if model_type == "qwen3_moe":
+            # Qwen3MoeConfig (transformers 5.20) has no max_window_layers nor layer_types, so
+            # vLLM 0.33 sets CacheConfig.sliding_window (arg_utils.py: no layer_types) and every
+            # layer slides (recorded: Qwen3-30B-A3B with max_window_layers 24, 48 sliding layers)
+            return [SLIDING] * num_layers, (
+                "use_sliding_window (Qwen3-MoE: max_window_layers not read, every layer slides)"
+            )
         first = r.int("max_window_layers", default=0, minimum=0)
         kinds = [SLIDING if i >= first else FULL for i in range(num_layers)]
         return kinds, f"use_sliding_window with max_window_layers = {first}"

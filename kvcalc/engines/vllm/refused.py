@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kvcalc.engines.vllm.modelopt import unknown_algo
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import MLALatent
+from kvcalc.model.layouts import MLALatent, SlidingWindow
 from kvcalc.model.shape import ModelShape
 
 #: architecture → vLLM 0.33's refusal
@@ -30,6 +30,16 @@ REFUSED_MODEL_TYPES = {"minimax_m3": "Model architectures {archs} are not suppor
 #: found" while the model is built (recorded: DeepSeek-V3 with a 32-wide RoPE, and with 64-wide
 #: nope and value heads)
 MLA_PREFILL_DIMENSIONS = frozenset({(128, 64, 128), (192, 64, 256), (64, 64, 128), (256, 0, 256)})
+
+
+#: the architectures vLLM 0.33 builds on ``qwen2.py``'s ``Qwen2Model`` (qwen2.py, qwen3.py,
+#: mimo.py, and the VL and OCR models whose text model is Qwen2 or Qwen3), whose ``__init__``
+#: asserts that the config's ``layer_types`` are all one kind
+QWEN2_MODEL_ARCHITECTURES = frozenset({
+    "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MiMoForCausalLM", "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration", "InternVLForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration",
+})  # fmt: skip
 
 
 def refusal_reason(model_type: str, architectures: tuple[str, ...]) -> str | None:
@@ -105,6 +115,14 @@ def refuse_unbuildable(model: ModelShape, version: str) -> None:
             hint="vLLM cannot serve this MLA shape; plan it with another --engine",
             code="unsupported-model",
         )
+    # under --disable-sliding-window the refusal is the model's start_refusal, after the length
+    if model.start_refusal is None and (reason := mixed_qwen2_windows(model)):
+        raise InputError(
+            f"vLLM {version} refuses to start: {reason}",
+            hint="vLLM's qwen2.py serves a window on every layer or on none (max_window_layers "
+            "0 or the layer count); plan it with another --engine",
+            code="unsupported-model",
+        )
     template = REFUSED_MODEL_TYPES.get(model.model_type)
     if template:
         archs = "[" + ", ".join(repr(a) for a in model.architectures) + "]"
@@ -113,3 +131,21 @@ def refuse_unbuildable(model: ModelShape, version: str) -> None:
             hint="vLLM does not register this architecture; plan it with another --engine",
             code="unsupported-model",
         )
+
+
+def mixed_qwen2_windows(model: ModelShape) -> str | None:
+    """``Qwen2Model.__init__``'s refusal, or None: ``use_sliding_window`` with
+    ``max_window_layers`` below the layer count gives transformers' ``layer_types`` both kinds,
+    and vLLM stops building the model (recorded: Qwen2.5-7B and Qwen3-8B with a 4,096 window
+    from layer 14 and 18; with ``--disable-sliding-window`` too, whose length cap is checked
+    first)."""
+    if not QWEN2_MODEL_ARCHITECTURES & {*model.architectures, *model.config_architectures}:
+        return None
+    sliding = [isinstance(x, SlidingWindow) for x in model.layers]
+    if not any(sliding) or all(sliding):
+        return None
+    return (
+        "Sliding window for some but all layers is not supported. This model uses sliding "
+        f"window but `max_window_layers` = {sliding.index(True)} is less than "
+        f"`num_hidden_layers` = {len(sliding)}."
+    )

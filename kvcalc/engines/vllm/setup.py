@@ -21,6 +21,7 @@ from kvcalc.engines.vllm.hybrid import (
     mixers,
     prefill_checkpoints,
 )
+from kvcalc.engines.vllm.refused import mixed_qwen2_windows
 from kvcalc.errors import InputError
 from kvcalc.frozen import frozen
 from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, RecurrentState
@@ -58,7 +59,15 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     refusal, fix = _length_refusal(request, notes)
     if refusal is None and request.model.start_refusal is not None:
         # after the length (ModelConfig.__post_init__ verifies it first)
-        refusal, fix = request.model.start_refusal, "plan without --disable-sliding-window"
+        refusal, fix = (
+            request.model.start_refusal,
+            (
+                "max_window_layers 0 or the layer count (qwen2.py serves a window on every layer or "
+                "on none)"
+                if mixed_qwen2_windows(request.model)
+                else "plan without --disable-sliding-window"
+            ),
+        )
     try:
         check_tp(request.model, request.tensor_parallel_size, notes)
         check_tower_tp(request)

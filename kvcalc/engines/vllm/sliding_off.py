@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvcalc.engines.vllm.refused import mixed_qwen2_windows
 from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import CompressedSparseAttention
 from kvcalc.model.layouts import FullAttention, SlidingWindow
@@ -61,6 +62,11 @@ _WINDOW_OVER_CONFIG = {"cohere2": 1, "cohere2_moe": 1}
 #: flag changes nothing (recorded: Qwen2.5-7B, Qwen1.5-MoE, MiMo-7B, Qwen2.5-VL-7B: full attention,
 #: the length uncapped); with ``use_sliding_window`` true their model files were not recorded
 CLEARED_WINDOW = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
+#: of those, the types recorded with ``use_sliding_window`` true: the config's ``sliding_window``
+#: caps the length whether its layers slide or not (Qwen2.5-7B with a 4,096 window and
+#: ``max_window_layers`` 0, every layer sliding, and 28, none: 4,096 taken, 8,192 refused, every
+#: layer full attention)
+WINDOW_KEPT_RECORDED = frozenset({"qwen2"})
 
 
 def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
@@ -73,7 +79,11 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         )
         return model, (note,)
     windows = {x.sliding_window for x in model.layers if isinstance(x, SlidingWindow)}
-    if model.model_type not in RECORDED:
+    if model.model_type in WINDOW_KEPT_RECORDED:
+        kept = model.config_keys.get("sliding_window")
+        if not windows and isinstance(kept, int) and kept > 0:
+            windows = {kept}  # hf_text_config.sliding_window, although no layer slides
+    elif model.model_type not in RECORDED:
         raise InputError(
             f"--disable-sliding-window is not modelled for {model.model_type} (vLLM 0.33's model "
             "file for it was not recorded with the flag)",
@@ -91,6 +101,11 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
             code="unmodelled-option",
         )
     (window,) = windows
+    if reason := mixed_qwen2_windows(model):  # the length is capped, then the build fails
+        return _capped(replace(model, start_refusal=reason), window), (
+            "--disable-sliding-window: vLLM caps the length at the window, then qwen2.py refuses "
+            "the mixed layer types",
+        )
     layers = tuple(
         FullAttention(kv_heads=x.kv_heads, k_dim=x.k_dim, v_dim=x.v_dim, dtype=x.dtype)
         if isinstance(x, SlidingWindow)
