@@ -283,3 +283,20 @@ def test_help_examples_run(cli, command):
         # 1: the fleet example fails two deployments on purpose
         assert result.exit_code in (0, 1), (example, result.stderr)
         assert "error[" not in result.stderr, example
+
+
+def test_the_app_module_runs_as_a_script_too():
+    """``python -m kvcalc.cli.app``: the commands register on the real module's app, and a usage
+    error is kvcalc's, not a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    run = [sys.executable, "-m", "kvcalc.cli.app"]
+    listed = subprocess.run([*run, "models", "--json"], cwd=root, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert '"llama-3.1-8b"' in listed.stdout
+    bad = subprocess.run([*run, "nope"], cwd=root, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error[usage]: ")
+    assert "Traceback" not in bad.stderr

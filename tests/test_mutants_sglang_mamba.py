@@ -61,6 +61,9 @@ def test_the_state_split_equals_sglang(entry):
         state = next(g for g in plan.groups if g.kind is LayerKind.RECURRENT)
         assert state.num_blocks == entry["max_mamba_cache_size"]
         assert state.page_bytes * state.num_layers == entry["mamba_cache_per_req_bytes"]
+        # a slot per request-block, its bytes spread over the recurrent layers (whole bytes)
+        assert state.block_size == 1 and isinstance(state.page_bytes, int)
+        assert state.page_bytes == entry["mamba_cache_per_req_bytes"] // state.num_layers
     else:
         # SGLang's RuntimeError, up to its advice ("Try: ...")
         assert plan.refusal == entry["error"].removeprefix("RuntimeError: ")
@@ -135,3 +138,16 @@ def test_the_state_split_under_pipeline_parallelism_is_refused():
         _sglang(entry, pipeline_parallel_size=2)
     assert caught.value.code == "unsupported-model"
     assert "under pipeline parallelism" in caught.value.message
+
+
+def test_one_slot_is_too_small_to_serve_a_request():
+    # Qwen3-Next at 0.375 GiB: 402,653,184 · 0.9 / 1.9 = 190,730,455 B for the state; K =
+    # int((190,730,455 − 77,266,944) // 77,266,944) = 1 slot, 1 // 5 = 0 requests: SGLang's
+    # resolve_max_num_reqs raises its "too small to serve any requests" error (a slot exists;
+    # mem_cache/kv_cache_configurator.py), not the "Not enough GPU memory" one (no slot)
+    entry = {"config": "Qwen--Qwen3-Next-80B-A3B-Thinking.json", "tp": 1, "kv_memory_gib": 0.375}
+    plan = _sglang(entry)
+    assert plan.refusal == (
+        "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+        "max_mamba_cache_size=1, mamba_ratio=5, resulting max_num_reqs=0."
+    )

@@ -146,10 +146,6 @@ def _run(args: list[str]) -> int:
     return code
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 #: pydantic's phrases in typer's conversion errors, in kvcalc's words
 _PYDANTIC_WORDS = (
     (
@@ -177,3 +173,11 @@ def own_words(message: str) -> str:
     return _CLICK_NUMBER.sub(
         lambda m: "expected a whole number" if m[1] == "integer" else "expected a number", message
     )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    # ``python -m kvcalc.cli.app``: the command modules register on ``kvcalc.cli.app``'s typer app,
+    # not on this ``__main__`` copy of it, so run that module's entry point (as ``python -m kvcalc``)
+    from kvcalc.cli import app as _app
+
+    _app.main()
