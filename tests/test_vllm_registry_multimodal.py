@@ -29,10 +29,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
 #: the recordings, each file its own (``registry_multimodal_2026_12.json``: the architectures added
 #: after the first ones, recorded apart); one ``models`` mapping over them
 _RECORDED = [json.loads((FIXTURES / f).read_text())
-             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json")]  # fmt: skip
+             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
+                       "registry_multimodal_2026_12b.json")]  # fmt: skip
 DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
 _WEIGHED = [json.loads((FIXTURES / f).read_text())
-            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json")]  # fmt: skip
+            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json",
+                      "multimodal_weights_4.json")]  # fmt: skip
 WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 
@@ -49,6 +51,7 @@ VLLM_REASONS = {
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
     "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
     "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
+    "object has no attribute 'force_image_size'": CONFIG,  # internvl.py (Qianfan-OCR) reads it
     # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
     "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
@@ -84,7 +87,7 @@ def test_every_family_is_recorded():
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
-            "internvl", "paligemma"} <= types  # fmt: skip
+            "internvl", "paligemma", "qianfan_ocr"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -137,7 +140,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr", "lfm2_vl", "internvl", "paligemma",
+        "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr",
     }  # fmt: skip
 
 
@@ -189,7 +192,8 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
     [("synthetic--glm4v-moe-defaults.json", "head_dim"),
      ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
      ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob"),
-     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer")],
+     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer"),
+     ("synthetic--qianfan-ocr-defaults.json", "force_image_size")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -210,7 +214,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
      "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
      "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json",
-     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json"],
+     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json",
+     "synthetic--qianfan-ocr-internvl-keys.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -381,8 +386,10 @@ def test_glm_ocr_tower_by_hand():
 
 
 @pytest.mark.parametrize(
-    "name", ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json"]
-)
+    "name",
+    ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
+     "synthetic--qianfan-ocr-internvl-keys.json"],
+)  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
     # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, which declare
     # supports_encoder_tp_data: --mm-encoder-tp-mode data builds their towers whole at TP 2
@@ -506,3 +513,49 @@ def test_paligemma_tower_by_hand():
     tower = 3 * 14 * 14 * hv + hv + 256 * hv + 27 * layer + 2 * hv
     assert (layer, tower, 2048 * hv + 2048) == (14_760_064, 399_497_472, 2_361_344)
     assert sum(t.numel for t in vision_tensors(v)) == tower + 2048 * hv + 2048
+
+
+def test_qianfan_ocr_intern_vit_by_hand():
+    # QianfanOCRConfig's InternViT (intern_vit.py) with select_layer -1: all 24 layers of 1,024;
+    # per layer the biased fused qkv 3 × (1,024² + 1,024), the biased proj 1,024² + 1,024, fc1/fc2
+    # 2 × 1,024 × 4,096 + 4,096 + 1,024, two LayerNorms 4 × 1,024, ls1/ls2 2 × 1,024: 12,598,272;
+    # the class embedding, the biased 3 × 14² patch convolution, (448 / 14)² + 1 = 1,025 positions,
+    # no final norm: 304,012,288. mlp1 on 1,024 × (1 / 0.5)² = 4,096 into Qwen3's 4,096: its
+    # LayerNorm 2 × 4,096, two biased nn.Linears 2 × (4,096² + 4,096): 33,570,816
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv + 2 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 1025 * hv + 24 * layer
+    projector = 2 * 4 * hv + 2 * (h * h + h)
+    assert (layer, tower, projector) == (12_598_272, 304_012_288, 33_570_816)
+    v = _model("synthetic--qianfan-ocr-internvl-keys.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+    # select_layer -4 builds 21 layers; use_qk_norm adds two 1,024 RMSNorms per layer, rms_norm
+    # drops the two norm biases, attention_bias false the 3 × 1,024 qkv bias: 12,595,200 each
+    v = _model("synthetic--qianfan-ocr-qk-norm-rms.json").weights.vision
+    mutant = layer + 2 * hv - 2 * hv - 3 * hv
+    assert sum(t.numel for t in vision_tensors(v)) == tower - 24 * layer + 21 * mutant + projector
+
+
+def test_qianfan_ocr_tower_tp_refusals(tmp_path):
+    # intern_vit.py: heads not dividing TP make vLLM build the tower's attention whole on every
+    # rank (not recorded: kvcalc refuses it); fc1's ColumnParallelLinear asserts 4,096 % TP (vLLM
+    # fails). 16 heads at TP 8 split (recorded above); 8 heads at TP 16 do not, 4,096 does
+    from kvcalc.planning.api import plan_reference
+    from kvcalc.planning.inputs import PlanInputs
+
+    config = json.loads(json.dumps(DATA["models"]["synthetic--qianfan-ocr-internvl-keys.json"]))
+    config = config["config"]
+    config["vision_config"]["num_attention_heads"] = 8
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(KvcalcError) as refused:
+        plan_reference(str(path), PlanInputs(gpu="H200", max_model_len=4096,
+                                             tensor_parallel_size=16), with_suggestions=False)  # fmt: skip
+    assert refused.value.code == "unsupported-parallelism" and "8 attention heads" in str(
+        refused.value.message
+    )
+    data = PlanInputs(gpu="H200", max_model_len=4096, tensor_parallel_size=16,
+                      mm_encoder_tp_mode="data")  # fmt: skip
+    assert plan_reference(str(path), data, with_suggestions=False).weights_bytes > 0

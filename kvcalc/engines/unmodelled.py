@@ -71,6 +71,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "Idefics3ForConditionalGeneration": "Idefics3", "SmolVLMForConditionalGeneration": "SmolVLM",
     "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
+    "QianfanOCRForConditionalGeneration": "Qianfan-OCR",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure

@@ -40,6 +40,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _lfm2_vl(v)]
     if v.family == "internvl":
         return [replace(t, vision=True) for t in _internvl(v)]
+    if v.family == "intern_vit":
+        return [replace(t, vision=True) for t in _intern_vit(v)]
     if v.family == "paligemma":
         out = _siglip_whole(v, "vision_tower.vision_model")  # paligemma.py: SiglipVisionModel whole
         out += _linear("multi_modal_projector.linear", v.projector_output_dim, v.hidden_size, None,
@@ -346,6 +348,35 @@ def _internvl(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2, role="norm"))
     out += _linear(f"{m}.linear_1", h, v.projector_input_dim, None, "replicated", bias=True)
     return out + _linear(f"{m}.linear_2", h, h, None, "replicated", bias=True)
+
+
+def _intern_vit(v: VisionWeights) -> list[Tensor]:
+    """InternViT and its ``mlp1`` as vLLM 0.33 builds them (``intern_vit.py``, ``internvl.py``):
+    see :func:`kvcalc.hfconfig.weights_vision._qianfan_ocr`. The fused qkv split by columns, the
+    output projection by rows (its bias whole), fc1/fc2 by columns and rows; everything else whole
+    on every rank; ``tower`` is the norm type (``layer_norm``: weight and bias)."""
+    hv, p = v.hidden_size, "vision_model"
+    copies = 2 if v.tower == "layer_norm" else 1
+    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
+    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
+                   "replicated", bias=True)  # fmt: skip
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=positions, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
+        if v.qk_norm:  # RMSNorm over all heads (var_hidden_size), whole on every rank
+            out.append(Tensor(name=f"{q}.attn.qk_norm", rows=hv, copies=2, role="norm"))
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * copies, role="norm"))
+        out.append(Tensor(name=f"{q}.ls", rows=hv, copies=2, role="vector"))
+    m, h = "mlp1", v.text_hidden_size
+    out.append(Tensor(name=f"{m}.0", rows=v.projector_input_dim, copies=2, role="norm"))
+    out += _linear(f"{m}.1", h, v.projector_input_dim, None, "replicated", bias=True)
+    return out + _linear(f"{m}.3", h, h, None, "replicated", bias=True)
 
 
 def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:

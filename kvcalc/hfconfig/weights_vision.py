@@ -51,6 +51,8 @@ def read_vision(
         return _internvl(r, vr, vision_type, text_hidden)
     if top_type == "paligemma":
         return _paligemma(r, vr, vision_type, text_hidden)
+    if top_type == "qianfan_ocr":
+        return _qianfan_ocr(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -455,5 +457,57 @@ def _paligemma(
         vr,
         family="paligemma",
         projector_output_dim=vr.int("projection_dim", default=2048),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _qianfan_ocr(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Qianfan-OCR's tower as vLLM 0.33 builds it (``qianfan_ocr.py`` on ``internvl.py``'s
+    ``InternVLChatModel``, ``intern_vit.py``'s ``InternVisionModel``): the class token, the biased
+    patch convolution and ``(image_size / patch_size)² + 1`` positions (the first side of each
+    size: ``_add_intern_vit_fields``), the layers up to ``select_layer`` (``L + select_layer + 1``
+    when negative); per layer a fused ``QKVParallelLinear`` (``attention_bias``) and a biased
+    ``RowParallelLinear`` projection, optional q/k RMSNorms whole on every rank, the biased
+    fc1/fc2 split over TP, two ``norm_type`` norms and two layer-scale vectors; no final norm.
+    ``mlp1``: a LayerNorm on ``hidden_size · (1 / downsample_ratio)²`` and two biased
+    ``nn.Linear``s, whole on every rank."""
+    if vision_type != "qianfan_ocr_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Qianfan-OCR's "
+            "qianfan_ocr_vision tower only",
+            code="config-unverified",
+        )
+    sizes = {}
+    for key in ("image_size", "patch_size"):
+        value = vr.value(key)
+        side = value[0] if isinstance(value, list) and value else value
+        if isinstance(side, bool) or not isinstance(side, int) or side <= 0:
+            raise vr.bad(vr.path(key), value, "a size or a [height, width] pair")
+        sizes[key] = side
+    norm = vr.str("norm_type", "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise vr.bad(vr.path("norm_type"), norm, "layer_norm or rms_norm")
+    ratio = r.value("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise r.bad(r.path("downsample_ratio"), ratio, "a ratio in (0, 1]")
+    total, select = vr.int("num_hidden_layers"), r.raw.get("select_layer")
+    if isinstance(select, bool) or not isinstance(select, int) or not -total <= select < total:
+        raise r.bad("select_layer", select, f"a layer index in [-{total}, {total})")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="intern_vit",
+        tower=norm,
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=total + select + 1 if select < 0 else select + 1,
+        image_size=sizes["image_size"],
+        patch_size=sizes["patch_size"],
+        num_channels=3,  # InternVisionEmbeddings: in_channels=3 whatever num_channels says
+        num_heads=vr.int("num_attention_heads"),
+        attention_bias=vr.bool("attention_bias", True),
+        qk_norm=vr.bool("use_qk_norm", False),
+        projector_input_dim=hv * int(1 / ratio) ** 2,
         text_hidden_size=text_hidden,
     )

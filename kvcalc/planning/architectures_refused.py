@@ -223,7 +223,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Phi4ForCausalLMV",
             "Phi4MMForCausalLM",
             "PixtralForConditionalGeneration",
-            "QianfanOCRForConditionalGeneration",
             "Qwen2AudioForConditionalGeneration",
             "Qwen2_5OmniForConditionalGeneration",
             "Qwen2_5OmniModel",

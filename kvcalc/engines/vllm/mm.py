@@ -43,6 +43,7 @@ ENCODER_TP_DATA = frozenset((
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
     "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
+    "QianfanOCRForConditionalGeneration",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is

@@ -104,6 +104,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "paligemma": "paligemma",
     "phi3": "phi3",
     "phimoe": "phimoe",
+    "qianfan_ocr": "qwen",
     "qwen2": "qwen",
     "qwen2_5_vl": "qwen",
     "qwen2_vl": "qwen",
