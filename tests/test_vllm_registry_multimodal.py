@@ -52,6 +52,8 @@ VLLM_REASONS = {
     "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
     "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
     "object has no attribute 'force_image_size'": CONFIG,  # internvl.py (Qianfan-OCR) reads it
+    "No model architectures are specified": CONFIG,  # step3_vl.py: text_config names none
+    "object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum, a str
     # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
     "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
@@ -87,7 +89,8 @@ def test_every_family_is_recorded():
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
-            "internvl", "paligemma", "qianfan_ocr"} <= types  # fmt: skip
+            "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
+            "minicpmv4_7", "step3_vl", "blip-2"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -140,7 +143,8 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr",
+        "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
+        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2",
     }  # fmt: skip
 
 
@@ -193,7 +197,9 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
      ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
      ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob"),
      ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer"),
-     ("synthetic--qianfan-ocr-defaults.json", "force_image_size")],
+     ("synthetic--qianfan-ocr-defaults.json", "force_image_size"),
+     ("synthetic--step3-vl-defaults.json", "architectures"),
+     ("synthetic--step3-vl-text-architecture.json", "moe_layers_enum")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -215,7 +221,9 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
      "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json",
      "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json",
-     "synthetic--qianfan-ocr-internvl-keys.json"],
+     "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--paddleocr-vl-defaults.json",
+     "synthetic--minicpmv4-6-defaults.json", "synthetic--minicpmv4-7-defaults.json",
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--blip2-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -388,12 +396,14 @@ def test_glm_ocr_tower_by_hand():
 @pytest.mark.parametrize(
     "name",
     ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
-     "synthetic--qianfan-ocr-internvl-keys.json"],
+     "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--minicpmv4-6-defaults.json",
+     "synthetic--step3-vl-moe-layers-string.json"],
 )  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
-    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, which declare
-    # supports_encoder_tp_data: --mm-encoder-tp-mode data builds their towers whole at TP 2
-    # (vLLM's meta build, recorded), more per rank than split
+    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, qianfan_ocr.py
+    # InternVLChatModel, which declare supports_encoder_tp_data, as minicpmv4_6.py and step3_vl.py
+    # do: --mm-encoder-tp-mode data builds their towers whole at TP 2 (vLLM's meta build,
+    # recorded), more per rank than split
     rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
     data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data")
@@ -559,3 +569,89 @@ def test_qianfan_ocr_tower_tp_refusals(tmp_path):
     data = PlanInputs(gpu="H200", max_model_len=4096, tensor_parallel_size=16,
                       mm_encoder_tp_mode="data")  # fmt: skip
     assert plan_reference(str(path), data, with_suggestions=False).weights_bytes > 0
+
+
+def test_paddleocr_vl_tower_by_hand():
+    # PaddleOCRVLConfig's tower (paddleocr_vl.py SiglipVisionModel): 27 layers of 1,152, each the
+    # biased fused qkv and out_proj 4 × (1,152² + 1,152), fc1/fc2 2 × 1,152 × 4,304 + 4,304 + 1,152,
+    # two LayerNorms 4 × 1,152: 15,239,504; the biased 3 × 14² patch convolution, (384 / 14)² = 729
+    # position rows, the post-LayerNorm: 412,987,248. mlp_AR: its LayerNorm on 1,152, linear_1
+    # 4,608 → 4,608 and linear_2 → ERNIE's 1,024, biased: 25,960,192. Buffers: 729 int64
+    # position_ids (5,832 B, recorded) and the 2D RoPE's inv_freq, 72 / 4 = 18 fp32 (72 B)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+    from kvcalc.estimate.weights import _vision_rope_bytes
+
+    hv, inter, h = 1152, 4304, 1024
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 729 * hv + 27 * layer + 2 * hv
+    projector = 2 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, projector) == (15_239_504, 412_987_248, 25_960_192)
+    model = _model("synthetic--paddleocr-vl-defaults.json")
+    assert sum(t.numel for t in vision_tensors(model.weights.vision)) == tower + projector
+    assert _vision_rope_bytes(model.weights, 2) == 729 * 8 + 18 * 4
+
+
+def test_minicpmv_tower_and_mergers_by_hand():
+    # MiniCPMV4_6Config's tower (Idefics2VisionTransformer): 12 layers of 768, each 4 × (768² +
+    # 768) + 2 × 768 × 3,072 + 3,072 + 768 + 4 × 768 = 7,087,872; the biased 3 × 16² convolution,
+    # (224 / 16)² = 196 positions, the post-LayerNorm: 85,797,120. vit_merger: the window
+    # attention's biased qkv and out_proj 4 × (768² + 768), its LayerNorm 2 × 768, the 2 × 2
+    # window's LayerNorm 2 × 3,072 and biased 3,072 → 12,288 → 768: 49,569,024. merger: a
+    # LayerNorm 2 × 3,072 and biased 3,072 → 3,072 → 4,096: 22,033,408. 4.7's class builds the
+    # same; 4.6 with drop_vision_last_layer one layer fewer
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 768, 3072, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 196 * hv + 12 * layer + 2 * hv
+    window = 4 * (hv * hv + hv) + 2 * hv + 2 * 4 * hv + 4 * hv * 4 * inter + 4 * inter
+    window += 4 * inter * hv + hv
+    merger = 2 * 4 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, window, merger) == (7_087_872, 85_797_120, 49_569_024, 22_033_408)
+    for name, drop in [("synthetic--minicpmv4-6-defaults.json", 0),
+                       ("synthetic--minicpmv4-7-defaults.json", 0),
+                       ("synthetic--minicpmv4-6-drop-last-layer.json", 1)]:  # fmt: skip
+        v = _model(name).weights.vision
+        assert sum(t.numel for t in vision_tensors(v)) == tower - drop * layer + window + merger
+
+
+def test_step3_vl_tower_and_downsamplers_by_hand():
+    # Step3VLConfig's tower (step3_vl.py): 63 layers of 1,792, each 4 × (1,792² + 1,792) + 2 ×
+    # 1,792 × 3,072 + 3,072 + 1,792 + 4 × 1,792 = 23,874,304; the class embedding, the biased
+    # 3 × 14² convolution, (728 / 14)² + 1 = 2,705 positions: 1,509,985,792. The biased 2 × 2
+    # convolution 1,792 → 4,096, the 3 × 3 one 4,096 → 8,192 and the biased projector 8,192 → 7,168
+    # (projector_bias): 390,089,728. Buffer: 2,705 int64 position_ids
+    from kvcalc.estimate.vision_tensors import vision_tensors
+    from kvcalc.estimate.weights import _vision_rope_bytes
+
+    hv, inter, out, h = 1792, 3072, 4096, 7168
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 2705 * hv + 63 * layer
+    rest = out * hv * 4 + out + 2 * out * out * 9 + 2 * out + h * 2 * out + h
+    assert (layer, tower, rest) == (23_874_304, 1_509_985_792, 390_089_728)
+    model = _model("synthetic--step3-vl-moe-layers-string.json")
+    assert sum(t.numel for t in vision_tensors(model.weights.vision)) == tower + rest
+    assert _vision_rope_bytes(model.weights, 2) == 2705 * 8
+
+
+def test_blip2_tower_and_qformer_by_hand():
+    # Blip2Config's tower (blip.py BlipVisionModel, every layer so the post-LayerNorm): 39 layers of
+    # 1,408, each the biased qkv and projection 4 × (1,408² + 1,408), fc1/fc2 2 × 1,408 × 6,144 +
+    # 6,144 + 1,408, two LayerNorms 4 × 1,408: 25,250,176; the class embedding, the biased 3 × 14²
+    # convolution, (224 / 14)² + 1 = 257 positions: 985,952,256. 32 query tokens of 768. The
+    # Q-Former's embedding LayerNorm and 12 layers of 768 (self-attention 4 × (768² + 768) with its
+    # LayerNorm; the query MLP 768 → 3,072 → 768 with its LayerNorm), a cross-attention on layers
+    # 0, 2, ..., 10 (cross_attention_frequency 2: key/value from 1,408): 105,137,664. The biased
+    # language_projection 768 → OPT's 768: 590,592
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, qh, qi, h = 1408, 6144, 768, 3072, 768
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 257 * hv + 39 * layer + 2 * hv
+    self_attention = 4 * (qh * qh + qh) + 2 * qh
+    cross = 2 * (qh * qh + qh) + 2 * (hv * qh + qh) + 2 * qh
+    mlp = qh * qi + qi + qi * qh + qh + 2 * qh
+    qformer = 2 * qh + 12 * (self_attention + mlp) + 6 * cross
+    assert (layer, tower, qformer) == (25_250_176, 985_952_256, 105_137_664)
+    v = _model("synthetic--blip2-defaults.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + 32 * qh + qformer + h * qh + h

@@ -21,6 +21,8 @@ _LLAVA = {"llava", "llava_next", "llava_next_video", "llava_onevision"}
 _LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
 #: Idefics3's and SmolVLM's model types → their tower's ``vision_config.model_type``
 _IDEFICS3 = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
+#: MiniCPM-V 4.6's and 4.7's model types → their tower's ``vision_config.model_type``
+_MINICPMV = {"minicpmv4_6": "minicpmv4_6_vision", "minicpmv4_7": "minicpmv4_7_vision"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
 _GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
@@ -53,6 +55,14 @@ def read_vision(
         return _paligemma(r, vr, vision_type, text_hidden)
     if top_type == "qianfan_ocr":
         return _qianfan_ocr(r, vr, vision_type, text_hidden)
+    if top_type == "paddleocr_vl":
+        return _paddleocr_vl(r, vr, vision_type, text_hidden)
+    if top_type in _MINICPMV:
+        return _minicpmv(r, vr, vision_type, text_hidden)
+    if top_type == "step3_vl":
+        return _step3_vl(r, vr, vision_type, text_hidden)
+    if top_type == "blip-2":
+        return _blip2(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -289,11 +299,11 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
 def _siglip(vr: ConfigReader, **fields: Any) -> VisionWeights:
     """A SigLIP tower read from its ``vision_config`` as transformers' ``SiglipVisionConfig`` names
     it (every layer, patches of ``patch_size`` over ``image_size``), with the family's own fields."""
+    fields = {"num_layers": vr.int("num_hidden_layers"), **fields}
     return VisionWeights(
         tower="siglip",
         hidden_size=vr.int("hidden_size"),
         intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
         image_size=vr.int("image_size"),
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
@@ -509,5 +519,123 @@ def _qianfan_ocr(
         attention_bias=vr.bool("attention_bias", True),
         qk_norm=vr.bool("use_qk_norm", False),
         projector_input_dim=hv * int(1 / ratio) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _paddleocr_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """PaddleOCR-VL's tower as vLLM 0.33 builds it (``paddleocr_vl.py``'s own
+    ``SiglipVisionModel``): SigLIP whole (every layer, a fused qkv, the post-LayerNorm, int64
+    ``position_ids``) with a 2D RoPE (``SigLIPRotaryEmbedding(head_dim / 2)``: an fp32
+    ``inv_freq`` of ``head_dim / 4``), and ``mlp_AR``: a LayerNorm on the tower's width, then two
+    biased ``nn.Linear``s from ``hidden_size · 2²`` (its ``merge_kernel_size`` is fixed at 2 × 2,
+    whatever ``spatial_merge_size`` says), whole on every rank."""
+    if vision_type != "paddleocr_vl_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaddleOCR-VL's "
+            "paddleocr_vl_vision tower only",
+            code="config-unverified",
+        )
+    hv, heads = vr.int("hidden_size"), vr.int("num_attention_heads")
+    return _siglip(
+        vr,
+        family="paddleocr_vl",
+        head_dim=hv // heads,
+        projector_input_dim=hv * 2 * 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _minicpmv(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """MiniCPM-V 4.6's and 4.7's tower as vLLM 0.33 builds it (``minicpmv4_6.py``; 4.7's class
+    subclasses it): ``Idefics2VisionTransformer`` (every layer but the last where 4.6's
+    ``drop_vision_last_layer`` says so, never for 4.7; the post-LayerNorm, no ``position_ids``
+    buffer); ``vit_merger``, one window-attention block (a biased fused qkv and out_proj split
+    over TP, a LayerNorm) and its MLP on the 2 × 2 window (a LayerNorm on ``4 · hidden_size``, two
+    biased ``nn.Linear``s ``4 · intermediate_size`` wide); ``merger``, one downsample MLP (its
+    ``times`` left at 1 whatever ``merger_times`` says: a LayerNorm and two biased ``nn.Linear``s
+    from ``4 · hidden_size`` into the text width); both whole except the window attention."""
+    top = str(r.raw.get("model_type"))
+    if vision_type != _MINICPMV[top]:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
+            f"{_MINICPMV[top]} tower only",
+            code="config-unverified",
+        )
+    layers = vr.int("num_hidden_layers")
+    drop = top == "minicpmv4_6" and r.bool("drop_vision_last_layer", False)
+    return _siglip(
+        vr,
+        family="minicpmv",
+        num_layers=layers - 1 if drop else layers,
+        projector_input_dim=vr.int("hidden_size") * 4,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _step3_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Step3-VL's tower as vLLM 0.33 builds it (``step3_vl.py``): ``Step3VisionTransformer`` (the
+    class embedding, the biased patch convolution, ``(image_size / patch_size)² + 1`` positions
+    and their int64 ``position_ids``; every layer a biased fused qkv and out_proj and a biased
+    fc1/fc2, split over TP, and two LayerNorms; no pre- or post-norm), then the two biased
+    convolutions ``vit_downsampler`` (2 × 2, ``hidden_size`` → ``output_hidden_size``) and
+    ``vit_downsampler2`` (3 × 3, → ``2 · output_hidden_size``) and ``vit_large_projector`` into
+    the text width (biased with ``projector_bias``), whole on every rank."""
+    if vision_type != "step3_vision_encoder":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Step3-VL's "
+            "step3_vision_encoder tower only",
+            code="config-unverified",
+        )
+    return _siglip(
+        vr,
+        family="step3_vl",
+        projector_output_dim=vr.int("output_hidden_size"),
+        projector_bias=r.bool("projector_bias", True),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _blip2(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int) -> VisionWeights:
+    """BLIP-2's tower as vLLM 0.33 builds it (``blip2.py``): ``BlipVisionModel`` whole (the class
+    embedding, the biased patch convolution, ``(image_size / patch_size)² + 1`` positions; per
+    layer a fused qkv (``qkv_bias``) and a biased projection, a biased fc1/fc2, split over TP, two
+    LayerNorms; the post-LayerNorm), the ``num_query_tokens`` learned queries, the Q-Former
+    (``Blip2QFormerModel``: an embedding LayerNorm; per layer biased ``nn.Linear`` query/key/value
+    and output dense with a LayerNorm, a cross-attention on the tower's width every
+    ``cross_attention_frequency`` layers, the query MLP with a LayerNorm; whole on every rank) and
+    the biased ``language_projection`` into the text width (whole)."""
+    if vision_type != "blip_2_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts BLIP-2's "
+            "blip_2_vision_model tower only",
+            code="config-unverified",
+        )
+    q = r.mapping("qformer_config") if r.has("qformer_config") else None
+    if q is None:
+        raise ConfigError(f"{r.source}: no qformer_config: BLIP-2's Q-Former is sized from it",
+                          code="config-invalid")  # fmt: skip
+    qr = ConfigReader(q, source=f"{r.source}: qformer_config")
+    kind = qr.str("position_embedding_type", "absolute")
+    if kind != "absolute":  # blip2.py raises NotImplementedError for any other
+        raise qr.bad(qr.path("position_embedding_type"), kind, "absolute (vLLM 0.33 blip2.py)")
+    if qr.int("encoder_hidden_size") != vr.int("hidden_size"):
+        raise qr.bad(qr.path("encoder_hidden_size"), qr.int("encoder_hidden_size"),
+                     "the tower's hidden_size (recorded so)")  # fmt: skip
+    return _siglip(
+        vr,
+        family="blip2",
+        attention_bias=vr.bool("qkv_bias", True),
+        query_tokens=r.int("num_query_tokens", default=32),
+        qformer_layers=qr.int("num_hidden_layers"),
+        qformer_hidden_size=qr.int("hidden_size"),
+        qformer_intermediate_size=qr.int("intermediate_size"),
+        cross_attention_frequency=qr.int("cross_attention_frequency", default=2),
         text_hidden_size=text_hidden,
     )

@@ -43,7 +43,8 @@ ENCODER_TP_DATA = frozenset((
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
     "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
-    "QianfanOCRForConditionalGeneration",
+    "QianfanOCRForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is
@@ -56,6 +57,9 @@ TOWER_MODALITIES = {
     "Llama4ForConditionalGeneration": ("image",), "KimiK25ForConditionalGeneration": ("vision_chunk",),
     "Cohere2VisionForConditionalGeneration": ("image",),
     "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
+    "PaddleOCRVLForConditionalGeneration": ("image",),
+    "MiniCPMV4_6ForConditionalGeneration": ("image",), "MiniCPMV4_7ForConditionalGeneration": ("image",),
+    "Step3VLForConditionalGeneration": ("image",), "Blip2ForConditionalGeneration": ("image",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
 }  # fmt: skip
