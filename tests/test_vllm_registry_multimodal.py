@@ -64,7 +64,7 @@ KVCALC_CODES = {
     "config-invalid": CONFIG,
 }
 KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING,
-         "mamba": LayerKind.RECURRENT}  # fmt: skip
+         "mamba": LayerKind.RECURRENT, "mla_attention": LayerKind.MLA}  # fmt: skip
 
 
 def vllm_reason(text: str) -> str:
@@ -90,7 +90,7 @@ def test_every_family_is_recorded():
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
-            "minicpmv4_7", "step3_vl", "blip-2"} <= types  # fmt: skip
+            "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -144,7 +144,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
-        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2",
+        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl",
     }  # fmt: skip
 
 
@@ -223,7 +223,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json",
      "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--paddleocr-vl-defaults.json",
      "synthetic--minicpmv4-6-defaults.json", "synthetic--minicpmv4-7-defaults.json",
-     "synthetic--step3-vl-moe-layers-string.json", "synthetic--blip2-defaults.json"],
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--blip2-defaults.json",
+     "synthetic--kimi-vl-grouped-topk.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -238,7 +239,7 @@ def _plan_config(tmp_path, name: str, **kw):
 
     path = tmp_path / name
     path.write_text(json.dumps(DATA["models"][name]["config"]))
-    inputs = PlanInputs(gpu="H200", max_model_len=4096, **kw)
+    inputs = PlanInputs(gpu="H200", **{"max_model_len": 4096, **kw})
     return plan_reference(str(path), inputs, with_suggestions=False)
 
 
@@ -397,7 +398,7 @@ def test_glm_ocr_tower_by_hand():
     "name",
     ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
      "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--minicpmv4-6-defaults.json",
-     "synthetic--step3-vl-moe-layers-string.json"],
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--kimi-vl-moe-1408.json"],
 )  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
     # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, qianfan_ocr.py
@@ -406,8 +407,10 @@ def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
     # recorded), more per rank than split
     rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
-    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data")
-    split = _plan_config(tmp_path, name, tensor_parallel_size=2)
+    n = min(4096, _model(name).max_model_len)  # Kimi-VL's class defaults: 2,048 (probed there)
+    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data",
+                        max_model_len=n)  # fmt: skip
+    split = _plan_config(tmp_path, name, tensor_parallel_size=2, max_model_len=n)
     assert data.weights_bytes == rec["target_param_bytes_per_rank"] > split.weights_bytes
 
 
@@ -655,3 +658,32 @@ def test_blip2_tower_and_qformer_by_hand():
     assert (layer, tower, qformer) == (25_250_176, 985_952_256, 105_137_664)
     v = _model("synthetic--blip2-defaults.json").weights.vision
     assert sum(t.numel for t in vision_tensors(v)) == tower + 32 * qh + qformer + h * qh + h
+
+
+def test_kimi_vl_moonvit_by_hand():
+    # KimiVLConfig's MoonViT (moonvit.py): 27 layers of 1,152, each the biased wqkv and wo
+    # 4 × (1,152² + 1,152), fc0/fc1 2 × 1,152 × 4,304 + 4,304 + 1,152, two LayerNorms 4 × 1,152:
+    # 15,239,504; the biased 3 × 14² patch convolution, the 64 × 64 learned position table, the
+    # final LayerNorm: 416,866,032. The projector: a LayerNorm on 1,152, linear_1 4,608 → 4,608
+    # and linear_2 → the text's 4,096, biased: 40,119,040
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1152, 4304, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 64 * 64 * hv + 27 * layer + 2 * hv
+    projector = 2 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, projector) == (15_239_504, 416_866_032, 40_119_040)
+    v = _model("synthetic--kimi-vl-moe-1408.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_kimi_vl_shared_experts_over_tp():
+    # deepseek_v2.py's shared experts (DeepseekV2MLP: a MergedColumnParallelLinear) are
+    # moe_intermediate_size × n_shared_experts wide: KimiVLConfig's 1,407 × 2 = 2,814 fails at
+    # TP 8 (recorded), 1,408 × 2 = 2,816 builds (recorded)
+    from kvcalc.engines.vllm.setup import check_tp
+
+    with pytest.raises(KvcalcError) as refused:
+        check_tp(_model("synthetic--kimi-vl-grouped-topk.json"), 8, [])
+    assert refused.value.code == "invalid-parallelism" and "2814" in refused.value.message
+    check_tp(_model("synthetic--kimi-vl-moe-1408.json"), 8, [])

@@ -42,6 +42,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _internvl(v)]
     if v.family == "intern_vit":
         return [replace(t, vision=True) for t in _intern_vit(v)]
+    if v.family == "kimi_vl":
+        return [replace(t, vision=True) for t in _kimi_vl(v)]
     if v.family == "blip2":
         return [replace(t, vision=True) for t in _blip2(v)]
     if v.family == "step3_vl":
@@ -390,6 +392,28 @@ def _intern_vit(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{m}.0", rows=v.projector_input_dim, copies=2, role="norm"))
     out += _linear(f"{m}.1", h, v.projector_input_dim, None, "replicated", bias=True)
     return out + _linear(f"{m}.3", h, h, None, "replicated", bias=True)
+
+
+def _kimi_vl(v: VisionWeights) -> list[Tensor]:
+    """Kimi-VL's MoonViT and projector (``moonvit.py``, ``kimi_vl.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._kimi_vl`."""
+    hv, p, wide = v.hidden_size, "vision_tower", v.projector_input_dim
+    out = _linear(f"{p}.patch_embed.proj", hv, v.num_channels * v.patch_size**2, None,
+                  "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.patch_embed.pos_emb.weight", rows=v.num_positions, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.blocks.{i}"
+        out += _linear(f"{q}.wqkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.wo", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.encoder.final_layernorm", rows=hv, copies=2, role="norm"))
+    m = "multi_modal_projector"
+    out.append(Tensor(name=f"{m}.pre_norm", rows=hv, copies=2, role="norm"))
+    out += _linear(f"{m}.linear_1", wide, wide, None, "replicated", bias=True)
+    return out + _linear(f"{m}.linear_2", v.text_hidden_size, wide, None, "replicated", bias=True)
 
 
 def _blip2(v: VisionWeights) -> list[Tensor]:

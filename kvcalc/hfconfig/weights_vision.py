@@ -63,6 +63,8 @@ def read_vision(
         return _step3_vl(r, vr, vision_type, text_hidden)
     if top_type == "blip-2":
         return _blip2(r, vr, vision_type, text_hidden)
+    if top_type == "kimi_vl":
+        return _kimi_vl(r, vr, vision_type, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -637,5 +639,39 @@ def _blip2(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
         qformer_hidden_size=qr.int("hidden_size"),
         qformer_intermediate_size=qr.int("intermediate_size"),
         cross_attention_frequency=qr.int("cross_attention_frequency", default=2),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _kimi_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Kimi-VL's tower as vLLM 0.33 builds it (``kimi_vl.py``, ``moonvit.py``
+    ``MoonVitPretrainedModel``): the biased patch convolution, a learned 2D position table
+    ``init_pos_emb_height × init_pos_emb_width`` (the 2D RoPE is computed, no buffer); every layer
+    two LayerNorms, a biased fused qkv and output projection and a biased fc0/fc1 MLP, split over
+    TP; the final LayerNorm. The projector: a LayerNorm on the tower's width, then two biased
+    ``ReplicatedLinear``s from ``hidden_size · merge_kernel_size`` (whole on every rank)."""
+    if vision_type != "moonvit":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Kimi-VL's "
+            "moonvit tower only",
+            code="config-unverified",
+        )
+    kernel = vr.index_list("merge_kernel_size") or (2, 2)
+    if len(kernel) != 2:
+        raise vr.bad(vr.path("merge_kernel_size"), list(kernel), "a [height, width] pair")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="kimi_vl",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=vr.int("patch_size"),
+        num_channels=3,  # MoonVisionPatchEmbed: in_dim 3
+        num_positions=vr.int("init_pos_emb_height") * vr.int("init_pos_emb_width"),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * kernel[0] * kernel[1],
         text_hidden_size=text_hidden,
     )

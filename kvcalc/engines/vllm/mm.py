@@ -45,6 +45,7 @@ ENCODER_TP_DATA = frozenset((
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
     "QianfanOCRForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
     "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
+    "KimiVLForConditionalGeneration",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is
@@ -60,6 +61,7 @@ TOWER_MODALITIES = {
     "PaddleOCRVLForConditionalGeneration": ("image",),
     "MiniCPMV4_6ForConditionalGeneration": ("image",), "MiniCPMV4_7ForConditionalGeneration": ("image",),
     "Step3VLForConditionalGeneration": ("image",), "Blip2ForConditionalGeneration": ("image",),
+    "KimiVLForConditionalGeneration": ("image",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
 }  # fmt: skip

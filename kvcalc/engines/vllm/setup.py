@@ -301,6 +301,7 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
                 code="invalid-parallelism",
             )
     _check_tp_state(model, tp)
+    _check_shared_experts(model, tp)
     heads = {
         x.kv_heads
         for x in attention_layers(model.layers)
@@ -320,6 +321,29 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
     if model.is_mla:
         notes.append("MLA latent is not split by TP: every rank stores the whole latent")
     return tuple(notes)
+
+
+#: text model types built by vLLM 0.33's ``deepseek_v2.py``, whose shared experts are a
+#: ``DeepseekV2MLP``: a ``MergedColumnParallelLinear`` asserting TP divides their width
+_DEEPSEEK_V2_TYPES = ("deepseek_v2", "deepseek_v3")
+
+
+def _check_shared_experts(model: ModelShape, tp: int) -> None:
+    """DeepSeek-V2's shared experts over TP: ``moe_intermediate_size × n_shared_experts`` must
+    divide (``linear.py`` asserts it: Kimi-VL's class defaults, 2 × 1,407 at TP 8, recorded)."""
+    weights = getattr(model, "weights", None)
+    moe = getattr(weights, "moe", None)
+    if moe is None or getattr(weights, "model_type", "") not in _DEEPSEEK_V2_TYPES:
+        return
+    width = moe.shared_intermediate_size
+    if width and width % tp:
+        raise InputError(
+            f"the shared experts' width {width} is not divisible by tensor_parallel_size {tp} "
+            "(vLLM fails building them: MergedColumnParallelLinear asserts each output size "
+            "divides TP)",
+            hint=f"a TP size dividing {width}",
+            code="invalid-parallelism",
+        )
 
 
 def _check_tp_state(model: ModelShape, tp: int) -> None:

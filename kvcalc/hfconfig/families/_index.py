@@ -65,6 +65,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "kimi_k2": "deepseek",
     "kimi_k25": "deepseek",
     "kimi_linear": "kimi_linear",
+    "kimi_vl": "deepseek",
     "hyperclovax": "hyperclovax",
     "hrm_text": "hrm_text",
     "hy_v3": "hy_v3",
