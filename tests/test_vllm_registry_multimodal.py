@@ -54,6 +54,7 @@ VLLM_REASONS = {
     "object has no attribute 'force_image_size'": CONFIG,  # internvl.py (Qianfan-OCR) reads it
     "No model architectures are specified": CONFIG,  # step3_vl.py: text_config names none
     "object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum, a str
+    "object has no attribute 'tie_word_embeddings'": CONFIG,  # chatglm.py (GLM-4V) reads it
     # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
     "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
@@ -90,7 +91,8 @@ def test_every_family_is_recorded():
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
-            "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl"} <= types  # fmt: skip
+            "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
+            "qwen2_audio"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -144,7 +146,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
-        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl",
+        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
     }  # fmt: skip
 
 
@@ -199,7 +201,8 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
      ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer"),
      ("synthetic--qianfan-ocr-defaults.json", "force_image_size"),
      ("synthetic--step3-vl-defaults.json", "architectures"),
-     ("synthetic--step3-vl-text-architecture.json", "moe_layers_enum")],
+     ("synthetic--step3-vl-text-architecture.json", "moe_layers_enum"),
+     ("synthetic--glm4v-9b-vision.json", "tie_word_embeddings")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -224,7 +227,8 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--paddleocr-vl-defaults.json",
      "synthetic--minicpmv4-6-defaults.json", "synthetic--minicpmv4-7-defaults.json",
      "synthetic--step3-vl-moe-layers-string.json", "synthetic--blip2-defaults.json",
-     "synthetic--kimi-vl-grouped-topk.json"],
+     "synthetic--kimi-vl-grouped-topk.json", "synthetic--glm4v-9b-untied.json",
+     "synthetic--qwen2-audio-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -687,3 +691,48 @@ def test_kimi_vl_shared_experts_over_tp():
         check_tp(_model("synthetic--kimi-vl-grouped-topk.json"), 8, [])
     assert refused.value.code == "invalid-parallelism" and "2814" in refused.value.message
     check_tp(_model("synthetic--kimi-vl-moe-1408.json"), 8, [])
+
+
+def test_glm4v_9b_eva2clip_by_hand():
+    # GLM-4V's tower (glm4v.py EVA2CLIPModel) on a GLM-4V-9B-type vision_config: 63 layers of 1,792,
+    # each the biased query_key_value and dense 4 × (1,792² + 1,792), fc1/fc2 2 × 1,792 × 15,360 +
+    # 15,360 + 1,792, two LayerNorms 4 × 1,792: 67,926,784; the biased 3 × 14² convolution, the
+    # class embedding, 6,401 positions: 4,291,915,264. The biased 2 × 2 convolution 1,792 → 4,096,
+    # the GLU (an unbiased 4,096², its LayerNorm, the unbiased gate/up 2 × 13,696 and down
+    # projections) and boi/eoi: 214,454,272
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h, ffn = 1792, 15360, 4096, 13696
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + hv + 6401 * hv + 63 * layer
+    rest = h * hv * 4 + h + h * h + 2 * h + 2 * ffn * h + ffn * h + 2 * h
+    assert (layer, tower, rest) == (67_926_784, 4_291_915_264, 214_454_272)
+    v = _model("synthetic--glm4v-9b-untied.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + rest
+
+
+def test_glm4v_9b_tower_is_built_whatever_the_limits(tmp_path):
+    # glm4v.py builds its EVA2CLIP tower outside _mark_tower_model: image and video limited to 0
+    # leave it in (the weights do not change)
+    name = "synthetic--glm4v-9b-untied.json"
+    plan = _plan_config(tmp_path, name, max_model_len=2048)
+    off = _plan_config(tmp_path, name, max_model_len=2048,
+                       limit_mm_per_prompt='{"image": 0, "video": 0}')  # fmt: skip
+    assert off.weights_bytes == plan.weights_bytes
+
+
+def test_qwen2_audio_tower_by_hand():
+    # Qwen2AudioConfig's encoder (transformers' Qwen2AudioEncoder, built by qwen2_audio.py): the
+    # biased convolutions 128 → 1,280 and 1,280 → 1,280 (kernel 3), 1,500 learned positions; 32
+    # layers, each q/v/out_proj with biases and an unbiased k_proj 4 × 1,280² + 3 × 1,280, fc1/fc2
+    # 2 × 1,280 × 5,120 + 5,120 + 1,280, two LayerNorms 4 × 1,280: 19,676,160; the final
+    # LayerNorm: 636,968,960. The projector 1,280 → Qwen2's 4,096, biased: 5,246,976. Limited to
+    # {"audio": 0} it is not built (vLLM's meta build: 1,284,431,872 B fewer, recorded)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, mel, ffn, h = 1280, 128, 5120, 4096
+    layer = 4 * d * d + 3 * d + 2 * d * ffn + ffn + d + 4 * d
+    tower = d * mel * 3 + d + d * d * 3 + d + 1500 * d + 32 * layer + 2 * d
+    assert (layer, tower, h * d + h) == (19_676_160, 636_968_960, 5_246_976)
+    v = _model("synthetic--qwen2-audio-defaults.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + h * d + h

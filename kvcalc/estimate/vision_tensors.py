@@ -42,6 +42,10 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _internvl(v)]
     if v.family == "intern_vit":
         return [replace(t, vision=True) for t in _intern_vit(v)]
+    if v.family == "qwen2_audio":
+        return [replace(t, vision=True) for t in _qwen2_audio(v)]
+    if v.family == "eva2clip":
+        return [replace(t, vision=True) for t in _eva2clip(v)]
     if v.family == "kimi_vl":
         return [replace(t, vision=True) for t in _kimi_vl(v)]
     if v.family == "blip2":
@@ -392,6 +396,51 @@ def _intern_vit(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{m}.0", rows=v.projector_input_dim, copies=2, role="norm"))
     out += _linear(f"{m}.1", h, v.projector_input_dim, None, "replicated", bias=True)
     return out + _linear(f"{m}.3", h, h, None, "replicated", bias=True)
+
+
+def _qwen2_audio(v: VisionWeights) -> list[Tensor]:
+    """Qwen2-Audio's encoder and projector (``Qwen2AudioEncoder``, ``qwen2_audio.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._qwen2_audio`; ``num_channels`` is the mel bins."""
+    d, p = v.hidden_size, "audio_tower"
+    out = _linear(f"{p}.conv1", d, v.num_channels * 3, None, "replicated", bias=True)
+    out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.embed_positions", rows=v.num_positions, cols=d, role="position"))
+    for i in range(v.num_layers):
+        q = f"{p}.layers.{i}"
+        out += _linear(f"{q}.self_attn.k_proj", d, d, None, "replicated")
+        for proj in ("q_proj", "v_proj", "out_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", d, d, None, "replicated", bias=True)
+        out += _linear(f"{q}.fc1", v.intermediate_size, d, None, "replicated", bias=True)
+        out += _linear(f"{q}.fc2", d, v.intermediate_size, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=d, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.layer_norm", rows=d, copies=2, role="norm"))
+    return out + _linear("multi_modal_projector.linear", v.text_hidden_size, d, None,
+                         "replicated", bias=True)  # fmt: skip
+
+
+def _eva2clip(v: VisionWeights) -> list[Tensor]:
+    """GLM-4V's EVA2CLIP tower, convolution, GLU projector and ``boi``/``eoi`` (``glm4v.py``):
+    see :func:`kvcalc.hfconfig.weights_vision._glm4v_9b`."""
+    hv, p, h, ffn = v.hidden_size, "transformer.vision", v.text_hidden_size, v.projector_output_dim
+    out = _linear(f"{p}.patch_embedding.proj", hv, v.num_channels * v.patch_size**2, None,
+                  "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.patch_embedding.cls_embedding", rows=hv, role="vector"))
+    out.append(Tensor(name=f"{p}.patch_embedding.position_embedding", rows=v.num_positions,
+                      cols=hv, role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.transformer.layers.{i}"
+        out += _linear(f"{q}.attention.query_key_value", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attention.dense", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=4, role="norm"))
+    out += _linear(f"{p}.conv", h, hv * 2 * 2, None, "replicated", bias=True)
+    g = f"{p}.linear_proj"
+    out += _linear(f"{g}.linear_proj", h, h, None, "replicated")
+    out.append(Tensor(name=f"{g}.norm1", rows=h, copies=2, role="norm"))
+    out += _linear(f"{g}.merged_proj", 2 * ffn, h, None, "column")
+    out += _linear(f"{g}.dense_4h_to_h", h, ffn, None, "row")
+    return out + [Tensor(name=f"{p}.boi_eoi", rows=h, copies=2, role="vector")]
 
 
 def _kimi_vl(v: VisionWeights) -> list[Tensor]:

@@ -35,6 +35,8 @@ _QWEN3_VL = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_vl_vis
 def read_vision(
     r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]
 ) -> VisionWeights | None:
+    if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
+        return _qwen2_audio(r, text_hidden)
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None
@@ -65,6 +67,8 @@ def read_vision(
         return _blip2(r, vr, vision_type, text_hidden)
     if top_type == "kimi_vl":
         return _kimi_vl(r, vr, vision_type, text_hidden)
+    if top_type == "chatglm":
+        return _glm4v_9b(r, vr, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -673,5 +677,61 @@ def _kimi_vl(
         num_positions=vr.int("init_pos_emb_height") * vr.int("init_pos_emb_width"),
         num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * kernel[0] * kernel[1],
+        text_hidden_size=text_hidden,
+    )
+
+
+def _glm4v_9b(r: ConfigReader, vr: ConfigReader, text_hidden: int) -> VisionWeights:
+    """GLM-4V's tower as vLLM 0.33 builds it (``glm4v.py``'s ``EVA2CLIPModel``, on a ``chatglm``
+    config with a ``vision_config`` dict): the biased patch convolution, the class embedding,
+    ``num_positions`` learned positions; every layer a biased fused qkv and dense and a biased
+    fc1/fc2, split over TP, and two LayerNorms; then the biased 2 × 2 convolution into the text
+    width, the GLU projector (an unbiased ``ReplicatedLinear``, a LayerNorm, the unbiased gate/up
+    pair ``ffn_hidden_size`` wide split by columns, the unbiased down projection by rows) and the
+    ``boi``/``eoi`` rows."""
+    if r.raw.get("architectures") != ["GLM4VForCausalLM"]:
+        raise ConfigError(
+            f"{r.source}: a chatglm config with a vision_config: kvcalc counts GLM-4V's "
+            "(GLM4VForCausalLM) tower only",
+            code="config-unverified",
+        )
+    return VisionWeights(
+        family="eva2clip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("in_channels", default=3),
+        num_positions=vr.int("num_positions"),
+        num_heads=vr.int("num_heads"),
+        projector_output_dim=r.int("ffn_hidden_size"),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _qwen2_audio(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen2-Audio's audio tower as vLLM 0.33 builds it (``qwen2_audio.py``: transformers'
+    ``Qwen2AudioEncoder`` itself, whole on every rank): two biased convolutions (``num_mel_bins``
+    → ``d_model``, kernel 3), ``max_source_positions`` learned positions, every encoder layer
+    (q/v/out biased, k not; a biased fc1/fc2 ``encoder_ffn_dim`` wide; two LayerNorms), the final
+    LayerNorm; the projector, one biased ``nn.Linear`` into the text width (whole)."""
+    a = r.mapping("audio_config") if r.has("audio_config") else None
+    if a is None:
+        raise ConfigError(f"{r.source}: no audio_config: Qwen2-Audio's tower is sized from it",
+                          code="config-invalid")  # fmt: skip
+    ar = ConfigReader(a, source=f"{r.source}: audio_config")
+    kind = ar.str("model_type", "qwen2_audio_encoder")
+    if kind != "qwen2_audio_encoder":
+        raise ar.bad(ar.path("model_type"), kind, "qwen2_audio_encoder")
+    return VisionWeights(
+        family="qwen2_audio",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins", default=128),
+        num_positions=ar.int("max_source_positions", default=1500),
         text_hidden_size=text_hidden,
     )

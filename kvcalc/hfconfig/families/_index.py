@@ -111,6 +111,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "phimoe": "phimoe",
     "qianfan_ocr": "qwen",
     "qwen2": "qwen",
+    "qwen2_audio": "qwen",
     "qwen2_5_vl": "qwen",
     "qwen2_vl": "qwen",
     "qwen2_moe": "qwen2_moe",

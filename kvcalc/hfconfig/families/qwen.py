@@ -17,7 +17,9 @@ Qianfan-OCR (``qianfan_ocr``: ``qianfan_ocr.py`` subclasses ``internvl.py``'s
 ``InternVLChatModel``) builds its ``text_config`` (Qwen3; the only one recorded) as that model; it
 reads ``force_image_size``, ``ps_version`` and ``select_layer`` as config attributes, which
 transformers 5.20's ``QianfanOCRConfig`` sets none of (vLLM fails with AttributeError): a config
-without them is refused. The vision towers (``vision_config``) hold no cache.
+without them is refused. Qwen2-Audio (``qwen2_audio``: ``qwen2_audio.py``) builds its
+``text_config`` as ``Qwen2ForCausalLM``; its audio tower holds no cache. The vision towers
+(``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
 drops the window when ``use_sliding_window`` is false). MiMo's MTP layers are not built without
@@ -86,13 +88,13 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr"},
+                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
-            "QianfanOCRForConditionalGeneration",
+            "QianfanOCRForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
