@@ -26,8 +26,10 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
-#: the recordings, each file its own (``registry_multimodal_2026_12.json``: the architectures added
-#: after the first ones, recorded apart); one ``models`` mapping over them
+#: the recordings, each file its own (``registry_multimodal_2026_12.json`` and
+#: ``registry_multimodal_2026_12b.json``: the architectures added after the first ones, recorded
+#: apart; their weights in ``multimodal_weights_3.json`` and ``multimodal_weights_4.json``); one
+#: ``models`` mapping over them
 _RECORDED = [json.loads((FIXTURES / f).read_text())
              for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
                        "registry_multimodal_2026_12b.json")]  # fmt: skip
