@@ -26,13 +26,17 @@ from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
-#: the recordings, each file its own (``registry_multimodal_2026_12.json``: the architectures added
-#: after the first ones, recorded apart); one ``models`` mapping over them
+#: the recordings, each file its own (``registry_multimodal_2026_12.json`` and
+#: ``registry_multimodal_2026_12b.json``: the architectures added after the first ones, recorded
+#: apart; their weights in ``multimodal_weights_3.json`` and ``multimodal_weights_4.json``); one
+#: ``models`` mapping over them
 _RECORDED = [json.loads((FIXTURES / f).read_text())
-             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json")]  # fmt: skip
+             for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
+                       "registry_multimodal_2026_12b.json")]  # fmt: skip
 DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
 _WEIGHED = [json.loads((FIXTURES / f).read_text())
-            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json")]  # fmt: skip
+            for f in ("multimodal_weights_2.json", "multimodal_weights_3.json",
+                      "multimodal_weights_4.json")]  # fmt: skip
 WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 
@@ -49,6 +53,10 @@ VLLM_REASONS = {
     "object has no attribute 'norm_topk_prob'": CONFIG,  # qwen3_moe.py reads it
     "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
     "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
+    "object has no attribute 'force_image_size'": CONFIG,  # internvl.py (Qianfan-OCR) reads it
+    "No model architectures are specified": CONFIG,  # step3_vl.py: text_config names none
+    "object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum, a str
+    "object has no attribute 'tie_word_embeddings'": CONFIG,  # chatglm.py (GLM-4V) reads it
     # idefics2_vision_model.py and lfm2_siglip2.py: the tower's heads over TP, a bare assert
     "assert self.num_heads % tp_size == 0": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
@@ -59,7 +67,7 @@ KVCALC_CODES = {
     "config-invalid": CONFIG,
 }
 KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING,
-         "mamba": LayerKind.RECURRENT}  # fmt: skip
+         "mamba": LayerKind.RECURRENT, "mla_attention": LayerKind.MLA}  # fmt: skip
 
 
 def vllm_reason(text: str) -> str:
@@ -84,7 +92,9 @@ def test_every_family_is_recorded():
     assert {"qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_onevision", "llava_next_video", "cohere2_vision", "idefics3",
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
-            "internvl", "paligemma"} <= types  # fmt: skip
+            "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
+            "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
+            "qwen2_audio"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -137,7 +147,8 @@ def test_weights_cover_every_family_at_tp_1_and_2():
     assert {t: tps for t, tps in types.items() if {1, 2} <= tps}.keys() >= {
         "qwen2_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next", "llava_onevision",
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
-        "lighton_ocr", "lfm2_vl", "internvl", "paligemma",
+        "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
+        "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
     }  # fmt: skip
 
 
@@ -189,7 +200,11 @@ def test_glm4v_text_bias_follows_vllms_getattr_default():
     [("synthetic--glm4v-moe-defaults.json", "head_dim"),
      ("synthetic--glm4v-moe-head-dim-128.json", "use_qk_norm"),
      ("synthetic--qwen3-vl-moe-defaults.json", "norm_topk_prob"),
-     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer")],
+     ("synthetic--lighton-ocr-defaults.json", "vision_feature_layer"),
+     ("synthetic--qianfan-ocr-defaults.json", "force_image_size"),
+     ("synthetic--step3-vl-defaults.json", "architectures"),
+     ("synthetic--step3-vl-text-architecture.json", "moe_layers_enum"),
+     ("synthetic--glm4v-9b-vision.json", "tie_word_embeddings")],
 )  # fmt: skip
 def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
     # transformers 5.20's Glm4vMoeTextConfig and Qwen3VLMoeTextConfig set no head_dim,
@@ -210,7 +225,12 @@ def test_config_class_defaults_vllm_cannot_build_are_refused(name, key):
      "synthetic--llava-next-video-4k.json", "synthetic--exaone4-5-32k.json",
      "synthetic--glm-ocr-defaults.json", "synthetic--lighton-ocr-mistral3-keys.json",
      "synthetic--lfm2-vl-hybrid.json", "synthetic--internvl-defaults.json",
-     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json"],
+     "synthetic--paligemma-defaults.json", "synthetic--paligemma-gemma2.json",
+     "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--paddleocr-vl-defaults.json",
+     "synthetic--minicpmv4-6-defaults.json", "synthetic--minicpmv4-7-defaults.json",
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--blip2-defaults.json",
+     "synthetic--kimi-vl-grouped-topk.json", "synthetic--glm4v-9b-untied.json",
+     "synthetic--qwen2-audio-defaults.json"],
 )  # fmt: skip
 def test_the_other_engines_refuse_what_only_vllm_was_checked_for(engine, name):
     request = EngineRequest(model=_model(name), max_model_len=4096, available_kv_bytes=20 << 30)
@@ -225,7 +245,7 @@ def _plan_config(tmp_path, name: str, **kw):
 
     path = tmp_path / name
     path.write_text(json.dumps(DATA["models"][name]["config"]))
-    inputs = PlanInputs(gpu="H200", max_model_len=4096, **kw)
+    inputs = PlanInputs(gpu="H200", **{"max_model_len": 4096, **kw})
     return plan_reference(str(path), inputs, with_suggestions=False)
 
 
@@ -381,16 +401,22 @@ def test_glm_ocr_tower_by_hand():
 
 
 @pytest.mark.parametrize(
-    "name", ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json"]
-)
+    "name",
+    ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
+     "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--minicpmv4-6-defaults.json",
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--kimi-vl-moe-1408.json"],
+)  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
-    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, which declare
-    # supports_encoder_tp_data: --mm-encoder-tp-mode data builds their towers whole at TP 2
-    # (vLLM's meta build, recorded), more per rank than split
+    # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, qianfan_ocr.py
+    # InternVLChatModel, which declare supports_encoder_tp_data, as minicpmv4_6.py and step3_vl.py
+    # do: --mm-encoder-tp-mode data builds their towers whole at TP 2 (vLLM's meta build,
+    # recorded), more per rank than split
     rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
-    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data")
-    split = _plan_config(tmp_path, name, tensor_parallel_size=2)
+    n = min(4096, _model(name).max_model_len)  # Kimi-VL's class defaults: 2,048 (probed there)
+    data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data",
+                        max_model_len=n)  # fmt: skip
+    split = _plan_config(tmp_path, name, tensor_parallel_size=2, max_model_len=n)
     assert data.weights_bytes == rec["target_param_bytes_per_rank"] > split.weights_bytes
 
 
@@ -506,3 +532,209 @@ def test_paligemma_tower_by_hand():
     tower = 3 * 14 * 14 * hv + hv + 256 * hv + 27 * layer + 2 * hv
     assert (layer, tower, 2048 * hv + 2048) == (14_760_064, 399_497_472, 2_361_344)
     assert sum(t.numel for t in vision_tensors(v)) == tower + 2048 * hv + 2048
+
+
+def test_qianfan_ocr_intern_vit_by_hand():
+    # QianfanOCRConfig's InternViT (intern_vit.py) with select_layer -1: all 24 layers of 1,024;
+    # per layer the biased fused qkv 3 × (1,024² + 1,024), the biased proj 1,024² + 1,024, fc1/fc2
+    # 2 × 1,024 × 4,096 + 4,096 + 1,024, two LayerNorms 4 × 1,024, ls1/ls2 2 × 1,024: 12,598,272;
+    # the class embedding, the biased 3 × 14² patch convolution, (448 / 14)² + 1 = 1,025 positions,
+    # no final norm: 304,012,288. mlp1 on 1,024 × (1 / 0.5)² = 4,096 into Qwen3's 4,096: its
+    # LayerNorm 2 × 4,096, two biased nn.Linears 2 × (4,096² + 4,096): 33,570,816
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1024, 4096, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv + 2 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 1025 * hv + 24 * layer
+    projector = 2 * 4 * hv + 2 * (h * h + h)
+    assert (layer, tower, projector) == (12_598_272, 304_012_288, 33_570_816)
+    v = _model("synthetic--qianfan-ocr-internvl-keys.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+    # select_layer -4 builds 21 layers; use_qk_norm adds two 1,024 RMSNorms per layer, rms_norm
+    # drops the two norm biases, attention_bias false the 3 × 1,024 qkv bias: 12,595,200 each
+    v = _model("synthetic--qianfan-ocr-qk-norm-rms.json").weights.vision
+    mutant = layer + 2 * hv - 2 * hv - 3 * hv
+    assert sum(t.numel for t in vision_tensors(v)) == tower - 24 * layer + 21 * mutant + projector
+
+
+def test_qianfan_ocr_tower_tp_refusals(tmp_path):
+    # intern_vit.py: heads not dividing TP make vLLM build the tower's attention whole on every
+    # rank (not recorded: kvcalc refuses it); fc1's ColumnParallelLinear asserts 4,096 % TP (vLLM
+    # fails). 16 heads at TP 8 split (recorded above); 8 heads at TP 16 do not, 4,096 does
+    from kvcalc.planning.api import plan_reference
+    from kvcalc.planning.inputs import PlanInputs
+
+    config = json.loads(json.dumps(DATA["models"]["synthetic--qianfan-ocr-internvl-keys.json"]))
+    config = config["config"]
+    config["vision_config"]["num_attention_heads"] = 8
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(KvcalcError) as refused:
+        plan_reference(str(path), PlanInputs(gpu="H200", max_model_len=4096,
+                                             tensor_parallel_size=16), with_suggestions=False)  # fmt: skip
+    assert refused.value.code == "unsupported-parallelism" and "8 attention heads" in str(
+        refused.value.message
+    )
+    data = PlanInputs(gpu="H200", max_model_len=4096, tensor_parallel_size=16,
+                      mm_encoder_tp_mode="data")  # fmt: skip
+    assert plan_reference(str(path), data, with_suggestions=False).weights_bytes > 0
+
+
+def test_paddleocr_vl_tower_by_hand():
+    # PaddleOCRVLConfig's tower (paddleocr_vl.py SiglipVisionModel): 27 layers of 1,152, each the
+    # biased fused qkv and out_proj 4 × (1,152² + 1,152), fc1/fc2 2 × 1,152 × 4,304 + 4,304 + 1,152,
+    # two LayerNorms 4 × 1,152: 15,239,504; the biased 3 × 14² patch convolution, (384 / 14)² = 729
+    # position rows, the post-LayerNorm: 412,987,248. mlp_AR: its LayerNorm on 1,152, linear_1
+    # 4,608 → 4,608 and linear_2 → ERNIE's 1,024, biased: 25,960,192. Buffers: 729 int64
+    # position_ids (5,832 B, recorded) and the 2D RoPE's inv_freq, 72 / 4 = 18 fp32 (72 B)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+    from kvcalc.estimate.weights import _vision_rope_bytes
+
+    hv, inter, h = 1152, 4304, 1024
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 729 * hv + 27 * layer + 2 * hv
+    projector = 2 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, projector) == (15_239_504, 412_987_248, 25_960_192)
+    model = _model("synthetic--paddleocr-vl-defaults.json")
+    assert sum(t.numel for t in vision_tensors(model.weights.vision)) == tower + projector
+    assert _vision_rope_bytes(model.weights, 2) == 729 * 8 + 18 * 4
+
+
+def test_minicpmv_tower_and_mergers_by_hand():
+    # MiniCPMV4_6Config's tower (Idefics2VisionTransformer): 12 layers of 768, each 4 × (768² +
+    # 768) + 2 × 768 × 3,072 + 3,072 + 768 + 4 × 768 = 7,087,872; the biased 3 × 16² convolution,
+    # (224 / 16)² = 196 positions, the post-LayerNorm: 85,797,120. vit_merger: the window
+    # attention's biased qkv and out_proj 4 × (768² + 768), its LayerNorm 2 × 768, the 2 × 2
+    # window's LayerNorm 2 × 3,072 and biased 3,072 → 12,288 → 768: 49,569,024. merger: a
+    # LayerNorm 2 × 3,072 and biased 3,072 → 3,072 → 4,096: 22,033,408. 4.7's class builds the
+    # same; 4.6 with drop_vision_last_layer one layer fewer
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 768, 3072, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 16 * 16 * hv + hv + 196 * hv + 12 * layer + 2 * hv
+    window = 4 * (hv * hv + hv) + 2 * hv + 2 * 4 * hv + 4 * hv * 4 * inter + 4 * inter
+    window += 4 * inter * hv + hv
+    merger = 2 * 4 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, window, merger) == (7_087_872, 85_797_120, 49_569_024, 22_033_408)
+    for name, drop in [("synthetic--minicpmv4-6-defaults.json", 0),
+                       ("synthetic--minicpmv4-7-defaults.json", 0),
+                       ("synthetic--minicpmv4-6-drop-last-layer.json", 1)]:  # fmt: skip
+        v = _model(name).weights.vision
+        assert sum(t.numel for t in vision_tensors(v)) == tower - drop * layer + window + merger
+
+
+def test_step3_vl_tower_and_downsamplers_by_hand():
+    # Step3VLConfig's tower (step3_vl.py): 63 layers of 1,792, each 4 × (1,792² + 1,792) + 2 ×
+    # 1,792 × 3,072 + 3,072 + 1,792 + 4 × 1,792 = 23,874,304; the class embedding, the biased
+    # 3 × 14² convolution, (728 / 14)² + 1 = 2,705 positions: 1,509,985,792. The biased 2 × 2
+    # convolution 1,792 → 4,096, the 3 × 3 one 4,096 → 8,192 and the biased projector 8,192 → 7,168
+    # (projector_bias): 390,089,728. Buffer: 2,705 int64 position_ids
+    from kvcalc.estimate.vision_tensors import vision_tensors
+    from kvcalc.estimate.weights import _vision_rope_bytes
+
+    hv, inter, out, h = 1792, 3072, 4096, 7168
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 2705 * hv + 63 * layer
+    rest = out * hv * 4 + out + 2 * out * out * 9 + 2 * out + h * 2 * out + h
+    assert (layer, tower, rest) == (23_874_304, 1_509_985_792, 390_089_728)
+    model = _model("synthetic--step3-vl-moe-layers-string.json")
+    assert sum(t.numel for t in vision_tensors(model.weights.vision)) == tower + rest
+    assert _vision_rope_bytes(model.weights, 2) == 2705 * 8
+
+
+def test_blip2_tower_and_qformer_by_hand():
+    # Blip2Config's tower (blip.py BlipVisionModel, every layer so the post-LayerNorm): 39 layers of
+    # 1,408, each the biased qkv and projection 4 × (1,408² + 1,408), fc1/fc2 2 × 1,408 × 6,144 +
+    # 6,144 + 1,408, two LayerNorms 4 × 1,408: 25,250,176; the class embedding, the biased 3 × 14²
+    # convolution, (224 / 14)² + 1 = 257 positions: 985,952,256. 32 query tokens of 768. The
+    # Q-Former's embedding LayerNorm and 12 layers of 768 (self-attention 4 × (768² + 768) with its
+    # LayerNorm; the query MLP 768 → 3,072 → 768 with its LayerNorm), a cross-attention on layers
+    # 0, 2, ..., 10 (cross_attention_frequency 2: key/value from 1,408): 105,137,664. The biased
+    # language_projection 768 → OPT's 768: 590,592
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, qh, qi, h = 1408, 6144, 768, 3072, 768
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = hv + 3 * 14 * 14 * hv + hv + 257 * hv + 39 * layer + 2 * hv
+    self_attention = 4 * (qh * qh + qh) + 2 * qh
+    cross = 2 * (qh * qh + qh) + 2 * (hv * qh + qh) + 2 * qh
+    mlp = qh * qi + qi + qi * qh + qh + 2 * qh
+    qformer = 2 * qh + 12 * (self_attention + mlp) + 6 * cross
+    assert (layer, tower, qformer) == (25_250_176, 985_952_256, 105_137_664)
+    v = _model("synthetic--blip2-defaults.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + 32 * qh + qformer + h * qh + h
+
+
+def test_kimi_vl_moonvit_by_hand():
+    # KimiVLConfig's MoonViT (moonvit.py): 27 layers of 1,152, each the biased wqkv and wo
+    # 4 × (1,152² + 1,152), fc0/fc1 2 × 1,152 × 4,304 + 4,304 + 1,152, two LayerNorms 4 × 1,152:
+    # 15,239,504; the biased 3 × 14² patch convolution, the 64 × 64 learned position table, the
+    # final LayerNorm: 416,866,032. The projector: a LayerNorm on 1,152, linear_1 4,608 → 4,608
+    # and linear_2 → the text's 4,096, biased: 40,119,040
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h = 1152, 4304, 4096
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + 64 * 64 * hv + 27 * layer + 2 * hv
+    projector = 2 * hv + (4 * hv) ** 2 + 4 * hv + h * 4 * hv + h
+    assert (layer, tower, projector) == (15_239_504, 416_866_032, 40_119_040)
+    v = _model("synthetic--kimi-vl-moe-1408.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+
+
+def test_kimi_vl_shared_experts_over_tp():
+    # deepseek_v2.py's shared experts (DeepseekV2MLP: a MergedColumnParallelLinear) are
+    # moe_intermediate_size × n_shared_experts wide: KimiVLConfig's 1,407 × 2 = 2,814 fails at
+    # TP 8 (recorded), 1,408 × 2 = 2,816 builds (recorded)
+    from kvcalc.engines.vllm.setup import check_tp
+
+    with pytest.raises(KvcalcError) as refused:
+        check_tp(_model("synthetic--kimi-vl-grouped-topk.json"), 8, [])
+    assert refused.value.code == "invalid-parallelism" and "2814" in refused.value.message
+    check_tp(_model("synthetic--kimi-vl-moe-1408.json"), 8, [])
+
+
+def test_glm4v_9b_eva2clip_by_hand():
+    # GLM-4V's tower (glm4v.py EVA2CLIPModel) on a GLM-4V-9B-type vision_config: 63 layers of 1,792,
+    # each the biased query_key_value and dense 4 × (1,792² + 1,792), fc1/fc2 2 × 1,792 × 15,360 +
+    # 15,360 + 1,792, two LayerNorms 4 × 1,792: 67,926,784; the biased 3 × 14² convolution, the
+    # class embedding, 6,401 positions: 4,291,915,264. The biased 2 × 2 convolution 1,792 → 4,096,
+    # the GLU (an unbiased 4,096², its LayerNorm, the unbiased gate/up 2 × 13,696 and down
+    # projections) and boi/eoi: 214,454,272
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    hv, inter, h, ffn = 1792, 15360, 4096, 13696
+    layer = 4 * (hv * hv + hv) + 2 * hv * inter + inter + hv + 4 * hv
+    tower = 3 * 14 * 14 * hv + hv + hv + 6401 * hv + 63 * layer
+    rest = h * hv * 4 + h + h * h + 2 * h + 2 * ffn * h + ffn * h + 2 * h
+    assert (layer, tower, rest) == (67_926_784, 4_291_915_264, 214_454_272)
+    v = _model("synthetic--glm4v-9b-untied.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + rest
+
+
+def test_glm4v_9b_tower_is_built_whatever_the_limits(tmp_path):
+    # glm4v.py builds its EVA2CLIP tower outside _mark_tower_model: image and video limited to 0
+    # leave it in (the weights do not change)
+    name = "synthetic--glm4v-9b-untied.json"
+    plan = _plan_config(tmp_path, name, max_model_len=2048)
+    off = _plan_config(tmp_path, name, max_model_len=2048,
+                       limit_mm_per_prompt='{"image": 0, "video": 0}')  # fmt: skip
+    assert off.weights_bytes == plan.weights_bytes
+
+
+def test_qwen2_audio_tower_by_hand():
+    # Qwen2AudioConfig's encoder (transformers' Qwen2AudioEncoder, built by qwen2_audio.py): the
+    # biased convolutions 128 → 1,280 and 1,280 → 1,280 (kernel 3), 1,500 learned positions; 32
+    # layers, each q/v/out_proj with biases and an unbiased k_proj 4 × 1,280² + 3 × 1,280, fc1/fc2
+    # 2 × 1,280 × 5,120 + 5,120 + 1,280, two LayerNorms 4 × 1,280: 19,676,160; the final
+    # LayerNorm: 636,968,960. The projector 1,280 → Qwen2's 4,096, biased: 5,246,976. Limited to
+    # {"audio": 0} it is not built (vLLM's meta build: 1,284,431,872 B fewer, recorded)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, mel, ffn, h = 1280, 128, 5120, 4096
+    layer = 4 * d * d + 3 * d + 2 * d * ffn + ffn + d + 4 * d
+    tower = d * mel * 3 + d + d * d * 3 + d + 1500 * d + 32 * layer + 2 * d
+    assert (layer, tower, h * d + h) == (19_676_160, 636_968_960, 5_246_976)
+    v = _model("synthetic--qwen2-audio-defaults.json").weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + h * d + h

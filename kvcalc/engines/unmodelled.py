@@ -71,6 +71,13 @@ VLLM_ONLY_ARCHITECTURES = {
     "Idefics3ForConditionalGeneration": "Idefics3", "SmolVLMForConditionalGeneration": "SmolVLM",
     "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
+    "QianfanOCRForConditionalGeneration": "Qianfan-OCR",
+    "PaddleOCRVLForConditionalGeneration": "PaddleOCR-VL",
+    "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6",
+    "MiniCPMV4_7ForConditionalGeneration": "MiniCPM-V 4.7",
+    "Step3VLForConditionalGeneration": "Step3-VL", "Blip2ForConditionalGeneration": "BLIP-2",
+    "KimiVLForConditionalGeneration": "Kimi-VL", "GLM4VForCausalLM": "GLM-4V",
+    "Qwen2AudioForConditionalGeneration": "Qwen2-Audio",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure

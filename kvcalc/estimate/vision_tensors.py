@@ -40,6 +40,27 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _lfm2_vl(v)]
     if v.family == "internvl":
         return [replace(t, vision=True) for t in _internvl(v)]
+    if v.family == "intern_vit":
+        return [replace(t, vision=True) for t in _intern_vit(v)]
+    if v.family == "qwen2_audio":
+        return [replace(t, vision=True) for t in _qwen2_audio(v)]
+    if v.family == "eva2clip":
+        return [replace(t, vision=True) for t in _eva2clip(v)]
+    if v.family == "kimi_vl":
+        return [replace(t, vision=True) for t in _kimi_vl(v)]
+    if v.family == "blip2":
+        return [replace(t, vision=True) for t in _blip2(v)]
+    if v.family == "step3_vl":
+        return [replace(t, vision=True) for t in _step3_vl(v)]
+    if v.family == "minicpmv":
+        return [replace(t, vision=True) for t in _minicpmv(v)]
+    if v.family == "paddleocr_vl":  # paddleocr_vl.py: SigLIP whole, then mlp_AR (whole)
+        out = _siglip_whole(v, "visual.vision_model")
+        m, merged = "mlp_AR", v.projector_input_dim
+        out.append(Tensor(name=f"{m}.pre_norm", rows=v.hidden_size, copies=2, role="norm"))
+        out += _linear(f"{m}.linear_1", merged, merged, None, "replicated", bias=True)
+        out += _linear(f"{m}.linear_2", v.text_hidden_size, merged, None, "replicated", bias=True)
+        return [replace(t, vision=True) for t in out]
     if v.family == "paligemma":
         out = _siglip_whole(v, "vision_tower.vision_model")  # paligemma.py: SiglipVisionModel whole
         out += _linear("multi_modal_projector.linear", v.projector_output_dim, v.hidden_size, None,
@@ -346,6 +367,181 @@ def _internvl(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{m}.layer_norm", rows=v.projector_input_dim, copies=2, role="norm"))
     out += _linear(f"{m}.linear_1", h, v.projector_input_dim, None, "replicated", bias=True)
     return out + _linear(f"{m}.linear_2", h, h, None, "replicated", bias=True)
+
+
+def _intern_vit(v: VisionWeights) -> list[Tensor]:
+    """InternViT and its ``mlp1`` as vLLM 0.33 builds them (``intern_vit.py``, ``internvl.py``):
+    see :func:`kvcalc.hfconfig.weights_vision._qianfan_ocr`. The fused qkv split by columns, the
+    output projection by rows (its bias whole), fc1/fc2 by columns and rows; everything else whole
+    on every rank; ``tower`` is the norm type (``layer_norm``: weight and bias)."""
+    hv, p = v.hidden_size, "vision_model"
+    copies = 2 if v.tower == "layer_norm" else 1
+    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
+    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
+                   "replicated", bias=True)  # fmt: skip
+    positions = (v.image_size // v.patch_size) ** 2 + 1
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=positions, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
+        if v.qk_norm:  # RMSNorm over all heads (var_hidden_size), whole on every rank
+            out.append(Tensor(name=f"{q}.attn.qk_norm", rows=hv, copies=2, role="norm"))
+        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * copies, role="norm"))
+        out.append(Tensor(name=f"{q}.ls", rows=hv, copies=2, role="vector"))
+    m, h = "mlp1", v.text_hidden_size
+    out.append(Tensor(name=f"{m}.0", rows=v.projector_input_dim, copies=2, role="norm"))
+    out += _linear(f"{m}.1", h, v.projector_input_dim, None, "replicated", bias=True)
+    return out + _linear(f"{m}.3", h, h, None, "replicated", bias=True)
+
+
+def _qwen2_audio(v: VisionWeights) -> list[Tensor]:
+    """Qwen2-Audio's encoder and projector (``Qwen2AudioEncoder``, ``qwen2_audio.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._qwen2_audio`; ``num_channels`` is the mel bins."""
+    d, p = v.hidden_size, "audio_tower"
+    out = _linear(f"{p}.conv1", d, v.num_channels * 3, None, "replicated", bias=True)
+    out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.embed_positions", rows=v.num_positions, cols=d, role="position"))
+    for i in range(v.num_layers):
+        q = f"{p}.layers.{i}"
+        out += _linear(f"{q}.self_attn.k_proj", d, d, None, "replicated")
+        for proj in ("q_proj", "v_proj", "out_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", d, d, None, "replicated", bias=True)
+        out += _linear(f"{q}.fc1", v.intermediate_size, d, None, "replicated", bias=True)
+        out += _linear(f"{q}.fc2", d, v.intermediate_size, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=d, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.layer_norm", rows=d, copies=2, role="norm"))
+    return out + _linear("multi_modal_projector.linear", v.text_hidden_size, d, None,
+                         "replicated", bias=True)  # fmt: skip
+
+
+def _eva2clip(v: VisionWeights) -> list[Tensor]:
+    """GLM-4V's EVA2CLIP tower, convolution, GLU projector and ``boi``/``eoi`` (``glm4v.py``):
+    see :func:`kvcalc.hfconfig.weights_vision._glm4v_9b`."""
+    hv, p, h, ffn = v.hidden_size, "transformer.vision", v.text_hidden_size, v.projector_output_dim
+    out = _linear(f"{p}.patch_embedding.proj", hv, v.num_channels * v.patch_size**2, None,
+                  "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.patch_embedding.cls_embedding", rows=hv, role="vector"))
+    out.append(Tensor(name=f"{p}.patch_embedding.position_embedding", rows=v.num_positions,
+                      cols=hv, role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.transformer.layers.{i}"
+        out += _linear(f"{q}.attention.query_key_value", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.attention.dense", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=4, role="norm"))
+    out += _linear(f"{p}.conv", h, hv * 2 * 2, None, "replicated", bias=True)
+    g = f"{p}.linear_proj"
+    out += _linear(f"{g}.linear_proj", h, h, None, "replicated")
+    out.append(Tensor(name=f"{g}.norm1", rows=h, copies=2, role="norm"))
+    out += _linear(f"{g}.merged_proj", 2 * ffn, h, None, "column")
+    out += _linear(f"{g}.dense_4h_to_h", h, ffn, None, "row")
+    return out + [Tensor(name=f"{p}.boi_eoi", rows=h, copies=2, role="vector")]
+
+
+def _kimi_vl(v: VisionWeights) -> list[Tensor]:
+    """Kimi-VL's MoonViT and projector (``moonvit.py``, ``kimi_vl.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._kimi_vl`."""
+    hv, p, wide = v.hidden_size, "vision_tower", v.projector_input_dim
+    out = _linear(f"{p}.patch_embed.proj", hv, v.num_channels * v.patch_size**2, None,
+                  "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.patch_embed.pos_emb.weight", rows=v.num_positions, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.blocks.{i}"
+        out += _linear(f"{q}.wqkv", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.wo", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.encoder.final_layernorm", rows=hv, copies=2, role="norm"))
+    m = "multi_modal_projector"
+    out.append(Tensor(name=f"{m}.pre_norm", rows=hv, copies=2, role="norm"))
+    out += _linear(f"{m}.linear_1", wide, wide, None, "replicated", bias=True)
+    return out + _linear(f"{m}.linear_2", v.text_hidden_size, wide, None, "replicated", bias=True)
+
+
+def _blip2(v: VisionWeights) -> list[Tensor]:
+    """BLIP-2's tower, queries, Q-Former and projection (``blip2.py``, ``blip.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._blip2`."""
+    hv, p = v.hidden_size, "vision_model"
+    patches = (v.image_size // v.patch_size) ** 2
+    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
+    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
+                   "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + 1, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.encoder.layers.{i}"
+        out += _linear(f"{q}.self_attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
+        out += _linear(f"{q}.self_attn.projection", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"))
+    qh, inter = v.qformer_hidden_size, v.qformer_intermediate_size
+    out.append(Tensor(name="query_tokens", rows=v.query_tokens, cols=qh, role="vector"))
+    out.append(Tensor(name="qformer.layernorm", rows=qh, copies=2, role="norm"))
+    for i in range(v.qformer_layers):
+        q = f"qformer.encoder.layer.{i}"
+        kinds = ["attention"] + (["crossattention"] if i % v.cross_attention_frequency == 0 else [])
+        for kind in kinds:
+            kv = hv if kind == "crossattention" else qh  # its key/value read the tower's output
+            out += _linear(f"{q}.{kind}.attention.query", qh, qh, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.attention.key", qh, kv, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.attention.value", qh, kv, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.output.dense", qh, qh, None, "replicated", bias=True)
+            out.append(Tensor(name=f"{q}.{kind}.output.LayerNorm", rows=qh, copies=2, role="norm"))
+        out += _linear(f"{q}.intermediate_query.dense", inter, qh, None, "replicated", bias=True)
+        out += _linear(f"{q}.output_query.dense", qh, inter, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{q}.output_query.LayerNorm", rows=qh, copies=2, role="norm"))
+    return out + _linear("language_projection", v.text_hidden_size, qh, None, "replicated",
+                         bias=True)  # fmt: skip
+
+
+def _step3_vl(v: VisionWeights) -> list[Tensor]:
+    """Step3-VL's tower, downsamplers and projector (``step3_vl.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._step3_vl`."""
+    hv, p, out_dim = v.hidden_size, "vision_model", v.projector_output_dim
+    patches = (v.image_size // v.patch_size) ** 2
+    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
+    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
+                   "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + 1, cols=hv,
+                      role="position"))  # fmt: skip
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.transformer.layers.{i}"
+        out += _linear(f"{q}.self_attn.qkv_proj", 3 * hv, hv, None, "column", bias=True)
+        out += _linear(f"{q}.self_attn.out_proj", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out += _linear("vit_downsampler", out_dim, hv * 2 * 2, None, "replicated", bias=True)
+    out += _linear("vit_downsampler2", 2 * out_dim, out_dim * 3 * 3, None, "replicated", bias=True)
+    return out + _linear("vit_large_projector", v.text_hidden_size, 2 * out_dim, None,
+                         "replicated", bias=v.projector_bias)  # fmt: skip
+
+
+def _minicpmv(v: VisionWeights) -> list[Tensor]:
+    """MiniCPM-V 4.6's and 4.7's tower, ``vit_merger`` and ``merger`` (``minicpmv4_6.py``): see
+    :func:`kvcalc.hfconfig.weights_vision._minicpmv`."""
+    hv, wide = v.hidden_size, v.projector_input_dim
+    out = _siglip_whole(v, "vpm")
+    w = "vit_merger"
+    out += _linear(f"{w}.self_attn.qkv_proj", 3 * hv, hv, None, "column", bias=True)
+    out += _linear(f"{w}.self_attn.out_proj", hv, hv, None, "row", bias=True)
+    out.append(Tensor(name=f"{w}.layer_norm1", rows=hv, copies=2, role="norm"))
+    out.append(Tensor(name=f"{w}.pre_norm", rows=wide, copies=2, role="norm"))
+    out += _linear(f"{w}.linear_1", 4 * v.intermediate_size, wide, None, "replicated", bias=True)
+    out += _linear(f"{w}.linear_2", hv, 4 * v.intermediate_size, None, "replicated", bias=True)
+    m = "merger.mlp.0"
+    out.append(Tensor(name=f"{m}.pre_norm", rows=wide, copies=2, role="norm"))
+    out += _linear(f"{m}.linear_1", wide, wide, None, "replicated", bias=True)
+    return out + _linear(f"{m}.linear_2", v.text_hidden_size, wide, None, "replicated", bias=True)
 
 
 def _siglip_whole(v: VisionWeights, p: str) -> list[Tensor]:

@@ -358,6 +358,14 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     if v is not None and v.family in ("llava", "cohere2_vision", "paligemma"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES
+    if v is not None and v.family == "step3_vl":
+        # step3_vl.py Step3VisionEmbeddings: position_ids, one per position row (class included)
+        return ((v.image_size // v.patch_size) ** 2 + 1) * _INT64_BYTES
+    if v is not None and v.family == "paddleocr_vl":
+        # paddleocr_vl.py: SigLIP's position_ids and SigLIPRotaryEmbedding(head_dim // 2)'s fp32
+        # inv_freq (arange(0, dim, 2): head_dim / 4 values)
+        ids = (v.image_size // v.patch_size) ** 2 * _INT64_BYTES
+        return ids + len(range(0, v.head_dim // 2, 2)) * _FP32_BYTES
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:
         return 0
     ids = v.num_positions * _INT64_BYTES if v.family == "glm4v" else 0

@@ -159,3 +159,10 @@ class VisionWeights:
     default_output_length: int = 0
     #: Gemma 4: the config has an ``audio_config`` (an audio tower beside the vision one)
     audio: bool = False
+    #: BLIP-2: the Q-Former's learned queries, its layers (a cross-attention every
+    #: ``cross_attention_frequency``), their width and MLP width (``qformer_config``)
+    query_tokens: int = 0
+    qformer_layers: int = 0
+    qformer_hidden_size: int = 0
+    qformer_intermediate_size: int = 0
+    cross_attention_frequency: int = 1

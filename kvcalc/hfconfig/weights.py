@@ -220,8 +220,13 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         gdn=_gdn(r) if L.GDN in mixers else None,
         mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
-        vision=_vision(r, model_type, hidden, notes) if r.has("vision_config") else None,
-        vision_encoder=r.has("vision_config"),
+        vision=(
+            _vision(r, model_type, hidden, notes)
+            if r.has("vision_config") or r.has("audio_config")
+            else None
+        ),
+        # a multimodal encoder: a vision tower, or Qwen2-Audio's audio tower (audio_config)
+        vision_encoder=r.has("vision_config") or r.raw.get("model_type") == "qwen2_audio",
         quantization=read_quant_spec(r),
         mtp_layers=mtp,
         rope_cache_positions=positions,

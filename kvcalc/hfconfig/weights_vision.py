@@ -21,6 +21,8 @@ _LLAVA = {"llava", "llava_next", "llava_next_video", "llava_onevision"}
 _LLAVA_TOWERS = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}
 #: Idefics3's and SmolVLM's model types → their tower's ``vision_config.model_type``
 _IDEFICS3 = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
+#: MiniCPM-V 4.6's and 4.7's model types → their tower's ``vision_config.model_type``
+_MINICPMV = {"minicpmv4_6": "minicpmv4_6_vision", "minicpmv4_7": "minicpmv4_7_vision"}
 #: GLM-4.1V's and GLM-4.5V's tower: ``vision_config.model_type``, and the text model types whose
 #: ``vision_config`` names none
 _GLM4V = {"glm4v", "glm4v_vision", "glm4v_moe", "glm4v_moe_vision"}
@@ -33,6 +35,8 @@ _QWEN3_VL = {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen3_vl_vis
 def read_vision(
     r: ConfigReader, model_type: str, text_hidden: int, notes: list[str]
 ) -> VisionWeights | None:
+    if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
+        return _qwen2_audio(r, text_hidden)
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None
@@ -51,6 +55,20 @@ def read_vision(
         return _internvl(r, vr, vision_type, text_hidden)
     if top_type == "paligemma":
         return _paligemma(r, vr, vision_type, text_hidden)
+    if top_type == "qianfan_ocr":
+        return _qianfan_ocr(r, vr, vision_type, text_hidden)
+    if top_type == "paddleocr_vl":
+        return _paddleocr_vl(r, vr, vision_type, text_hidden)
+    if top_type in _MINICPMV:
+        return _minicpmv(r, vr, vision_type, text_hidden)
+    if top_type == "step3_vl":
+        return _step3_vl(r, vr, vision_type, text_hidden)
+    if top_type == "blip-2":
+        return _blip2(r, vr, vision_type, text_hidden)
+    if top_type == "kimi_vl":
+        return _kimi_vl(r, vr, vision_type, text_hidden)
+    if top_type == "chatglm":
+        return _glm4v_9b(r, vr, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
     if family is not None:
         total = vr.int("num_hidden_layers")
@@ -287,11 +305,11 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
 def _siglip(vr: ConfigReader, **fields: Any) -> VisionWeights:
     """A SigLIP tower read from its ``vision_config`` as transformers' ``SiglipVisionConfig`` names
     it (every layer, patches of ``patch_size`` over ``image_size``), with the family's own fields."""
+    fields = {"num_layers": vr.int("num_hidden_layers"), **fields}
     return VisionWeights(
         tower="siglip",
         hidden_size=vr.int("hidden_size"),
         intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
         image_size=vr.int("image_size"),
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
@@ -455,5 +473,265 @@ def _paligemma(
         vr,
         family="paligemma",
         projector_output_dim=vr.int("projection_dim", default=2048),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _qianfan_ocr(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Qianfan-OCR's tower as vLLM 0.33 builds it (``qianfan_ocr.py`` on ``internvl.py``'s
+    ``InternVLChatModel``, ``intern_vit.py``'s ``InternVisionModel``): the class token, the biased
+    patch convolution and ``(image_size / patch_size)² + 1`` positions (the first side of each
+    size: ``_add_intern_vit_fields``), the layers up to ``select_layer`` (``L + select_layer + 1``
+    when negative); per layer a fused ``QKVParallelLinear`` (``attention_bias``) and a biased
+    ``RowParallelLinear`` projection, optional q/k RMSNorms whole on every rank, the biased
+    fc1/fc2 split over TP, two ``norm_type`` norms and two layer-scale vectors; no final norm.
+    ``mlp1``: a LayerNorm on ``hidden_size · (1 / downsample_ratio)²`` and two biased
+    ``nn.Linear``s, whole on every rank."""
+    if vision_type != "qianfan_ocr_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Qianfan-OCR's "
+            "qianfan_ocr_vision tower only",
+            code="config-unverified",
+        )
+    sizes = {}
+    for key in ("image_size", "patch_size"):
+        value = vr.value(key)
+        side = value[0] if isinstance(value, list) and value else value
+        if isinstance(side, bool) or not isinstance(side, int) or side <= 0:
+            raise vr.bad(vr.path(key), value, "a size or a [height, width] pair")
+        sizes[key] = side
+    norm = vr.str("norm_type", "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise vr.bad(vr.path("norm_type"), norm, "layer_norm or rms_norm")
+    ratio = r.value("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise r.bad(r.path("downsample_ratio"), ratio, "a ratio in (0, 1]")
+    total, select = vr.int("num_hidden_layers"), r.raw.get("select_layer")
+    if isinstance(select, bool) or not isinstance(select, int) or not -total <= select < total:
+        raise r.bad("select_layer", select, f"a layer index in [-{total}, {total})")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="intern_vit",
+        tower=norm,
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=total + select + 1 if select < 0 else select + 1,
+        image_size=sizes["image_size"],
+        patch_size=sizes["patch_size"],
+        num_channels=3,  # InternVisionEmbeddings: in_channels=3 whatever num_channels says
+        num_heads=vr.int("num_attention_heads"),
+        attention_bias=vr.bool("attention_bias", True),
+        qk_norm=vr.bool("use_qk_norm", False),
+        projector_input_dim=hv * int(1 / ratio) ** 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _paddleocr_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """PaddleOCR-VL's tower as vLLM 0.33 builds it (``paddleocr_vl.py``'s own
+    ``SiglipVisionModel``): SigLIP whole (every layer, a fused qkv, the post-LayerNorm, int64
+    ``position_ids``) with a 2D RoPE (``SigLIPRotaryEmbedding(head_dim / 2)``: an fp32
+    ``inv_freq`` of ``head_dim / 4``), and ``mlp_AR``: a LayerNorm on the tower's width, then two
+    biased ``nn.Linear``s from ``hidden_size · 2²`` (its ``merge_kernel_size`` is fixed at 2 × 2,
+    whatever ``spatial_merge_size`` says), whole on every rank."""
+    if vision_type != "paddleocr_vl_vision":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaddleOCR-VL's "
+            "paddleocr_vl_vision tower only",
+            code="config-unverified",
+        )
+    hv, heads = vr.int("hidden_size"), vr.int("num_attention_heads")
+    return _siglip(
+        vr,
+        family="paddleocr_vl",
+        head_dim=hv // heads,
+        projector_input_dim=hv * 2 * 2,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _minicpmv(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """MiniCPM-V 4.6's and 4.7's tower as vLLM 0.33 builds it (``minicpmv4_6.py``; 4.7's class
+    subclasses it): ``Idefics2VisionTransformer`` (every layer but the last where 4.6's
+    ``drop_vision_last_layer`` says so, never for 4.7; the post-LayerNorm, no ``position_ids``
+    buffer); ``vit_merger``, one window-attention block (a biased fused qkv and out_proj split
+    over TP, a LayerNorm) and its MLP on the 2 × 2 window (a LayerNorm on ``4 · hidden_size``, two
+    biased ``nn.Linear``s ``4 · intermediate_size`` wide); ``merger``, one downsample MLP (its
+    ``times`` left at 1 whatever ``merger_times`` says: a LayerNorm and two biased ``nn.Linear``s
+    from ``4 · hidden_size`` into the text width); both whole except the window attention."""
+    top = str(r.raw.get("model_type"))
+    if vision_type != _MINICPMV[top]:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
+            f"{_MINICPMV[top]} tower only",
+            code="config-unverified",
+        )
+    layers = vr.int("num_hidden_layers")
+    drop = top == "minicpmv4_6" and r.bool("drop_vision_last_layer", False)
+    return _siglip(
+        vr,
+        family="minicpmv",
+        num_layers=layers - 1 if drop else layers,
+        projector_input_dim=vr.int("hidden_size") * 4,
+        text_hidden_size=text_hidden,
+    )
+
+
+def _step3_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Step3-VL's tower as vLLM 0.33 builds it (``step3_vl.py``): ``Step3VisionTransformer`` (the
+    class embedding, the biased patch convolution, ``(image_size / patch_size)² + 1`` positions
+    and their int64 ``position_ids``; every layer a biased fused qkv and out_proj and a biased
+    fc1/fc2, split over TP, and two LayerNorms; no pre- or post-norm), then the two biased
+    convolutions ``vit_downsampler`` (2 × 2, ``hidden_size`` → ``output_hidden_size``) and
+    ``vit_downsampler2`` (3 × 3, → ``2 · output_hidden_size``) and ``vit_large_projector`` into
+    the text width (biased with ``projector_bias``), whole on every rank."""
+    if vision_type != "step3_vision_encoder":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Step3-VL's "
+            "step3_vision_encoder tower only",
+            code="config-unverified",
+        )
+    return _siglip(
+        vr,
+        family="step3_vl",
+        projector_output_dim=vr.int("output_hidden_size"),
+        projector_bias=r.bool("projector_bias", True),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _blip2(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int) -> VisionWeights:
+    """BLIP-2's tower as vLLM 0.33 builds it (``blip2.py``): ``BlipVisionModel`` whole (the class
+    embedding, the biased patch convolution, ``(image_size / patch_size)² + 1`` positions; per
+    layer a fused qkv (``qkv_bias``) and a biased projection, a biased fc1/fc2, split over TP, two
+    LayerNorms; the post-LayerNorm), the ``num_query_tokens`` learned queries, the Q-Former
+    (``Blip2QFormerModel``: an embedding LayerNorm; per layer biased ``nn.Linear`` query/key/value
+    and output dense with a LayerNorm, a cross-attention on the tower's width every
+    ``cross_attention_frequency`` layers, the query MLP with a LayerNorm; whole on every rank) and
+    the biased ``language_projection`` into the text width (whole)."""
+    if vision_type != "blip_2_vision_model":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts BLIP-2's "
+            "blip_2_vision_model tower only",
+            code="config-unverified",
+        )
+    q = r.mapping("qformer_config") if r.has("qformer_config") else None
+    if q is None:
+        raise ConfigError(f"{r.source}: no qformer_config: BLIP-2's Q-Former is sized from it",
+                          code="config-invalid")  # fmt: skip
+    qr = ConfigReader(q, source=f"{r.source}: qformer_config")
+    kind = qr.str("position_embedding_type", "absolute")
+    if kind != "absolute":  # blip2.py raises NotImplementedError for any other
+        raise qr.bad(qr.path("position_embedding_type"), kind, "absolute (vLLM 0.33 blip2.py)")
+    if qr.int("encoder_hidden_size") != vr.int("hidden_size"):
+        raise qr.bad(qr.path("encoder_hidden_size"), qr.int("encoder_hidden_size"),
+                     "the tower's hidden_size (recorded so)")  # fmt: skip
+    return _siglip(
+        vr,
+        family="blip2",
+        attention_bias=vr.bool("qkv_bias", True),
+        query_tokens=r.int("num_query_tokens", default=32),
+        qformer_layers=qr.int("num_hidden_layers"),
+        qformer_hidden_size=qr.int("hidden_size"),
+        qformer_intermediate_size=qr.int("intermediate_size"),
+        cross_attention_frequency=qr.int("cross_attention_frequency", default=2),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _kimi_vl(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Kimi-VL's tower as vLLM 0.33 builds it (``kimi_vl.py``, ``moonvit.py``
+    ``MoonVitPretrainedModel``): the biased patch convolution, a learned 2D position table
+    ``init_pos_emb_height × init_pos_emb_width`` (the 2D RoPE is computed, no buffer); every layer
+    two LayerNorms, a biased fused qkv and output projection and a biased fc0/fc1 MLP, split over
+    TP; the final LayerNorm. The projector: a LayerNorm on the tower's width, then two biased
+    ``ReplicatedLinear``s from ``hidden_size · merge_kernel_size`` (whole on every rank)."""
+    if vision_type != "moonvit":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Kimi-VL's "
+            "moonvit tower only",
+            code="config-unverified",
+        )
+    kernel = vr.index_list("merge_kernel_size") or (2, 2)
+    if len(kernel) != 2:
+        raise vr.bad(vr.path("merge_kernel_size"), list(kernel), "a [height, width] pair")
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="kimi_vl",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=vr.int("patch_size"),
+        num_channels=3,  # MoonVisionPatchEmbed: in_dim 3
+        num_positions=vr.int("init_pos_emb_height") * vr.int("init_pos_emb_width"),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * kernel[0] * kernel[1],
+        text_hidden_size=text_hidden,
+    )
+
+
+def _glm4v_9b(r: ConfigReader, vr: ConfigReader, text_hidden: int) -> VisionWeights:
+    """GLM-4V's tower as vLLM 0.33 builds it (``glm4v.py``'s ``EVA2CLIPModel``, on a ``chatglm``
+    config with a ``vision_config`` dict): the biased patch convolution, the class embedding,
+    ``num_positions`` learned positions; every layer a biased fused qkv and dense and a biased
+    fc1/fc2, split over TP, and two LayerNorms; then the biased 2 × 2 convolution into the text
+    width, the GLU projector (an unbiased ``ReplicatedLinear``, a LayerNorm, the unbiased gate/up
+    pair ``ffn_hidden_size`` wide split by columns, the unbiased down projection by rows) and the
+    ``boi``/``eoi`` rows."""
+    if r.raw.get("architectures") != ["GLM4VForCausalLM"]:
+        raise ConfigError(
+            f"{r.source}: a chatglm config with a vision_config: kvcalc counts GLM-4V's "
+            "(GLM4VForCausalLM) tower only",
+            code="config-unverified",
+        )
+    return VisionWeights(
+        family="eva2clip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("in_channels", default=3),
+        num_positions=vr.int("num_positions"),
+        num_heads=vr.int("num_heads"),
+        projector_output_dim=r.int("ffn_hidden_size"),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _qwen2_audio(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen2-Audio's audio tower as vLLM 0.33 builds it (``qwen2_audio.py``: transformers'
+    ``Qwen2AudioEncoder`` itself, whole on every rank): two biased convolutions (``num_mel_bins``
+    → ``d_model``, kernel 3), ``max_source_positions`` learned positions, every encoder layer
+    (q/v/out biased, k not; a biased fc1/fc2 ``encoder_ffn_dim`` wide; two LayerNorms), the final
+    LayerNorm; the projector, one biased ``nn.Linear`` into the text width (whole)."""
+    a = r.mapping("audio_config") if r.has("audio_config") else None
+    if a is None:
+        raise ConfigError(f"{r.source}: no audio_config: Qwen2-Audio's tower is sized from it",
+                          code="config-invalid")  # fmt: skip
+    ar = ConfigReader(a, source=f"{r.source}: audio_config")
+    kind = ar.str("model_type", "qwen2_audio_encoder")
+    if kind != "qwen2_audio_encoder":
+        raise ar.bad(ar.path("model_type"), kind, "qwen2_audio_encoder")
+    return VisionWeights(
+        family="qwen2_audio",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins", default=128),
+        num_positions=ar.int("max_source_positions", default=1500),
         text_hidden_size=text_hidden,
     )

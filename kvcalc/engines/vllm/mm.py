@@ -43,6 +43,9 @@ ENCODER_TP_DATA = frozenset((
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
     "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
+    "QianfanOCRForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
+    "KimiVLForConditionalGeneration",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is
@@ -55,6 +58,12 @@ TOWER_MODALITIES = {
     "Llama4ForConditionalGeneration": ("image",), "KimiK25ForConditionalGeneration": ("vision_chunk",),
     "Cohere2VisionForConditionalGeneration": ("image",),
     "Idefics3ForConditionalGeneration": ("image",), "SmolVLMForConditionalGeneration": ("image",),
+    "PaddleOCRVLForConditionalGeneration": ("image",),
+    "MiniCPMV4_6ForConditionalGeneration": ("image",), "MiniCPMV4_7ForConditionalGeneration": ("image",),
+    "Step3VLForConditionalGeneration": ("image",), "Blip2ForConditionalGeneration": ("image",),
+    "KimiVLForConditionalGeneration": ("image",),
+    "GLM4VForCausalLM": (),  # glm4v.py builds its EVA2CLIP tower unmarked: never left out
+    "Qwen2AudioForConditionalGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
 }  # fmt: skip
@@ -79,8 +88,10 @@ class MmLimits:
 
     def tower_off(self, architectures: tuple[str, ...]) -> bool:
         """Every modality the model class marks its vision tower with is limited to 0: vLLM 0.33
-        builds no tower (``_mark_tower_model``)."""
-        return all(self.limit(m) == 0 for m in tower_modalities(architectures))
+        builds no tower (``_mark_tower_model``); a class that marks none builds it whatever the
+        limits (GLM-4V's ``glm4v.py``)."""
+        marked = tower_modalities(architectures)
+        return bool(marked) and all(self.limit(m) == 0 for m in marked)
 
 
 def tower_modalities(architectures: tuple[str, ...]) -> tuple[str, ...]:

@@ -238,17 +238,20 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
 #: asserts every output size divides TP (``linear.py``): Qwen2.5-VL's ``Qwen2_5_VisionMLP``, which
 #: EXAONE 4.5's tower builds before its own blocks (its 3,420 fails at TP 8, recorded)
 _MERGED_MLP_TOWERS = ("qwen2_5_vl", "exaone4_5")
+#: those and InternViT, whose fc1 is a ``ColumnParallelLinear`` (``divide`` asserts the same)
+_MLP_SPLIT_TOWERS = (*_MERGED_MLP_TOWERS, "intern_vit")
 
 
 def check_tower_tp(request: EngineRequest) -> None:
     """The vision tower's heads over TP, as its attention splits them (``dist_utils.divide``
     asserts: GLM-4.1V's 12 heads at TP 8 fail ``initialize_model`` with "12 is not divisible by
-    8"), and the MLP width of :data:`_MERGED_MLP_TOWERS`; not where the tower is not built (its
+    8"), and the MLP width of :data:`_MLP_SPLIT_TOWERS` (InternViT's heads not dividing TP are
+    replicated by vLLM, not counted by kvcalc: refused); not where the tower is not built (its
     modalities limited to 0) or is built whole on every rank (``--mm-encoder-tp-mode data`` on a
     class that supports it)."""
     vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
     heads = vision.num_heads if vision is not None else 0
-    width = vision.intermediate_size if vision and vision.family in _MERGED_MLP_TOWERS else 0
+    width = vision.intermediate_size if vision and vision.family in _MLP_SPLIT_TOWERS else 0
     if tp == 1 or (not heads or heads % tp == 0) and (not width or width % tp == 0):
         return
     from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
@@ -262,16 +265,26 @@ def check_tower_tp(request: EngineRequest) -> None:
         return
     hint = "--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else ""
     off = '\'{"image": 0, "video": 0}\' to serve it text-only'
-    if heads and heads % tp:
+    vit = vision is not None and vision.family == "intern_vit"
+    if vit and heads % tp and not width % tp:  # its MLP (below) fails first where both do
+        raise InputError(
+            f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
+            f"{tp}: vLLM 0.33's intern_vit.py then builds the attention whole on every rank, "
+            "which kvcalc does not count (not recorded)",
+            hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
+            code="unsupported-parallelism",
+        )
+    if heads and heads % tp and not vit:
         raise InputError(
             f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
             f"{tp} (vLLM fails building it: {heads} is not divisible by {tp})",
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
             code="invalid-parallelism",
         )
+    linear = "ColumnParallelLinear" if vit else "MergedColumnParallelLinear"
     raise InputError(
         f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
-        "(vLLM fails building it: MergedColumnParallelLinear asserts each output size divides TP)",
+        f"(vLLM fails building it: {linear} asserts each output size divides TP)",
         hint=f"{hint}or a TP size dividing {width}, or --limit-mm-per-prompt {off}",
         code="invalid-parallelism",
     )
@@ -298,6 +311,7 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
                 code="invalid-parallelism",
             )
     _check_tp_state(model, tp)
+    _check_shared_experts(model, tp)
     heads = {
         x.kv_heads
         for x in attention_layers(model.layers)
@@ -317,6 +331,29 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
     if model.is_mla:
         notes.append("MLA latent is not split by TP: every rank stores the whole latent")
     return tuple(notes)
+
+
+#: text model types built by vLLM 0.33's ``deepseek_v2.py``, whose shared experts are a
+#: ``DeepseekV2MLP``: a ``MergedColumnParallelLinear`` asserting TP divides their width
+_DEEPSEEK_V2_TYPES = ("deepseek_v2", "deepseek_v3")
+
+
+def _check_shared_experts(model: ModelShape, tp: int) -> None:
+    """DeepSeek-V2's shared experts over TP: ``moe_intermediate_size × n_shared_experts`` must
+    divide (``linear.py`` asserts it: Kimi-VL's class defaults, 2 × 1,407 at TP 8, recorded)."""
+    weights = getattr(model, "weights", None)
+    moe = getattr(weights, "moe", None)
+    if moe is None or getattr(weights, "model_type", "") not in _DEEPSEEK_V2_TYPES:
+        return
+    width = moe.shared_intermediate_size
+    if width and width % tp:
+        raise InputError(
+            f"the shared experts' width {width} is not divisible by tensor_parallel_size {tp} "
+            "(vLLM fails building them: MergedColumnParallelLinear asserts each output size "
+            "divides TP)",
+            hint=f"a TP size dividing {width}",
+            code="invalid-parallelism",
+        )
 
 
 def _check_tp_state(model: ModelShape, tp: int) -> None:

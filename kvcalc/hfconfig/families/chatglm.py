@@ -12,7 +12,9 @@ when ``add_bias_linear`` or ``add_qkv_bias``, ``dense`` and the gated MLP (``den
 ``ffn_hidden_size`` halves, ``dense_4h_to_h``) when ``add_bias_linear``; RMSNorm, or LayerNorm
 with bias when ``rmsnorm`` is false, two per layer and a final one when ``post_layer_norm``; an
 embedding and ``output_layer`` of ``padded_vocab_size`` rows; the RoPE cache ``seq_length`` rows
-of half a head (``partial_rotary_factor`` 0.5, whatever the config says).
+of half a head (``partial_rotary_factor`` 0.5, whatever the config says). GLM-4V
+(``GLM4VForCausalLM``: ``glm4v.py``'s ``GLM4VModel`` subclasses ``ChatGLMModel``) is the same text
+model with a ``vision_config`` dict beside it; its EVA2CLIP tower holds no cache.
 """
 
 from __future__ import annotations
@@ -67,6 +69,14 @@ def read_chatglm(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
             hint="set original_rope in config.json (ChatGLM3 and GLM-4 checkpoints write true)",
             code="config-invalid",
         )
+    if "tie_word_embeddings" not in r.raw:  # GLM-4V's class defaults (recorded)
+        raise ConfigError(
+            f"{r.source}: no tie_word_embeddings, which vLLM 0.33's chatglm.py reads "
+            "(ChatGLMBaseModel: config.tie_word_embeddings: AttributeError; ChatGLMConfig does "
+            "not default it under transformers 5.20)",
+            hint="set tie_word_embeddings in config.json (ChatGLM and GLM-4V checkpoints write false)",
+            code="config-invalid",
+        )
     width = split_head_width(r, ctx, "chatglm.py")
     kv = chatglm_kv_heads(r, ctx.num_attention_heads, ctx.provenance)
     ctx.provenance["layer pattern"] = "ChatGLM: every layer full attention (vLLM 0.33 chatglm.py)"
@@ -80,7 +90,8 @@ FAMILIES = (
         name="chatglm",
         model_types={"chatglm"},
         # registry.py maps both to chatglm.py's ChatGLMForCausalLM (the text model)
-        architectures={"ChatGLMModel", "ChatGLMForConditionalGeneration"},
+        # and GLM-4V (glm4v.py's GLM4VForCausalLM: the same text model, an EVA2CLIP tower beside)
+        architectures={"ChatGLMModel", "ChatGLMForConditionalGeneration", "GLM4VForCausalLM"},
         # the KV-head spellings GLMAttention reads, original_rope (required), and the weights' keys
         keys={
             "multi_query_attention",

@@ -12,8 +12,14 @@ defaults write it, fails to build there and is refused). LightOnOCR (``lighton_o
 of the config, which transformers 5.20's ``LightOnOcrConfig`` sets none of (vLLM fails with
 AttributeError): a config without them is refused. InternVL (``internvl``: vLLM 0.33 registers
 ``InternVLForConditionalGeneration`` as ``interns1.py``'s ``InternS1ForConditionalGeneration``)
-builds its ``text_config`` (Qwen2 in transformers 5.20's ``InternVLConfig``) as that model. The
-vision towers (``vision_config``) hold no cache.
+builds its ``text_config`` (Qwen2 in transformers 5.20's ``InternVLConfig``) as that model.
+Qianfan-OCR (``qianfan_ocr``: ``qianfan_ocr.py`` subclasses ``internvl.py``'s
+``InternVLChatModel``) builds its ``text_config`` (Qwen3; the only one recorded) as that model; it
+reads ``force_image_size``, ``ps_version`` and ``select_layer`` as config attributes, which
+transformers 5.20's ``QianfanOCRConfig`` sets none of (vLLM fails with AttributeError): a config
+without them is refused. Qwen2-Audio (``qwen2_audio``: ``qwen2_audio.py``) builds its
+``text_config`` as ``Qwen2ForCausalLM``; its audio tower holds no cache. The vision towers
+(``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
 drops the window when ``use_sliding_window`` is false). MiMo's MTP layers are not built without
@@ -48,9 +54,33 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
                 hint="add them at the top level as a Mistral 3 config has them (-1, gelu, false)",
                 code="config-invalid",
             )
+    if r.raw.get("model_type") == "qianfan_ocr":
+        _check_qianfan_ocr(r)
     return generic.read_layouts(r, ctx)
 
 
+def _check_qianfan_ocr(r: ConfigReader) -> None:
+    """Qianfan-OCR as vLLM 0.33 builds it: the InternVL keys ``internvl.py`` reads, a Qwen3 text."""
+    missing = [k for k in _INTERNVL_KEYS if k not in r.raw]
+    if missing:
+        raise ConfigError(
+            f"{r.source}: no {', '.join(missing)}: vLLM 0.33's qianfan_ocr.py (InternVLChatModel) "
+            "reads them as config attributes, and transformers 5.20's QianfanOCRConfig sets none "
+            "(vLLM fails with AttributeError building the model)",
+            hint="add them at the top level as an InternVL chat config has them (null, v2, -1)",
+            code="config-invalid",
+        )
+    text_type = r.text.get("model_type")
+    if text_type != "qwen3":
+        raise ConfigError(
+            f"{r.source}: text_config.model_type {text_type!r}: kvcalc was checked against "
+            "vLLM 0.33 for Qianfan-OCR's Qwen3 text model only",
+            code="config-unverified",
+        )
+
+
+#: the top-level keys vLLM's ``internvl.py`` reads from a Qianfan-OCR config (``qianfan_ocr.py``)
+_INTERNVL_KEYS = ("force_image_size", "ps_version", "select_layer")
 #: the top-level keys vLLM's ``mistral3.py`` reads from a LightOnOCR config (``lightonocr.py``)
 _MISTRAL3_KEYS = ("vision_feature_layer", "projector_hidden_act", "multimodal_projector_bias")
 
@@ -58,12 +88,13 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr", "internvl"},
+                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
+            "QianfanOCRForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a

@@ -12,6 +12,11 @@ null means every layer but the first. Weights: q through a low-rank ``share_q_di
 split over TP), ``o_proj``; MoE layers ``moe_num_experts`` gated experts ``moe_intermediate_size``
 wide (``moe_top_k``) and a shared expert ``share_expert_dim`` wide, the others a gated MLP
 ``intermediate_size`` wide; an lm_head never tied; the RoPE cache ``max_position_embedding`` rows.
+
+Step3-VL (``step3_vl``: ``step3_vl.py``) builds its ``text_config`` as the model it names
+(``init_vllm_registered_model``: ``Step3TextForCausalLM``; vLLM fails on a ``text_config``
+naming no architecture, as the config class's defaults write it: refused); its tower and
+downsamplers hold no cache.
 """
 
 from __future__ import annotations
@@ -64,6 +69,14 @@ def step3_moe(r: ConfigReader, n: int) -> tuple[MoeWeights, tuple[bool, ...]]:
 
 
 def read_step3_text(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+    if r.raw.get("model_type") == "step3_vl" and not r.text.get("architectures"):  # vLLM's first
+        raise ConfigError(
+            f"{r.source}: no text_config.architectures: vLLM 0.33's step3_vl.py builds the text "
+            "model by the architecture text_config names (init_vllm_registered_model), and "
+            "Step3VLConfig's defaults write none (vLLM fails: No model architectures are specified)",
+            hint='add "architectures": ["Step3TextForCausalLM"] to text_config',
+            code="config-invalid",
+        )
     _moe_layers(r, ctx.num_layers)  # refused before the build, as vLLM fails there
     width = r.int("head_dim", default=_HEAD_DIM)
     ctx.provenance["head_dim"] = f"{r.path('head_dim')} = {width} (Step3TextConfig's default 256)"
@@ -77,8 +90,8 @@ def read_step3_text(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], 
 FAMILIES = (
     Family(
         name="step3_text",
-        model_types={"step3_text"},
-        architectures={"Step3TextForCausalLM"},
+        model_types={"step3_text", "step3_vl"},
+        architectures={"Step3TextForCausalLM", "Step3VLForConditionalGeneration"},
         # num_attention_groups: Step3TextConfig's KV-group count, not read (step3_text.py builds one)
         keys={"num_attention_groups", "moe_layers_enum", "share_q_dim"},
         layouts=read_step3_text,
