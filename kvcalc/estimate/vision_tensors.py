@@ -369,6 +369,18 @@ def _internvl(v: VisionWeights) -> list[Tensor]:
     return out + _linear(f"{m}.linear_2", h, h, None, "replicated", bias=True)
 
 
+def _class_token_embeddings(v: VisionWeights, p: str) -> list[Tensor]:
+    """A class token, a biased patch convolution and a learned position per patch and for the
+    class token, each whole on every rank (InternViT, BLIP, Step3-VL's towers)."""
+    hv, patches = v.hidden_size, (v.image_size // v.patch_size) ** 2
+    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
+    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
+                   "replicated", bias=True)  # fmt: skip
+    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + 1, cols=hv,
+                      role="position"))  # fmt: skip
+    return out
+
+
 def _intern_vit(v: VisionWeights) -> list[Tensor]:
     """InternViT and its ``mlp1`` as vLLM 0.33 builds them (``intern_vit.py``, ``internvl.py``):
     see :func:`kvcalc.hfconfig.weights_vision._qianfan_ocr`. The fused qkv split by columns, the
@@ -376,12 +388,7 @@ def _intern_vit(v: VisionWeights) -> list[Tensor]:
     on every rank; ``tower`` is the norm type (``layer_norm``: weight and bias)."""
     hv, p = v.hidden_size, "vision_model"
     copies = 2 if v.tower == "layer_norm" else 1
-    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
-    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
-                   "replicated", bias=True)  # fmt: skip
-    positions = (v.image_size // v.patch_size) ** 2 + 1
-    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=positions, cols=hv,
-                      role="position"))  # fmt: skip
+    out = _class_token_embeddings(v, p)
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.encoder.layers.{i}"
@@ -469,12 +476,7 @@ def _blip2(v: VisionWeights) -> list[Tensor]:
     """BLIP-2's tower, queries, Q-Former and projection (``blip2.py``, ``blip.py``): see
     :func:`kvcalc.hfconfig.weights_vision._blip2`."""
     hv, p = v.hidden_size, "vision_model"
-    patches = (v.image_size // v.patch_size) ** 2
-    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
-    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
-                   "replicated", bias=True)  # fmt: skip
-    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + 1, cols=hv,
-                      role="position"))  # fmt: skip
+    out = _class_token_embeddings(v, p)
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.encoder.layers.{i}"
@@ -507,12 +509,7 @@ def _step3_vl(v: VisionWeights) -> list[Tensor]:
     """Step3-VL's tower, downsamplers and projector (``step3_vl.py``): see
     :func:`kvcalc.hfconfig.weights_vision._step3_vl`."""
     hv, p, out_dim = v.hidden_size, "vision_model", v.projector_output_dim
-    patches = (v.image_size // v.patch_size) ** 2
-    out = [Tensor(name=f"{p}.embeddings.class_embedding", rows=hv, role="vector")]
-    out += _linear(f"{p}.embeddings.patch_embedding", hv, v.num_channels * v.patch_size**2, None,
-                   "replicated", bias=True)  # fmt: skip
-    out.append(Tensor(name=f"{p}.embeddings.position_embedding", rows=patches + 1, cols=hv,
-                      role="position"))  # fmt: skip
+    out = _class_token_embeddings(v, p)
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.transformer.layers.{i}"

@@ -10,6 +10,7 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kvcalc.errors import ConfigError
@@ -45,28 +46,9 @@ def read_vision(
     top_type = r.raw.get("model_type")
     if top_type in _LLAVA:
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
-    if top_type == "cohere2_vision":
-        return _cohere2_vision(r, vr, vision_type, text_hidden)
-    if top_type in _IDEFICS3:
-        return _idefics3(r, vr, vision_type, text_hidden)
-    if top_type == "lfm2_vl":
-        return _lfm2_vl(r, vr, vision_type, text_hidden)
-    if top_type == "internvl":
-        return _internvl(r, vr, vision_type, text_hidden)
-    if top_type == "paligemma":
-        return _paligemma(r, vr, vision_type, text_hidden)
-    if top_type == "qianfan_ocr":
-        return _qianfan_ocr(r, vr, vision_type, text_hidden)
-    if top_type == "paddleocr_vl":
-        return _paddleocr_vl(r, vr, vision_type, text_hidden)
-    if top_type in _MINICPMV:
-        return _minicpmv(r, vr, vision_type, text_hidden)
-    if top_type == "step3_vl":
-        return _step3_vl(r, vr, vision_type, text_hidden)
-    if top_type == "blip-2":
-        return _blip2(r, vr, vision_type, text_hidden)
-    if top_type == "kimi_vl":
-        return _kimi_vl(r, vr, vision_type, text_hidden)
+    reader = _TOWER_READERS.get(str(top_type))
+    if reader is not None:
+        return reader(r, vr, vision_type, text_hidden)
     if top_type == "chatglm":
         return _glm4v_9b(r, vr, text_hidden)
     family = {"siglip_vision_model": "siglip", "pixtral": "pixtral"}.get(vision_type)
@@ -735,3 +717,19 @@ def _qwen2_audio(r: ConfigReader, text_hidden: int) -> VisionWeights:
         num_positions=ar.int("max_source_positions", default=1500),
         text_hidden_size=text_hidden,
     )
+
+
+#: the towers one function reads, by the config's top-level ``model_type``
+_TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], VisionWeights]] = {
+    "cohere2_vision": _cohere2_vision,
+    **dict.fromkeys(_IDEFICS3, _idefics3),
+    "lfm2_vl": _lfm2_vl,
+    "internvl": _internvl,
+    "paligemma": _paligemma,
+    "qianfan_ocr": _qianfan_ocr,
+    "paddleocr_vl": _paddleocr_vl,
+    **dict.fromkeys(_MINICPMV, _minicpmv),
+    "step3_vl": _step3_vl,
+    "blip-2": _blip2,
+    "kimi_vl": _kimi_vl,
+}
