@@ -62,26 +62,6 @@ _HARNESS = {
 }
 
 
-_REMOTE = (
-    "its checkpoints' config.json needs their remote configuration code (auto_map, "
-    "trust_remote_code): neither vLLM 0.33's transformers (5.20) nor vLLM's own config registry "
-    "has the class, and the reference harness cannot run a checkpoint's code offline, so its "
-    "sizing was not recorded: refused (config-unverified)"
-)
-#: the config class is the checkpoint's own code (its model_type), so the harness could not load
-#: a config
-_REMOTE_CONFIG = {
-    "InternLM2ForCausalLM": _REMOTE,  # model_type internlm2
-    "InternLM3ForCausalLM": _REMOTE,  # model_type internlm3
-    "MiniCPMForCausalLM": _REMOTE,  # model_type minicpm
-    "ExaoneForCausalLM": _REMOTE,  # model_type exaone
-    "OrionForCausalLM": _REMOTE,  # model_type orion
-    "SolarForCausalLM": _REMOTE,  # model_type solar
-    "DeepseekForCausalLM": _REMOTE,  # model_type deepseek
-    "BailingMoeForCausalLM": _REMOTE,  # model_type bailing_moe
-}
-
-
 def config_source_text(architecture: str) -> str:
     """Where a public configuration of ``architecture`` is (empty: not surveyed, or none)."""
     entry = config_sources().get(architecture)
@@ -107,7 +87,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "text-generation": dict.fromkeys(
         (
             "AliceAIForCausalLM",
-            "BailingMoeV2ForCausalLM",
             "BailingMoeV2_5ForCausalLM",
             "BailingMoeV3ForCausalLM",
             "DomynEdgeForCausalLM",
@@ -134,12 +113,10 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Step5ForCausalLM",
             "TeleChat2ForCausalLM",
             "TeleChat3ForCausalLM",
-            "TeleFLMForCausalLM",
         ),
         _NOT_VERIFIED,
     )
     | _HARNESS
-    | _REMOTE_CONFIG
     | _no_public_config("text-generation"),
     "multimodal": dict.fromkeys(
         (
