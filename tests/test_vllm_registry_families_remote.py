@@ -1,6 +1,6 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the registry families whose config class
 is the checkpoints' remote code (InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1,
-Bailing MoE and its V2).
+Bailing MoE and its V2, TeleFLM), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
 
 ``fixtures/vllm_0_33/registry_families_2026_12b.json`` was recorded with the vLLM reference harness
 as ``registry_families.json`` was (auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU),
@@ -28,16 +28,26 @@ FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families_
 DATA = json.loads(FIXTURE.read_text())
 CASES = harness_cases(DATA)
 
-LENGTH, PARALLELISM = "max-model-len", "parallelism"
+LENGTH, PARALLELISM, CONFIG = "max-model-len", "parallelism", "config"
 #: vLLM's error texts (exception type and message, or a bare assert's line) → the class
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
     "assert self.tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # internlm2.py: replicated
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
+    "BailingMoeV3 KDA currently expects no_kda_lora=True": CONFIG,  # bailing_moe_v3.py
+    "object has no attribute 'use_bias'": CONFIG,  # bailing_moe_v3.py's MLPs read it
 }
-KVCALC_CODES = {"max-model-len-exceeded": LENGTH, "invalid-parallelism": PARALLELISM}
-KINDS = {"full_attention": LayerKind.FULL}
+KVCALC_CODES = {
+    "max-model-len-exceeded": LENGTH,
+    "invalid-parallelism": PARALLELISM,
+    "config-invalid": CONFIG,
+}
+KINDS = {
+    "full_attention": LayerKind.FULL,
+    "mla_attention": LayerKind.MLA,
+    "mamba": LayerKind.RECURRENT,
+}
 
 
 def vllm_reason(text: str) -> str:
@@ -53,7 +63,7 @@ def _model(name: str):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {"internlm2", "internlm3", "minicpm", "exaone", "solar", "orion", "deepseek",
-                     "bailing_moe", "bailing_moe_v2", "teleflm"}  # fmt: skip
+                     "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid"}  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -67,7 +77,7 @@ def test_grid_is_complete():
 
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG}
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
@@ -109,6 +119,8 @@ ONE_PER_FAMILY = [
     "synthetic--bailing-moe-v2-mini-shape.json",
     "synthetic--teleflm-8-kv-mup.json",
 ]
+#: and Bailing MoE V3 (its config class is transformers')
+ONE_PER_FAMILY_WITH_V3 = [*ONE_PER_FAMILY, "synthetic--bailing-hybrid-vllm-keys.json"]
 
 
 @pytest.mark.parametrize("name", ONE_PER_FAMILY)
@@ -122,7 +134,7 @@ def test_a_missing_kv_head_count_is_refused_not_defaulted(name):
 
 
 @pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])
-@pytest.mark.parametrize("name", ONE_PER_FAMILY)
+@pytest.mark.parametrize("name", ONE_PER_FAMILY_WITH_V3)
 def test_the_other_engines_refuse_them(engine, name):
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
@@ -134,7 +146,7 @@ def test_the_other_engines_refuse_them(engine, name):
     assert refused.value.code == "unsupported-model"
 
 
-@pytest.mark.parametrize("name", ONE_PER_FAMILY)
+@pytest.mark.parametrize("name", ONE_PER_FAMILY_WITH_V3)
 def test_their_weights_are_not_counted(name):
     with pytest.raises(KvcalcError) as refused:
         weight_bytes(_model(name), tensor_parallel_size=1)
@@ -189,3 +201,31 @@ def test_bailing_moe_needs_head_dim_in_the_config():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="ling-lite")
     assert refused.value.code == "config-missing-key" and "head_dim" in refused.value.message
+
+
+def test_bailing_moe_v3_layers_follow_layer_group_size_not_layer_types():
+    # 30 layers, layer_group_size 4: layers 3, 7, ..., 27 MLA, and 28, 29 past the last whole group
+    # (30 // 4 × 4 = 28) MLA too, as bailing_moe_v3.py's _is_kda_layer has it; transformers'
+    # layer_types call 28 and 29 linear. vLLM recorded 9 MLA and 21 KDA layers (3 groups of 7)
+    name = "synthetic--bailing-hybrid-30-layers-group-4-16-heads-vllm-keys.json"
+    kinds = [x.kind for x in _model(name).layers]
+    assert [i for i, k in enumerate(kinds) if k is LayerKind.MLA] == [*range(3, 28, 4), 28, 29]
+    assert DATA["models"][name]["config"]["layer_types"][28:] == ["linear_attention"] * 2
+    groups = _row(name, "auto", 1, 4096)["groups"]
+    assert sorted((g[0], g[1]) for g in groups) == [("mamba", 7)] * 3 + [("mla_attention", 9)]
+
+
+def test_bailing_moe_v3_refuses_what_vllm_cannot_build():
+    # the config class's defaults: no no_kda_lora (ValueError), then no use_bias (AttributeError)
+    for name in (
+        "synthetic--bailing-hybrid-defaults.json",
+        "synthetic--bailing-hybrid-no-kda-lora.json",
+    ):
+        with pytest.raises(KvcalcError) as refused:
+            _model(name)
+        assert refused.value.code == "config-invalid"
+    raw = dict(DATA["models"]["synthetic--bailing-hybrid-vllm-keys.json"]["config"])
+    del raw["moe_shared_expert_intermediate_size"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="ling-v3")
+    assert "moe_shared_expert_intermediate_size" in refused.value.message

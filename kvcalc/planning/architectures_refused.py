@@ -88,7 +88,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
         (
             "AliceAIForCausalLM",
             "BailingMoeV2_5ForCausalLM",
-            "BailingMoeV3ForCausalLM",
             "DomynEdgeForCausalLM",
             "Glm5NextForCausalLM",
             "HCXVisionV2ForCausalLM",

@@ -11,6 +11,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "bamba": "bamba",
     "bailing_moe": "bailing_moe",
     "bailing_moe_v2": "bailing_moe",
+    "bailing_hybrid": "bailing_moe_v3",
     "beam": "beam",
     "chatglm": "chatglm",
     "cohere": "cohere",
