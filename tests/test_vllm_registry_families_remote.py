@@ -1,6 +1,6 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the registry families whose config class
 is the checkpoints' remote code (InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1,
-Bailing MoE and its V2, TeleFLM), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
+Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
 
 ``fixtures/vllm_0_33/registry_families_2026_12b.json`` was recorded with the vLLM reference harness
 as ``registry_families.json`` was (auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU),
@@ -63,7 +63,8 @@ def _model(name: str):
 def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {"internlm2", "internlm3", "minicpm", "exaone", "solar", "orion", "deepseek",
-                     "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid"}  # fmt: skip
+                     "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid", "pangu_ultra_moe",
+                     "sarvam_mla"}  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -119,8 +120,16 @@ ONE_PER_FAMILY = [
     "synthetic--bailing-moe-v2-mini-shape.json",
     "synthetic--teleflm-8-kv-mup.json",
 ]
-#: and Bailing MoE V3 (its config class is transformers')
-ONE_PER_FAMILY_WITH_V3 = [*ONE_PER_FAMILY, "synthetic--bailing-hybrid-vllm-keys.json"]
+#: the MLA families (no KV-head count) and Bailing MoE V3 (its config class is transformers')
+MLA_FAMILIES = [
+    "synthetic--pangu-ultra-moe-61-layers-mla.json",
+    "synthetic--sarvam-mla-32-layers.json",
+]
+ONE_PER_FAMILY_WITH_V3 = [
+    *ONE_PER_FAMILY,
+    *MLA_FAMILIES,
+    "synthetic--bailing-hybrid-vllm-keys.json",
+]
 
 
 @pytest.mark.parametrize("name", ONE_PER_FAMILY)
@@ -229,3 +238,27 @@ def test_bailing_moe_v3_refuses_what_vllm_cannot_build():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="ling-v3")
     assert "moe_shared_expert_intermediate_size" in refused.value.message
+
+
+@pytest.mark.parametrize("name", MLA_FAMILIES)
+def test_the_mla_families_cache_one_latent_whole_on_every_rank(name):
+    # kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576 values of 2 B per token and layer: a 16-token
+    # page of 18,432 B (recorded), the same at TP 1 and TP 8; 20 GiB / (18,432 × layers)
+    model = _model(name)
+    assert {x.kind for x in model.layers} == {LayerKind.MLA}
+    assert model.layers[0].bytes_per_token == (512 + 64) * 2
+    n = len(model.layers)
+    one, eight = _row(name, "auto", 1, 4096), _row(name, "auto", 8, 4096)
+    assert one["groups"][0][2] == 16 * 576 * 2 == 18_432
+    assert one["num_blocks"] == eight["num_blocks"] == 20 * 2**30 // (18_432 * n)
+
+
+@pytest.mark.parametrize("name", MLA_FAMILIES)
+def test_the_mla_families_refuse_missing_or_unrecorded_mla_keys(name):
+    raw = dict(DATA["models"][name]["config"])
+    with pytest.raises(KvcalcError) as refused:  # openpangu.py then builds sink or plain attention
+        parse_config({k: v for k, v in raw.items() if k != "kv_lora_rank"}, name=name)
+    assert refused.value.code == "config-missing-key"
+    with pytest.raises(KvcalcError) as refused:  # prefill backends take fixed MLA head shapes
+        parse_config(dict(raw, qk_rope_head_dim=32), name=name)
+    assert refused.value.code == "config-unverified"
