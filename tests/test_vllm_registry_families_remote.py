@@ -1,6 +1,6 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the registry families whose config class
 is the checkpoints' remote code (InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1,
-Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
+Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
 
 ``fixtures/vllm_0_33/registry_families_2026_12b.json`` was recorded with the vLLM reference harness
 as ``registry_families.json`` was (auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU),
@@ -34,6 +34,7 @@ VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
     "assert self.tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # internlm2.py: replicated
+    "assert tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # k2_horizon.py: replicated
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "BailingMoeV3 KDA currently expects no_kda_lora=True": CONFIG,  # bailing_moe_v3.py
     "object has no attribute 'use_bias'": CONFIG,  # bailing_moe_v3.py's MLPs read it
@@ -64,7 +65,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {"internlm2", "internlm3", "minicpm", "exaone", "solar", "orion", "deepseek",
                      "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid", "pangu_ultra_moe",
-                     "sarvam_mla"}  # fmt: skip
+                     "sarvam_mla", "k2_horizon"}  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -119,6 +120,7 @@ ONE_PER_FAMILY = [
     "synthetic--bailing-moe-lite-shape.json",
     "synthetic--bailing-moe-v2-mini-shape.json",
     "synthetic--teleflm-8-kv-mup.json",
+    "synthetic--k2-horizon-24-layers-mova-4-kv.json",
 ]
 #: the MLA families (no KV-head count) and Bailing MoE V3 (its config class is transformers')
 MLA_FAMILIES = [
@@ -261,4 +263,21 @@ def test_the_mla_families_refuse_missing_or_unrecorded_mla_keys(name):
     assert refused.value.code == "config-missing-key"
     with pytest.raises(KvcalcError) as refused:  # prefill backends take fixed MLA head shapes
         parse_config(dict(raw, qk_rope_head_dim=32), name=name)
+    assert refused.value.code == "config-unverified"
+
+
+def test_k2_horizon_mova_layers_keep_one_cache():
+    # the 23 sparse layers attend through 4 MoVA experts, the dense layer 0 plainly: every layer one
+    # cache of 4 KV heads × 128, a page of 16 × 4 × 128 × 2 × 2 B = 32,768 B (recorded), 24 layers:
+    # 20 GiB / (32,768 × 24) = 27,306 blocks
+    name = "synthetic--k2-horizon-24-layers-mova-4-kv.json"
+    assert {(x.kind, x.kv_heads, x.k_dim) for x in _model(name).layers} == {
+        (LayerKind.FULL, 4, 128)
+    }
+    row = _row(name, "auto", 1, 4096)
+    assert row["groups"][0][:3] == ["full_attention", 24, 32_768]
+    assert row["num_blocks"] == 20 * 2**30 // (32_768 * 24) == 27_306
+    raw = dict(DATA["models"][name]["config"], dual_chunk_attention_config={"chunk_size": 8192})
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name=name)
     assert refused.value.code == "config-unverified"

@@ -96,7 +96,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "IQuestLoopCoderForCausalLM",
             "InklingForCausalLM",
             "InklingForConditionalGeneration",
-            "K2HorizonForCausalLM",
             "MiniMaxM3SparseForCausalLM",
             "MistralLarge3ForCausalLM",
             "NemotronHPuzzleForCausalLM",

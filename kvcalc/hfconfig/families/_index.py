@@ -65,6 +65,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "granite_swa": "granite_swa",
     "granitemoe_swa": "granite_swa",
     "jamba": "jamba",
+    "k2_horizon": "k2_horizon",
     "laguna": "laguna",
     "kimi_k2": "deepseek",
     "kimi_k25": "deepseek",
