@@ -3,14 +3,19 @@
     VLLM_REFERENCE=HARNESS_DIR python scripts/vllm_remote_configs.py ARGS...   (vLLM 0.33.0 venv)
 
 The checkpoints of InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek (V1), Bailing
-MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA and K2 Horizon ship their config class as remote code
+MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon and Param-2 MoE ship their config class as remote code
 (``auto_map``, ``trust_remote_code``): neither transformers 5.20 nor vLLM 0.33's config registry
 has it, and the harness cannot run a checkpoint's code offline. Each of those published classes
 stores its ``config.json`` keys as attributes; the stand-in registered here for each
 ``model_type`` is a plain ``transformers.PretrainedConfig`` subclass that does the same and
 nothing else (no defaults), so vLLM's model file reads exactly the keys the config carries and a
 key it needs that the config lacks fails as ``AttributeError``. A model type transformers has
-(``bailing_hybrid``) keeps its class. The configs recorded with it carry every key explicitly. ``ARGS`` are ``vllm_reference.py``'s own
+(``bailing_hybrid``) keeps its class. One way the stand-in can differ from a published class:
+transformers' ``PretrainedConfig`` turns ``rope_theta`` with a non-null ``rope_scaling`` passed
+as extra keys into ``rope_parameters`` and drops both attributes, which a class that takes
+``rope_theta`` as its own argument keeps; a model file reading ``config.rope_theta`` then fails
+on the stand-in alone (Param-2 MoE's ``param2moe.py``), so such configs were not recorded. The
+configs recorded with it carry every key explicitly. ``ARGS`` are ``vllm_reference.py``'s own
 (``--batch``, ``--config-dir``, ...); everything else (engine config, model build on the meta
 device, specs, groups, sizing) is the harness and vLLM's code, unchanged.
 """
@@ -37,6 +42,7 @@ REMOTE_MODEL_TYPES = (
     "pangu_ultra_moe",
     "sarvam_mla",
     "k2_horizon",
+    "param2moe",
 )
 
 

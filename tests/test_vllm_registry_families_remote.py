@@ -1,6 +1,6 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the registry families whose config class
 is the checkpoints' remote code (InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1,
-Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
+Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
 
 ``fixtures/vllm_0_33/registry_families_2026_12b.json`` was recorded with the vLLM reference harness
 as ``registry_families.json`` was (auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU),
@@ -35,6 +35,7 @@ VLLM_REASONS = {
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
     "assert self.tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # internlm2.py: replicated
     "assert tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # k2_horizon.py: replicated
+    "must be divisible by tensor-parallel world size": PARALLELISM,  # param2moe.py: KV heads
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "BailingMoeV3 KDA currently expects no_kda_lora=True": CONFIG,  # bailing_moe_v3.py
     "object has no attribute 'use_bias'": CONFIG,  # bailing_moe_v3.py's MLPs read it
@@ -65,7 +66,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {"internlm2", "internlm3", "minicpm", "exaone", "solar", "orion", "deepseek",
                      "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid", "pangu_ultra_moe",
-                     "sarvam_mla", "k2_horizon"}  # fmt: skip
+                     "sarvam_mla", "k2_horizon", "param2moe"}  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -121,6 +122,7 @@ ONE_PER_FAMILY = [
     "synthetic--bailing-moe-v2-mini-shape.json",
     "synthetic--teleflm-8-kv-mup.json",
     "synthetic--k2-horizon-24-layers-mova-4-kv.json",
+    "synthetic--param2moe-24-layers-4-kv.json",
 ]
 #: the MLA families (no KV-head count) and Bailing MoE V3 (its config class is transformers')
 MLA_FAMILIES = [
@@ -281,3 +283,15 @@ def test_k2_horizon_mova_layers_keep_one_cache():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name=name)
     assert refused.value.code == "config-unverified"
+
+
+def test_param2moe_never_replicates_kv_heads():
+    # 4 KV heads at TP 8: most model files replicate them (one per rank), param2moe.py asserts
+    # num_key_value_heads % tp == 0 (recorded: AssertionError); 8 KV heads split one per rank
+    name = "synthetic--param2moe-24-layers-4-kv.json"
+    assert _model(name).max_tensor_parallel[0] == 4
+    assert "error" in _row(name, "auto", 8, 4096)
+    # 12 layers of 8 KV heads × 3,072 / 24 = 128 (head_dim null): a TP 8 page of
+    # 16 × 1 × 128 × 2 × 2 B = 8,192 B, 20 GiB / (8,192 × 12) = 218,453 blocks (recorded)
+    row = _row("synthetic--param2moe-head-dim-null-8-kv.json", "auto", 8, 4096)
+    assert row["num_blocks"] == 20 * 2**30 // (8_192 * 12) == 218_453

@@ -100,7 +100,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MistralLarge3ForCausalLM",
             "NemotronHPuzzleForCausalLM",
             "PanguEmbeddedForCausalLM",
-            "Param2MoEForCausalLM",
             "Plamo3ForCausalLM",
             "Qwen4ExpForCausalLM",
             "Rnj1ForCausalLM",

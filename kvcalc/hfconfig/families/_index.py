@@ -113,6 +113,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "orion": "orion",
     "paligemma": "paligemma",
     "pangu_ultra_moe": "openpangu",
+    "param2moe": "param2moe",
     "phi3": "phi3",
     "phimoe": "phimoe",
     "qwen2": "qwen",
