@@ -3,7 +3,7 @@
     VLLM_REFERENCE=HARNESS_DIR python scripts/vllm_remote_configs.py ARGS...   (vLLM 0.33.0 venv)
 
 The checkpoints of InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek (V1), Bailing
-MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon and Param-2 MoE ship their config class as remote code
+MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE and AliceAI ship their config class as remote code
 (``auto_map``, ``trust_remote_code``): neither transformers 5.20 nor vLLM 0.33's config registry
 has it, and the harness cannot run a checkpoint's code offline. Each of those published classes
 stores its ``config.json`` keys as attributes; the stand-in registered here for each
@@ -43,6 +43,7 @@ REMOTE_MODEL_TYPES = (
     "sarvam_mla",
     "k2_horizon",
     "param2moe",
+    "alice_ai",
 )
 
 

@@ -1,6 +1,6 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the registry families whose config class
 is the checkpoints' remote code (InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1,
-Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
+Bailing MoE and its V2, TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE, AliceAI), and of Bailing MoE V3 (transformers' ``BailingHybridConfig``).
 
 ``fixtures/vllm_0_33/registry_families_2026_12b.json`` was recorded with the vLLM reference harness
 as ``registry_families.json`` was (auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU),
@@ -39,6 +39,7 @@ VLLM_REASONS = {
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "BailingMoeV3 KDA currently expects no_kda_lora=True": CONFIG,  # bailing_moe_v3.py
     "object has no attribute 'use_bias'": CONFIG,  # bailing_moe_v3.py's MLPs read it
+    "AliceAI requires kda_allow_negative_eigenvalues=false": CONFIG,  # models/config.py
 }
 KVCALC_CODES = {
     "max-model-len-exceeded": LENGTH,
@@ -66,7 +67,7 @@ def test_every_family_is_recorded():
     types = {m["config"]["model_type"] for m in DATA["models"].values()}
     assert types == {"internlm2", "internlm3", "minicpm", "exaone", "solar", "orion", "deepseek",
                      "bailing_moe", "bailing_moe_v2", "teleflm", "bailing_hybrid", "pangu_ultra_moe",
-                     "sarvam_mla", "k2_horizon", "param2moe"}  # fmt: skip
+                     "sarvam_mla", "k2_horizon", "param2moe", "alice_ai"}  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -123,6 +124,7 @@ ONE_PER_FAMILY = [
     "synthetic--teleflm-8-kv-mup.json",
     "synthetic--k2-horizon-24-layers-mova-4-kv.json",
     "synthetic--param2moe-24-layers-4-kv.json",
+    "synthetic--alice-ai-qwen3-next-shape-alice-keys.json",
 ]
 #: the MLA families (no KV-head count) and Bailing MoE V3 (its config class is transformers')
 MLA_FAMILIES = [
@@ -295,3 +297,21 @@ def test_param2moe_never_replicates_kv_heads():
     # 16 × 1 × 128 × 2 × 2 B = 8,192 B, 20 GiB / (8,192 × 12) = 218,453 blocks (recorded)
     row = _row("synthetic--param2moe-head-dim-null-8-kv.json", "auto", 8, 4096)
     assert row["num_blocks"] == 20 * 2**30 // (8_192 * 12) == 218_453
+
+
+def test_alice_ai_kda_and_gated_attention_per_layer_types():
+    # 12 layers alternating: 6 KDA states (8 heads × 128, conv kernel 4) and 6 caches of 4 KV heads
+    # × 128; vLLM pads the pages to one size and raises the attention block to 272 tokens (recorded)
+    name = "synthetic--alice-ai-12-layers-alternating-4-kv-alice-keys.json"
+    kinds = [x.kind for x in _model(name).layers]
+    assert kinds == [LayerKind.RECURRENT, LayerKind.FULL] * 6
+    row = _row(name, "auto", 1, 4096)
+    assert row["block_size"] == 272 and sorted(g[0] for g in row["groups"]) == [
+        "full_attention",
+        "mamba",
+    ]
+    # without the keys vLLM's AliceAIForCausalLMConfig requires: refused (NotImplementedError)
+    raw = dict(DATA["models"][name]["config"], kda_allow_negative_eigenvalues=True)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name=name)
+    assert refused.value.code == "config-invalid"

@@ -86,7 +86,6 @@ def _no_public_config(category: str) -> dict[str, str]:
 REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "text-generation": dict.fromkeys(
         (
-            "AliceAIForCausalLM",
             "BailingMoeV2_5ForCausalLM",
             "DomynEdgeForCausalLM",
             "Glm5NextForCausalLM",

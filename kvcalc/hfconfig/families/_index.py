@@ -7,6 +7,7 @@ model type missing here is still found (the registry then loads every module), o
 
 MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "afmoe": "afmoe",
+    "alice_ai": "alice_ai",
     "axk1": "axk1",
     "bamba": "bamba",
     "bailing_moe": "bailing_moe",
