@@ -315,3 +315,16 @@ def test_alice_ai_kda_and_gated_attention_per_layer_types():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name=name)
     assert refused.value.code == "config-invalid"
+
+
+def test_the_remote_code_architectures_not_recorded_say_why():
+    from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
+
+    refused = REFUSED_BY_NAME["text-generation"]
+    assert "lightning" in refused["BailingMoeV2_5ForCausalLM"]
+    assert "get_nemotron_h_config_for_layer" in refused["NemotronHPuzzleForCausalLM"]
+    for name in ("IQuestCoderForCausalLM", "TeleChat2ForCausalLM", "SarvamMoEForCausalLM"):
+        assert "model_type" in refused[name]
+    # the ones made exact here are refused no more
+    for name in ("InternLM2ForCausalLM", "DeepseekForCausalLM", "BailingMoeV3ForCausalLM"):
+        assert name not in refused
