@@ -40,6 +40,7 @@ VLLM_REASONS = {
     "BailingMoeV3 KDA currently expects no_kda_lora=True": CONFIG,  # bailing_moe_v3.py
     "object has no attribute 'use_bias'": CONFIG,  # bailing_moe_v3.py's MLPs read it
     "AliceAI requires kda_allow_negative_eigenvalues=false": CONFIG,  # models/config.py
+    "tp_size must be <= group_norm_size for local rms norm": PARALLELISM,  # bailing_linear_attn.py
 }
 KVCALC_CODES = {
     "max-model-len-exceeded": LENGTH,
@@ -321,10 +322,27 @@ def test_the_remote_code_architectures_not_recorded_say_why():
     from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
 
     refused = REFUSED_BY_NAME["text-generation"]
-    assert "lightning" in refused["BailingMoeV2_5ForCausalLM"]
     assert "get_nemotron_h_config_for_layer" in refused["NemotronHPuzzleForCausalLM"]
     for name in ("IQuestCoderForCausalLM", "TeleChat2ForCausalLM", "SarvamMoEForCausalLM"):
         assert "model_type" in refused[name]
     # the ones made exact here are refused no more
-    for name in ("InternLM2ForCausalLM", "DeepseekForCausalLM", "BailingMoeV3ForCausalLM"):
+    for name in ("InternLM2ForCausalLM", "DeepseekForCausalLM", "BailingMoeV2_5ForCausalLM"):
         assert name not in refused
+
+
+def test_bailing_moe_v2_5_lightning_state_and_group_norm():
+    # V2.5 (bailing_moe_linear.py): layer i is lightning linear attention unless (i + 1) % 6 == 0;
+    # each keeps one (32, 64, 64) state in bf16: 32 · 64 · 64 · 2 = 262,144 B, which vLLM pads to
+    # the MLA group's page of 256 tokens × 576 × 2 B = 294,912 B (recorded)
+    name = "synthetic--bailing-hybrid-v2-5-vllm-keys.json"
+    layers = _model(name).layers
+    assert [i for i, x in enumerate(layers) if x.kind is LayerKind.MLA] == list(range(5, 42, 6))
+    assert layers[0].state_bytes == 32 * 64 * 64 * 2 == 262_144
+    row = _row(name, "auto", 1, 4096)
+    assert {g[2] for g in row["groups"]} == {256 * 576 * 2} and row["block_size"] == 256
+    # group_norm_size 1: the group norm cannot be split over 8 ranks (recorded AssertionError)
+    assert "error" in _row(name, "auto", 8, 4096)
+    raw = {k: v for k, v in DATA["models"][name]["config"].items() if k != "use_bias"}
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name=name)
+    assert refused.value.code == "config-invalid" and "use_bias" in refused.value.message

@@ -70,11 +70,6 @@ _MODEL_TYPE_UNKNOWN = (
 )
 #: remote-code architectures this project could not record, and why
 _NOT_RECORDED = {
-    "BailingMoeV2_5ForCausalLM": (
-        "vLLM 0.33's bailing_moe_linear.py builds lightning linear-attention layers (a per-sequence "
-        "(heads/tp, head_dim, head_dim) state, the LINEAR mamba backend) between its MLA layers, "
-        "a state kvcalc does not lay out: refused (config-unverified)"
-    ),
     "NemotronHPuzzleForCausalLM": (
         "vLLM 0.33's nemotron_h.py takes each layer's attention, Mamba and MoE shapes from the "
         "config class's get_nemotron_h_config_for_layer, which is the checkpoints' remote code "

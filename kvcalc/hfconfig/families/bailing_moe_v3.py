@@ -1,6 +1,10 @@
-"""Bailing MoE V3 (``BailingMoeV3ForCausalLM``, ``bailing_hybrid``): vLLM 0.33
-``models/bailing_moe_v3.py`` over transformers' ``BailingHybridConfig``, KDA linear attention and
-MLA layers.
+"""Bailing MoE V3 (``BailingMoeV3ForCausalLM``) and V2.5 (``BailingMoeV2_5ForCausalLM``), both
+``bailing_hybrid``: vLLM 0.33 ``models/bailing_moe_v3.py`` and ``models/bailing_moe_linear.py`` over
+transformers' ``BailingHybridConfig``, linear-attention (KDA; V2.5: lightning) and MLA layers.
+
+V2.5 (:func:`read_bailing_moe_v2_5`): lightning linear attention where ``(i + 1) %
+layer_group_size != 0`` (no trailing-layer rule), one ``(num_attention_heads/tp, head_dim,
+head_dim)`` state in the model dtype; its gated group norm splits ``group_norm_size`` over TP.
 
 The model file does not read ``layer_types``: layer ``i`` is MLA where ``(i + 1) %
 layer_group_size == 0`` or ``i`` is past the last whole group (``i >= num_hidden_layers //
@@ -37,6 +41,9 @@ def read_bailing_moe_v3(
     r: ConfigReader, ctx: LayoutContext
 ) -> tuple[list[Layout], tuple[str, ...]]:
     n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
+    arch = r.raw.get("architectures")
+    if isinstance(arch, list) and "BailingMoeV2_5ForCausalLM" in arch:
+        return read_bailing_moe_v2_5(r, ctx)
     if r.value("no_kda_lora") is not True:
         raise ConfigError(
             f"{r.source}: no_kda_lora is not true: vLLM 0.33 bailing_moe_v3.py builds its KDA "
@@ -58,12 +65,7 @@ def read_bailing_moe_v3(
     group = r.int("layer_group_size")
     head_dim = r.int("head_dim")
     kernel = r.int("short_conv_kernel_size")
-    rank = r.int("kv_lora_rank", default=512)
-    rope = r.int("qk_rope_head_dim", default=64)
-    nope = r.int("qk_nope_head_dim", default=128)
-    v_dim = r.int("v_head_dim", default=128)
-    mla = MLALatent(dtype=ctx.dtype, kv_lora_rank=rank, rope_dim=rope, num_heads=heads,
-                    qk_nope_dim=nope, v_head_dim=v_dim)  # fmt: skip
+    mla = _mla(r, ctx)
     state = KimiDeltaState(dtype=ctx.dtype, ssm_dtype=FP32, conv_kernel=kernel, num_heads=heads,
                            head_dim=head_dim)  # fmt: skip
     kda = [is_kda_layer(i, group, n) for i in range(n)]
@@ -76,8 +78,64 @@ def read_bailing_moe_v3(
         f"num_attention_heads {heads} × head_dim {head_dim}, short_conv_kernel_size {kernel}; "
         "recurrent state float32 (vLLM's auto for KDA), conv state the model dtype"
     )
-    prov["mla"] = f"kv_lora_rank + qk_rope_head_dim = {rank} + {rope} = {rank + rope}"
     layouts: list[Layout] = [state if k else mla for k in kda]
+    return layouts, (L.UNCOUNTED,) * n
+
+
+def is_linear_layer(i: int, group: int) -> bool:
+    """``bailing_moe_linear.py`` ``is_linear_layer``."""
+    return group > 0 and (i + 1) % group != 0
+
+
+def _mla(r: ConfigReader, ctx: LayoutContext) -> MLALatent:
+    """The MLA layer both model files build (their ``getattr`` defaults 512, 64, 128, 128)."""
+    rank = r.int("kv_lora_rank", default=512)
+    rope = r.int("qk_rope_head_dim", default=64)
+    nope = r.int("qk_nope_head_dim", default=128)
+    v_dim = r.int("v_head_dim", default=128)
+    ctx.provenance["mla"] = f"kv_lora_rank + qk_rope_head_dim = {rank} + {rope} = {rank + rope}"
+    return MLALatent(dtype=ctx.dtype, kv_lora_rank=rank, rope_dim=rope,
+                     num_heads=ctx.num_attention_heads, qk_nope_dim=nope, v_head_dim=v_dim)  # fmt: skip
+
+
+def read_bailing_moe_v2_5(
+    r: ConfigReader, ctx: LayoutContext
+) -> tuple[list[Layout], tuple[str, ...]]:
+    """Bailing MoE V2.5 (``BailingMoeV2_5ForCausalLM``, ``bailing_moe_linear.py``): lightning
+    linear attention where ``is_linear_layer`` (``(i + 1) % layer_group_size != 0``), MLA on the
+    others."""
+    from kvcalc.model.recurrent_layouts import LinearAttentionState
+
+    n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
+    group = r.int("layer_group_size", default=1, minimum=0)
+    linear = [is_linear_layer(i, group) for i in range(n)]
+    if any(linear):
+        # the linear layers' projections read config.use_bias (and use_qkv_bias when it is false)
+        # as attributes, which BailingHybridConfig does not define (AttributeError)
+        keys = ("use_bias",) if r.value("use_bias") else ("use_bias", "use_qkv_bias")
+        for key in keys:
+            if r.value(key) is None:
+                raise ConfigError(
+                    f"{r.source}: missing {key}, which vLLM 0.33 bailing_linear_attn.py reads "
+                    "and BailingHybridConfig does not define (vLLM fails building it: "
+                    "AttributeError)",
+                    hint=f"set {key} in config.json as the published checkpoints do",
+                    code="config-invalid",
+                )
+    head_dim = r.int("head_dim", default=0) or ctx.hidden_size // heads
+    groups = r.int("group_norm_size", default=1)
+    state = LinearAttentionState(dtype=ctx.dtype, ssm_dtype=ctx.dtype, conv_kernel=1,
+                                 num_heads=heads, head_dim=head_dim, group_norm_size=groups)  # fmt: skip
+    mla = _mla(r, ctx)
+    prov["layer pattern"] = (
+        f"layer_group_size {group}: every {group}th layer MLA ({linear.count(False)}), the other "
+        f"{linear.count(True)} lightning linear attention (bailing_moe_linear.py is_linear_layer)"
+    )
+    prov["linear attention"] = (
+        f"num_attention_heads {heads} × head_dim {head_dim}: one (heads, head_dim, head_dim) "
+        f"state in the model dtype; group_norm_size {groups} groups split over TP"
+    )
+    layouts: list[Layout] = [state if k else mla for k in linear]
     return layouts, (L.UNCOUNTED,) * n
 
 
@@ -85,7 +143,7 @@ FAMILIES = (
     Family(
         name="bailing-moe-v3",
         model_types={"bailing_hybrid"},
-        architectures={"BailingMoeV3ForCausalLM"},
+        architectures={"BailingMoeV3ForCausalLM", "BailingMoeV2_5ForCausalLM"},
         keys={
             "layer_types",  # transformers' pattern: bailing_moe_v3.py uses layer_group_size
             "layer_group_size",
@@ -101,10 +159,11 @@ FAMILIES = (
             "linear_conv_kernel_dim",  # and short_conv_kernel_size
             "mlp_layer_types",  # dense/sparse MLP per layer (weights)
             "no_kda_lora",  # must be true (read)
+            "group_norm_size",  # V2.5's gated group norm: TP must divide it (read)
         },
         layer_types={"linear_attention", "full_attention"},
         layouts=read_bailing_moe_v3,
-        note="Bailing MoE V3: KDA and MLA layers by layer_group_size (vLLM 0.33 "
-        "bailing_moe_v3.py).",
+        note="Bailing MoE V3 / V2.5: KDA or lightning linear attention, and MLA layers, by "
+        "layer_group_size (vLLM 0.33 bailing_moe_v3.py, bailing_moe_linear.py).",
     ),
 )
