@@ -12,7 +12,8 @@ convolution state), split over tensor-parallel ranks with vLLM's ``divide``:
 - Mamba1 (Jamba): conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``;
 - short convolution (LFM2): conv ``(L − 1, D/tp)`` only;
 - Kimi Delta Attention (Kimi-Linear): conv ``(k − 1, 3·H·Dh/tp)``, recurrent ``(H/tp, Dh, Dh)``;
-- lightning (linear) attention (Bailing MoE V2.5): one state ``(H/tp, Dh, Dh)``, no conv state.
+- lightning (linear) attention (Bailing MoE V2.5, ``model/linear_attention_state.py``): one state
+  ``(H/tp, Dh, Dh)``, no conv state.
 
 The conv state is stored in ``dtype`` (vLLM's ``mamba_cache_dtype``, ``auto`` = the model dtype), the
 SSM/recurrent state in ``ssm_dtype`` (``mamba_ssm_cache_dtype``; KDA's ``auto`` is float32).
@@ -174,30 +175,6 @@ class KimiDeltaState(RecurrentState):
                 dtype=self.ssm_dtype,
             ),
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class LinearAttentionState(RecurrentState):
-    """Lightning (linear) attention (``mamba/linear/base.py``): one state ``(H/tp, Dh, Dh)`` in the
-    conv-state dtype (``linear_attention_state_dtype``: ``mamba_cache_dtype``), no conv state.
-
-    Bailing MoE V2.5's (H = 32, Dh = 64, bf16): 32 · 64 · 64 · 2 = 262,144 B per sequence per
-    layer. Its gated group norm splits ``group_norm_size`` groups over the TP ranks, which must
-    divide them (``bailing_linear_attn.py``).
-    """
-
-    variant: ClassVar[RecurrentVariant] = RecurrentVariant.LINEAR_ATTENTION
-    spec_conv_rows: ClassVar[bool] = False  # no conv state
-    num_heads: int
-    head_dim: int
-    group_norm_size: int = 1
-
-    def tp_split_dims(self, tensor_parallel_size: int) -> dict[str, int]:
-        return {"heads": self.num_heads, "group_norm_size groups": self.group_norm_size}
-
-    def state_tensors(self) -> tuple[StateTensor, ...]:
-        shape = (self.num_heads // self.tp, self.head_dim, self.head_dim)
-        return (StateTensor(name="state", shape=shape, dtype=self.dtype),)
 
 
 @dataclass(frozen=True, kw_only=True)

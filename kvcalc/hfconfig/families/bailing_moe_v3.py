@@ -104,7 +104,7 @@ def read_bailing_moe_v2_5(
     """Bailing MoE V2.5 (``BailingMoeV2_5ForCausalLM``, ``bailing_moe_linear.py``): lightning
     linear attention where ``is_linear_layer`` (``(i + 1) % layer_group_size != 0``), MLA on the
     others."""
-    from kvcalc.model.recurrent_layouts import LinearAttentionState
+    from kvcalc.model.linear_attention_state import LinearAttentionState
 
     n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
     group = r.int("layer_group_size", default=1, minimum=0)
