@@ -22,7 +22,9 @@ the models of ``OUT.json`` into the fixture: each model's config from ``DIR/NAME
 harness read) and its ``source`` from ``SOURCES.json`` (``{NAME: sentence}``); models already there
 keep their source unless ``SOURCES.json`` names them. ``--fixture`` names another fixture of the
 same form (``registry_families_recurrent.json``: the recurrent families, recorded apart;
-``registry_families_2026_12.json``: the families added in December 2026).
+``registry_families_2026_12.json``: the families added in December 2026;
+``registry_families_2026_12b.json``: those whose config class is remote code, recorded through
+``scripts/vllm_remote_configs.py``).
 """
 
 from __future__ import annotations

@@ -97,6 +97,7 @@ def test_the_vocabulary():
         "gated_deltanet",
         "kda",
         "short_conv",
+        "linear_attention",  # Bailing MoE V2.5's lightning attention (LinearAttentionState)
         "attention+mamba2",
     ]
     layers = bundled_shape(NEMOTRON).layers

@@ -53,6 +53,13 @@ VLLM_ONLY = {
     "laguna": "Laguna",
     "hy_v3": "Hunyuan V3",
     "step3p5": "Step-3.5 (text)",
+    # config classes that are the checkpoints' remote code (families/_remote.py)
+    "internlm2": "InternLM2", "internlm3": "InternLM3", "minicpm": "MiniCPM", "exaone": "EXAONE 3",
+    "solar": "Solar", "orion": "Orion", "deepseek": "DeepSeek V1", "bailing_moe": "Bailing MoE",
+    "bailing_moe_v2": "Bailing MoE V2", "teleflm": "TeleFLM",
+    "bailing_hybrid": "Bailing MoE V3", "pangu_ultra_moe": "openPangu Ultra MoE",
+    "sarvam_mla": "Sarvam-MLA", "k2_horizon": "K2 Horizon", "param2moe": "Param-2 MoE",
+    "alice_ai": "AliceAI",
     # multimodal wrappers: their text config's model type (transformers 5 writes one) and the
     # top-level one (a published config with the text keys at the top level)
     "qwen2_vl": "Qwen2-VL", "qwen2_vl_text": "Qwen2-VL", "qwen3_vl_moe": "Qwen3-VL-MoE",

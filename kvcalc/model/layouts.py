@@ -61,6 +61,8 @@ class RecurrentVariant(str, Enum):
     GATED_DELTANET = "gated_deltanet"
     KIMI_DELTA = "kda"
     SHORT_CONV = "short_conv"
+    #: lightning (linear) attention: one ``(H/tp, D, D)`` state (Bailing MoE V2.5)
+    LINEAR_ATTENTION = "linear_attention"
     #: attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
     PARALLEL = "attention+mamba2"
 

@@ -11,7 +11,9 @@ convolution state), split over tensor-parallel ranks with vLLM's ``divide``:
 - Gated DeltaNet (Qwen3-Next): conv ``(k − 1, conv_dim/tp)``, state ``(Hv/tp, Dv, Dk)``;
 - Mamba1 (Jamba): conv ``(k − 1, I/tp)``, SSM ``(I/tp, N)``;
 - short convolution (LFM2): conv ``(L − 1, D/tp)`` only;
-- Kimi Delta Attention (Kimi-Linear): conv ``(k − 1, 3·H·Dh/tp)``, recurrent ``(H/tp, Dh, Dh)``.
+- Kimi Delta Attention (Kimi-Linear): conv ``(k − 1, 3·H·Dh/tp)``, recurrent ``(H/tp, Dh, Dh)``;
+- lightning (linear) attention (Bailing MoE V2.5, ``model/linear_attention_state.py``): one state
+  ``(H/tp, Dh, Dh)``, no conv state.
 
 The conv state is stored in ``dtype`` (vLLM's ``mamba_cache_dtype``, ``auto`` = the model dtype), the
 SSM/recurrent state in ``ssm_dtype`` (``mamba_ssm_cache_dtype``; KDA's ``auto`` is float32).

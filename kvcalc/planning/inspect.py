@@ -38,7 +38,7 @@ class LayerInfo:
     #: the state tensors' shapes, for recurrent layers
     state_shapes: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     #: the recurrent mixer (``mamba1``, ``mamba2``, ``gated_deltanet``, ``short_conv``, ``kda``,
-    #: ``attention+mamba2`` for Falcon-H1), None for other layers
+    #: ``linear_attention``, ``attention+mamba2`` for Falcon-H1), None for other layers
     mixer: str | None = None
 
 

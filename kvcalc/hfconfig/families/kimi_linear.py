@@ -97,6 +97,8 @@ FAMILIES = (
             "qk_nope_head_dim",
             "qk_rope_head_dim",
             "v_head_dim",
+            # a top-level one is not read: vLLM's kimi_linear takes linear_attn_config's (read above)
+            "short_conv_kernel_size",
         },
         layer_types=frozenset(),
         layouts=_layouts,

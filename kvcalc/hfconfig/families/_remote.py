@@ -1,0 +1,37 @@
+"""What the families whose config class is the checkpoint's remote code share (InternLM2, InternLM3,
+MiniCPM, EXAONE 3, Solar, Orion, DeepSeek V1, Bailing MoE): their ``config.json`` names its class
+in ``auto_map`` (``trust_remote_code``), which neither transformers 5.20 nor vLLM 0.33's config
+registry has. They were recorded with the vLLM reference harness over a stand-in class that
+stores the config's keys and nothing else (``scripts/vllm_remote_configs.py``), so a key the model
+file needs is read from ``config.json`` alone: where the published class would fill in a default,
+kvcalc does not know it and refuses the config instead of guessing."""
+
+from __future__ import annotations
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.family import LayoutContext
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.model.layouts import FullAttention, Layout
+
+
+def required(r: ConfigReader, key: str, model_file: str) -> int:
+    """``key``, which ``model_file`` reads from the config and config.json must carry."""
+    if r.value(key) is None:
+        raise ConfigError(
+            f"{r.source}: missing {key}, which vLLM 0.33 {model_file} reads; the checkpoint's "
+            "remote config class fills in its own default, which kvcalc does not know",
+            hint=f"set {key} in config.json as the published checkpoints do",
+            code="config-missing-key",
+        )
+    return r.int(key)
+
+
+def full_uncounted(
+    ctx: LayoutContext, kv: int, width: int, pattern: str
+) -> tuple[list[Layout], tuple[str, ...]]:
+    """Every layer one full-attention cache of ``kv`` heads ``width`` wide; weights not counted."""
+    ctx.provenance["num_kv_heads"] = f"num_key_value_heads = {kv} on every layer"
+    ctx.provenance["layer pattern"] = pattern
+    layer = FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width)
+    return [layer] * ctx.num_layers, (L.UNCOUNTED,) * ctx.num_layers

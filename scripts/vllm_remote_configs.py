@@ -1,0 +1,70 @@
+"""Run the vLLM reference harness with stand-ins for configuration classes that are remote code.
+
+    VLLM_REFERENCE=HARNESS_DIR python scripts/vllm_remote_configs.py ARGS...   (vLLM 0.33.0 venv)
+
+The checkpoints of InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek (V1), Bailing
+MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE and AliceAI ship their config class as remote code
+(``auto_map``, ``trust_remote_code``): neither transformers 5.20 nor vLLM 0.33's config registry
+has it, and the harness cannot run a checkpoint's code offline. Each of those published classes
+stores its ``config.json`` keys as attributes; the stand-in registered here for each
+``model_type`` is a plain ``transformers.PretrainedConfig`` subclass that does the same and
+nothing else (no defaults), so vLLM's model file reads exactly the keys the config carries and a
+key it needs that the config lacks fails as ``AttributeError``. A model type transformers has
+(``bailing_hybrid``) keeps its class. One way the stand-in can differ from a published class:
+transformers' ``PretrainedConfig`` turns ``rope_theta`` with a non-null ``rope_scaling`` passed
+as extra keys into ``rope_parameters`` and drops both attributes, which a class that takes
+``rope_theta`` as its own argument keeps; a model file reading ``config.rope_theta`` then fails
+on the stand-in alone (Param-2 MoE's ``param2moe.py``), so such configs were not recorded. The
+configs recorded with it carry every key explicitly. ``ARGS`` are ``vllm_reference.py``'s own
+(``--batch``, ``--config-dir``, ...); everything else (engine config, model build on the meta
+device, specs, groups, sizing) is the harness and vLLM's code, unchanged.
+"""
+
+import os
+import sys
+
+# the vLLM reference harness's folder (vllm_reference.py)
+sys.path.insert(0, os.environ["VLLM_REFERENCE"])
+import vllm_reference as vr  # noqa: E402
+
+#: model types whose published config class is remote code
+REMOTE_MODEL_TYPES = (
+    "internlm2",
+    "internlm3",
+    "minicpm",
+    "exaone",
+    "solar",
+    "orion",
+    "deepseek",
+    "bailing_moe",
+    "bailing_moe_v2",
+    "teleflm",
+    "pangu_ultra_moe",
+    "sarvam_mla",
+    "k2_horizon",
+    "param2moe",
+    "alice_ai",
+)
+
+
+def register() -> None:
+    from transformers import AutoConfig, PretrainedConfig
+
+    for model_type in REMOTE_MODEL_TYPES:
+        try:
+            AutoConfig.for_model(model_type)
+            continue  # a class exists: use it
+        except (ValueError, KeyError):
+            pass
+        standin = type(
+            f"RemoteStandin_{model_type}", (PretrainedConfig,), {"model_type": model_type}
+        )
+        AutoConfig.register(model_type, standin)
+
+
+if __name__ == "__main__":
+    register()
+    # the batch mode runs each config in a child process of ``vr.__file__``: this script, so the
+    # children register the stand-ins too
+    vr.__file__ = os.path.abspath(__file__)
+    vr.main()
