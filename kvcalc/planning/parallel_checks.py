@@ -170,6 +170,14 @@ def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
         check_parallel_release(inputs.engine_version, given)
         check_pcp(model, inputs.prefill_context_parallel_size)
     ranks, whole = moe_split(inputs)
+    moe = getattr(getattr(model, "weights", None), "moe", None)
+    if moe is not None and not whole:
+        from kvcalc.engines.vllm.defaults import resolve_profile
+        from kvcalc.engines.vllm.moe_layout import check_expert_width
+
+        if resolve_profile(inputs.engine_version)[0].name == "0.33":  # recorded there
+            check_expert_width(moe.expert_intermediate_size, ranks,
+                               padded=bool(getattr(moe, "min_width_per_rank", 0)))  # fmt: skip
     if (
         inputs.speculative_config
         and has_routed_experts(model)

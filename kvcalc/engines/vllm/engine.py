@@ -296,7 +296,7 @@ class VllmEngine:
                              code="speculative-not-modelled")  # fmt: skip
         self.cudagraph_captures(request)  # graph settings vLLM refuses stop it starting
         if profile.in_flight_batches:  # the 0.33 profile
-            refuse_unbuildable(request.model, "0.33")
+            refuse_unbuildable(request.model, "0.33", request.tensor_parallel_size)
             reason = unbuildable_reason(request.model)
             if reason:
                 raise InputError(

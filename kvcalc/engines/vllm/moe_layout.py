@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kvcalc.engines.vllm.registry import vllm_registry
+from kvcalc.errors import InputError
 
 #: vLLM model modules whose shared experts are whole on every rank under sequence-parallel MoE
 #: (``mllama4`` and ``kimi_k25`` build their text model with ``llama4.py`` / ``deepseek_v2.py``)
@@ -85,3 +86,22 @@ def dense_mlps_whole(
     ):  # fmt: skip
         return False
     return bool(_modules(architectures) & WHOLE_DENSE_MLP_MODULES)
+
+
+def check_expert_width(width: int, ranks: int, *, padded: bool = False) -> None:
+    """``FusedMoEConfig.__post_init__`` (``fused_moe/config.py``) asserts
+    ``intermediate_size % tp_size == 0`` for the routed experts' group, TP × DP × PCP ranks
+    without expert parallelism (1 with it: the experts stay whole); recorded: Qwen3-30B-A3B's
+    shape with experts 770 wide at TP 2 served and at TP 4 refused, 769 wide at TP 1 served and
+    TP 2 refused, 770 at TP 4 with expert parallelism served. ``padded``: the model file pads
+    each rank's share first (Kimi-Linear's ``min_moe_intermediate_per_partition``), not checked."""
+    if padded or ranks <= 1 or width % ranks == 0:
+        return
+    raise InputError(
+        "vLLM 0.33 refuses to start: the routed experts' width does not split over their ranks "
+        f"(FusedMoEConfig asserts intermediate_size % tp_size == 0: {width:,} over {ranks} = "
+        "TP × DP × PCP ranks)",
+        hint="--enable-expert-parallel keeps each expert whole, or choose TP × DP × PCP dividing "
+        f"{width:,}",
+        code="invalid-parallelism",
+    )

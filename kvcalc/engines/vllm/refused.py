@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kvcalc.engines.vllm.modelopt import unknown_algo
 from kvcalc.errors import InputError
-from kvcalc.model.layouts import MLALatent, SlidingWindow
+from kvcalc.model.layouts import FullAttention, MLALatent, SlidingWindow
 from kvcalc.model.shape import ModelShape
 
 #: architecture → vLLM 0.33's refusal
@@ -70,7 +70,7 @@ def refuse_unverified(error: Exception, engine: str, version: str | None) -> Non
         ) from None
 
 
-def refuse_unbuildable(model: ModelShape, version: str) -> None:
+def refuse_unbuildable(model: ModelShape, version: str, tensor_parallel_size: int = 1) -> None:
     """Raise with vLLM's reason when vLLM ``version`` (a 0.33 profile) cannot build ``model``."""
     if model.gguf:
         # vLLM 0.33.0 has no GGUF loader: "gguf" is gone from QUANTIZATION_METHODS
@@ -115,6 +115,12 @@ def refuse_unbuildable(model: ModelShape, version: str) -> None:
             hint="vLLM cannot serve this MLA shape; plan it with another --engine",
             code="unsupported-model",
         )
+    if reason := ungrouped_query_heads(model, tensor_parallel_size):
+        raise InputError(
+            f"vLLM {version} refuses to start: {reason}",
+            hint="vLLM's attention needs the query heads in whole groups per KV head",
+            code="unsupported-model",
+        )
     # under --disable-sliding-window the refusal is the model's start_refusal, after the length
     if model.start_refusal is None and (reason := mixed_qwen2_windows(model)):
         raise InputError(
@@ -149,3 +155,22 @@ def mixed_qwen2_windows(model: ModelShape) -> str | None:
         f"window but `max_window_layers` = {sliding.index(True)} is less than "
         f"`num_hidden_layers` = {len(sliding)}."
     )
+
+
+def ungrouped_query_heads(model: ModelShape, tp: int = 1) -> str | None:
+    """``Attention.__init__`` (``model_executor/layers/attention/attention.py``) asserts
+    ``num_heads % num_kv_heads == 0`` for the heads one rank holds: ``heads // tp`` query heads
+    and ``max(1, kv // tp)`` KV heads (recorded: 32 heads over 6 KV heads fail at TP 1, and as 16
+    over 3 at TP 2). TP sizes that do not split the heads are refused by :func:`check_tp`'s checks
+    first; per-layer query heads are not paired with their layers' KV heads here (not checked)."""
+    heads = model.num_attention_heads
+    if model.layer_query_heads or not heads or heads % tp:
+        return None
+    for layer in model.layers:
+        kv = getattr(layer, "kv_heads", 0) if isinstance(layer, FullAttention) else 0
+        if not kv or (kv >= tp and kv % tp):
+            continue
+        q, per_rank = heads // tp, max(1, kv // tp)
+        if q % per_rank:
+            return f"num_heads ({q}) is not divisible by num_kv_heads ({per_rank})"
+    return None
