@@ -34,8 +34,6 @@ NOT_COUNTED = {
     "synthetic--kimi-linear-bounded-gate.json",
     "synthetic--bamba-defaults.json",
     "synthetic--lfm2-moe-defaults.json",
-    "XiaomiMiMo--MiMo-V2-Flash.json",  # moe_layer_freq as a list
-    "gemma-3n-text.json",  # per-layer intermediate sizes, AltUp, per-layer embeddings
 }
 #: refused before weights (config-unsupported): vLLM 0.33 cannot build them either
 REFUSED = {"synthetic--minimax-defaults-MiniMaxForCausalLM.json"}
@@ -172,6 +170,39 @@ def test_dsa_indexer_weights():
     w = shape("zai-org--GLM-5.json")
     indexer = sum(t.numel for t in inventory(w) if t.layer == 0 and ".indexer." in t.name)
     assert indexer == 8_388_608 + 786_432 + 256 + 196_608 == 9_371_904
+
+
+def test_mimo_v2_flash_layer_types_and_moe_layer_freq():
+    # full layer 0 (dense: moe_layer_freq[0] = 0): q 64 × 192 × 4,096 = 50,331,648; k 4 × 192 ×
+    #   4,096 = 3,145,728; v 4 × 128 × 4,096 = 2,097,152 (v_head_dim); o 4,096 × 64 × 128 =
+    #   33,554,432; MLP 3 × 16,384 × 4,096 = 201,326,592; 2 norms 8,192 → 290,463,744
+    # sliding layer 1 (MoE): q 50,331,648; k 8 × 192 × 4,096 = 6,291,456; v 8 × 128 × 4,096 =
+    #   4,194,304; o 33,554,432; sinks 64; router 256 × 4,096 = 1,048,576; experts 256 × 3 ×
+    #   2,048 × 4,096 = 6,442,450,944; 2 norms → 6,537,879,616
+    w = shape("XiaomiMiMo--MiMo-V2-Flash.json")
+    assert layer_params(w, 0) == (50_331_648 + 3_145_728 + 2_097_152 + 33_554_432 + 201_326_592
+                                  + 8_192) == 290_463_744  # fmt: skip
+    assert layer_params(w, 1) == (50_331_648 + 6_291_456 + 4_194_304 + 33_554_432 + 64
+                                  + 1_048_576 + 6_442_450_944 + 8_192) == 6_537_879_616  # fmt: skip
+
+
+def test_gemma3n_altup_laurel_and_per_layer_embeddings():
+    # E2B layer 0: q 2,048² = 4,194,304 and q_norm 256; k, v 2 × 512 × 2,048 = 2,097,152 and
+    #   k_norm 256; o 4,194,304; MLP (intermediate_size[0]) 3 × 8,192 × 2,048 = 50,331,648; AltUp
+    #   correction 4 × 4 + prediction 16 × 4 + router 4 × 2,048 + router norm 2,048 + output scale
+    #   2,048 = 12,368; LAuReL 2 × 64 × 2,048 + norm 2,048 = 264,192; per-layer input gate and
+    #   projection 2 × 256 × 2,048 = 1,048,576; five norms 10,240 → 62,153,296
+    # KV-shared layer 20 (num_kv_shared_layers 10 of 30): no k, v, k_norm → 62,153,296 − 2,097,408
+    w = shape("gemma-3n-text.json")
+    layer = (4_194_304 + 256 + 2_097_152 + 256 + 4_194_304 + 50_331_648 + 12_368 + 264_192
+             + 1_048_576 + 10_240)  # fmt: skip
+    assert (layer_params(w, 0), layer_params(w, 20)) == (layer, layer - 2_097_408)
+    assert (layer, layer - 2_097_408) == (62_153_296, 60_055_888)
+    # per model: embed_tokens_per_layer 262,144 × 30 · 256; its projection 7,680 × 2,048; its norm
+    #   256; 3 AltUp projections and 3 unembed projections 6 × 2,048²
+    extras = sum(t.numel for t in inventory(w)
+                 if t.layer is None and ("altup" in t.name or "per_layer" in t.name))  # fmt: skip
+    assert extras == 262_144 * 7_680 + 7_680 * 2_048 + 256 + 6 * 2_048**2 == 2_054_160_640
 
 
 # -- every recorded config against transformers' meta build ----------------------------------------

@@ -63,6 +63,10 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             from kvcalc.estimate.dsv4_tensors import dsv4_layer  # DeepSeek-V4 only
 
             out += dsv4_layer(w.dsv4, h, p, i)
+        elif mixer == "gemma3n" and w.gemma3n and w.attention:
+            from kvcalc.estimate.gemma3n_tensors import gemma3n_layer  # Gemma-3n only
+
+            out += gemma3n_layer(w.gemma3n, w.attention, h, p, i)
         elif mixer == "mla" and w.mla:
             out += _mla(w.mla, h, f"{p}.self_attn", i)
         elif mixer == RecurrentVariant.MAMBA2 and w.mamba2:
@@ -81,6 +85,10 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
         elif ffn == "moe" and w.moe:
             out += _moe(w.moe, h, f"{p}.mlp", i)
+    if w.gemma3n:
+        from kvcalc.estimate.gemma3n_tensors import gemma3n_model
+
+        out += gemma3n_model(w.gemma3n, h, w.num_layers)
     if w.final_norm:
         out += _norm(w, "model.norm", h, None)
     if w.dsv4 and w.dsv4.hc_mult > 1:  # the head's hyper-connection: fn, base, scale
@@ -108,6 +116,10 @@ def _norm(
 def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     q_rows = a.num_heads * a.head_dim
     kv_rows = a.num_kv_heads * a.head_dim
+    v_rows, o_cols = (
+        a.num_kv_heads * (a.v_head_dim or a.head_dim),
+        a.num_heads * (a.v_head_dim or a.head_dim),
+    )
     if a.q_lora_rank:  # Step3: hidden → share_q_dim (replicated), its norm, → heads (column)
         out = _linear(f"{p}.q_a_proj", a.q_lora_rank, h, i, "replicated")
         out.append(Tensor(name=f"{p}.q_norm", rows=a.q_lora_rank, role="norm", layer=i))
@@ -118,8 +130,8 @@ def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
         )
     out += _linear(f"{p}.k_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     if a.v_proj:
-        out += _linear(f"{p}.v_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
-    out += _linear(f"{p}.o_proj", h, q_rows, i, "row", bias=a.o_bias)
+        out += _linear(f"{p}.v_proj", v_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
+    out += _linear(f"{p}.o_proj", h, o_cols, i, "row", bias=a.o_bias)
     if a.qk_norm:
         out.append(Tensor(name=f"{p}.qk_norm", rows=a.head_dim, copies=2, role="norm", layer=i))
     if a.qk_norm_full:  # over the whole projections (split with them under TP)

@@ -189,6 +189,11 @@ def weight_bytes(
         # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
         # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
         rope_bytes += dtype_bytes
+    if shape.gemma3n:
+        # gemma3n.py: each layer's AltUp router_input_scale and the model's embed_scale,
+        # embed_scale_per_layer, per_layer_input_scale and per_layer_projection_scale, scalar
+        # buffers in the model dtype (30 + 4 for E2B, recorded)
+        rope_bytes += (shape.num_layers + 4) * dtype_bytes
     layers = sum(
         sum(price(t, tp).values()) for t in tensors if t.layer is not None and not t.vision
     )
@@ -318,7 +323,7 @@ ATTENTION_SCALE_BYTES = 4 * 4
 #: mixers whose vLLM layer is an ``Attention`` or ``MLAAttention`` (DeepSeek-V3.2's and GLM-5's
 #: sparse MLA too; DeepSeek-V4's attention, the indexers' key caches and the recurrent mixers are
 #: neither and register none)
-_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL)
+_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL, "gemma3n")
 
 
 def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
     from kvcalc.hfconfig.weight_shape_extra import (
         Dsv4Weights,
         GdnWeights,
+        Gemma3nWeights,
         Mamba1Weights,
         Mamba2Weights,
         MlaWeights,
@@ -44,6 +45,8 @@ class AttentionWeights:
     #: q through a low-rank path this wide (Step3's ``share_q_dim``): a down-projection replicated
     #: on every rank, its RMSNorm, then the up-projection to the heads split over TP; 0: q_proj
     q_lora_rank: int = 0
+    #: V's head width where it differs from K's (MiMo-V2's ``v_head_dim``); 0: ``head_dim``
+    v_head_dim: int = 0
 
 
 @frozen
@@ -110,6 +113,8 @@ class WeightShape:
     dsv4: Dsv4Weights | None = None
     mlp: MlpWeights | None = None
     moe: MoeWeights | None = None
+    #: Gemma-3n's per-layer MLP widths, AltUp, LAuReL and per-layer embeddings (mixer ``gemma3n``)
+    gemma3n: Gemma3nWeights | None = None
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
     short_conv: ShortConvWeights | None = None

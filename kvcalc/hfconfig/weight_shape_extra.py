@@ -108,6 +108,24 @@ class Dsv4Weights:
 
 
 @frozen
+class Gemma3nWeights:
+    """Gemma-3n's decoder extras (transformers' Gemma3nTextModel, vLLM 0.33 ``gemma3n.py``): per
+    layer an MLP of its own width, AltUp (``altup_num_inputs`` streams: correction and prediction
+    coefficients, a modality router, its norm and an fp32 output scale), a LAuReL low-rank residual
+    (``laurel_rank``) and the per-layer input gate and projection (``hidden_size_per_layer_input``);
+    per model the per-layer embeddings (``vocab_size_per_layer_input`` rows of layers × that
+    width), their projection and norm, and the AltUp in/out projections. Layers from
+    ``first_kv_shared`` on reuse an earlier layer's K and V: q_proj and q_norm only."""
+
+    intermediate_sizes: tuple[int, ...]
+    altup_num_inputs: int
+    laurel_rank: int
+    per_layer_width: int
+    per_layer_vocab: int
+    first_kv_shared: int
+
+
+@frozen
 class VisionWeights:
     """A ViT tower and its projector: Llama 4's (pixel-shuffle adapter), SigLIP's (Gemma 3),
     Pixtral's (Mistral 3: gated MLP, RMSNorm, patch merger), Qwen3-VL's (Qwen3-VL, Qwen3.5/3.6:

@@ -108,6 +108,10 @@ _FP32_ROUTER: dict[str, str | None] = {
     "mimo_v2": "moe_router_dtype",
     "mimo_v2_flash": "moe_router_dtype",
 }  # fmt: skip
+#: Gemma-3n's per-layer MLPs, AltUp, LAuReL and per-layer embeddings (``families/gemma3n.py``)
+_GEMMA3N = ("gemma3n", "gemma3n_text")
+#: MiMo-V2's per-type attention, MoE layers and RoPE caches (``families/mimo_v2.py``)
+_MIMO_V2 = ("mimo_v2", "mimo_v2_flash")
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 #: (GLM-4.1V's text stack, ``glm4v_text``: vLLM's ``glm4.py`` reads ``getattr(config,
@@ -174,9 +178,22 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
         )
+    if model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_attention
+
+        attention, global_attention = mimo_v2_attention(r)
+        mixers = tuple(
+            "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
+        )
+    gemma3n = None
+    if model_type in _GEMMA3N:  # the MLP, AltUp, LAuReL and q-only shared layers in the mixer
+        from kvcalc.hfconfig.families.gemma3n import gemma3n_weights
+
+        gemma3n = gemma3n_weights(r, num_layers)
+        mixers = ("gemma3n",) * num_layers
     mla = _mla(r) if "mla" in mixers else None
     moe, moe_flags = _moe(r, model_type, num_layers)
-    ffns = _ffns(r, model_type, num_layers, moe_flags)
+    ffns = ("none",) * num_layers if gemma3n else _ffns(r, model_type, num_layers, moe_flags)
     mlp = _mlp(r, model_type) if "dense" in ffns else None
     tie = _tie(r, model_type, notes)
     mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
@@ -189,6 +206,14 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     rope_heads = (AttentionWeights(num_heads=1, num_kv_heads=1, head_dim=r.int("qk_rope_head_dim"))
                   if dsv4 else attention)  # fmt: skip
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
+    if gemma3n:
+        from kvcalc.hfconfig.families.gemma3n import gemma3n_rope_rows
+
+        positions = gemma3n_rope_rows(r, num_layers)
+    if model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_rope_caches
+
+        positions *= mimo_v2_rope_caches(r)
     norm, final_norm = ("layer" if model_type in _LAYER_NORM else "rms"), True
     if model_type == "chatglm":
         from kvcalc.hfconfig.families.chatglm import chatglm_norms
@@ -199,9 +224,9 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         num_layers=num_layers,
         hidden_size=hidden,
         vocab_size=_vocab(r, model_type),
-        intermediate_size=r.int(
-            "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
-        ),
+        intermediate_size=0
+        if gemma3n
+        else r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0),
         tie_word_embeddings=tie,
         lm_head_bias=(model_type == "phimoe" and r.bool("lm_head_bias")) or model_type == "gptj",
         learned_positions=_learned_positions(r, model_type),
@@ -216,6 +241,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
+        gemma3n=gemma3n,
         mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
         mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
@@ -261,6 +287,8 @@ def _norms_per_layer(r: ConfigReader, model_type: str) -> int:
         from kvcalc.hfconfig.families.hyperclovax import hyperclovax_norms
 
         return hyperclovax_norms(r)
+    if model_type in _GEMMA3N:  # Gemma's four and post_per_layer_input_norm
+        return 5
     return 4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2
 
 
@@ -431,6 +459,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.jamba import jamba_moe_layers
 
         flags = jamba_moe_layers(r, n, experts)
+    elif model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_moe_layers
+
+        flags = mimo_v2_moe_layers(r, n)
     elif r.list("mlp_layer_types") is not None:  # Cohere2-MoE, K-EXAONE, GLM-4.7-Flash
         kinds = r.list("mlp_layer_types") or []
         flags = tuple(i < len(kinds) and kinds[i] == "sparse" for i in range(n))

@@ -1,0 +1,51 @@
+"""kvcalc's weights per rank equal vLLM 0.33.0's own meta build for the families counted since
+December 2026 (``fixtures/vllm_0_33/family_weights_2026_12.json``, recorded with the reference
+harness's ``deploy_probe.py``: every parameter and buffer of one TP rank, numel × element size).
+Each record names the fixture file that holds its config (``config_from``), or the fixture carries
+the config itself (``configs``). Hand-computed layers of the unusual tensors are in
+``tests/test_weights_2026.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.estimate.weights import weight_bytes
+from kvcalc.hfconfig import parse_config
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
+DATA = json.loads((FIXTURES / "family_weights_2026_12.json").read_text())
+
+
+def _config(rec: dict) -> dict:
+    if "config_from" in rec:
+        return json.loads((FIXTURES / rec["config_from"]).read_text())["models"][rec["model"]][
+            "config"
+        ]
+    return DATA["configs"][rec["model"]]
+
+
+@pytest.mark.parametrize(
+    "rec", DATA["records"], ids=lambda r: f"{r['model']}-tp{r['tensor_parallel_size']}"
+)
+def test_weights_per_rank_equal_vllms_meta_build(rec):
+    model = parse_config(_config(rec), name=rec["model"])
+    w = weight_bytes(model, tensor_parallel_size=rec["tensor_parallel_size"])
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+def test_every_family_is_recorded_at_tp_1_and_2():
+    types = {_config(r)["model_type"] for r in DATA["records"]}
+    assert {"mimo_v2_flash", "gemma3n_text"} <= types
+    got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
+    assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
+
+
+def test_mimo_v2_flash_by_dtype_at_tp_1():
+    # fp32: 47 MoE layers' routers 256 × 4,096 × 4 B = 197,132,288, their e_score_correction_bias
+    # 47 × 256 × 4 B = 48,128 and 48 layers' four attention scales 48 × 16 B = 768
+    rec = next(r for r in DATA["records"] if r["model"] == "XiaomiMiMo--MiMo-V2-Flash.json")
+    assert rec["tensor_parallel_size"] == 1
+    assert rec["target_by_dtype"]["float32"] == 197_132_288 + 48_128 + 768 == 197_181_184
