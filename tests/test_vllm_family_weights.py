@@ -38,7 +38,7 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
-    assert {"mimo_v2_flash", "gemma3n_text"} <= types
+    assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear"} <= types
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -49,3 +49,17 @@ def test_mimo_v2_flash_by_dtype_at_tp_1():
     rec = next(r for r in DATA["records"] if r["model"] == "XiaomiMiMo--MiMo-V2-Flash.json")
     assert rec["tensor_parallel_size"] == 1
     assert rec["target_by_dtype"]["float32"] == 197_132_288 + 48_128 + 768 == 197_181_184
+
+
+def _record(name: str, tp: int) -> dict:
+    return next(r for r in DATA["records"] if (r["model"], r["tensor_parallel_size"]) == (name, tp))
+
+
+def test_kimi_linear_experts_padded_at_tp_8():
+    # KimiMoE: 1,024 // 8 = 128 < min_moe_intermediate_per_partition 256, so each rank holds 256
+    # of each expert's width: 26 MoE layers × 256 experts × 3 × (256 − 128) × 2,304 × 2 B =
+    # 11,777,605,632 B of padding (the TP 8 record is half the TP 2 one, not a quarter)
+    name = "moonshotai--Kimi-Linear-48B-A3B-Instruct.json"
+    w = weight_bytes(parse_config(_config(_record(name, 8)), name=name), tensor_parallel_size=8)
+    assert w.layout_padding_bytes_per_gpu == 26 * 256 * 3 * 128 * 2_304 * 2 == 11_777_605_632
+    assert _record(name, 8)["target_param_bytes_per_rank"] == 24_122_537_932

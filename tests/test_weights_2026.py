@@ -30,8 +30,6 @@ NO_TRANSFORMERS_CLASS = {
 #: kvcalc does not count these families' weights from config.json: ``weights-unknown``, and the
 #: user passes --weights-memory (or plans from safetensors headers)
 NOT_COUNTED = {
-    "moonshotai--Kimi-Linear-48B-A3B-Instruct.json",
-    "synthetic--kimi-linear-bounded-gate.json",
     "synthetic--bamba-defaults.json",
     "synthetic--lfm2-moe-defaults.json",
 }
@@ -203,6 +201,25 @@ def test_gemma3n_altup_laurel_and_per_layer_embeddings():
     extras = sum(t.numel for t in inventory(w)
                  if t.layer is None and ("altup" in t.name or "per_layer" in t.name))  # fmt: skip
     assert extras == 262_144 * 7_680 + 7_680 * 2_048 + 256 + 6 * 2_048**2 == 2_054_160_640
+
+
+def test_kimi_linear_kda_and_nope_mla_layers():
+    # Kimi-Linear-48B-A3B KDA layer 1 (32 heads × 128 = 4,096): q, k, v 3 × 4,096 × 2,304 =
+    #   28,311,552; beta 32 × 2,304 = 73,728; forget gate f_a 128 × 2,304 = 294,912, f_b 4,096 ×
+    #   128 = 524,288, dt_bias 4,096, A_log 32; conv 3 × 4,096 × 4 = 49,152; output gate g_a
+    #   294,912, g_b 524,288; o_norm 128; o_proj 2,304 × 4,096 = 9,437,184 → 39,514,272
+    # MoE (first_k_dense_replace 1): router 256 × 2,304 = 589,824; experts 256 × 3 × 1,024 ×
+    #   2,304 = 1,811,939,328; one shared expert 3 × 1,024 × 2,304 = 7,077,888; 2 norms 4,608
+    # MLA layer 3 (no q LoRA, no RoPE): q 32 × 192 × 2,304 = 14,155,776; kv_a 576 × 2,304 =
+    #   1,327,104; kv_a norm 512; kv_b 32 × 256 × 512 = 4,194,304; o 9,437,184 → 29,114,880
+    w = shape("moonshotai--Kimi-Linear-48B-A3B-Instruct.json")
+    kda = (28_311_552 + 73_728 + 294_912 + 524_288 + 4_096 + 32 + 49_152 + 294_912 + 524_288
+           + 128 + 9_437_184)  # fmt: skip
+    moe = 589_824 + 1_811_939_328 + 7_077_888 + 4_608
+    mla = 14_155_776 + 1_327_104 + 512 + 4_194_304 + 9_437_184
+    assert (kda, mla) == (39_514_272, 29_114_880)
+    assert (layer_params(w, 1), layer_params(w, 3)) == (kda + moe, mla + moe)
+    assert (w.rope_cache_positions, w.moe.experts_per_token) == (0, 8)
 
 
 # -- every recorded config against transformers' meta build ----------------------------------------

@@ -26,6 +26,9 @@ class Tensor:
     #: stored in fp32 whatever the model's dtype (a parameter the engine's module creates with
     #: ``dtype=torch.float32``), never quantized
     fp32: bool = False
+    #: the fewest rows (column split) or columns (row split) vLLM allocates a rank when TP splits
+    #: the tensor (Kimi-Linear's experts: ``min_moe_intermediate_per_partition``); 0: no floor
+    min_per_rank: int = 0
 
     @property
     def numel(self) -> int:

@@ -73,6 +73,10 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
         elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
+        elif mixer == RecurrentVariant.KIMI_DELTA and w.kda:
+            from kvcalc.estimate.kda_tensors import kda_layer  # Kimi-Linear only
+
+            out += kda_layer(w.kda, h, f"{p}.self_attn", i)
         elif mixer == RecurrentVariant.PARALLEL and w.attention and w.mamba2:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
             out += _mamba2(w.mamba2, h, f"{p}.mamba", i)
@@ -180,9 +184,10 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
     out = [
         Tensor(name=f"{p}.router", rows=e, cols=h, role="router", layer=i, fp32=m.router_fp32),
         Tensor(name=f"{p}.experts.gate_up_proj", rows=up_rows, cols=width, copies=e, expert=True,
-               role="linear", layer=i, split="column"),
+               role="linear", layer=i, split="column",
+               min_per_rank=m.min_width_per_rank * (2 if m.gated else 1)),
         Tensor(name=f"{p}.experts.down_proj", rows=width, cols=inter, copies=e, expert=True,
-               role="linear", layer=i, split="row"),
+               role="linear", layer=i, split="row", min_per_rank=m.min_width_per_rank),
     ]  # fmt: skip
     if m.latent_size:  # hidden → latent before the experts, latent → hidden after (replicated)
         out += _linear(f"{p}.fc1_latent_proj", m.latent_size, h, i, "replicated")

@@ -333,6 +333,10 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
     nor EP), which transformers keeps as a buffer."""
     mixer = shape.mixers[layer] if layer < len(shape.mixers) else "none"
     total = ATTENTION_SCALE_BYTES if mixer in _SCALED_MIXERS else 0
+    if mixer == "mla" and shape.kda is not None:
+        # Kimi-Linear's MLA (vLLM 0.33 models/kimi_k3/nvidia/mla.py) registers a fifth fp32
+        # buffer, ``_one_scale``
+        total += _FP32_BYTES
     ffn = shape.ffns[layer] if layer < len(shape.ffns) else "none"
     if ffn == "moe" and shape.moe is not None and shape.moe.score_bias:
         total += 4 * shape.moe.num_experts

@@ -25,6 +25,7 @@ FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUN
 #: recurrent layers, by the state they keep
 MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
 MAMBA1 = RecurrentVariant.MAMBA1
+KDA = RecurrentVariant.KIMI_DELTA
 PARALLEL = RecurrentVariant.PARALLEL
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"

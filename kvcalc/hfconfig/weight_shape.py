@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
         Dsv4Weights,
         GdnWeights,
         Gemma3nWeights,
+        KdaWeights,
         Mamba1Weights,
         Mamba2Weights,
         MlaWeights,
@@ -83,6 +84,9 @@ class MoeWeights:
     #: ``GateLinear(..., params_dtype=torch.float32)`` (ERNIE 4.5 MoE, GLM-4.5, MiniMax-M2,
     #: MiMo-V2 unless ``moe_router_dtype`` says otherwise)
     router_fp32: bool = False
+    #: vLLM pads each rank's share of an expert's width up to this when TP splits it thinner
+    #: (Kimi-Linear: ``min_moe_intermediate_per_partition``, 256); 0: no padding
+    min_width_per_rank: int = 0
 
 
 @frozen
@@ -117,6 +121,7 @@ class WeightShape:
     gemma3n: Gemma3nWeights | None = None
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
+    kda: KdaWeights | None = None
     short_conv: ShortConvWeights | None = None
     mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None

@@ -108,6 +108,20 @@ class Dsv4Weights:
 
 
 @frozen
+class KdaWeights:
+    """Kimi Delta Attention (transformers' KimiDeltaAttention; vLLM 0.33's
+    ``KimiGatedDeltaNetAttention``): q, k, v projections of heads × head_dim each with a
+    depthwise conv (fp32 in vLLM), the beta projection (a value per head), the low-rank forget gate
+    (``f_a`` hidden → head_dim, replicated, and ``f_b`` back to the heads) with its fp32 ``dt_bias``
+    and ``A_log``, the low-rank output gate (``g_a``, ``g_b``), a gated RMSNorm of one head and
+    o_proj."""
+
+    num_heads: int
+    head_dim: int
+    conv_kernel: int
+
+
+@frozen
 class Gemma3nWeights:
     """Gemma-3n's decoder extras (transformers' Gemma3nTextModel, vLLM 0.33 ``gemma3n.py``): per
     layer an MLP of its own width, AltUp (``altup_num_inputs`` streams: correction and prediction

@@ -193,6 +193,11 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers = ("gemma3n",) * num_layers
     mla = _mla(r) if "mla" in mixers else None
     moe, moe_flags = _moe(r, model_type, num_layers)
+    kda = None
+    if model_type == "kimi_linear":
+        from kvcalc.hfconfig.families.kimi_linear import kda_weights, kimi_moe
+
+        kda, moe = kda_weights(r), kimi_moe(r, moe)
     ffns = ("none",) * num_layers if gemma3n else _ffns(r, model_type, num_layers, moe_flags)
     mlp = _mlp(r, model_type) if "dense" in ffns else None
     tie = _tie(r, model_type, notes)
@@ -244,6 +249,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         gemma3n=gemma3n,
         mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
+        kda=kda,
         mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=_vision(r, model_type, hidden, notes) if r.has("vision_config") else None,
@@ -301,7 +307,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL):
+    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL, L.KDA):
         return kind
     return "none"
 
