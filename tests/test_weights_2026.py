@@ -29,10 +29,7 @@ NO_TRANSFORMERS_CLASS = {
 }
 #: kvcalc does not count these families' weights from config.json: ``weights-unknown``, and the
 #: user passes --weights-memory (or plans from safetensors headers)
-NOT_COUNTED = {
-    "synthetic--bamba-defaults.json",
-    "synthetic--lfm2-moe-defaults.json",
-}
+NOT_COUNTED: set[str] = set()
 #: refused before weights (config-unsupported): vLLM 0.33 cannot build them either
 REFUSED = {"synthetic--minimax-defaults-MiniMaxForCausalLM.json"}
 #: kvcalc's count minus transformers', and why
@@ -220,6 +217,33 @@ def test_kimi_linear_kda_and_nope_mla_layers():
     assert (kda, mla) == (39_514_272, 29_114_880)
     assert (layer_params(w, 1), layer_params(w, 3)) == (kda + moe, mla + moe)
     assert (w.rope_cache_positions, w.moe.experts_per_token) == (0, 8)
+
+
+def test_lfm2_moe_dense_layers_then_experts():
+    # LFM2-MoE defaults, conv layer 0 (num_dense_layers 2: dense): in_proj 3 × 2,048² =
+    #   12,582,912; conv 2,048 × 3 = 6,144; out_proj 2,048² = 4,194,304; MLP 3 × 7,168 × 2,048 =
+    #   44,040,192 (intermediate_size, no 2/3 adjustment); 2 norms 4,096 → 60,827,648
+    # conv layer 3 (MoE): the same mixer; router 32 × 2,048 = 65,536; experts 32 × 3 × 1,792 ×
+    #   2,048 = 352,321,536; 2 norms → 369,174,528
+    # attention layer 2 (MoE): q, o 2 × 2,048²; k, v 2 × 512 × 2,048; q/k layernorms 2 × 64
+    w = shape("synthetic--lfm2-moe-defaults.json")
+    conv, moe = 12_582_912 + 6_144 + 4_194_304, 65_536 + 352_321_536 + 4_096
+    assert layer_params(w, 0) == conv + 44_040_192 + 4_096 == 60_827_648
+    assert layer_params(w, 3) == conv + moe == 369_174_528
+    assert layer_params(w, 2) == 2 * 2_048**2 + 2 * 512 * 2_048 + 128 + moe == 362_877_056
+
+
+def test_bamba_mamba2_layers_and_attention_at_indices():
+    # BambaConfig() layer 0 (Mamba2: 128 heads × 64 = 8,192, one group of state 256): in_proj
+    #   (2 × 8,192 + 2 × 256 + 128) × 4,096 = 69,730,304; conv (8,192 + 512) × 4 = 34,816 and bias
+    #   8,704; dt_bias, A_log, D 3 × 128; gated norm 8,192; out_proj 4,096 × 8,192 = 33,554,432;
+    #   MLP 3 × 14,336 × 4,096 = 176,160,768; 2 norms 8,192 → 279,505,792
+    # attention layer 9 (attn_layer_indices): q, o 2 × 4,096², k, v 2 × 1,024 × 4,096
+    w = shape("synthetic--bamba-defaults.json")
+    mlp = 176_160_768 + 8_192
+    mamba = 69_730_304 + 34_816 + 8_704 + 384 + 8_192 + 33_554_432
+    assert layer_params(w, 0) == mamba + mlp == 279_505_792
+    assert layer_params(w, 9) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + mlp
 
 
 # -- every recorded config against transformers' meta build ----------------------------------------

@@ -50,9 +50,9 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text", "lfm2", "exaone_moe", "afmoe"}  # fmt: skip
+            "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
-_HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
+_HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1", "bamba"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
 _GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared", "granitemoe_swa"}
 #: Granite with sliding windows and attention sinks (``families/granite_swa.py``)
@@ -465,6 +465,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.jamba import jamba_moe_layers
 
         flags = jamba_moe_layers(r, n, experts)
+    elif model_type == "lfm2_moe":
+        from kvcalc.hfconfig.families.lfm2 import lfm2_moe_layers
+
+        flags = lfm2_moe_layers(r, n)
     elif model_type in _MIMO_V2:
         from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_moe_layers
 
