@@ -40,7 +40,7 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
-    assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe"} <= types
+    assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash"} <= types
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -65,3 +65,14 @@ def test_kimi_linear_experts_padded_at_tp_8():
     w = weight_bytes(parse_config(_config(_record(name, 8)), name=name), tensor_parallel_size=8)
     assert w.layout_padding_bytes_per_gpu == 26 * 256 * 3 * 128 * 2_304 * 2 == 11_777_605_632
     assert _record(name, 8)["target_param_bytes_per_rank"] == 24_122_537_932
+
+
+def test_longcat_flash_ngram_tables():
+    # LongcatFlashNgramForCausalLM, ngram_vocab_size_ratio 4, emb_split_num 4, emb_neighbor_num 3:
+    # 4 × 2 = 8 embedders of 4 × 131,072 + 2i + 1 rows (4,194,368 in all) × 6,144 / 8 = 768, and
+    # the stacked projection 8 × 768 × 6,144 (bf16, beside the model's 6 decoder layers); int32
+    # buffers ne_weights 2 × 4 × 3, ne_mods 2 × 4 and exclusive_sizes 9: 41 × 4 B = 164 B
+    rec = _record("synthetic--longcat-flash-ngram-6-layers-vllm-keys.json", 1)
+    assert rec["target_by_dtype"]["int32"] == 4 * (24 + 8 + 9) == 164
+    w = parse_config(_config(rec), name=rec["model"]).weights
+    assert (w.ngram.rows, w.ngram.width, w.ngram.embedders) == (4_194_368, 768, 8)

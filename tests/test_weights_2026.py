@@ -44,6 +44,12 @@ def shape(name: str):
     return parse_config(CONFIGS[name], name=name).weights
 
 
+def shape_of_registry(name: str):
+    """A config of ``registry_families_2026_12.json`` (its families' own recordings)."""
+    models = json.loads((FIXTURES / "registry_families_2026_12.json").read_text())["models"]
+    return parse_config(models[name]["config"], name=name).weights
+
+
 def layer_params(w, i: int) -> int:
     return sum(t.numel for t in inventory(w) if t.layer == i)
 
@@ -244,6 +250,22 @@ def test_bamba_mamba2_layers_and_attention_at_indices():
     mamba = 69_730_304 + 34_816 + 8_704 + 384 + 8_192 + 33_554_432
     assert layer_params(w, 0) == mamba + mlp == 279_505_792
     assert layer_params(w, 9) == 2 * 4_096**2 + 2 * 1_024 * 4_096 + mlp
+
+
+def test_longcat_flash_two_attentions_and_mlps_per_decoder_layer():
+    # LongCat-Flash (6 decoder layers, 20 heads, kv_lora_rank 256) as 12 kvcalc layers. MLA:
+    #   q_a 1,536 × 6,144 = 9,437,184 and norm 1,536; q_b 20 × 192 × 1,536 = 5,898,240; kv_a
+    #   (256 + 64) × 6,144 = 1,966,080 and norm 256; kv_b 20 × 256 × 256 = 1,310,720; o 6,144 ×
+    #   20 × 128 = 15,728,640 → 34,342,656; MLP 3 × 12,288 × 6,144 = 226,492,416; 2 norms 12,288
+    # the even layer adds the MoE: router over 512 + 256 zero experts (768 × 6,144 = 4,718,592)
+    #   and 512 experts 3 × 2,048 × 6,144 = 19,327,352,832; the two are transformers' decoder
+    #   layer 0 (19,853,766,144)
+    w = shape_of_registry("synthetic--longcat-flash-6-layers-20-heads-kv-lora-256-vllm-keys.json")
+    odd = (9_437_184 + 1_536 + 5_898_240 + 1_966_080 + 256 + 1_310_720 + 15_728_640
+           + 226_492_416 + 12_288)  # fmt: skip
+    assert layer_params(w, 1) == odd == 260_847_360
+    assert layer_params(w, 0) == odd + 4_718_592 + 19_327_352_832 == 19_592_918_784
+    assert w.num_layers == 12 and layer_params(w, 0) + layer_params(w, 1) == 19_853_766_144
 
 
 # -- every recorded config against transformers' meta build ----------------------------------------

@@ -47,6 +47,12 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             name="model.embed_tokens", rows=w.vocab_size, cols=h, role="embedding", split="vocab"
         )
     )
+    if w.ngram:  # LongCat-Flash-Ngram: the concatenated tables and the stacked projection
+        g = w.ngram
+        out.append(Tensor(name="model.ngram_embeddings.oe_embedder", rows=g.rows, cols=g.width,
+                          role="embedding", split="vocab"))  # fmt: skip
+        out.append(Tensor(name="model.ngram_embeddings.oe_projection", rows=g.width, cols=h,
+                          copies=g.embedders, role="vector"))  # fmt: skip
     if w.learned_positions:
         out.append(
             Tensor(name="model.embed_positions", rows=w.learned_positions, cols=h, role="position")
@@ -89,6 +95,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
         elif ffn == "moe" and w.moe:
             out += _moe(w.moe, h, f"{p}.mlp", i)
+        elif ffn == "dense+moe" and w.mlp and w.moe:  # LongCat-Flash: an MLP beside the MoE
+            out += _mlp(w.mlp, h, f"{p}.mlps", i) + _moe(w.moe, h, f"{p}.mlp", i)
     if w.gemma3n:
         from kvcalc.estimate.gemma3n_tensors import gemma3n_model
 
@@ -182,7 +190,8 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
     up_rows = inter * (2 if m.gated else 1)
     width = m.latent_size or h  # latent MoE: experts read and write the latent width
     out = [
-        Tensor(name=f"{p}.router", rows=e, cols=h, role="router", layer=i, fp32=m.router_fp32),
+        Tensor(name=f"{p}.router", rows=e + m.zero_experts, cols=h, role="router", layer=i,
+               fp32=m.router_fp32),
         Tensor(name=f"{p}.experts.gate_up_proj", rows=up_rows, cols=width, copies=e, expert=True,
                role="linear", layer=i, split="column",
                min_per_rank=m.min_width_per_rank * (2 if m.gated else 1)),

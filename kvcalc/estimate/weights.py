@@ -189,6 +189,8 @@ def weight_bytes(
         # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
         # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
         rope_bytes += dtype_bytes
+    if shape.ngram:  # longcat_flash_ngram.py's int32 hashing buffers, on every rank
+        rope_bytes += 4 * shape.ngram.int32_values
     if shape.gemma3n:
         # gemma3n.py: each layer's AltUp router_input_scale and the model's embed_scale,
         # embed_scale_per_layer, per_layer_input_scale and per_layer_projection_scale, scalar
@@ -338,8 +340,8 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
         # buffer, ``_one_scale``
         total += _FP32_BYTES
     ffn = shape.ffns[layer] if layer < len(shape.ffns) else "none"
-    if ffn == "moe" and shape.moe is not None and shape.moe.score_bias:
-        total += 4 * shape.moe.num_experts
+    if ffn in ("moe", "dense+moe") and shape.moe is not None and shape.moe.score_bias:
+        total += 4 * (shape.moe.num_experts + shape.moe.zero_experts)
     return total
 
 

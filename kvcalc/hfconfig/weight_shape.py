@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
         Mamba1Weights,
         Mamba2Weights,
         MlaWeights,
+        NgramEmbeddingWeights,
         ShortConvWeights,
         VisionWeights,
     )
@@ -87,6 +88,9 @@ class MoeWeights:
     #: vLLM pads each rank's share of an expert's width up to this when TP splits it thinner
     #: (Kimi-Linear: ``min_moe_intermediate_per_partition``, 256); 0: no padding
     min_width_per_rank: int = 0
+    #: router outputs beyond the routed experts, for experts without weights (LongCat-Flash's
+    #: ``zero_expert_num`` identity experts): the router and its score bias are this much wider
+    zero_experts: int = 0
 
 
 @frozen
@@ -122,6 +126,8 @@ class WeightShape:
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
     kda: KdaWeights | None = None
+    #: LongCat-Flash-Ngram's n-gram embedding tables beside ``embed_tokens``
+    ngram: NgramEmbeddingWeights | None = None
     short_conv: ShortConvWeights | None = None
     mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None

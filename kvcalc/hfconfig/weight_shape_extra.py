@@ -108,6 +108,20 @@ class Dsv4Weights:
 
 
 @frozen
+class NgramEmbeddingWeights:
+    """LongCat-Flash-Ngram's hashed n-gram embedding (vLLM 0.33 ``longcat_flash_ngram.py``
+    ``NgramEmbedding``): ``embedders`` tables concatenated into one vocabulary-split table of
+    ``rows`` × ``width``, a stacked projection ``embedders × width × hidden`` held whole on every
+    rank, and ``int32_values`` of int32 hashing buffers (``ne_weights``, ``ne_mods``,
+    ``exclusive_sizes``)."""
+
+    rows: int
+    width: int
+    embedders: int
+    int32_values: int
+
+
+@frozen
 class KdaWeights:
     """Kimi Delta Attention (transformers' KimiDeltaAttention; vLLM 0.33's
     ``KimiGatedDeltaNetAttention``): q, k, v projections of heads × head_dim each with a

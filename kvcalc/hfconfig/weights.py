@@ -199,7 +199,13 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
 
         kda, moe = kda_weights(r), kimi_moe(r, moe)
     ffns = ("none",) * num_layers if gemma3n else _ffns(r, model_type, num_layers, moe_flags)
-    mlp = _mlp(r, model_type) if "dense" in ffns else None
+    ngram = None
+    if model_type == "longcat_flash":  # every layer an MLP, the even ones also the MoE
+        from kvcalc.hfconfig.families.longcat_flash import longcat_ngram
+
+        ffns = tuple("dense+moe" if flag else "dense" for flag in moe_flags)
+        ngram = longcat_ngram(r, hidden)
+    mlp = _mlp(r, model_type) if "dense" in ffns or "dense+moe" in ffns else None
     tie = _tie(r, model_type, notes)
     mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
     if mtp:
@@ -250,6 +256,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
         kda=kda,
+        ngram=ngram,
         mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=_vision(r, model_type, hidden, notes) if r.has("vision_config") else None,
@@ -449,6 +456,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.afmoe import afmoe_moe
 
         return afmoe_moe(r, n)
+    if model_type == "longcat_flash":
+        from kvcalc.hfconfig.families.longcat_flash import longcat_moe
+
+        return longcat_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
