@@ -40,7 +40,8 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
-    assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash"} <= types
+    assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
+            "step3p5"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -76,3 +77,29 @@ def test_longcat_flash_ngram_tables():
     assert rec["target_by_dtype"]["int32"] == 4 * (24 + 8 + 9) == 164
     w = parse_config(_config(rec), name=rec["model"]).weights
     assert (w.ngram.rows, w.ngram.width, w.ngram.embedders) == (4_194_368, 768, 8)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "name",
+    ["synthetic--step3p5-flash-shape.json", "synthetic--step3p5-sliding-36-heads-4-kv-16k.json"],
+)
+def test_step3p5_count_equals_transformers_step3p7_text_model(name):
+    # transformers has no Step3p5ForCausalLM; vLLM reads step3p5 through Step3p7TextConfig, whose
+    # text model (plus the untied lm_head, vocab × hidden) builds the same parameters
+    torch = pytest.importorskip("torch")
+    step3p7 = pytest.importorskip("transformers.models.step3p7.modeling_step3p7")
+    from kvcalc.estimate.weights import count_parameters
+
+    raw = {
+        k: v
+        for k, v in _config(_record(name, 1)).items()
+        if k not in ("model_type", "architectures")
+    }
+    config = step3p7.Step3p7TextConfig(**raw)
+    with torch.device("meta"):
+        model = step3p7.Step3p7TextModel(config)
+    want = sum(p.numel() for p in model.parameters()) + config.vocab_size * config.hidden_size
+    assert (
+        count_parameters(parse_config(_config(_record(name, 1)), name=name).weights).total == want
+    )

@@ -228,9 +228,16 @@ REFUSED = {
 #: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "zamba2", "olmo_hybrid", "step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "zamba2", "olmo_hybrid", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
     "dory", "beam",
 }  # fmt: skip
+#: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
+#: saves it (``per_layer_config``)
+WEIGHTS_NOT_COUNTED_MODELS = {"synthetic--step3p5-flash-shape-saved.json"}
+#: model types transformers' AutoModelForCausalLM does not build (Step-3.5: only as Step3p7's text
+#: model), checked against vLLM's meta build in ``family_weights_2026_12.json`` and there against
+#: Step3p7TextModel (tests/test_vllm_family_weights.py)
+NO_CAUSAL_LM_CLASS = {"step3p5"}
 #: configs of a model type transformers has, but of an architecture it has not (LongCat-Flash's
 #: N-gram embedding: LongcatFlashNgramForCausalLM): checked against vLLM's own meta build
 #: (``family_weights_2026_12.json``)
@@ -250,8 +257,11 @@ WEIGHTS = json.loads((FIXTURE.parent / "registry_weights.json").read_text())
     "name",
     sorted(
         n
-        for n in set(DATA["models"]) - REFUSED - NO_TRANSFORMERS_ARCHITECTURE
-        if MODEL_TYPES[n] not in NO_TRANSFORMERS_CLASS | WEIGHTS_NOT_COUNTED
+        for n in set(DATA["models"])
+        - REFUSED
+        - NO_TRANSFORMERS_ARCHITECTURE
+        - WEIGHTS_NOT_COUNTED_MODELS
+        if MODEL_TYPES[n] not in NO_TRANSFORMERS_CLASS | WEIGHTS_NOT_COUNTED | NO_CAUSAL_LM_CLASS
     ),  # fmt: skip
 )
 def test_count_equals_transformers_meta_build(name):
@@ -262,7 +272,9 @@ def test_count_equals_transformers_meta_build(name):
 @pytest.mark.parametrize(
     "name",
     sorted(
-        n for n in set(DATA["models"]) - REFUSED if MODEL_TYPES[n] in WEIGHTS_NOT_COUNTED
+        n
+        for n in set(DATA["models"]) - REFUSED
+        if MODEL_TYPES[n] in WEIGHTS_NOT_COUNTED or n in WEIGHTS_NOT_COUNTED_MODELS
     ),  # fmt: skip
 )
 def test_weights_not_counted_are_refused(name):
@@ -603,7 +615,14 @@ def test_the_other_engines_refuse_the_2026_12_families(engine, name):
     assert refused.value.code == "unsupported-model"
 
 
-@pytest.mark.parametrize("name", [n for n in LATER_MODELS if MODEL_TYPES[n] in WEIGHTS_NOT_COUNTED])
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in LATER_MODELS
+        if MODEL_TYPES[n] in WEIGHTS_NOT_COUNTED or n in WEIGHTS_NOT_COUNTED_MODELS
+    ],
+)
 def test_the_2026_12_families_weights_are_not_counted(name):
     with pytest.raises(KvcalcError) as refused:
         weight_bytes(_model(name), tensor_parallel_size=1)

@@ -268,6 +268,21 @@ def test_longcat_flash_two_attentions_and_mlps_per_decoder_layer():
     assert w.num_layers == 12 and layer_params(w, 0) + layer_params(w, 1) == 19_853_766_144
 
 
+def test_step3p5_layer_types_head_gate_and_shared_expert():
+    # Step-3.5-Flash's shape, full layer 0 (dense): q 64 × 128 × 4,096 = 33,554,432; k, v 2 × 8 ×
+    #   128 × 4,096 = 8,388,608; o 33,554,432; q/k norms 2 × 128; head-wise gate g_proj 64 ×
+    #   4,096 = 262,144; MLP 3 × 11,264 × 4,096 = 138,412,032; 2 norms 8,192
+    # sliding layer 3 (96 query heads, MoE): q, o 2 × 96 × 128 × 4,096 = 100,663,296; k, v
+    #   8,388,608; norms 256; g_proj 96 × 4,096 = 393,216; router 288 × 4,096 = 1,179,648;
+    #   experts 288 × 3 × 1,280 × 4,096 = 4,529,848,320; shared expert 3 × 1,280 × 4,096 =
+    #   15,728,640; 2 norms 8,192
+    w = shape_of_registry("synthetic--step3p5-flash-shape.json")
+    assert layer_params(w, 0) == (2 * 33_554_432 + 8_388_608 + 256 + 262_144 + 138_412_032
+                                  + 8_192) == 214_180_096  # fmt: skip
+    assert layer_params(w, 3) == (100_663_296 + 8_388_608 + 256 + 393_216 + 1_179_648
+                                  + 4_529_848_320 + 15_728_640 + 8_192) == 4_656_210_176  # fmt: skip
+
+
 # -- every recorded config against transformers' meta build ----------------------------------------
 def _meta_count(raw: dict) -> int:
     torch = pytest.importorskip("torch")

@@ -150,6 +150,8 @@ def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
         out.append(Tensor(name=f"{p}.q_norm", rows=q_rows, role="norm", layer=i, split="column"))
         out.append(Tensor(name=f"{p}.k_norm", rows=kv_rows, role="norm", layer=i, split="kv",
                           heads=a.num_kv_heads))  # fmt: skip
+    if a.head_gate:
+        out += _linear(f"{p}.g_proj", a.num_heads, h, i, "column")
     if a.sinks:
         out.append(
             Tensor(name=f"{p}.sinks", rows=a.num_heads, role="vector", layer=i, split="column")

@@ -49,6 +49,9 @@ class AttentionWeights:
     q_lora_rank: int = 0
     #: V's head width where it differs from K's (MiMo-V2's ``v_head_dim``); 0: ``head_dim``
     v_head_dim: int = 0
+    #: a head-wise sigmoid gate on the output, one value per head (Step-3.5's ``g_proj``,
+    #: ``use_head_wise_attn_gate``): heads × hidden, split with the heads
+    head_gate: bool = False
 
 
 @frozen

@@ -185,6 +185,12 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
         )
+    step3p5 = None
+    if model_type == "step3p5":
+        from kvcalc.hfconfig.families.step3p5 import step3p5_weights
+
+        step3p5 = step3p5_weights(r, num_layers)
+        attention, global_attention, mixers = step3p5[:3]
     gemma3n = None
     if model_type in _GEMMA3N:  # the MLP, AltUp, LAuReL and q-only shared layers in the mixer
         from kvcalc.hfconfig.families.gemma3n import gemma3n_weights
@@ -217,6 +223,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     rope_heads = (AttentionWeights(num_heads=1, num_kv_heads=1, head_dim=r.int("qk_rope_head_dim"))
                   if dsv4 else attention)  # fmt: skip
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
+    if step3p5:
+        positions = step3p5[5]
     if gemma3n:
         from kvcalc.hfconfig.families.gemma3n import gemma3n_rope_rows
 
@@ -460,6 +468,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.longcat_flash import longcat_moe
 
         return longcat_moe(r, n)
+    if model_type == "step3p5":
+        from kvcalc.hfconfig.families.step3p5 import step3p5_weights
+
+        return step3p5_weights(r, n)[3:5]
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
