@@ -3,6 +3,11 @@ December 2026 (``fixtures/vllm_0_33/family_weights_2026_12.json``, recorded with
 harness's ``deploy_probe.py``: every parameter and buffer of one TP rank, numel × element size).
 Bamba is not recorded: vLLM 0.33 serves it through its Transformers backend no more (it refuses
 the Mamba2 layers: ``hybrid_families.json``), so its count is checked against transformers only.
+For the Mamba2 models (Zamba2) a record's ``conv_view_bytes`` are the probe's count of
+``mamba_mixer2.py``'s ``conv_weights`` buffers, views of ``conv1d.weight`` that hold no memory of
+their own (read from the probe's per-tensor listing): kvcalc equals the rest.
+OLMoE's defaults are recorded too: vLLM's ``olmoe.py`` keeps its q/k norms over all heads whole on
+every rank, as ``olmo_hybrid.py`` does.
 Each record names the fixture file that holds its config (``config_from``), or the fixture carries
 the config itself (``configs``). Hand-computed layers of the unusual tensors are in
 ``tests/test_weights_2026.py``."""
@@ -14,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.estimate.tensors import inventory
 from kvcalc.estimate.weights import weight_bytes
 from kvcalc.hfconfig import parse_config
 
@@ -35,13 +41,15 @@ def _config(rec: dict) -> dict:
 def test_weights_per_rank_equal_vllms_meta_build(rec):
     model = parse_config(_config(rec), name=rec["model"])
     w = weight_bytes(model, tensor_parallel_size=rec["tensor_parallel_size"])
-    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+    # less the Mamba2 conv_weights views of conv1d.weight the probe counts again
+    want = rec["target_param_bytes_per_rank"] - rec.get("conv_view_bytes", 0)
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == want
 
 
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
     assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
-            "step3p5"} <= types  # fmt: skip
+            "step3p5", "zamba2", "olmo_hybrid"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -103,3 +111,27 @@ def test_step3p5_count_equals_transformers_step3p7_text_model(name):
     assert (
         count_parameters(parse_config(_config(_record(name, 1)), name=name).weights).total == want
     )
+
+
+def test_zamba2_one_mamba_group_replicated_at_tp_2():
+    # MambaMixer2 at TP 2 replicates the one group (extra_groups_for_head_shards): each rank's
+    # in_proj and conv hold 2 × 64 group rows instead of 64: 36 layers × 64 × (2,048 + 4 + 1) ×
+    # 2 B = 9,460,224 B beside the even split; the probe also counts the conv views, 36 × (2,048 +
+    # 128) × 4 × 2 B = 626,688 B
+    name = "synthetic--zamba2-2-mem-blocks-36-layers-32k.json"
+    w = weight_bytes(parse_config(_config(_record(name, 2)), name=name), tensor_parallel_size=2)
+    assert w.layout_padding_bytes_per_gpu == 36 * 64 * (2_048 + 4 + 1) * 2 == 9_460_224
+    assert _record(name, 2)["conv_view_bytes"] == 36 * 2_176 * 4 * 2 == 626_688
+
+
+def test_olmo_hybrid_qk_norms_whole_on_every_rank():
+    # olmo_hybrid.py: q_norm RMSNorm(hidden_size), k_norm RMSNorm(KV heads × head_dim), not split:
+    # at TP 2 each rank holds 4 attention layers × (4,096 + 1,024) × 2 B = 40,960 B of them
+    # (a TP split would hold half); and A_log in the model dtype (no fp32 bytes but the scales:
+    # 4 attention layers × 16 B)
+    name = "synthetic--olmo-hybrid-32-heads-8-kv-gdn-16-32.json"
+    w = parse_config(_config(_record(name, 2)), name=name).weights
+    norms = [t for t in inventory(w) if t.name.endswith(("self_attn.q_norm", "self_attn.k_norm"))]
+    assert {t.split for t in norms} == {"replicated"}
+    assert sum(t.numel for t in norms) * 2 == 4 * (4_096 + 1_024) * 2 == 40_960
+    assert _record(name, 2)["target_by_dtype"]["float32"] == 4 * 16

@@ -225,10 +225,9 @@ REFUSED = {
     "synthetic--longcat-flash-defaults.json",
 }
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
-#: Zamba2's shared transformer blocks with per-layer LoRA adapters, OLMo-Hybrid's fused DeltaNet;
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "zamba2", "olmo_hybrid", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
     "dory", "beam",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
@@ -527,9 +526,9 @@ def test_zamba2_hybrid_layers_hold_attention_and_mamba2():
     assert len(both) == 9 and len(model.layers) == 54
     assert (both[0].attention.kv_heads, both[0].attention.k_dim) == (32, 160)
     assert (both[0].mixer.num_heads, both[0].mixer.head_dim) == (8, 640)
-    # its weights (shared blocks, LoRA adapters) are not counted from config.json
-    with pytest.raises(KvcalcError):
-        weight_bytes(model, tensor_parallel_size=1)
+    # its weights: the shared block once, each hybrid layer's projection and adapters
+    # (tests/test_weights_2026.py, family_weights_2026_12.json)
+    assert model.weights.zamba2.hybrid_layers == (6, 12, 18, 24, 30, 36, 42, 47, 51)
 
 
 @pytest.mark.parametrize("engine", ["sglang", "llamacpp", "hf", "trtllm", "lmdeploy"])

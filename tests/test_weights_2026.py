@@ -50,6 +50,12 @@ def shape_of_registry(name: str):
     return parse_config(models[name]["config"], name=name).weights
 
 
+def shape_of_registry_recurrent(name: str):
+    """A config of ``registry_families_recurrent.json``."""
+    models = json.loads((FIXTURES / "registry_families_recurrent.json").read_text())["models"]
+    return parse_config(models[name]["config"], name=name).weights
+
+
 def layer_params(w, i: int) -> int:
     return sum(t.numel for t in inventory(w) if t.layer == i)
 
@@ -281,6 +287,36 @@ def test_step3p5_layer_types_head_gate_and_shared_expert():
                                   + 8_192) == 214_180_096  # fmt: skip
     assert layer_params(w, 3) == (100_663_296 + 8_388_608 + 256 + 393_216 + 1_179_648
                                   + 4_529_848_320 + 15_728_640 + 8_192) == 4_656_210_176  # fmt: skip
+
+
+def test_zamba2_shared_block_once_and_adapters_per_hybrid_layer():
+    # Zamba2Config() Mamba2 layer 0: in_proj (2 × 5,120 + 2 × 64 + 8) × 2,560 = 26,562,560; conv
+    #   (5,120 + 128) × 4 = 20,992 and bias 5,248; dt_bias, A_log, D 3 × 8; gated norm 5,120;
+    #   out_proj 2,560 × 5,120 = 13,107,200; one norm 2,560 → 39,703,704
+    # hybrid layer 6 (the shared block's first use): + linear 2,560² = 6,553,600; the block q, k,
+    #   v 3 × 5,120² (2 × hidden in), o 2,560 × 5,120, MLP 3 × 10,240 × 2,560, norms 5,120 +
+    #   2,560 = 170,401,280; its gate_up LoRA 128 × 2,560 + 20,480 × 128 = 2,949,120
+    # hybrid layer 12: the block is shared, so only the linear and its own adapter
+    w = shape_of_registry_recurrent("synthetic--zamba2-defaults.json")
+    mamba, own = 39_703_704, 6_553_600 + 2_949_120
+    block = 3 * 5_120**2 + 2_560 * 5_120 + 3 * 10_240 * 2_560 + 5_120 + 2_560
+    assert block == 170_401_280
+    assert (layer_params(w, 0), layer_params(w, 6), layer_params(w, 12)) == (
+        mamba, mamba + own + block, mamba + own)  # fmt: skip
+
+
+def test_olmo_hybrid_deltanet_and_full_qk_norms():
+    # OlmoHybridConfig() DeltaNet layer 0 (30 key and value heads of 96 and 192): q, k 2 × 2,880
+    #   × 3,840; v and the output gate g 2 × 5,760 × 3,840; a, b 2 × 30 × 3,840 = 230,400; conv
+    #   (2 × 2,880 + 5,760) × 4 = 46,080; dt_bias, A_log 2 × 30; o_norm 192; o_proj 3,840 × 5,760
+    # attention layer 3: q, k, v, o 4 × 3,840²; q/k norms over all heads 2 × 3,840
+    # both: MLP 3 × 11,008 × 3,840 = 126,812,160 and 2 norms 7,680
+    w = shape_of_registry_recurrent("synthetic--olmo-hybrid-defaults.json")
+    mlp = 126_812_160 + 7_680
+    gdn = (2 * 11_059_200 + 2 * 22_118_400 + 230_400 + 46_080 + 60 + 192
+           + 22_118_400)  # fmt: skip
+    assert layer_params(w, 0) == gdn + mlp == 215_570_172
+    assert layer_params(w, 3) == 4 * 3_840**2 + 2 * 3_840 + mlp == 185_809_920
 
 
 # -- every recorded config against transformers' meta build ----------------------------------------

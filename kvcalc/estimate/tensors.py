@@ -19,6 +19,7 @@ Names follow the Llama layout (``model.layers.{i}.self_attn.q_proj``) whatever t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
@@ -83,6 +84,10 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             from kvcalc.estimate.kda_tensors import kda_layer  # Kimi-Linear only
 
             out += kda_layer(w.kda, h, f"{p}.self_attn", i)
+        elif mixer == "zamba2_hybrid" and w.mamba2 and w.zamba2:
+            from kvcalc.estimate.zamba2_tensors import zamba2_hybrid  # Zamba2 only
+
+            out += _mamba2(w.mamba2, h, f"{p}.mamba", i) + zamba2_hybrid(w.zamba2, h, p, i)
         elif mixer == RecurrentVariant.PARALLEL and w.attention and w.mamba2:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
             out += _mamba2(w.mamba2, h, f"{p}.mamba", i)
@@ -146,7 +151,10 @@ def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     out += _linear(f"{p}.o_proj", h, o_cols, i, "row", bias=a.o_bias)
     if a.qk_norm:
         out.append(Tensor(name=f"{p}.qk_norm", rows=a.head_dim, copies=2, role="norm", layer=i))
-    if a.qk_norm_full:  # over the whole projections (split with them under TP)
+    if a.qk_norm_full and a.qk_norm_whole:  # over the whole projections, whole on every rank
+        out.append(Tensor(name=f"{p}.q_norm", rows=q_rows, role="norm", layer=i))
+        out.append(Tensor(name=f"{p}.k_norm", rows=kv_rows, role="norm", layer=i))
+    elif a.qk_norm_full:  # over the whole projections (split with them under TP)
         out.append(Tensor(name=f"{p}.q_norm", rows=q_rows, role="norm", layer=i, split="column"))
         out.append(Tensor(name=f"{p}.k_norm", rows=kv_rows, role="norm", layer=i, split="kv",
                           heads=a.num_kv_heads))  # fmt: skip
@@ -225,7 +233,9 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
     inter = m.intermediate_size
     # in_proj emits z (gate), x, B, C and dt: 2·inter + 2·groups·state + heads
     in_rows = 2 * inter + 2 * m.n_groups * m.state_size + m.num_heads
-    out = _linear(f"{p}.in_proj", in_rows, h, i, "column", bias=m.proj_bias)
+    g, g_rows = m.n_groups, 2 * m.state_size  # the groups' B and C rows, replicated under TP
+    out = [replace(t, groups=g, group_rows=g_rows) if t.split == "column" else t
+           for t in _linear(f"{p}.in_proj", in_rows, h, i, "column", bias=m.proj_bias)]  # fmt: skip
     out.append(
         Tensor(
             name=f"{p}.conv1d",
@@ -234,12 +244,13 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
             role="conv",
             layer=i,
             split="column",
+            groups=g,
+            group_rows=g_rows,
         )
     )
     if m.conv_bias:
-        out.append(
-            Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i, split="column")
-        )
+        out.append(Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i,
+                          split="column", groups=g, group_rows=g_rows))  # fmt: skip
     # dt_bias and D in the model dtype; A in fp32 (vLLM 0.33 mamba_mixer2.py builds it
     # ``torch.empty(num_heads // tp, dtype=torch.float32)``), each split by heads
     out.append(
@@ -307,6 +318,6 @@ def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:
     out.append(Tensor(name=f"{p}.dt_bias", rows=g.num_v_heads, role="vector", layer=i,
                       split="column"))  # fmt: skip
     out.append(Tensor(name=f"{p}.A_log", rows=g.num_v_heads, role="vector", layer=i,
-                      split="column", fp32=True))  # fmt: skip
+                      split="column", fp32=g.a_log_fp32))  # fmt: skip
     out.append(Tensor(name=f"{p}.norm", rows=g.v_head_dim, role="norm", layer=i))
     return out + _linear(f"{p}.out_proj", h, value_dim, i, "row")

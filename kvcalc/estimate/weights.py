@@ -325,7 +325,8 @@ ATTENTION_SCALE_BYTES = 4 * 4
 #: mixers whose vLLM layer is an ``Attention`` or ``MLAAttention`` (DeepSeek-V3.2's and GLM-5's
 #: sparse MLA too; DeepSeek-V4's attention, the indexers' key caches and the recurrent mixers are
 #: neither and register none)
-_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL, "gemma3n")
+_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL, "gemma3n",
+                  "zamba2_hybrid")  # fmt: skip
 
 
 def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:

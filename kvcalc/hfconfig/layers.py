@@ -31,6 +31,9 @@ PARALLEL = RecurrentVariant.PARALLEL
 UNCOUNTED = "uncounted"
 #: LFM2's gated short convolution (counted for the dense lfm2 layout)
 SHORT_CONV = "short_conv"
+#: a Zamba2 hybrid layer for the weight count: its Mamba2 mixer, its projection and LoRA adapters
+#: into the shared transformer block (the block's own weights where it is first used)
+ZAMBA2_HYBRID = "zamba2_hybrid"
 #: what one layer mixes with: an attention kind or the recurrent state it keeps
 MixerKind = LayerKind | RecurrentVariant
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
         NgramEmbeddingWeights,
         ShortConvWeights,
         VisionWeights,
+        Zamba2Weights,
     )
 
 
@@ -49,6 +50,9 @@ class AttentionWeights:
     q_lora_rank: int = 0
     #: V's head width where it differs from K's (MiMo-V2's ``v_head_dim``); 0: ``head_dim``
     v_head_dim: int = 0
+    #: the ``qk_norm_full`` norms held whole on every rank (vLLM's OLMoE and OLMo-Hybrid:
+    #: ``RMSNorm(total heads × head_dim)``), not split with the heads
+    qk_norm_whole: bool = False
     #: a head-wise sigmoid gate on the output, one value per head (Step-3.5's ``g_proj``,
     #: ``use_head_wise_attn_gate``): heads × hidden, split with the heads
     head_gate: bool = False
@@ -131,6 +135,8 @@ class WeightShape:
     kda: KdaWeights | None = None
     #: LongCat-Flash-Ngram's n-gram embedding tables beside ``embed_tokens``
     ngram: NgramEmbeddingWeights | None = None
+    #: Zamba2's shared transformer blocks and per-layer adapters (mixer ``zamba2_hybrid``)
+    zamba2: Zamba2Weights | None = None
     short_conv: ShortConvWeights | None = None
     mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None

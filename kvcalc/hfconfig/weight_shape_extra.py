@@ -59,6 +59,8 @@ class GdnWeights:
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int
+    #: ``A_log`` stored in fp32 (vLLM's Qwen3-Next/3.5 layer); OLMo-Hybrid's is the model dtype
+    a_log_fp32: bool = True
 
 
 @frozen
@@ -105,6 +107,25 @@ class Dsv4Weights:
     compress_ratios: tuple[int, ...]
     csa_rate: int = 4
     hca_rate: int = 128
+
+
+@frozen
+class Zamba2Weights:
+    """Zamba2's shared transformer blocks (transformers' Zamba2AttentionDecoderLayer; vLLM 0.33
+    ``zamba2.py``): ``mem_blocks`` blocks of attention over the concatenated ``2 × hidden`` input
+    (q, k, v ``width`` × ``width``, o_proj hidden × ``width``) and a gated MLP, used in turn by the
+    ``hybrid_layers``; each hybrid layer adds a hidden × hidden projection and its own LoRA
+    adapters (rank ``adapter_rank``) on the MLP's gate_up and, with ``attention_adapters``, on q,
+    k and v."""
+
+    hybrid_layers: tuple[int, ...]
+    mem_blocks: int
+    num_heads: int
+    width: int
+    intermediate_size: int
+    adapter_rank: int
+    attention_adapters: bool = False
+    bias: bool = False
 
 
 @frozen

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the records only some families have, imported where a confi
         MlaWeights,
         ShortConvWeights,
         VisionWeights,
+        Zamba2Weights,
     )
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
@@ -64,7 +65,7 @@ _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_
                "glm_ocr_text"}  # fmt: skip
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe", "mamba", "falcon_mamba",
-             "mamba2"}  # fmt: skip
+             "mamba2", "zamba2"}  # fmt: skip
 #: pure Mamba model types (``families/mamba.py``): a norm and a mixer per layer, no feed-forward
 _PURE_MAMBA = {"mamba", "falcon_mamba", "mamba2"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
@@ -123,7 +124,9 @@ _USE_BIAS = {"ernie4_5", "ernie4_5_moe"}
 #: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
 _QK_NORM_KEYED = {"glm4_moe", "glm4v_moe_text"}
 #: model types whose q/k RMSNorm spans all heads: a heads × head_dim weight (OLMo-2, OLMoE)
-_QK_NORM_FULL = {"olmo2", "olmoe"}
+_QK_NORM_FULL = {"olmo2", "olmoe", "olmo_hybrid"}
+#: ... whose norms vLLM 0.33 keeps whole on every rank (``olmo_hybrid.py``, ``olmoe.py``)
+_QK_NORM_WHOLE = {"olmoe", "olmo_hybrid"}
 #: model types whose ``use_qk_norm`` norms span all heads: a (heads, head_dim) weight (Command-R+)
 _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
@@ -261,7 +264,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mlp=mlp,
         moe=moe,
         gemma3n=gemma3n,
-        mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
+        mamba2=_mamba2(r, model_type, hidden)
+        if L.MAMBA2 in mixers or both or L.ZAMBA2_HYBRID in mixers
+        else None,
+        zamba2=_zamba2(r, mixers, hidden) if L.ZAMBA2_HYBRID in mixers else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
         kda=kda,
         ngram=ngram,
@@ -322,7 +328,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL, L.KDA):
+    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL, L.KDA, L.ZAMBA2_HYBRID):
         return kind
     return "none"
 
@@ -389,6 +395,7 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         sinks=sinks,
         qk_norm_full=model_type in _QK_NORM_FULL
         or (model_type in _QK_NORM_FULL_KEYED and r.bool("use_qk_norm")),
+        qk_norm_whole=model_type in _QK_NORM_WHOLE,
     )
 
 
@@ -412,9 +419,19 @@ def _mamba2(r: ConfigReader, model_type: str, hidden: int) -> Mamba2Weights:
         from kvcalc.hfconfig.families.mamba import mamba2_weights as pure_mamba2
 
         return pure_mamba2(r, hidden)
+    if model_type == "zamba2":
+        from kvcalc.hfconfig.families.zamba2 import zamba2_mamba2
+
+        return zamba2_mamba2(r, hidden)
     from kvcalc.hfconfig.weights_mixers import granite_mamba2, mamba2_weights
 
     return granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r)
+
+
+def _zamba2(r: ConfigReader, mixers: tuple[str, ...], hidden: int) -> Zamba2Weights:
+    from kvcalc.hfconfig.families.zamba2 import zamba2_weights
+
+    return zamba2_weights(r, mixers, hidden)
 
 
 def _gdn(r: ConfigReader) -> GdnWeights:
@@ -566,7 +583,7 @@ def _score_bias(r: ConfigReader, model_type: str) -> bool:
 
 
 def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...]) -> tuple[str, ...]:
-    if model_type in _PURE_MAMBA:  # a norm and a mixer per layer, no feed-forward
+    if model_type in _PURE_MAMBA or model_type == "zamba2":  # no feed-forward of the layer's own
         return ("none",) * n
     if model_type == "nemotron_h":  # one block per layer: '-' is an MLP, 'E' an MoE, M/* neither
         pattern = r.str("hybrid_override_pattern") or ""
