@@ -223,11 +223,13 @@ REFUSED = {
     "synthetic--dbrx-no-rope-theta-32k.json",
     "synthetic--nemotron-defaults.json",
     "synthetic--longcat-flash-defaults.json",
+    "synthetic--hy-v3-defaults.json",
+    "synthetic--hy-v3-2-kv-heads-no-head-dim.json",
 }
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "laguna", "axk1", "muse_glimmer_text", "hrm_text",
     "dory", "beam",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
@@ -240,7 +242,11 @@ NO_CAUSAL_LM_CLASS = {"step3p5"}
 #: configs of a model type transformers has, but of an architecture it has not (LongCat-Flash's
 #: N-gram embedding: LongcatFlashNgramForCausalLM): checked against vLLM's own meta build
 #: (``family_weights_2026_12.json``)
-NO_TRANSFORMERS_ARCHITECTURE = {"synthetic--longcat-flash-ngram-6-layers-vllm-keys.json"}
+NO_TRANSFORMERS_ARCHITECTURE = {
+    "synthetic--longcat-flash-ngram-6-layers-vllm-keys.json",
+    # head_dim 0 (hidden_size / heads in hy_v3.py): transformers' HYV3Attention fails to build it
+    "synthetic--hy-v3-head-dim-0-2-kv-heads.json",
+}
 
 
 #: model types whose config class transformers does not have (vLLM's own ``ChatGLMConfig`` and

@@ -319,6 +319,19 @@ def test_olmo_hybrid_deltanet_and_full_qk_norms():
     assert layer_params(w, 3) == 4 * 3_840**2 + 2 * 3_840 + mlp == 185_809_920
 
 
+def test_hy_v3_dense_first_layer_then_experts():
+    # Hunyuan V3 (vLLM's keys) layer 0 (first_k_dense_replace 1): q, o 2 × 8,192 × 4,096; k, v
+    #   2 × 1,024 × 4,096; q/k norms 2 × 128 (qk_norm) → 75,497,728; MLP 3 × 13,312 × 4,096 =
+    #   163,577,856; 2 norms 8,192
+    # layer 1: router 192 × 4,096 = 786,432; 192 experts of expert_hidden_dim 1,536: 3 × 1,536 ×
+    #   4,096 each = 3,623,878,656; one shared expert as wide 18,874,368
+    w = shape_of_registry("synthetic--hy-v3-vllm-moe-keys.json")
+    attention = 2 * 33_554_432 + 2 * 4_194_304 + 256
+    assert attention == 75_497_728
+    assert layer_params(w, 0) == attention + 163_577_856 + 8_192
+    assert layer_params(w, 1) == attention + 786_432 + 3_623_878_656 + 18_874_368 + 8_192
+
+
 # -- every recorded config against transformers' meta build ----------------------------------------
 def _meta_count(raw: dict) -> int:
     torch = pytest.importorskip("torch")

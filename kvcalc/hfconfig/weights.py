@@ -22,6 +22,7 @@ built by transformers nor loaded by vLLM without speculative decoding; they are 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from kvcalc.errors import ConfigError
@@ -188,6 +189,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
         )
+    if model_type == "hy_v3" and attention:
+        from kvcalc.hfconfig.families.hy_v3 import hy_v3_qk_norm
+
+        attention = replace(attention, qk_norm=hy_v3_qk_norm(r))
     step3p5 = None
     if model_type == "step3p5":
         from kvcalc.hfconfig.families.step3p5 import step3p5_weights
@@ -489,6 +494,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.step3p5 import step3p5_weights
 
         return step3p5_weights(r, n)[3:5]
+    if model_type == "hy_v3":
+        from kvcalc.hfconfig.families.hy_v3 import hy_v3_moe
+
+        return hy_v3_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
