@@ -49,7 +49,7 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
     assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
-            "step3p5", "zamba2", "olmo_hybrid", "hy_v3"} <= types  # fmt: skip
+            "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 

@@ -229,7 +229,7 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "laguna", "axk1", "muse_glimmer_text", "hrm_text",
+    "laguna", "muse_glimmer_text", "hrm_text",
     "dory", "beam",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
@@ -271,7 +271,15 @@ WEIGHTS = json.loads((FIXTURE.parent / "registry_weights.json").read_text())
 )
 def test_count_equals_transformers_meta_build(name):
     got = count_parameters(_model(name).weights).total
-    assert got == _meta_count(DATA["models"][name]["config"])
+    assert got - _meta_count(DATA["models"][name]["config"]) == COUNT_DEVIATIONS.get(name, 0)
+
+
+#: kvcalc's count minus transformers', and why: A.X K1's dense layer 0 holds a post_mlp_layernorm
+#: in vLLM's AXK1DecoderLayer (every layer), in transformers only the MoE blocks do (7,168)
+COUNT_DEVIATIONS = {
+    "synthetic--axk1-defaults.json": 7_168,
+    "synthetic--axk1-20-heads-kv-lora-256-4k.json": 7_168,
+}
 
 
 @pytest.mark.parametrize(

@@ -332,6 +332,17 @@ def test_hy_v3_dense_first_layer_then_experts():
     assert layer_params(w, 1) == attention + 786_432 + 3_623_878_656 + 18_874_368 + 8_192
 
 
+def test_axk1_mla_and_a_post_mlp_norm_in_every_layer():
+    # A.X K1 defaults layer 0 (dense): q_a 1,536 × 7,168 = 11,010,048 and norm 1,536; q_b 64 ×
+    #   192 × 1,536 = 18,874,368; kv_a 576 × 7,168 = 4,128,768 and norm 512; kv_b 64 × 256 × 512
+    #   = 8,388,608; o 7,168 × 8,192 = 58,720,256; MLP 3 × 18,432 × 7,168 = 396,361,728; three
+    #   norms 3 × 7,168 (vLLM's post_mlp_layernorm too, which transformers builds in MoE layers only)
+    w = shape_of_registry("synthetic--axk1-defaults.json")
+    mla = 11_010_048 + 1_536 + 18_874_368 + 4_128_768 + 512 + 8_388_608 + 58_720_256
+    assert layer_params(w, 0) == mla + 396_361_728 + 3 * 7_168 == 497_507_328
+    assert [f for f in w.ffns[:3]] == ["dense", "moe", "moe"] and w.moe.score_bias
+
+
 # -- every recorded config against transformers' meta build ----------------------------------------
 def _meta_count(raw: dict) -> int:
     torch = pytest.importorskip("torch")

@@ -321,6 +321,8 @@ def _norms_per_layer(r: ConfigReader, model_type: str) -> int:
         return hyperclovax_norms(r)
     if model_type in _GEMMA3N:  # Gemma's four and post_per_layer_input_norm
         return 5
+    if model_type == "axk1":  # AXK1.py builds post_mlp_layernorm in every layer
+        return 3
     return 4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2
 
 
@@ -514,6 +516,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.jamba import jamba_moe_layers
 
         flags = jamba_moe_layers(r, n, experts)
+    elif model_type == "axk1":
+        from kvcalc.hfconfig.families.axk1 import axk1_moe_layers
+
+        flags = axk1_moe_layers(r, n)
     elif model_type == "lfm2_moe":
         from kvcalc.hfconfig.families.lfm2 import lfm2_moe_layers
 
@@ -581,6 +587,8 @@ def _router_fp32(r: ConfigReader, model_type: str) -> bool:
 
 
 def _score_bias(r: ConfigReader, model_type: str) -> bool:
+    if model_type == "axk1":  # AXK1.py: getattr(config, "topk_method", "noaux_tc")
+        return r.str("topk_method", "noaux_tc") == "noaux_tc"
     if model_type not in _SCORE_BIAS:
         return False
     key = _SCORE_BIAS[model_type]
