@@ -375,3 +375,33 @@ def test_count_equals_transformers_meta_build(name):
 def test_the_lists_name_recorded_configs():
     listed = NO_TRANSFORMERS_CLASS | NOT_COUNTED | REFUSED | set(DEVIATIONS)
     assert listed <= set(CONFIGS)
+
+
+def _gemma4_moe_shape() -> dict:
+    """Gemma-4 26B-A4B's text shape (hidden 2,816, 30 layers, 16 heads, 8 and 2 KV heads, 128
+    experts of 704, top 8; synthetic) on the Gemma-4-31B text config of the fixtures."""
+    text = dict(CONFIGS["gemma-4-31B-bf16.json"]["text_config"])
+    text.update(architectures=["Gemma4ForCausalLM"], hidden_size=2_816, intermediate_size=2_112,
+                num_hidden_layers=30, num_attention_heads=16, num_key_value_heads=8,
+                num_global_key_value_heads=2, enable_moe_block=True, num_experts=128,
+                top_k_experts=8, moe_intermediate_size=704, max_position_embeddings=32_768)  # fmt: skip
+    text.pop("expert_intermediate_size", None)
+    text["layer_types"] = text["layer_types"][:30]  # every 6th layer global, as the 31B's
+    return text
+
+
+def test_gemma4_moe_block_beside_the_dense_mlp():
+    # sliding layer 0: q 16 × 256 × 2,816 = 11,534,336; k, v 2 × 8 × 256 × 2,816 = 11,534,336; o
+    #   11,534,336; q/k norms 2 × 256; MLP 3 × 2,112 × 2,816 = 17,842,176; four norms 4 × 2,816;
+    #   the MoE block: router 128 × 2,816 = 360,448, its scale 2,816 and per-expert scale 128,
+    #   128 experts 3 × 704 × 2,816 each = 761,266,176, three more norms 3 × 2,816
+    w = parse_config(_gemma4_moe_shape(), name="gemma-4-moe").weights
+    moe = 360_448 + 2_816 + 128 + 761_266_176 + 3 * 2_816
+    assert layer_params(w, 0) == (3 * 11_534_336 + 512 + 17_842_176 + 4 * 2_816
+                                  + moe) == 814_094_976  # fmt: skip
+
+
+@pytest.mark.torch
+def test_gemma4_moe_count_equals_transformers_meta_build():
+    got = count_parameters(parse_config(_gemma4_moe_shape(), name="gemma-4-moe").weights).total
+    assert got == _meta_count(_gemma4_moe_shape()) == 25_233_141_760

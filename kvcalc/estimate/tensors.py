@@ -213,6 +213,10 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
         out += _linear(f"{p}.fc2_latent_proj", h, m.latent_size, i, "replicated")
     if m.router_bias:
         out.append(Tensor(name=f"{p}.router.bias", rows=e, role="bias", layer=i))
+    if m.gemma4_router:  # router.scale, router.per_expert_scale; the block's three norms
+        out.append(Tensor(name=f"{p}.router.scale", rows=h, role="vector", layer=i))
+        out.append(Tensor(name=f"{p}.router.per_expert_scale", rows=e, role="vector", layer=i))
+        out.append(Tensor(name=f"{p}.moe_layernorms", rows=h, copies=3, role="norm", layer=i))
     if m.statics_bias:
         out.append(Tensor(name=f"{p}.moe_statics.e_score_correction_bias", rows=e, role="router",
                           layer=i, fp32=m.router_fp32))  # fmt: skip

@@ -189,6 +189,8 @@ def weight_bytes(
         # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
         # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
         rope_bytes += dtype_bytes
+    if shape.moe and shape.moe.gemma4_router:  # each Gemma4Router's root_size scalar buffer
+        rope_bytes += dtype_bytes * sum(f == "dense+moe" for f in shape.ffns)
     if shape.ngram:  # longcat_flash_ngram.py's int32 hashing buffers, on every rank
         rope_bytes += 4 * shape.ngram.int32_values
     if shape.gemma3n:

@@ -98,6 +98,9 @@ class MoeWeights:
     #: router outputs beyond the routed experts, for experts without weights (LongCat-Flash's
     #: ``zero_expert_num`` identity experts): the router and its score bias are this much wider
     zero_experts: int = 0
+    #: Gemma 4's router: a per-dimension input ``scale`` and a ``per_expert_scale`` beside the
+    #: projection, and three more norms around the MoE block
+    gemma4_router: bool = False
 
 
 @frozen

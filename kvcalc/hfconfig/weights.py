@@ -214,6 +214,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         kda, moe = kda_weights(r), kimi_moe(r, moe)
     ffns = ("none",) * num_layers if gemma3n else _ffns(r, model_type, num_layers, moe_flags)
     ngram = None
+    if model_type == "gemma4_text" and moe:  # the MoE block beside every layer's dense MLP
+        ffns = ("dense+moe",) * num_layers
     if model_type == "longcat_flash":  # every layer an MLP, the even ones also the MoE
         from kvcalc.hfconfig.families.longcat_flash import longcat_ngram
 
@@ -500,6 +502,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.hy_v3 import hy_v3_moe
 
         return hy_v3_moe(r, n)
+    if model_type == "gemma4_text":
+        from kvcalc.hfconfig.families.gemma4 import gemma4_moe
+
+        return gemma4_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
