@@ -49,7 +49,7 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
     assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
-            "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1"} <= types  # fmt: skip
+            "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1", "gemma4_text"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -135,3 +135,25 @@ def test_olmo_hybrid_qk_norms_whole_on_every_rank():
     assert {t.split for t in norms} == {"replicated"}
     assert sum(t.numel for t in norms) * 2 == 4 * (4_096 + 1_024) * 2 == 40_960
     assert _record(name, 2)["target_by_dtype"]["float32"] == 4 * 16
+
+
+def test_gemma4_v_slot_second_rope_cache_and_scalars():
+    # Gemma 4 (26B-A4B's shape) as vLLM builds it beside transformers' parameters: each of the 5
+    # k_eq_v global layers' qkv_proj keeps a V slot, 2 × 512 × 2,816 = 2,883,584 values loaded
+    # with K; the global layers' own RoPE cache 32,768 × 512 beside the sliding one 32,768 × 256;
+    # 30 layer_scalar, 30 router root_size and the normalizer, one value each; at TP 1 every
+    # value but the attention scales is bf16: 2 B × (25,233,141,760 + 5 × 2,883,584 + 32,768 ×
+    # (256 + 512) + 61) = 50,545,451,130 B
+    rec = _record("synthetic--gemma-4-moe-26b-a4b-shape.json", 1)
+    w = parse_config(_config(rec), name=rec["model"]).weights
+    slots = [t for t in inventory(w) if t.engine_only]
+    assert len(slots) == 5 and {t.numel for t in slots} == {2 * 512 * 2_816}
+    assert (w.rope_cache_positions, w.rotary_dim, w.extra_rope_values) == (
+        32_768,
+        256,
+        32_768 * 512,
+    )
+    params = 25_233_141_760
+    assert rec["target_by_dtype"]["bfloat16"] == 2 * (
+        params + 5 * 2_883_584 + 32_768 * (256 + 512) + 30 + 30 + 1
+    )

@@ -57,7 +57,8 @@ def shape_of_registry_recurrent(name: str):
 
 
 def layer_params(w, i: int) -> int:
-    return sum(t.numel for t in inventory(w) if t.layer == i)
+    """The parameters of layer ``i`` (not the tensors only vLLM allocates, as Gemma 4's V slot)."""
+    return sum(t.numel for t in inventory(w) if t.layer == i and not t.engine_only)
 
 
 # -- hand-computed layers -------------------------------------------------------------------------

@@ -34,6 +34,9 @@ class Tensor:
     #: (``extra_groups_for_head_shards``), one group's rows on every rank; 0: no groups
     groups: int = 0
     group_rows: int = 0
+    #: a tensor vLLM allocates that the checkpoint and transformers do not have (Gemma 4's V slot
+    #: in a k_eq_v layer's qkv_proj, loaded with K): priced on the GPU, not a parameter
+    engine_only: bool = False
 
     @property
     def numel(self) -> int:

@@ -148,6 +148,9 @@ def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     out += _linear(f"{p}.k_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     if a.v_proj:
         out += _linear(f"{p}.v_proj", v_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
+    elif a.v_slot:  # vLLM's qkv_proj keeps the V rows, loaded with K
+        out += [replace(t, engine_only=True) for t in _linear(
+            f"{p}.v_slot", v_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)]  # fmt: skip
     out += _linear(f"{p}.o_proj", h, o_cols, i, "row", bias=a.o_bias)
     if a.qk_norm:
         out.append(Tensor(name=f"{p}.qk_norm", rows=a.head_dim, copies=2, role="norm", layer=i))

@@ -116,7 +116,7 @@ def count_parameters(shape: WeightShape) -> ParameterCount:
     if shape.problem or shape.hidden_size <= 0 or shape.vocab_size <= 0:
         raise InputError(f"cannot count the weights: {shape.problem or 'no hidden_size or vocab_size'}",
                          code="weights-unknown")  # fmt: skip
-    tensors = inventory(shape)
+    tensors = tuple(t for t in inventory(shape) if not t.engine_only)
     total = sum(t.numel for t in tensors)
     by_role = _sum_by(tensors, lambda t: t.role if not t.vision else "vision")
     routed = sum(t.numel for t in tensors if t.expert)
@@ -184,11 +184,17 @@ def weight_bytes(
     unpadded = _stage_bytes(shape, tensors, price, tp, pp, [], loaded=False, split=split)
     expert_stages = _stage_bytes(shape, tensors, price, tp, pp, [], split=split, experts_only=True)
     maps = _expert_map_stages(shape, tensors, split, pp)
-    rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
+    rope_bytes = (
+        shape.rope_cache_positions * shape.rotary_dim + shape.extra_rope_values
+    ) * dtype_bytes
     if shape.model_type in _GEMMA_NORMALIZER:
         # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
         # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
         rope_bytes += dtype_bytes
+    if shape.model_type == "gemma4_text":
+        # gemma4.py: each layer's layer_scalar and the model's normalizer, scalar buffers in the
+        # model dtype
+        rope_bytes += (shape.num_layers + 1) * dtype_bytes
     if shape.moe and shape.moe.gemma4_router:  # each Gemma4Router's root_size scalar buffer
         rope_bytes += dtype_bytes * sum(f == "dense+moe" for f in shape.ffns)
     if shape.ngram:  # longcat_flash_ngram.py's int32 hashing buffers, on every rank
@@ -216,7 +222,7 @@ def weight_bytes(
     )
     heaviest = stages.index(max(stages))
     return WeightBytes(
-        num_parameters=sum(t.numel for t in tensors),
+        num_parameters=sum(t.numel for t in tensors if not t.engine_only),
         weights_bytes=sum(by_dtype.values()),
         weights_bytes_per_gpu=max(stages),
         stage_bytes_per_gpu=tuple(stages),

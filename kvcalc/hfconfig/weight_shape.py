@@ -53,6 +53,9 @@ class AttentionWeights:
     #: the ``qk_norm_full`` norms held whole on every rank (vLLM's OLMoE and OLMo-Hybrid:
     #: ``RMSNorm(total heads × head_dim)``), not split with the heads
     qk_norm_whole: bool = False
+    #: vLLM keeps a V slot where ``v_proj`` is False (Gemma 4's ``attention_k_eq_v``: K loaded
+    #: into both)
+    v_slot: bool = False
     #: a head-wise sigmoid gate on the output, one value per head (Step-3.5's ``g_proj``,
     #: ``use_head_wise_attn_gate``): heads × hidden, split with the heads
     head_gate: bool = False
@@ -151,6 +154,9 @@ class WeightShape:
     #: rows and width of the RoPE cos/sin cache vLLM keeps next to the weights (0: no RoPE)
     rope_cache_positions: int = 0
     rotary_dim: int = 0
+    #: values of RoPE caches beside ``rope_cache_positions × rotary_dim`` (Gemma 4's global
+    #: layers' own cache, ``global_head_dim`` wide)
+    extra_rope_values: int = 0
     notes: tuple[str, ...] = ()
     #: why the weights cannot be counted (a key they need is missing or malformed); None when fine
     problem: str | None = None

@@ -168,7 +168,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     mixers = tuple(_mixer(r, kind) for kind in kinds)
     both = L.PARALLEL in mixers  # Falcon-H1: attention and Mamba2 side by side in every layer
     attention = _attention(r, model_type, hidden) if "attention" in mixers or both else None
-    global_attention, dsv4 = None, None
+    global_attention, dsv4, extra_rope = None, None, 0
     if model_type == "deepseek_v4":
         from kvcalc.hfconfig.families.deepseek_v4 import dsv4_weights
 
@@ -179,6 +179,9 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         from kvcalc.hfconfig.families.gemma4 import gemma4_global
 
         global_attention = gemma4_global(r, _attention(r, model_type, hidden))
+        from kvcalc.hfconfig.families.gemma4 import gemma4_global_rope_values
+
+        extra_rope = gemma4_global_rope_values(r, global_attention.head_dim)
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
         )
@@ -286,6 +289,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mtp_layers=mtp,
         rope_cache_positions=positions,
         rotary_dim=rotary,
+        extra_rope_values=extra_rope,
         notes=tuple(notes),
     )
 

@@ -130,7 +130,15 @@ def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeight
         o_bias=sliding.o_bias,
         qk_norm=True,
         v_proj=not r.bool("attention_k_eq_v"),
+        v_slot=r.bool("attention_k_eq_v"),  # vLLM loads K into both slots of qkv_proj
     )
+
+
+def gemma4_global_rope_values(r: ConfigReader, global_head: int) -> int:
+    """The global layers' own RoPE cache vLLM builds (``get_rope(global_head_dim, ...)`` with the
+    full-attention parameters): ``max_position_embeddings`` × ``global_head_dim`` values (the
+    ``proportional`` RoPE caches the whole head; Gemma-4 26B-A4B's shape: 32,768 × 512)."""
+    return r.int("max_position_embeddings") * global_head
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
