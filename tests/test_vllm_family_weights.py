@@ -49,7 +49,8 @@ def test_weights_per_rank_equal_vllms_meta_build(rec):
 def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
     assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
-            "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1", "gemma4_text"} <= types  # fmt: skip
+            "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1", "gemma4_text",
+            "muse_glimmer_text"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 
@@ -156,4 +157,31 @@ def test_gemma4_v_slot_second_rope_cache_and_scalars():
     params = 25_233_141_760
     assert rec["target_by_dtype"]["bfloat16"] == 2 * (
         params + 5 * 2_883_584 + 32_768 * (256 + 512) + 30 + 30 + 1
+    )
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "name",
+    ["synthetic--muse-glimmer-text-defaults.json",
+     "synthetic--muse-glimmer-text-52-heads-4-kv-window-4096.json"],
+)  # fmt: skip
+def test_muse_glimmer_count_equals_transformers_text_model(name):
+    # transformers builds MuseGlimmer's text model as MuseGlimmerTextModel only (no causal-LM
+    # class): its parameters plus the untied lm_head, vocab × hidden
+    torch = pytest.importorskip("torch")
+    mg = pytest.importorskip("transformers.models.muse_glimmer.modeling_muse_glimmer")
+    from kvcalc.estimate.weights import count_parameters
+
+    raw = {
+        k: v
+        for k, v in _config(_record(name, 1)).items()
+        if k not in ("model_type", "architectures")
+    }
+    config = mg.MuseGlimmerTextConfig(**raw)
+    with torch.device("meta"):
+        model = mg.MuseGlimmerTextModel(config)
+    want = sum(p.numel() for p in model.parameters()) + config.vocab_size * config.hidden_size
+    assert (
+        count_parameters(parse_config(_config(_record(name, 1)), name=name).weights).total == want
     )

@@ -229,16 +229,16 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "laguna", "muse_glimmer_text", "hrm_text",
+    "laguna", "hrm_text",
     "dory", "beam",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
 #: saves it (``per_layer_config``)
 WEIGHTS_NOT_COUNTED_MODELS = {"synthetic--step3p5-flash-shape-saved.json"}
 #: model types transformers' AutoModelForCausalLM does not build (Step-3.5: only as Step3p7's text
-#: model), checked against vLLM's meta build in ``family_weights_2026_12.json`` and there against
+#: model; MuseGlimmer's text model: only as MuseGlimmerTextModel), checked against vLLM's meta build in ``family_weights_2026_12.json`` and there against
 #: Step3p7TextModel (tests/test_vllm_family_weights.py)
-NO_CAUSAL_LM_CLASS = {"step3p5"}
+NO_CAUSAL_LM_CLASS = {"step3p5", "muse_glimmer_text"}
 #: configs of a model type transformers has, but of an architecture it has not (LongCat-Flash's
 #: N-gram embedding: LongcatFlashNgramForCausalLM): checked against vLLM's own meta build
 #: (``family_weights_2026_12.json``)

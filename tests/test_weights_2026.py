@@ -378,6 +378,15 @@ def test_the_lists_name_recorded_configs():
     assert listed <= set(CONFIGS)
 
 
+def test_muse_glimmer_output_gate_and_four_norms():
+    # MuseGlimmer text defaults layer 0: q 32 × 128 × 6,656 = 27,262,976 and its full-width
+    #   output gate as much; k, v 2 × 2 × 128 × 6,656 = 3,407,872; o 6,656 × 4,096 = 27,262,976;
+    #   unweighted q/k norms; MLP 3 × 19,968 × 6,656 = 398,721,024; four norms 4 × 6,656
+    w = shape_of_registry("synthetic--muse-glimmer-text-defaults.json")
+    assert layer_params(w, 0) == (3 * 27_262_976 + 3_407_872 + 398_721_024
+                                  + 4 * 6_656) == 483_944_448  # fmt: skip
+
+
 def _gemma4_moe_shape() -> dict:
     """Gemma-4 26B-A4B's text shape (hidden 2,816, 30 layers, 16 heads, 8 and 2 KV heads, 128
     experts of 704, top 8; synthetic) on the Gemma-4-31B text config of the fixtures."""

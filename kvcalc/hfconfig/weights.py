@@ -60,10 +60,10 @@ _GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared", "granitemoe_swa"}
 #: Granite with sliding windows and attention sinks (``families/granite_swa.py``)
 _GRANITE_SWA = {"granite_swa", "granitemoe_swa"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
-_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
+_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe", "muse_glimmer_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe",
-               "glm_ocr_text"}  # fmt: skip
+               "glm_ocr_text", "muse_glimmer_text"}  # fmt: skip
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe", "mamba", "falcon_mamba",
              "mamba2", "zamba2"}  # fmt: skip
@@ -238,6 +238,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
     if step3p5:
         positions = step3p5[5]
+    if model_type == "muse_glimmer_text":
+        from kvcalc.hfconfig.families.muse_glimmer import muse_glimmer_uses_rope
+
+        positions = positions if muse_glimmer_uses_rope(r) else 0
     if gemma3n:
         from kvcalc.hfconfig.families.gemma3n import gemma3n_rope_rows
 
