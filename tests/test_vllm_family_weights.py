@@ -50,7 +50,7 @@ def test_every_family_is_recorded_at_tp_1_and_2():
     types = {_config(r)["model_type"] for r in DATA["records"]}
     assert {"mimo_v2_flash", "gemma3n_text", "kimi_linear", "lfm2_moe", "longcat_flash",
             "step3p5", "zamba2", "olmo_hybrid", "hy_v3", "axk1", "gemma4_text",
-            "muse_glimmer_text"} <= types  # fmt: skip
+            "muse_glimmer_text", "laguna"} <= types  # fmt: skip
     got = {(r["model"], r["tensor_parallel_size"]) for r in DATA["records"]}
     assert {(m, tp) for m, _ in got for tp in (1, 2)} <= got
 

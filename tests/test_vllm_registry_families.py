@@ -229,7 +229,7 @@ REFUSED = {
 #: model types whose weights kvcalc does not count from config.json (refused, not guessed):
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
-    "laguna", "hrm_text",
+    "hrm_text",
     "dory", "beam",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
@@ -246,6 +246,9 @@ NO_TRANSFORMERS_ARCHITECTURE = {
     "synthetic--longcat-flash-ngram-6-layers-vllm-keys.json",
     # head_dim 0 (hidden_size / heads in hy_v3.py): transformers' HYV3Attention fails to build it
     "synthetic--hy-v3-head-dim-0-2-kv-heads.json",
+    # head_dim 0 (hidden_size // each layer's heads in laguna.py): transformers' LagunaAttention
+    # fails to build it (ZeroDivisionError)
+    "synthetic--laguna-head-dim-0-per-layer-heads.json",
 }
 
 
@@ -275,10 +278,13 @@ def test_count_equals_transformers_meta_build(name):
 
 
 #: kvcalc's count minus transformers', and why: A.X K1's dense layer 0 holds a post_mlp_layernorm
-#: in vLLM's AXK1DecoderLayer (every layer), in transformers only the MoE blocks do (7,168)
+#: in vLLM's AXK1DecoderLayer (every layer), in transformers only the MoE blocks do (7,168);
 COUNT_DEVIATIONS = {
     "synthetic--axk1-defaults.json": 7_168,
     "synthetic--axk1-20-heads-kv-lora-256-4k.json": 7_168,
+    # swa_attention_sink_enabled: laguna.py's sinks on the 30 sliding layers, 48 heads each, which
+    # transformers' Laguna does not build
+    "synthetic--laguna-swa-per-layer-heads.json": 30 * 48,
 }
 
 

@@ -387,6 +387,23 @@ def test_muse_glimmer_output_gate_and_four_norms():
                                   + 4 * 6_656) == 483_944_448  # fmt: skip
 
 
+def test_laguna_per_layer_heads_gate_and_sinks():
+    # Laguna with per-layer heads, sliding layer 0 (48 heads): q, o 2 × 48 × 128 × 2,048 =
+    #   25,165,824; k, v 2 × 8 × 128 × 2,048 = 4,194,304; q/k norms 2 × 128; per-head gate 48 ×
+    #   2,048 = 98,304; sinks 48; MLP 3 × 8,192 × 2,048 = 50,331,648; 2 norms 4,096
+    # full layer 3 (64 heads, MoE): q, o 2 × 64 × 128 × 2,048; gate 64 × 2,048; no sinks; router
+    #   256 × 2,048 and its fp32 bias 256; experts 256 × 3 × 512 × 2,048; shared 3 × 512 × 2,048
+    w = shape_of_registry("synthetic--laguna-swa-per-layer-heads.json")
+    assert layer_params(w, 0) == (25_165_824 + 4_194_304 + 256 + 98_304 + 48 + 50_331_648
+                                  + 4_096) == 79_794_480  # fmt: skip
+    moe = 524_288 + 256 + 256 * 3 * 512 * 2_048 + 3 * 512 * 2_048
+    assert layer_params(w, 3) == (2 * 64 * 128 * 2_048 + 4_194_304 + 256 + 64 * 2_048 + moe
+                                  + 4_096)  # fmt: skip
+    # two RoPE caches: full layers 131,072 × 64 (partial 0.5), sliding 131,072 × 128
+    assert (w.rope_cache_positions, w.rotary_dim, w.extra_rope_values) == (131_072, 64,
+                                                                           131_072 * 128)  # fmt: skip
+
+
 def _gemma4_moe_shape() -> dict:
     """Gemma-4 26B-A4B's text shape (hidden 2,816, 30 layers, 16 heads, 8 and 2 KV heads, 128
     experts of 704, top 8; synthetic) on the Gemma-4-31B text config of the fixtures."""

@@ -62,7 +62,9 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
         p = f"model.layers.{i}"
         out += _norm(w, f"{p}.input_layernorm", h, i, count=w.norms_per_layer)
         mixer = w.mixers[i] if i < len(w.mixers) else "none"
-        if mixer == "attention" and w.attention:
+        if mixer in ("attention", "attention_global") and w.layer_attention:
+            out += _attention(w.layer_attention[i], h, f"{p}.self_attn", i)
+        elif mixer == "attention" and w.attention:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
         elif mixer == "attention_global" and w.global_attention:
             out += _attention(w.global_attention, h, f"{p}.self_attn", i)
@@ -222,7 +224,7 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
         out.append(Tensor(name=f"{p}.moe_layernorms", rows=h, copies=3, role="norm", layer=i))
     if m.statics_bias:
         out.append(Tensor(name=f"{p}.moe_statics.e_score_correction_bias", rows=e, role="router",
-                          layer=i, fp32=m.router_fp32))  # fmt: skip
+                          layer=i, fp32=m.router_fp32 or m.statics_fp32))  # fmt: skip
     if m.expert_bias:
         out.append(Tensor(name=f"{p}.experts.gate_up_proj.bias", rows=up_rows, copies=e,
                           expert=True, role="bias", layer=i, split="column"))  # fmt: skip

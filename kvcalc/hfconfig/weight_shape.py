@@ -104,6 +104,9 @@ class MoeWeights:
     #: Gemma 4's router: a per-dimension input ``scale`` and a ``per_expert_scale`` beside the
     #: projection, and three more norms around the MoE block
     gemma4_router: bool = False
+    #: the ``statics_bias`` held in fp32 whatever the router's dtype (Laguna's
+    #: ``e_score_correction_bias``, a parameter in transformers and vLLM)
+    statics_fp32: bool = False
 
 
 @frozen
@@ -130,6 +133,9 @@ class WeightShape:
     #: Gemma 4's global (full-attention) layers, whose heads differ from the sliding ones
     #: (mixer ``attention_global``)
     global_attention: AttentionWeights | None = None
+    #: each layer's attention where heads differ layer by layer (Laguna's
+    #: ``num_attention_heads_per_layer``); empty: ``attention`` / ``global_attention`` by mixer
+    layer_attention: tuple[AttentionWeights, ...] = ()
     mla: MlaWeights | None = None
     dsv4: Dsv4Weights | None = None
     mlp: MlpWeights | None = None

@@ -196,6 +196,12 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         from kvcalc.hfconfig.families.hy_v3 import hy_v3_qk_norm
 
         attention = replace(attention, qk_norm=hy_v3_qk_norm(r))
+    laguna = None
+    if model_type == "laguna":
+        from kvcalc.hfconfig.families.laguna import laguna_weights
+
+        laguna = laguna_weights(r, num_layers, hidden)
+        mixers = laguna[1]
     step3p5 = None
     if model_type == "step3p5":
         from kvcalc.hfconfig.families.step3p5 import step3p5_weights
@@ -238,6 +244,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
     if step3p5:
         positions = step3p5[5]
+    if laguna:
+        positions, rotary, extra_rope = laguna[2:5]
     if model_type == "muse_glimmer_text":
         from kvcalc.hfconfig.families.muse_glimmer import muse_glimmer_uses_rope
 
@@ -273,6 +281,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         ffns=ffns,
         attention=attention,
         global_attention=global_attention,
+        layer_attention=laguna[0] if laguna else (),
         mla=mla,
         dsv4=dsv4,
         mlp=mlp,
@@ -514,6 +523,10 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.gemma4 import gemma4_moe
 
         return gemma4_moe(r, n)
+    if model_type == "laguna":
+        from kvcalc.hfconfig.families.laguna import laguna_moe
+
+        return laguna_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
