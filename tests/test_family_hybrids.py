@@ -217,5 +217,10 @@ def test_other_engines_refuse_unmeasured_recurrent_state(engine, name):
 
 
 def test_weights_of_these_mixers_are_refused_not_guessed():
-    m = shape("moonshotai--Kimi-Linear-48B-A3B-Instruct")
-    assert "are not counted" in m.weights.problem
+    # Kimi-Linear's KDA is counted with its low-rank gates; a full-rank gate (vLLM's other
+    # in_proj layout, which transformers does not build) and RoPE'd MLA layers are refused
+    name = "moonshotai--Kimi-Linear-48B-A3B-Instruct"
+    kda = {**CONFIGS[name]["linear_attn_config"], "use_full_rank_gate": True}
+    assert shape(name).weights.problem is None
+    assert "full-rank KDA gate" in shape(name, linear_attn_config=kda).weights.problem
+    assert "RoPE" in shape(name, mla_use_nope=False).weights.problem

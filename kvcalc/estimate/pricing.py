@@ -39,6 +39,12 @@ class Pricer:
     def loaded_shape(self, t: Tensor, tp: int) -> tuple[int, int]:
         """One rank's ``(rows, cols)`` as vLLM allocates it (padded), not as the checkpoint has it."""
         rows, cols = t.shape_per_rank(tp)
+        if t.groups and tp > 1 and t.groups % tp:  # Mamba2 groups replicated to one per rank
+            return (t.rows - t.groups * t.group_rows) // tp + t.group_rows, cols
+        if t.min_per_rank and tp > 1:  # padded up to a floor per rank (Kimi-Linear's experts)
+            if t.split == "column":
+                return max(rows, t.min_per_rank), cols
+            return rows, max(cols, t.min_per_rank)
         if t.split == "vocab":
             return cdiv(_round_up(t.rows, VOCAB_PADDING), tp), cols
         if not (t.expert and self.spec and self.spec.method == "mxfp4"):

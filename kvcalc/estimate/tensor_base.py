@@ -26,6 +26,17 @@ class Tensor:
     #: stored in fp32 whatever the model's dtype (a parameter the engine's module creates with
     #: ``dtype=torch.float32``), never quantized
     fp32: bool = False
+    #: the fewest rows (column split) or columns (row split) vLLM allocates a rank when TP splits
+    #: the tensor (Kimi-Linear's experts: ``min_moe_intermediate_per_partition``); 0: no floor
+    min_per_rank: int = 0
+    #: a Mamba2 projection's groups and each group's rows (B and C: 2 × state): vLLM's
+    #: ``MambaMixer2`` replicates the groups up to the TP size when TP does not divide them
+    #: (``extra_groups_for_head_shards``), one group's rows on every rank; 0: no groups
+    groups: int = 0
+    group_rows: int = 0
+    #: a tensor vLLM allocates that the checkpoint and transformers do not have (Gemma 4's V slot
+    #: in a k_eq_v layer's qkv_proj, loaded with K): priced on the GPU, not a parameter
+    engine_only: bool = False
 
     @property
     def numel(self) -> int:

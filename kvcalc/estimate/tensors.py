@@ -19,6 +19,7 @@ Names follow the Llama layout (``model.layers.{i}.self_attn.q_proj``) whatever t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
@@ -47,6 +48,12 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             name="model.embed_tokens", rows=w.vocab_size, cols=h, role="embedding", split="vocab"
         )
     )
+    if w.ngram:  # LongCat-Flash-Ngram: the concatenated tables and the stacked projection
+        g = w.ngram
+        out.append(Tensor(name="model.ngram_embeddings.oe_embedder", rows=g.rows, cols=g.width,
+                          role="embedding", split="vocab"))  # fmt: skip
+        out.append(Tensor(name="model.ngram_embeddings.oe_projection", rows=g.width, cols=h,
+                          copies=g.embedders, role="vector"))  # fmt: skip
     if w.learned_positions:
         out.append(
             Tensor(name="model.embed_positions", rows=w.learned_positions, cols=h, role="position")
@@ -55,7 +62,9 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
         p = f"model.layers.{i}"
         out += _norm(w, f"{p}.input_layernorm", h, i, count=w.norms_per_layer)
         mixer = w.mixers[i] if i < len(w.mixers) else "none"
-        if mixer == "attention" and w.attention:
+        if mixer in ("attention", "attention_global") and w.layer_attention:
+            out += _attention(w.layer_attention[i], h, f"{p}.self_attn", i)
+        elif mixer == "attention" and w.attention:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
         elif mixer == "attention_global" and w.global_attention:
             out += _attention(w.global_attention, h, f"{p}.self_attn", i)
@@ -63,12 +72,24 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             from kvcalc.estimate.dsv4_tensors import dsv4_layer  # DeepSeek-V4 only
 
             out += dsv4_layer(w.dsv4, h, p, i)
+        elif mixer == "gemma3n" and w.gemma3n and w.attention:
+            from kvcalc.estimate.gemma3n_tensors import gemma3n_layer  # Gemma-3n only
+
+            out += gemma3n_layer(w.gemma3n, w.attention, h, p, i)
         elif mixer == "mla" and w.mla:
             out += _mla(w.mla, h, f"{p}.self_attn", i)
         elif mixer == RecurrentVariant.MAMBA2 and w.mamba2:
             out += _mamba2(w.mamba2, h, f"{p}.mixer", i)
         elif mixer == RecurrentVariant.GATED_DELTANET and w.gdn:
             out += _gdn(w.gdn, h, f"{p}.linear_attn", i)
+        elif mixer == RecurrentVariant.KIMI_DELTA and w.kda:
+            from kvcalc.estimate.kda_tensors import kda_layer  # Kimi-Linear only
+
+            out += kda_layer(w.kda, h, f"{p}.self_attn", i)
+        elif mixer == "zamba2_hybrid" and w.mamba2 and w.zamba2:
+            from kvcalc.estimate.zamba2_tensors import zamba2_hybrid  # Zamba2 only
+
+            out += _mamba2(w.mamba2, h, f"{p}.mamba", i) + zamba2_hybrid(w.zamba2, h, p, i)
         elif mixer == RecurrentVariant.PARALLEL and w.attention and w.mamba2:
             out += _attention(w.attention, h, f"{p}.self_attn", i)
             out += _mamba2(w.mamba2, h, f"{p}.mamba", i)
@@ -81,6 +102,12 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
         elif ffn == "moe" and w.moe:
             out += _moe(w.moe, h, f"{p}.mlp", i)
+        elif ffn == "dense+moe" and w.mlp and w.moe:  # LongCat-Flash: an MLP beside the MoE
+            out += _mlp(w.mlp, h, f"{p}.mlps", i) + _moe(w.moe, h, f"{p}.mlp", i)
+    if w.gemma3n:
+        from kvcalc.estimate.gemma3n_tensors import gemma3n_model
+
+        out += gemma3n_model(w.gemma3n, h, w.num_layers)
     if w.final_norm:
         out += _norm(w, "model.norm", h, None)
     if w.dsv4 and w.dsv4.hc_mult > 1:  # the head's hyper-connection: fn, base, scale
@@ -108,6 +135,10 @@ def _norm(
 def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
     q_rows = a.num_heads * a.head_dim
     kv_rows = a.num_kv_heads * a.head_dim
+    v_rows, o_cols = (
+        a.num_kv_heads * (a.v_head_dim or a.head_dim),
+        a.num_heads * (a.v_head_dim or a.head_dim),
+    )
     if a.q_lora_rank:  # Step3: hidden → share_q_dim (replicated), its norm, → heads (column)
         out = _linear(f"{p}.q_a_proj", a.q_lora_rank, h, i, "replicated")
         out.append(Tensor(name=f"{p}.q_norm", rows=a.q_lora_rank, role="norm", layer=i))
@@ -118,14 +149,22 @@ def _attention(a: AttentionWeights, h: int, p: str, i: int) -> list[Tensor]:
         )
     out += _linear(f"{p}.k_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
     if a.v_proj:
-        out += _linear(f"{p}.v_proj", kv_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
-    out += _linear(f"{p}.o_proj", h, q_rows, i, "row", bias=a.o_bias)
+        out += _linear(f"{p}.v_proj", v_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)
+    elif a.v_slot:  # vLLM's qkv_proj keeps the V rows, loaded with K
+        out += [replace(t, engine_only=True) for t in _linear(
+            f"{p}.v_slot", v_rows, h, i, "kv", bias=a.qkv_bias, heads=a.num_kv_heads)]  # fmt: skip
+    out += _linear(f"{p}.o_proj", h, o_cols, i, "row", bias=a.o_bias)
     if a.qk_norm:
         out.append(Tensor(name=f"{p}.qk_norm", rows=a.head_dim, copies=2, role="norm", layer=i))
-    if a.qk_norm_full:  # over the whole projections (split with them under TP)
+    if a.qk_norm_full and a.qk_norm_whole:  # over the whole projections, whole on every rank
+        out.append(Tensor(name=f"{p}.q_norm", rows=q_rows, role="norm", layer=i))
+        out.append(Tensor(name=f"{p}.k_norm", rows=kv_rows, role="norm", layer=i))
+    elif a.qk_norm_full:  # over the whole projections (split with them under TP)
         out.append(Tensor(name=f"{p}.q_norm", rows=q_rows, role="norm", layer=i, split="column"))
         out.append(Tensor(name=f"{p}.k_norm", rows=kv_rows, role="norm", layer=i, split="kv",
                           heads=a.num_kv_heads))  # fmt: skip
+    if a.head_gate:
+        out += _linear(f"{p}.g_proj", a.num_heads, h, i, "column")
     if a.sinks:
         out.append(
             Tensor(name=f"{p}.sinks", rows=a.num_heads, role="vector", layer=i, split="column")
@@ -166,20 +205,26 @@ def _moe(m: MoeWeights, h: int, p: str, i: int) -> list[Tensor]:
     up_rows = inter * (2 if m.gated else 1)
     width = m.latent_size or h  # latent MoE: experts read and write the latent width
     out = [
-        Tensor(name=f"{p}.router", rows=e, cols=h, role="router", layer=i, fp32=m.router_fp32),
+        Tensor(name=f"{p}.router", rows=e + m.zero_experts, cols=h, role="router", layer=i,
+               fp32=m.router_fp32),
         Tensor(name=f"{p}.experts.gate_up_proj", rows=up_rows, cols=width, copies=e, expert=True,
-               role="linear", layer=i, split="column"),
+               role="linear", layer=i, split="column",
+               min_per_rank=m.min_width_per_rank * (2 if m.gated else 1)),
         Tensor(name=f"{p}.experts.down_proj", rows=width, cols=inter, copies=e, expert=True,
-               role="linear", layer=i, split="row"),
+               role="linear", layer=i, split="row", min_per_rank=m.min_width_per_rank),
     ]  # fmt: skip
     if m.latent_size:  # hidden → latent before the experts, latent → hidden after (replicated)
         out += _linear(f"{p}.fc1_latent_proj", m.latent_size, h, i, "replicated")
         out += _linear(f"{p}.fc2_latent_proj", h, m.latent_size, i, "replicated")
     if m.router_bias:
         out.append(Tensor(name=f"{p}.router.bias", rows=e, role="bias", layer=i))
+    if m.gemma4_router:  # router.scale, router.per_expert_scale; the block's three norms
+        out.append(Tensor(name=f"{p}.router.scale", rows=h, role="vector", layer=i))
+        out.append(Tensor(name=f"{p}.router.per_expert_scale", rows=e, role="vector", layer=i))
+        out.append(Tensor(name=f"{p}.moe_layernorms", rows=h, copies=3, role="norm", layer=i))
     if m.statics_bias:
         out.append(Tensor(name=f"{p}.moe_statics.e_score_correction_bias", rows=e, role="router",
-                          layer=i, fp32=m.router_fp32))  # fmt: skip
+                          layer=i, fp32=m.router_fp32 or m.statics_fp32))  # fmt: skip
     if m.expert_bias:
         out.append(Tensor(name=f"{p}.experts.gate_up_proj.bias", rows=up_rows, copies=e,
                           expert=True, role="bias", layer=i, split="column"))  # fmt: skip
@@ -197,7 +242,9 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
     inter = m.intermediate_size
     # in_proj emits z (gate), x, B, C and dt: 2·inter + 2·groups·state + heads
     in_rows = 2 * inter + 2 * m.n_groups * m.state_size + m.num_heads
-    out = _linear(f"{p}.in_proj", in_rows, h, i, "column", bias=m.proj_bias)
+    g, g_rows = m.n_groups, 2 * m.state_size  # the groups' B and C rows, replicated under TP
+    out = [replace(t, groups=g, group_rows=g_rows) if t.split == "column" else t
+           for t in _linear(f"{p}.in_proj", in_rows, h, i, "column", bias=m.proj_bias)]  # fmt: skip
     out.append(
         Tensor(
             name=f"{p}.conv1d",
@@ -206,12 +253,13 @@ def _mamba2(m: Mamba2Weights, h: int, p: str, i: int) -> list[Tensor]:
             role="conv",
             layer=i,
             split="column",
+            groups=g,
+            group_rows=g_rows,
         )
     )
     if m.conv_bias:
-        out.append(
-            Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i, split="column")
-        )
+        out.append(Tensor(name=f"{p}.conv1d.bias", rows=m.conv_dim, role="bias", layer=i,
+                          split="column", groups=g, group_rows=g_rows))  # fmt: skip
     # dt_bias and D in the model dtype; A in fp32 (vLLM 0.33 mamba_mixer2.py builds it
     # ``torch.empty(num_heads // tp, dtype=torch.float32)``), each split by heads
     out.append(
@@ -279,6 +327,6 @@ def _gdn(g: GdnWeights, h: int, p: str, i: int) -> list[Tensor]:
     out.append(Tensor(name=f"{p}.dt_bias", rows=g.num_v_heads, role="vector", layer=i,
                       split="column"))  # fmt: skip
     out.append(Tensor(name=f"{p}.A_log", rows=g.num_v_heads, role="vector", layer=i,
-                      split="column", fp32=True))  # fmt: skip
+                      split="column", fp32=g.a_log_fp32))  # fmt: skip
     out.append(Tensor(name=f"{p}.norm", rows=g.v_head_dim, role="norm", layer=i))
     return out + _linear(f"{p}.out_proj", h, value_dim, i, "row")

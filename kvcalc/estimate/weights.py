@@ -116,7 +116,7 @@ def count_parameters(shape: WeightShape) -> ParameterCount:
     if shape.problem or shape.hidden_size <= 0 or shape.vocab_size <= 0:
         raise InputError(f"cannot count the weights: {shape.problem or 'no hidden_size or vocab_size'}",
                          code="weights-unknown")  # fmt: skip
-    tensors = inventory(shape)
+    tensors = tuple(t for t in inventory(shape) if not t.engine_only)
     total = sum(t.numel for t in tensors)
     by_role = _sum_by(tensors, lambda t: t.role if not t.vision else "vision")
     routed = sum(t.numel for t in tensors if t.expert)
@@ -184,11 +184,26 @@ def weight_bytes(
     unpadded = _stage_bytes(shape, tensors, price, tp, pp, [], loaded=False, split=split)
     expert_stages = _stage_bytes(shape, tensors, price, tp, pp, [], split=split, experts_only=True)
     maps = _expert_map_stages(shape, tensors, split, pp)
-    rope_bytes = shape.rope_cache_positions * shape.rotary_dim * dtype_bytes
+    rope_bytes = (
+        shape.rope_cache_positions * shape.rotary_dim + shape.extra_rope_values
+    ) * dtype_bytes
     if shape.model_type in _GEMMA_NORMALIZER:
         # gemma.py / gemma2.py GemmaModel: register_buffer("normalizer", torch.tensor(
         # hidden_size ** 0.5)), one value in the model dtype (PaliGemma's 2 B, recorded)
         rope_bytes += dtype_bytes
+    if shape.model_type == "gemma4_text":
+        # gemma4.py: each layer's layer_scalar and the model's normalizer, scalar buffers in the
+        # model dtype
+        rope_bytes += (shape.num_layers + 1) * dtype_bytes
+    if shape.moe and shape.moe.gemma4_router:  # each Gemma4Router's root_size scalar buffer
+        rope_bytes += dtype_bytes * sum(f == "dense+moe" for f in shape.ffns)
+    if shape.ngram:  # longcat_flash_ngram.py's int32 hashing buffers, on every rank
+        rope_bytes += 4 * shape.ngram.int32_values
+    if shape.gemma3n:
+        # gemma3n.py: each layer's AltUp router_input_scale and the model's embed_scale,
+        # embed_scale_per_layer, per_layer_input_scale and per_layer_projection_scale, scalar
+        # buffers in the model dtype (30 + 4 for E2B, recorded)
+        rope_bytes += (shape.num_layers + 4) * dtype_bytes
     layers = sum(
         sum(price(t, tp).values()) for t in tensors if t.layer is not None and not t.vision
     )
@@ -207,7 +222,7 @@ def weight_bytes(
     )
     heaviest = stages.index(max(stages))
     return WeightBytes(
-        num_parameters=sum(t.numel for t in tensors),
+        num_parameters=sum(t.numel for t in tensors if not t.engine_only),
         weights_bytes=sum(by_dtype.values()),
         weights_bytes_per_gpu=max(stages),
         stage_bytes_per_gpu=tuple(stages),
@@ -318,7 +333,8 @@ ATTENTION_SCALE_BYTES = 4 * 4
 #: mixers whose vLLM layer is an ``Attention`` or ``MLAAttention`` (DeepSeek-V3.2's and GLM-5's
 #: sparse MLA too; DeepSeek-V4's attention, the indexers' key caches and the recurrent mixers are
 #: neither and register none)
-_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL)
+_SCALED_MIXERS = ("attention", "attention_global", "mla", RecurrentVariant.PARALLEL, "gemma3n",
+                  "zamba2_hybrid")  # fmt: skip
 
 
 def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
@@ -328,9 +344,13 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
     nor EP), which transformers keeps as a buffer."""
     mixer = shape.mixers[layer] if layer < len(shape.mixers) else "none"
     total = ATTENTION_SCALE_BYTES if mixer in _SCALED_MIXERS else 0
+    if mixer == "mla" and shape.kda is not None:
+        # Kimi-Linear's MLA (vLLM 0.33 models/kimi_k3/nvidia/mla.py) registers a fifth fp32
+        # buffer, ``_one_scale``
+        total += _FP32_BYTES
     ffn = shape.ffns[layer] if layer < len(shape.ffns) else "none"
-    if ffn == "moe" and shape.moe is not None and shape.moe.score_bias:
-        total += 4 * shape.moe.num_experts
+    if ffn in ("moe", "dense+moe") and shape.moe is not None and shape.moe.score_bias:
+        total += 4 * (shape.moe.num_experts + shape.moe.zero_experts)
     return total
 
 

@@ -125,7 +125,11 @@ def parse_config(
         config_model_max_length=_top_model_max_length(raw),
         config_keys=read,
         provenance=prov,
-        weights=read_weight_shape(r, num_layers=num_layers, kinds=kinds),
+        # a family counting its own layers (LongCat-Flash's two attentions per decoder layer)
+        # has a weight-count kind per layout
+        weights=read_weight_shape(
+            r, num_layers=len(kinds) if own_count else num_layers, kinds=kinds
+        ),  # fmt: skip
         quantization=_quantization(r),
         mm_prefix_attention=_mm_prefix(r, str(r.str("model_type", "") or "")),
         config_architectures=_top_architectures(raw),

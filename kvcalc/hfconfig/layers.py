@@ -25,11 +25,15 @@ FULL, SLIDING, CHUNKED, NONE = LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUN
 #: recurrent layers, by the state they keep
 MAMBA2, GDN = RecurrentVariant.MAMBA2, RecurrentVariant.GATED_DELTANET
 MAMBA1 = RecurrentVariant.MAMBA1
+KDA = RecurrentVariant.KIMI_DELTA
 PARALLEL = RecurrentVariant.PARALLEL
 #: a mixer whose weights :mod:`kvcalc.hfconfig.weights` does not count (they are refused)
 UNCOUNTED = "uncounted"
 #: LFM2's gated short convolution (counted for the dense lfm2 layout)
 SHORT_CONV = "short_conv"
+#: a Zamba2 hybrid layer for the weight count: its Mamba2 mixer, its projection and LoRA adapters
+#: into the shared transformer block (the block's own weights where it is first used)
+ZAMBA2_HYBRID = "zamba2_hybrid"
 #: what one layer mixes with: an attention kind or the recurrent state it keeps
 MixerKind = LayerKind | RecurrentVariant
 

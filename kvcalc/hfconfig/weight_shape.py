@@ -14,11 +14,15 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
     from kvcalc.hfconfig.weight_shape_extra import (
         Dsv4Weights,
         GdnWeights,
+        Gemma3nWeights,
+        KdaWeights,
         Mamba1Weights,
         Mamba2Weights,
         MlaWeights,
+        NgramEmbeddingWeights,
         ShortConvWeights,
         VisionWeights,
+        Zamba2Weights,
     )
 
 
@@ -44,6 +48,17 @@ class AttentionWeights:
     #: q through a low-rank path this wide (Step3's ``share_q_dim``): a down-projection replicated
     #: on every rank, its RMSNorm, then the up-projection to the heads split over TP; 0: q_proj
     q_lora_rank: int = 0
+    #: V's head width where it differs from K's (MiMo-V2's ``v_head_dim``); 0: ``head_dim``
+    v_head_dim: int = 0
+    #: the ``qk_norm_full`` norms held whole on every rank (vLLM's OLMoE and OLMo-Hybrid:
+    #: ``RMSNorm(total heads × head_dim)``), not split with the heads
+    qk_norm_whole: bool = False
+    #: vLLM keeps a V slot where ``v_proj`` is False (Gemma 4's ``attention_k_eq_v``: K loaded
+    #: into both)
+    v_slot: bool = False
+    #: a head-wise sigmoid gate on the output, one value per head (Step-3.5's ``g_proj``,
+    #: ``use_head_wise_attn_gate``): heads × hidden, split with the heads
+    head_gate: bool = False
 
 
 @frozen
@@ -80,6 +95,18 @@ class MoeWeights:
     #: ``GateLinear(..., params_dtype=torch.float32)`` (ERNIE 4.5 MoE, GLM-4.5, MiniMax-M2,
     #: MiMo-V2 unless ``moe_router_dtype`` says otherwise)
     router_fp32: bool = False
+    #: vLLM pads each rank's share of an expert's width up to this when TP splits it thinner
+    #: (Kimi-Linear: ``min_moe_intermediate_per_partition``, 256); 0: no padding
+    min_width_per_rank: int = 0
+    #: router outputs beyond the routed experts, for experts without weights (LongCat-Flash's
+    #: ``zero_expert_num`` identity experts): the router and its score bias are this much wider
+    zero_experts: int = 0
+    #: Gemma 4's router: a per-dimension input ``scale`` and a ``per_expert_scale`` beside the
+    #: projection, and three more norms around the MoE block
+    gemma4_router: bool = False
+    #: the ``statics_bias`` held in fp32 whatever the router's dtype (Laguna's
+    #: ``e_score_correction_bias``, a parameter in transformers and vLLM)
+    statics_fp32: bool = False
 
 
 @frozen
@@ -106,12 +133,22 @@ class WeightShape:
     #: Gemma 4's global (full-attention) layers, whose heads differ from the sliding ones
     #: (mixer ``attention_global``)
     global_attention: AttentionWeights | None = None
+    #: each layer's attention where heads differ layer by layer (Laguna's
+    #: ``num_attention_heads_per_layer``); empty: ``attention`` / ``global_attention`` by mixer
+    layer_attention: tuple[AttentionWeights, ...] = ()
     mla: MlaWeights | None = None
     dsv4: Dsv4Weights | None = None
     mlp: MlpWeights | None = None
     moe: MoeWeights | None = None
+    #: Gemma-3n's per-layer MLP widths, AltUp, LAuReL and per-layer embeddings (mixer ``gemma3n``)
+    gemma3n: Gemma3nWeights | None = None
     mamba2: Mamba2Weights | None = None
     gdn: GdnWeights | None = None
+    kda: KdaWeights | None = None
+    #: LongCat-Flash-Ngram's n-gram embedding tables beside ``embed_tokens``
+    ngram: NgramEmbeddingWeights | None = None
+    #: Zamba2's shared transformer blocks and per-layer adapters (mixer ``zamba2_hybrid``)
+    zamba2: Zamba2Weights | None = None
     short_conv: ShortConvWeights | None = None
     mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None
@@ -123,6 +160,9 @@ class WeightShape:
     #: rows and width of the RoPE cos/sin cache vLLM keeps next to the weights (0: no RoPE)
     rope_cache_positions: int = 0
     rotary_dim: int = 0
+    #: values of RoPE caches beside ``rope_cache_positions × rotary_dim`` (Gemma 4's global
+    #: layers' own cache, ``global_head_dim`` wide)
+    extra_rope_values: int = 0
     notes: tuple[str, ...] = ()
     #: why the weights cannot be counted (a key they need is missing or malformed); None when fine
     problem: str | None = None

@@ -59,6 +59,8 @@ class GdnWeights:
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int
+    #: ``A_log`` stored in fp32 (vLLM's Qwen3-Next/3.5 layer); OLMo-Hybrid's is the model dtype
+    a_log_fp32: bool = True
 
 
 @frozen
@@ -105,6 +107,71 @@ class Dsv4Weights:
     compress_ratios: tuple[int, ...]
     csa_rate: int = 4
     hca_rate: int = 128
+
+
+@frozen
+class Zamba2Weights:
+    """Zamba2's shared transformer blocks (transformers' Zamba2AttentionDecoderLayer; vLLM 0.33
+    ``zamba2.py``): ``mem_blocks`` blocks of attention over the concatenated ``2 × hidden`` input
+    (q, k, v ``width`` × ``width``, o_proj hidden × ``width``) and a gated MLP, used in turn by the
+    ``hybrid_layers``; each hybrid layer adds a hidden × hidden projection and its own LoRA
+    adapters (rank ``adapter_rank``) on the MLP's gate_up and, with ``attention_adapters``, on q,
+    k and v."""
+
+    hybrid_layers: tuple[int, ...]
+    mem_blocks: int
+    num_heads: int
+    width: int
+    intermediate_size: int
+    adapter_rank: int
+    attention_adapters: bool = False
+    bias: bool = False
+
+
+@frozen
+class NgramEmbeddingWeights:
+    """LongCat-Flash-Ngram's hashed n-gram embedding (vLLM 0.33 ``longcat_flash_ngram.py``
+    ``NgramEmbedding``): ``embedders`` tables concatenated into one vocabulary-split table of
+    ``rows`` × ``width``, a stacked projection ``embedders × width × hidden`` held whole on every
+    rank, and ``int32_values`` of int32 hashing buffers (``ne_weights``, ``ne_mods``,
+    ``exclusive_sizes``)."""
+
+    rows: int
+    width: int
+    embedders: int
+    int32_values: int
+
+
+@frozen
+class KdaWeights:
+    """Kimi Delta Attention (transformers' KimiDeltaAttention; vLLM 0.33's
+    ``KimiGatedDeltaNetAttention``): q, k, v projections of heads × head_dim each with a
+    depthwise conv (fp32 in vLLM), the beta projection (a value per head), the low-rank forget gate
+    (``f_a`` hidden → head_dim, replicated, and ``f_b`` back to the heads) with its fp32 ``dt_bias``
+    and ``A_log``, the low-rank output gate (``g_a``, ``g_b``), a gated RMSNorm of one head and
+    o_proj."""
+
+    num_heads: int
+    head_dim: int
+    conv_kernel: int
+
+
+@frozen
+class Gemma3nWeights:
+    """Gemma-3n's decoder extras (transformers' Gemma3nTextModel, vLLM 0.33 ``gemma3n.py``): per
+    layer an MLP of its own width, AltUp (``altup_num_inputs`` streams: correction and prediction
+    coefficients, a modality router, its norm and an fp32 output scale), a LAuReL low-rank residual
+    (``laurel_rank``) and the per-layer input gate and projection (``hidden_size_per_layer_input``);
+    per model the per-layer embeddings (``vocab_size_per_layer_input`` rows of layers × that
+    width), their projection and norm, and the AltUp in/out projections. Layers from
+    ``first_kv_shared`` on reuse an earlier layer's K and V: q_proj and q_norm only."""
+
+    intermediate_sizes: tuple[int, ...]
+    altup_num_inputs: int
+    laurel_rank: int
+    per_layer_width: int
+    per_layer_vocab: int
+    first_kv_shared: int
 
 
 @frozen

@@ -22,6 +22,7 @@ built by transformers nor loaded by vLLM without speculative decoding; they are 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from kvcalc.errors import ConfigError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # the records only some families have, imported where a confi
         MlaWeights,
         ShortConvWeights,
         VisionWeights,
+        Zamba2Weights,
     )
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
@@ -50,21 +52,21 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text", "lfm2", "exaone_moe", "afmoe"}  # fmt: skip
+            "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
-_HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1"}
+_HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1", "bamba"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
 _GRANITE_SHARED = {"granitemoehybrid", "granitemoeshared", "granitemoe_swa"}
 #: Granite with sliding windows and attention sinks (``families/granite_swa.py``)
 _GRANITE_SWA = {"granite_swa", "granitemoe_swa"}
 #: model types whose q_proj also emits a sigmoid output gate (Qwen3-Next, Qwen3.5/3.6)
-_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe"}
+_OUTPUT_GATE = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "afmoe", "muse_glimmer_text"}
 #: model types with four norms per decoder layer (pre/post attention, pre/post feed-forward)
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text", "glm4", "glm4v_text", "afmoe",
-               "glm_ocr_text"}  # fmt: skip
+               "glm_ocr_text", "muse_glimmer_text"}  # fmt: skip
 #: model types with one norm per decoder layer (Cohere's parallel attention and MLP block, GPT-J's)
 _ONE_NORM = {"nemotron_h", "cohere", "cohere2", "gptj", "cohere2_moe", "mamba", "falcon_mamba",
-             "mamba2"}  # fmt: skip
+             "mamba2", "zamba2"}  # fmt: skip
 #: pure Mamba model types (``families/mamba.py``): a norm and a mixer per layer, no feed-forward
 _PURE_MAMBA = {"mamba", "falcon_mamba", "mamba2"}
 #: transformers' default ``tie_word_embeddings`` per config class when the key is absent
@@ -108,6 +110,10 @@ _FP32_ROUTER: dict[str, str | None] = {
     "mimo_v2": "moe_router_dtype",
     "mimo_v2_flash": "moe_router_dtype",
 }  # fmt: skip
+#: Gemma-3n's per-layer MLPs, AltUp, LAuReL and per-layer embeddings (``families/gemma3n.py``)
+_GEMMA3N = ("gemma3n", "gemma3n_text")
+#: MiMo-V2's per-type attention, MoE layers and RoPE caches (``families/mimo_v2.py``)
+_MIMO_V2 = ("mimo_v2", "mimo_v2_flash")
 _QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl"}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 #: (GLM-4.1V's text stack, ``glm4v_text``: vLLM's ``glm4.py`` reads ``getattr(config,
@@ -119,7 +125,9 @@ _USE_BIAS = {"ernie4_5", "ernie4_5_moe"}
 #: model types whose per-head q/k RMSNorm is switched by ``use_qk_norm`` (GLM-4.5's)
 _QK_NORM_KEYED = {"glm4_moe", "glm4v_moe_text"}
 #: model types whose q/k RMSNorm spans all heads: a heads × head_dim weight (OLMo-2, OLMoE)
-_QK_NORM_FULL = {"olmo2", "olmoe"}
+_QK_NORM_FULL = {"olmo2", "olmoe", "olmo_hybrid"}
+#: ... whose norms vLLM 0.33 keeps whole on every rank (``olmo_hybrid.py``, ``olmoe.py``)
+_QK_NORM_WHOLE = {"olmoe", "olmo_hybrid"}
 #: model types whose ``use_qk_norm`` norms span all heads: a (heads, head_dim) weight (Command-R+)
 _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
@@ -160,7 +168,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     mixers = tuple(_mixer(r, kind) for kind in kinds)
     both = L.PARALLEL in mixers  # Falcon-H1: attention and Mamba2 side by side in every layer
     attention = _attention(r, model_type, hidden) if "attention" in mixers or both else None
-    global_attention, dsv4 = None, None
+    global_attention, dsv4, extra_rope = None, None, 0
     if model_type == "deepseek_v4":
         from kvcalc.hfconfig.families.deepseek_v4 import dsv4_weights
 
@@ -171,13 +179,58 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         from kvcalc.hfconfig.families.gemma4 import gemma4_global
 
         global_attention = gemma4_global(r, _attention(r, model_type, hidden))
+        from kvcalc.hfconfig.families.gemma4 import gemma4_global_rope_values
+
+        extra_rope = gemma4_global_rope_values(r, global_attention.head_dim)
         mixers = tuple(
             "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
         )
+    if model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_attention
+
+        attention, global_attention = mimo_v2_attention(r)
+        mixers = tuple(
+            "attention_global" if k == L.FULL else m for k, m in zip(kinds, mixers, strict=True)
+        )
+    if model_type == "hy_v3" and attention:
+        from kvcalc.hfconfig.families.hy_v3 import hy_v3_qk_norm
+
+        attention = replace(attention, qk_norm=hy_v3_qk_norm(r))
+    laguna = None
+    if model_type == "laguna":
+        from kvcalc.hfconfig.families.laguna import laguna_weights
+
+        laguna = laguna_weights(r, num_layers, hidden)
+        mixers = laguna[1]
+    step3p5 = None
+    if model_type == "step3p5":
+        from kvcalc.hfconfig.families.step3p5 import step3p5_weights
+
+        step3p5 = step3p5_weights(r, num_layers)
+        attention, global_attention, mixers = step3p5[:3]
+    gemma3n = None
+    if model_type in _GEMMA3N:  # the MLP, AltUp, LAuReL and q-only shared layers in the mixer
+        from kvcalc.hfconfig.families.gemma3n import gemma3n_weights
+
+        gemma3n = gemma3n_weights(r, num_layers)
+        mixers = ("gemma3n",) * num_layers
     mla = _mla(r) if "mla" in mixers else None
     moe, moe_flags = _moe(r, model_type, num_layers)
-    ffns = _ffns(r, model_type, num_layers, moe_flags)
-    mlp = _mlp(r, model_type) if "dense" in ffns else None
+    kda = None
+    if model_type == "kimi_linear":
+        from kvcalc.hfconfig.families.kimi_linear import kda_weights, kimi_moe
+
+        kda, moe = kda_weights(r), kimi_moe(r, moe)
+    ffns = ("none",) * num_layers if gemma3n else _ffns(r, model_type, num_layers, moe_flags)
+    ngram = None
+    if model_type == "gemma4_text" and moe:  # the MoE block beside every layer's dense MLP
+        ffns = ("dense+moe",) * num_layers
+    if model_type == "longcat_flash":  # every layer an MLP, the even ones also the MoE
+        from kvcalc.hfconfig.families.longcat_flash import longcat_ngram
+
+        ffns = tuple("dense+moe" if flag else "dense" for flag in moe_flags)
+        ngram = longcat_ngram(r, hidden)
+    mlp = _mlp(r, model_type) if "dense" in ffns or "dense+moe" in ffns else None
     tie = _tie(r, model_type, notes)
     mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
     if mtp:
@@ -189,6 +242,22 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
     rope_heads = (AttentionWeights(num_heads=1, num_kv_heads=1, head_dim=r.int("qk_rope_head_dim"))
                   if dsv4 else attention)  # fmt: skip
     positions, rotary = _rope_cache(r, model_type, rope_heads, mla)
+    if step3p5:
+        positions = step3p5[5]
+    if laguna:
+        positions, rotary, extra_rope = laguna[2:5]
+    if model_type == "muse_glimmer_text":
+        from kvcalc.hfconfig.families.muse_glimmer import muse_glimmer_uses_rope
+
+        positions = positions if muse_glimmer_uses_rope(r) else 0
+    if gemma3n:
+        from kvcalc.hfconfig.families.gemma3n import gemma3n_rope_rows
+
+        positions = gemma3n_rope_rows(r, num_layers)
+    if model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_rope_caches
+
+        positions *= mimo_v2_rope_caches(r)
     norm, final_norm = ("layer" if model_type in _LAYER_NORM else "rms"), True
     if model_type == "chatglm":
         from kvcalc.hfconfig.families.chatglm import chatglm_norms
@@ -199,9 +268,9 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         num_layers=num_layers,
         hidden_size=hidden,
         vocab_size=_vocab(r, model_type),
-        intermediate_size=r.int(
-            "intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0
-        ),
+        intermediate_size=0
+        if gemma3n
+        else r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0),
         tie_word_embeddings=tie,
         lm_head_bias=(model_type == "phimoe" and r.bool("lm_head_bias")) or model_type == "gptj",
         learned_positions=_learned_positions(r, model_type),
@@ -212,12 +281,19 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         ffns=ffns,
         attention=attention,
         global_attention=global_attention,
+        layer_attention=laguna[0] if laguna else (),
         mla=mla,
         dsv4=dsv4,
         mlp=mlp,
         moe=moe,
-        mamba2=_mamba2(r, model_type, hidden) if L.MAMBA2 in mixers or both else None,
+        gemma3n=gemma3n,
+        mamba2=_mamba2(r, model_type, hidden)
+        if L.MAMBA2 in mixers or both or L.ZAMBA2_HYBRID in mixers
+        else None,
+        zamba2=_zamba2(r, mixers, hidden) if L.ZAMBA2_HYBRID in mixers else None,
         gdn=_gdn(r) if L.GDN in mixers else None,
+        kda=kda,
+        ngram=ngram,
         mamba1=_mamba1(r, model_type, hidden) if L.MAMBA1 in mixers else None,
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=(
@@ -231,6 +307,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         mtp_layers=mtp,
         rope_cache_positions=positions,
         rotary_dim=rotary,
+        extra_rope_values=extra_rope,
         notes=tuple(notes),
     )
 
@@ -266,6 +343,10 @@ def _norms_per_layer(r: ConfigReader, model_type: str) -> int:
         from kvcalc.hfconfig.families.hyperclovax import hyperclovax_norms
 
         return hyperclovax_norms(r)
+    if model_type in _GEMMA3N:  # Gemma's four and post_per_layer_input_norm
+        return 5
+    if model_type == "axk1":  # AXK1.py builds post_mlp_layernorm in every layer
+        return 3
     return 4 if model_type in _FOUR_NORMS else 1 if model_type in _ONE_NORM else 2
 
 
@@ -278,7 +359,7 @@ def _mixer(r: ConfigReader, kind: str) -> str:
         )
     if kind in (L.FULL, L.SLIDING, L.CHUNKED):
         return "mla" if r.has("kv_lora_rank") else "attention"
-    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL):
+    if kind in (L.MAMBA1, L.MAMBA2, L.GDN, L.SHORT_CONV, L.PARALLEL, L.KDA, L.ZAMBA2_HYBRID):
         return kind
     return "none"
 
@@ -345,6 +426,7 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         sinks=sinks,
         qk_norm_full=model_type in _QK_NORM_FULL
         or (model_type in _QK_NORM_FULL_KEYED and r.bool("use_qk_norm")),
+        qk_norm_whole=model_type in _QK_NORM_WHOLE,
     )
 
 
@@ -368,9 +450,19 @@ def _mamba2(r: ConfigReader, model_type: str, hidden: int) -> Mamba2Weights:
         from kvcalc.hfconfig.families.mamba import mamba2_weights as pure_mamba2
 
         return pure_mamba2(r, hidden)
+    if model_type == "zamba2":
+        from kvcalc.hfconfig.families.zamba2 import zamba2_mamba2
+
+        return zamba2_mamba2(r, hidden)
     from kvcalc.hfconfig.weights_mixers import granite_mamba2, mamba2_weights
 
     return granite_mamba2(r, hidden) if model_type in _HYBRID_MAMBA2 else mamba2_weights(r)
+
+
+def _zamba2(r: ConfigReader, mixers: tuple[str, ...], hidden: int) -> Zamba2Weights:
+    from kvcalc.hfconfig.families.zamba2 import zamba2_weights
+
+    return zamba2_weights(r, mixers, hidden)
 
 
 def _gdn(r: ConfigReader) -> GdnWeights:
@@ -420,6 +512,26 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.afmoe import afmoe_moe
 
         return afmoe_moe(r, n)
+    if model_type == "longcat_flash":
+        from kvcalc.hfconfig.families.longcat_flash import longcat_moe
+
+        return longcat_moe(r, n)
+    if model_type == "step3p5":
+        from kvcalc.hfconfig.families.step3p5 import step3p5_weights
+
+        return step3p5_weights(r, n)[3:5]
+    if model_type == "hy_v3":
+        from kvcalc.hfconfig.families.hy_v3 import hy_v3_moe
+
+        return hy_v3_moe(r, n)
+    if model_type == "gemma4_text":
+        from kvcalc.hfconfig.families.gemma4 import gemma4_moe
+
+        return gemma4_moe(r, n)
+    if model_type == "laguna":
+        from kvcalc.hfconfig.families.laguna import laguna_moe
+
+        return laguna_moe(r, n)
     experts = r.int("n_routed_experts", "num_experts", "num_local_experts", default=0, minimum=0)
     if not experts:
         if model_type == "granitemoehybrid":  # only the shared MLP then: not counted
@@ -436,6 +548,18 @@ def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, t
         from kvcalc.hfconfig.families.jamba import jamba_moe_layers
 
         flags = jamba_moe_layers(r, n, experts)
+    elif model_type == "axk1":
+        from kvcalc.hfconfig.families.axk1 import axk1_moe_layers
+
+        flags = axk1_moe_layers(r, n)
+    elif model_type == "lfm2_moe":
+        from kvcalc.hfconfig.families.lfm2 import lfm2_moe_layers
+
+        flags = lfm2_moe_layers(r, n)
+    elif model_type in _MIMO_V2:
+        from kvcalc.hfconfig.families.mimo_v2 import mimo_v2_moe_layers
+
+        flags = mimo_v2_moe_layers(r, n)
     elif r.list("mlp_layer_types") is not None:  # Cohere2-MoE, K-EXAONE, GLM-4.7-Flash
         kinds = r.list("mlp_layer_types") or []
         flags = tuple(i < len(kinds) and kinds[i] == "sparse" for i in range(n))
@@ -495,6 +619,8 @@ def _router_fp32(r: ConfigReader, model_type: str) -> bool:
 
 
 def _score_bias(r: ConfigReader, model_type: str) -> bool:
+    if model_type == "axk1":  # AXK1.py: getattr(config, "topk_method", "noaux_tc")
+        return r.str("topk_method", "noaux_tc") == "noaux_tc"
     if model_type not in _SCORE_BIAS:
         return False
     key = _SCORE_BIAS[model_type]
@@ -506,7 +632,7 @@ def _score_bias(r: ConfigReader, model_type: str) -> bool:
 
 
 def _ffns(r: ConfigReader, model_type: str, n: int, moe_flags: tuple[bool, ...]) -> tuple[str, ...]:
-    if model_type in _PURE_MAMBA:  # a norm and a mixer per layer, no feed-forward
+    if model_type in _PURE_MAMBA or model_type == "zamba2":  # no feed-forward of the layer's own
         return ("none",) * n
     if model_type == "nemotron_h":  # one block per layer: '-' is an MLP, 'E' an MoE, M/* neither
         pattern = r.str("hybrid_override_pattern") or ""

@@ -53,4 +53,6 @@ def gdn_weights(r: ConfigReader) -> GdnWeights:
         k_head_dim=r.int("linear_key_head_dim"),
         v_head_dim=r.int("linear_value_head_dim"),
         conv_kernel=r.int("linear_conv_kernel_dim", default=4),
+        # olmo_gdn_linear_attn.py builds A_log in the model dtype
+        a_log_fp32=r.str("model_type", "") != "olmo_hybrid",
     )

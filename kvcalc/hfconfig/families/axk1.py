@@ -8,7 +8,14 @@ qk_rope_head_dim`` (``AXK1MLAAttention``), whole on every TP rank, as the DeepSe
 instead (``use_mha``), which was not recorded: refused, as are MLA dimensions other than the
 config class's (128, 64, 128): vLLM's MLA prefill backends take fixed sets of them (an H100 has
 none for (128, 32, 128): seen on the reference harness). MoE layers come from ``mlp_layer_types``
-(weights); the weights are not counted from config.json.
+(weights).
+
+Weights: the MLA of DeepSeek-V3's shape, dense MLPs and MoE layers as ``_get_mlp_layer_types``
+picks them (:func:`axk1_moe_layers`: ``mlp_layer_types``, else ``first_k_dense_replace`` 1 and
+``moe_layer_freq`` 1, AXK1Config's defaults), shared experts, an fp32 ``e_score_correction_bias``
+(``topk_method`` ``noaux_tc``, the default), and three norms in every layer: vLLM's
+``AXK1DecoderLayer`` builds ``post_mlp_layernorm`` in the dense layers too (transformers only in
+the MoE blocks: kvcalc's count is one norm per dense layer above transformers', as vLLM loads it).
 """
 
 from __future__ import annotations
@@ -22,6 +29,19 @@ from kvcalc.model.layouts import Layout
 
 #: the MLA dimensions recorded (AXK1Config's): qk_nope_head_dim, qk_rope_head_dim, v_head_dim
 _CHECKED_DIMS = (128, 64, 128)
+
+
+def axk1_moe_layers(r: ConfigReader, n: int) -> tuple[bool, ...]:
+    """AXK1.py ``_get_mlp_layer_types``: ``mlp_layer_types`` (cut to the layers), else sparse from
+    ``first_k_dense_replace`` every ``moe_layer_freq``-th layer."""
+    kinds = r.list("mlp_layer_types")
+    if kinds is not None:
+        if len(kinds) < n:
+            raise r.bad(r.path("mlp_layer_types"), f"[{len(kinds)} entries]", f"{n} entries")
+        return tuple(k == "sparse" for k in kinds[:n])
+    first = r.int("first_k_dense_replace", default=1, minimum=0)
+    freq = r.int("moe_layer_freq", default=1)
+    return tuple(i >= first and i % freq == 0 for i in range(n))
 
 
 def read_axk1(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
@@ -46,7 +66,7 @@ def read_axk1(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[
         )
     layouts = generic.read_layouts(r, ctx)
     ctx.provenance["layer pattern"] = "A.X K1: MLA on every layer (vLLM 0.33 AXK1.py)"
-    return layouts, (L.UNCOUNTED,) * ctx.num_layers
+    return layouts, (L.FULL,) * ctx.num_layers
 
 
 FAMILIES = (

@@ -1,16 +1,21 @@
 """Bamba (``BambaConfig.layers_block_type``): attention at ``attn_layer_indices``, Mamba2 elsewhere
-(:mod:`._mamba`). Its Mamba2 mixers are not counted by the weight count (refused, not guessed).
+(:mod:`._mamba`). The weight count counts its Mamba2 mixers as Granite-4.0-H's keys size them
+(``mamba_n_heads`` × ``mamba_d_head``, inner ``mamba_expand · hidden_size``:
+:func:`kvcalc.hfconfig.weights_mixers.granite_mamba2`), as transformers' BambaMixer and vLLM 0.33's
+``bamba.py`` (``MambaMixer2``) build them.
 """
 
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.families._mamba import MAMBA_MIXER_KEYS, attention_layer, mamba2_state
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import Layout
+from kvcalc.model.recurrent_layouts import Mamba2State
 
 
 def read_bamba(
@@ -33,7 +38,7 @@ def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[s
     layouts = read_bamba(
         r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
     )
-    return hybrid_weight_kinds(layouts, {})
+    return hybrid_weight_kinds(layouts, {Mamba2State: L.MAMBA2})
 
 
 FAMILIES = (

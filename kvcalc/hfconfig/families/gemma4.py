@@ -25,7 +25,7 @@ from kvcalc.hfconfig.families._gemma_layers import layer_types, shared_sources
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape import AttentionWeights
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MoeWeights
 from kvcalc.model.attention_layouts import SharedKV
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
@@ -79,10 +79,36 @@ def read_gemma4(
     return out
 
 
-#: Gemma 4 keys whose layouts the count does not model (MoE blocks, per-layer inputs, KV sharing,
-#: double-wide MLPs, audio): a config using one is refused, not guessed
-_GEMMA4_UNCOUNTED = ("enable_moe_block", "hidden_size_per_layer_input", "num_kv_shared_layers",
-                     "use_double_wide_mlp", "audio_config")  # fmt: skip
+#: Gemma 4 keys whose layouts the count does not model (per-layer inputs, KV sharing, double-wide
+#: MLPs, audio): a config using one is refused, not guessed
+_GEMMA4_UNCOUNTED = ("hidden_size_per_layer_input", "num_kv_shared_layers", "use_double_wide_mlp",
+                     "audio_config")  # fmt: skip
+
+
+def gemma4_moe(r: ConfigReader, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    """Gemma 4's MoE block (26B-A4B), beside the dense MLP in every layer: vLLM 0.33's
+    ``Gemma4DecoderLayer`` builds it where ``num_experts`` is set (transformers where
+    ``enable_moe_block`` is; a config saying one without the other is refused): the router
+    (projection, ``scale``, ``per_expert_scale``), ``num_experts`` experts of
+    ``moe_intermediate_size`` (else ``expert_intermediate_size``), top ``top_k_experts``, and
+    three more norms."""
+    experts = r.int("num_experts", default=0, minimum=0)
+    if bool(experts) != r.bool("enable_moe_block"):
+        raise ConfigError(
+            f"{r.source}: Gemma 4 with num_experts {experts or None} and enable_moe_block "
+            f"{r.bool('enable_moe_block')}: vLLM builds the MoE block from the first, transformers "
+            "from the second; its weights are not counted from config.json",
+            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+        )
+    if not experts:
+        return None, (False,) * n
+    moe = MoeWeights(
+        num_experts=experts,
+        experts_per_token=r.int("top_k_experts"),
+        expert_intermediate_size=r.int("moe_intermediate_size", "expert_intermediate_size"),
+        gemma4_router=True,
+    )
+    return moe, (True,) * n
 
 
 def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeights:
@@ -93,7 +119,7 @@ def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeight
         if value not in (None, False, 0):
             raise ConfigError(
                 f"{r.source}: Gemma 4 with {key} = {value!r}: its weights are not counted "
-                "from config.json (only the dense layout of Gemma-4-31B is)",
+                "from config.json (the dense and MoE layouts of Gemma-4-31B and 26B-A4B are)",
                 hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
             )
     return AttentionWeights(
@@ -104,7 +130,15 @@ def gemma4_global(r: ConfigReader, sliding: AttentionWeights) -> AttentionWeight
         o_bias=sliding.o_bias,
         qk_norm=True,
         v_proj=not r.bool("attention_k_eq_v"),
+        v_slot=r.bool("attention_k_eq_v"),  # vLLM loads K into both slots of qkv_proj
     )
+
+
+def gemma4_global_rope_values(r: ConfigReader, global_head: int) -> int:
+    """The global layers' own RoPE cache vLLM builds (``get_rope(global_head_dim, ...)`` with the
+    full-attention parameters): ``max_position_embeddings`` × ``global_head_dim`` values (the
+    ``proportional`` RoPE caches the whole head; Gemma-4 26B-A4B's shape: 32,768 × 512)."""
+    return r.int("max_position_embeddings") * global_head
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:

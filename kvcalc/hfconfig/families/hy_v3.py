@@ -9,7 +9,13 @@ is dense, the others MoE (``expert_hidden_dim`` wide, ``route_norm``): vLLM read
 which ``HYV3Config`` does not define (it writes ``mlp_layer_types``, which vLLM does not read), so
 a config without ``first_k_dense_replace`` fails to build (``ValueError``, recorded: the config
 class's defaults) and is refused here, as one with MoE layers and no ``expert_hidden_dim`` or
-``route_norm`` (``AttributeError``). Its weights are not counted from config.json.
+``route_norm`` (``AttributeError``).
+
+Weights (:func:`hy_v3_moe`, :func:`hy_v3_qk_norm`): per-head q/k norms where ``qk_norm`` says
+(vLLM's fallback path keeps them in the model dtype, as recorded on the emulated H200; its HPC
+kernel path would hold them in fp32), dense ``intermediate_size`` MLPs below
+``first_k_dense_replace``, then ``num_experts`` experts of ``expert_hidden_dim`` with
+``num_shared_experts`` shared ones as wide, an fp32 router and fp32 ``expert_bias``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import MoeWeights
 from kvcalc.model.layouts import FullAttention, Layout
 
 
@@ -67,6 +74,28 @@ def _check_moe_keys(r: ConfigReader, n: int) -> None:
         r.bool("route_norm")
 
 
+def hy_v3_moe(r: ConfigReader, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    """``HYV3DecoderLayer``: MoE from ``first_k_dense_replace`` on (``HYV3MoE``)."""
+    first = r.int("first_k_dense_replace", minimum=0)
+    flags = tuple(i >= first for i in range(n))
+    if not any(flags):
+        return None, flags
+    width = r.int("expert_hidden_dim")
+    moe = MoeWeights(
+        num_experts=r.int("num_experts"),
+        experts_per_token=r.int("num_experts_per_tok", default=1),
+        expert_intermediate_size=width,
+        shared_intermediate_size=width * r.int("num_shared_experts", default=0, minimum=0),
+        score_bias=True,
+        router_fp32=True,
+    )
+    return moe, flags
+
+
+def hy_v3_qk_norm(r: ConfigReader) -> bool:
+    return r.bool("qk_norm")
+
+
 def read_hy_v3(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
     _check_moe_keys(r, n)
@@ -79,7 +108,7 @@ def read_hy_v3(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple
     )
     prov["layer pattern"] = "Hunyuan V3: every layer full attention (hy_v3.py passes no window)"
     layouts: list[Layout] = [FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width)]
-    return layouts * n, (L.UNCOUNTED,) * n
+    return layouts * n, (L.FULL,) * n
 
 
 FAMILIES = (

@@ -1,21 +1,28 @@
 """Kimi-Linear (``vllm/models/kimi_k3``, vLLM 0.33.0): ``linear_attn_config.kda_layers`` lists the
 KDA layers **1-based** (``is_kda_layer``: ``layer_idx + 1 in kda_layers``); every other layer is MLA
 (``kv_lora_rank + qk_rope_head_dim``). The KDA recurrent state is float32 under ``auto``
-(``MambaStateDtypeCalculator.kda_state_dtype``), the conv state the model dtype. Its KDA mixers are
-not counted by the weight count (refused, not guessed).
+(``MambaStateDtypeCalculator.kda_state_dtype``), the conv state the model dtype.
+
+Weights: the KDA mixers of :func:`kda_weights` (low-rank forget and output gates; a full-rank gate,
+``use_full_rank_gate``, is refused, not guessed), the MLA layers without RoPE (``mla_use_nope``:
+vLLM builds none; a RoPE'd MLA, whose cache vLLM keeps in fp32, is refused), MoE from
+``first_k_dense_replace`` with ``num_experts_per_token`` routed of ``num_experts``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import MoeWeights
+from kvcalc.hfconfig.weight_shape_extra import KdaWeights
 from kvcalc.model.dtypes import FP32, CacheDtype
-from kvcalc.model.layouts import Layout, MLALatent
+from kvcalc.model.layouts import Layout, MLALatent, RecurrentVariant
 from kvcalc.model.recurrent_layouts import KimiDeltaState
 
 
@@ -60,6 +67,37 @@ def read_kimi_linear(
     return [state if i + 1 in kda else mla for i in range(num_layers)]
 
 
+def kda_weights(r: ConfigReader) -> KdaWeights:
+    """The KDA mixer's dimensions; a full-rank gate or a RoPE'd MLA layer is refused."""
+    cfg = r.mapping("linear_attn_config") or {}
+    sub = _SubReader(r, "linear_attn_config", cfg)
+    if cfg.get("use_full_rank_gate") or not r.bool("mla_use_nope"):
+        what = "a full-rank KDA gate" if cfg.get("use_full_rank_gate") else "RoPE on its MLA layers"
+        raise ConfigError(
+            f"{r.source}: Kimi-Linear with {what}: its weights are not counted from config.json",
+            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+        )
+    return KdaWeights(
+        num_heads=sub.int("num_heads"),
+        head_dim=sub.int("head_dim"),
+        conv_kernel=sub.int("short_conv_kernel_size", 4),
+    )
+
+
+def kimi_moe(r: ConfigReader, moe: MoeWeights | None) -> MoeWeights | None:
+    """The routed experts' top-k (``num_experts_per_token``) and vLLM's per-rank expert width
+    floor (``KimiMoE``, vLLM 0.33 ``models/kimi_k3/nvidia/model.py``: under TP without EP, a rank's share of ``moe_intermediate_size`` below
+    ``min_moe_intermediate_per_partition``, 256, is padded up to it)."""
+    if moe is None:
+        return None
+    return replace(
+        moe,
+        experts_per_token=r.int("num_experts_per_token", default=1),
+        min_width_per_rank=r.int("min_moe_intermediate_per_partition", default=256),
+        score_bias=True,  # KimiMoE's fp32 gate.e_score_correction_bias
+    )
+
+
 class _SubReader:
     """Typed reads of a nested mapping (``linear_attn_config``), recorded under its path."""
 
@@ -82,7 +120,7 @@ def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[s
     layouts = read_kimi_linear(
         r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
     )
-    return hybrid_weight_kinds(layouts, {})
+    return hybrid_weight_kinds(layouts, {KimiDeltaState: RecurrentVariant.KIMI_DELTA})
 
 
 FAMILIES = (
@@ -99,6 +137,9 @@ FAMILIES = (
             "v_head_dim",
             # a top-level one is not read: vLLM's kimi_linear takes linear_attn_config's (read above)
             "short_conv_kernel_size",
+            "mla_use_nope",
+            "num_experts_per_token",
+            "min_moe_intermediate_per_partition",
         },
         layer_types=frozenset(),
         layouts=_layouts,

@@ -9,8 +9,16 @@ heads); its query heads are
 ``num_attention_heads_per_layer[i]`` (Laguna-XS), which ``LagunaAttention`` asserts TP divides. The
 sliding layers' attention sinks (``swa_attention_sink_enabled``), the output gate (``gating``) and
 per-layer-type RoPE shape no cache. vLLM refuses a config without ``mlp_layer_types`` (one older
-than transformers' class: ``ValueError``), and so does this reader. Weights are not counted from
-config.json.
+than transformers' class: ``ValueError``), and so does this reader.
+
+Weights (:func:`laguna_weights`): each layer's q/k/v/o of its own query heads with per-head q/k
+norms, the output gate (``gating``: ``g_proj``, one value per head, or per element of every head
+otherwise) and, on sliding layers with ``swa_attention_sink_enabled``, one sink per head; dense
+MLPs and, where ``mlp_layer_types`` says ``sparse``, ``num_experts`` experts with a shared expert
+(``shared_expert_intermediate_size``) and an fp32 ``e_score_correction_bias`` parameter; one RoPE
+cache per distinct layer-type RoPE and head width (the per-type ``rope_parameters`` the config
+class writes; ``swa_rope_parameters``, a top-level ``partial_rotary_factor`` or scaled RoPE are
+refused, not guessed).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MoeWeights
 from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
@@ -37,6 +46,65 @@ def _layer_list(r: ConfigReader, key: str, n: int, what: str) -> list | None:
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
             raise r.bad(r.path(key), values, "a list of positive head counts")
     return values
+
+
+def _uncounted(r: ConfigReader, what: str) -> ConfigError:
+    return ConfigError(
+        f"{r.source}: Laguna with {what}: its weights are not counted from config.json",
+        hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+    )
+
+
+def laguna_weights(
+    r: ConfigReader, n: int, hidden: int
+) -> tuple[tuple[AttentionWeights, ...], tuple[str, ...], int, int, int]:
+    """Each layer's attention, its mixer (``attention`` sliding, ``attention_global`` full),
+    and the RoPE caches: rows, the first cache's width, the other caches' values."""
+    heads = r.int("num_attention_heads")
+    types = _layer_list(r, "layer_types", n, "str") or ["full_attention"] * n
+    per_layer = _layer_list(r, "num_attention_heads_per_layer", n, "int") or [heads] * n
+    width = r.int("head_dim", default=128, minimum=0)
+    kv = r.int("num_key_value_heads", default=heads)
+    gating = r.value("gating", False)
+    sinks = r.bool("swa_attention_sink_enabled")
+    layers = []
+    for t, q in zip(types, per_layer, strict=True):
+        dim = width or hidden // q
+        layers.append(AttentionWeights(
+            num_heads=q, num_kv_heads=kv, head_dim=dim, qk_norm=True,
+            head_gate=gating is True or gating == "per-head",
+            output_gate=bool(gating) and not (gating is True or gating == "per-head"),
+            sinks=sinks and t == "sliding_attention",
+        ))  # fmt: skip
+    if r.value("swa_rope_parameters") is not None or r.value("partial_rotary_factor") is not None:
+        raise _uncounted(r, "swa_rope_parameters or a top-level partial_rotary_factor")
+    nested = r.mapping("rope_parameters") or {}
+    caches = set()
+    for t, a in zip(types, layers, strict=True):
+        params = nested.get(t) or nested.get("full_attention") or {}
+        if not isinstance(params, dict) or params.get("rope_type", "default") != "default":
+            raise _uncounted(r, "scaled or unnested RoPE")
+        factor = params.get("partial_rotary_factor", 1.0)
+        caches.add((a.head_dim, int(a.head_dim * factor), params.get("rope_theta")))
+    rows = r.int("max_position_embeddings")
+    widths = sorted(c[1] for c in caches)
+    mixers = tuple("attention" if t == "sliding_attention" else "attention_global" for t in types)
+    return tuple(layers), mixers, rows, widths[0], rows * sum(widths[1:])
+
+
+def laguna_moe(r: ConfigReader, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    flags = tuple(t == "sparse" for t in (_layer_list(r, "mlp_layer_types", n, "str") or []))
+    if not any(flags):
+        return None, flags
+    moe = MoeWeights(
+        num_experts=r.int("num_experts"),
+        experts_per_token=r.int("num_experts_per_tok", default=1),
+        expert_intermediate_size=r.int("moe_intermediate_size"),
+        shared_intermediate_size=r.int("shared_expert_intermediate_size", default=0, minimum=0),
+        statics_bias=True,
+        statics_fp32=True,
+    )
+    return moe, flags
 
 
 def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
@@ -90,7 +158,7 @@ def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tupl
         typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=w)
         for t, w in zip(types, widths, strict=True)
     ]
-    return layouts, (L.UNCOUNTED,) * n
+    return layouts, tuple(L.weight_kind(x) for x in layouts)
 
 
 FAMILIES = (

@@ -2,9 +2,10 @@
 or (older configs) ``full_attn_idxs`` with every other layer a convolution (transformers'
 ``Lfm2Config``). The conv state is ``(conv_L_cache − 1, conv_dim)`` (LFM2) or
 ``(conv_L_cache − 1, hidden_size)`` (LFM2-MoE); attention heads are
-``hidden_size // num_attention_heads`` wide. The weight count counts LFM2's short convolutions
-(not LFM2-MoE's):
-:func:`lfm2_short_conv` and the feed-forward width :func:`lfm2_ffn` are read here.
+``hidden_size // num_attention_heads`` wide. The weight count counts the short convolutions of
+both (:func:`lfm2_short_conv`), LFM2's feed-forward width :func:`lfm2_ffn` and LFM2-MoE's
+placement of its experts (:func:`lfm2_moe_layers`: dense ``intermediate_size`` MLPs in the first
+``num_dense_layers`` layers, ``vllm/model_executor/models/lfm2_moe.py``).
 
 LFM2-VL (``lfm2_vl``: ``Lfm2VlForConditionalGeneration``, ``lfm2_vl.py``) builds its ``text_config``
 as LFM2 (``init_vllm_registered_model``), but sizes the conv state from its own
@@ -98,14 +99,17 @@ def lfm2_short_conv(r: ConfigReader) -> ShortConvWeights:
     return ShortConvWeights(conv_kernel=r.int("conv_L_cache", default=3), bias=r.bool("conv_bias"))
 
 
+def lfm2_moe_layers(r: ConfigReader, n: int) -> tuple[bool, ...]:
+    """LFM2-MoE: layer ``i`` is MoE unless ``i < num_dense_layers`` (Lfm2MoeConfig default 2)."""
+    dense = r.int("num_dense_layers", default=2, minimum=0)
+    return tuple(i >= dense for i in range(n))
+
+
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     layouts = read_lfm2(
         r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
     )
-    counted: dict[type, str] = (
-        {ShortConvState: L.SHORT_CONV} if r.raw.get("model_type") in ("lfm2", "lfm2_vl") else {}
-    )
-    return hybrid_weight_kinds(layouts, counted)
+    return hybrid_weight_kinds(layouts, {ShortConvState: L.SHORT_CONV})
 
 
 FAMILIES = (

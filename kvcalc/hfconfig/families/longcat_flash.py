@@ -11,8 +11,15 @@ that is refused. vLLM also reads ``mla_scale_q_lora``, ``mla_scale_kv_lora`` and
 which the config class does not define: its defaults fail building (``AttributeError``, recorded)
 and are refused here. MLA dimensions other than the class's (128, 64, 128) are refused, as for A.X K1
 (vLLM's MLA prefill backends take fixed sets). The N-gram embedding variant
-(``ngram_vocab_size_ratio``, ``emb_split_num``, ``emb_neighbor_num``) shapes no cache. Weights (zero
-and identity experts) are not counted from config.json.
+(``ngram_vocab_size_ratio``, ``emb_split_num``, ``emb_neighbor_num``) shapes no cache.
+
+Weights: kvcalc's layer ``2j`` is decoder layer ``j``'s first attention (``self_attn.0``), its
+first MLP (``mlps.0``, ``ffn_hidden_size``), its two norms and its MoE; layer ``2j + 1`` the second
+attention, MLP and norms. The MoE (:func:`longcat_moe`): ``n_routed_experts`` of
+``expert_ffn_hidden_size``, top ``moe_topk``, and an fp32 router (``LongcatRouter``'s classifier,
+``params_dtype=torch.float32``) over them and the ``zero_expert_num`` weightless zero experts, with
+its fp32 ``e_score_correction_bias`` as wide. The N-gram variant's hashed embedding tables
+(:func:`longcat_ngram`) are as vLLM builds them (transformers has no class for it).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import MoeWeights
+from kvcalc.hfconfig.weight_shape_extra import NgramEmbeddingWeights
 from kvcalc.model.layouts import Layout, MLALatent
 
 #: the MLA dimensions recorded (LongcatFlashConfig's): qk_nope_head_dim, qk_rope_head_dim, v_head_dim
@@ -71,7 +80,37 @@ def read_longcat_flash(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout
     )
     prov["layer pattern"] = "LongCat-Flash: two MLA attentions in every decoder layer"
     n = 2 * layers
-    return [latent] * n, (L.UNCOUNTED,) * n
+    return [latent] * n, (L.FULL,) * n
+
+
+def longcat_moe(r: ConfigReader, n: int) -> tuple[MoeWeights, tuple[bool, ...]]:
+    """The MoE of each decoder layer, on kvcalc's even layers (LongcatFlashConfig's defaults)."""
+    moe = MoeWeights(
+        num_experts=r.int("n_routed_experts", default=512),
+        experts_per_token=r.int("moe_topk", default=12),
+        expert_intermediate_size=r.int("expert_ffn_hidden_size", default=2048),
+        zero_experts=r.int("zero_expert_num", default=256, minimum=0),
+        score_bias=True,
+        router_fp32=True,
+    )
+    return moe, tuple(i % 2 == 0 for i in range(n))
+
+
+def longcat_ngram(r: ConfigReader, hidden: int) -> NgramEmbeddingWeights | None:
+    """``NgramEmbedding``: ``emb_split_num · (emb_neighbor_num − 1)`` embedders of
+    ``ngram_vocab_size_ratio · vocab_size + 2i + 1`` rows each, ``hidden // embedders`` wide."""
+    if r.value("ngram_vocab_size_ratio") is None:
+        return None
+    m = r.int("ngram_vocab_size_ratio") * r.int("vocab_size")
+    k, n = r.int("emb_split_num"), r.int("emb_neighbor_num", minimum=2)
+    embedders = k * (n - 1)
+    return NgramEmbeddingWeights(
+        rows=sum(m + 2 * i + 1 for i in range(embedders)),
+        width=hidden // embedders,
+        embedders=embedders,
+        # ne_weights (n − 1) × k × n, ne_mods (n − 1) × k, exclusive_sizes embedders + 1
+        int32_values=(n - 1) * k * n + (n - 1) * k + embedders + 1,
+    )
 
 
 FAMILIES = (

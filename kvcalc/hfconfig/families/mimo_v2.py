@@ -11,6 +11,14 @@ built without speculative decoding.
 
 MiMo-V2-Flash: sliding 8 × (192 + 128) × 2 B = 5,120 B per token per layer, full
 4 × (192 + 128) × 2 B = 2,560 B; 39 sliding + 9 full layers.
+
+Weights (``MiMoV2Attention``, ``MiMoV2MoE``): each layer type's q/k/v of its own heads, V
+``v_head_dim`` wide and o_proj reading heads × ``v_head_dim``; the sliding layers' one sink per
+head (``add_swa_attention_sink_bias``; the full layers build none whatever
+``add_full_attention_sink_bias`` says); layer ``i`` is MoE when ``moe_layer_freq`` is a list whose
+entry ``i`` is true (``is_moe_layer``: an int, or no key, makes every layer dense), an fp32 router
+(``moe_router_dtype``) and fp32 ``e_score_correction_bias``, no shared experts; two RoPE caches
+when ``swa_rope_theta`` differs from ``rope_theta`` (``get_rope`` caches one per theta).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.layers import with_weight_kinds
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import AttentionWeights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout, SlidingWindow
 
@@ -66,6 +75,48 @@ def read_mimo_v2(
         else:
             out.append(FullAttention(dtype=dtype, kv_heads=kv, k_dim=k_dim, v_dim=v_dim))
     return out
+
+
+def mimo_v2_attention(r: ConfigReader) -> tuple[AttentionWeights, AttentionWeights]:
+    """The sliding layers' attention weights and the full layers' (``MiMoV2FlashDecoderLayer``)."""
+    bias = r.bool("attention_bias")
+    swa_k, k = r.int("swa_head_dim"), r.int("head_dim")
+    sliding = AttentionWeights(
+        num_heads=r.int("swa_num_attention_heads"),
+        num_kv_heads=r.int("swa_num_key_value_heads"),
+        head_dim=swa_k,
+        v_head_dim=r.int("swa_v_head_dim", default=swa_k),
+        qkv_bias=bias,
+        sinks=r.bool("add_swa_attention_sink_bias"),
+    )
+    full = AttentionWeights(
+        num_heads=r.int("num_attention_heads"),
+        num_kv_heads=r.int("num_key_value_heads"),
+        head_dim=k,
+        v_head_dim=r.int("v_head_dim", default=k),
+        qkv_bias=bias,
+    )
+    return sliding, full
+
+
+def mimo_v2_moe_layers(r: ConfigReader, n: int) -> tuple[bool, ...]:
+    """``is_moe_layer``: entry ``i`` of a ``moe_layer_freq`` list; an int or no key: none."""
+    if not r.has("moe_layer_freq") or isinstance(r.value("moe_layer_freq"), int):
+        return (False,) * n
+    freq = r.list("moe_layer_freq") or []
+    if len(freq) < n or any(v not in (0, 1) for v in freq):
+        raise ConfigError(
+            f"{r.source}: {r.path('moe_layer_freq')} must list 0 (dense) or 1 (MoE) for each of "
+            f"{n} layers",
+            code="config-invalid",
+        )
+    return tuple(bool(v) for v in freq[:n])
+
+
+def mimo_v2_rope_caches(r: ConfigReader) -> int:
+    """RoPE caches vLLM keeps: one per distinct theta of the two layer types."""
+    full = r.value("rope_theta", 1000000)
+    return 1 if r.value("swa_rope_theta", full) == full else 2
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:

@@ -7,7 +7,10 @@ layer caches ``num_key_value_heads`` KV heads ``head_dim`` wide (``config.head_d
 ``num_attention_heads`` query heads TP must divide. The per-layer RoPE bases (``layer_rope_theta``,
 0: NoPE), the weightless q/k norm, the output gate and the logit soft-cap shape no cache. Only the
 text-only config is this family: the multimodal ``MuseGlimmerConfig`` (a vision encoder beside it)
-was not recorded. Weights are not counted from config.json.
+was not recorded. Weights: q/k/v/o and a full-width sigmoid ``output_gate_proj`` (q_proj's width,
+split with it), unweighted q/k norms, four norms per layer, one RoPE cache unless every
+``layer_rope_theta`` is 0 (:func:`muse_glimmer_uses_rope`; the bases only switch RoPE per layer,
+vLLM's ``get_rope`` reads the shared ``rope_parameters``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,14 @@ def read_muse_glimmer(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout]
     layouts: list[Layout] = [
         typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=width) for t in types
     ]
-    return layouts, (L.UNCOUNTED,) * n
+    return layouts, tuple(L.weight_kind(x) for x in layouts)
+
+
+def muse_glimmer_uses_rope(r: ConfigReader) -> bool:
+    """``MuseGlimmerTextAttention.use_rope``: any layer with a non-zero ``layer_rope_theta``
+    (none given: every layer)."""
+    thetas = r.list("layer_rope_theta")
+    return thetas is None or any(bool(t) for t in thetas)
 
 
 FAMILIES = (

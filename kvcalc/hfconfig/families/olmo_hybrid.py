@@ -10,12 +10,16 @@ writes every 4th layer full when unset and fills the DeltaNet heads from the att
   Unlike Qwen3-Next's layer it exports no prefill checkpoints, so align mode holds 2 blocks per
   request without the 64-token alignment.
 
-Its weights (the fused ``in_proj_qkvg``, q/k norms over all heads) are not counted from config.json.
+Weights: the DeltaNet as Qwen3-Next's (:func:`kvcalc.hfconfig.weights_mixers.gdn_weights`: q, k,
+v, the output gate g, a and b, the conv, ``dt_bias``, fp32 ``A_log``, the one-head output norm,
+o_proj; vLLM fuses q, k, v and g into ``in_proj_qkvg``), the attention layers' q/k norms over all
+heads (OLMo-2's), dense MLPs and two norms per layer.
 """
 
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.families._plain import split_head_width
 from kvcalc.hfconfig.family import Family, LayoutContext
@@ -63,7 +67,7 @@ def read_olmo_hybrid(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
 
 
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    return hybrid_weight_kinds(read_olmo_hybrid(r, ctx), {})
+    return hybrid_weight_kinds(read_olmo_hybrid(r, ctx), {GatedDeltaNetState: L.GDN})
 
 
 FAMILIES = (

@@ -19,7 +19,15 @@ The config class reads both its own keys and the checkpoints' ones (``num_attent
   does not define: without them vLLM fails building it (``AttributeError``, recorded for the config
   class's defaults), with either flag false it asserts. Refused here as there.
 
-Weights are not counted from config.json.
+Weights (:func:`step3p5_weights`): each layer type's q/k/v/o of its query heads over
+``num_attention_groups`` KV heads, per-head q/k norms and the head-wise output gate
+(``use_head_wise_attn_gate``: ``g_proj``, heads × hidden); dense ``intermediate_size`` MLPs, and on
+the MoE layers ``moe_num_experts`` of ``moe_intermediate_size`` (top ``moe_top_k``) with the shared
+expert (``share_expert_dim``), an fp32 router (``need_fp32_gate``) and fp32 ``router_bias``; one
+RoPE cache per distinct layer-type RoPE (``Step3p7TextConfig`` resolves ``rope_theta`` and
+``partial_rotary_factors`` per type, from each type's first layer). Counted only where the layout
+is uniform: a config with ``per_layer_config``, ``use_rope_layers``, scaled RoPE or no
+``head_dim`` is refused, not guessed. transformers' Step3p7TextModel builds the same parameters.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape import AttentionWeights, MoeWeights
 from kvcalc.model.layouts import Layout
 
 _TYPES = ("sliding_attention", "full_attention")
@@ -104,6 +113,60 @@ def _sliding_heads(r: ConfigReader, heads: int) -> int:
     return heads
 
 
+def _uncounted(r: ConfigReader, what: str) -> ConfigError:
+    return ConfigError(
+        f"{r.source}: Step-3.5 with {what}: its weights are not counted from config.json",
+        hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+    )
+
+
+def step3p5_weights(
+    r: ConfigReader, n: int
+) -> tuple[AttentionWeights, AttentionWeights, tuple[str, ...], MoeWeights, tuple[bool, ...], int]:
+    """The sliding and full layers' attention, each layer's (``attention`` for a
+    ``sliding_attention`` layer, with or without a window; ``attention_global`` for a full one),
+    the MoE and its layers, and the RoPE cache rows (``max_position_embeddings`` per distinct
+    layer-type RoPE; the width is ``head_dim`` × the factor)."""
+    for key in ("per_layer_config", "use_rope_layers", "rope_scaling"):
+        if r.value(key) is not None:
+            raise _uncounted(r, key)
+    width = r.int("head_dim", default=128, minimum=0)
+    if not width:
+        raise _uncounted(r, "no head_dim (widths per layer)")
+    mtp = r.int("num_nextn_predict_layers", default=0, minimum=0)
+    heads = r.int("num_attention_heads")
+    kv = r.int("num_attention_groups", "num_key_value_heads", default=8)
+    gate = r.bool("use_head_wise_attn_gate")
+    full = AttentionWeights(num_heads=heads, num_kv_heads=kv, head_dim=width, qk_norm=True,
+                            head_gate=gate)  # fmt: skip
+    sliding = AttentionWeights(num_heads=_sliding_heads(r, heads), num_kv_heads=kv,
+                               head_dim=width, qk_norm=True, head_gate=gate)  # fmt: skip
+    flags = tuple(_moe_layers(r, n, mtp))
+    moe = MoeWeights(
+        num_experts=r.int("moe_num_experts"),
+        experts_per_token=r.int("moe_top_k"),
+        expert_intermediate_size=r.int("moe_intermediate_size"),
+        shared_intermediate_size=r.int("share_expert_dim"),
+        score_bias=True,
+        router_fp32=True,
+    )
+    types = _trimmed(r, "layer_types", n, mtp) or ["full_attention"] * n
+    thetas = r.value("rope_theta", 10000.0)
+    factors = r.list("partial_rotary_factors")
+    ropes = set()
+    for kind in set(types):
+        first = types.index(kind)  # Step3p7TextConfig: each type's first layer's values
+        theta = thetas[first] if isinstance(thetas, list) else thetas
+        factor = factors[first] if factors else 1.0
+        if factor not in (1, 0.5):  # Step3p5Attention asserts 1 or 0.5
+            raise _uncounted(r, f"partial_rotary_factors {factor}")
+        ropes.add((theta, factor))
+    if len({f for _, f in ropes}) > 1:
+        raise _uncounted(r, "RoPE widths that differ by layer type")
+    mixers = tuple("attention" if t == "sliding_attention" else "attention_global" for t in types)
+    return sliding, full, mixers, moe, flags, r.int("max_position_embeddings") * len(ropes)
+
+
 def read_step3p5(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
     if r.str("att_impl_type", "GQA") != "GQA":
@@ -163,7 +226,7 @@ def read_step3p5(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
         typed_layer(t, window, dtype=ctx.dtype, kv_heads=kv, head_dim=w)
         for t, w in zip(types, widths, strict=True)
     ]
-    return layouts, (L.UNCOUNTED,) * n
+    return L.with_weight_kinds(layouts)
 
 
 FAMILIES = (

@@ -13,16 +13,23 @@ Mamba2 alone.
 
 ``layers_block_type`` values: ``hybrid``, and ``mamba`` (``linear_attention`` in transformers 5's
 spelling); without it the config class's 54-layer pattern. Both states are in the model dtype
-unless ``--mamba-ssm-cache-dtype`` says otherwise. Its weights (shared blocks with per-layer LoRA
-adapters) are not counted from config.json (refused, not guessed).
+unless ``--mamba-ssm-cache-dtype`` says otherwise.
+
+Weights (:func:`zamba2_weights`, :func:`zamba2_mamba2`): every layer's Mamba2 mixer
+(``MambaMixer2``: inner ``mamba_expand · hidden_size``, ``n_mamba_heads``, biases
+``add_bias_linear``) and one norm; the hybrid layers' projection and LoRA adapters
+(``adapter_rank``; q/k/v ones with ``use_shared_attention_adapter``) and the ``num_mem_blocks``
+shared blocks counted once each. With ``use_mem_rope`` (a RoPE cache) they are refused.
 """
 
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape_extra import Mamba2Weights, Zamba2Weights
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention, Layout
 from kvcalc.model.recurrent_layouts import Mamba2State, ParallelHybrid
@@ -116,11 +123,46 @@ def read_zamba2(
     return [both if i in hybrid else mamba for i in range(num_layers)]
 
 
+def zamba2_mamba2(r: ConfigReader, hidden: int) -> Mamba2Weights:
+    """The Mamba2 mixer vLLM builds (``Zamba2MambaDecoderLayer``)."""
+    inner = r.int("mamba_expand", default=2) * hidden
+    heads = r.int("n_mamba_heads", default=8)
+    return Mamba2Weights(
+        num_heads=heads,
+        head_dim=inner // heads,
+        n_groups=r.int("mamba_ngroups", default=1),
+        state_size=r.int("mamba_d_state", default=64),
+        conv_kernel=r.int("mamba_d_conv", default=4),
+        conv_bias=r.bool("use_conv_bias", True),
+        proj_bias=r.bool("add_bias_linear"),
+        inner=inner,
+    )
+
+
+def zamba2_weights(r: ConfigReader, kinds: tuple[str, ...], hidden: int) -> Zamba2Weights:
+    """The shared blocks and the hybrid layers' projections and adapters."""
+    if r.bool("use_mem_rope"):
+        raise ConfigError(
+            f"{r.source}: Zamba2 with use_mem_rope: its weights are not counted from config.json",
+            hint="pass --weights-memory, or plan from a Hub id or folder with safetensors files",
+        )
+    return Zamba2Weights(
+        hybrid_layers=tuple(i for i, k in enumerate(kinds) if k == L.ZAMBA2_HYBRID),
+        mem_blocks=r.int("num_mem_blocks", default=1),
+        num_heads=r.int("num_attention_heads"),
+        width=r.int("attention_hidden_size", default=2 * hidden),
+        intermediate_size=r.int("intermediate_size", default=4 * hidden),
+        adapter_rank=r.int("adapter_rank", default=128),
+        attention_adapters=r.bool("use_shared_attention_adapter"),
+        bias=r.bool("add_bias_linear"),
+    )
+
+
 def _layouts(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     layouts = read_zamba2(
         r, ctx.num_layers, ctx.num_attention_heads, ctx.hidden_size, ctx.dtype, ctx.provenance
     )
-    return hybrid_weight_kinds(layouts, {})
+    return hybrid_weight_kinds(layouts, {ParallelHybrid: L.ZAMBA2_HYBRID, Mamba2State: L.MAMBA2})
 
 
 FAMILIES = (
@@ -150,6 +192,11 @@ FAMILIES = (
             "time_step_floor",
             "time_step_limit",  # initialisation and the dt clamp
             "use_mem_eff_path",
+            "num_mem_blocks",  # weights: shared blocks, their adapters
+            "adapter_rank",
+            "use_shared_attention_adapter",
+            "use_mem_rope",
+            "add_bias_linear",
         },
         layer_types=frozenset(),
         layouts=_layouts,
