@@ -27,6 +27,26 @@ def required(r: ConfigReader, key: str, model_file: str) -> int:
     return r.int(key)
 
 
+def head_width(r: ConfigReader, ctx: LayoutContext, model_file: str) -> int:
+    """``head_dim``, which the config must carry; 0 (or null) means ``hidden_size //
+    num_attention_heads``, as ``model_file`` derives it."""
+    heads, hidden = ctx.num_attention_heads, ctx.hidden_size
+    if "head_dim" not in r.raw:
+        required(r, "head_dim", model_file)
+    width = r.int("head_dim", default=0, minimum=0)
+    if width:
+        ctx.provenance["head_dim"] = f"head_dim = {width}"
+        return width
+    if hidden <= 0 or hidden % heads:
+        raise r.missing(("head_dim", "hidden_size"))
+    width = hidden // heads
+    ctx.provenance["head_dim"] = (
+        f"head_dim {r.raw['head_dim']}: hidden_size // num_attention_heads = {hidden} // "
+        f"{heads} = {width} ({model_file})"
+    )
+    return width
+
+
 def full_uncounted(
     ctx: LayoutContext, kv: int, width: int, pattern: str
 ) -> tuple[list[Layout], tuple[str, ...]]:

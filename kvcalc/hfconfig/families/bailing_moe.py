@@ -11,27 +11,14 @@ counted from config.json.
 
 from __future__ import annotations
 
-from kvcalc.hfconfig.families._remote import full_uncounted, required
+from kvcalc.hfconfig.families._remote import full_uncounted, head_width, required
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import Layout
 
 
 def read_bailing_moe(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    heads, hidden = ctx.num_attention_heads, ctx.hidden_size
-    if "head_dim" not in r.raw:
-        required(r, "head_dim", "bailing_moe.py")
-    width = r.int("head_dim", default=0, minimum=0)
-    if width:
-        ctx.provenance["head_dim"] = f"head_dim = {width}"
-    else:
-        if hidden <= 0 or hidden % heads:
-            raise r.missing(("head_dim", "hidden_size"))
-        width = hidden // heads
-        ctx.provenance["head_dim"] = (
-            f"head_dim {r.raw['head_dim']}: hidden_size // num_attention_heads = {hidden} // "
-            f"{heads} = {width} (bailing_moe.py)"
-        )
+    width = head_width(r, ctx, "bailing_moe.py")
     kv = required(r, "num_key_value_heads", "bailing_moe.py")
     return full_uncounted(ctx, kv, width, "Bailing MoE: every layer full attention")
 

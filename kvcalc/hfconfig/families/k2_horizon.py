@@ -14,33 +14,20 @@ Weights are not counted from config.json.
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
-from kvcalc.hfconfig.families._remote import full_uncounted, required
+from kvcalc.hfconfig.families._remote import full_uncounted, head_width, required
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import Layout
 
 
 def read_k2_horizon(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    heads, hidden = ctx.num_attention_heads, ctx.hidden_size
     if r.value("dual_chunk_attention_config") is not None:
         raise ConfigError(
             f"{r.source}: dual_chunk_attention_config: vLLM 0.33 k2_horizon.py then serves "
             "dual-chunk attention, which kvcalc has not checked",
             code="config-unverified",
         )
-    if "head_dim" not in r.raw:
-        required(r, "head_dim", "k2_horizon.py")
-    width = r.int("head_dim", default=0, minimum=0)
-    if width:
-        ctx.provenance["head_dim"] = f"head_dim = {width}"
-    else:
-        if hidden <= 0 or hidden % heads:
-            raise r.missing(("head_dim", "hidden_size"))
-        width = hidden // heads
-        ctx.provenance["head_dim"] = (
-            f"head_dim {r.raw['head_dim']}: hidden_size // num_attention_heads = {hidden} // "
-            f"{heads} = {width} (k2_horizon.py)"
-        )
+    width = head_width(r, ctx, "k2_horizon.py")
     kv = required(r, "num_key_value_heads", "k2_horizon.py")
     return full_uncounted(
         ctx, kv, width, "K2 Horizon: every layer full attention, MoVA layers one cache each"
