@@ -434,13 +434,8 @@ def _eva2clip(v: VisionWeights) -> list[Tensor]:
     out.append(Tensor(name=f"{p}.patch_embedding.cls_embedding", rows=hv, role="vector"))
     out.append(Tensor(name=f"{p}.patch_embedding.position_embedding", rows=v.num_positions,
                       cols=hv, role="position"))  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.transformer.layers.{i}"
-        out += _linear(f"{q}.attention.query_key_value", 3 * hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.attention.dense", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.layernorms", rows=hv, copies=4, role="norm"))
+    out += _fused_qkv_blocks(v, f"{p}.transformer.layers", "attention.query_key_value",
+                             "attention.dense", "layernorms")  # fmt: skip
     out += _linear(f"{p}.conv", h, hv * 2 * 2, None, "replicated", bias=True)
     g = f"{p}.linear_proj"
     out += _linear(f"{g}.linear_proj", h, h, None, "replicated")
@@ -458,13 +453,7 @@ def _kimi_vl(v: VisionWeights) -> list[Tensor]:
                   "replicated", bias=True)  # fmt: skip
     out.append(Tensor(name=f"{p}.patch_embed.pos_emb.weight", rows=v.num_positions, cols=hv,
                       role="position"))  # fmt: skip
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.encoder.blocks.{i}"
-        out += _linear(f"{q}.wqkv", 3 * hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.wo", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.norms", rows=hv, copies=4, role="norm"))
+    out += _fused_qkv_blocks(v, f"{p}.encoder.blocks", "wqkv", "wo", "norms")
     out.append(Tensor(name=f"{p}.encoder.final_layernorm", rows=hv, copies=2, role="norm"))
     m = "multi_modal_projector"
     out.append(Tensor(name=f"{m}.pre_norm", rows=hv, copies=2, role="norm"))
@@ -477,13 +466,8 @@ def _blip2(v: VisionWeights) -> list[Tensor]:
     :func:`kvcalc.hfconfig.weights_vision._blip2`."""
     hv, p = v.hidden_size, "vision_model"
     out = _class_token_embeddings(v, p)
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.encoder.layers.{i}"
-        out += _linear(f"{q}.self_attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
-        out += _linear(f"{q}.self_attn.projection", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out += _fused_qkv_blocks(v, f"{p}.encoder.layers", "self_attn.qkv", "self_attn.projection",
+                             "layer_norms", qkv_bias=v.attention_bias)  # fmt: skip
     out.append(Tensor(name=f"{p}.post_layernorm", rows=hv, copies=2, role="norm"))
     qh, inter = v.qformer_hidden_size, v.qformer_intermediate_size
     out.append(Tensor(name="query_tokens", rows=v.query_tokens, cols=qh, role="vector"))
@@ -510,13 +494,8 @@ def _step3_vl(v: VisionWeights) -> list[Tensor]:
     :func:`kvcalc.hfconfig.weights_vision._step3_vl`."""
     hv, p, out_dim = v.hidden_size, "vision_model", v.projector_output_dim
     out = _class_token_embeddings(v, p)
-    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
-    for i in range(v.num_layers):
-        q = f"{p}.transformer.layers.{i}"
-        out += _linear(f"{q}.self_attn.qkv_proj", 3 * hv, hv, None, "column", bias=True)
-        out += _linear(f"{q}.self_attn.out_proj", hv, hv, None, "row", bias=True)
-        out += _mlp(block, hv, f"{q}.mlp", None)
-        out.append(Tensor(name=f"{q}.layer_norms", rows=hv, copies=4, role="norm"))
+    out += _fused_qkv_blocks(v, f"{p}.transformer.layers", "self_attn.qkv_proj",
+                             "self_attn.out_proj", "layer_norms")  # fmt: skip
     out += _linear("vit_downsampler", out_dim, hv * 2 * 2, None, "replicated", bias=True)
     out += _linear("vit_downsampler2", 2 * out_dim, out_dim * 3 * 3, None, "replicated", bias=True)
     return out + _linear("vit_large_projector", v.text_hidden_size, 2 * out_dim, None,
@@ -574,6 +553,24 @@ def _gemma4(v: VisionWeights) -> list[Tensor]:
                     qk_norm_rows=v.head_dim)  # fmt: skip
     out += _linear("model.embed_vision.embedding_projection", v.text_hidden_size, hv, None,
                    "column")  # fmt: skip
+    return out
+
+
+def _fused_qkv_blocks(
+    v: VisionWeights, layers: str, qkv: str, out_proj: str, norms: str, *, qkv_bias: bool = True
+) -> list[Tensor]:
+    """ViT blocks with one fused ``3·hv × hv`` qkv split by columns, a biased output projection
+    split by rows, an ungated biased MLP (``mlp``) and four norm vectors (GLM-4V's EVA2-CLIP,
+    MoonViT, BLIP, Step3-VL's tower)."""
+    hv = v.hidden_size
+    block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
+    out: list[Tensor] = []
+    for i in range(v.num_layers):
+        q = f"{layers}.{i}"
+        out += _linear(f"{q}.{qkv}", 3 * hv, hv, None, "column", bias=qkv_bias)
+        out += _linear(f"{q}.{out_proj}", hv, hv, None, "row", bias=True)
+        out += _mlp(block, hv, f"{q}.mlp", None)
+        out.append(Tensor(name=f"{q}.{norms}", rows=hv, copies=4, role="norm"))
     return out
 
 

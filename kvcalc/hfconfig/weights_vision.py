@@ -78,17 +78,12 @@ def read_vision(
             else 0,
         )
     if vision_type in _QWEN3_VL:
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
             family="qwen3_vl",
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("depth"),
-            image_size=0,
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
             num_positions=vr.int("num_position_embeddings"),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             deepstack_layers=len(vr.index_list("deepstack_visual_indexes") or ()),
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
@@ -96,16 +91,12 @@ def read_vision(
             text_hidden_size=text_hidden,
         )
     if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
+            channels=("in_chans", "in_channels"),
             family="qwen2_5_vl",
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("depth"),
-            image_size=0,
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("in_chans", "in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
             text_hidden_size=text_hidden,
@@ -115,16 +106,11 @@ def read_vision(
         # rebuilt: grouped-query attention (num_key_value_heads), the gated biased MLP
         # intermediate_size wide, RMSNorms; the merger into out_hidden_size
         heads = vr.int("num_heads")
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
             family="exaone4_5",
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("depth"),
-            image_size=0,
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=vr.int("hidden_size") // heads,
             num_heads=heads,
@@ -140,16 +126,11 @@ def read_vision(
         ratio = vr.value("mlp_ratio", 4)
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio <= 0:
             raise vr.bad(vr.path("mlp_ratio"), ratio, "a positive number")
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
             family="qwen2_vl",
             hidden_size=width,
             intermediate_size=int(width * ratio),
-            num_layers=vr.int("depth"),
-            image_size=0,
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("hidden_size"),
             head_dim=width // max(1, vr.int("num_heads", default=16)),
             num_heads=vr.int("num_heads", default=16),
@@ -159,16 +140,12 @@ def read_vision(
         # vLLM 0.33 glm4_1v.py: blocks hidden_size wide with an out_hidden_size-wide MLP, the
         # merger's MLP intermediate_size wide, (image_size / patch_size)² position rows
         width, image, patch = vr.int("hidden_size"), vr.int("image_size"), vr.int("patch_size")
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
             family="glm4v",
             hidden_size=width,
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("depth"),
             image_size=image,
-            patch_size=patch,
-            num_channels=vr.int("in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             num_positions=(image // patch) ** 2,
             projector_output_dim=vr.int("out_hidden_size"),
             head_dim=width // max(1, vr.int("num_heads", default=12)),
@@ -180,16 +157,11 @@ def read_vision(
         # post-conv norm; blocks with q/k norms and a biased gated MLP intermediate_size wide; the
         # merger's MLP as wide as the text model's (context_dim=text_config.intermediate_size)
         width, heads = vr.int("hidden_size"), vr.int("num_heads")
-        return VisionWeights(
+        return _video_patch_tower(
+            vr,
             family="glm_ocr",
             hidden_size=width,
             intermediate_size=vr.int("intermediate_size"),
-            num_layers=vr.int("depth"),
-            image_size=0,
-            patch_size=vr.int("patch_size"),
-            num_channels=vr.int("in_channels", default=3),
-            temporal_patch_size=vr.int("temporal_patch_size", default=2),
-            spatial_merge_size=vr.int("spatial_merge_size", default=2),
             projector_output_dim=vr.int("out_hidden_size"),
             projector_input_dim=r.int("intermediate_size"),
             head_dim=width // heads,
@@ -282,6 +254,23 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
     if not 0 < depth <= total:
         raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
     return depth, layers
+
+
+def _video_patch_tower(
+    vr: ConfigReader, *, channels: tuple[str, ...] = ("in_channels",), **fields: Any
+) -> VisionWeights:
+    """A Qwen2-VL-style tower read from its ``vision_config``: ``depth`` blocks over 3D patches
+    (``patch_size`` square, ``temporal_patch_size`` frames), merged ``spatial_merge_size``² to
+    a token, no fixed image size unless the family gives one; with the family's own fields."""
+    fields = {"image_size": 0, **fields}
+    return VisionWeights(
+        num_layers=vr.int("depth"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int(*channels, default=3),
+        temporal_patch_size=vr.int("temporal_patch_size", default=2),
+        spatial_merge_size=vr.int("spatial_merge_size", default=2),
+        **fields,
+    )
 
 
 def _siglip(vr: ConfigReader, **fields: Any) -> VisionWeights:
