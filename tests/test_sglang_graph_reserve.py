@@ -396,3 +396,46 @@ def test_the_prefill_context_is_checked_from_engine_options_too(cli):
     assert over.exit_code == 2 and "more than the context length 8,192" in over.stderr
     bad = cli(*base, "-E", "torch_compile_max_bs=many")
     assert bad.exit_code == 2 and "error[" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        ("--debug-cuda-graph", True),
+        ("--debug-cuda-graph --cuda-graph-backend-decode full", True),
+        ("--debug-cuda-graph --cuda-graph-backend-decode breakable", False),
+        ("--debug-cuda-graph --disable-decode-cuda-graph", False),
+        ("--debug-cuda-graph --cuda-graph-backend-decode disabled", False),
+    ],
+)
+def test_debug_cuda_graph_needs_a_breakable_decode_backend(cli, flags, refused):
+    """decode_cuda_graph_runner.py asserts ``isinstance(self.backend, BreakableCudaGraphBackend)``
+    for every size it captures under --debug-cuda-graph (read from SGLang 0.5.23's code; the
+    reference tool sizes the pool without capturing): the default full decode backend fails at
+    start-up. With the decode graphs breakable or off, the reserve and the pool are as without
+    the flag (serving_hook.py only sets an environment variable nothing reads)."""
+    command = f"python -m sglang.launch_server --model-path llama-3.1-8b {flags}"
+    result = cli("plan", *GPU_81559, "--from-command", command)
+    if refused:
+        assert result.exit_code == 2
+        assert "error[invalid-input]" in result.stderr
+        assert "--cuda-graph-backend-decode breakable" in result.stderr
+        return
+    assert result.exit_code == 0, result.stderr
+    bare = command.replace("--debug-cuda-graph", "")
+    without = cli("plan", *GPU_81559, "--from-command", bare)
+    for key in ("num_blocks", "kv_cache_tokens", "max_concurrency", "memory", "log_lines"):
+        assert result.json[key] == without.json[key], key
+    assert result.json["fully_modelled"] is True
+
+
+@pytest.mark.parametrize("flag", ["--enable-profile-cuda-graph", "--enable-cudagraph-gc"])
+def test_the_capture_s_profiler_and_gc_do_not_move_memory(cli, flag):
+    # read by the graph runners after the pool is sized: the plan is the one without them
+    command = "python -m sglang.launch_server --model-path llama-3.1-8b"
+    with_flag = cli("plan", *GPU_81559, "--from-command", f"{command} {flag}")
+    without = cli("plan", *GPU_81559, "--from-command", command)
+    assert with_flag.exit_code == 0, with_flag.stderr
+    for key in ("num_blocks", "kv_cache_tokens", "max_concurrency", "memory", "log_lines"):
+        assert with_flag.json[key] == without.json[key], key
+    assert with_flag.json["fully_modelled"] is True

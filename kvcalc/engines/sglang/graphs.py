@@ -31,7 +31,11 @@ size and the CUDA-graph settings (``arg_groups/memory_hook.py`` ``handle_gpu_mem
   ``full_prefill_max_req``, ``full_prefill_prefix_chunk_tokens``): taken, and leaving the reserve
   and the pool as they are: on a GPU ``torch_compile_max_bs`` picks which captured sizes are
   compiled, not which are captured, and the others are read by the graph runners only (recorded:
-  the fraction and the captured sizes unchanged). ``--disable-cuda-graph-padding`` stays not
+  the fraction and the captured sizes unchanged). ``debug_cuda_graph`` (``--debug-cuda-graph``)
+  leaves them as they are too, but its decode capture asserts a breakable backend
+  (``decode_cuda_graph_runner.py``: "Breakable CUDA graph is required for --debug-cuda-graph",
+  read from the code, not recorded: the reference harness sizes the pool and does not capture):
+  refused unless the decode graphs are breakable or off. ``--disable-cuda-graph-padding`` stays not
   modelled: SGLang then captures every decode size up to ``max_bs`` (256 graphs where its list
   has 36), which the CUDA-graph estimate shown beside the reserve does not follow; SGLang also
   refuses it beside ``--enable-torch-compile``.
@@ -70,6 +74,7 @@ CAPTURE_KEYS = (
     "enable_torch_compile_debug_mode",
     "torch_compile_max_bs",
     "cuda_graph_max_seq_len_prefill",
+    "debug_cuda_graph",
 )
 #: ``Backend.ALL`` (``model_executor/cuda_graph_config.py``)
 BACKENDS = ("full", "breakable", "disabled")
@@ -147,6 +152,16 @@ def check_capture(extra: Mapping[str, Any]) -> None:
     are integers."""
     extra_bool(extra, "enable_torch_compile", False)
     extra_bool(extra, "enable_torch_compile_debug_mode", False)
+    if extra_bool(extra, "debug_cuda_graph", False):
+        settings = reserve_settings(extra)
+        if settings.decode_graph and _backend(extra, "cuda_graph_backend_decode") != "breakable":
+            raise InputError(
+                "SGLang 0.5.23 fails capturing its decode CUDA graphs with --debug-cuda-graph on "
+                "the full decode backend (AssertionError: Breakable CUDA graph is required for "
+                "--debug-cuda-graph)",
+                hint="add --cuda-graph-backend-decode breakable (or --disable-decode-cuda-graph)",
+                code="invalid-input",
+            )
     for key in ("torch_compile_max_bs", "cuda_graph_max_seq_len_prefill"):
         extra_int(extra, key, None)
 

@@ -96,7 +96,10 @@ NO_EFFECT = frozenset((
     "--engine-info-bootstrap-port", "--download-dir", "--model-checksum", "--otlp-service-name",
     "--grpc-response-timeout-secs", "--enable-http-worker-reuseport", "--reasoning-parser",
     "--tool-call-parser", "--lora-eviction-policy", "--lora-strict-loading",
-    "--lora-drain-wait-threshold"
+    "--lora-drain-wait-threshold",
+    # the capture's profiler and Python's garbage collector during capture (gc.freeze): read by
+    # the graph runners after the pool is sized, no GPU memory of their own
+    "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
 ))  # fmt: skip
 
 #: the flags reviewed and not modelled, by what they change (said in ``flag-not-modelled``);
@@ -192,8 +195,7 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
     ),
     "CUDA graphs": (
         # every decode size captured up to max_bs: the graph estimate does not follow it
-        "--disable-cuda-graph-padding", "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
-        "--debug-cuda-graph",
+        "--disable-cuda-graph-padding",
     ),
     "kernels, communication and their workspaces": (
         "--enable-fp32-lm-head", "--enable-tf32-matmul", "--enable-p2p-check", "--device",
