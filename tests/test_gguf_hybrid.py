@@ -142,6 +142,7 @@ def test_llama4_chunks_are_llama_cpp_s(tmp_path):
     ],
 )
 def test_a_missing_recurrent_key_is_one_error_naming_it(tmp_path, cli, arch, k, named):
+    k = dict(k)  # the parameters are shared by reruns in one process (mutation runs)
     del k[f"{arch}.{named}"]
     result = cli("inspect", str(write_gguf(tmp_path / "m.gguf", arch, k)))
     assert result.exit_code == 2 and result.stdout == ""
