@@ -65,8 +65,9 @@ CLEARED_WINDOW = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
 #: of those, the types recorded with ``use_sliding_window`` true: the config's ``sliding_window``
 #: caps the length whether its layers slide or not (Qwen2.5-7B with a 4,096 window and
 #: ``max_window_layers`` 0, every layer sliding, and 28, none: 4,096 taken, 8,192 refused, every
-#: layer full attention)
-WINDOW_KEPT_RECORDED = frozenset({"qwen2"})
+#: layer full attention; Qwen1.5-MoE, MiMo-7B and Qwen2.5-VL-7B the same with ``max_window_layers`` 0
+#: and the layer count: Qwen2-MoE's layers are full attention either way, qwen2_moe.py reads no window)
+WINDOW_KEPT_RECORDED = frozenset({"qwen2", "qwen2_moe", "mimo", "qwen2_5_vl"})
 
 
 def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ...]]:
@@ -80,7 +81,8 @@ def without_sliding_window(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         return model, (note,)
     windows = {x.sliding_window for x in model.layers if isinstance(x, SlidingWindow)}
     if model.model_type in WINDOW_KEPT_RECORDED:
-        kept = model.config_keys.get("sliding_window")
+        keys = model.config_keys
+        kept = keys.get("sliding_window", keys.get("text_config.sliding_window"))
         if not windows and isinstance(kept, int) and kept > 0:
             windows = {kept}  # hf_text_config.sliding_window, although no layer slides
     elif model.model_type not in RECORDED:

@@ -3,7 +3,9 @@
 vLLM 0.33 ``models/qwen2_moe.py`` builds every attention layer without a window and with heads
 ``hidden_size / num_attention_heads`` wide: ``use_sliding_window``, ``sliding_window``,
 ``max_window_layers`` and the ``layer_types`` transformers derives from them are read by no vLLM code
-(Qwen2-MoE checkpoints ship ``use_sliding_window: false`` anyway).
+(Qwen2-MoE checkpoints ship ``use_sliding_window: false`` anyway). ``sliding_window`` is read
+where ``use_sliding_window`` is true all the same: vLLM's ``ModelConfig`` caps the length at it
+under ``--disable-sliding-window`` (recorded, ``qwen_use_sliding_window.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from kvcalc.model.layouts import Layout
 
 def read_qwen2_moe(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     keys = [k for k in ("use_sliding_window", "sliding_window", "max_window_layers") if r.has(k)]
+    if r.bool("use_sliding_window", False) and r.has("sliding_window"):
+        r.int("sliding_window", default=0, minimum=0)  # the length cap of --disable-sliding-window
     note = "Qwen2-MoE: every layer full attention" + (
         f" ({', '.join(keys)} not read: vLLM 0.33 qwen2_moe.py applies no window)" if keys else ""
     )
