@@ -1,9 +1,10 @@
 """Run the vLLM reference harness with stand-ins for configuration classes that are remote code.
 
     VLLM_REFERENCE=HARNESS_DIR python scripts/vllm_remote_configs.py ARGS...   (vLLM 0.33.0 venv)
+    VLLM_REFERENCE=HARNESS_DIR python scripts/vllm_remote_configs.py --probe PROBE_ARGS...
 
 The checkpoints of InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek (V1), Bailing
-MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE and AliceAI ship their config class as remote code
+MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE, AliceAI and Phi-3-Vision ship their config class as remote code
 (``auto_map``, ``trust_remote_code``): neither transformers 5.20 nor vLLM 0.33's config registry
 has it, and the harness cannot run a checkpoint's code offline. Each of those published classes
 stores its ``config.json`` keys as attributes; the stand-in registered here for each
@@ -17,7 +18,9 @@ as extra keys into ``rope_parameters`` and drops both attributes, which a class 
 on the stand-in alone (Param-2 MoE's ``param2moe.py``), so such configs were not recorded. The
 configs recorded with it carry every key explicitly. ``ARGS`` are ``vllm_reference.py``'s own
 (``--batch``, ``--config-dir``, ...); everything else (engine config, model build on the meta
-device, specs, groups, sizing) is the harness and vLLM's code, unchanged.
+device, specs, groups, sizing) is the harness and vLLM's code, unchanged. With ``--probe`` the
+stand-ins are registered and the harness's ``deploy_probe.py`` runs unchanged in this process on
+``PROBE_ARGS`` (its own positional arguments: the weights per rank of a remote-code checkpoint).
 """
 
 import os
@@ -44,6 +47,7 @@ REMOTE_MODEL_TYPES = (
     "k2_horizon",
     "param2moe",
     "alice_ai",
+    "phi3_v",
 )
 
 
@@ -64,6 +68,13 @@ def register() -> None:
 
 if __name__ == "__main__":
     register()
+    if sys.argv[1:2] == ["--probe"]:
+        import runpy
+
+        probe = os.path.join(os.environ["VLLM_REFERENCE"], "deploy_probe.py")
+        sys.argv = [probe, *sys.argv[2:]]
+        runpy.run_path(probe, run_name="__main__")
+        sys.exit(0)
     # the batch mode runs each config in a child process of ``vr.__file__``: this script, so the
     # children register the stand-ins too
     vr.__file__ = os.path.abspath(__file__)

@@ -29,14 +29,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
 #: the recordings, each file its own (``registry_multimodal_2026_12.json`` and
 #: ``registry_multimodal_2026_12b.json``: the architectures added after the first ones, recorded
 #: apart; their weights in ``multimodal_weights_3.json`` and ``multimodal_weights_4.json``); one
-#: ``models`` mapping over them
+#: ``models`` mapping over them (``registry_multimodal_mmremote.json``, with its weights in
+#: ``multimodal_weights_mmremote.json``: remote-code config classes, through stand-ins)
 _RECORDED = [json.loads((FIXTURES / f).read_text())
              for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
-                       "registry_multimodal_2026_12b.json")]  # fmt: skip
+                       "registry_multimodal_2026_12b.json",
+                       "registry_multimodal_mmremote.json")]  # fmt: skip
 DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
 _WEIGHED = [json.loads((FIXTURES / f).read_text())
             for f in ("multimodal_weights_2.json", "multimodal_weights_3.json",
-                      "multimodal_weights_4.json")]  # fmt: skip
+                      "multimodal_weights_4.json",
+                      "multimodal_weights_mmremote.json")]  # fmt: skip
 WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 

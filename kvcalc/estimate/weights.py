@@ -375,7 +375,7 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
         # on) keeps inv_freq and original_inv_freq, fp32 buffers of head_dim / 2 each (LightOnOCR's
         # 64-wide heads: 256 B, recorded)
         return 2 * (v.head_dim // 2) * _FP32_BYTES
-    if v is not None and v.family in ("llava", "cohere2_vision", "paligemma"):
+    if v is not None and v.family in ("llava", "cohere2_vision", "paligemma", "phi3_v"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES
     if v is not None and v.family == "step3_vl":

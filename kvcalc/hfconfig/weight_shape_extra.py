@@ -233,3 +233,6 @@ class VisionWeights:
     qformer_hidden_size: int = 0
     qformer_intermediate_size: int = 0
     cross_attention_frequency: int = 1
+    #: Phi-3-Vision: the vocabulary rows of the model class's own ``embed_tokens``, built inside
+    #: its tower (``_mark_tower_model``) beside the language model's
+    tower_vocab_rows: int = 0

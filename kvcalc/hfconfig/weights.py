@@ -298,11 +298,15 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=(
             _vision(r, model_type, hidden, notes)
-            if r.has("vision_config") or r.has("audio_config")
+            if r.has("vision_config") or r.has("audio_config") or _tower_elsewhere(r)
             else None
         ),
         # a multimodal encoder: a vision tower, or Qwen2-Audio's audio tower (audio_config)
-        vision_encoder=r.has("vision_config") or r.raw.get("model_type") == "qwen2_audio",
+        vision_encoder=(
+            r.has("vision_config")
+            or r.raw.get("model_type") == "qwen2_audio"
+            or _tower_elsewhere(r)
+        ),
         quantization=read_quant_spec(r),
         mtp_layers=mtp,
         rope_cache_positions=positions,
@@ -469,6 +473,13 @@ def _gdn(r: ConfigReader) -> GdnWeights:
     from kvcalc.hfconfig.weights_mixers import gdn_weights
 
     return gdn_weights(r)
+
+
+def _tower_elsewhere(r: ConfigReader) -> bool:
+    """A tower without a ``vision_config`` (Phi-3-Vision's: :mod:`~kvcalc.hfconfig.weights_mmremote`)."""
+    from kvcalc.hfconfig.weights_mmremote import TOWERS
+
+    return r.raw.get("model_type") in TOWERS
 
 
 def _vision(

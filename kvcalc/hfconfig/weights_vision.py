@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import weights_mmremote as mmremote
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
@@ -38,6 +39,8 @@ def read_vision(
 ) -> VisionWeights | None:
     if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
         return _qwen2_audio(r, text_hidden)
+    if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
+        return mmremote.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None

@@ -66,6 +66,7 @@ TOWER_MODALITIES = {
     "Qwen2AudioForConditionalGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
+    "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
 }  # fmt: skip
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")

@@ -121,6 +121,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "pangu_ultra_moe": "openpangu",
     "param2moe": "param2moe",
     "phi3": "phi3",
+    "phi3_v": "phi3",
     "phimoe": "phimoe",
     "qianfan_ocr": "qwen",
     "qwen2": "qwen",
