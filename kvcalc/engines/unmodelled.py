@@ -86,6 +86,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "KimiVLForConditionalGeneration": "Kimi-VL", "GLM4VForCausalLM": "GLM-4V",
     "Qwen2AudioForConditionalGeneration": "Qwen2-Audio",
     "Phi3VForCausalLM": "Phi-3-Vision",
+    "Alpamayo2Super": "Alpamayo 2 Super", "BagelForConditionalGeneration": "BAGEL",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure

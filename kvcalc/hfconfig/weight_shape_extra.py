@@ -236,3 +236,5 @@ class VisionWeights:
     #: Phi-3-Vision: the vocabulary rows of the model class's own ``embed_tokens``, built inside
     #: its tower (``_mark_tower_model``) beside the language model's
     tower_vocab_rows: int = 0
+    #: BAGEL: rows of the frozen 2D sin-cos position table (an fp32 buffer, text-width wide)
+    sincos_positions: int = 0

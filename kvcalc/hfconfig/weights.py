@@ -298,7 +298,10 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         short_conv=_short_conv(r) if L.SHORT_CONV in mixers else None,
         vision=(
             _vision(r, model_type, hidden, notes)
-            if r.has("vision_config") or r.has("audio_config") or _tower_elsewhere(r)
+            if r.has("vision_config")
+            or r.has("audio_config")
+            or _tower_elsewhere(r)
+            or r.has("vit_config")
             else None
         ),
         # a multimodal encoder: a vision tower, or Qwen2-Audio's audio tower (audio_config)
@@ -306,6 +309,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             r.has("vision_config")
             or r.raw.get("model_type") == "qwen2_audio"
             or _tower_elsewhere(r)
+            or (r.raw.get("model_type") == "bagel" and r.has("vit_config"))
         ),
         quantization=read_quant_spec(r),
         mtp_layers=mtp,

@@ -41,6 +41,10 @@ def read_vision(
         return _qwen2_audio(r, text_hidden)
     if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
         return mmremote.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
+    if r.raw.get("model_type") == "bagel":  # its tower under vit_config
+        from kvcalc.hfconfig.weights_mmmla import bagel_tower
+
+        return bagel_tower(r, text_hidden)
     v = r.mapping("vision_config") if r.has("vision_config") else None
     if v is None:
         return None

@@ -231,10 +231,8 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     | _no_public_config("text-generation"),
     "multimodal": dict.fromkeys(
         (
-            "Alpamayo2Super",
             "AriaForConditionalGeneration",
             "AudioFlamingo3ForConditionalGeneration",
-            "BagelForConditionalGeneration",
             "BailingMoeV3VLForConditionalGeneration",
             "BeeForConditionalGeneration",
             "CohereAsrForConditionalGeneration",

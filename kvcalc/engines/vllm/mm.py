@@ -45,7 +45,7 @@ ENCODER_TP_DATA = frozenset((
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
     "QianfanOCRForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
     "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
-    "KimiVLForConditionalGeneration",
+    "KimiVLForConditionalGeneration", "Alpamayo2Super",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is
@@ -67,6 +67,7 @@ TOWER_MODALITIES = {
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
+    "BagelForConditionalGeneration": ("image",),
 }  # fmt: skip
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")

@@ -8,7 +8,9 @@ model type missing here is still found (the registry then loads every module), o
 MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "afmoe": "afmoe",
     "alice_ai": "alice_ai",
+    "alpamayo2_super": "qwen",
     "axk1": "axk1",
+    "bagel": "qwen",
     "bamba": "bamba",
     "bailing_moe": "bailing_moe",
     "bailing_moe_v2": "bailing_moe",

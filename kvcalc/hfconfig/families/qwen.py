@@ -88,13 +88,15 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio"},
+                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio",
+                     "alpamayo2_super", "bagel"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
             "QianfanOCRForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+            "Alpamayo2Super", "BagelForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a

@@ -1,0 +1,42 @@
+"""Towers read from a config section other than ``vision_config`` (see
+:mod:`kvcalc.hfconfig.weights_vision`, which dispatches here by the top-level ``model_type``).
+
+BAGEL (``bagel``, vLLM 0.33 ``bagel.py``): the SigLIP tower of ``vit_config`` when
+``visual_und`` is true, as ``SiglipVisionModel`` builds it (every layer, the post-LayerNorm, int64
+``position_ids``; no pooling head: ``use_head`` is passed as false), 26 layers where the config
+says 27 (the model file rewrites ``vit_config.num_hidden_layers`` to match the checkpoint); the
+connector (``fc1`` column-split from the tower's width into the text width, ``fc2`` row-split,
+both biased) and the frozen 2D sin-cos position table, an fp32 buffer of
+``vit_max_num_patch_per_side² × hidden_size``. The VAE and generation path (``visual_gen``)
+are not built by vLLM.
+"""
+
+from __future__ import annotations
+
+from kvcalc.hfconfig.reader import ConfigReader
+from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+
+def bagel_tower(r: ConfigReader, text_hidden: int) -> VisionWeights | None:
+    """BAGEL's understanding tower as ``bagel.py`` builds it (``None`` without ``visual_und``)."""
+    if not r.bool("visual_und", True):  # BagelConfig's default: true
+        return None
+    v = r.mapping("vit_config") if r.has("vit_config") else None
+    if v is None:
+        raise r.missing(("vit_config",))
+    vr = ConfigReader(v, source=f"{r.source}: vit_config")
+    layers = vr.int("num_hidden_layers")
+    side = r.int("vit_max_num_patch_per_side", default=70)  # BagelConfig's default
+    return VisionWeights(
+        family="bagel",
+        tower="siglip",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=26 if layers == 27 else layers,
+        image_size=vr.int("image_size"),
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_heads=vr.int("num_attention_heads"),
+        sincos_positions=side * side,
+        text_hidden_size=text_hidden,
+    )
