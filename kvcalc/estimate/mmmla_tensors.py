@@ -4,18 +4,17 @@ buffers (:func:`tower_buffer_bytes`) beside the parameters."""
 from __future__ import annotations
 
 from kvcalc.estimate.tensor_base import Tensor, _linear
-from kvcalc.estimate.vision_tensors import _siglip_whole
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 _INT64_BYTES = 8
 _FP32_BYTES = 4
 
 
-def bagel_tensors(v: VisionWeights) -> list[Tensor]:
+def bagel_tensors(v: VisionWeights, siglip: list[Tensor]) -> list[Tensor]:
     """``bagel.py``: ``SiglipVisionModel`` whole (its post-LayerNorm, no head), then the
     connector: ``fc1`` (tower width → text width, ``ColumnParallelLinear``) and ``fc2`` (text →
     text, ``RowParallelLinear``), both biased."""
-    out = _siglip_whole(v, "vit_model.vision_model")
+    out = list(siglip)  # vision_tensors._siglip_whole(v, "vit_model.vision_model")
     h = v.text_hidden_size
     out += _linear("connector.fc1", h, v.hidden_size, None, "column", bias=True)
     out += _linear("connector.fc2", h, h, None, "row", bias=True)

@@ -70,11 +70,13 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
     if v.family in mmremote_tensors.TOWER_TENSORS:  # remote-code towers (mmremote_tensors.py)
-        return [replace(t, vision=True) for t in mmremote_tensors.TOWER_TENSORS[v.family](v)]
+        tensors = mmremote_tensors.TOWER_TENSORS[v.family](v, _llava(v))
+        return [replace(t, vision=True) for t in tensors]
     if v.family == "bagel":
         from kvcalc.estimate.mmmla_tensors import bagel_tensors
 
-        return [replace(t, vision=True) for t in bagel_tensors(v)]
+        tower = _siglip_whole(v, "vit_model.vision_model")
+        return [replace(t, vision=True) for t in bagel_tensors(v, tower)]
     hv, p = v.hidden_size, "vision_model"
     patches = (v.image_size // v.patch_size) ** 2
     out = [
