@@ -6,10 +6,13 @@ them: Phi-3-Vision's and Phi-3.5-Vision's (``phi3_v``: ``phi3v.py``), which have
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+if TYPE_CHECKING:  # imported where a tower is read: every weight count asks TOWERS first
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 #: ``phi3v.py`` ``CLIP_VIT_LARGE_PATCH14_336_CONFIG``: the tower is built from these constants,
 #: whatever the config says (its ``img_processor.model_name`` is not read)
@@ -45,6 +48,8 @@ def _phi3_v(r: ConfigReader, text_hidden: int) -> VisionWeights:
     biased ``img_projection`` ``nn.Linear``s ``4 · image_dim_out`` → ``hidden_size`` → the same,
     whole on every rank (a config with ``n_embd``, which it projects into, refused), and the class's own ``embed_tokens``
     (vocabulary-split), all inside ``_mark_tower_model(image)``."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
     pr = phi3_v_image_embedding(r)
     if r.has("n_embd"):  # phi3v.py projects into n_embd, its embed_tokens is hidden_size wide
         raise ConfigError(f"{r.source}: n_embd beside hidden_size: not counted by kvcalc",
