@@ -61,8 +61,14 @@ def test_the_recordings():
         "synthetic--exaone4-defaults.json", "synthetic--phimoe-phi-3.5-moe-biases-window.json",
         "synthetic--step3p5-flash-shape.json", "synthetic--muse-glimmer-text-defaults.json",
         "synthetic--beam-defaults.json", "synthetic--dory-defaults.json",
+        # recorded 2026-12-05: Granite SWA and its MoE serve full attention capped at the window;
+        # MiMo-V2-Flash's and Laguna's config classes refuse the None within the window
+        "XiaomiMiMo--MiMo-V2-Flash.json", "synthetic--granite-swa-defaults.json",
+        "synthetic--granite-swa-window-4096-nope-global-32k.json",
+        "synthetic--granitemoe-swa-defaults.json", "synthetic--laguna-defaults.json",
+        "synthetic--laguna-swa-per-layer-heads.json",
     }  # fmt: skip
-    assert len(RECORDS) == 57 and sum(r["status"] == "ok" for r in RECORDS) == 23
+    assert len(RECORDS) == 81 and sum(r["status"] == "ok" for r in RECORDS) == 28
 
 
 @pytest.mark.parametrize(
@@ -132,8 +138,9 @@ def test_unrecorded_families_and_other_engines_refuse_it():
     assert err.value.code == "unmodelled-option" and "qwen3" in err.value.message
     assert "not recorded with the flag" in err.value.message
     assert err.value.hint == (
-        "plan without it; recorded: afmoe, beam, exaone4, gemma2, gemma3_text, gpt_oss, llama4, "
-        "llama4_text, mistral, muse_glimmer_text, phi3, phimoe, step3p5"
+        "plan without it; recorded: afmoe, beam, exaone4, gemma2, gemma3_text, gpt_oss, "
+        "granite_swa, granitemoe_swa, llama4, llama4_text, mistral, muse_glimmer_text, phi3, "
+        "phimoe, step3p5"
     )
     with pytest.raises(InputError) as err:
         PlanInputs(gpu="H100-80GB", engine="sglang", disable_sliding_window=True)
@@ -206,13 +213,24 @@ def test_the_qwen2_family_with_its_window_on():
     assert _plan("Qwen/Qwen2.5-7B", 131072).num_blocks == 20 * GIB // (28 * 4 * 128 * 2 * 2 * 16)
 
 
-def test_a_family_whose_model_file_reads_another_key_stays_refused():
-    # MiMo-V2-Flash: vLLM's mimo_v2.py builds its windows from sliding_window_size, and
-    # transformers' class derives sliding_window = size + 1 (129; recorded: every length refused,
-    # 129 by the strict config, above it by the length): not modelled, refused by name
-    with pytest.raises(InputError) as err:
-        _plan(str(Path(__file__).parent / "fixtures/configs/XiaomiMiMo--MiMo-V2-Flash.json"), 128)
-    assert err.value.code == "unmodelled-option" and "mimo_v2_flash" in err.value.message
+def test_a_family_whose_model_file_reads_another_key():
+    # MiMo-V2-Flash: vLLM's mimo_v2.py builds its windows from sliding_window_size (128), and
+    # transformers' class derives sliding_window = size + 1 = 129, which caps the length; then its
+    # strict class refuses the None (recorded at 128; 512 refused by the length, naming 129)
+    config = str(Path(__file__).parent / "fixtures/configs/XiaomiMiMo--MiMo-V2-Flash.json")
+    at_cap = _plan(config, 129)
+    assert at_cap.verdict == "wont-start" and at_cap.max_model_len == 129
+    assert "Validation error for field 'sliding_window'" in at_cap.verdict_reason
+    above = _plan(config, 130)
+    assert "derived max_model_len (sliding_window=129.0 " in above.verdict_reason
+
+
+def test_a_window_no_layer_uses_still_caps_the_length():
+    # Laguna's class defaults: every layer full attention, sliding_window 512 in the config;
+    # vLLM caps the length at it, then the strict class refuses the None (recorded)
+    record = next(r for r in RECORDS if r["config"] == "synthetic--laguna-defaults.json")
+    result = _plan(_model(record), None)
+    assert result.max_model_len == 512 and result.verdict == "wont-start"
 
 
 def _notes(model: str, length: int | None) -> list[str]:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import config_folder
 
 from kvcalc.errors import InputError
 from kvcalc.planning.api import plan_reference
@@ -247,15 +248,20 @@ def test_all2all_backends_other_than_the_default_are_refused():
 
 
 def test_speculative_decoding_with_dp_on_a_moe_model_plans_the_recorded_methods():
-    # MTP, EAGLE-3, draft-model and n-gram drafts are planned (tests/test_vllm_speculative_parallel.py:
-    # equal to vLLM's build); suffix decoding on a MoE target under DP/EP is not recorded: refused
+    # MTP, EAGLE-3, draft-model, n-gram and suffix drafts are planned
+    # (tests/test_vllm_speculative_parallel.py: equal to vLLM's build); EAGLE (v1) on a MoE target
+    # under DP/EP is not recorded: refused
     for spec in ({"method": "mtp", "num_speculative_tokens": 1},
-                 {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}):  # fmt: skip
+                 {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+                 {"method": "suffix", "num_speculative_tokens": 3}):  # fmt: skip
         plan_reference("deepseek-v3", PlanInputs(
             gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
             speculative_config=spec))  # fmt: skip
+    recorded = Path(__file__).parent / "fixtures/vllm_0_33/speculative_parallel.json"
+    head = json.loads(recorded.read_text())["scenarios"]["gptoss20_dp2_ep_eagle3_k3"]
+    folder = config_folder(head["draft_config_json"], "kvcalc-eagle-")
     with pytest.raises(InputError) as err:
         plan_reference("deepseek-v3", PlanInputs(
             gpu="H200", data_parallel_size=8, enable_expert_parallel=True, max_model_len=32000,
-            speculative_config={"method": "suffix", "num_speculative_tokens": 3}))  # fmt: skip
+            speculative_config={"method": "eagle", "model": folder, "num_speculative_tokens": 3}))  # fmt: skip
     assert err.value.code == "unsupported-parallelism"

@@ -24,21 +24,27 @@ from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "speculative_parallel.json"
 SCENARIOS = json.loads(FIXTURE.read_text())["scenarios"]
+#: the settings vLLM refused, with its error
+REJECTED = json.loads(FIXTURE.read_text())["rejected"]
+ROWS = {**SCENARIOS, **REJECTED}
 GPUS = {"h200": "H200", "h100": "H100-80GB"}
 
 
 @functools.cache
 def _draft_dir(name: str) -> str:
-    return config_folder(SCENARIOS[name]["draft_config_json"], "kvcalc-spdp-draft-")
+    return config_folder(ROWS[name]["draft_config_json"], "kvcalc-spdp-draft-")
 
 
 def _inputs(row: dict, **changes) -> PlanInputs:
     spec = dict(row["speculative_config"])
     if spec.get("model") == "DRAFT_DIR":
-        spec["model"] = _draft_dir(next(k for k, v in SCENARIOS.items() if v is row))
+        spec["model"] = _draft_dir(next(k for k, v in ROWS.items() if v is row))
     fields = dict(
         gpu=GPUS[row["gpu"]], tensor_parallel_size=row["tp"], max_model_len=row["max_model_len"],
         data_parallel_size=row["data_parallel_size"], enable_expert_parallel=row["enable_expert_parallel"],
+        enable_eplb=row.get("enable_eplb", False), num_redundant_experts=row.get("num_redundant_experts", 0),
+        prefill_context_parallel_size=row.get("prefill_context_parallel_size", 1),
+        async_scheduling=row.get("async_scheduling"),
         kv_cache_memory_bytes=int(float(row["kv_gib"]) * GIB),  # the harness's int(GiB * 2**30)
         speculative_config=json.dumps(spec),
     )  # fmt: skip
@@ -49,14 +55,14 @@ def _inputs(row: dict, **changes) -> PlanInputs:
 @functools.cache
 def _model(name: str) -> str:
     """The scenario's model: a bundled name, or a folder holding the config it was recorded with."""
-    row = SCENARIOS[name]
+    row = ROWS[name]
     if "config_json" not in row:
         return row["model"]
     return config_folder(row["config_json"], "kvcalc-spdp-")
 
 
 def _plan(name: str, **changes):
-    return plan_reference(_model(name), _inputs(SCENARIOS[name], **changes))
+    return plan_reference(_model(name), _inputs(ROWS[name], **changes))
 
 
 def test_the_deployment_shapes_are_recorded():
@@ -88,9 +94,12 @@ def test_kv_cache_matches_vllm(name):
     assert p.log_lines[-1] == vllm["capacity_log_line"]
     drafted = {n.split(".self_attn")[0] for n in vllm["probe"].get("draft_attention_layers", [])}
     assert p.speculative.draft_layers == len(drafted)
-    assert (
-        p.speculative.num_speculative_tokens == row["speculative_config"]["num_speculative_tokens"]
+    # suffix decoding without k takes suffix_decoding_max_tree_depth (24)
+    k = (
+        row.get("resolved_num_speculative_tokens")
+        or row["speculative_config"]["num_speculative_tokens"]
     )
+    assert p.speculative.num_speculative_tokens == k
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -177,16 +186,61 @@ def test_a_draft_model_splits_like_the_targets_attention():
     assert _plan("q3moe_dp2_tp2_draft06_k4").speculative.draft_weights_bytes == 606_601_664
 
 
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_what_vllm_refuses_is_refused(name):
+    # gpt-oss's mxfp4 experts refuse EPLB; only MLA attention has PCP; suffix decoding runs on
+    # the V1 model runner, which has neither PCP nor async scheduling with it
+    with pytest.raises(InputError) as refused:
+        _plan(name)
+    assert refused.value.code in ("invalid-parallelism", "invalid-speculative-config")
+    error = REJECTED[name]["vllm"]["error"]
+    if error.startswith("No valid attention backend"):
+        assert "no valid attention backend" in refused.value.message
+        assert "PCP not supported" in refused.value.message
+    else:
+        assert error in refused.value.message
+
+
 def test_unconfirmed_shapes_stay_refused():
-    for changes, text in (
-        ({"speculative_config": json.dumps({"method": "suffix", "num_speculative_tokens": 3})},
-         "suffix"),
-        ({"enable_eplb": True, "num_redundant_experts": 8}, "EPLB"),
+    head = {"method": "eagle3", "model": _draft_dir("gptoss20_dp2_ep_eplb8_eagle3_k3"),
+            "num_speculative_tokens": 3}  # fmt: skip
+    for name, changes, text in (
+        ("dsv3_dp8_ep_mtp1", {"enable_eplb": True, "num_redundant_experts": 8,
+                              "speculative_config": json.dumps(head)}, "eagle3 draft with EPLB"),
+        ("dsv3_tp4_pcp2_mtp1", {"speculative_config": json.dumps(head)},
+         "eagle3 draft with prefill context parallelism"),
+        ("dsv3_dp8_ep_mtp1", {"speculative_config": json.dumps({**head, "method": "eagle"})},
+         "eagle draft"),
     ):  # fmt: skip
         with pytest.raises(InputError) as refused:
-            _plan("dsv3_dp8_ep_mtp1", **changes)
+            _plan(name, **changes)
         assert refused.value.code == "unsupported-parallelism"
         assert text in refused.value.message
+
+
+def test_eplb_adds_the_redundant_experts_to_the_mtp_layer():
+    # DeepSeek-V3 at DP 8 + EP with 32 redundant experts: each rank holds cdiv(256 + 32, 8) = 36
+    # experts of the MTP layer instead of 32; one expert is gate/up 2 × 2,048 × 7,168 + down
+    # 7,168 × 2,048 fp8 B and fp32 128 × 128 block scales 4 × (2 × 16 × 56 + 56 × 16) B, and the
+    # int32 expert_map covers 288 experts instead of 256
+    expert = 3 * 2048 * 7168 + 4 * (2 * 16 * 56 + 56 * 16)
+    with_eplb, without = _plan("dsv3_dp8_ep_eplb32_mtp1"), _plan("dsv3_dp8_ep_mtp1")
+    grown = with_eplb.speculative.draft_weights_bytes - without.speculative.draft_weights_bytes
+    assert grown == 4 * expert + 32 * 4 == 176_203_904
+    # the KV cache does not change: the same 62 MLA layers (recorded: 26,308 blocks both)
+    assert with_eplb.num_blocks == without.num_blocks == 26_308
+
+
+def test_suffix_decoding_keeps_one_batch_in_flight():
+    # suffix decoding runs on the V1 model runner, which turns async scheduling off: gpt-oss's
+    # sliding layers reserve for one 8,192-token batch, cdiv(128 - 1 + 8,192, 16) + 1 = 521
+    # blocks, where n-gram (V2 runner, two batches: 16,384 tokens) needs cdiv(16,511, 16) + 1 =
+    # 1,033 (both recorded)
+    suffix, ngram = SCENARIOS["gptoss20_dp2_ep_suffix8"], SCENARIOS["gptoss20_dp2_ep_ngram3"]
+    assert [g["blocks_per_request"] for g in suffix["vllm"]["kv_cache_groups"]] == [521, 2048]
+    assert [g["blocks_per_request"] for g in ngram["vllm"]["kv_cache_groups"]] == [1033, 2048]
+    p = _plan("gptoss20_dp2_ep_suffix8")
+    assert p.kv_cache_tokens == 696_597 and p.speculative.draft_weights_bytes == 0
 
 
 def test_serving_command_plans_dsv3_dp8_ep_mtp(cli):

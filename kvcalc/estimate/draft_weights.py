@@ -38,7 +38,7 @@ from kvcalc.model.shape import ModelShape
 def mtp_weight_bytes(
     model: ModelShape, *, tensor_parallel_size: int, dtype: str | None = None,
     quantization: str | None = None, moe_ranks: int | None = None, expert_parallel: bool = False,
-    shared_experts_whole: bool = False,
+    shared_experts_whole: bool = False, redundant_experts: int = 0,
 ) -> int:  # fmt: skip
     """Bytes one GPU holds for ``model``'s MTP draft (:attr:`ModelShape.mtp`).
 
@@ -48,14 +48,17 @@ def mtp_weight_bytes(
     config is a draft model's only), so its ``FusedMoE`` flattens the same TP × DP group and
     takes the same expert parallelism. DeepSeek-V3 at DP 8 + EP: 32 of the 256 experts and a
     1,024 B ``expert_map`` on each rank. ``shared_experts_whole``: the MTP layer's shared experts
-    held whole, as the target's (:func:`~kvcalc.estimate.weights.whole_shared_experts`)."""
+    held whole, as the target's (:func:`~kvcalc.estimate.weights.whole_shared_experts`).
+    ``redundant_experts``: EPLB's, which the MTP layer's ``FusedMoE`` takes from the same
+    ``VllmConfig`` (DeepSeek-V3 at DP 8 + EP with 32: 4 more experts a rank, 176,203,776 B, and
+    32 more ``expert_map`` entries, recorded)."""
     mtp = model.mtp
     if mtp is None or not mtp.layers:
         raise InputError(f"{model.name} has no MTP layers to price", code="weights-unknown")
     shape = weight_shape(model)
     price = pricer(model, shape, dtype=dtype, quantization=quantization)
     tp = tensor_parallel_size
-    split = expert_split(moe_ranks or tp, expert_parallel)
+    split = expert_split(moe_ranks or tp, expert_parallel, redundant_experts)
     template = mtp.template_layer % shape.num_layers
     tensors = tuple(t for t in inventory(shape) if t.layer == template)
     if shared_experts_whole:

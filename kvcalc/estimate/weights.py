@@ -280,10 +280,11 @@ def whole_dense_mlps(tensors: Iterable[Tensor], ffns: tuple[str, ...]) -> tuple[
     )
 
 
-def expert_split(moe_ranks: int, expert_parallel: bool) -> _ExpertSplit:
-    """How routed experts lie on ``moe_ranks`` ranks (whole experts with ``expert_parallel``),
-    as :func:`weight_bytes` splits them; its ``price(tensor, pricer, loaded=...)`` prices one."""
-    return _ExpertSplit(moe_ranks, expert_parallel and moe_ranks > 1)
+def expert_split(moe_ranks: int, expert_parallel: bool, redundant_experts: int = 0) -> _ExpertSplit:
+    """How routed experts lie on ``moe_ranks`` ranks (whole experts with ``expert_parallel``, and
+    EPLB's ``redundant_experts`` among them), as :func:`weight_bytes` splits them; its
+    ``price(tensor, pricer, loaded=...)`` prices one."""
+    return _ExpertSplit(moe_ranks, expert_parallel and moe_ranks > 1, redundant_experts)
 
 
 #: bytes of one ``expert_map`` entry (int32)

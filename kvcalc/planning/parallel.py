@@ -66,6 +66,9 @@ class PlanInputs(Protocol):
     def num_redundant_experts(self) -> int: ...
 
     @property
+    def quantization(self) -> str | None: ...
+
+    @property
     def decode_context_parallel_size(self) -> int: ...
 
     @property

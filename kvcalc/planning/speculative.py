@@ -33,7 +33,8 @@ def draft_weights_bytes(model: ModelShape, inputs: PlanInputs, draft: Speculativ
         return mtp_weight_bytes(model, tensor_parallel_size=draft.tensor_parallel_size,
                                 dtype=inputs.dtype, quantization=inputs.quantization,
                                 moe_ranks=ranks, expert_parallel=whole,
-                                shared_experts_whole=shared_whole)  # fmt: skip
+                                shared_experts_whole=shared_whole,
+                                redundant_experts=inputs.num_redundant_experts if whole else 0)  # fmt: skip
     head = draft.model
     if head is None:
         return 0

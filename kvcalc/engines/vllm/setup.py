@@ -443,7 +443,33 @@ def _concurrent_batches(request: EngineRequest, profile: D.VllmProfile) -> int:
     pp = request.pipeline_parallel_size
     if request.async_scheduling is False:  # --no-async-scheduling
         return pp
+    if _v1_runner_without_async(request):
+        return pp
     return 2 if pp == 1 else pp + 1
+
+
+def _v1_runner_without_async(request: EngineRequest) -> bool:
+    """Suffix decoding runs on the V1 model runner (``_get_v2_model_runner_unsupported_features``:
+    "speculative method 'suffix'"), which cannot schedule it asynchronously
+    (``VllmConfig._set_async_scheduling``: "suffix-based speculative decoding"): vLLM 0.33 turns
+    async scheduling off, one batch a pipeline stage in flight (gpt-oss-20b at DP 2 + EP with
+    suffix decoding: 521 blocks a sliding request, 696,597 tokens, where n-gram on the V2 runner
+    keeps two batches, 1,033 and 580,836; recorded), and refuses ``--async-scheduling`` with it."""
+    draft = request.speculative
+    if draft is None:
+        return False
+    from kvcalc.engines.speculative import SpecMethod
+
+    if draft.method is not SpecMethod.SUFFIX:
+        return False
+    if request.async_scheduling:
+        raise InputError(
+            "vLLM refuses these settings: Async scheduling is not supported by the V1 model "
+            "runner with suffix-based speculative decoding.",
+            hint="drop --async-scheduling (vLLM then turns it off for suffix decoding)",
+            code="invalid-speculative-config",
+        )
+    return True
 
 
 def _in_flight_note(

@@ -9,7 +9,8 @@ files that build their sliding layers from it (``gemma2.py``, ``gemma3.py``, ``g
 sliding window (Llama 4's chunked layers) is unchanged.
 
 Recorded with vLLM 0.33's own sizing for Gemma 2 and 3, gpt-oss, Mistral 7B v0.1, Llama 4 Scout,
-Phi-3, PhiMoE, AFMoE, EXAONE 4, Step-3.5, MuseGlimmer's text model and Beam, the Qwen2 family (unchanged: its config class clears the
+Phi-3, PhiMoE, AFMoE, EXAONE 4, Step-3.5, MuseGlimmer's text model, Beam, Granite SWA and
+Granite-MoE SWA, the Qwen2 family (unchanged: its config class clears the
 window), and the families vLLM cannot start with it (tests/fixtures/vllm_0_33/
 disable_sliding_window.json); other families are refused by name, since their model files may read
 the window otherwise.
@@ -28,7 +29,7 @@ from kvcalc.model.shape import ModelShape
 #: the ``model_type`` values whose vLLM model files were recorded with the flag
 RECORDED = frozenset({"gemma2", "gemma3_text", "gpt_oss", "mistral", "llama4", "llama4_text",
                       "phi3", "phimoe", "afmoe", "exaone4", "step3p5", "muse_glimmer_text",
-                      "beam"})  # fmt: skip
+                      "beam", "granite_swa", "granitemoe_swa"})  # fmt: skip
 STRICT_REFUSAL = (
     "Validation error for field 'sliding_window': TypeError: Field 'sliding_window' expected "
     "int, got NoneType (value: None) (--disable-sliding-window sets the config's sliding_window "
@@ -40,13 +41,15 @@ _WINDOW_PLUS_ONE = (
 )
 #: model types vLLM 0.33 cannot start with the flag, and its error: ``ModelConfig.__post_init__``
 #: sets ``hf_text_config.sliding_window = None``, which transformers 5.20's strict config class
-#: refuses (Gemma 4, DeepSeek-V4, EXAONE-MoE; Dory's own validator) or the model file adds 1 to
+#: refuses (Gemma 4, DeepSeek-V4, EXAONE-MoE, MiMo-V2-Flash, Laguna; Dory's own validator) or the model file adds 1 to
 #: (Cohere2, Cohere2-MoE).
 #: Recorded at every length up to the window; above it the length is refused first, naming it.
 STRICT_CONFIG: dict[str, str] = {
     "gemma4_text": STRICT_REFUSAL,
     "deepseek_v4": STRICT_REFUSAL,
     "exaone_moe": STRICT_REFUSAL,
+    "mimo_v2_flash": STRICT_REFUSAL,
+    "laguna": STRICT_REFUSAL,
     "cohere2": _WINDOW_PLUS_ONE.format(file="commandr.py"),
     "cohere2_moe": _WINDOW_PLUS_ONE.format(file="cohere2_moe.py"),
     "dory": (
@@ -56,8 +59,10 @@ STRICT_CONFIG: dict[str, str] = {
     ),
 }
 #: the layers' window less the config's ``sliding_window`` that caps the length (commandr.py and
-#: cohere2_moe.py attend to ``sliding_window + 1`` tokens)
-_WINDOW_OVER_CONFIG = {"cohere2": 1, "cohere2_moe": 1}
+#: cohere2_moe.py attend to ``sliding_window + 1`` tokens; mimo_v2.py slides over
+#: ``sliding_window_size``, which transformers' MiMoV2FlashConfig turns into ``sliding_window =
+#: sliding_window_size + 1``: MiMo-V2-Flash's 128 caps at 129, recorded)
+_WINDOW_OVER_CONFIG = {"cohere2": 1, "cohere2_moe": 1, "mimo_v2_flash": -1}
 #: model types whose config class clears the window when ``use_sliding_window`` is false, so the
 #: flag changes nothing (recorded: Qwen2.5-7B, Qwen1.5-MoE, MiMo-7B, Qwen2.5-VL-7B: full attention,
 #: the length uncapped); with ``use_sliding_window`` true their model files were not recorded
@@ -142,6 +147,9 @@ def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
         for x in model.layers
         if isinstance(x, (SlidingWindow, CompressedSparseAttention))
     }
+    kept = model.config_keys.get("sliding_window")
+    if not windows and isinstance(kept, int) and kept > 0:
+        windows = {kept}  # hf_text_config.sliding_window, although no layer slides (Laguna)
     if len(windows) != 1:
         raise InputError(
             f"--disable-sliding-window is not modelled for this {model.model_type} config "
@@ -154,7 +162,7 @@ def _refused_by_its_config(model: ModelShape) -> tuple[ModelShape, tuple[str, ..
     changed = _capped(replace(model, start_refusal=STRICT_CONFIG[model.model_type]), window)
     why = (
         "its model file adds 1 to the window it set to None"
-        if model.model_type in _WINDOW_OVER_CONFIG
+        if _WINDOW_OVER_CONFIG.get(model.model_type, 0) > 0
         else "its configuration class refuses sliding_window = None"
     )
     note = (

@@ -317,34 +317,52 @@ def vllm_draft(
 
 
 #: the methods whose build under data/expert parallelism vLLM 0.33's own code was recorded for
+#: (``speculative_parallel.json``; suffix decoding with ``arctic_inference`` present)
 _RECORDED_UNDER_DP_EP = frozenset(
-    {SpecMethod.MTP, SpecMethod.EAGLE3, SpecMethod.NGRAM, SpecMethod.DRAFT_MODEL}
+    {SpecMethod.MTP, SpecMethod.EAGLE3, SpecMethod.NGRAM, SpecMethod.DRAFT_MODEL, SpecMethod.SUFFIX}
+)
+#: of those, the ones recorded with prefill context parallelism (an MLA target: DeepSeek-V3 TP 4
+#: + PCP 2, MTP and n-gram)
+_RECORDED_WITH_PCP = frozenset({SpecMethod.MTP, SpecMethod.NGRAM})
+#: and the ones recorded with EPLB's redundant experts (DeepSeek-V3 and Qwen3.5 MTP, whose layer
+#: takes the redundant experts as the target's; Qwen3-30B-A3B with n-gram, suffix decoding and a
+#: draft model; the one EAGLE-3 head recorded is gpt-oss's, whose mxfp4 experts refuse EPLB)
+_RECORDED_WITH_EPLB = frozenset(
+    {SpecMethod.MTP, SpecMethod.NGRAM, SpecMethod.DRAFT_MODEL, SpecMethod.SUFFIX}
 )
 
 
 def check_moe_parallel_draft(value: Any, *, prefill_context_parallel_size: int, eplb: bool) -> None:
     """Speculative decoding on a MoE target whose experts are split over DP or EP: an MTP draft
     is modelled (vLLM builds it with the target's ``VllmConfig``, so its ``FusedMoE`` splits the
-    experts as the target's and its KV layers join each DP rank's pool as without DP), an EAGLE-3
-    head and a draft model (dense: split over TP like the target's attention, whole on each DP
-    rank) and n-gram (no draft layers), all recorded in ``speculative_parallel.json``; what no
-    recording confirms (EAGLE, suffix decoding) is refused by name."""
+    experts as the target's, EPLB's redundant experts included, and its KV layers join each DP
+    rank's pool as without DP), an EAGLE-3 head and a draft model (dense: split over TP like the
+    target's attention, whole on each DP rank), n-gram and suffix decoding (no draft layers), all
+    recorded in ``speculative_parallel.json``; with prefill context parallelism (MLA targets
+    only) MTP and n-gram are recorded, with EPLB all but EAGLE-3. What no recording confirms
+    (EAGLE, an EAGLE-3 head with PCP or EPLB, a draft model with PCP) is refused by name."""
     cfg = read_speculative_config(value)
     if cfg is None:
         return
     method = cfg.method if cfg.method is not None else draft_method(cfg)
+    if method is SpecMethod.SUFFIX and prefill_context_parallel_size > 1:
+        # suffix decoding runs on the V1 model runner, which has no PCP (recorded)
+        raise InputError("vLLM refuses these settings: Model Runner V1 does not support: prefill "
+                         "context parallel (suffix decoding runs on the V1 model runner)",
+                         hint="drop -pcp, or use MTP or n-gram drafts with it",
+                         code="invalid-parallelism")  # fmt: skip
     why = None
     if method not in _RECORDED_UNDER_DP_EP:
         why = f"a {method} draft"
-    elif prefill_context_parallel_size > 1:
+    elif prefill_context_parallel_size > 1 and method not in _RECORDED_WITH_PCP:
         why = f"a {method} draft with prefill context parallelism"
-    elif eplb:
+    elif eplb and method not in _RECORDED_WITH_EPLB:
         why = f"a {method} draft with EPLB or redundant experts"
     if why is not None:
         raise InputError(f"speculative decoding with data or expert parallelism on a MoE model: {why} "
                          "is not modelled (no recording of vLLM's build confirms it)",
-                         hint="MTP, EAGLE-3, draft-model and n-gram drafts are modelled under "
-                              "DP/EP; plan this one with -tp alone",
+                         hint="MTP, EAGLE-3, draft-model, n-gram and suffix drafts are modelled "
+                              "under DP/EP; plan this one with -tp alone",
                          code="unsupported-parallelism")  # fmt: skip
 
 

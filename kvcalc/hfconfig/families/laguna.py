@@ -148,7 +148,10 @@ def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tupl
         )
     kv = r.int("num_key_value_heads", default=heads)
     prov["num_kv_heads"] = f"num_key_value_heads = {kv} on every layer"
+    # read without a sliding layer too: vLLM's --disable-sliding-window caps the length at it
     window = r.int("sliding_window") if "sliding_attention" in types else None
+    if window is None:
+        r.int("sliding_window", default=None)
     prov["layer pattern"] = f"{note}: sliding_attention → a {window}-token window, else full"
     if per_layer is not None and set(per_layer) != {heads}:
         prov["query heads"] = (
