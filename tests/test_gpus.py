@@ -73,18 +73,17 @@ def test_every_entry_is_consistent():
 
 
 @pytest.mark.parametrize(
-    ("name", "tier", "api_tokens", "llm_tokens", "seqs"),
+    ("name", "tier", "seqs"),
     [
-        ("H100", "large", 8192, 16384, 1024),
-        ("H200", "large", 8192, 16384, 1024),
-        ("A100-80GB", "default", 2048, 8192, 256),  # ≥ 70 GiB, but the name contains "a100"
-        ("L40S", "default", 2048, 8192, 256),  # 44.5 GiB < 70 GiB
-        ("MI300X", "large", 8192, 16384, 1024),
+        ("H100", "large", 1024),
+        ("H200", "large", 1024),
+        ("A100-80GB", "default", 256),  # ≥ 70 GiB, but the name contains "a100"
+        ("L40S", "default", 256),  # 44.5 GiB < 70 GiB
+        ("MI300X", "large", 1024),
     ],
 )
-def test_vllm_scheduler_default_tiers(name, tier, api_tokens, llm_tokens, seqs):
+def test_vllm_scheduler_default_tiers(name, tier, seqs):
+    # the token budgets are the engine's (kvcalc/engines/vllm/batch.py, tests/test_vllm_batch*)
     g = get_gpu(name)
     assert g.mnbt_tier == tier
-    assert g.vllm_default_max_num_batched_tokens(api_server=True) == api_tokens
-    assert g.vllm_default_max_num_batched_tokens(api_server=False) == llm_tokens
     assert g.vllm_default_max_num_seqs == seqs

@@ -64,11 +64,6 @@ class GpuSpec:
         )
         return "large" if large else "default"
 
-    def vllm_default_max_num_batched_tokens(self, *, api_server: bool = True) -> int:
-        if self.mnbt_tier == "large":
-            return 8192 if api_server else 16384
-        return 2048 if api_server else 8192
-
     @property
     def vllm_default_max_num_seqs(self) -> int:
         return 1024 if self.mnbt_tier == "large" else 256
