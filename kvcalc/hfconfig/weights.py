@@ -308,6 +308,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         vision_encoder=(
             r.has("vision_config")
             or r.raw.get("model_type") == "qwen2_audio"
+            or (r.has("audio_config") and _audio_tower(r))
             or _tower_elsewhere(r)
             or (r.raw.get("model_type") == "bagel" and r.has("vit_config"))
         ),
@@ -477,6 +478,13 @@ def _gdn(r: ConfigReader) -> GdnWeights:
     from kvcalc.hfconfig.weights_mixers import gdn_weights
 
     return gdn_weights(r)
+
+
+def _audio_tower(r: ConfigReader) -> bool:
+    """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's)."""
+    from kvcalc.hfconfig.weights_aud2 import TOWERS
+
+    return r.raw.get("model_type") in TOWERS
 
 
 def _tower_elsewhere(r: ConfigReader) -> bool:

@@ -232,7 +232,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "multimodal": dict.fromkeys(
         (
             "AriaForConditionalGeneration",
-            "AudioFlamingo3ForConditionalGeneration",
             "BailingMoeV3VLForConditionalGeneration",
             "BeeForConditionalGeneration",
             "CohereAsrForConditionalGeneration",
@@ -248,7 +247,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "FireRedASR2ForConditionalGeneration",
             "FunASRForConditionalGeneration",
             "FunAudioChatForConditionalGeneration",
-            "GlmAsrForConditionalGeneration",
             "GraniteSpeechForConditionalGeneration",
             "GraniteSpeechPlusForConditionalGeneration",
             "H2OVLChatModel",

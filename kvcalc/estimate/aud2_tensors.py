@@ -1,0 +1,61 @@
+"""Tensors of the audio towers :mod:`kvcalc.hfconfig.weights_aud2` reads, for
+:mod:`kvcalc.estimate.vision_tensors`; their buffers (:func:`tower_buffer_bytes`) beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kvcalc.estimate.tensor_base import Tensor, _linear
+from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+_FP32_BYTES = 4
+#: the projector :func:`kvcalc.estimate.vision_tensors._qwen2_audio` ends with (Qwen2-Audio's)
+_QWEN2_AUDIO_PROJECTOR = "multi_modal_projector.linear"
+
+
+def _audioflamingo3(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """Audio Flamingo 3 (``audioflamingo3.py``): Qwen2-Audio's encoder, whole (``whisper``:
+    :func:`kvcalc.estimate.vision_tensors._qwen2_audio`'s tensors for ``v``, given by the caller,
+    which this module does not import), then ``linear_1`` and ``linear_2``, whole: see
+    :func:`kvcalc.hfconfig.weights_aud2._audioflamingo3`."""
+    out = [t for t in whisper if not t.name.startswith(_QWEN2_AUDIO_PROJECTOR)]
+    h, p = v.text_hidden_size, "multi_modal_projector"
+    out += _linear(f"{p}.linear_1", h, v.hidden_size, None, "replicated", bias=v.projector_bias)
+    return out + _linear(f"{p}.linear_2", h, h, None, "replicated", bias=v.projector_bias)
+
+
+def _glmasr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """GLM-ASR (``glmasr.py``): see :func:`kvcalc.hfconfig.weights_aud2._glmasr` (``whisper``
+    unused: its layers are vLLM's own, split over TP)."""
+    d, p, ffn = v.hidden_size, "audio_tower", v.intermediate_size
+    head = d // v.num_heads
+    out = _linear(f"{p}.conv1", d, v.num_channels * 3, None, "replicated", bias=True)
+    out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
+    for i in range(v.num_layers):
+        q = f"{p}.layers.{i}"
+        out += _linear(f"{q}.self_attn.q_proj", v.num_heads * head, d, None, "kv", bias=True,
+                       heads=v.num_heads)  # fmt: skip
+        for proj in ("k_proj", "v_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", v.num_kv_heads * head, d, None, "kv",
+                           bias=True, heads=v.num_kv_heads)  # fmt: skip
+        out += _linear(f"{q}.self_attn.o_proj", d, d, None, "row", bias=True)
+        out += _linear(f"{q}.mlp.fc1", ffn, d, None, "column", bias=True)
+        out += _linear(f"{q}.mlp.fc2", d, ffn, None, "row", bias=True)
+        out.append(Tensor(name=f"{q}.layernorms", rows=d, copies=4, role="norm"))
+    out.append(Tensor(name=f"{p}.norm", rows=d, copies=2, role="norm"))
+    m, h = "multi_modal_projector", v.text_hidden_size
+    out += _linear(f"{m}.linear_1", 2 * h, ffn, None, "column", bias=True)
+    return out + _linear(f"{m}.linear_2", h, 2 * h, None, "row", bias=True)
+
+
+def tower_buffer_bytes(v: VisionWeights) -> int:
+    """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
+    rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); Audio Flamingo 3 keeps none."""
+    return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
+
+
+#: ``VisionWeights.family`` → its tensors, from Qwen2-Audio's encoder for the same tower
+TOWER_TENSORS: dict[str, Callable[[VisionWeights, list[Tensor]], list[Tensor]]] = {
+    "audioflamingo3": _audioflamingo3,
+    "glmasr": _glmasr,
+}

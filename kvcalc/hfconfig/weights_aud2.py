@@ -1,0 +1,96 @@
+"""Audio towers read from ``audio_config``, for the parameter count (see
+:mod:`kvcalc.hfconfig.weights`), as vLLM 0.33's model files build them: Audio Flamingo 3's
+(``audioflamingo3``: ``audioflamingo3.py``) and GLM-ASR's (``glmasr``: ``glmasr.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.reader import ConfigReader
+
+if TYPE_CHECKING:  # imported where a tower is read
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+
+def _audio_config(r: ConfigReader, kind: str) -> ConfigReader:
+    """``audio_config``, of the encoder model type ``kind`` (its config class's)."""
+    a = r.mapping("audio_config") if r.has("audio_config") else None
+    if a is None:
+        raise ConfigError(f"{r.source}: no audio_config: the audio tower is sized from it",
+                          code="config-invalid")  # fmt: skip
+    ar = ConfigReader(a, source=f"{r.source}: audio_config")
+    got = ar.str("model_type", kind)
+    if got != kind:
+        raise ar.bad(ar.path("model_type"), got, kind)
+    return ar
+
+
+def _audioflamingo3(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Audio Flamingo 3's tower as vLLM 0.33 builds it (``audioflamingo3.py``:
+    ``AudioFlamingo3Encoder`` subclasses transformers' ``Qwen2AudioEncoder``, whole on every rank,
+    and adds a parameterless ``AvgPool1d``): Qwen2-Audio's encoder (see
+    :func:`kvcalc.hfconfig.weights_vision._qwen2_audio`) on ``AudioFlamingo3EncoderConfig``'s
+    ``hidden_size``, ``intermediate_size`` and ``num_hidden_layers``; then the projector, two
+    ``nn.Linear`` (tower → text width → text width) biased where ``projector_bias``, whole."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    ar = _audio_config(r, "audioflamingo3_encoder")
+    return VisionWeights(
+        family="audioflamingo3",
+        hidden_size=ar.int("hidden_size", default=1280),
+        intermediate_size=ar.int("intermediate_size", default=5120),
+        num_layers=ar.int("num_hidden_layers", default=32),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins", default=128),
+        num_positions=ar.int("max_source_positions", default=1500),
+        projector_bias=r.bool("projector_bias", True),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _glmasr(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """GLM-ASR's tower as vLLM 0.33 builds it (``glmasr.py`` ``GlmAsrEncoder``): two biased
+    convolutions (``num_mel_bins`` → ``hidden_size`` → the same, kernel 3), whole; every layer a
+    biased ``QKVParallelLinear`` (``num_attention_heads`` and ``num_key_value_heads`` of
+    ``hidden_size / num_attention_heads``) and ``o_proj`` (row), a biased fc1/fc2
+    ``intermediate_size`` wide (column, row), two LayerNorms; the final LayerNorm; the rotary
+    ``inv_freq`` buffer (fp32). The projector: ``linear_1`` (``intermediate_size`` → twice the
+    text width, column) and ``linear_2`` (→ the text width, row), both biased. The tower's
+    heads split over TP (a bare assert where they do not)."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    ar = _audio_config(r, "glmasr_encoder")
+    hidden, heads = ar.int("hidden_size", default=1280), ar.int("num_attention_heads", default=20)
+    # GlmAsrEncoderRotaryEmbedding: getattr(config, "head_dim", hidden / heads) times
+    # rope_parameters' partial_rotary_factor (1.0 where absent): inv_freq holds half of it
+    rotary = ar.int("head_dim", default=hidden // heads)
+    rope = ar.mapping("rope_parameters") if ar.has("rope_parameters") else None
+    if rope:
+        rr = ConfigReader(rope, source=f"{ar.source}: rope_parameters")
+        factor = rr.value("partial_rotary_factor", 1.0)
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool):
+            raise rr.bad(rr.path("partial_rotary_factor"), factor, "a number")
+        rotary = int(rotary * factor)
+    return VisionWeights(
+        family="glmasr",
+        hidden_size=hidden,
+        intermediate_size=ar.int("intermediate_size", default=5120),
+        num_layers=ar.int("num_hidden_layers", default=32),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins", default=128),
+        num_heads=heads,
+        num_kv_heads=ar.int("num_key_value_heads", default=heads),
+        head_dim=rotary,  # the rotary width (inv_freq: half of it, fp32)
+        text_hidden_size=text_hidden,
+    )
+
+
+#: the config's top-level ``model_type`` → its audio tower's reader
+TOWERS: dict[str, Callable[[ConfigReader, int], VisionWeights]] = {
+    "audioflamingo3": _audioflamingo3,
+    "glmasr": _glmasr,
+}

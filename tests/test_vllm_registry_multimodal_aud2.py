@@ -1,0 +1,170 @@
+"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the audio architectures Audio Flamingo 3
+(``AudioFlamingo3ForConditionalGeneration``) and GLM-ASR (``GlmAsrForConditionalGeneration``): the
+text decoder's KV cache and the audio towers' weights.
+
+``fixtures/vllm_0_33/registry_multimodal_aud2.json`` was recorded with the vLLM reference harness
+over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU, for transformers 5.20's config-class
+defaults: block size, blocks, tokens, concurrency, every group and the capacity line equal, every
+refusal refused for vLLM's reason. ``multimodal_weights_aud2.json`` holds vLLM's own meta build of
+the same configs through ``deploy_probe.py``: parameters and buffers of one TP rank, tower
+included, which kvcalc's weights per rank (and buffers) must equal to the byte; with
+``--limit-mm-per-prompt '{"audio": 0}'`` as planned (neither class supports
+``--mm-encoder-tp-mode data``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import harness_cases, harness_plan, refusal_class
+
+from kvcalc.estimate.weights import weight_bytes
+from kvcalc.hfconfig import parse_config
+from kvcalc.model.layouts import LayerKind
+from kvcalc.planning.api import plan_reference
+from kvcalc.planning.inputs import PlanInputs
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
+DATA = json.loads((FIXTURES / "registry_multimodal_aud2.json").read_text())
+WEIGHTS = json.loads((FIXTURES / "multimodal_weights_aud2.json").read_text())
+CASES = harness_cases(DATA)
+#: vLLM's error texts → the class both sides are mapped to
+VLLM_REASONS = {
+    "User-specified max_model_len": "max-model-len",  # GLM-ASR's 8,192 positions
+    "is not divisible by": "parallelism",  # glmasr.py's QKVParallelLinear: the tower's 20 heads
+}
+KVCALC_CODES = {"max-model-len-exceeded": "max-model-len", "invalid-parallelism": "parallelism"}
+KINDS = {"full_attention": LayerKind.FULL}
+AF3, GLMASR = "synthetic--audioflamingo3-defaults.json", "synthetic--glmasr-defaults.json"
+
+
+def _model(name: str):
+    return parse_config(DATA["models"][name]["config"], name=name)
+
+
+def test_every_architecture_is_recorded():
+    archs = {m["config"]["architectures"][0] for m in DATA["models"].values()}
+    assert archs == {"AudioFlamingo3ForConditionalGeneration", "GlmAsrForConditionalGeneration"}
+    grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
+    for name, model in DATA["models"].items():
+        assert model["source"], name
+        ids = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"])
+               for r in model["scenarios"]}  # fmt: skip
+        assert grid <= ids, name
+
+
+@pytest.mark.parametrize(("name", "row"), CASES)
+def test_matches_vllm(name, row):
+    if "error" in row:
+        want = {c for marker, c in VLLM_REASONS.items() if marker in row["error"]}
+        assert len(want) == 1, row["error"]
+        assert refusal_class(lambda: harness_plan(DATA, name, row), KVCALC_CODES) == want.pop()
+        return
+    p = harness_plan(DATA, name, row)
+    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
+                  g.blocks_per_request) for g in p.groups)  # fmt: skip
+    want = sorted(
+        (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
+    )
+    assert got == want
+    assert row["log_line"] in p.log_lines
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in WEIGHTS["records"] if not r.get("engine_args")],
+    ids=lambda r: f"{r['model'][11:-5]}-tp{r['tensor_parallel_size']}",
+)
+def test_weights_per_rank_equal_vllms_meta_build(rec):
+    model = _model(rec["model"])
+    w = weight_bytes(model, tensor_parallel_size=rec["tensor_parallel_size"])
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+def _plan(tmp_path, name: str, **kw):
+    path = tmp_path / name
+    path.write_text(json.dumps(DATA["models"][name]["config"]))
+    inputs = PlanInputs(gpu="H200", **{"max_model_len": 4096, **kw})
+    return plan_reference(str(path), inputs, with_suggestions=False)
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in WEIGHTS["records"] if r.get("engine_args")],
+    ids=lambda r: f"{r['model'][11:-5]}-tp{r['tensor_parallel_size']}-audio0",
+)
+def test_no_audio_leaves_the_tower_out_as_vllm_does(tmp_path, rec):
+    # both classes build tower and projector inside _mark_tower_model(vllm_config, "audio")
+    kw = {"tensor_parallel_size": rec["tensor_parallel_size"],
+          "limit_mm_per_prompt": json.dumps(rec["engine_args"]["limit_mm_per_prompt"])}  # fmt: skip
+    assert _plan(tmp_path, rec["model"], **kw).weights_bytes == rec["target_param_bytes_per_rank"]
+
+
+def _recorded(name: str, tp: int, off: bool) -> int:
+    return next(r["target_param_bytes_per_rank"] for r in WEIGHTS["records"]
+                if r["model"] == name and r["tensor_parallel_size"] == tp
+                and bool(r.get("engine_args")) == off)  # fmt: skip
+
+
+def test_audio_flamingo3_tower_by_hand():
+    # AudioFlamingo3Config(): Qwen2-Audio's encoder (d 1,280, 128 mel bins, 32 layers, MLP 5,120,
+    # 1,500 positions: 636,968,960, as test_vllm_registry_multimodal's Qwen2-Audio) and two
+    # biased projector layers 1,280 → 4,096 → 4,096: 5,246,976 + 16,781,312; in bf16
+    # 1,317,994,496 B, which vLLM's build without the tower (audio 0) lacks, recorded
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, mel, ffn, h = 1280, 128, 5120, 4096
+    layer = 4 * d * d + 3 * d + 2 * d * ffn + ffn + d + 4 * d
+    tower = d * mel * 3 + d + d * d * 3 + d + 1500 * d + 32 * layer + 2 * d
+    projector = h * d + h + h * h + h
+    assert (tower, projector) == (636_968_960, 22_028_288)
+    assert sum(t.numel for t in vision_tensors(_model(AF3).weights.vision)) == tower + projector
+    assert _recorded(AF3, 1, False) - _recorded(AF3, 1, True) == 2 * (tower + projector)
+
+
+def test_glmasr_tower_by_hand():
+    # GlmAsrConfig()'s encoder (glmasr.py): the biased convolutions 128 → 1,280 → 1,280 (kernel
+    # 3): 492,800 + 4,916,480; 32 layers, each the biased fused qkv (20 heads and 20 KV heads of
+    # 64) 3 × (1,280² + 1,280), o_proj 1,280² + 1,280, fc1/fc2 2 × 1,280 × 5,120 + 5,120 + 1,280,
+    # two LayerNorms 4 × 1,280: 19,677,440; the final LayerNorm 2,560; the projector 5,120 →
+    # 2 × 2,048 → 2,048, biased: 20,975,616 + 8,390,656; in bf16, with the fp32 inv_freq of the
+    # rotary's 32 (64 × 0.5) / 2 = 16 values: 1,328,912,448 B, what audio 0 leaves out, recorded
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, mel, ffn, h = 1280, 128, 5120, 2048
+    layer = 3 * (d * d + d) + d * d + d + 2 * d * ffn + ffn + d + 4 * d
+    tower = d * mel * 3 + d + d * d * 3 + d + 32 * layer + 2 * d
+    projector = 2 * h * ffn + 2 * h + h * 2 * h + h
+    assert (layer, tower, projector) == (19_677_440, 635_089_920, 29_366_272)
+    v = _model(GLMASR).weights.vision
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector
+    assert 2 * (tower + projector) + 16 * 4 == 1_328_912_448
+    assert _recorded(GLMASR, 1, False) - _recorded(GLMASR, 1, True) == 1_328_912_448
+
+
+def test_glmasr_text_is_llama_by_hand():
+    # GlmAsrConfig()'s Llama text_config: 28 layers of 4 KV heads × 128 (bf16: 2 × 4 × 128 × 2 B
+    # = 2 KiB per token per layer); 20 GiB / (16 × 28 × 2 KiB) = 23,405 blocks at TP 1, recorded
+    model = _model(GLMASR)
+    assert (model.family, len(model.layers)) == ("llama", 28)
+    row = DATA["models"][GLMASR]["scenarios"][0]
+    assert row["num_blocks"] == 20 * 2**30 // (16 * 28 * 2 * 4 * 128 * 2) == 23_405
+
+
+def test_other_engines_refuse_them():
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+    from kvcalc.errors import InputError
+
+    for name in (AF3, GLMASR):
+        request = EngineRequest(model=_model(name), max_model_len=4096, kv_cache_dtype="auto",
+                                tensor_parallel_size=1, available_kv_bytes=20 << 30)  # fmt: skip
+        with pytest.raises(InputError) as refused:
+            get_engine("sglang").plan_kv_cache(request)
+        assert refused.value.code == "unsupported-model"
