@@ -1,10 +1,11 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the audio architectures Audio Flamingo 3
-(``AudioFlamingo3ForConditionalGeneration``) and GLM-ASR (``GlmAsrForConditionalGeneration``): the
-text decoder's KV cache and the audio towers' weights.
+(``AudioFlamingo3ForConditionalGeneration``), GLM-ASR (``GlmAsrForConditionalGeneration``) and MOSS
+Transcribe-Diarize (``MossTranscribeDiarizeForConditionalGeneration``): the text decoder's KV cache
+and the audio towers' weights.
 
 ``fixtures/vllm_0_33/registry_multimodal_aud2.json`` was recorded with the vLLM reference harness
-over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU, for transformers 5.20's config-class
-defaults: block size, blocks, tokens, concurrency, every group and the capacity line equal, every
+over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU, for transformers 5.20's or vLLM
+0.33's config-class defaults: block size, blocks, tokens, concurrency, every group and the capacity line equal, every
 refusal refused for vLLM's reason. ``multimodal_weights_aud2.json`` holds vLLM's own meta build of
 the same configs through ``deploy_probe.py``: parameters and buffers of one TP rank, tower
 included, which kvcalc's weights per rank (and buffers) must equal to the byte; with
@@ -38,6 +39,7 @@ VLLM_REASONS = {
 KVCALC_CODES = {"max-model-len-exceeded": "max-model-len", "invalid-parallelism": "parallelism"}
 KINDS = {"full_attention": LayerKind.FULL}
 AF3, GLMASR = "synthetic--audioflamingo3-defaults.json", "synthetic--glmasr-defaults.json"
+MOSS = "synthetic--moss-transcribe-diarize-defaults.json"
 
 
 def _model(name: str):
@@ -46,7 +48,8 @@ def _model(name: str):
 
 def test_every_architecture_is_recorded():
     archs = {m["config"]["architectures"][0] for m in DATA["models"].values()}
-    assert archs == {"AudioFlamingo3ForConditionalGeneration", "GlmAsrForConditionalGeneration"}
+    assert archs == {"AudioFlamingo3ForConditionalGeneration", "GlmAsrForConditionalGeneration",
+                     "MossTranscribeDiarizeForConditionalGeneration"}  # fmt: skip
     grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
     for name, model in DATA["models"].items():
         assert model["source"], name
@@ -157,12 +160,36 @@ def test_glmasr_text_is_llama_by_hand():
     assert row["num_blocks"] == 20 * 2**30 // (16 * 28 * 2 * 4 * 128 * 2) == 23_405
 
 
+def test_moss_transcribe_diarize_tower_by_hand():
+    # MossTranscribeDiarizeConfig()'s Whisper audio_config through vLLM's WhisperEncoder: the
+    # biased convolutions 80 → 1,024 → 1,024 (kernel 3): 246,784 + 3,146,752; 24 layers, each the
+    # biased fused qkv (q, k and v biased) 3 × (1,024² + 1,024), out_proj 1,024² + 1,024, fc1/fc2
+    # 2 × 1,024 × 4,096 + 4,096 + 1,024, two LayerNorms 4 × 1,024: 12,596,224; the final
+    # LayerNorm 2,048 and 1,500 position rows: 307,240,960; the vq_adaptor 4,096 → 1,024 → 1,024,
+    # biased, and its LayerNorm: 5,246,976; in bf16 624,975,872 B, what audio 0 leaves out
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, mel, ffn, h = 1024, 80, 4096, 1024
+    layer = 3 * (d * d + d) + d * d + d + 2 * d * ffn + ffn + d + 4 * d
+    tower = d * mel * 3 + d + d * d * 3 + d + 24 * layer + 2 * d + 1500 * d
+    adaptor = h * 4096 + h + h * h + h + 2 * h
+    assert (layer, tower, adaptor) == (12_596_224, 307_240_960, 5_246_976)
+    assert sum(t.numel for t in vision_tensors(_model(MOSS).weights.vision)) == tower + adaptor
+    assert _recorded(MOSS, 1, False) - _recorded(MOSS, 1, True) == 2 * (tower + adaptor)
+    # its Qwen3 text_config: 28 layers of 8 KV heads × 128: 20 GiB / (16 × 28 × 4 KiB) = 11,702
+    assert (
+        DATA["models"][MOSS]["scenarios"][0]["num_blocks"]
+        == 20 * 2**30 // (16 * 28 * 2 * 8 * 128 * 2)
+        == 11_702
+    )
+
+
 def test_other_engines_refuse_them():
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
     from kvcalc.errors import InputError
 
-    for name in (AF3, GLMASR):
+    for name in (AF3, GLMASR, MOSS):
         request = EngineRequest(model=_model(name), max_model_len=4096, kv_cache_dtype="auto",
                                 tensor_parallel_size=1, available_kv_bytes=20 << 30)  # fmt: skip
         with pytest.raises(InputError) as refused:

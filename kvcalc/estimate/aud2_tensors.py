@@ -24,10 +24,12 @@ def _audioflamingo3(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
     return out + _linear(f"{p}.linear_2", h, h, None, "replicated", bias=v.projector_bias)
 
 
-def _glmasr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
-    """GLM-ASR (``glmasr.py``): see :func:`kvcalc.hfconfig.weights_aud2._glmasr` (``whisper``
-    unused: its layers are vLLM's own, split over TP)."""
-    d, p, ffn = v.hidden_size, "audio_tower", v.intermediate_size
+def _split_encoder(v: VisionWeights, p: str, kv_heads: int) -> list[Tensor]:
+    """The TP-split encoder GLM-ASR's and vLLM's ``WhisperEncoder`` share: the two biased
+    convolutions (mel bins → width → width, kernel 3), whole; per layer the biased
+    ``QKVParallelLinear`` (``num_heads`` and ``kv_heads`` of width / heads), the biased output
+    projection (row) and fc1/fc2 (column, row), two LayerNorms; the final LayerNorm."""
+    d, ffn = v.hidden_size, v.intermediate_size
     head = d // v.num_heads
     out = _linear(f"{p}.conv1", d, v.num_channels * 3, None, "replicated", bias=True)
     out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
@@ -36,21 +38,40 @@ def _glmasr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
         out += _linear(f"{q}.self_attn.q_proj", v.num_heads * head, d, None, "kv", bias=True,
                        heads=v.num_heads)  # fmt: skip
         for proj in ("k_proj", "v_proj"):
-            out += _linear(f"{q}.self_attn.{proj}", v.num_kv_heads * head, d, None, "kv",
-                           bias=True, heads=v.num_kv_heads)  # fmt: skip
+            out += _linear(f"{q}.self_attn.{proj}", kv_heads * head, d, None, "kv", bias=True,
+                           heads=kv_heads)  # fmt: skip
         out += _linear(f"{q}.self_attn.o_proj", d, d, None, "row", bias=True)
         out += _linear(f"{q}.mlp.fc1", ffn, d, None, "column", bias=True)
         out += _linear(f"{q}.mlp.fc2", d, ffn, None, "row", bias=True)
         out.append(Tensor(name=f"{q}.layernorms", rows=d, copies=4, role="norm"))
     out.append(Tensor(name=f"{p}.norm", rows=d, copies=2, role="norm"))
+    return out
+
+
+def _glmasr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """GLM-ASR (``glmasr.py``): see :func:`kvcalc.hfconfig.weights_aud2._glmasr` (``whisper``
+    unused: its layers are vLLM's own, split over TP)."""
+    out, ffn = _split_encoder(v, "audio_tower", v.num_kv_heads), v.intermediate_size
     m, h = "multi_modal_projector", v.text_hidden_size
     out += _linear(f"{m}.linear_1", 2 * h, ffn, None, "column", bias=True)
     return out + _linear(f"{m}.linear_2", h, 2 * h, None, "row", bias=True)
 
 
+def _moss_transcribe_diarize(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """MOSS Transcribe-Diarize (``moss_transcribe_diarize.py``): vLLM's ``WhisperEncoder`` with
+    its position rows, then the ``vq_adaptor``: see
+    :func:`kvcalc.hfconfig.weights_aud2._moss_transcribe_diarize` (``whisper`` unused)."""
+    d, p, h = v.hidden_size, "whisper_encoder", v.text_hidden_size
+    out = _split_encoder(v, p, v.num_heads)
+    out.append(Tensor(name=f"{p}.embed_positions", rows=v.num_positions, cols=d, role="position"))
+    out += _linear("vq_adaptor.layers.0", h, v.projector_input_dim, None, "replicated", bias=True)
+    out += _linear("vq_adaptor.layers.2", h, h, None, "replicated", bias=True)
+    return out + [Tensor(name="vq_adaptor.layers.3", rows=h, copies=2, role="norm")]
+
+
 def tower_buffer_bytes(v: VisionWeights) -> int:
     """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
-    rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); Audio Flamingo 3 keeps none."""
+    rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); the others keep none."""
     return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
 
 
@@ -58,4 +79,5 @@ def tower_buffer_bytes(v: VisionWeights) -> int:
 TOWER_TENSORS: dict[str, Callable[[VisionWeights, list[Tensor]], list[Tensor]]] = {
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,
+    "moss_transcribe_diarize": _moss_transcribe_diarize,
 }

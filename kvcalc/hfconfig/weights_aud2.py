@@ -1,6 +1,7 @@
 """Audio towers read from ``audio_config``, for the parameter count (see
 :mod:`kvcalc.hfconfig.weights`), as vLLM 0.33's model files build them: Audio Flamingo 3's
-(``audioflamingo3``: ``audioflamingo3.py``) and GLM-ASR's (``glmasr``: ``glmasr.py``)."""
+(``audioflamingo3``: ``audioflamingo3.py``), GLM-ASR's (``glmasr``: ``glmasr.py``) and MOSS
+Transcribe-Diarize's (``moss_transcribe_diarize``: ``moss_transcribe_diarize.py``)."""
 
 from __future__ import annotations
 
@@ -89,8 +90,36 @@ def _glmasr(r: ConfigReader, text_hidden: int) -> VisionWeights:
     )
 
 
+def _moss_transcribe_diarize(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """MOSS Transcribe-Diarize's tower as vLLM 0.33 builds it (``moss_transcribe_diarize.py``:
+    ``MossTranscribeDiarizeWhisperEncoder`` is ``whisper.py``'s ``WhisperEncoder`` on the Whisper
+    ``audio_config``): two biased convolutions (``num_mel_bins`` → ``d_model`` → the same, kernel
+    3) and ``max_source_positions`` position rows (an ``nn.Embedding``), whole; every encoder layer
+    a biased ``QKVParallelLinear`` (``encoder_attention_heads``, as many KV heads, q, k and v all
+    biased) and ``out_proj`` (row), a biased fc1/fc2 ``encoder_ffn_dim`` wide (column, row), two
+    LayerNorms; the final LayerNorm. Then the ``vq_adaptor``, whole: two biased ``nn.Linear``
+    (``adaptor_input_dim`` → the text width → the same) and a LayerNorm."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    ar = _audio_config(r, "whisper")
+    return VisionWeights(
+        family="moss_transcribe_diarize",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins", default=80),
+        num_positions=ar.int("max_source_positions", default=1500),
+        num_heads=ar.int("encoder_attention_heads"),
+        projector_input_dim=r.int("adaptor_input_dim"),
+        text_hidden_size=text_hidden,
+    )
+
+
 #: the config's top-level ``model_type`` → its audio tower's reader
 TOWERS: dict[str, Callable[[ConfigReader, int], VisionWeights]] = {
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,
+    "moss_transcribe_diarize": _moss_transcribe_diarize,
 }

@@ -269,7 +269,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MolmoForCausalLM",
             "MoonshotKimiaForCausalLM",
             "MossAudioModel",
-            "MossTranscribeDiarizeForConditionalGeneration",
             "MuseGlimmerForConditionalGeneration",
             "MuseSparkForConditionalGeneration",
             "NVLM_D",

@@ -65,6 +65,7 @@ TOWER_MODALITIES = {
     "GLM4VForCausalLM": (),  # glm4v.py builds its EVA2CLIP tower unmarked: never left out
     "Qwen2AudioForConditionalGeneration": ("audio",),
     "AudioFlamingo3ForConditionalGeneration": ("audio",), "GlmAsrForConditionalGeneration": ("audio",),
+    "MossTranscribeDiarizeForConditionalGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
