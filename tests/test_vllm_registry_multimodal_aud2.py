@@ -1,6 +1,7 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the audio architectures Audio Flamingo 3
-(``AudioFlamingo3ForConditionalGeneration``), GLM-ASR (``GlmAsrForConditionalGeneration``) and MOSS
-Transcribe-Diarize (``MossTranscribeDiarizeForConditionalGeneration``): the text decoder's KV cache
+(``AudioFlamingo3ForConditionalGeneration``), GLM-ASR (``GlmAsrForConditionalGeneration``), MOSS
+Transcribe-Diarize (``MossTranscribeDiarizeForConditionalGeneration``) and Qwen3-ASR
+(``Qwen3ASRForConditionalGeneration``, ``Qwen3ASRRealtimeGeneration``): the text decoder's KV cache
 and the audio towers' weights.
 
 ``fixtures/vllm_0_33/registry_multimodal_aud2.json`` was recorded with the vLLM reference harness
@@ -40,6 +41,7 @@ KVCALC_CODES = {"max-model-len-exceeded": "max-model-len", "invalid-parallelism"
 KINDS = {"full_attention": LayerKind.FULL}
 AF3, GLMASR = "synthetic--audioflamingo3-defaults.json", "synthetic--glmasr-defaults.json"
 MOSS = "synthetic--moss-transcribe-diarize-defaults.json"
+QWEN3_ASR = "synthetic--qwen3-asr-vllm-defaults.json"
 
 
 def _model(name: str):
@@ -49,7 +51,8 @@ def _model(name: str):
 def test_every_architecture_is_recorded():
     archs = {m["config"]["architectures"][0] for m in DATA["models"].values()}
     assert archs == {"AudioFlamingo3ForConditionalGeneration", "GlmAsrForConditionalGeneration",
-                     "MossTranscribeDiarizeForConditionalGeneration"}  # fmt: skip
+                     "MossTranscribeDiarizeForConditionalGeneration",
+                     "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration"}  # fmt: skip
     grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
     for name, model in DATA["models"].items():
         assert model["source"], name
@@ -184,12 +187,54 @@ def test_moss_transcribe_diarize_tower_by_hand():
     )
 
 
+def test_qwen3_asr_tower_by_hand():
+    # Qwen3ASRConfig()'s thinker_config.audio_config (Qwen3OmniMoeAudioEncoder): three biased 3 × 3
+    # Conv2d 1 → 480 → 480 → 480: 4,800 + 2 × 2,074,080; the unbiased conv_out 480 × 16 (128 mel
+    # bins halved thrice) → 1,280: 9,830,400; 32 layers of 1,280 (20 heads, MLP 5,120) as
+    # GLM-ASR's: 19,677,440 each; ln_post 2,560; proj1 1,280² + 1,280 and proj2 1,280 → 3,584
+    # (output_dim) + 3,584: 649,894,784; in bf16, with the fp32 1,500 × 1,280 sinusoid table:
+    # 1,307,469,568 B, what audio 0 leaves out (recorded)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    d, c, ffn, out = 1280, 480, 5120, 3584
+    layer = 3 * (d * d + d) + d * d + d + 2 * d * ffn + ffn + d + 4 * d
+    tower = c * 9 + c + 2 * (c * c * 9 + c) + c * 16 * d + 32 * layer + 2 * d
+    tower += d * d + d + out * d + out
+    assert (layer, tower) == (19_677_440, 649_894_784)
+    assert sum(t.numel for t in vision_tensors(_model(QWEN3_ASR).weights.vision)) == tower
+    table = 1500 * d * 4
+    assert _recorded(QWEN3_ASR, 1, False) - _recorded(QWEN3_ASR, 1, True) == 2 * tower + table
+
+
+def test_qwen3_asr_layers_are_whole_where_tp_does_not_divide_the_heads():
+    # Qwen3OmniMoeAudioAttention and its layer's fc1/fc2: disable_tp where 20 % TP: at TP 8 each
+    # rank holds the whole 649,894,784-parameter tower (and vLLM plans it: no heads assert); at
+    # TP 2 the layers' qkv, out_proj, fc1 and fc2 halve (their row-split biases stay whole):
+    # 32 × (3 × (1,280² + 1,280) + 1,280² + 2 × 1,280 × 5,120 + 5,120) / 2 = 314,716,160 fewer
+    from kvcalc.engines.base import EngineRequest
+    from kvcalc.engines.vllm.setup import check_tower_tp
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    model = _model(QWEN3_ASR)
+    tensors = vision_tensors(model.weights.vision)
+
+    def per_rank(tp: int) -> int:
+        return sum(r * c * t.copies for t in tensors for r, c in [t.shape_per_rank(tp)])
+
+    d, ffn = 1280, 5120
+    assert per_rank(8) == per_rank(1) == 649_894_784
+    assert per_rank(1) - per_rank(2) == 32 * (3 * (d * d + d) + d * d + 2 * d * ffn + ffn) // 2
+    assert 32 * (3 * (d * d + d) + d * d + 2 * d * ffn + ffn) // 2 == 314_716_160
+    check_tower_tp(EngineRequest(model=model, max_model_len=4096, tensor_parallel_size=8,
+                                 available_kv_bytes=20 << 30))  # fmt: skip
+
+
 def test_other_engines_refuse_them():
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
     from kvcalc.errors import InputError
 
-    for name in (AF3, GLMASR, MOSS):
+    for name in (AF3, GLMASR, MOSS, QWEN3_ASR):
         request = EngineRequest(model=_model(name), max_model_len=4096, kv_cache_dtype="auto",
                                 tensor_parallel_size=1, available_kv_bytes=20 << 30)  # fmt: skip
         with pytest.raises(InputError) as refused:

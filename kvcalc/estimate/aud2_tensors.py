@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kvcalc.estimate.tensor_base import Tensor, _linear
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
@@ -24,19 +25,19 @@ def _audioflamingo3(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
     return out + _linear(f"{p}.linear_2", h, h, None, "replicated", bias=v.projector_bias)
 
 
-def _split_encoder(v: VisionWeights, p: str, kv_heads: int) -> list[Tensor]:
+def _split_encoder(v: VisionWeights, p: str, heads: int, kv_heads: int) -> list[Tensor]:
     """The TP-split encoder GLM-ASR's and vLLM's ``WhisperEncoder`` share: the two biased
     convolutions (mel bins → width → width, kernel 3), whole; per layer the biased
-    ``QKVParallelLinear`` (``num_heads`` and ``kv_heads`` of width / heads), the biased output
+    ``QKVParallelLinear`` (``heads`` and ``kv_heads`` of width / heads), the biased output
     projection (row) and fc1/fc2 (column, row), two LayerNorms; the final LayerNorm."""
     d, ffn = v.hidden_size, v.intermediate_size
-    head = d // v.num_heads
+    head = d // heads
     out = _linear(f"{p}.conv1", d, v.num_channels * 3, None, "replicated", bias=True)
     out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
     for i in range(v.num_layers):
         q = f"{p}.layers.{i}"
-        out += _linear(f"{q}.self_attn.q_proj", v.num_heads * head, d, None, "kv", bias=True,
-                       heads=v.num_heads)  # fmt: skip
+        out += _linear(f"{q}.self_attn.q_proj", heads * head, d, None, "kv", bias=True,
+                       heads=heads)  # fmt: skip
         for proj in ("k_proj", "v_proj"):
             out += _linear(f"{q}.self_attn.{proj}", kv_heads * head, d, None, "kv", bias=True,
                            heads=kv_heads)  # fmt: skip
@@ -51,7 +52,7 @@ def _split_encoder(v: VisionWeights, p: str, kv_heads: int) -> list[Tensor]:
 def _glmasr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
     """GLM-ASR (``glmasr.py``): see :func:`kvcalc.hfconfig.weights_aud2._glmasr` (``whisper``
     unused: its layers are vLLM's own, split over TP)."""
-    out, ffn = _split_encoder(v, "audio_tower", v.num_kv_heads), v.intermediate_size
+    out, ffn = _split_encoder(v, "audio_tower", v.num_heads, v.num_kv_heads), v.intermediate_size
     m, h = "multi_modal_projector", v.text_hidden_size
     out += _linear(f"{m}.linear_1", 2 * h, ffn, None, "column", bias=True)
     return out + _linear(f"{m}.linear_2", h, 2 * h, None, "row", bias=True)
@@ -62,16 +63,36 @@ def _moss_transcribe_diarize(v: VisionWeights, whisper: list[Tensor]) -> list[Te
     its position rows, then the ``vq_adaptor``: see
     :func:`kvcalc.hfconfig.weights_aud2._moss_transcribe_diarize` (``whisper`` unused)."""
     d, p, h = v.hidden_size, "whisper_encoder", v.text_hidden_size
-    out = _split_encoder(v, p, v.num_heads)
+    out = _split_encoder(v, p, v.num_heads, v.num_heads)
     out.append(Tensor(name=f"{p}.embed_positions", rows=v.num_positions, cols=d, role="position"))
     out += _linear("vq_adaptor.layers.0", h, v.projector_input_dim, None, "replicated", bias=True)
     out += _linear("vq_adaptor.layers.2", h, h, None, "replicated", bias=True)
     return out + [Tensor(name="vq_adaptor.layers.3", rows=h, copies=2, role="norm")]
 
 
+def _qwen3_asr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """Qwen3-ASR (``qwen3_asr.py``, ``Qwen3OmniMoeAudioEncoder``): see
+    :func:`kvcalc.hfconfig.weights_aud2._qwen3_asr` (``whisper`` unused); the encoder's layers
+    split over TP only where TP divides the heads (``disable_tp``: whole otherwise)."""
+    d, p, c = v.hidden_size, "audio_tower", v.projector_input_dim
+    out: list[Tensor] = []
+    for i, cin in enumerate((1, c, c), start=1):
+        out += _linear(f"{p}.conv2d{i}", c, cin * 9, None, "replicated", bias=True)
+    freq = (((v.num_channels + 1) // 2 + 1) // 2 + 1) // 2
+    out += _linear(f"{p}.conv_out", d, c * freq, None, "replicated")
+    heads = v.num_kv_heads  # the heads (num_heads 0: no TP check, vLLM keeps them whole)
+    layers = _split_encoder(v, p, heads, heads)
+    out += [replace(t, split_if_divides=heads) for t in layers if ".layers." in t.name]
+    out.append(Tensor(name=f"{p}.ln_post", rows=d, copies=2, role="norm"))
+    out += _linear(f"{p}.proj1", d, d, None, "replicated", bias=True)
+    return out + _linear(f"{p}.proj2", v.projector_output_dim, d, None, "replicated", bias=True)
+
+
 def tower_buffer_bytes(v: VisionWeights) -> int:
     """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
     rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); the others keep none."""
+    if v.family == "qwen3_asr":  # SinusoidsPositionEmbedding: an fp32 positions × width table
+        return v.num_positions * v.hidden_size * _FP32_BYTES
     return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
 
 
@@ -80,4 +101,5 @@ TOWER_TENSORS: dict[str, Callable[[VisionWeights, list[Tensor]], list[Tensor]]] 
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,
     "moss_transcribe_diarize": _moss_transcribe_diarize,
+    "qwen3_asr": _qwen3_asr,
 }

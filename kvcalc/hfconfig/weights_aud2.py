@@ -1,7 +1,8 @@
 """Audio towers read from ``audio_config``, for the parameter count (see
 :mod:`kvcalc.hfconfig.weights`), as vLLM 0.33's model files build them: Audio Flamingo 3's
 (``audioflamingo3``: ``audioflamingo3.py``), GLM-ASR's (``glmasr``: ``glmasr.py``) and MOSS
-Transcribe-Diarize's (``moss_transcribe_diarize``: ``moss_transcribe_diarize.py``)."""
+Transcribe-Diarize's (``moss_transcribe_diarize``: ``moss_transcribe_diarize.py``) and
+Qwen3-ASR's (``qwen3_asr``: ``qwen3_asr.py``, its ``thinker_config.audio_config``)."""
 
 from __future__ import annotations
 
@@ -117,9 +118,46 @@ def _moss_transcribe_diarize(r: ConfigReader, text_hidden: int) -> VisionWeights
     )
 
 
+def _qwen3_asr(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen3-ASR's tower as vLLM 0.33 builds it (``qwen3_asr.py``: ``qwen3_omni_moe_thinker.py``'s
+    ``Qwen3OmniMoeAudioEncoder`` on ``thinker_config.audio_config``): three biased 3 × 3
+    ``Conv2d`` (1 → ``downsample_hidden_size`` → the same → the same), the unbiased ``conv_out``
+    (``downsample_hidden_size`` × the thrice-halved mel bins → ``d_model``), whole; every layer a
+    biased ``QKVParallelLinear`` (``encoder_attention_heads``, as many KV heads) and ``out_proj``,
+    a biased fc1/fc2 ``encoder_ffn_dim`` wide, split over TP only where the heads divide it
+    (``disable_tp`` otherwise: whole), two LayerNorms; ``ln_post``, the biased ``proj1``
+    (``d_model`` → the same) and ``proj2`` (→ ``output_dim``), whole; the fp32 sinusoid
+    ``positional_embedding`` buffer, ``max_source_positions`` × ``d_model``."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    thinker = r.mapping("thinker_config") if r.has("thinker_config") else None
+    if thinker is None:
+        raise ConfigError(f"{r.source}: no thinker_config: Qwen3-ASR's tower is sized from it",
+                          code="config-invalid")  # fmt: skip
+    ar = _audio_config(ConfigReader(thinker, source=f"{r.source}: thinker_config"),
+                       "qwen3_asr_audio_encoder")  # fmt: skip
+    return VisionWeights(
+        family="qwen3_asr",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins"),
+        num_positions=ar.int("max_source_positions"),
+        # the heads as num_kv_heads (as many): num_heads names heads vLLM asserts TP divides,
+        # which Qwen3OmniMoeAudioAttention does not (disable_tp where TP does not divide them)
+        num_kv_heads=ar.int("encoder_attention_heads"),
+        projector_input_dim=ar.int("downsample_hidden_size"),
+        projector_output_dim=ar.int("output_dim"),
+        text_hidden_size=text_hidden,
+    )
+
+
 #: the config's top-level ``model_type`` → its audio tower's reader
 TOWERS: dict[str, Callable[[ConfigReader, int], VisionWeights]] = {
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,
     "moss_transcribe_diarize": _moss_transcribe_diarize,
+    "qwen3_asr": _qwen3_asr,
 }

@@ -287,8 +287,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "PixtralForConditionalGeneration",
             "Qwen2_5OmniForConditionalGeneration",
             "Qwen2_5OmniModel",
-            "Qwen3ASRForConditionalGeneration",
-            "Qwen3ASRRealtimeGeneration",
             "Qwen3OmniMoeForConditionalGeneration",
             "RForConditionalGeneration",
             "RadioMBartPrefixForCausalLM",

@@ -66,6 +66,7 @@ TOWER_MODALITIES = {
     "Qwen2AudioForConditionalGeneration": ("audio",),
     "AudioFlamingo3ForConditionalGeneration": ("audio",), "GlmAsrForConditionalGeneration": ("audio",),
     "MossTranscribeDiarizeForConditionalGeneration": ("audio",),
+    "Qwen3ASRForConditionalGeneration": ("audio",), "Qwen3ASRRealtimeGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too

@@ -139,6 +139,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_5_moe": "qwen3_5",
     "qwen3_5_moe_text": "qwen3_5",
     "qwen3_5_text": "qwen3_5",
+    "qwen3_asr": "qwen",
     "qwen3_moe": "qwen",
     "qwen3_next": "qwen3_next",
     "qwen3_vl": "qwen",
