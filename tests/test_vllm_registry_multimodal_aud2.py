@@ -1,8 +1,9 @@
 """kvcalc's vLLM engine equals vLLM 0.33.0's own sizing of the audio architectures Audio Flamingo 3
 (``AudioFlamingo3ForConditionalGeneration``), GLM-ASR (``GlmAsrForConditionalGeneration``), MOSS
 Transcribe-Diarize (``MossTranscribeDiarizeForConditionalGeneration``) and Qwen3-ASR
-(``Qwen3ASRForConditionalGeneration``, ``Qwen3ASRRealtimeGeneration``): the text decoder's KV cache
-and the audio towers' weights.
+(``Qwen3ASRForConditionalGeneration``, ``Qwen3ASRRealtimeGeneration``) and Granite Speech
+(``GraniteSpeechForConditionalGeneration``, ``GraniteSpeechPlusForConditionalGeneration``): the text
+decoder's KV cache and the audio towers' weights.
 
 ``fixtures/vllm_0_33/registry_multimodal_aud2.json`` was recorded with the vLLM reference harness
 over auto/fp8 × TP 1/8 × 4,096/32,768 tokens × 20 GiB per GPU, for transformers 5.20's or vLLM
@@ -42,6 +43,7 @@ KINDS = {"full_attention": LayerKind.FULL}
 AF3, GLMASR = "synthetic--audioflamingo3-defaults.json", "synthetic--glmasr-defaults.json"
 MOSS = "synthetic--moss-transcribe-diarize-defaults.json"
 QWEN3_ASR = "synthetic--qwen3-asr-vllm-defaults.json"
+GRANITE = "synthetic--granite-speech-defaults.json"
 
 
 def _model(name: str):
@@ -52,7 +54,9 @@ def test_every_architecture_is_recorded():
     archs = {m["config"]["architectures"][0] for m in DATA["models"].values()}
     assert archs == {"AudioFlamingo3ForConditionalGeneration", "GlmAsrForConditionalGeneration",
                      "MossTranscribeDiarizeForConditionalGeneration",
-                     "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration"}  # fmt: skip
+                     "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration",
+                     "GraniteSpeechForConditionalGeneration",
+                     "GraniteSpeechPlusForConditionalGeneration"}  # fmt: skip
     grid = {(d, t, n) for d in ("auto", "fp8") for t in (1, 8) for n in (4096, 32768)}
     for name, model in DATA["models"].items():
         assert model["source"], name
@@ -63,6 +67,9 @@ def test_every_architecture_is_recorded():
 
 @pytest.mark.parametrize(("name", "row"), CASES)
 def test_matches_vllm(name, row):
+    if row["max_model_len"] is None:  # the length vLLM derives (Granite Speech's 2,048)
+        assert _model(name).max_model_len == row["derived_max_model_len"]
+        row = dict(row, max_model_len=row["derived_max_model_len"])
     if "error" in row:
         want = {c for marker, c in VLLM_REASONS.items() if marker in row["error"]}
         assert len(want) == 1, row["error"]
@@ -229,12 +236,48 @@ def test_qwen3_asr_layers_are_whole_where_tp_does_not_divide_the_heads():
                                  available_kv_bytes=20 << 30))  # fmt: skip
 
 
+def test_granite_speech_tower_by_hand():
+    # GraniteSpeechConfig()'s CTC encoder (granite_speech.py): 10 conformer blocks of 1,024, each
+    # two feed-forwards (a LayerNorm, biased 1,024 → 4,096 → 1,024: 8,395,776), the attention (a
+    # LayerNorm, unbiased to_q and to_kv 1,024 → 8 × 128, 2 × 1,024, the biased to_out, 1,025 × 128
+    # relative positions: 4,328,576), the convolution module (a LayerNorm, the biased pointwise
+    # 1,024 → 2 × 2,048, the unbiased depthwise 2,048 × 15, a BatchNorm with its running mean and
+    # variance 4 × 2,048, the biased 2,048 → 1,024: 6,337,536) and a LayerNorm: 27,459,712; the
+    # biased input_linear 160 → 1,024, out 1,024 → 42 and out_mid 42 → 1,024: 274,849,066 in all.
+    # The projector: 3 (15 / 5) queries of 768, the Q-Former's LayerNorm and 12 layers (self
+    # attention, every second one cross-attending 1,408 wide, the query MLP 3,072 wide) and the
+    # biased 768 → 4,096: 108,289,792. In bf16 with 10 int64 num_batches_tracked: 766,277,796 B,
+    # what audio 0 leaves out (recorded)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    h, ffn, inner, conv = 1024, 4096, 1024, 2048
+    ff = 2 * h + ffn * h + ffn + h * ffn + h
+    attn = 2 * h + 3 * inner * h + h * inner + h + 1025 * 128
+    module = 2 * h + 2 * conv * h + 2 * conv + conv * 15 + 4 * conv + h * conv + h
+    block = 2 * ff + attn + module + 2 * h
+    encoder = 160 * h + h + 10 * block + 42 * h + 42 + h * 42 + h
+    qh, qi = 768, 3072
+
+    def qformer_attention(kv: int) -> int:
+        return 2 * (qh * qh + qh) + 2 * (qh * kv + qh) + 2 * qh
+
+    layers = sum(qformer_attention(qh) + (qformer_attention(1408) if i % 2 == 0 else 0)
+                 + qi * qh + qi + qh * qi + qh + 2 * qh for i in range(12))  # fmt: skip
+    projector = 3 * qh + 2 * qh + layers + 4096 * qh + 4096
+    assert (ff, attn, module, block) == (8_395_776, 4_328_576, 6_337_536, 27_459_712)
+    assert (encoder, projector) == (274_849_066, 108_289_792)
+    got = sum(t.numel for t in vision_tensors(_model(GRANITE).weights.vision))
+    assert got == encoder + projector
+    assert 2 * (encoder + projector) + 10 * 8 == 766_277_796
+    assert _recorded(GRANITE, 1, False) - _recorded(GRANITE, 1, True) == 766_277_796
+
+
 def test_other_engines_refuse_them():
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
     from kvcalc.errors import InputError
 
-    for name in (AF3, GLMASR, MOSS, QWEN3_ASR):
+    for name in (AF3, GLMASR, MOSS, QWEN3_ASR, GRANITE):
         request = EngineRequest(model=_model(name), max_model_len=4096, kv_cache_dtype="auto",
                                 tensor_parallel_size=1, available_kv_bytes=20 << 30)  # fmt: skip
         with pytest.raises(InputError) as refused:

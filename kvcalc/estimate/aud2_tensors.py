@@ -10,6 +10,7 @@ from kvcalc.estimate.tensor_base import Tensor, _linear
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
 _FP32_BYTES = 4
+_INT64_BYTES = 8
 #: the projector :func:`kvcalc.estimate.vision_tensors._qwen2_audio` ends with (Qwen2-Audio's)
 _QWEN2_AUDIO_PROJECTOR = "multi_modal_projector.linear"
 
@@ -88,9 +89,58 @@ def _qwen3_asr(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
     return out + _linear(f"{p}.proj2", v.projector_output_dim, d, None, "replicated", bias=True)
 
 
+def _granite_speech(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
+    """Granite Speech (``granite_speech.py``): see
+    :func:`kvcalc.hfconfig.weights_aud2._granite_speech` (``whisper`` unused)."""
+    h, ffn, inner, p = v.hidden_size, v.intermediate_size, v.vision_output_dim, "encoder"
+    conv = h * v.temporal_patch_size
+    out = _linear(f"{p}.input_linear", h, v.num_channels, None, "replicated", bias=True)
+    for i in range(v.num_layers):
+        b = f"{p}.layers.{i}"
+        for ff in ("ff1", "ff2"):
+            out.append(Tensor(name=f"{b}.{ff}.pre_norm", rows=h, copies=2, role="norm"))
+            out += _linear(f"{b}.{ff}.up_proj", ffn, h, None, "column", bias=True)
+            out += _linear(f"{b}.{ff}.down_proj", h, ffn, None, "row", bias=True)
+        out.append(Tensor(name=f"{b}.attn.pre_norm", rows=h, copies=2, role="norm"))
+        out += _linear(f"{b}.attn.to_q", inner, h, None, "replicated")
+        out += _linear(f"{b}.attn.to_kv", 2 * inner, h, None, "replicated")
+        out += _linear(f"{b}.attn.to_out", h, inner, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{b}.attn.rel_pos_emb", rows=v.num_positions, cols=v.head_dim,
+                          role="position"))  # fmt: skip
+        out.append(Tensor(name=f"{b}.conv.norm", rows=h, copies=2, role="norm"))
+        out += _linear(f"{b}.conv.up_conv", 2 * conv, h, None, "replicated", bias=True)
+        out += _linear(f"{b}.conv.depth_conv.conv", conv, v.patch_size, None, "replicated")
+        # BatchNorm1d: weight, bias and the running mean and variance (buffers in the model dtype)
+        out.append(Tensor(name=f"{b}.conv.batch_norm", rows=conv, copies=4, role="norm"))
+        out += _linear(f"{b}.conv.down_conv", h, conv, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{b}.post_norm", rows=h, copies=2, role="norm"))
+    out += _linear(f"{p}.out", v.projector_output_dim, h, None, "column", bias=True)
+    out += _linear(f"{p}.out_mid", h, v.projector_output_dim, None, "row", bias=True)
+    qh, qi, kv = v.qformer_hidden_size, v.qformer_intermediate_size, v.projector_input_dim
+    out.append(Tensor(name="projector.query", rows=v.query_tokens, cols=qh, role="vector"))
+    out.append(Tensor(name="projector.qformer.layernorm", rows=qh, copies=2, role="norm"))
+    for i in range(v.qformer_layers):  # blip2.py's Blip2QFormerLayer, as BLIP-2's
+        q = f"projector.qformer.encoder.layer.{i}"
+        kinds = ["attention"] + (["crossattention"] if i % v.cross_attention_frequency == 0 else [])
+        for kind in kinds:
+            width = kv if kind == "crossattention" else qh
+            out += _linear(f"{q}.{kind}.attention.query", qh, qh, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.attention.key", qh, width, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.attention.value", qh, width, None, "replicated", bias=True)
+            out += _linear(f"{q}.{kind}.output.dense", qh, qh, None, "replicated", bias=True)
+            out.append(Tensor(name=f"{q}.{kind}.output.LayerNorm", rows=qh, copies=2, role="norm"))
+        out += _linear(f"{q}.intermediate_query.dense", qi, qh, None, "replicated", bias=True)
+        out += _linear(f"{q}.output_query.dense", qh, qi, None, "replicated", bias=True)
+        out.append(Tensor(name=f"{q}.output_query.LayerNorm", rows=qh, copies=2, role="norm"))
+    return out + _linear("projector.linear", v.text_hidden_size, qh, None, "replicated", bias=True)
+
+
 def tower_buffer_bytes(v: VisionWeights) -> int:
     """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
-    rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); the others keep none."""
+    rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); Qwen3-ASR's fp32 sinusoid table;
+    Granite Speech's int64 ``num_batches_tracked`` per conformer block; the others keep none."""
+    if v.family == "granite_speech":  # each BatchNorm1d's int64 num_batches_tracked
+        return v.num_layers * _INT64_BYTES
     if v.family == "qwen3_asr":  # SinusoidsPositionEmbedding: an fp32 positions × width table
         return v.num_positions * v.hidden_size * _FP32_BYTES
     return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
@@ -102,4 +152,5 @@ TOWER_TENSORS: dict[str, Callable[[VisionWeights, list[Tensor]], list[Tensor]]] 
     "glmasr": _glmasr,
     "moss_transcribe_diarize": _moss_transcribe_diarize,
     "qwen3_asr": _qwen3_asr,
+    "granite_speech": _granite_speech,
 }

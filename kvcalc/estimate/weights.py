@@ -383,6 +383,7 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
         "audioflamingo3",
         "moss_transcribe_diarize",
         "qwen3_asr",
+        "granite_speech",
     ):
         from kvcalc.estimate.aud2_tensors import tower_buffer_bytes as audio_buffer_bytes
 

@@ -302,6 +302,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             if r.has("vision_config")
             or r.has("audio_config")
             or r.has("thinker_config")  # Qwen3-ASR's audio_config beside its text_config
+            or r.has("encoder_config")  # Granite Speech's audio encoder
             or _tower_elsewhere(r)
             or r.has("vit_config")
             else None
@@ -310,7 +311,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         vision_encoder=(
             r.has("vision_config")
             or r.raw.get("model_type") == "qwen2_audio"
-            or ((r.has("audio_config") or r.has("thinker_config")) and _audio_tower(r))
+            or (bool(_AUDIO_KEYS & set(r.raw)) and _audio_tower(r))
             or _tower_elsewhere(r)
             or (r.raw.get("model_type") == "bagel" and r.has("vit_config"))
         ),
@@ -480,6 +481,10 @@ def _gdn(r: ConfigReader) -> GdnWeights:
     from kvcalc.hfconfig.weights_mixers import gdn_weights
 
     return gdn_weights(r)
+
+
+#: the keys an audio tower of :mod:`~kvcalc.hfconfig.weights_aud2` is read from
+_AUDIO_KEYS = {"audio_config", "thinker_config", "encoder_config"}
 
 
 def _audio_tower(r: ConfigReader) -> bool:

@@ -2,7 +2,9 @@
 :mod:`kvcalc.hfconfig.weights`), as vLLM 0.33's model files build them: Audio Flamingo 3's
 (``audioflamingo3``: ``audioflamingo3.py``), GLM-ASR's (``glmasr``: ``glmasr.py``) and MOSS
 Transcribe-Diarize's (``moss_transcribe_diarize``: ``moss_transcribe_diarize.py``) and
-Qwen3-ASR's (``qwen3_asr``: ``qwen3_asr.py``, its ``thinker_config.audio_config``)."""
+Qwen3-ASR's (``qwen3_asr``: ``qwen3_asr.py``, its ``thinker_config.audio_config``) and Granite
+Speech's (``granite_speech``, ``granite_speech_plus``: ``granite_speech.py``, its
+``encoder_config`` and ``projector_config``)."""
 
 from __future__ import annotations
 
@@ -154,10 +156,70 @@ def _qwen3_asr(r: ConfigReader, text_hidden: int) -> VisionWeights:
     )
 
 
+def _granite_speech(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Granite Speech's tower as vLLM 0.33 builds it (``granite_speech.py``; Granite Speech Plus's
+    ``granite_speech_plus.py`` subclasses it, its encoder only concatenating layers' outputs):
+    the CTC encoder on ``encoder_config``: the biased ``input_linear`` (``input_dim`` →
+    ``hidden_dim``), ``num_layers`` conformer blocks (two feed-forwards, each a LayerNorm and
+    biased up/down projections ``feedforward_mult`` × wide split over TP; the attention's
+    LayerNorm, unbiased ``to_q`` and ``to_kv`` and biased ``to_out``, ``dim_head × num_heads``
+    wide, and its ``2 · max_pos_emb + 1`` relative positions; the convolution module's LayerNorm,
+    biased pointwise ``up_conv`` into twice ``conv_expansion_factor`` × the width, the unbiased
+    depthwise ``conv_kernel_size`` convolution, a BatchNorm and the biased ``down_conv``; the
+    post-LayerNorm), the biased ``out`` (→ ``output_dim``, column) and ``out_mid`` (row); the
+    projector: ``window_size / downsample_rate`` learned queries, the Q-Former on
+    ``projector_config`` (BLIP-2's, cross-attending ``encoder_hidden_size`` every
+    ``cross_attention_frequency`` layers) and a biased ``nn.Linear`` into the text width. Fields:
+    ``head_dim`` the attention head, ``vision_output_dim`` its inner width, ``temporal_patch_size``
+    the expansion factor, ``patch_size`` the kernel, ``num_positions`` the relative positions,
+    ``projector_output_dim`` ``output_dim``, ``projector_input_dim`` the Q-Former's
+    ``encoder_hidden_size``."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    e, q = r.mapping("encoder_config"), r.mapping("projector_config")
+    if e is None or q is None:
+        raise ConfigError(f"{r.source}: no encoder_config or projector_config: Granite Speech's "
+                          "tower is sized from both", code="config-invalid")  # fmt: skip
+    er = ConfigReader(e, source=f"{r.source}: encoder_config")
+    qr = ConfigReader(q, source=f"{r.source}: projector_config")
+    encoder = f"{r.raw.get('model_type')}_encoder"  # granite_speech(_plus)_encoder
+    for sub, kind in ((er, encoder), (qr, "blip_2_qformer")):
+        got = sub.str("model_type", kind)
+        if got != kind:
+            raise sub.bad(sub.path("model_type"), got, kind)
+    if qr.str("position_embedding_type", "absolute") != "absolute":  # blip2.py refuses others
+        raise qr.bad(qr.path("position_embedding_type"), qr.raw.get("position_embedding_type"),
+                     "absolute (vLLM 0.33's blip2.py)")  # fmt: skip
+    hidden, head = er.int("hidden_dim"), er.int("dim_head")
+    return VisionWeights(
+        family="granite_speech",
+        hidden_size=hidden,
+        intermediate_size=hidden * er.int("feedforward_mult"),
+        num_layers=er.int("num_layers"),
+        image_size=0,
+        patch_size=er.int("conv_kernel_size"),
+        num_channels=er.int("input_dim"),
+        head_dim=head,
+        vision_output_dim=head * er.int("num_heads"),
+        temporal_patch_size=er.int("conv_expansion_factor"),
+        num_positions=2 * er.int("max_pos_emb") + 1,
+        projector_output_dim=er.int("output_dim"),
+        projector_input_dim=qr.int("encoder_hidden_size"),
+        query_tokens=r.int("window_size") // r.int("downsample_rate"),
+        qformer_layers=qr.int("num_hidden_layers"),
+        qformer_hidden_size=qr.int("hidden_size"),
+        qformer_intermediate_size=qr.int("intermediate_size"),
+        cross_attention_frequency=qr.int("cross_attention_frequency"),
+        text_hidden_size=text_hidden,
+    )
+
+
 #: the config's top-level ``model_type`` → its audio tower's reader
 TOWERS: dict[str, Callable[[ConfigReader, int], VisionWeights]] = {
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,
     "moss_transcribe_diarize": _moss_transcribe_diarize,
     "qwen3_asr": _qwen3_asr,
+    "granite_speech": _granite_speech,
+    "granite_speech_plus": _granite_speech,
 }

@@ -247,8 +247,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "FireRedASR2ForConditionalGeneration",
             "FunASRForConditionalGeneration",
             "FunAudioChatForConditionalGeneration",
-            "GraniteSpeechForConditionalGeneration",
-            "GraniteSpeechPlusForConditionalGeneration",
             "H2OVLChatModel",
             "InternS1ForConditionalGeneration",
             "InternS1ProForConditionalGeneration",

@@ -67,6 +67,8 @@ TOWER_MODALITIES = {
     "AudioFlamingo3ForConditionalGeneration": ("audio",), "GlmAsrForConditionalGeneration": ("audio",),
     "MossTranscribeDiarizeForConditionalGeneration": ("audio",),
     "Qwen3ASRForConditionalGeneration": ("audio",), "Qwen3ASRRealtimeGeneration": ("audio",),
+    "GraniteSpeechForConditionalGeneration": ("audio",),
+    "GraniteSpeechPlusForConditionalGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too

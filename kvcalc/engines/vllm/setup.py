@@ -252,6 +252,8 @@ def check_tower_tp(request: EngineRequest) -> None:
     vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
     heads = vision.num_heads if vision is not None else 0
     width = vision.intermediate_size if vision and vision.family in _MLP_SPLIT_TOWERS else 0
+    if vision is not None and vision.family == "granite_speech":  # its CTC out: a column split
+        width = vision.projector_output_dim  # of output_dim (42 at TP 8: "not divisible", recorded)
     if tp == 1 or (not heads or heads % tp == 0) and (not width or width % tp == 0):
         return
     from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
@@ -281,7 +283,8 @@ def check_tower_tp(request: EngineRequest) -> None:
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
             code="invalid-parallelism",
         )
-    linear = "ColumnParallelLinear" if vit else "MergedColumnParallelLinear"
+    granite = vision is not None and vision.family == "granite_speech"
+    linear = "ColumnParallelLinear" if vit or granite else ("MergedColumnParallelLinear")
     raise InputError(
         f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
         f"(vLLM fails building it: {linear} asserts each output size divides TP)",

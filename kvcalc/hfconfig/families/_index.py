@@ -65,6 +65,8 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "gpt_oss": "gpt_oss",
     "gptj": "gptj",
     "granite": "granite",
+    "granite_speech": "granite",
+    "granite_speech_plus": "granite",
     "granitemoe": "granite",
     "granitemoehybrid": "granite_hybrid",
     "granitemoeshared": "granite",
