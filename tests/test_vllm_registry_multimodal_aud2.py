@@ -234,6 +234,14 @@ def test_qwen3_asr_layers_are_whole_where_tp_does_not_divide_the_heads():
     assert 32 * (3 * (d * d + d) + d * d + 2 * d * ffn + ffn) // 2 == 314_716_160
     check_tower_tp(EngineRequest(model=model, max_model_len=4096, tensor_parallel_size=8,
                                  available_kv_bytes=20 << 30))  # fmt: skip
+    # the 1.7B shape's 16 heads divide TP 8: its 24 layers of 1,024 split (recorded at TP 8 too)
+    shape = vision_tensors(_model("synthetic--qwen3-asr-1.7b-shape.json").weights.vision)
+    layers = [t for t in shape if ".layers." in t.name]
+    whole = sum(t.numel for t in layers)
+    split = sum(r * c * t.copies for t in layers for r, c in [t.shape_per_rank(8)])
+    d, ffn = 1024, 4096
+    per_layer = 3 * (d * d + d) + d * d + 2 * d * ffn + ffn  # what TP splits, 7 / 8 of it gone
+    assert whole - split == 24 * per_layer * 7 // 8
 
 
 def test_granite_speech_tower_by_hand():

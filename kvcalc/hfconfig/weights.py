@@ -488,7 +488,8 @@ _AUDIO_KEYS = {"audio_config", "thinker_config", "encoder_config"}
 
 
 def _audio_tower(r: ConfigReader) -> bool:
-    """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's)."""
+    """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's,
+    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's)."""
     from kvcalc.hfconfig.weights_aud2 import TOWERS
 
     return r.raw.get("model_type") in TOWERS

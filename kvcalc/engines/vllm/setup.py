@@ -284,7 +284,7 @@ def check_tower_tp(request: EngineRequest) -> None:
             code="invalid-parallelism",
         )
     granite = vision is not None and vision.family == "granite_speech"
-    linear = "ColumnParallelLinear" if vit or granite else ("MergedColumnParallelLinear")
+    linear = "ColumnParallelLinear" if vit or granite else "MergedColumnParallelLinear"
     raise InputError(
         f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
         f"(vLLM fails building it: {linear} asserts each output size divides TP)",
