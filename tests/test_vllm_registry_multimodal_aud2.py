@@ -291,3 +291,17 @@ def test_other_engines_refuse_them():
         with pytest.raises(InputError) as refused:
             get_engine("sglang").plan_kv_cache(request)
         assert refused.value.code == "unsupported-model"
+
+
+def test_glmasr_at_tp_8_is_refused_unless_the_audio_tower_is_left_out(tmp_path):
+    # its 20 tower heads do not divide TP 8 (vLLM fails, recorded): the hint names the modality
+    # its class marks ({"audio": 0}), with which vLLM builds no tower and kvcalc plans it
+    from kvcalc.errors import InputError
+
+    with pytest.raises(InputError) as refused:
+        _plan(tmp_path, GLMASR, tensor_parallel_size=8, max_model_len=2048)
+    assert refused.value.code == "invalid-parallelism"
+    assert '{"audio": 0}' in (refused.value.hint or "")
+    plan = _plan(tmp_path, GLMASR, tensor_parallel_size=8, max_model_len=2048,
+                 limit_mm_per_prompt='{"audio": 0}')  # fmt: skip
+    assert plan.weights_bytes < _recorded(GLMASR, 1, True)
