@@ -280,6 +280,20 @@ def test_granite_speech_tower_by_hand():
     assert _recorded(GRANITE, 1, False) - _recorded(GRANITE, 1, True) == 766_277_796
 
 
+def test_granite_speech_2b_shape_text_by_hand():
+    # its Granite text_config: 40 layers of 4 KV heads × 128 (2,048 / 16): 2 × 4 × 128 × 2 B = 2 KiB
+    # per token per layer; 20 GiB / (16 × 40 × 2 KiB) = 16,384 blocks at 4,096 tokens, TP 1; its
+    # CTC out layer's 348 columns fail at TP 8 (348 / 8 is not whole: refused, recorded and tested
+    # in test_matches_vllm)
+    name = "synthetic--granite-speech-2b-shape.json"
+    rows = {(r["kv_cache_dtype"], r["tensor_parallel_size"], r["max_model_len"]): r
+            for r in DATA["models"][name]["scenarios"]}  # fmt: skip
+    assert rows[("auto", 1, 4096)]["num_blocks"] == 20 * 2**30 // (16 * 40 * 2 * 4 * 128 * 2)
+    assert rows[("auto", 1, 4096)]["num_blocks"] == 16_384
+    assert "error" in rows[("auto", 8, 4096)] and 348 % 8
+    assert _model(name).weights.vision.projector_output_dim == 348
+
+
 def test_other_engines_refuse_them():
     from kvcalc.engines import get_engine
     from kvcalc.engines.base import EngineRequest
