@@ -87,6 +87,12 @@ VLLM_ONLY_ARCHITECTURES = {
     "Qwen2AudioForConditionalGeneration": "Qwen2-Audio",
     "Phi3VForCausalLM": "Phi-3-Vision",
     "Alpamayo2Super": "Alpamayo 2 Super", "BagelForConditionalGeneration": "BAGEL",
+    "AudioFlamingo3ForConditionalGeneration": "Audio Flamingo 3",
+    "GlmAsrForConditionalGeneration": "GLM-ASR",
+    "MossTranscribeDiarizeForConditionalGeneration": "MOSS Transcribe-Diarize",
+    "Qwen3ASRForConditionalGeneration": "Qwen3-ASR", "Qwen3ASRRealtimeGeneration": "Qwen3-ASR",
+    "GraniteSpeechForConditionalGeneration": "Granite Speech",
+    "GraniteSpeechPlusForConditionalGeneration": "Granite Speech Plus",
 }  # fmt: skip
 #: the engines besides vLLM a :data:`VLLM_ONLY` type was checked on: llama.cpp's ``qwen2moe`` graph
 #: against llama.cpp's own runs (``tests/test_verify_llamacpp.py``, Qwen1.5-MoE), and its pure

@@ -37,6 +37,9 @@ class Tensor:
     #: a tensor vLLM allocates that the checkpoint and transformers do not have (Gemma 4's V slot
     #: in a k_eq_v layer's qkv_proj, loaded with K): priced on the GPU, not a parameter
     engine_only: bool = False
+    #: split over TP only where TP divides this count, else whole on every rank (Qwen3-ASR's audio
+    #: layers: ``disable_tp`` where TP does not divide the heads); 0: always split
+    split_if_divides: int = 0
 
     @property
     def numel(self) -> int:
@@ -44,6 +47,8 @@ class Tensor:
 
     def shape_per_rank(self, tp: int) -> tuple[int, int]:
         """``(rows, cols)`` of one copy on one tensor-parallel rank."""
+        if self.split_if_divides and self.split_if_divides % tp:
+            return self.rows, self.cols
         if self.split == "column" or self.split == "vocab":
             return cdiv(self.rows, tp), self.cols
         if self.split == "row":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvcalc.estimate import mmremote_tensors
+from kvcalc.estimate import aud2_tensors, mmremote_tensors
 from kvcalc.estimate.tensor_base import Tensor, _linear, _mlp
 from kvcalc.hfconfig.weight_shape import MlpWeights
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
@@ -69,6 +69,11 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in out]
     if v.family == "gemma4":
         return [replace(t, vision=True) for t in _gemma4(v)]
+    if v.family in aud2_tensors.TOWER_TENSORS:  # audio towers (aud2_tensors.py)
+        return [
+            replace(t, vision=True)
+            for t in aud2_tensors.TOWER_TENSORS[v.family](v, _qwen2_audio(v))
+        ]
     if v.family in mmremote_tensors.TOWER_TENSORS:  # remote-code towers (mmremote_tensors.py)
         tensors = mmremote_tensors.TOWER_TENSORS[v.family](v, _llava(v))
         return [replace(t, vision=True) for t in tensors]

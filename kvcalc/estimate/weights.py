@@ -379,6 +379,16 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     if v is not None and v.family in ("llava", "cohere2_vision", "paligemma", "phi3_v"):
         # CLIP's and SigLIP's position_ids (int64, one per position row), no RoPE
         return ((v.image_size // v.patch_size) ** 2 + (v.tower == "clip")) * _INT64_BYTES
+    if v is not None and v.family in (
+        "glmasr",
+        "audioflamingo3",
+        "moss_transcribe_diarize",
+        "qwen3_asr",
+        "granite_speech",
+    ):
+        from kvcalc.estimate.aud2_tensors import tower_buffer_bytes as audio_buffer_bytes
+
+        return audio_buffer_bytes(v)
     if v is not None and v.family == "bagel":
         from kvcalc.estimate.mmmla_tensors import tower_buffer_bytes
 

@@ -17,6 +17,8 @@ from kvcalc.errors import ConfigError
 _MISSING: Any = object()
 #: Sub-configs that hold the language model of multimodal configs.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+#: Sub-configs holding the ``text_config`` one level down (Qwen3-ASR's ``thinker_config``)
+NESTED_TEXT_CONFIG_KEYS = ("thinker_config",)
 #: No real model has more layers, heads or values than this; larger numbers are corrupt input.
 MAX_DIM = 1 << 24
 
@@ -40,6 +42,12 @@ class ConfigReader:
                 self.text = sub
                 self.prefix = f"{key}."
                 break
+        for key in NESTED_TEXT_CONFIG_KEYS:
+            outer = raw.get(key)
+            sub = outer.get("text_config") if isinstance(outer, Mapping) else None
+            if self.prefix == "" and isinstance(sub, Mapping) and sub:
+                self.text = sub
+                self.prefix = f"{key}.text_config."
         #: ``key path -> value`` for every key read, in reading order
         self.used: dict[str, Any] = {}
 

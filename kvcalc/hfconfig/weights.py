@@ -52,7 +52,8 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 #: model types with weighted per-head q/k RMSNorm (Llama 4's qk-norm is an unweighted L2 norm)
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
-            "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe"}  # fmt: skip
+            "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe",
+            "qwen3_asr_text"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1", "bamba"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
@@ -300,6 +301,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
             _vision(r, model_type, hidden, notes)
             if r.has("vision_config")
             or r.has("audio_config")
+            or r.has("thinker_config")  # Qwen3-ASR's audio_config beside its text_config
+            or r.has("encoder_config")  # Granite Speech's audio encoder
             or _tower_elsewhere(r)
             or r.has("vit_config")
             else None
@@ -308,6 +311,7 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         vision_encoder=(
             r.has("vision_config")
             or r.raw.get("model_type") == "qwen2_audio"
+            or (bool(_AUDIO_KEYS & set(r.raw)) and _audio_tower(r))
             or _tower_elsewhere(r)
             or (r.raw.get("model_type") == "bagel" and r.has("vit_config"))
         ),
@@ -477,6 +481,18 @@ def _gdn(r: ConfigReader) -> GdnWeights:
     from kvcalc.hfconfig.weights_mixers import gdn_weights
 
     return gdn_weights(r)
+
+
+#: the keys an audio tower of :mod:`~kvcalc.hfconfig.weights_aud2` is read from
+_AUDIO_KEYS = {"audio_config", "thinker_config", "encoder_config"}
+
+
+def _audio_tower(r: ConfigReader) -> bool:
+    """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's,
+    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's)."""
+    from kvcalc.hfconfig.weights_aud2 import TOWERS
+
+    return r.raw.get("model_type") in TOWERS
 
 
 def _tower_elsewhere(r: ConfigReader) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig import weights_aud2 as aud2
 from kvcalc.hfconfig import weights_mmremote as mmremote
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import VisionWeights
@@ -39,6 +40,8 @@ def read_vision(
 ) -> VisionWeights | None:
     if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
         return _qwen2_audio(r, text_hidden)
+    if r.raw.get("model_type") in aud2.TOWERS:  # audio towers (weights_aud2.py)
+        return aud2.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
         return mmremote.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     if r.raw.get("model_type") == "bagel":  # its tower under vit_config

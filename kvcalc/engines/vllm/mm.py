@@ -64,6 +64,11 @@ TOWER_MODALITIES = {
     "KimiVLForConditionalGeneration": ("image",),
     "GLM4VForCausalLM": (),  # glm4v.py builds its EVA2CLIP tower unmarked: never left out
     "Qwen2AudioForConditionalGeneration": ("audio",),
+    "AudioFlamingo3ForConditionalGeneration": ("audio",), "GlmAsrForConditionalGeneration": ("audio",),
+    "MossTranscribeDiarizeForConditionalGeneration": ("audio",),
+    "Qwen3ASRForConditionalGeneration": ("audio",), "Qwen3ASRRealtimeGeneration": ("audio",),
+    "GraniteSpeechForConditionalGeneration": ("audio",),
+    "GraniteSpeechPlusForConditionalGeneration": ("audio",),
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too

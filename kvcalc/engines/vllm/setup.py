@@ -252,9 +252,15 @@ def check_tower_tp(request: EngineRequest) -> None:
     vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
     heads = vision.num_heads if vision is not None else 0
     width = vision.intermediate_size if vision and vision.family in _MLP_SPLIT_TOWERS else 0
+    if vision is not None and vision.family == "granite_speech":  # its CTC out: a column split
+        width = vision.projector_output_dim  # of output_dim (42 at TP 8: "not divisible", recorded)
     if tp == 1 or (not heads or heads % tp == 0) and (not width or width % tp == 0):
         return
-    from kvcalc.engines.vllm.mm import encoder_tp_data, parse_limits  # multimodal models only
+    from kvcalc.engines.vllm.mm import (  # multimodal models only
+        encoder_tp_data,
+        parse_limits,
+        tower_modalities,
+    )
 
     limits = request.limit_mm_per_prompt
     archs = (*request.model.config_architectures, *request.model.architectures)
@@ -264,7 +270,9 @@ def check_tower_tp(request: EngineRequest) -> None:
     if request.mm_encoder_tp_mode == "data" and data:
         return
     hint = "--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else ""
-    off = '\'{"image": 0, "video": 0}\' to serve it text-only'
+    # the modalities the class marks its tower with (an audio tower: {"audio": 0})
+    zeros = ", ".join(f'"{m}": 0' for m in tower_modalities(archs)) or '"image": 0, "video": 0'
+    off = f"'{{{zeros}}}' to serve it text-only"
     vit = vision is not None and vision.family == "intern_vit"
     if vit and heads % tp and not width % tp:  # its MLP (below) fails first where both do
         raise InputError(
@@ -281,7 +289,8 @@ def check_tower_tp(request: EngineRequest) -> None:
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
             code="invalid-parallelism",
         )
-    linear = "ColumnParallelLinear" if vit else "MergedColumnParallelLinear"
+    granite = vision is not None and vision.family == "granite_speech"
+    linear = "ColumnParallelLinear" if vit or granite else "MergedColumnParallelLinear"
     raise InputError(
         f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
         f"(vLLM fails building it: {linear} asserts each output size divides TP)",

@@ -1,5 +1,7 @@
 """Granite 3 dense (``GraniteForCausalLM``), MoE (``GraniteMoeForCausalLM``) and MoE with a shared
-MLP (``GraniteMoeSharedForCausalLM``): full attention on every layer; the Granite multipliers
+MLP (``GraniteMoeSharedForCausalLM``), and Granite Speech and Speech Plus (``granite_speech``,
+``granite_speech_plus``: ``granite_speech.py`` builds the Granite ``text_config``; the audio tower
+holds no cache): full attention on every layer; the Granite multipliers
 (embedding, residual, attention, logits) shape no cache.
 
 vLLM 0.33: ``models/granite.py`` takes ``head_dim`` from config.json (else ``hidden_size /
@@ -35,8 +37,13 @@ def read_granitemoeshared(
 FAMILIES = (
     Family(
         name="granite",
-        model_types={"granite"},
-        architectures={"GraniteForCausalLM"},
+        # and Granite Speech (granite_speech.py: the Granite text_config, an audio tower beside)
+        model_types={"granite", "granite_speech", "granite_speech_plus"},
+        architectures={
+            "GraniteForCausalLM",
+            "GraniteSpeechForConditionalGeneration",
+            "GraniteSpeechPlusForConditionalGeneration",
+        },  # fmt: skip
         note="Granite 3 dense: full attention per layer",
     ),
     Family(

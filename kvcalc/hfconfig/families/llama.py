@@ -1,4 +1,4 @@
-"""Llama, Mistral, Mixtral, Mistral 3 (its text stack), Ministral 3: full attention, or Mistral's one sliding window on every layer.
+"""Llama, Mistral, Mixtral, Mistral 3 (its text stack), Ministral 3, GLM-ASR (its Llama ``text_config``): full attention, or Mistral's one sliding window on every layer.
 
 vLLM 0.33: ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``MixtralForCausalLM`` — one attention
 spec per layer (``FullAttentionSpec``, or ``SlidingWindowSpec`` when ``sliding_window`` is set).
@@ -9,7 +9,7 @@ from kvcalc.hfconfig.family import Family
 FAMILIES = (
     Family(
         name="llama",
-        model_types={"llama", "mistral", "mixtral", "mistral3", "ministral3"},
+        model_types={"llama", "mistral", "mixtral", "mistral3", "ministral3", "glmasr"},
         architectures={
             "LlamaForCausalLM",
             "LLaMAForCausalLM",  # registry.py: the older spelling, ("llama", "LlamaForCausalLM")
@@ -17,6 +17,8 @@ FAMILIES = (
             "MixtralForCausalLM",
             "Mistral3ForConditionalGeneration",
             "Ministral3ForCausalLM",  # registry.py: ("mistral", "MistralForCausalLM")
+            # GLM-ASR (glmasr.py: LlamaForCausalLM on text_config, an audio tower beside)
+            "GlmAsrForConditionalGeneration",
             # EAGLE-3 heads (one Llama decoder layer; kvcalc.hfconfig.eagle reads their own keys)
             "LlamaForCausalLMEagle3",
             "Eagle3LlamaForCausalLM",

@@ -18,7 +18,11 @@ Qianfan-OCR (``qianfan_ocr``: ``qianfan_ocr.py`` subclasses ``internvl.py``'s
 reads ``force_image_size``, ``ps_version`` and ``select_layer`` as config attributes, which
 transformers 5.20's ``QianfanOCRConfig`` sets none of (vLLM fails with AttributeError): a config
 without them is refused. Qwen2-Audio (``qwen2_audio``: ``qwen2_audio.py``) builds its
-``text_config`` as ``Qwen2ForCausalLM``; its audio tower holds no cache. The vision towers
+``text_config`` as ``Qwen2ForCausalLM``, and so does Audio Flamingo 3 (``audioflamingo3``:
+``audioflamingo3.py``); MOSS Transcribe-Diarize (``moss_transcribe_diarize``) builds its
+``text_config`` as ``Qwen3ForCausalLM``, and Qwen3-ASR (``qwen3_asr``: ``qwen3_asr.py``, and
+``qwen3_asr_realtime.py``'s subclass) its ``thinker_config.text_config``; their audio towers hold
+no cache. The vision towers
 (``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
@@ -89,7 +93,8 @@ FAMILIES = (
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
                      "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio",
-                     "alpamayo2_super", "bagel"},
+                     "alpamayo2_super", "bagel", "audioflamingo3",
+                     "moss_transcribe_diarize", "qwen3_asr"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
@@ -97,6 +102,9 @@ FAMILIES = (
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
             "QianfanOCRForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
             "Alpamayo2Super", "BagelForConditionalGeneration",
+            "AudioFlamingo3ForConditionalGeneration",
+            "MossTranscribeDiarizeForConditionalGeneration",
+            "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
