@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from helpers import bundled_shape
 
-from kvcalc.engines.vllm.eplb import check_eplb_quantization
+from kvcalc.engines.vllm.eplb import check_eplb
 from kvcalc.errors import InputError
 from kvcalc.planning.api import plan_reference
 from kvcalc.planning.inputs import PlanInputs
@@ -22,11 +22,11 @@ def _with(quant, model_type="qwen3_moe"):
 @pytest.mark.parametrize("quant", [None, {"quant_method": "fp8", "weight_block_size": [128, 128]},
                                    {"quant_method": "modelopt_fp4"}])  # fmt: skip
 def test_methods_that_support_eplb(quant):
-    check_eplb_quantization(_with(quant), None)
+    check_eplb(_with(quant), None)
 
 
 def test_online_fp8_supports_it():
-    check_eplb_quantization(_with(None), "fp8")
+    check_eplb(_with(None), "fp8")
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_online_fp8_supports_it():
 )  # fmt: skip
 def test_methods_vllm_refuses(quant, model_type, cls):
     with pytest.raises(InputError) as err:
-        check_eplb_quantization(_with(quant, model_type), None)
+        check_eplb(_with(quant, model_type), None)
     assert err.value.code == "invalid-parallelism"
     assert err.value.message == f"vLLM refuses these settings: EPLB is not supported {cls}."
 
@@ -46,7 +46,7 @@ def test_methods_vllm_refuses(quant, model_type, cls):
 def test_a_backend_dependent_method_is_not_guessed():
     # compressed-tensors' WNA16 and NVFP4 MoE methods support EPLB on some kernel backends only
     with pytest.raises(InputError) as err:
-        check_eplb_quantization(_with({"quant_method": "compressed-tensors"}), None)
+        check_eplb(_with({"quant_method": "compressed-tensors"}), None)
     assert err.value.code == "unsupported-parallelism" and "compressed-tensors" in err.value.message
 
 
@@ -58,3 +58,14 @@ def test_gpt_oss_with_eplb_does_not_plan():
             gpu="H100-80GB", data_parallel_size=2, enable_expert_parallel=True, enable_eplb=True,
             num_redundant_experts=8, kv_cache_memory_bytes=20 * GIB))  # fmt: skip
     assert "GptOssMxfp4MoEMethod" in err.value.message
+
+
+def test_minicpm_moe_refuses_eplb_in_its_model_file():
+    # minicpm.py: "if parallel_config.enable_eplb and getattr(config, 'num_experts', 0) > 0:
+    # raise NotImplementedError(...)" (MiniCPM3ForCausalLM subclasses it)
+    minicpm = replace(_with(None), architectures=("MiniCPMForCausalLM",))
+    with pytest.raises(InputError) as err:
+        check_eplb(minicpm, None)
+    assert err.value.message == (
+        "vLLM refuses these settings: EPLB is not supported for MiniCPM yet."
+    )

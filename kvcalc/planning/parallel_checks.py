@@ -170,9 +170,9 @@ def check_model_parallelism(model: ModelShape, inputs: PlanInputs) -> None:
         check_parallel_release(inputs.engine_version, given)
         check_pcp(model, inputs.prefill_context_parallel_size)
     if inputs.enable_eplb and has_routed_experts(model):
-        from kvcalc.engines.vllm.eplb import check_eplb_quantization
+        from kvcalc.engines.vllm.eplb import check_eplb
 
-        check_eplb_quantization(model, inputs.quantization)
+        check_eplb(model, inputs.quantization)
     ranks, whole = moe_split(inputs)
     moe = getattr(getattr(model, "weights", None), "moe", None)
     if moe is not None and not whole:

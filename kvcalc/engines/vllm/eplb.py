@@ -8,7 +8,9 @@ unquantized method, ``Fp8MoEMethod`` (``quant_method: fp8``, and ``--quantizatio
 ``GptOssMxfp4MoEMethod`` (gpt-oss's ``mxfp4`` checkpoints: recorded, gpt-oss-20b at DP 2 + EP with
 8 redundant experts), ``ModelOptFp8MoEMethod`` (``modelopt``), AWQ and GPTQ. Other methods depend
 on a kernel backend chosen at start-up (compressed-tensors WNA16 and NVFP4) or were not read:
-refused by name rather than guessed.
+refused by name rather than guessed. One model file refuses EPLB itself: ``minicpm.py``
+(``MiniCPMForCausalLM`` and ``MiniCPM3ForCausalLM``, which subclasses it) raises
+``NotImplementedError("EPLB is not supported for MiniCPM yet.")`` when its config has experts.
 """
 
 from __future__ import annotations
@@ -26,8 +28,23 @@ REFUSED = {"modelopt": "ModelOptFp8MoEMethod", "awq": "AutoAWQMoEMethod",
            "gptq": "AutoGPTQMoEMethod"}  # fmt: skip
 
 
-def check_eplb_quantization(model: ModelShape, quantization: str | None) -> None:
-    """Refuse ``--enable-eplb`` where vLLM 0.33's MoE quantization method refuses it."""
+#: architectures whose vLLM 0.33 model file refuses EPLB on a MoE config, with its words
+MODEL_FILE_REFUSALS = {
+    "MiniCPMForCausalLM": "EPLB is not supported for MiniCPM yet.",
+    "MiniCPM3ForCausalLM": "EPLB is not supported for MiniCPM yet.",
+}
+
+
+def check_eplb(model: ModelShape, quantization: str | None) -> None:
+    """Refuse ``--enable-eplb`` where vLLM 0.33's model file or its MoE quantization method
+    refuses it (``model`` has routed experts)."""
+    for arch in model.architectures:
+        if arch in MODEL_FILE_REFUSALS:
+            raise InputError(
+                f"vLLM refuses these settings: {MODEL_FILE_REFUSALS[arch]}",
+                hint=f"drop --enable-eplb: {arch}'s model file does not support it",
+                code="invalid-parallelism",
+            )
     quant = normalized(model.quantization)
     method = str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
     if quantization and not method:  # online quantization of an unquantized checkpoint
