@@ -271,12 +271,14 @@ def check_tower_tp(request: EngineRequest) -> None:
         return
     hint = "--mm-encoder-tp-mode data builds the tower whole on every rank; " if data else ""
     # the modalities the class marks its tower with (an audio tower: {"audio": 0})
-    zeros = ", ".join(f'"{m}": 0' for m in tower_modalities(archs)) or '"image": 0, "video": 0'
+    modalities = tower_modalities(archs)
+    zeros = ", ".join(f'"{m}": 0' for m in modalities) or '"image": 0, "video": 0'
+    tower = "audio tower" if modalities == ("audio",) else "vision tower"
     off = f"'{{{zeros}}}' to serve it text-only"
     vit = vision is not None and vision.family == "intern_vit"
     if vit and heads % tp and not width % tp:  # its MLP (below) fails first where both do
         raise InputError(
-            f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
+            f"the {tower}'s {heads} attention heads are not divisible by tensor_parallel_size "
             f"{tp}: vLLM 0.33's intern_vit.py then builds the attention whole on every rank, "
             "which kvcalc does not count (not recorded)",
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
@@ -284,7 +286,7 @@ def check_tower_tp(request: EngineRequest) -> None:
         )
     if heads and heads % tp and not vit:
         raise InputError(
-            f"the vision tower's {heads} attention heads are not divisible by tensor_parallel_size "
+            f"the {tower}'s {heads} attention heads are not divisible by tensor_parallel_size "
             f"{tp} (vLLM fails building it: {heads} is not divisible by {tp})",
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
             code="invalid-parallelism",
@@ -292,7 +294,7 @@ def check_tower_tp(request: EngineRequest) -> None:
     granite = vision is not None and vision.family == "granite_speech"
     linear = "ColumnParallelLinear" if vit or granite else "MergedColumnParallelLinear"
     raise InputError(
-        f"the vision tower's MLP width {width} is not divisible by tensor_parallel_size {tp} "
+        f"the {tower}'s MLP width {width} is not divisible by tensor_parallel_size {tp} "
         f"(vLLM fails building it: {linear} asserts each output size divides TP)",
         hint=f"{hint}or a TP size dividing {width}, or --limit-mm-per-prompt {off}",
         code="invalid-parallelism",
