@@ -33,12 +33,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
 #: ``multimodal_weights_mmremote.json``: remote-code config classes, through stand-ins)
 _RECORDED = [json.loads((FIXTURES / f).read_text())
              for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
-                       "registry_multimodal_2026_12b.json",
+                       "registry_multimodal_2026_12b.json", "registry_multimodal_2026_12c.json",
                        "registry_multimodal_mmremote.json")]  # fmt: skip
 DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
 _WEIGHED = [json.loads((FIXTURES / f).read_text())
             for f in ("multimodal_weights_2.json", "multimodal_weights_3.json",
-                      "multimodal_weights_4.json",
+                      "multimodal_weights_4.json", "multimodal_weights_5.json",
                       "multimodal_weights_mmremote.json")]  # fmt: skip
 WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
@@ -97,7 +97,7 @@ def test_every_family_is_recorded():
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
-            "qwen2_audio"} <= types  # fmt: skip
+            "qwen2_audio", "hyperclovax_vision_v2"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -152,6 +152,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
+        "hyperclovax_vision_v2",
     }  # fmt: skip
 
 
@@ -741,3 +742,42 @@ def test_qwen2_audio_tower_by_hand():
     assert (layer, tower, h * d + h) == (19_676_160, 636_968_960, 5_246_976)
     v = _model("synthetic--qwen2-audio-defaults.json").weights.vision
     assert sum(t.numel for t in vision_tensors(v)) == tower + h * d + h
+
+
+def test_hyperclovax_vision_v2_tower_by_hand():
+    # HyperCLOVAXVisionV2Config()'s tower as hyperclovax_vision_v2.py builds it: Qwen2.5-VL's
+    # (qwen2_5_vl_vision defaults: 3,584 wide, 32 blocks, 16 heads, MLP 3,420) — the unbiased
+    # 3 × 2 × 14² patch embedding (4,214,784); per block two RMSNorms, the biased qkv
+    # 3 × (3,584² + 3,584), proj 3,584² + 3,584, the biased gated MLP 2 × (3,420 × 3,584 + 3,420)
+    # + 3,584 × 3,420 + 3,584: 88,183,992; the merger's RMSNorm and 14,336 → 14,336 → 3,584 MLP:
+    # 256,922,624 — then mm_projector, nn.Linear(3,584, 4,096) with its bias: 14,684,160.
+    # 3,097,709,312 parameters, 6,195,418,624 B, and the vision RoPE's 8,192 × 224 / 2 × 2 B
+    # = 1,835,008 B: 6,197,253,632 B, vLLM's TP-1 build less its build with image and video 0
+    # (19,412,989,952 − 13,215,736,320, multimodal_weights_5.json)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--hyperclovax-vision-v2-defaults.json").weights.vision
+    hv, inter, merged, text = 3584, 3420, 3584 * 4, 4096
+    block = 2 * hv + 3 * (hv * hv + hv) + (hv * hv + hv) + 3 * inter * hv + 2 * inter + hv
+    merger = hv + merged * merged + merged + hv * merged + hv
+    assert (block, merger) == (88_183_992, 256_922_624)
+    params = sum(t.numel for t in vision_tensors(v))
+    assert params == 3 * 2 * 14 * 14 * hv + 32 * block + merger + text * hv + text
+    assert params == 3_097_709_312
+    on = [r for r in WEIGHTS["records"] if r["model"] == "synthetic--hyperclovax-vision-v2-defaults.json"
+          and r["tensor_parallel_size"] == 1]  # fmt: skip
+    full, off = sorted(r["target_param_bytes_per_rank"] for r in on)[::-1]
+    assert full - off == 2 * params + 8192 * 224 // 2 * 2
+
+
+def test_hyperclovax_vision_v2_other_text_models_refused(tmp_path):
+    # vLLM builds text_config as whatever model it registers (llama and gpt2 included); only the
+    # hyperclovax one was recorded
+    config = json.loads(
+        json.dumps(DATA["models"]["synthetic--hyperclovax-vision-v2-defaults.json"]["config"])
+    )
+    config["text_config"]["model_type"] = "llama"
+    with pytest.raises(KvcalcError) as err:
+        parse_config(config, name="hcx-llama")
+    assert err.value.code == "config-unverified"
+    assert "text_config.model_type 'llama'" in str(err.value)

@@ -23,6 +23,10 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen3_vl(v)]
     if v.family == "qwen2_5_vl":
         return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
+    if v.family == "hcx_vision_v2":  # hyperclovax_vision_v2.py: then mm_projector, whole
+        out = _qwen2_5_vl(v) + _linear("mm_projector", v.text_hidden_size, v.projector_output_dim,
+                                       None, "replicated", bias=True)  # fmt: skip
+        return [replace(t, vision=True) for t in out]
     if v.family == "qwen2_vl":
         return [replace(t, vision=True) for t in _qwen2_vl(v)]
     if v.family == "exaone4_5":

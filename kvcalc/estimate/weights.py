@@ -320,7 +320,15 @@ QWEN3_VL_VISION_ROPE_POSITIONS = 8192
 #: ``Qwen2VisionTransformer``), Qwen2.5-VL's (``qwen2_5_vl.py``: 8,192 × 40 × 2 B = 655,360 B for
 #: its 80-wide heads, recorded) and GLM-4.1V's (``glm4_1v.py`` ``Glm4vVisionTransformer``), the
 #: same ``get_rope`` call
-_VISION_ROPE = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "glm4v", "exaone4_5", "glm_ocr")
+_VISION_ROPE = (
+    "qwen3_vl",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "glm4v",
+    "exaone4_5",
+    "glm_ocr",
+    "hcx_vision_v2",
+)
 #: GLM-4.1V's ``Glm4vVisionEmbeddings`` also registers ``position_ids``, an int64 buffer of one
 #: index per position row (``register_buffer(..., persistent=False)``: not in the checkpoint, on
 #: every rank)

@@ -56,6 +56,10 @@ def read_vision(
     top_type = r.raw.get("model_type")
     if top_type in _LLAVA:
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
+    if top_type == "hyperclovax_vision_v2":  # Qwen2.5-VL's tower and a linear projector
+        from kvcalc.hfconfig.families.hyperclovax import hcx_vision_v2_tower
+
+        return hcx_vision_v2_tower(vr, text_hidden)
     reader = _TOWER_READERS.get(str(top_type))
     if reader is not None:
         return reader(r, vr, vision_type, text_hidden)

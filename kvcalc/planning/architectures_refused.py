@@ -53,6 +53,14 @@ _HARNESS = {
         "Cannot copy out of meta tensor; no data!: its XIELU activation reads beta and eps back "
         "with .item()), so its sizing was not recorded: refused (config-unverified)"
     ),
+    "Rnj1ForCausalLM": (
+        "vLLM 0.33's rnj1.py builds every attention layer with chunk_lookback, which only the "
+        "Triton backend takes: on the reference harness's H100 vLLM selects FLASH_ATTN and fails "
+        "building the model (TypeError: FlashAttentionImpl.__init__() got an unexpected keyword "
+        "argument 'chunk_lookback'; recorded on Gemma3TextConfig with rnj-1's published "
+        "dimensions, its layer pattern and its defaults), so its sizing was not recorded (kvcalc "
+        "does not model --attention-backend): refused (config-unverified)"
+    ),
     "FlintForCausalLM": (
         "vLLM 0.33's flint model asserts FlashInfer attention (AssertionError: Flint requires "
         "FlashInfer attention), and on the reference harness's H100 vLLM selects FLASH_ATTN, so "
@@ -250,14 +258,12 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
         (
             "DomynEdgeForCausalLM",
             "Glm5NextForCausalLM",
-            "HCXVisionV2ForCausalLM",
             "HYV4ForCausalLM",
             "InklingForCausalLM",
             "InklingForConditionalGeneration",
             "MiniMaxM3SparseForCausalLM",
             "MistralLarge3ForCausalLM",
             "Qwen4ExpForCausalLM",
-            "Rnj1ForCausalLM",
             "Step5ForCausalLM",
         ),
         _NOT_VERIFIED,

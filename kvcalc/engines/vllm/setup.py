@@ -237,7 +237,7 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
 #: towers whose gated MLP is a ``MergedColumnParallelLinear`` ``intermediate_size`` wide, which
 #: asserts every output size divides TP (``linear.py``): Qwen2.5-VL's ``Qwen2_5_VisionMLP``, which
 #: EXAONE 4.5's tower builds before its own blocks (its 3,420 fails at TP 8, recorded)
-_MERGED_MLP_TOWERS = ("qwen2_5_vl", "exaone4_5")
+_MERGED_MLP_TOWERS = ("qwen2_5_vl", "exaone4_5", "hcx_vision_v2")
 #: those and InternViT, whose fc1 is a ``ColumnParallelLinear`` (``divide`` asserts the same)
 _MLP_SPLIT_TOWERS = (*_MERGED_MLP_TOWERS, "intern_vit")
 

@@ -80,6 +80,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "kimi_linear": "kimi_linear",
     "kimi_vl": "deepseek",
     "hyperclovax": "hyperclovax",
+    "hyperclovax_vision_v2": "hyperclovax",
     "hrm_text": "hrm_text",
     "hy_v3": "hy_v3",
     "idefics3": "idefics3",
