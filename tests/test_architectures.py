@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import ROOT
 
+from kvcalc.errors import KvcalcError
+from kvcalc.hfconfig import parse_config
 from kvcalc.hfconfig.families import all_families
 from kvcalc.planning.api import architectures_reference
 from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
@@ -160,3 +163,20 @@ def test_the_table_names_the_config_source(cli):
         "0.33 config classes, published config.json files): PanguProMoEV2ForCausalLM" in text
     )
     assert "Step5ForCausalLM (vllm Step5Config, model_type step5)" in text
+
+
+RNJ1 = json.loads((Path(__file__).parent / "fixtures/vllm_0_33/rnj1_refused.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(RNJ1["models"]))
+def test_rnj1_is_refused_where_vllm_cannot_build_it(name):
+    # every recorded scenario failed building the model on the emulated H100 (FLASH_ATTN does not
+    # take rnj1.py's chunk_lookback); kvcalc refuses the config, and the listing quotes vLLM's error
+    model = RNJ1["models"][name]
+    errors = {s["error"] for s in model["scenarios"]}
+    assert len(model["scenarios"]) == 8 and len(errors) == 1
+    with pytest.raises(KvcalcError) as err:
+        parse_config(model["config"], name=name)
+    assert err.value.code == "config-unverified"
+    reason = REFUSED_BY_NAME["text-generation"]["Rnj1ForCausalLM"]
+    assert errors.pop().split(": ", 1)[1] in reason
