@@ -180,3 +180,26 @@ def test_rnj1_is_refused_where_vllm_cannot_build_it(name):
     assert err.value.code == "config-unverified"
     reason = REFUSED_BY_NAME["text-generation"]["Rnj1ForCausalLM"]
     assert errors.pop().split(": ", 1)[1] in reason
+
+
+NOT_BUILT = json.loads(
+    (Path(__file__).parent / "fixtures/vllm_0_33/registry_text_not_built.json").read_text()
+)
+
+
+@pytest.mark.parametrize("name", sorted(NOT_BUILT["models"]))
+def test_config_classes_vllm_fails_on_are_refused_with_its_error(name):
+    # the class defaults fail in vLLM (recorded); kvcalc has no family for them, and the listing
+    # gives vLLM's exception and the start of its message
+    model = NOT_BUILT["models"][name]
+    with pytest.raises(KvcalcError) as err:
+        parse_config(model["config"], name=name)
+    assert err.value.code == "config-unverified"
+    reason = REFUSED_BY_NAME["text-generation"][model["architecture"]]
+    (row,) = model["scenarios"]
+    kind, message = row["error"].split(": ", 1)
+    lines = message.split(
+        "\n"
+    )  # pydantic's ValidationError: the validator's text after "Value error, "
+    text = next((x.split("Value error, ", 1)[1] for x in lines if "Value error, " in x), lines[0])
+    assert f"({kind}: " in reason and text.split(". ")[0][:60] in reason

@@ -31,9 +31,14 @@ FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.
 RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
 #: the families added in December 2026 (Step-3.5, ...), recorded apart
 LATER = FIXTURE.with_name("registry_families_2026_12.json")
+#: HY V4, added on 2026-12-07, recorded apart
+LATEST = FIXTURE.with_name("registry_families_2026_12c.json")
 DATA = json.loads(FIXTURE.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
 LATER_DATA = json.loads(LATER.read_text())
+LATEST_DATA = json.loads(LATEST.read_text())
+assert not set(LATEST_DATA["models"]) & (set(DATA["models"]) | set(LATER_DATA["models"]))
+LATER_DATA["models"].update(LATEST_DATA["models"])
 assert not set(DATA["models"]) & set(RECURRENT_DATA["models"])
 assert not (set(DATA["models"]) | set(RECURRENT_DATA["models"])) & set(LATER_DATA["models"])
 DATA["models"].update(RECURRENT_DATA["models"])
@@ -106,7 +111,7 @@ def test_every_family_is_recorded():
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
     assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory",
-                     "beam", "longcat_flash"}  # fmt: skip
+                     "beam", "longcat_flash", "hy_v4"}  # fmt: skip
 
 
 #: models recorded at TP 1 only, and why: Beam's fused all-reduce asks for a CUDA driver the
@@ -230,7 +235,7 @@ REFUSED = {
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
     "hrm_text",
-    "dory", "beam",
+    "dory", "beam", "hy_v4",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
 #: saves it (``per_layer_config``)
@@ -863,3 +868,18 @@ def test_longcat_flash_two_mla_latents_per_decoder_layer():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="longcat-flash")
     assert refused.value.code == "config-invalid"
+
+
+@pytest.mark.parametrize("kind", ["deepseek_sparse_attention", "sparse", "sliding_attention"])
+def test_hy_v4_layers_other_than_dense_mla_are_refused(kind):
+    # models/hy_v4/nvidia/attention.py: a sparse layer_types entry adds a lightning indexer whose
+    # key cache the "shared" indexer_types layers reuse — not recorded; any other value is not a
+    # type its config class writes
+    config = json.loads(
+        json.dumps(DATA["models"]["synthetic--hy-v4-full-layer-types.json"]["config"])
+    )
+    config["layer_types"][3] = kind
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(config, name="hy-v4-mutant")
+    assert refused.value.code == "config-unverified"
+    assert "layer_types" in refused.value.message

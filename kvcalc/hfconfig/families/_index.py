@@ -79,6 +79,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "kimi_k25": "deepseek",
     "kimi_linear": "kimi_linear",
     "kimi_vl": "deepseek",
+    "hy_v4": "hy_v4",
     "hyperclovax": "hyperclovax",
     "hyperclovax_vision_v2": "hyperclovax",
     "hrm_text": "hrm_text",
