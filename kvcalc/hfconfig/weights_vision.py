@@ -56,10 +56,6 @@ def read_vision(
     top_type = r.raw.get("model_type")
     if top_type in _LLAVA:
         return _llava(r, vr, str(top_type), vision_type, text_hidden)
-    if top_type == "hyperclovax_vision_v2":  # Qwen2.5-VL's tower and a linear projector
-        from kvcalc.hfconfig.families.hyperclovax import hcx_vision_v2_tower
-
-        return hcx_vision_v2_tower(vr, text_hidden)
     reader = _TOWER_READERS.get(str(top_type))
     if reader is not None:
         return reader(r, vr, vision_type, text_hidden)
@@ -104,16 +100,21 @@ def read_vision(
             num_heads=vr.int("num_heads", default=16),
             text_hidden_size=text_hidden,
         )
-    if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
+    # vLLM 0.33 hyperclovax_vision_v2.py: Qwen2.5-VL's Qwen2_5_VisionTransformer, then
+    # mm_projector, a biased nn.Linear(out_hidden_size, the text hidden size) whole on every rank
+    hcx = top_type == "hyperclovax_vision_v2"
+    if hcx or model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
+        heads = vr.int("num_heads", default=16)
         return _video_patch_tower(
             vr,
             channels=("in_chans", "in_channels"),
-            family="qwen2_5_vl",
+            family="hcx_vision_v2" if hcx else "qwen2_5_vl",
             hidden_size=vr.int("hidden_size"),
             intermediate_size=vr.int("intermediate_size"),
             projector_output_dim=vr.int("out_hidden_size"),
-            head_dim=vr.int("hidden_size") // max(1, vr.int("num_heads", default=16)),
+            head_dim=vr.int("hidden_size") // max(1, heads),
             text_hidden_size=text_hidden,
+            **({"num_heads": heads, "projector_bias": True} if hcx else {}),
         )
     if vision_type == "exaone4_5_vision":
         # vLLM 0.33 exaone4_5.py: Qwen2.5-VL's tower (Qwen2_5_VisionTransformer) with its blocks

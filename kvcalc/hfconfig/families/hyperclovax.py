@@ -13,7 +13,7 @@ HyperCLOVA X SEED Vision V2 (``HCXVisionV2ForCausalLM``, ``hyperclovax_vision_v2
 ``hyperclovax_vision_v2.py`` over transformers' ``HyperCLOVAXVisionV2Config``) builds its
 ``text_config`` as the registered model of its type; only a HyperCLOVA X text model was recorded
 (vLLM also takes ``llama`` and ``gpt2`` ones): another is refused. Its Qwen2.5-VL vision tower and
-linear projector (:func:`hcx_vision_v2_tower`) hold no cache.
+linear projector (weighed in ``hfconfig/weights_vision.py``) hold no cache.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import TRUST_HINT, Family, LayoutContext, UnverifiedConfigError
 from kvcalc.hfconfig.generic import head_dims, kv_heads
 from kvcalc.hfconfig.reader import ConfigReader
-from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 from kvcalc.model.layouts import FullAttention, Layout
 
 VISION_V2 = "hyperclovax_vision_v2"
@@ -31,29 +30,6 @@ VISION_V2 = "hyperclovax_vision_v2"
 def hyperclovax_norms(r: ConfigReader) -> int:
     """RMSNorms per decoder layer: input and post-attention, and the two post-norms of Peri-LN."""
     return 4 if r.bool("use_post_norm", True) else 2
-
-
-def hcx_vision_v2_tower(vr: ConfigReader, text_hidden: int) -> VisionWeights:
-    """``HCXVisionV2ForCausalLM``'s tower: vLLM's ``Qwen2_5_VisionTransformer`` over
-    ``vision_config`` (its merger into ``out_hidden_size``), then ``mm_projector``, a biased
-    ``nn.Linear(out_hidden_size, text hidden_size)`` whole on every rank."""
-    heads = vr.int("num_heads", default=16)
-    return VisionWeights(
-        family="hcx_vision_v2",
-        num_layers=vr.int("depth"),
-        hidden_size=vr.int("hidden_size"),
-        intermediate_size=vr.int("intermediate_size"),
-        image_size=0,
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("in_channels", "in_chans", default=3),
-        temporal_patch_size=vr.int("temporal_patch_size", default=2),
-        spatial_merge_size=vr.int("spatial_merge_size", default=2),
-        projector_output_dim=vr.int("out_hidden_size"),
-        head_dim=vr.int("hidden_size") // max(1, heads),
-        num_heads=heads,
-        text_hidden_size=text_hidden,
-        projector_bias=True,
-    )
 
 
 def read_hyperclovax(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
