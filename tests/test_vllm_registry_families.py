@@ -883,3 +883,33 @@ def test_hy_v4_layers_other_than_dense_mla_are_refused(kind):
         parse_config(config, name="hy-v4-mutant")
     assert refused.value.code == "config-unverified"
     assert "layer_types" in refused.value.message
+
+
+HY_V4_SPARSE = json.loads(FIXTURE.with_name("registry_families_hy_v4_sparse.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("name", "dense", "indexers"),
+    [
+        ("synthetic--hy-v4-sparse-every-layer.json", 0, 10),  # full at 0, 1, 5, 9, ..., 33
+        ("synthetic--hy-v4-sparse-all-full-indexers.json", 0, 34),
+        ("synthetic--hy-v4-sparse-from-layer-2.json", 2, 8),  # full among 2-33: 5, 9, ..., 33
+    ],
+)
+def test_hy_v4_sparse_layers_recorded_and_refused(name, dense, indexers):
+    # what vLLM does (recorded), which kvcalc does not yet plan: one group, block 64; a sparse
+    # layer's latent 1,152 B per token (bf16) or 656 (fp8_ds_mla), a dense one's 1,152 or 576, and
+    # a 132-B indexer key on each sparse layer whose indexer_types entry is "full" — e.g. every
+    # layer sparse, 10 full indexers, bf16: 20 GiB // (64 × (34 × 1,152 + 10 × 132)) = 8,287
+    model = HY_V4_SPARSE["models"][name]
+    for row in model["scenarios"]:
+        fp8 = row["kv_cache_dtype"] == "fp8"
+        per_token = dense * (576 if fp8 else 1152) + (34 - dense) * (656 if fp8 else 1152)
+        page = 64 * (per_token + indexers * 132)
+        assert row["groups"] == [
+            ["mla_attention", 34 + indexers, page, 64, row["groups"][0][4], None]
+        ]
+        assert row["num_blocks"] == row["available_kv_bytes"] // page
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(model["config"], name=name)
+    assert refused.value.code == "config-unverified"

@@ -5,9 +5,10 @@ Every layer is ``HYV4MLAAttention``: multi-head latent attention, one latent of
 ``kv_lora_rank + qk_rope_head_dim`` per token and layer (vLLM's ``MLAAttention``, whole on every TP
 rank), the class's defaults where config.json omits a key (512, 64; ``qk_nope_head_dim`` 192,
 ``v_head_dim`` 256). A layer whose ``layer_types`` entry is a sparse type (``sparse_attention``,
-``sparse``, ``deepseek_sparse_attention``) adds a lightning indexer's key cache, shared by the
-``indexer_types`` "shared" layers: not recorded, so refused; ``layer_types`` absent (the class's
-default) or ``full_attention`` on every layer is dense MLA (recorded). The output gate, the
+``sparse``, ``indexed_attention`` — transformers 5.20's spelling — or ``deepseek_sparse_attention``)
+adds a lightning indexer's key cache, shared by the ``indexer_types`` "shared" layers: refused
+(what vLLM does is recorded, ``registry_families_hy_v4_sparse.json``, not yet planned here); ``layer_types`` absent (the class's default) or ``full_attention`` on every
+layer is dense MLA (recorded). The output gate, the
 learnable sink and the hyper-connections (``hc_mult`` channels) shape no cache. The MTP layers
 (``num_nextn_predict_layers``) are built only for speculative decoding, which kvcalc does not size
 for HY V4. Weights are not counted from config.json.
@@ -28,7 +29,7 @@ _DEFAULTS = {
     "v_head_dim": 256,
 }
 #: ``models/hy_v4/nvidia/attention.py`` ``_SPARSE_LAYER_TYPES``
-_SPARSE = ("sparse_attention", "sparse", "deepseek_sparse_attention")
+_SPARSE = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
 
 
 def read_hy_v4(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
@@ -42,8 +43,8 @@ def read_hy_v4(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple
             else f"layer_types {sorted(set(map(str, types)))}"
         )
         raise UnverifiedConfigError(
-            f"{r.source}: HY V4 with {what} was not checked against vLLM 0.33 (its sparse layers "
-            "add a lightning indexer's key cache, shared by indexer_types; recorded: dense MLA, "
+            f"{r.source}: HY V4 with {what} is not planned by kvcalc (its sparse layers add a "
+            "lightning indexer's key cache, shared by indexer_types; checked: dense MLA, "
             "layer_types absent or full_attention on each of the num_hidden_layers layers)",
             model_type="hy_v4",
             architectures=("HYV4ForCausalLM",),
