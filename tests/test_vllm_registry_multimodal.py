@@ -97,7 +97,7 @@ def test_every_family_is_recorded():
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
-            "qwen2_audio", "hyperclovax_vision_v2"} <= types  # fmt: skip
+            "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -152,7 +152,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
-        "hyperclovax_vision_v2",
+        "hyperclovax_vision_v2", "cosmos3_omni",
     }  # fmt: skip
 
 
@@ -408,14 +408,16 @@ def test_glm_ocr_tower_by_hand():
     "name",
     ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
      "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--minicpmv4-6-defaults.json",
-     "synthetic--step3-vl-moe-layers-string.json", "synthetic--kimi-vl-moe-1408.json"],
+     "synthetic--step3-vl-moe-layers-string.json", "synthetic--kimi-vl-moe-1408.json",
+     "synthetic--cosmos3-defaults.json"],
 )  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
     # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, qianfan_ocr.py
     # InternVLChatModel, which declare supports_encoder_tp_data, as minicpmv4_6.py and step3_vl.py
-    # do: --mm-encoder-tp-mode data builds their towers whole at TP 2 (vLLM's meta build,
-    # recorded), more per rank than split
-    rec = next(r for r in WEIGHTS["records"] if r["model"] == name and r.get("engine_args"))
+    # do (cosmos3.py subclasses Qwen3-VL's): --mm-encoder-tp-mode data builds their towers whole
+    # at TP 2 (vLLM's meta build, recorded), more per rank than split
+    rec = next(r for r in WEIGHTS["records"] if r["model"] == name
+               and "mm_encoder_tp_mode" in r.get("engine_args", {}))  # fmt: skip
     assert rec["engine_args"] == {"mm_encoder_tp_mode": "data"} and rec["tensor_parallel_size"] == 2
     n = min(4096, _model(name).max_model_len)  # Kimi-VL's class defaults: 2,048 (probed there)
     data = _plan_config(tmp_path, name, tensor_parallel_size=2, mm_encoder_tp_mode="data",

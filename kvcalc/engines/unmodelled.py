@@ -79,7 +79,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "Idefics3ForConditionalGeneration": "Idefics3", "SmolVLMForConditionalGeneration": "SmolVLM",
     "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
-    "QianfanOCRForConditionalGeneration": "Qianfan-OCR",
+    "QianfanOCRForConditionalGeneration": "Qianfan-OCR", "Cosmos3ForConditionalGeneration": "Cosmos 3",
     "PaddleOCRVLForConditionalGeneration": "PaddleOCR-VL",
     "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6",
     "MiniCPMV4_7ForConditionalGeneration": "MiniCPM-V 4.7",

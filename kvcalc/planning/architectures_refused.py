@@ -302,7 +302,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "BailingMoeV3VLForConditionalGeneration",
             "BeeForConditionalGeneration",
             "Cosmos3EdgeForConditionalGeneration",
-            "Cosmos3ForConditionalGeneration",
             "DeepseekOCR2ForCausalLM",
             "DeepseekOCRForCausalLM",
             "DeepseekV41ForCausalLM",

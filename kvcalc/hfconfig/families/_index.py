@@ -23,6 +23,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "cohere2": "cohere",
     "cohere2_moe": "cohere",
     "cohere2_vision": "cohere",
+    "cosmos3_omni": "qwen",
     "dbrx": "dbrx",
     "deci": "nemotron_nas",
     "decilm": "nemotron_nas",
