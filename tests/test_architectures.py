@@ -182,20 +182,27 @@ def test_rnj1_is_refused_where_vllm_cannot_build_it(name):
     assert errors.pop().split(": ", 1)[1] in reason
 
 
-NOT_BUILT = json.loads(
-    (Path(__file__).parent / "fixtures/vllm_0_33/registry_text_not_built.json").read_text()
+#: config classes vLLM 0.33 fails on, recorded: (category, file)
+NOT_BUILT = {
+    category: json.loads((Path(__file__).parent / "fixtures/vllm_0_33" / name).read_text())
+    for category, name in (
+        ("text-generation", "registry_text_not_built.json"),
+        ("multimodal", "registry_mm_not_built.json"),
+    )
+}
+
+
+@pytest.mark.parametrize(
+    ("category", "name"), [(c, n) for c, d in NOT_BUILT.items() for n in sorted(d["models"])]
 )
-
-
-@pytest.mark.parametrize("name", sorted(NOT_BUILT["models"]))
-def test_config_classes_vllm_fails_on_are_refused_with_its_error(name):
+def test_config_classes_vllm_fails_on_are_refused_with_its_error(category, name):
     # the class defaults fail in vLLM (recorded); kvcalc has no family for them, and the listing
     # gives vLLM's exception and the start of its message
-    model = NOT_BUILT["models"][name]
+    model = NOT_BUILT[category]["models"][name]
     with pytest.raises(KvcalcError) as err:
         parse_config(model["config"], name=name)
     assert err.value.code == "config-unverified"
-    reason = REFUSED_BY_NAME["text-generation"][model["architecture"]]
+    reason = REFUSED_BY_NAME[category][model["architecture"]]
     (row,) = model["scenarios"]
     kind, message = row["error"].split(": ", 1)
     lines = message.split(

@@ -186,6 +186,56 @@ _MM_NOT_BUILT = {
         "cross-attention over the encoder's output (CrossAttentionSpec, 512 blocks of 16 per "
         "request), and kvcalc has no cross-attention cache layout: refused (config-unverified)"
     ),
+    "BailingMoeV3VLForConditionalGeneration": (
+        "vLLM 0.33 fails building the model on vLLM's own BailingMoeV3VLConfig() (ValueError: "
+        "BailingMoeV3 KDA currently expects no_kda_lora=True)" + _CLASS_DEFAULTS
+    ),
+    "DeepseekOCRForCausalLM": (
+        "vLLM 0.33 refuses vLLM's own DeepseekVLV2Config() (ValidationError: The text_config "
+        "extracted from the model config does not have `num_attention_heads` attribute)"
+        + _CLASS_DEFAULTS
+    ),
+    "DeepseekV4ForConditionalGeneration": (
+        "vLLM 0.33 fails building the model on transformers 5.20.2 DeepseekV4Config() "
+        "(AttributeError: 'DeepseekV4Config' object has no attribute 'vision_n_layers')"
+        + _CLASS_DEFAULTS
+    ),
+    "DeepseekV41ForCausalLM": (
+        "vLLM 0.33 fails building the model on vLLM's own DeepseekV41Config() (AttributeError: "
+        "'DeepseekV41Config' object has no attribute 'hidden_size')" + _CLASS_DEFAULTS
+    ),
+    "Dots3NoteForCausalLM": (
+        "vLLM 0.33 refuses vLLM's own Dots3NoteConfig() (ValidationError: Model architectures "
+        "['Dots3NoteForCausalLM'] failed to be inspected)" + _CLASS_DEFAULTS
+    ),
+    "KimiK3ForConditionalGeneration": (
+        "vLLM 0.33 fails building the model on vLLM's own KimiK3Config() (AssertionError: "
+        "assert qk_nope_head_dim is not None)" + _CLASS_DEFAULTS
+    ),
+    "MuseSparkForConditionalGeneration": (
+        "vLLM 0.33 refuses transformers 5.20.2 MuseSparkConfig() (AttributeError: "
+        "'MuseSparkTextConfig' object has no attribute 'num_shared_experts')" + _CLASS_DEFAULTS
+    ),
+    "NemotronH_Omni_Reasoning_V3": (
+        "vLLM 0.33 fails building the model on transformers 5.20.2 "
+        "NemotronH_Omni_Reasoning_V3_Config() (AttributeError: "
+        "'NemotronH_Omni_Reasoning_V3_Config' object has no attribute 'patch_size')"
+        + _CLASS_DEFAULTS
+    ),
+    "Qwen3OmniMoeForConditionalGeneration": (
+        "vLLM 0.33 fails building the model on transformers 5.20.2 Qwen3OmniMoeConfig() "
+        "(AttributeError: 'Qwen3OmniMoeVisionEncoderConfig' object has no attribute "
+        "'image_size')" + _CLASS_DEFAULTS
+    ),
+    "Step5ForConditionalGeneration": (
+        "vLLM 0.33 fails building the model on vLLM's own Step5VLConfig() (ValueError: No model"
+        " architectures are specified)" + _CLASS_DEFAULTS
+    ),
+    "DeepseekOCR2ForCausalLM": (
+        "vLLM 0.33 fails building the model on transformers 5.20.2 DeepseekOcr2Config() "
+        "(AttributeError: 'DeepseekOcr2Config' object has no attribute 'projector_config')"
+        + _CLASS_DEFAULTS
+    ),
     "MiDashengLMModel": (
         "vLLM 0.33's midashenglm.py imports torchaudio, which the reference harness does not "
         "have (ValidationError: Model architectures ['MiDashengLMModel'] failed to be inspected; "
@@ -299,15 +349,9 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "multimodal": dict.fromkeys(
         (
             "AriaForConditionalGeneration",
-            "BailingMoeV3VLForConditionalGeneration",
             "BeeForConditionalGeneration",
             "Cosmos3EdgeForConditionalGeneration",
-            "DeepseekOCR2ForCausalLM",
-            "DeepseekOCRForCausalLM",
-            "DeepseekV41ForCausalLM",
-            "DeepseekV4ForConditionalGeneration",
             "DiffusionGemmaForBlockDiffusion",
-            "Dots3NoteForCausalLM",
             "Eagle2_5_VLForConditionalGeneration",
             "FireRedASR2ForConditionalGeneration",
             "FunASRForConditionalGeneration",
@@ -320,7 +364,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "KananaVForConditionalGeneration",
             "KeyeForConditionalGeneration",
             "KeyeVL1_5ForConditionalGeneration",
-            "KimiK3ForConditionalGeneration",
             "Llama_Nemotron_Nano_VL",
             "LlavaOnevision2ForConditionalGeneration",
             "MiMoV2OmniForCausalLM",
@@ -331,11 +374,9 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MoonshotKimiaForCausalLM",
             "MossAudioModel",
             "MuseGlimmerForConditionalGeneration",
-            "MuseSparkForConditionalGeneration",
             "NVLM_D",
             "NemotronH_Nano_Omni_Reasoning_V3",
             "NemotronH_Nano_VL_V2",
-            "NemotronH_Omni_Reasoning_V3",
             "NemotronH_Super_Omni_Reasoning_V3",
             "NemotronParseForConditionalGeneration",
             "OpenCUAForConditionalGeneration",
@@ -348,11 +389,9 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "PixtralForConditionalGeneration",
             "Qwen2_5OmniForConditionalGeneration",
             "Qwen2_5OmniModel",
-            "Qwen3OmniMoeForConditionalGeneration",
             "RForConditionalGeneration",
             "RadioMBartPrefixForCausalLM",
             "SkyworkR1VChatModel",
-            "Step5ForConditionalGeneration",
             "StepVLForConditionalGeneration",
         ),
         _NOT_VERIFIED_MM,
