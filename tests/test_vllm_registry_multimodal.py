@@ -97,7 +97,8 @@ def test_every_family_is_recorded():
             "smolvlm", "exaone4_5", "glm_ocr", "lighton_ocr", "lfm2_vl",
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
-            "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni"} <= types  # fmt: skip
+            "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
+            "qwen2_5_omni"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -152,7 +153,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
-        "hyperclovax_vision_v2", "cosmos3_omni",
+        "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni",
     }  # fmt: skip
 
 
@@ -326,11 +327,20 @@ def test_idefics3_tower_by_hand():
         assert sum(t.numel for t in vision_tensors(v)) == tower + h * 4 * hv
 
 
+OMNI = "synthetic--qwen2-5-omni-defaults.json"
+
+
+def _one_of_two_towers(rec: dict) -> bool:
+    """Qwen2.5-Omni with audio alone, or image and video alone, limited to 0."""
+    return rec["model"] == OMNI and len(rec["engine_args"]["limit_mm_per_prompt"]) < 3
+
+
 @pytest.mark.parametrize(
     "rec",
-    [r for r in WEIGHTS["records"] if "limit_mm_per_prompt" in r.get("engine_args", {})],
+    [r for r in WEIGHTS["records"]
+     if "limit_mm_per_prompt" in r.get("engine_args", {}) and not _one_of_two_towers(r)],
     ids=lambda r: f"{r['model'][11:-5]}-{json.dumps(r['engine_args']['limit_mm_per_prompt'])}",
-)
+)  # fmt: skip
 def test_the_tower_is_built_for_the_modalities_its_class_marks(tmp_path, rec):
     # _mark_tower_model skips a tower whose modalities are all limited to 0: LLaVA-1.5 marks its
     # tower for images (image 0: no tower, 13,477,880,320 B, the text model alone), LLaVA-NeXT-Video
@@ -783,3 +793,39 @@ def test_hyperclovax_vision_v2_other_text_models_refused(tmp_path):
         parse_config(config, name="hcx-llama")
     assert err.value.code == "config-unverified"
     assert "text_config.model_type 'llama'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "rec", [r for r in WEIGHTS["records"] if r.get("engine_args") and _one_of_two_towers(r)]
+)
+def test_qwen2_5_omni_one_tower_left_out_is_refused(tmp_path, rec):
+    # qwen2_5_omni_thinker.py marks the audio encoder "audio" and the vision tower image and
+    # video: vLLM builds one without the other (recorded: 20,317,512,640 B with audio 0,
+    # 15,436,601,792 B with image and video 0), which kvcalc does not size
+    limits = json.dumps(rec["engine_args"]["limit_mm_per_prompt"])
+    with pytest.raises(KvcalcError) as refused:
+        _plan_config(tmp_path, rec["model"], limit_mm_per_prompt=limits)
+    assert refused.value.code == "unmodelled-option"
+
+
+def test_qwen2_5_omni_audio_encoder_by_hand():
+    # Qwen2_5OmniAudioConfig's defaults, transformers' Qwen2_5OmniAudioEncoder: convolutions
+    # 1,280 × 128 × 3 + 1,280 and 1,280 × 1,280 × 3 + 1,280; per layer q, v, out 1,280² + 1,280,
+    # k 1,280², two LayerNorms 4 × 1,280, fc1 5,120 × 1,280 + 5,120, fc2 1,280 × 5,120 + 1,280:
+    # 19,676,160, 32 layers; ln_post 2 × 1,280, proj 3,584 × 1,280 + 3,584, the bos/eos rows
+    # 2 × 3,584: 639,647,232 (transformers' meta build), and the fp32 sinusoids 1,500 × 1,280 × 4
+    # = 7,680,000 B (vLLM's meta build: float32 7,680,448 B with the 28 text layers' 16-B scales)
+    from kvcalc.estimate.aud2_tensors import qwen2_5_omni_audio_tensors, tower_buffer_bytes
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model(OMNI).weights.vision
+    d, ffn, out = 1280, 5120, 3584
+    layer = 3 * (d * d + d) + d * d + 4 * d + ffn * d + ffn + d * ffn + d
+    assert layer == 19_676_160
+    audio = d * 128 * 3 + d + d * d * 3 + d + 32 * layer + 2 * d + out * d + out + 2 * out
+    assert audio == 639_647_232
+    assert v.companion is not None
+    assert sum(t.numel for t in qwen2_5_omni_audio_tensors(v.companion)) == audio
+    tensors = [t for t in vision_tensors(v) if t.name.startswith("audio_tower")]
+    assert sum(t.numel for t in tensors) == audio and {t.split for t in tensors} == {"replicated"}
+    assert tower_buffer_bytes(v) == 1500 * 1280 * 4

@@ -80,6 +80,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
     "QianfanOCRForConditionalGeneration": "Qianfan-OCR", "Cosmos3ForConditionalGeneration": "Cosmos 3",
+    "Qwen2_5OmniForConditionalGeneration": "Qwen2.5-Omni", "Qwen2_5OmniModel": "Qwen2.5-Omni",
     "PaddleOCRVLForConditionalGeneration": "PaddleOCR-VL",
     "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6",
     "MiniCPMV4_7ForConditionalGeneration": "MiniCPM-V 4.7",

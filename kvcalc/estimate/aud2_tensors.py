@@ -135,6 +135,31 @@ def _granite_speech(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
     return out + _linear("projector.linear", v.text_hidden_size, qh, None, "replicated", bias=True)
 
 
+def qwen2_5_omni_audio_tensors(a: VisionWeights) -> list[Tensor]:
+    """Qwen2.5-Omni's audio encoder (see :func:`kvcalc.hfconfig.weights_aud2.qwen2_5_omni_audio`),
+    whole on every rank."""
+    d, ffn, p = a.hidden_size, a.intermediate_size, "audio_tower"
+    out = _linear(f"{p}.conv1", d, a.num_channels * 3, None, "replicated", bias=True)
+    out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
+    for i in range(a.num_layers):
+        q = f"{p}.layers.{i}"
+        for name, bias in (
+            ("q_proj", True),
+            ("k_proj", False),
+            ("v_proj", True),
+            ("out_proj", True),
+        ):
+            out += _linear(f"{q}.self_attn.{name}", d, d, None, "replicated", bias=bias)
+        out.append(Tensor(name=f"{q}.layer_norms", rows=d, copies=4, role="norm"))
+        out += _linear(f"{q}.fc1", ffn, d, None, "replicated", bias=True)
+        out += _linear(f"{q}.fc2", d, ffn, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.ln_post", rows=d, copies=2, role="norm"))
+    out += _linear(f"{p}.proj", a.projector_output_dim, d, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.audio_bos_eos_token", rows=2, cols=a.projector_output_dim,
+                      role="vector"))  # fmt: skip
+    return out
+
+
 def tower_buffer_bytes(v: VisionWeights) -> int:
     """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
     rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); Qwen3-ASR's fp32 sinusoid table;
@@ -143,6 +168,8 @@ def tower_buffer_bytes(v: VisionWeights) -> int:
         return v.num_layers * _INT64_BYTES
     if v.family == "qwen3_asr":  # SinusoidsPositionEmbedding: an fp32 positions × width table
         return v.num_positions * v.hidden_size * _FP32_BYTES
+    if v.family == "qwen2_5_omni" and v.companion is not None:  # the audio encoder's, the same
+        return v.companion.num_positions * v.companion.hidden_size * _FP32_BYTES
     return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
 
 

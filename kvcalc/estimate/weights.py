@@ -328,6 +328,7 @@ _VISION_ROPE = (
     "exaone4_5",
     "glm_ocr",
     "hcx_vision_v2",
+    "qwen2_5_omni",
 )
 #: GLM-4.1V's ``Glm4vVisionEmbeddings`` also registers ``position_ids``, an int64 buffer of one
 #: index per position row (``register_buffer(..., persistent=False)``: not in the checkpoint, on
@@ -412,6 +413,10 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:
         return 0
     ids = v.num_positions * _INT64_BYTES if v.family == "glm4v" else 0
+    if v.family == "qwen2_5_omni":  # and its audio encoder's sinusoid table
+        from kvcalc.estimate.aud2_tensors import tower_buffer_bytes as audio_buffer_bytes
+
+        ids = audio_buffer_bytes(v)
     return QWEN3_VL_VISION_ROPE_POSITIONS * (v.head_dim // 2) * dtype_bytes + ids
 
 

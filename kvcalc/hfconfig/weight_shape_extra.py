@@ -226,6 +226,9 @@ class VisionWeights:
     default_output_length: int = 0
     #: Gemma 4: the config has an ``audio_config`` (an audio tower beside the vision one)
     audio: bool = False
+    #: Qwen2.5-Omni: its audio encoder, a second tower beside this vision one (its own
+    #: ``_mark_tower_model`` modality)
+    companion: VisionWeights | None = None
     #: BLIP-2: the Q-Former's learned queries, its layers (a cross-attention every
     #: ``cross_attention_frequency``), their width and MLP width (``qformer_config``)
     query_tokens: int = 0

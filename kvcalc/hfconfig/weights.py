@@ -115,7 +115,14 @@ _FP32_ROUTER: dict[str, str | None] = {
 _GEMMA3N = ("gemma3n", "gemma3n_text")
 #: MiMo-V2's per-type attention, MoE layers and RoPE caches (``families/mimo_v2.py``)
 _MIMO_V2 = ("mimo_v2", "mimo_v2_flash")
-_QKV_BIAS_ONLY = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl"}
+_QKV_BIAS_ONLY = {
+    "qwen2",
+    "qwen2_moe",
+    "qwen2_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl",
+    "qwen2_5_omni_text",
+}
 #: model types whose q/k/v bias is ``attention_bias`` (this default when absent) and o_proj has none
 #: (GLM-4.1V's text stack, ``glm4v_text``: vLLM's ``glm4.py`` reads ``getattr(config,
 #: "attention_bias", False)`` and Glm4vTextConfig sets none; GLM-4.5V's Glm4vMoeTextConfig: true)
@@ -489,17 +496,17 @@ _AUDIO_KEYS = {"audio_config", "thinker_config", "encoder_config"}
 
 def _audio_tower(r: ConfigReader) -> bool:
     """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's,
-    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's)."""
+    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's), or Qwen2.5-Omni's beside its vision one."""
     from kvcalc.hfconfig.weights_aud2 import TOWERS
 
-    return r.raw.get("model_type") in TOWERS
+    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") == "qwen2_5_omni"
 
 
 def _tower_elsewhere(r: ConfigReader) -> bool:
     """A tower without a ``vision_config`` (Phi-3-Vision's: :mod:`~kvcalc.hfconfig.weights_mmremote`)."""
     from kvcalc.hfconfig.weights_mmremote import TOWERS
 
-    return r.raw.get("model_type") in TOWERS
+    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") == "qwen2_5_omni"
 
 
 def _vision(

@@ -215,6 +215,31 @@ def _granite_speech(r: ConfigReader, text_hidden: int) -> VisionWeights:
 
 
 #: the config's top-level ``model_type`` → its audio tower's reader
+def qwen2_5_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen2.5-Omni's audio encoder (``qwen2_5_omni_thinker.py``: transformers'
+    ``Qwen2_5OmniAudioEncoder`` on ``thinker_config.audio_config``, ``tr``), whole on every rank:
+    two biased convolutions (``num_mel_bins`` → ``d_model`` → the same, kernel 3), every layer
+    Whisper's (biased q, v and out, unbiased k, two LayerNorms, a biased fc1/fc2
+    ``encoder_ffn_dim`` wide), ``ln_post``, the biased ``proj`` (``d_model`` → ``output_dim``),
+    ``audio_bos_eos_token`` (2 rows of ``output_dim``) and the fp32 sinusoid
+    ``positional_embedding`` buffer (``max_source_positions`` × ``d_model``)."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    ar = _audio_config(tr, "qwen2_5_omni_audio_encoder")
+    return VisionWeights(
+        family="qwen2_5_omni_audio",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins"),
+        num_positions=ar.int("max_source_positions"),
+        projector_output_dim=ar.int("output_dim"),
+        text_hidden_size=text_hidden,
+    )
+
+
 TOWERS: dict[str, Callable[[ConfigReader, int], VisionWeights]] = {
     "audioflamingo3": _audioflamingo3,
     "glmasr": _glmasr,

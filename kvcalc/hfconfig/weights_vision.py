@@ -10,7 +10,7 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kvcalc.errors import ConfigError
@@ -40,6 +40,8 @@ def read_vision(
 ) -> VisionWeights | None:
     if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
         return _qwen2_audio(r, text_hidden)
+    if r.raw.get("model_type") == "qwen2_5_omni":  # a vision tower and an audio one
+        return _qwen2_5_omni(r, text_hidden)
     if r.raw.get("model_type") in aud2.TOWERS:  # audio towers (weights_aud2.py)
         return aud2.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
@@ -102,20 +104,10 @@ def read_vision(
         )
     # vLLM 0.33 hyperclovax_vision_v2.py: Qwen2.5-VL's Qwen2_5_VisionTransformer, then
     # mm_projector, a biased nn.Linear(out_hidden_size, the text hidden size) whole on every rank
-    hcx = top_type == "hyperclovax_vision_v2"
-    if hcx or model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
-        heads = vr.int("num_heads", default=16)
-        return _video_patch_tower(
-            vr,
-            channels=("in_chans", "in_channels"),
-            family="hcx_vision_v2" if hcx else "qwen2_5_vl",
-            hidden_size=vr.int("hidden_size"),
-            intermediate_size=vr.int("intermediate_size"),
-            projector_output_dim=vr.int("out_hidden_size"),
-            head_dim=vr.int("hidden_size") // max(1, heads),
-            text_hidden_size=text_hidden,
-            **({"num_heads": heads, "projector_bias": True} if hcx else {}),
-        )
+    if top_type == "hyperclovax_vision_v2":
+        return qwen2_5_vl_tower(vr, "hcx_vision_v2", text_hidden, projector_bias=True)
+    if model_type == "qwen2_5_vl" and vision_type in ("", "qwen2_5_vl"):
+        return qwen2_5_vl_tower(vr, "qwen2_5_vl", text_hidden, heads=False)
     if vision_type == "exaone4_5_vision":
         # vLLM 0.33 exaone4_5.py: Qwen2.5-VL's tower (Qwen2_5_VisionTransformer) with its blocks
         # rebuilt: grouped-query attention (num_key_value_heads), the gated biased MLP
@@ -269,6 +261,42 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
     if not 0 < depth <= total:
         raise r.bad(r.path("vision_feature_layer"), layers, f"a layer of the {total}")
     return depth, layers
+
+
+def _qwen2_5_omni(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen2.5-Omni's thinker as vLLM 0.33 builds it (``qwen2_5_omni_thinker.py``): Qwen2.5-VL's
+    tower on ``thinker_config.vision_config``, marked for image and video, and beside it
+    (``companion``, marked for audio) the audio encoder on its ``audio_config``
+    (:func:`kvcalc.hfconfig.weights_aud2.qwen2_5_omni_audio`)."""
+    thinker = r.mapping("thinker_config") if r.has("thinker_config") else None
+    v = thinker.get("vision_config") if thinker is not None else None
+    if thinker is None or not isinstance(v, Mapping):
+        raise ConfigError(f"{r.source}: no thinker_config.vision_config: Qwen2.5-Omni's towers "
+                          "are sized from it", code="config-invalid")  # fmt: skip
+    tr = ConfigReader(thinker, source=f"{r.source}: thinker_config")
+    audio = aud2.qwen2_5_omni_audio(tr, text_hidden)
+    vr = ConfigReader(v, source=f"{tr.source}: vision_config")
+    return qwen2_5_vl_tower(vr, "qwen2_5_omni", text_hidden, companion=audio)
+
+
+def qwen2_5_vl_tower(
+    vr: ConfigReader, family: str, text_hidden: int, *, heads: bool = True, **fields: Any
+) -> VisionWeights:
+    """Qwen2.5-VL's ``Qwen2_5_VisionTransformer`` read from its ``vision_config``, its merger into
+    ``out_hidden_size`` (``heads``: the tower's heads named, for the TP check of its attention)."""
+    n = vr.int("num_heads", default=16)
+    return _video_patch_tower(
+        vr,
+        channels=("in_chans", "in_channels"),
+        family=family,
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        projector_output_dim=vr.int("out_hidden_size"),
+        head_dim=vr.int("hidden_size") // max(1, n),
+        text_hidden_size=text_hidden,
+        **({"num_heads": n} if heads else {}),
+        **fields,
+    )
 
 
 def _video_patch_tower(

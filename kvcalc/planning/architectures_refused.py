@@ -387,8 +387,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Phi4ForCausalLMV",
             "Phi4MMForCausalLM",
             "PixtralForConditionalGeneration",
-            "Qwen2_5OmniForConditionalGeneration",
-            "Qwen2_5OmniModel",
             "RForConditionalGeneration",
             "RadioMBartPrefixForCausalLM",
             "SkyworkR1VChatModel",

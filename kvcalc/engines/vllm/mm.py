@@ -73,7 +73,16 @@ TOWER_MODALITIES = {
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
     "BagelForConditionalGeneration": ("image",),
+    # two towers: the audio encoder marked "audio", the vision one image and video (TWO_TOWERS)
+    "Qwen2_5OmniForConditionalGeneration": ("audio", "image", "video"),
+    "Qwen2_5OmniModel": ("audio", "image", "video"),
 }  # fmt: skip
+#: classes with two towers marked apart (qwen2_5_omni_thinker.py): the modalities of each; kvcalc
+#: sizes both or neither, so a limit that leaves one of them out is refused
+TWO_TOWERS = {
+    "Qwen2_5OmniForConditionalGeneration": (("audio",), ("image", "video")),
+    "Qwen2_5OmniModel": (("audio",), ("image", "video")),
+}
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
 MODALITIES = ("image", "video", "audio")
@@ -187,6 +196,15 @@ def vllm_mm_terms(
     notes: list[str] = []
     mm = parse_limits(limits) if limits is not None else MmLimits()
     off = mm.tower_off(architectures)
+    towers = next((TWO_TOWERS[a] for a in architectures if a in TWO_TOWERS), ())
+    left_out = [t for t in towers if all(mm.limit(m) == 0 for m in t)]
+    if left_out and not off:
+        raise InputError(
+            f"--limit-mm-per-prompt {', '.join(m for t in left_out for m in t)} 0: vLLM 0.33 then "
+            "builds one of this model's two towers and not the other, which kvcalc does not size",
+            hint="limit every modality to 0 (no tower) or none of a tower's",
+            code="unmodelled-option",
+        )
     if off:
         zero = ", ".join(f"{m} 0" for m in tower_modalities(architectures))
         notes.append(f"--limit-mm-per-prompt {zero}: vLLM builds no vision tower "

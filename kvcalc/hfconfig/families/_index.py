@@ -147,6 +147,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_asr": "qwen",
     "qwen3_moe": "qwen",
     "qwen3_next": "qwen3_next",
+    "qwen2_5_omni": "qwen",
     "qwen3_vl": "qwen",
     "qwen3_vl_moe": "qwen",
     "sarvam_mla": "sarvam",
