@@ -25,6 +25,8 @@ from kvcalc.errors import KvcalcError
 from kvcalc.estimate.weights import count_parameters, weight_bytes
 from kvcalc.hfconfig import parse_config
 from kvcalc.model.layouts import LayerKind
+from kvcalc.planning.api import plan_reference
+from kvcalc.planning.inputs import PlanInputs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.json"
 #: the recurrent families (Mamba, FalconMamba, Mamba2, Zamba2) and Granite's SWA models, recorded apart
@@ -896,20 +898,53 @@ HY_V4_SPARSE = json.loads(FIXTURE.with_name("registry_families_hy_v4_sparse.json
         ("synthetic--hy-v4-sparse-from-layer-2.json", 2, 8),  # full among 2-33: 5, 9, ..., 33
     ],
 )
-def test_hy_v4_sparse_layers_recorded_and_refused(name, dense, indexers):
-    # what vLLM does (recorded), which kvcalc does not yet plan: one group, block 64; a sparse
-    # layer's latent 1,152 B per token (bf16) or 656 (fp8_ds_mla), a dense one's 1,152 or 576, and
-    # a 132-B indexer key on each sparse layer whose indexer_types entry is "full" — e.g. every
-    # layer sparse, 10 full indexers, bf16: 20 GiB // (64 × (34 × 1,152 + 10 × 132)) = 8,287
+def test_hy_v4_sparse_layers_equal_vllm(name, dense, indexers):
+    # one group, block 64; a sparse layer's latent 1,152 B per token (bf16) or 656 (fp8_ds_mla), a
+    # dense one's 1,152 or 576, and a 132-B indexer key on each sparse layer whose indexer_types
+    # entry is "full" — e.g. every layer sparse, 10 full indexers, bf16: 20 GiB // (64 × (34 ×
+    # 1,152 + 10 × 132)) = 8,287 blocks (recorded). kvcalc plans every layer sparse and equals
+    # vLLM; it refuses the mix of dense and sparse layers
     model = HY_V4_SPARSE["models"][name]
     for row in model["scenarios"]:
         fp8 = row["kv_cache_dtype"] == "fp8"
         per_token = dense * (576 if fp8 else 1152) + (34 - dense) * (656 if fp8 else 1152)
         page = 64 * (per_token + indexers * 132)
-        assert row["groups"] == [
-            ["mla_attention", 34 + indexers, page, 64, row["groups"][0][4], None]
-        ]
+        assert row["groups"][0][:4] == ["mla_attention", 34 + indexers, page, 64]
         assert row["num_blocks"] == row["available_kv_bytes"] // page
+        if dense:
+            continue
+        p = harness_plan(HY_V4_SPARSE, name, row)
+        assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+            row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+        )  # fmt: skip
+        assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+        (g,) = p.groups
+        total = g.page_bytes if g.uniform_type else g.page_bytes * g.num_layers
+        assert (total, g.blocks_per_request) == (page, row["groups"][0][4])
+        assert row["log_line"] in p.log_lines
+    if dense:
+        with pytest.raises(KvcalcError) as refused:
+            parse_config(model["config"], name=name)
+        assert refused.value.code == "config-unverified" and "mixing" in refused.value.message
+
+
+def test_hy_v4_sparse_layers_planned_on_hopper_only(tmp_path):
+    # the sparse MLA backend its learnable sink takes is chosen per platform: recorded on an H100
+    path = tmp_path / "hy-v4-sparse.json"
+    path.write_text(
+        json.dumps(HY_V4_SPARSE["models"]["synthetic--hy-v4-sparse-every-layer.json"]["config"])
+    )
     with pytest.raises(KvcalcError) as refused:
-        parse_config(model["config"], name=name)
-    assert refused.value.code == "config-unverified"
+        plan_reference(str(path), PlanInputs(gpu="B200", kv_cache_memory_bytes=20 << 30, max_model_len=4096),
+                       with_suggestions=False)  # fmt: skip
+    assert refused.value.code == "unsupported-model"
+
+
+def test_hy_v4_indexer_types_checked_as_vllm_checks_them():
+    config = json.loads(
+        json.dumps(HY_V4_SPARSE["models"]["synthetic--hy-v4-sparse-every-layer.json"]["config"])
+    )
+    config["indexer_types"] = ["full"] * 33
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(config, name="hy-v4-33-indexer-types")
+    assert refused.value.code == "config-invalid"

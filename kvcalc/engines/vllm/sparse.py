@@ -20,6 +20,7 @@ blocks, 214,400 tokens; fp8 → fp8_ds_mla: 64·(656 + 132)·78 = 3,933,696 B �
 from __future__ import annotations
 
 from kvcalc.engines.vllm.dsv4 import check_dtype, is_deepseek_v4
+from kvcalc.errors import InputError
 from kvcalc.model.attention_layouts import SparseMLA
 from kvcalc.model.dtypes import FP8, FP8_DS_MLA, CacheDtype
 from kvcalc.model.shape import ModelShape
@@ -44,6 +45,15 @@ def sparse_cache_dtype(
     if not is_sparse_mla(model):
         return dtype, None
     major = 9 if cc is None else cc[0]
+    if model.model_type == "hy_v4" and major != 9:
+        # models/hy_v4/nvidia/attention.py picks a sink-capable sparse MLA backend per platform
+        # (_resolve_sink_backend): recorded on Hopper only
+        raise InputError(
+            f"vLLM 0.33: HY V4's sparse layers on SM {major}.x were not checked (its learnable "
+            "sink selects the sparse MLA backend per platform; recorded on an H100)",
+            hint="plan it on a Hopper GPU (H100, H200)",
+            code="unsupported-model",
+        )
     if major == 10 and requested.strip().lower() == "auto" and _is_glm_dsa(model):
         # GlmMoeDsaForCausalLM.verify_and_update_config (vllm/model_executor/models/config.py)
         return FP8, "GLM-5 on SM 10.x: vLLM switches the auto KV cache to fp8_e4m3"
