@@ -330,21 +330,17 @@ def test_idefics3_tower_by_hand():
 OMNI = "synthetic--qwen2-5-omni-defaults.json"
 
 
-def _one_of_two_towers(rec: dict) -> bool:
-    """Qwen2.5-Omni with audio alone, or image and video alone, limited to 0."""
-    return rec["model"] == OMNI and len(rec["engine_args"]["limit_mm_per_prompt"]) < 3
-
-
 @pytest.mark.parametrize(
     "rec",
-    [r for r in WEIGHTS["records"]
-     if "limit_mm_per_prompt" in r.get("engine_args", {}) and not _one_of_two_towers(r)],
+    [r for r in WEIGHTS["records"] if "limit_mm_per_prompt" in r.get("engine_args", {})],
     ids=lambda r: f"{r['model'][11:-5]}-{json.dumps(r['engine_args']['limit_mm_per_prompt'])}",
 )  # fmt: skip
 def test_the_tower_is_built_for_the_modalities_its_class_marks(tmp_path, rec):
     # _mark_tower_model skips a tower whose modalities are all limited to 0: LLaVA-1.5 marks its
     # tower for images (image 0: no tower, 13,477,880,320 B, the text model alone), LLaVA-NeXT-Video
-    # for video (video 0: none; image 0: all of its 14,101,662,728 B), vLLM's meta build
+    # for video (video 0: none; image 0: all of its 14,101,662,728 B), vLLM's meta build;
+    # Qwen2.5-Omni its audio encoder for audio and its vision tower for image and video (audio 0:
+    # 20,317,512,640 B; image and video 0: 15,436,601,792 B; all three 0: 14,149,627,328 B)
     limits = json.dumps(rec["engine_args"]["limit_mm_per_prompt"])
     plan = _plan_config(tmp_path, rec["model"], limit_mm_per_prompt=limits)
     assert plan.weights_bytes == rec["target_param_bytes_per_rank"]
@@ -793,19 +789,6 @@ def test_hyperclovax_vision_v2_other_text_models_refused(tmp_path):
         parse_config(config, name="hcx-llama")
     assert err.value.code == "config-unverified"
     assert "text_config.model_type 'llama'" in str(err.value)
-
-
-@pytest.mark.parametrize(
-    "rec", [r for r in WEIGHTS["records"] if r.get("engine_args") and _one_of_two_towers(r)]
-)
-def test_qwen2_5_omni_one_tower_left_out_is_refused(tmp_path, rec):
-    # qwen2_5_omni_thinker.py marks the audio encoder "audio" and the vision tower image and
-    # video: vLLM builds one without the other (recorded: 20,317,512,640 B with audio 0,
-    # 15,436,601,792 B with image and video 0), which kvcalc does not size
-    limits = json.dumps(rec["engine_args"]["limit_mm_per_prompt"])
-    with pytest.raises(KvcalcError) as refused:
-        _plan_config(tmp_path, rec["model"], limit_mm_per_prompt=limits)
-    assert refused.value.code == "unmodelled-option"
 
 
 def test_qwen2_5_omni_audio_encoder_by_hand():

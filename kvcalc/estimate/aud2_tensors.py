@@ -13,6 +13,8 @@ _FP32_BYTES = 4
 _INT64_BYTES = 8
 #: the projector :func:`kvcalc.estimate.vision_tensors._qwen2_audio` ends with (Qwen2-Audio's)
 _QWEN2_AUDIO_PROJECTOR = "multi_modal_projector.linear"
+#: the name every tensor of a second tower (:attr:`VisionWeights.companion`) starts with
+COMPANION_PREFIX = "audio_tower."
 
 
 def _audioflamingo3(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
@@ -138,7 +140,7 @@ def _granite_speech(v: VisionWeights, whisper: list[Tensor]) -> list[Tensor]:
 def qwen2_5_omni_audio_tensors(a: VisionWeights) -> list[Tensor]:
     """Qwen2.5-Omni's audio encoder (see :func:`kvcalc.hfconfig.weights_aud2.qwen2_5_omni_audio`),
     whole on every rank."""
-    d, ffn, p = a.hidden_size, a.intermediate_size, "audio_tower"
+    d, ffn, p = a.hidden_size, a.intermediate_size, COMPANION_PREFIX[:-1]
     out = _linear(f"{p}.conv1", d, a.num_channels * 3, None, "replicated", bias=True)
     out += _linear(f"{p}.conv2", d, d * 3, None, "replicated", bias=True)
     for i in range(a.num_layers):

@@ -100,6 +100,9 @@ class WeightBytes:
     #: vLLM's ``--limit-mm-per-prompt`` 0 and ``--mm-encoder-tp-mode data``
     vision_bytes_per_gpu: int = 0
     vision_bytes_unsplit: int = 0
+    #: of ``vision_bytes_per_gpu``: a second tower's share (Qwen2.5-Omni's audio encoder, whole on
+    #: every rank, with its buffer), which vLLM leaves out alone when its modality is limited to 0
+    companion_bytes_per_gpu: int = 0
     #: ``buffers_bytes_per_gpu`` of each pipeline stage (the RoPE cache on every stage, each
     #: layer's fp32 buffers on its own); empty: ``buffers_bytes_per_gpu`` on every stage
     stage_buffer_bytes_per_gpu: tuple[int, ...] = ()
@@ -213,6 +216,13 @@ def weight_bytes(
     rope_bytes += vision_rope
     vision = sum(sum(price(t, tp).values()) for t in tensors if t.vision) + vision_rope
     vision_whole = sum(sum(price(t, 1).values()) for t in tensors if t.vision) + vision_rope
+    companion = 0
+    if shape.vision is not None and shape.vision.companion is not None:
+        from kvcalc.estimate.aud2_tensors import COMPANION_PREFIX, tower_buffer_bytes
+
+        companion = tower_buffer_bytes(shape.vision) + sum(
+            sum(price(t, tp).values()) for t in tensors if t.name.startswith(COMPANION_PREFIX)
+        )
     notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
     counts = pp_layer_counts(shape.num_layers, pp)
     stage_buffers = tuple(
@@ -243,6 +253,7 @@ def weight_bytes(
         decoder_layer_bytes_per_gpu=layers,
         vision_bytes_per_gpu=vision,
         vision_bytes_unsplit=vision_whole,
+        companion_bytes_per_gpu=companion,
     )
 
 

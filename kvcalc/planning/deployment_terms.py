@@ -39,7 +39,8 @@ def weights_with_terms(
     terms = mm_terms(engine, request)
     if terms is not None:
         weights = with_tower(weights, built=not terms.vision_off,
-                             replicated=terms.tower_replicated, given=given)  # fmt: skip
+                             replicated=terms.tower_replicated, given=given,
+                             left_out=terms.tower_left_out)  # fmt: skip
     return weights, terms
 
 

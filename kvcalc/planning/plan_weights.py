@@ -36,6 +36,8 @@ class PlanWeights:
     #: the vision tower's bytes per GPU, and whole (unsplit); 0: none counted
     vision_bytes: int = 0
     vision_bytes_whole: int = 0
+    #: of ``vision_bytes``: a second tower's (Qwen2.5-Omni's audio encoder), built apart
+    companion_bytes: int = 0
 
 
 _WEIGHTS_MEMO: dict[tuple, Any] = {}
@@ -125,6 +127,7 @@ def plan_weights(
             layer_bytes=round(est.decoder_layer_bytes_per_gpu * ratio),
             vision_bytes=round(est.vision_bytes_per_gpu * ratio),
             vision_bytes_whole=round(est.vision_bytes_unsplit * ratio),
+            companion_bytes=round(est.companion_bytes_per_gpu * ratio),
             notes=(
                 f"weights: {exact.total_bytes:,} B in the checkpoint ({exact.source}), split over "
                 + (
@@ -141,7 +144,8 @@ def plan_weights(
     return PlanWeights(per_gpu_bytes=per_gpu, source="config estimate", num_parameters=est.num_parameters,
                     notes=est.notes, stage_bytes=stages,
                     layer_bytes=est.decoder_layer_bytes_per_gpu, vision_bytes=est.vision_bytes_per_gpu,
-                    vision_bytes_whole=est.vision_bytes_unsplit)  # fmt: skip
+                    vision_bytes_whole=est.vision_bytes_unsplit,
+                    companion_bytes=est.companion_bytes_per_gpu)  # fmt: skip
 
 
 def _without_mtp(
@@ -211,13 +215,21 @@ def with_offload(weights: PlanWeights, moved_bytes: int, note: str, *, given: bo
                    offloaded_bytes=moved_bytes, notes=(*weights.notes, note))  # fmt: skip
 
 
-def with_tower(weights: PlanWeights, *, built: bool, replicated: bool, given: bool) -> PlanWeights:
+def with_tower(
+    weights: PlanWeights, *, built: bool, replicated: bool, given: bool, left_out: str = ""
+) -> PlanWeights:
     """``weights`` with the vision tower as the engine builds it: not at all (``built`` False), or
-    whole on every rank (``replicated``). ``given``: ``--weights-memory`` is the engine's own
-    figure, kept."""
+    whole on every rank (``replicated``); of a model with two towers, one left out (``left_out``:
+    ``companion``, the second tower, or ``vision``). ``given``: ``--weights-memory`` is the
+    engine's own figure, kept."""
     if given or not weights.vision_bytes:
         return weights
-    if not built:
+    if built and left_out:
+        gone = weights.companion_bytes if left_out == "companion" else (
+            weights.vision_bytes - weights.companion_bytes)  # fmt: skip
+        what = "audio tower" if left_out == "companion" else "vision tower"
+        delta, note = -gone, f"{what} not built: its {gone:,} B per GPU are not loaded"
+    elif not built:
         delta = -weights.vision_bytes
         note = f"vision tower not built: its {weights.vision_bytes:,} B per GPU are not loaded"
     elif replicated:

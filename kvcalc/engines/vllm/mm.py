@@ -77,8 +77,8 @@ TOWER_MODALITIES = {
     "Qwen2_5OmniForConditionalGeneration": ("audio", "image", "video"),
     "Qwen2_5OmniModel": ("audio", "image", "video"),
 }  # fmt: skip
-#: classes with two towers marked apart (qwen2_5_omni_thinker.py): the modalities of each; kvcalc
-#: sizes both or neither, so a limit that leaves one of them out is refused
+#: classes with two towers marked apart (qwen2_5_omni_thinker.py): the modalities of the second
+#: tower (``VisionWeights.companion``: the audio encoder), then of the vision one
 TWO_TOWERS = {
     "Qwen2_5OmniForConditionalGeneration": (("audio",), ("image", "video")),
     "Qwen2_5OmniModel": (("audio",), ("image", "video")),
@@ -155,6 +155,8 @@ class MmTerms:
 
     #: the vision tower is not built (image and video limited to 0)
     vision_off: bool = False
+    #: of a model with two towers, the one not built (``companion`` or ``vision``; "": neither)
+    tower_left_out: str = ""
     #: the tower's weights are whole on every TP rank (``mm_encoder_tp_mode=data``, supported)
     tower_replicated: bool = False
     #: bytes ``reserve_mm_ipc_gpu_memory`` takes off the KV memory
@@ -197,14 +199,14 @@ def vllm_mm_terms(
     mm = parse_limits(limits) if limits is not None else MmLimits()
     off = mm.tower_off(architectures)
     towers = next((TWO_TOWERS[a] for a in architectures if a in TWO_TOWERS), ())
-    left_out = [t for t in towers if all(mm.limit(m) == 0 for m in t)]
-    if left_out and not off:
-        raise InputError(
-            f"--limit-mm-per-prompt {', '.join(m for t in left_out for m in t)} 0: vLLM 0.33 then "
-            "builds one of this model's two towers and not the other, which kvcalc does not size",
-            hint="limit every modality to 0 (no tower) or none of a tower's",
-            code="unmodelled-option",
-        )
+    # of two towers, the one whose modalities are all limited to 0 (not both: ``off``)
+    gone = next((i for i, t in enumerate(towers) if all(mm.limit(m) == 0 for m in t)), None)
+    left_out = "" if off or gone is None else ("companion" if gone == 0 else "vision")
+    if left_out:
+        zero = ", ".join(f"{m} 0" for m in towers[gone or 0])
+        what = "audio encoder" if left_out == "companion" else "vision tower"
+        notes.append(f"--limit-mm-per-prompt {zero}: vLLM builds no {what} (_mark_tower_model), "
+                     "the other tower as usual")  # fmt: skip
     if off:
         zero = ", ".join(f"{m} 0" for m in tower_modalities(architectures))
         notes.append(f"--limit-mm-per-prompt {zero}: vLLM builds no vision tower "
@@ -229,8 +231,8 @@ def vllm_mm_terms(
     if ipc:
         notes.append(f"--mm-ipc-gpu-memory-gb: {ipc:,} B held for frontend multimodal decoding, out "
                      "of the KV memory (reserve_mm_ipc_gpu_memory)")  # fmt: skip
-    return MmTerms(vision_off=off, tower_replicated=replicated, ipc_bytes=ipc,
-                   budget=None if off else budget, notes=tuple(notes))  # fmt: skip
+    return MmTerms(vision_off=off, tower_left_out=left_out, tower_replicated=replicated,
+                   ipc_bytes=ipc, budget=None if off else budget, notes=tuple(notes))  # fmt: skip
 
 
 def budget_note(budget: EncoderBudget | None, why: str) -> str:
