@@ -786,9 +786,9 @@ def test_muse_glimmer_text_layer_types_from_the_last_layer():
     rows = [r for r in DATA["models"][name]["scenarios"]
             if (r["kv_cache_dtype"], r["tensor_parallel_size"]) == ("auto", 8) and "groups" in r]  # fmt: skip
     assert {g[2] for r in rows for g in r["groups"]} == {16 * 1 * 128 * 2 * 2} == {8192}
-    # the multimodal MuseGlimmerConfig (a vision encoder beside the text) was not recorded
-    raw = {"model_type": "muse_glimmer", "architectures": ["MuseGlimmerForCausalLM"],
-           "text_config": DATA["models"][name]["config"], "vision_config": {"hidden_size": 1024}}  # fmt: skip
+    # a vision encoder beside a text config's keys: the multimodal config is MuseGlimmerConfig's
+    # (muse_glimmer, recorded in registry_multimodal_2026_12c.json), not this model type
+    raw = {**DATA["models"][name]["config"], "vision_config": {"hidden_size": 1024}}
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="muse-glimmer")
     assert refused.value.code == "config-unverified"

@@ -98,7 +98,7 @@ def test_every_family_is_recorded():
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
-            "qwen2_5_omni"} <= types  # fmt: skip
+            "qwen2_5_omni", "muse_glimmer"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -153,7 +153,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
-        "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni",
+        "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer",
     }  # fmt: skip
 
 
@@ -812,3 +812,24 @@ def test_qwen2_5_omni_audio_encoder_by_hand():
     tensors = [t for t in vision_tensors(v) if t.name.startswith("audio_tower")]
     assert sum(t.numel for t in tensors) == audio and {t.split for t in tensors} == {"replicated"}
     assert tower_buffer_bytes(v) == 1500 * 1280 * 4
+
+
+def test_muse_glimmer_vision_encoder_by_hand():
+    # MuseGlimmerConfig()'s encoder as muse_glimmer.py builds it: conv1_linear 2 × 3 × 14² → 1,536
+    # unbiased (1,806,336), the 32 × 32 position rows (1,572,864), ln_pre; per block two
+    # LayerNorms, the biased qkv 3 × (1,536² + 1,536) and o_proj 1,536² + 1,536, the biased MLP
+    # 2 × 8,960 × 1,536 + 8,960 + 1,536: 36,985,088, 50 blocks; ln_post; the adapter 6,144 → 4,096
+    # → 4,096 and the projection 4,096 → 6,656, unbiased: 69,206,016 — 1,921,845,760 parameters,
+    # the 3,843,691,520 B vLLM's build loses with image and video 0 (59,586,808,640 − 55,743,117,120)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--muse-glimmer-defaults.json").weights.vision
+    h, inter = 1536, 8960
+    block = 4 * h + 4 * (h * h + h) + 2 * inter * h + inter + h
+    adapter = 6144 * 4096 + 4096 * 4096 + 4096 * 6656
+    assert (block, adapter) == (36_985_088, 69_206_016)
+    tower = 2 * 3 * 14 * 14 * h + 32 * 32 * h + 2 * h + 50 * block + 2 * h + adapter
+    assert sum(t.numel for t in vision_tensors(v)) == tower == 1_921_845_760
+    tp1 = [r["target_param_bytes_per_rank"] for r in WEIGHTS["records"]
+           if r["model"] == "synthetic--muse-glimmer-defaults.json" and r["tensor_parallel_size"] == 1]  # fmt: skip
+    assert max(tp1) - min(tp1) == 2 * tower

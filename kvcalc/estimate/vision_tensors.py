@@ -84,6 +84,10 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
     if v.family in mmremote_tensors.TOWER_TENSORS:  # remote-code towers (mmremote_tensors.py)
         tensors = mmremote_tensors.TOWER_TENSORS[v.family](v, _llava(v))
         return [replace(t, vision=True) for t in tensors]
+    if v.family == "muse_glimmer":
+        from kvcalc.estimate.mmmla_tensors import muse_glimmer_tensors
+
+        return [replace(t, vision=True) for t in muse_glimmer_tensors(v)]
     if v.family == "bagel":
         from kvcalc.estimate.mmmla_tensors import bagel_tensors
 

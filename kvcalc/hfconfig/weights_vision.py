@@ -46,6 +46,10 @@ def read_vision(
         return aud2.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
         return mmremote.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
+    if r.raw.get("model_type") == "muse_glimmer":  # its own encoder, adapter and projection
+        from kvcalc.hfconfig.weights_mmmla import muse_glimmer_tower
+
+        return muse_glimmer_tower(r, text_hidden)
     if r.raw.get("model_type") == "bagel":  # its tower under vit_config
         from kvcalc.hfconfig.weights_mmmla import bagel_tower
 

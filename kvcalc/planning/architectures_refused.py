@@ -373,7 +373,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MolmoForCausalLM",
             "MoonshotKimiaForCausalLM",
             "MossAudioModel",
-            "MuseGlimmerForConditionalGeneration",
             "NVLM_D",
             "NemotronH_Nano_Omni_Reasoning_V3",
             "NemotronH_Nano_VL_V2",

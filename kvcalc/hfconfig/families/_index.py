@@ -117,6 +117,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "mistral3": "llama",
     "mixtral": "llama",
     "moss_transcribe_diarize": "qwen",
+    "muse_glimmer": "muse_glimmer",
     "muse_glimmer_text": "muse_glimmer",
     "nemotron": "nemotron",
     "nemotron-nas": "nemotron_nas",

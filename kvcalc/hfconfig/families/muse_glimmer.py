@@ -5,9 +5,10 @@ A layer that ``layer_types`` names ``sliding_attention`` slides over ``sliding_w
 are full attention (the config class writes every 4th layer full, counted from the last); every
 layer caches ``num_key_value_heads`` KV heads ``head_dim`` wide (``config.head_dim``, no fallback),
 ``num_attention_heads`` query heads TP must divide. The per-layer RoPE bases (``layer_rope_theta``,
-0: NoPE), the weightless q/k norm, the output gate and the logit soft-cap shape no cache. Only the
-text-only config is this family: the multimodal ``MuseGlimmerConfig`` (a vision encoder beside it)
-was not recorded. Weights: q/k/v/o and a full-width sigmoid ``output_gate_proj`` (q_proj's width,
+0: NoPE), the weightless q/k norm, the output gate and the logit soft-cap shape no cache. The
+multimodal ``MuseGlimmerConfig`` (``muse_glimmer``, ``MuseGlimmerForConditionalGeneration``: the
+same class) reads its ``text_config`` alike; its vision encoder holds no cache
+(:func:`kvcalc.hfconfig.weights_mmmla.muse_glimmer_tower`). Weights: q/k/v/o and a full-width sigmoid ``output_gate_proj`` (q_proj's width,
 split with it), unweighted q/k norms, four norms per layer, one RoPE cache unless every
 ``layer_rope_theta`` is 0 (:func:`muse_glimmer_uses_rope`; the bases only switch RoPE per layer,
 vLLM's ``get_rope`` reads the shared ``rope_parameters``).
@@ -27,10 +28,10 @@ _TYPES = ("sliding_attention", "full_attention")
 
 def read_muse_glimmer(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
     n, prov = ctx.num_layers, ctx.provenance
-    if r.prefix or r.raw.get("vision_config") is not None:
+    if r.raw.get("model_type") != "muse_glimmer" and (r.prefix or r.has("vision_config")):
         raise ConfigError(
-            f"{r.source}: the multimodal MuseGlimmer config (text_config beside a vision encoder) "
-            "was not checked against vLLM 0.33; only MuseGlimmerTextConfig's is",
+            f"{r.source}: a MuseGlimmer text config with a vision encoder beside it: the "
+            "multimodal config's model type is muse_glimmer (MuseGlimmerConfig)",
             code="config-unverified",
         )
     types = r.list("layer_types")
@@ -69,8 +70,8 @@ def muse_glimmer_uses_rope(r: ConfigReader) -> bool:
 FAMILIES = (
     Family(
         name="muse-glimmer",
-        model_types={"muse_glimmer_text"},
-        architectures={"MuseGlimmerForCausalLM"},
+        model_types={"muse_glimmer_text", "muse_glimmer"},
+        architectures={"MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration"},
         keys={
             "layer_types",
             "sliding_window",
