@@ -33,7 +33,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "registry_families.
 RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
 #: the families added in December 2026 (Step-3.5, ...), recorded apart
 LATER = FIXTURE.with_name("registry_families_2026_12.json")
-#: HY V4, added on 2026-12-07, recorded apart
+#: HY V4 and Qwen4-Exp (text), added on 2026-12-07, recorded apart
 LATEST = FIXTURE.with_name("registry_families_2026_12c.json")
 DATA = json.loads(FIXTURE.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
@@ -66,6 +66,7 @@ VLLM_REASONS = {
     "Field 'head_dim' expected int, got NoneType": CONFIG,  # a config class's strict validation
     "Dory currently supports tensor_parallel_size=1 only": PARALLELISM,  # dory.py
     "object has no attribute 'mla_scale_q_lora'": CONFIG,  # longcat_flash.py reads it
+    "unsupported output_gate_type": CONFIG,  # models/qwen4_exp: Qwen4ExpTextConfig's None
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
@@ -113,7 +114,7 @@ def test_every_family_is_recorded():
                      "olmo_hybrid"}  # fmt: skip
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
     assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory",
-                     "beam", "longcat_flash", "hy_v4"}  # fmt: skip
+                     "beam", "longcat_flash", "hy_v4", "qwen4_exp_text"}  # fmt: skip
 
 
 #: models recorded at TP 1 only, and why: Beam's fused all-reduce asks for a CUDA driver the
@@ -237,7 +238,7 @@ REFUSED = {
 #: the families of registry_families_2026_12.json (their MoE and gates not modelled for weights)
 WEIGHTS_NOT_COUNTED = {
     "hrm_text",
-    "dory", "beam", "hy_v4",
+    "dory", "beam", "hy_v4", "qwen4_exp_text",
 }  # fmt: skip
 #: configs whose weights kvcalc does not count though their family's are: Step-3.5 as transformers
 #: saves it (``per_layer_config``)
@@ -948,3 +949,17 @@ def test_hy_v4_indexer_types_checked_as_vllm_checks_them():
     with pytest.raises(KvcalcError) as refused:
         parse_config(config, name="hy-v4-33-indexer-types")
     assert refused.value.code == "config-invalid"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("indexer_n_heads", 16), ("ple_layer_ids", [0, 4]), ("hc_count", 1)]
+)
+def test_qwen4_exp_what_was_not_recorded_is_refused(key, value):
+    # an indexer makes indexed_attention the QSA sparse attention, PLE layers add short-conv
+    # states (models/qwen4_exp): neither recorded; hc_count 1 vLLM refuses (ValueError)
+    config = dict(DATA["models"]["synthetic--qwen4-exp-text-sigmoid-gate.json"]["config"])
+    config[key] = value
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(config, name="qwen4-exp-mutant")
+    code = "config-invalid" if key == "hc_count" else "config-unverified"
+    assert refused.value.code == code and key in refused.value.message

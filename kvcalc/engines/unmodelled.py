@@ -47,7 +47,7 @@ VLLM_ONLY = {
     "granitemoe_swa": "Granite MoE SWA", "olmo_hybrid": "OLMo-Hybrid",
     "longcat_flash": "LongCat-Flash",
     "beam": "Beam",
-    "dory": "Dory", "hy_v4": "HY V4",
+    "dory": "Dory", "hy_v4": "HY V4", "qwen4_exp_text": "Qwen4-Exp (text)",
     "hrm_text": "HRM-Text",
     "muse_glimmer_text": "MuseGlimmer (text)",
     "axk1": "A.X K1",

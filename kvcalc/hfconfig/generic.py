@@ -202,6 +202,8 @@ def _mamba2(r: ConfigReader, hidden: int, dtype: CacheDtype, prov: dict[str, str
 _QWEN3_5_ARCHITECTURES = (
     "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
     "Qwen3_5MoeForConditionalGeneration",
+    # Qwen4ExpForCausalLMConfig subclasses Qwen3_5ForConditionalGenerationConfig
+    "Qwen4ExpForCausalLM",
 )  # fmt: skip
 
 
@@ -226,6 +228,12 @@ def _gdn_state_dtype(r: ConfigReader, dtype: CacheDtype) -> tuple[CacheDtype, st
         dtype,
         f"recurrent state {dtype.name} (the model dtype: vLLM's mamba_ssm_cache_dtype auto)",
     )
+
+
+def gated_deltanet(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDeltaNetState:
+    """A Gated DeltaNet layer's state over the flat ``linear_*`` keys (Qwen3-Next's), for the
+    families with their own layer reader (Qwen4-Exp)."""
+    return _gdn(r, dtype, prov)
 
 
 def _gdn(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDeltaNetState:

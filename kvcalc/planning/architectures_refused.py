@@ -263,10 +263,6 @@ _TEXT_NOT_BUILT = {
         "are trying to load has model type `minimax_m3_text` but Transformers does not recognize "
         "this architecture)" + _CLASS_DEFAULTS
     ),
-    "Qwen4ExpForCausalLM": (
-        "vLLM 0.33's qwen4_exp model fails on transformers 5.20's Qwen4ExpTextConfig() "
-        "(AssertionError: unsupported output_gate_type=None, building the model)" + _CLASS_DEFAULTS
-    ),
     "Step5ForCausalLM": (
         "vLLM 0.33's step5 model refuses vLLM's own Step5Config() (NotImplementedError: Step5 "
         "requires a checkpoint with a sparse_config section; dense-only checkpoints are not "

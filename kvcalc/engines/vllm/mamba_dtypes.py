@@ -33,7 +33,7 @@ MAMBA_DTYPES: dict[str, CacheDtype] = {"float32": FP32, "float16": FP16, "bfloat
 #: (``MODELS_CONFIG_MAP`` in ``model_executor/models/config.py``)
 _NEMOTRON_H = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2")
 _QWEN3_5 = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
-            "Qwen3_5MoeForConditionalGeneration")  # fmt: skip
+            "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForCausalLM")  # fmt: skip
 
 
 def parse_mamba_dtype(text: str | None, *, what: str) -> CacheDtype | None:

@@ -150,6 +150,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_next": "qwen3_next",
     "qwen2_5_omni": "qwen",
     "qwen3_vl": "qwen",
+    "qwen4_exp_text": "qwen4_exp",
     "qwen3_vl_moe": "qwen",
     "sarvam_mla": "sarvam",
     "seed_oss": "seed_oss",
