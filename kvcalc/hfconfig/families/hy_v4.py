@@ -110,7 +110,7 @@ def _sparse_every_layer(
     fields = {k: getattr(latent, k) for k in ("dtype", "kv_lora_rank", "rope_dim", "num_heads",
                                                 "qk_nope_dim", "v_head_dim")}  # fmt: skip
     layers: list[Layout] = [
-        SparseMLA(**fields, index_head_dim=width if kind == "full" else 0) for kind in kinds
+        SparseMLA(**fields, index_head_dim=width if indexer == "full" else 0) for indexer in kinds
     ]
     return layers, (L.UNCOUNTED,) * n
 
