@@ -98,7 +98,7 @@ def test_every_family_is_recorded():
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
-            "qwen2_5_omni", "muse_glimmer"} <= types  # fmt: skip
+            "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -153,7 +153,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "llava_next_video", "cohere2_vision", "idefics3", "smolvlm", "exaone4_5", "glm_ocr",
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
-        "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer",
+        "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
     }  # fmt: skip
 
 
@@ -811,7 +811,7 @@ def test_qwen2_5_omni_audio_encoder_by_hand():
     assert sum(t.numel for t in qwen2_5_omni_audio_tensors(v.companion)) == audio
     tensors = [t for t in vision_tensors(v) if t.name.startswith("audio_tower")]
     assert sum(t.numel for t in tensors) == audio and {t.split for t in tensors} == {"replicated"}
-    assert tower_buffer_bytes(v) == 1500 * 1280 * 4
+    assert tower_buffer_bytes(v.companion) == 1500 * 1280 * 4
 
 
 def test_muse_glimmer_vision_encoder_by_hand():
@@ -833,3 +833,21 @@ def test_muse_glimmer_vision_encoder_by_hand():
     tp1 = [r["target_param_bytes_per_rank"] for r in WEIGHTS["records"]
            if r["model"] == "synthetic--muse-glimmer-defaults.json" and r["tensor_parallel_size"] == 1]  # fmt: skip
     assert max(tp1) - min(tp1) == 2 * tower
+
+
+def test_qwen3_omni_moe_towers_are_qwen3_vls_and_qwen3_asrs():
+    # qwen3_omni_moe_thinker.py: Qwen3Omni_VisionTransformer (Qwen3-VL's blocks and DeepStack
+    # mergers, a position table of (768 / 16)² = 2,304 rows) and Qwen3OmniMoeAudioEncoder, the
+    # encoder Qwen3-ASR builds (aud2: its tensors and fp32 sinusoids). vLLM's meta build without
+    # the audio encoder is 1,303,534,336 B lighter (63,462,410,208 − 62,158,875,872)
+    from kvcalc.estimate.weights import weight_bytes
+
+    name = "synthetic--qwen3-omni-moe-48-layers-head-dim-128.json"
+    v = _model(name).weights.vision
+    assert (v.family, v.num_positions, v.deepstack_layers) == ("qwen3_omni", 2304, 3)
+    assert v.companion is not None and v.companion.family == "qwen3_asr"
+    tp1 = {json.dumps(r.get("engine_args")): r["target_param_bytes_per_rank"]
+           for r in WEIGHTS["records"] if r["model"] == name and r["tensor_parallel_size"] == 1}  # fmt: skip
+    audio = tp1["null"] - tp1[json.dumps({"limit_mm_per_prompt": {"audio": 0}})]
+    assert weight_bytes(_model(name), tensor_parallel_size=1).companion_bytes_per_gpu == audio
+    assert audio == 1_303_534_336

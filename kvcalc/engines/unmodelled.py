@@ -81,6 +81,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
     "QianfanOCRForConditionalGeneration": "Qianfan-OCR", "Cosmos3ForConditionalGeneration": "Cosmos 3",
     "Qwen2_5OmniForConditionalGeneration": "Qwen2.5-Omni", "Qwen2_5OmniModel": "Qwen2.5-Omni",
+    "Qwen3OmniMoeForConditionalGeneration": "Qwen3-Omni-MoE",
     "PaddleOCRVLForConditionalGeneration": "PaddleOCR-VL",
     "MiniCPMV4_6ForConditionalGeneration": "MiniCPM-V 4.6",
     "MiniCPMV4_7ForConditionalGeneration": "MiniCPM-V 4.7",

@@ -162,6 +162,14 @@ def qwen2_5_omni_audio_tensors(a: VisionWeights) -> list[Tensor]:
     return out
 
 
+def companion_tensors(a: VisionWeights) -> list[Tensor]:
+    """The tensors of a second tower (:attr:`VisionWeights.companion`): Qwen2.5-Omni's audio
+    encoder, or Qwen3-Omni-MoE's (Qwen3-ASR's), all named under :data:`COMPANION_PREFIX`."""
+    if a.family == "qwen2_5_omni_audio":
+        return qwen2_5_omni_audio_tensors(a)
+    return TOWER_TENSORS[a.family](a, [])
+
+
 def tower_buffer_bytes(v: VisionWeights) -> int:
     """GLM-ASR's ``GlmAsrEncoderRotaryEmbedding.inv_freq``: fp32, ``arange(0, dim, 2)`` of the
     rotary width (64 B for ``GlmAsrConfig()``'s 32, recorded); Qwen3-ASR's fp32 sinusoid table;
@@ -170,8 +178,8 @@ def tower_buffer_bytes(v: VisionWeights) -> int:
         return v.num_layers * _INT64_BYTES
     if v.family == "qwen3_asr":  # SinusoidsPositionEmbedding: an fp32 positions × width table
         return v.num_positions * v.hidden_size * _FP32_BYTES
-    if v.family == "qwen2_5_omni" and v.companion is not None:  # the audio encoder's, the same
-        return v.companion.num_positions * v.companion.hidden_size * _FP32_BYTES
+    if v.family == "qwen2_5_omni_audio":  # Qwen2.5-Omni's encoder's sinusoids, the same
+        return v.num_positions * v.hidden_size * _FP32_BYTES
     return len(range(0, v.head_dim, 2)) * _FP32_BYTES if v.family == "glmasr" else 0
 
 

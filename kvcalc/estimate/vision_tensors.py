@@ -23,9 +23,10 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _qwen3_vl(v)]
     if v.family == "qwen2_5_vl":
         return [replace(t, vision=True) for t in _qwen2_5_vl(v)]
-    if v.family == "qwen2_5_omni":  # qwen2_5_omni_thinker.py: and its audio encoder, whole
-        audio = aud2_tensors.qwen2_5_omni_audio_tensors(v.companion) if v.companion else []
-        return [replace(t, vision=True) for t in _qwen2_5_vl(v) + audio]
+    if v.family in ("qwen2_5_omni", "qwen3_omni"):  # the Omni thinkers: and the audio encoder
+        tower = _qwen2_5_vl(v) if v.family == "qwen2_5_omni" else _qwen3_vl(v)
+        audio = aud2_tensors.companion_tensors(v.companion) if v.companion else []
+        return [replace(t, vision=True) for t in tower + audio]
     if v.family == "hcx_vision_v2":  # hyperclovax_vision_v2.py: then mm_projector, whole
         out = _qwen2_5_vl(v) + _linear("mm_projector", v.text_hidden_size, v.projector_output_dim,
                                        None, "replicated", bias=True)  # fmt: skip

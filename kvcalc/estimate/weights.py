@@ -220,7 +220,7 @@ def weight_bytes(
     if shape.vision is not None and shape.vision.companion is not None:
         from kvcalc.estimate.aud2_tensors import COMPANION_PREFIX, tower_buffer_bytes
 
-        companion = tower_buffer_bytes(shape.vision) + sum(
+        companion = tower_buffer_bytes(shape.vision.companion) + sum(
             sum(price(t, tp).values()) for t in tensors if t.name.startswith(COMPANION_PREFIX)
         )
     notes += _layout_notes(shape, spec, tp, rope_bytes, max(stages) - max(unpadded))
@@ -340,6 +340,7 @@ _VISION_ROPE = (
     "glm_ocr",
     "hcx_vision_v2",
     "qwen2_5_omni",
+    "qwen3_omni",
 )
 #: GLM-4.1V's ``Glm4vVisionEmbeddings`` also registers ``position_ids``, an int64 buffer of one
 #: index per position row (``register_buffer(..., persistent=False)``: not in the checkpoint, on
@@ -424,10 +425,10 @@ def _vision_rope_bytes(shape: WeightShape, dtype_bytes: int) -> int:
     if v is None or v.family not in _VISION_ROPE or not v.head_dim:
         return 0
     ids = v.num_positions * _INT64_BYTES if v.family == "glm4v" else 0
-    if v.family == "qwen2_5_omni":  # and its audio encoder's sinusoid table
+    if v.companion is not None:  # and the audio encoder's sinusoid table (the Omni thinkers)
         from kvcalc.estimate.aud2_tensors import tower_buffer_bytes as audio_buffer_bytes
 
-        ids = audio_buffer_bytes(v)
+        ids = audio_buffer_bytes(v.companion)
     return QWEN3_VL_VISION_ROPE_POSITIONS * (v.head_dim // 2) * dtype_bytes + ids
 
 

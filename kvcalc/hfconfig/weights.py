@@ -53,7 +53,7 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
             "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe",
-            "qwen3_asr_text"}  # fmt: skip
+            "qwen3_asr_text", "qwen3_omni_moe_text"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1", "bamba"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
@@ -499,14 +499,16 @@ def _audio_tower(r: ConfigReader) -> bool:
     MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's), or Qwen2.5-Omni's beside its vision one."""
     from kvcalc.hfconfig.weights_aud2 import TOWERS
 
-    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") == "qwen2_5_omni"
+    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") in (
+        "qwen2_5_omni", "qwen3_omni_moe")  # fmt: skip
 
 
 def _tower_elsewhere(r: ConfigReader) -> bool:
     """A tower without a ``vision_config`` (Phi-3-Vision's: :mod:`~kvcalc.hfconfig.weights_mmremote`)."""
     from kvcalc.hfconfig.weights_mmremote import TOWERS
 
-    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") == "qwen2_5_omni"
+    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") in (
+        "qwen2_5_omni", "qwen3_omni_moe")  # fmt: skip
 
 
 def _vision(

@@ -215,6 +215,28 @@ def _granite_speech(r: ConfigReader, text_hidden: int) -> VisionWeights:
 
 
 #: the config's top-level ``model_type`` → its audio tower's reader
+def qwen3_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
+    """Qwen3-Omni-MoE's audio encoder (``qwen3_omni_moe_thinker.py`` ``Qwen3OmniMoeAudioEncoder``
+    on ``thinker_config.audio_config``, ``tr``): Qwen3-ASR's (:func:`_qwen3_asr`)."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
+    ar = _audio_config(tr, "qwen3_omni_moe_audio_encoder")
+    return VisionWeights(
+        family="qwen3_asr",
+        hidden_size=ar.int("d_model"),
+        intermediate_size=ar.int("encoder_ffn_dim"),
+        num_layers=ar.int("encoder_layers"),
+        image_size=0,
+        patch_size=0,
+        num_channels=ar.int("num_mel_bins"),
+        num_positions=ar.int("max_source_positions"),
+        num_kv_heads=ar.int("encoder_attention_heads"),
+        projector_input_dim=ar.int("downsample_hidden_size"),
+        projector_output_dim=ar.int("output_dim"),
+        text_hidden_size=text_hidden,
+    )
+
+
 def qwen2_5_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
     """Qwen2.5-Omni's audio encoder (``qwen2_5_omni_thinker.py``: transformers'
     ``Qwen2_5OmniAudioEncoder`` on ``thinker_config.audio_config``, ``tr``), whole on every rank:

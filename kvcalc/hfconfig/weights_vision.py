@@ -40,8 +40,8 @@ def read_vision(
 ) -> VisionWeights | None:
     if r.raw.get("model_type") == "qwen2_audio":  # an audio tower, no vision_config
         return _qwen2_audio(r, text_hidden)
-    if r.raw.get("model_type") == "qwen2_5_omni":  # a vision tower and an audio one
-        return _qwen2_5_omni(r, text_hidden)
+    if r.raw.get("model_type") in ("qwen2_5_omni", "qwen3_omni_moe"):  # vision and audio towers
+        return _omni(r, text_hidden)
     if r.raw.get("model_type") in aud2.TOWERS:  # audio towers (weights_aud2.py)
         return aud2.TOWERS[str(r.raw.get("model_type"))](r, text_hidden)
     if r.raw.get("model_type") in mmremote.TOWERS:  # remote-code towers without a vision_config
@@ -267,20 +267,38 @@ def _feature_depth(r: ConfigReader, total: int, default: int) -> tuple[int, obje
     return depth, layers
 
 
-def _qwen2_5_omni(r: ConfigReader, text_hidden: int) -> VisionWeights:
-    """Qwen2.5-Omni's thinker as vLLM 0.33 builds it (``qwen2_5_omni_thinker.py``): Qwen2.5-VL's
-    tower on ``thinker_config.vision_config``, marked for image and video, and beside it
-    (``companion``, marked for audio) the audio encoder on its ``audio_config``
-    (:func:`kvcalc.hfconfig.weights_aud2.qwen2_5_omni_audio`)."""
+def _omni(r: ConfigReader, text_hidden: int) -> VisionWeights:
+    """The thinkers vLLM 0.33 builds for Qwen2.5-Omni (``qwen2_5_omni_thinker.py``: Qwen2.5-VL's
+    tower) and Qwen3-Omni-MoE (``qwen3_omni_moe_thinker.py``: ``Qwen3Omni_VisionTransformer``,
+    Qwen3-VL's blocks, DeepStack mergers and a learned position table of ``(image_size /
+    patch_size)²`` rows) on ``thinker_config.vision_config``, marked for image and video, and
+    beside each (``companion``, marked for audio) the audio encoder on its ``audio_config``
+    (:mod:`kvcalc.hfconfig.weights_aud2`)."""
     thinker = r.mapping("thinker_config") if r.has("thinker_config") else None
     v = thinker.get("vision_config") if thinker is not None else None
     if thinker is None or not isinstance(v, Mapping):
-        raise ConfigError(f"{r.source}: no thinker_config.vision_config: Qwen2.5-Omni's towers "
-                          "are sized from it", code="config-invalid")  # fmt: skip
+        raise ConfigError(f"{r.source}: no thinker_config.vision_config: the Omni towers are "
+                          "sized from it", code="config-invalid")  # fmt: skip
     tr = ConfigReader(thinker, source=f"{r.source}: thinker_config")
-    audio = aud2.qwen2_5_omni_audio(tr, text_hidden)
     vr = ConfigReader(v, source=f"{tr.source}: vision_config")
-    return qwen2_5_vl_tower(vr, "qwen2_5_omni", text_hidden, companion=audio)
+    if r.raw.get("model_type") == "qwen2_5_omni":
+        audio = aud2.qwen2_5_omni_audio(tr, text_hidden)
+        return qwen2_5_vl_tower(vr, "qwen2_5_omni", text_hidden, companion=audio)
+    heads = vr.int("num_heads", default=16)
+    grid = vr.int("image_size") // vr.int("patch_size")
+    return _video_patch_tower(
+        vr,
+        family="qwen3_omni",
+        hidden_size=vr.int("hidden_size"),
+        intermediate_size=vr.int("intermediate_size"),
+        num_positions=grid * grid,
+        projector_output_dim=vr.int("out_hidden_size"),
+        deepstack_layers=len(vr.index_list("deepstack_visual_indexes") or ()),
+        head_dim=vr.int("hidden_size") // max(1, heads),
+        num_heads=heads,
+        text_hidden_size=text_hidden,
+        companion=aud2.qwen3_omni_audio(tr, text_hidden),
+    )
 
 
 def qwen2_5_vl_tower(

@@ -222,11 +222,6 @@ _MM_NOT_BUILT = {
         "'NemotronH_Omni_Reasoning_V3_Config' object has no attribute 'patch_size')"
         + _CLASS_DEFAULTS
     ),
-    "Qwen3OmniMoeForConditionalGeneration": (
-        "vLLM 0.33 fails building the model on transformers 5.20.2 Qwen3OmniMoeConfig() "
-        "(AttributeError: 'Qwen3OmniMoeVisionEncoderConfig' object has no attribute "
-        "'image_size')" + _CLASS_DEFAULTS
-    ),
     "Step5ForConditionalGeneration": (
         "vLLM 0.33 fails building the model on vLLM's own Step5VLConfig() (ValueError: No model"
         " architectures are specified)" + _CLASS_DEFAULTS

@@ -76,12 +76,15 @@ TOWER_MODALITIES = {
     # two towers: the audio encoder marked "audio", the vision one image and video (TWO_TOWERS)
     "Qwen2_5OmniForConditionalGeneration": ("audio", "image", "video"),
     "Qwen2_5OmniModel": ("audio", "image", "video"),
+    "Qwen3OmniMoeForConditionalGeneration": ("audio", "image", "video"),
 }  # fmt: skip
-#: classes with two towers marked apart (qwen2_5_omni_thinker.py): the modalities of the second
+#: classes with two towers marked apart (qwen2_5_omni_thinker.py, qwen3_omni_moe_thinker.py): the
+#: modalities of the second
 #: tower (``VisionWeights.companion``: the audio encoder), then of the vision one
 TWO_TOWERS = {
     "Qwen2_5OmniForConditionalGeneration": (("audio",), ("image", "video")),
     "Qwen2_5OmniModel": (("audio",), ("image", "video")),
+    "Qwen3OmniMoeForConditionalGeneration": (("audio",), ("image", "video")),
 }
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")

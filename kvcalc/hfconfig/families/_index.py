@@ -149,6 +149,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qwen3_moe": "qwen",
     "qwen3_next": "qwen3_next",
     "qwen2_5_omni": "qwen",
+    "qwen3_omni_moe": "qwen",
     "qwen3_vl": "qwen",
     "qwen4_exp_text": "qwen4_exp",
     "qwen3_vl_moe": "qwen",

@@ -25,7 +25,9 @@ without them is refused. Qwen2-Audio (``qwen2_audio``: ``qwen2_audio.py``) build
 no cache. Cosmos 3 (``cosmos3_omni``: ``cosmos3.py`` subclasses ``Qwen3VLForConditionalGeneration``)
 is Qwen3-VL's text model and tower under its own model type. Qwen2.5-Omni (``qwen2_5_omni``:
 ``qwen2_5_omni_thinker.py``, for both its architectures) builds its thinker only, the
-``thinker_config.text_config`` as ``Qwen2ForCausalLM``; its towers hold no cache. The vision towers
+``thinker_config.text_config`` as ``Qwen2ForCausalLM``, and so does Qwen3-Omni-MoE
+(``qwen3_omni_moe``: ``qwen3_omni_moe_thinker.py``), its text model Qwen3-MoE's; their towers hold
+no cache. The vision towers
 (``vision_config``) hold no cache.
 
 ``use_sliding_window`` with ``max_window_layers``: layers from ``max_window_layers`` on slide (vLLM
@@ -97,7 +99,8 @@ FAMILIES = (
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
                      "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio",
                      "alpamayo2_super", "bagel", "audioflamingo3",
-                     "moss_transcribe_diarize", "qwen3_asr", "cosmos3_omni", "qwen2_5_omni"},
+                     "moss_transcribe_diarize", "qwen3_asr", "cosmos3_omni", "qwen2_5_omni",
+                     "qwen3_omni_moe"},
         architectures={
             "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiMoForCausalLM",
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
@@ -109,7 +112,7 @@ FAMILIES = (
             "MossTranscribeDiarizeForConditionalGeneration",
             "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration",
             "Cosmos3ForConditionalGeneration", "Qwen2_5OmniForConditionalGeneration",
-            "Qwen2_5OmniModel",
+            "Qwen2_5OmniModel", "Qwen3OmniMoeForConditionalGeneration",
         },
         # layer_types: transformers 5's Qwen2/Qwen2-VL config classes write it out (from
         # use_sliding_window and max_window_layers); vLLM 0.33's qwen2.py only asserts on it, so a
