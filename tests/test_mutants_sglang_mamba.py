@@ -110,7 +110,14 @@ def test_every_family_that_declares_mamba_ssm_dtype_reads_it():
     """SGLang's state dtype comes from ``config_keys``: a family that accepted the key without
     reading it would be planned in float32 whatever the config says."""
     declaring = [f for f in all_families() if "mamba_ssm_dtype" in f.keys]
-    assert {f.name for f in declaring} == {"qwen3.5", "qwen3-next"}
+    assert {f.name for f in declaring} == {"qwen3.5", "qwen3-next", "qwen4-exp"}
+    # Qwen4-Exp (vLLM only): its Gated DeltaNet state in the config's float32 (recorded,
+    # registry_families_2026_12c.json)
+    later = json.loads((HERE / "vllm_0_33" / "registry_families_2026_12c.json").read_text())
+    name = "synthetic--qwen4-exp-text-every-2nd-4-kv-fp32-ssm.json"
+    model = parse_config(later["models"][name]["config"], name=name)
+    assert model.config_keys.get("mamba_ssm_dtype") == "float32"
+    assert {x.ssm_dtype.name for x in model.layers if hasattr(x, "ssm_dtype")} == {"fp32"}
     for name in ("synthetic--qwen3.5-35b-a3b-ssm-bfloat16.json",
                  "synthetic--qwen3-next-ssm-bfloat16.json"):  # fmt: skip
         keys = parse_config(_config(name), name=name).config_keys
