@@ -98,7 +98,7 @@ def test_every_family_is_recorded():
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
-            "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe"} <= types  # fmt: skip
+            "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -154,6 +154,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
         "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
+        "aria",
     }  # fmt: skip
 
 
@@ -851,3 +852,25 @@ def test_qwen3_omni_moe_towers_are_qwen3_vls_and_qwen3_asrs():
     audio = tp1["null"] - tp1[json.dumps({"limit_mm_per_prompt": {"audio": 0}})]
     assert weight_bytes(_model(name), tensor_parallel_size=1).companion_bytes_per_gpu == audio
     assert audio == 1_303_534_336
+
+
+def test_aria_tower_and_projector_by_hand():
+    # AriaConfig()'s tower (idefics3_vision: 1,152 wide, 12 layers, MLP 3,072, 32-pixel patches
+    # over 224: 49 positions): the biased patch convolution 1,152 × 3 × 32² + 1,152 (3,540,096),
+    # 49 × 1,152 position rows (56,448), per layer the biased qkv and out_proj 4 × (1,152² +
+    # 1,152), fc1/fc2 2 × 3,072 × 1,152 + 3,072 + 1,152, two LayerNorms 4 × 1,152: 12,399,744 per
+    # layer; no post-LayerNorm. The projector: 256 × 1,152 queries (294,912), unbiased q/k/v
+    # 3 × 1,152², the MultiheadAttention's in_proj 3 × (1,152² + 1,152) and out_proj 1,152² +
+    # 1,152, the biased linear 1,152² + 1,152, three LayerNorms 6 × 1,152, the feed-forward
+    # 4,096 × 1,152 + 4,096²: 184,813,696 parameters, the 369,627,392 B vLLM's build loses with
+    # image 0 (37,404,291,840 − 37,034,664,448)
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--aria-defaults.json").weights.vision
+    hv, inter, text = 1152, 3072, 4096
+    layer = 4 * (hv * hv + hv) + 2 * inter * hv + inter + hv + 4 * hv
+    assert layer == 12_399_744
+    tower = hv * 3 * 32 * 32 + hv + 49 * hv + 12 * layer
+    projector = 256 * hv + 3 * hv * hv + 3 * (hv * hv + hv) + (hv * hv + hv) + (hv * hv + hv)
+    projector += 6 * hv + text * hv + text * text
+    assert sum(t.numel for t in vision_tensors(v)) == tower + projector == 184_813_696

@@ -48,6 +48,7 @@ VLLM_ONLY = {
     "longcat_flash": "LongCat-Flash",
     "beam": "Beam",
     "dory": "Dory", "hy_v4": "HY V4", "qwen4_exp_text": "Qwen4-Exp (text)",
+    "aria": "Aria", "aria_text": "Aria (text)",
     "hrm_text": "HRM-Text",
     "muse_glimmer_text": "MuseGlimmer (text)",
     "axk1": "A.X K1",

@@ -43,6 +43,8 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _llava(v)]
     if v.family == "cohere2_vision":
         return [replace(t, vision=True) for t in _cohere2_vision(v)]
+    if v.family == "aria":
+        return [replace(t, vision=True) for t in _aria(v)]
     if v.family == "idefics3":
         return [replace(t, vision=True) for t in _idefics3(v)]
     if v.family == "lfm2_vl":
@@ -342,6 +344,24 @@ def _idefics3(v: VisionWeights) -> list[Tensor]:
     out = _siglip_whole(v, "model.vision_model")
     proj = "model.connector.modality_projection.proj"
     return out + _linear(proj, v.text_hidden_size, v.projector_input_dim, None, "replicated")
+
+
+def _aria(v: VisionWeights) -> list[Tensor]:
+    """Aria's tower and projector (see :func:`kvcalc.hfconfig.weights_vision._aria`)."""
+    out = [t for t in _siglip_whole(v, "vision_tower") if not t.name.endswith("post_layernorm")]
+    hv, p = v.hidden_size, "multi_modal_projector"
+    out.append(Tensor(name=f"{p}.query", rows=v.projector_input_dim, cols=hv, role="vector"))
+    for name in ("q_proj", "k_proj", "v_proj"):
+        out += _linear(f"{p}.cross_attn.{name}", hv, hv, None, "replicated")
+    out += _linear(f"{p}.cross_attn.multihead_attn.in_proj", 3 * hv, hv, None, "replicated",
+                   bias=True)  # fmt: skip
+    out += _linear(f"{p}.cross_attn.multihead_attn.out_proj", hv, hv, None, "replicated",
+                   bias=True)  # fmt: skip
+    out += _linear(f"{p}.cross_attn.linear", hv, hv, None, "replicated", bias=True)
+    out.append(Tensor(name=f"{p}.norms", rows=hv, copies=6, role="norm"))  # three LayerNorms
+    text = v.text_hidden_size
+    out += _linear(f"{p}.feed_forward.linear_in", text, hv, None, "column")
+    return out + _linear(f"{p}.feed_forward.linear_out", text, text, None, "row")
 
 
 def _lfm2_vl(v: VisionWeights) -> list[Tensor]:

@@ -536,6 +536,10 @@ def _short_conv(r: ConfigReader) -> ShortConvWeights:
 
 
 def _moe(r: ConfigReader, model_type: str, n: int) -> tuple[MoeWeights | None, tuple[bool, ...]]:
+    if model_type == "aria_text":
+        from kvcalc.hfconfig.families.aria import aria_moe
+
+        return aria_moe(r, n)
     if model_type == "ernie4_5_moe":
         from kvcalc.hfconfig.families.ernie4_5_moe import ernie_moe
 

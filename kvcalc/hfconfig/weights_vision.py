@@ -774,7 +774,26 @@ def _qwen2_audio(r: ConfigReader, text_hidden: int) -> VisionWeights:
 
 
 #: the towers one function reads, by the config's top-level ``model_type``
+def _aria(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int) -> VisionWeights:
+    """Aria's tower as vLLM 0.33 builds it (``aria.py``): ``Idefics2VisionTransformer`` with its
+    post-LayerNorm replaced by ``nn.Identity``, then ``AriaProjector``: the learned queries
+    (``max_value_projector_patch_to_query_dict`` rows of the tower's width), transformers'
+    ``AriaCrossAttention`` (unbiased q/k/v, an ``nn.MultiheadAttention``, a biased output linear,
+    two LayerNorms) and a LayerNorm, whole; the unbiased feed-forward (tower → text width by
+    columns, text → text by rows)."""
+    if vision_type != "idefics3_vision":
+        raise ConfigError(f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts "
+                          "Aria's idefics3_vision tower only", code="config-unverified")  # fmt: skip
+    return _siglip(
+        vr,
+        family="aria",
+        projector_input_dim=r.int("max_value_projector_patch_to_query_dict"),
+        text_hidden_size=text_hidden,
+    )
+
+
 _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], VisionWeights]] = {
+    "aria": _aria,
     "cohere2_vision": _cohere2_vision,
     **dict.fromkeys(_IDEFICS3, _idefics3),
     "lfm2_vl": _lfm2_vl,

@@ -339,7 +339,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     | _no_public_config("text-generation"),
     "multimodal": dict.fromkeys(
         (
-            "AriaForConditionalGeneration",
             "BeeForConditionalGeneration",
             "Cosmos3EdgeForConditionalGeneration",
             "DiffusionGemmaForBlockDiffusion",

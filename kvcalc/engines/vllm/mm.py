@@ -72,7 +72,7 @@ TOWER_MODALITIES = {
     "LightOnOCRForConditionalGeneration": ("image",), "Lfm2VlForConditionalGeneration": ("image",),
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
-    "BagelForConditionalGeneration": ("image",),
+    "BagelForConditionalGeneration": ("image",), "AriaForConditionalGeneration": ("image",),
     # two towers: the audio encoder marked "audio", the vision one image and video (TWO_TOWERS)
     "Qwen2_5OmniForConditionalGeneration": ("audio", "image", "video"),
     "Qwen2_5OmniModel": ("audio", "image", "video"),

@@ -9,6 +9,8 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "afmoe": "afmoe",
     "alice_ai": "alice_ai",
     "alpamayo2_super": "qwen",
+    "aria": "aria",
+    "aria_text": "aria",
     "audioflamingo3": "qwen",
     "axk1": "axk1",
     "bagel": "qwen",
