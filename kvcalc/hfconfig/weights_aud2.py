@@ -130,7 +130,6 @@ def _qwen3_asr(r: ConfigReader, text_hidden: int) -> VisionWeights:
     (``disable_tp`` otherwise: whole), two LayerNorms; ``ln_post``, the biased ``proj1``
     (``d_model`` → the same) and ``proj2`` (→ ``output_dim``), whole; the fp32 sinusoid
     ``positional_embedding`` buffer, ``max_source_positions`` × ``d_model``."""
-    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
     thinker = r.mapping("thinker_config") if r.has("thinker_config") else None
     if thinker is None:
@@ -138,6 +137,13 @@ def _qwen3_asr(r: ConfigReader, text_hidden: int) -> VisionWeights:
                           code="config-invalid")  # fmt: skip
     ar = _audio_config(ConfigReader(thinker, source=f"{r.source}: thinker_config"),
                        "qwen3_asr_audio_encoder")  # fmt: skip
+    return _qwen3_omni_encoder(ar, text_hidden)
+
+
+def _qwen3_omni_encoder(ar: ConfigReader, text_hidden: int) -> VisionWeights:
+    """``Qwen3OmniMoeAudioEncoder`` on its ``audio_config`` (``ar``): Qwen3-ASR's and Qwen3-Omni's."""
+    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
+
     return VisionWeights(
         family="qwen3_asr",
         hidden_size=ar.int("d_model"),
@@ -218,23 +224,7 @@ def _granite_speech(r: ConfigReader, text_hidden: int) -> VisionWeights:
 def qwen3_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
     """Qwen3-Omni-MoE's audio encoder (``qwen3_omni_moe_thinker.py`` ``Qwen3OmniMoeAudioEncoder``
     on ``thinker_config.audio_config``, ``tr``): Qwen3-ASR's (:func:`_qwen3_asr`)."""
-    from kvcalc.hfconfig.weight_shape_extra import VisionWeights
-
-    ar = _audio_config(tr, "qwen3_omni_moe_audio_encoder")
-    return VisionWeights(
-        family="qwen3_asr",
-        hidden_size=ar.int("d_model"),
-        intermediate_size=ar.int("encoder_ffn_dim"),
-        num_layers=ar.int("encoder_layers"),
-        image_size=0,
-        patch_size=0,
-        num_channels=ar.int("num_mel_bins"),
-        num_positions=ar.int("max_source_positions"),
-        num_kv_heads=ar.int("encoder_attention_heads"),
-        projector_input_dim=ar.int("downsample_hidden_size"),
-        projector_output_dim=ar.int("output_dim"),
-        text_hidden_size=text_hidden,
-    )
+    return _qwen3_omni_encoder(_audio_config(tr, "qwen3_omni_moe_audio_encoder"), text_hidden)
 
 
 def qwen2_5_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
