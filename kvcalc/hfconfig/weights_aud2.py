@@ -9,7 +9,7 @@ Speech's (``granite_speech``, ``granite_speech_plus``: ``granite_speech.py``, it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig.reader import ConfigReader
@@ -140,19 +140,26 @@ def _qwen3_asr(r: ConfigReader, text_hidden: int) -> VisionWeights:
     return _qwen3_omni_encoder(ar, text_hidden)
 
 
+def _encoder_fields(ar: ConfigReader) -> dict[str, Any]:
+    """The Whisper-style audio encoder's shape, as the Qwen audio encoders' configs name it."""
+    return {
+        "hidden_size": ar.int("d_model"),
+        "intermediate_size": ar.int("encoder_ffn_dim"),
+        "num_layers": ar.int("encoder_layers"),
+        "image_size": 0,
+        "patch_size": 0,
+        "num_channels": ar.int("num_mel_bins"),
+        "num_positions": ar.int("max_source_positions"),
+    }
+
+
 def _qwen3_omni_encoder(ar: ConfigReader, text_hidden: int) -> VisionWeights:
     """``Qwen3OmniMoeAudioEncoder`` on its ``audio_config`` (``ar``): Qwen3-ASR's and Qwen3-Omni's."""
     from kvcalc.hfconfig.weight_shape_extra import VisionWeights
 
     return VisionWeights(
         family="qwen3_asr",
-        hidden_size=ar.int("d_model"),
-        intermediate_size=ar.int("encoder_ffn_dim"),
-        num_layers=ar.int("encoder_layers"),
-        image_size=0,
-        patch_size=0,
-        num_channels=ar.int("num_mel_bins"),
-        num_positions=ar.int("max_source_positions"),
+        **_encoder_fields(ar),
         # the heads as num_kv_heads (as many): num_heads names heads vLLM asserts TP divides,
         # which Qwen3OmniMoeAudioAttention does not (disable_tp where TP does not divide them)
         num_kv_heads=ar.int("encoder_attention_heads"),
@@ -240,13 +247,7 @@ def qwen2_5_omni_audio(tr: ConfigReader, text_hidden: int) -> VisionWeights:
     ar = _audio_config(tr, "qwen2_5_omni_audio_encoder")
     return VisionWeights(
         family="qwen2_5_omni_audio",
-        hidden_size=ar.int("d_model"),
-        intermediate_size=ar.int("encoder_ffn_dim"),
-        num_layers=ar.int("encoder_layers"),
-        image_size=0,
-        patch_size=0,
-        num_channels=ar.int("num_mel_bins"),
-        num_positions=ar.int("max_source_positions"),
+        **_encoder_fields(ar),
         projector_output_dim=ar.int("output_dim"),
         text_hidden_size=text_hidden,
     )
