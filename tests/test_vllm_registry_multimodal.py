@@ -98,7 +98,8 @@ def test_every_family_is_recorded():
             "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl", "minicpmv4_6",
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
-            "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria"} <= types  # fmt: skip
+            "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria",
+            "cosmos3_edge"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -154,7 +155,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
         "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
-        "aria",
+        "aria", "cosmos3_edge",
     }  # fmt: skip
 
 
@@ -416,7 +417,7 @@ def test_glm_ocr_tower_by_hand():
     ["synthetic--exaone4-5-32k.json", "synthetic--glm-ocr-defaults.json",
      "synthetic--qianfan-ocr-internvl-keys.json", "synthetic--minicpmv4-6-defaults.json",
      "synthetic--step3-vl-moe-layers-string.json", "synthetic--kimi-vl-moe-1408.json",
-     "synthetic--cosmos3-defaults.json"],
+     "synthetic--cosmos3-defaults.json", "synthetic--cosmos3-edge-defaults.json"],
 )  # fmt: skip
 def test_tower_whole_on_every_rank_with_encoder_tp_data(tmp_path, name):
     # exaone4_5.py and glm_ocr.py subclass Qwen2.5-VL's and GLM-4.1V's classes, qianfan_ocr.py
@@ -874,3 +875,24 @@ def test_aria_tower_and_projector_by_hand():
     projector = 256 * hv + 3 * hv * hv + 3 * (hv * hv + hv) + (hv * hv + hv) + (hv * hv + hv)
     projector += 6 * hv + text * hv + text * text
     assert sum(t.numel for t in vision_tensors(v)) == tower + projector == 184_813_696
+
+
+def test_cosmos3_edge_text_weights_by_hand():
+    # Cosmos3EdgeConfig()'s text model as cosmos3_edge.py rebuilds it (Nemotron-H attention/MLP
+    # pairs): per pair q 2,048 × 2,048, k and v 2 × 1,024 × 2,048, o 2,048², the relu2 MLP
+    # 2 × 9,216 × 2,048 (no gate), two RMSNorms: 50,335,744; 28 pairs, the final norm, the
+    # 131,072 × 2,048 embedding and untied head: 1,946,273,792 parameters; with the MRoPE cache
+    # (131,072 × 4 × 128 × 2 B) and the fp32 scales, vLLM's build with image and video 0
+    # (4,026,765,760 B)
+    from kvcalc.estimate.weights import weight_bytes
+
+    m = _model("synthetic--cosmos3-edge-defaults.json")
+    h, kv, inter = 2048, 8 * 128, 9216
+    pair = h * h + 2 * kv * h + h * h + 2 * inter * h + 2 * h
+    assert pair == 50_335_744
+    text = 28 * pair + h + 2 * 131072 * h
+    w = weight_bytes(m, tensor_parallel_size=1)
+    assert 2 * text + 131072 * 4 * 128 * 2 + 28 * 16 == 4_026_765_760
+    assert (
+        w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu - w.vision_bytes_per_gpu == 4_026_765_760
+    )

@@ -45,6 +45,13 @@ def vision_tensors(v: VisionWeights) -> list[Tensor]:
         return [replace(t, vision=True) for t in _cohere2_vision(v)]
     if v.family == "aria":
         return [replace(t, vision=True) for t in _aria(v)]
+    if v.family == "cosmos3_edge":  # cosmos3_edge.py: SigLIP2, then the patch merger
+        out = _siglip_whole(v, "visual.encoder")
+        m, inner = "visual.projector", v.projector_output_dim
+        out.append(Tensor(name=f"{m}.norm", rows=v.hidden_size, copies=2, role="norm"))
+        out += _linear(f"{m}.linear_fc1", inner, v.projector_input_dim, None, "column", bias=True)
+        out += _linear(f"{m}.linear_fc2", v.text_hidden_size, inner, None, "row", bias=True)
+        return [replace(t, vision=True) for t in out]
     if v.family == "idefics3":
         return [replace(t, vision=True) for t in _idefics3(v)]
     if v.family == "lfm2_vl":

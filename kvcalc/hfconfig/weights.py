@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the records only some families have, imported where a confi
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
 _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
-              "falcon", "phi", "starcoder2", "mpt"}  # fmt: skip
+              "falcon", "phi", "starcoder2", "mpt", "cosmos3_edge_text"}  # fmt: skip
 #: model types with LayerNorm (weight + bias) instead of RMSNorm
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
                "starcoder2", "mpt", "phimoe", "stablelm", "nemotron"}  # fmt: skip

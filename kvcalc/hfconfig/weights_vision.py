@@ -792,8 +792,38 @@ def _aria(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int)
     )
 
 
+def _cosmos3_edge(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """Cosmos 3 Edge's tower as vLLM 0.33 builds it (``cosmos3_edge.py``): SigLIP2
+    (``Siglip2VisionTransformer``: every layer, the post-LayerNorm, its biased linear patch
+    embedding and ``num_patches`` position rows), then ``Cosmos3EdgePatchMerger``: a LayerNorm of
+    the tower's width, the biased ``linear_fc1`` (``hidden_size · spatial_merge_size²`` →
+    ``projector_hidden_size``) by columns and ``linear_fc2`` (→ the text width) by rows."""
+    if vision_type != "cosmos3_edge_vision":
+        raise ConfigError(f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts "
+                          "Cosmos 3 Edge's cosmos3_edge_vision tower only", code="config-unverified")  # fmt: skip
+    hv = vr.int("hidden_size")
+    return VisionWeights(
+        family="cosmos3_edge",
+        tower="siglip2",
+        hidden_size=hv,
+        intermediate_size=vr.int("intermediate_size"),
+        num_layers=vr.int("num_hidden_layers"),
+        image_size=0,
+        patch_size=vr.int("patch_size"),
+        num_channels=vr.int("num_channels", default=3),
+        num_positions=vr.int("num_patches"),
+        num_heads=vr.int("num_attention_heads"),
+        projector_input_dim=hv * vr.int("spatial_merge_size") ** 2,
+        projector_output_dim=r.int("projector_hidden_size"),
+        text_hidden_size=text_hidden,
+    )
+
+
 _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], VisionWeights]] = {
     "aria": _aria,
+    "cosmos3_edge": _cosmos3_edge,
     "cohere2_vision": _cohere2_vision,
     **dict.fromkeys(_IDEFICS3, _idefics3),
     "lfm2_vl": _lfm2_vl,

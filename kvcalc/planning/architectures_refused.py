@@ -340,7 +340,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
     "multimodal": dict.fromkeys(
         (
             "BeeForConditionalGeneration",
-            "Cosmos3EdgeForConditionalGeneration",
             "DiffusionGemmaForBlockDiffusion",
             "Eagle2_5_VLForConditionalGeneration",
             "FireRedASR2ForConditionalGeneration",

@@ -46,6 +46,7 @@ ENCODER_TP_DATA = frozenset((
     "QianfanOCRForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
     "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
     "KimiVLForConditionalGeneration", "Alpamayo2Super", "Cosmos3ForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration",
 ))  # fmt: skip
 #: the modalities a model class's ``_mark_tower_model`` marks its vision tower with (vLLM 0.33's
 #: model files), where not image and video both: the tower is not built when every one of them is

@@ -25,6 +25,8 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "cohere2": "cohere",
     "cohere2_moe": "cohere",
     "cohere2_vision": "cohere",
+    "cosmos3_edge": "cosmos3_edge",
+    "cosmos3_edge_text": "cosmos3_edge",
     "cosmos3_omni": "qwen",
     "dbrx": "dbrx",
     "deci": "nemotron_nas",
