@@ -420,17 +420,10 @@ def _lfm2_vl(
             code="config-invalid",
         )
     hv = vr.int("hidden_size")
-    return VisionWeights(
+    return _siglip2(
+        vr,
         family="lfm2_vl",
-        tower="siglip2",
-        hidden_size=hv,
-        intermediate_size=vr.int("intermediate_size"),
-        num_layers=vr.int("num_hidden_layers"),
-        image_size=0,
-        patch_size=vr.int("patch_size"),
-        num_channels=vr.int("num_channels", default=3),
         num_positions=vr.int("num_patches", default=256),
-        num_heads=vr.int("num_attention_heads"),
         projector_input_dim=hv * r.int("downsample_factor", default=2) ** 2,
         projector_output_dim=r.int("projector_hidden_size", default=2560),
         projector_bias=r.bool("projector_bias", True),
@@ -803,21 +796,29 @@ def _cosmos3_edge(
     if vision_type != "cosmos3_edge_vision":
         raise ConfigError(f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts "
                           "Cosmos 3 Edge's cosmos3_edge_vision tower only", code="config-unverified")  # fmt: skip
-    hv = vr.int("hidden_size")
-    return VisionWeights(
+    return _siglip2(
+        vr,
         family="cosmos3_edge",
+        num_positions=vr.int("num_patches"),
+        projector_input_dim=vr.int("hidden_size") * vr.int("spatial_merge_size") ** 2,
+        projector_output_dim=r.int("projector_hidden_size"),
+        text_hidden_size=text_hidden,
+    )
+
+
+def _siglip2(vr: ConfigReader, **fields: Any) -> VisionWeights:
+    """A SigLIP2 tower (``lfm2_siglip2.py``'s ``Siglip2VisionTransformer``) read from its
+    ``vision_config``, with the family's own fields."""
+    return VisionWeights(
         tower="siglip2",
-        hidden_size=hv,
+        hidden_size=vr.int("hidden_size"),
         intermediate_size=vr.int("intermediate_size"),
         num_layers=vr.int("num_hidden_layers"),
         image_size=0,
         patch_size=vr.int("patch_size"),
         num_channels=vr.int("num_channels", default=3),
-        num_positions=vr.int("num_patches"),
         num_heads=vr.int("num_attention_heads"),
-        projector_input_dim=hv * vr.int("spatial_merge_size") ** 2,
-        projector_output_dim=r.int("projector_hidden_size"),
-        text_hidden_size=text_hidden,
+        **fields,
     )
 
 
