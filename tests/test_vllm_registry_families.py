@@ -963,3 +963,60 @@ def test_qwen4_exp_what_was_not_recorded_is_refused(key, value):
         parse_config(config, name="qwen4-exp-mutant")
     code = "config-invalid" if key == "hc_count" else "config-unverified"
     assert refused.value.code == code and key in refused.value.message
+
+
+def _planned_as_recorded(data: dict, name: str, config: dict) -> None:
+    """``config`` (a recorded config with keys left out) plans every recorded scenario of ``name``
+    as vLLM sized it: the config class fills the same values (its defaults)."""
+    trimmed = {"models": {name: {**data["models"][name], "config": config}}}
+    for row in data["models"][name]["scenarios"]:
+        if "error" in row:
+            continue
+        p = harness_plan(trimmed, name, row)
+        assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
+            row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+        )  # fmt: skip
+
+
+def test_qwen4_exp_class_defaults_where_config_json_omits_them():
+    # Qwen4ExpTextConfig fills num_key_value_heads 2, head_dim 256 and hc_count 4 (the recorded
+    # config has exactly these): not hidden_size / heads (128) nor one KV head per query head
+    name = "synthetic--qwen4-exp-text-sigmoid-gate.json"
+    config = dict(DATA["models"][name]["config"])
+    for key in ("num_key_value_heads", "head_dim", "hc_count"):
+        del config[key]
+    _planned_as_recorded(DATA, name, config)
+
+
+@pytest.mark.parametrize("layer_types", [["linear_attention"] * 39, ["full_attention"] * 40])
+def test_qwen4_exp_layer_types_checked(layer_types):
+    # one entry per layer, each linear_attention or indexed_attention (the model file raises on
+    # any other type)
+    config = dict(DATA["models"]["synthetic--qwen4-exp-text-sigmoid-gate.json"]["config"])
+    config["layer_types"] = layer_types
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(config, name="qwen4-exp-layer-types")
+    assert refused.value.code in ("config-invalid", "config-unverified")
+
+
+def test_hy_v4_class_defaults_where_config_json_omits_them():
+    # HYV4Config fills indexer_types (full on 0 and every fourth from 1), index_head_dim 128 and
+    # the MLA widths (512, 64, 192, 256) — what the recorded configs carry: the same plans
+    name = "synthetic--hy-v4-sparse-every-layer.json"
+    config = dict(HY_V4_SPARSE["models"][name]["config"])
+    for key in ("indexer_types", "index_head_dim", "kv_lora_rank", "qk_rope_head_dim",
+                "qk_nope_head_dim", "v_head_dim"):  # fmt: skip
+        del config[key]
+    _planned_as_recorded(HY_V4_SPARSE, name, config)
+    dense = dict(DATA["models"]["synthetic--hy-v4-defaults.json"]["config"])
+    for key in ("kv_lora_rank", "qk_rope_head_dim"):
+        del dense[key]
+    _planned_as_recorded(DATA, "synthetic--hy-v4-defaults.json", dense)
+
+
+def test_hy_v4_indexer_types_values_checked():
+    config = dict(HY_V4_SPARSE["models"]["synthetic--hy-v4-sparse-every-layer.json"]["config"])
+    config["indexer_types"] = ["full"] * 33 + ["dense"]
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(config, name="hy-v4-dense-indexer")
+    assert refused.value.code == "config-invalid"

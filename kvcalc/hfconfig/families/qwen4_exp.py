@@ -5,7 +5,8 @@
 recurrent states over the flat ``linear_*`` keys, the recurrent one in ``mamba_ssm_dtype`` where
 the config names one: vLLM's Qwen3.5 config hook, which Qwen4-Exp's subclasses), and
 ``indexed_attention`` (``qwen_sparse_attention`` before transformers 5.18) is Qwen3-Next's gated
-full attention, ``num_key_value_heads`` × ``head_dim``, while ``indexer_n_heads`` is null
+full attention, ``num_key_value_heads`` × ``head_dim`` (the config class's 2 and 256 where
+config.json omits them), while ``indexer_n_heads`` is null
 (recorded); with an indexer it is the QSA sparse attention, not recorded: refused. PLE layers
 (``ple_layer_ids``: short-convolution states) were not recorded either: refused. vLLM asserts an
 ``output_gate_type`` of silu, swish or sigmoid (the config class's default None fails, recorded)
@@ -66,8 +67,11 @@ def read_qwen4_exp(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], t
             "indexed_attention" + (f", got {', '.join(unknown)}" if unknown else ""),
             code="config-invalid",
         )
-    kv = generic.kv_heads(r, ctx.num_attention_heads, n, prov)
-    width = generic.head_dims(r, ctx.num_attention_heads, ctx.hidden_size, n, prov)
+    # Qwen4ExpTextConfig's defaults where config.json omits them (not hidden / heads, nor MHA)
+    kv = r.int("num_key_value_heads", default=2, minimum=1)
+    width = r.int("head_dim", default=256, minimum=1)
+    prov["num_kv_heads"] = f"num_key_value_heads = {kv} (Qwen4ExpTextConfig's default 2)"
+    prov["head_dim"] = f"head_dim = {width} (Qwen4ExpTextConfig's default 256)"
     gdn = generic.gated_deltanet(r, ctx.dtype, prov)
     prov["layer pattern"] = (
         "layer_types: linear_attention → Gated DeltaNet, indexed_attention → full attention "
@@ -76,8 +80,8 @@ def read_qwen4_exp(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], t
     layouts: list[Layout] = [
         gdn
         if t == "linear_attention"
-        else FullAttention(dtype=ctx.dtype, kv_heads=kv[i], k_dim=width[i], v_dim=width[i])
-        for i, t in enumerate(types)
+        else FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width)
+        for t in types
     ]
     return layouts, (L.UNCOUNTED,) * n
 
