@@ -896,3 +896,20 @@ def test_cosmos3_edge_text_weights_by_hand():
     assert (
         w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu - w.vision_bytes_per_gpu == 4_026_765_760
     )
+
+
+def test_cosmos3_edge_class_defaults_where_config_json_omits_them():
+    # Cosmos3EdgeTextConfig fills num_key_value_heads 8 and head_dim 128 whatever the query heads
+    # (not one KV head per query head): the recorded config without them plans the same blocks
+    name = "synthetic--cosmos3-edge-defaults.json"
+    config = json.loads(json.dumps(DATA["models"][name]["config"]))
+    del config["text_config"]["num_key_value_heads"], config["text_config"]["head_dim"]
+    trimmed = {"models": {name: {**DATA["models"][name], "config": config}}}
+    for row in DATA["models"][name]["scenarios"]:
+        p = harness_plan(trimmed, name, row)
+        assert (p.num_blocks, p.kv_cache_tokens) == (row["num_blocks"], row["kv_cache_tokens"])
+    # and the weights vLLM's meta build has for the recorded config, k/v projections included
+    (rec,) = [r for r in WEIGHTS["records"]
+              if r["model"] == name and r["tensor_parallel_size"] == 1 and not r.get("engine_args")]  # fmt: skip
+    w = weight_bytes(parse_config(config, name=name), tensor_parallel_size=1)
+    assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]

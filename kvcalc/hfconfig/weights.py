@@ -383,6 +383,11 @@ def _mixer(r: ConfigReader, kind: str) -> str:
     return "none"
 
 
+#: config classes whose KV heads and head width default to fixed values, not to the query heads
+#: and ``hidden_size / heads``: (num_key_value_heads, head_dim) where config.json omits them
+_CLASS_ATTENTION_DEFAULTS = {"cosmos3_edge_text": (8, 128), "qwen4_exp_text": (2, 256)}
+
+
 def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:
     heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
     if model_type == "dbrx":
@@ -413,8 +418,12 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
     elif r.bool("multi_query"):
         kv = 1
     else:
-        kv = r.int("n_head_kv", "num_key_value_heads", default=heads)
-    head_dim = r.int("head_dim", default=0, minimum=0) or hidden // heads
+        kv = r.int("n_head_kv", "num_key_value_heads",
+                   default=_CLASS_ATTENTION_DEFAULTS.get(model_type, (heads, 0))[0])  # fmt: skip
+    head_dim = (
+        r.int("head_dim", default=_CLASS_ATTENTION_DEFAULTS.get(model_type, (0, 0))[1], minimum=0)
+        or hidden // heads
+    )
     if model_type in _ALWAYS_BIASED:
         qkv_bias = o_bias = True
     elif model_type in _QKV_BIAS_ONLY:
