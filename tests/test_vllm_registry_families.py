@@ -49,6 +49,8 @@ CASES = harness_cases(DATA)
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
 LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
+#: no attention backend of vLLM 0.33 serves the shape (its MLA prefill dimensions)
+BACKEND = "backend"
 #: vLLM's error texts (exception type and message, or a bare assert's line) → the class
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
@@ -67,12 +69,14 @@ VLLM_REASONS = {
     "Dory currently supports tensor_parallel_size=1 only": PARALLELISM,  # dory.py
     "object has no attribute 'mla_scale_q_lora'": CONFIG,  # longcat_flash.py reads it
     "unsupported output_gate_type": CONFIG,  # models/qwen4_exp: Qwen4ExpTextConfig's None
+    "No valid MLA prefill backend found": BACKEND,  # platforms/interface.py get_mla_prefill_backend
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
 }
 KVCALC_CODES = {
     "max-model-len-exceeded": LENGTH,
     "invalid-parallelism": PARALLELISM,
     "config-invalid": CONFIG,
+    "unsupported-model": BACKEND,
 }
 #: vLLM's spec kinds (``representative_spec.kind``) as kvcalc's group kinds
 KINDS = {
@@ -136,7 +140,7 @@ def test_grid_is_complete():
 
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG, KV_MEMORY}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG, KV_MEMORY, BACKEND}
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
@@ -892,14 +896,16 @@ HY_V4_SPARSE = json.loads(FIXTURE.with_name("registry_families_hy_v4_sparse.json
 
 
 @pytest.mark.parametrize(
-    ("name", "dense", "indexers"),
+    ("name", "dense", "indexers", "index_bytes"),
     [
-        ("synthetic--hy-v4-sparse-every-layer.json", 0, 10),  # full at 0, 1, 5, 9, ..., 33
-        ("synthetic--hy-v4-sparse-all-full-indexers.json", 0, 34),
-        ("synthetic--hy-v4-sparse-from-layer-2.json", 2, 8),  # full among 2-33: 5, 9, ..., 33
+        ("synthetic--hy-v4-sparse-every-layer.json", 0, 10, 132),  # full at 0, 1, 5, 9, ..., 33
+        ("synthetic--hy-v4-sparse-all-full-indexers.json", 0, 34, 132),
+        ("synthetic--hy-v4-sparse-from-layer-2.json", 2, 8, 132),  # full among 2-33: 5, 9, ...
+        # index_head_dim 64: 64 fp8 values and no fp32 scale (one per 128 values: 64 // 128 = 0)
+        ("synthetic--hy-v4-sparse-index-head-dim-64.json", 0, 10, 64),
     ],
 )
-def test_hy_v4_sparse_layers_equal_vllm(name, dense, indexers):
+def test_hy_v4_sparse_layers_equal_vllm(name, dense, indexers, index_bytes):
     # one group, block 64; a sparse layer's latent 1,152 B per token (bf16) or 656 (fp8_ds_mla), a
     # dense one's 1,152 or 576, and a 132-B indexer key on each sparse layer whose indexer_types
     # entry is "full" — e.g. every layer sparse, 10 full indexers, bf16: 20 GiB // (64 × (34 ×
@@ -909,7 +915,7 @@ def test_hy_v4_sparse_layers_equal_vllm(name, dense, indexers):
     for row in model["scenarios"]:
         fp8 = row["kv_cache_dtype"] == "fp8"
         per_token = dense * (576 if fp8 else 1152) + (34 - dense) * (656 if fp8 else 1152)
-        page = 64 * (per_token + indexers * 132)
+        page = 64 * (per_token + indexers * index_bytes)
         assert row["groups"][0][:4] == ["mla_attention", 34 + indexers, page, 64]
         assert row["num_blocks"] == row["available_kv_bytes"] // page
         if dense:
