@@ -913,3 +913,22 @@ def test_cosmos3_edge_class_defaults_where_config_json_omits_them():
               if r["model"] == name and r["tensor_parallel_size"] == 1 and not r.get("engine_args")]  # fmt: skip
     w = weight_bytes(parse_config(config, name=name), tensor_parallel_size=1)
     assert w.weights_bytes_per_gpu + w.buffers_bytes_per_gpu == rec["target_param_bytes_per_rank"]
+
+
+@pytest.mark.parametrize(("pp", "refused"), [(2, False), (3, True), (4, False), (8, True)])
+def test_cosmos3_edge_pipeline_split_is_vllms_or_refused(pp, refused):
+    # vLLM's get_pp_indices splits 56 modules (28 attention/MLP pairs, even indices attention):
+    # at PP 3 into 19, 19, 18 modules — 10, 9, 9 attention modules, the embedding on the first —
+    # where kvcalc's split of 28 layers is 9, 10, 9; at PP 2 and 4 (dividing 28) both are equal
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+
+    request = EngineRequest(model=_model("synthetic--cosmos3-edge-defaults.json"),
+                            max_model_len=4096, available_kv_bytes=20 << 30,
+                            pipeline_parallel_size=pp)  # fmt: skip
+    if not refused:
+        assert get_engine("vllm").plan_kv_cache(request).num_blocks > 0
+        return
+    with pytest.raises(KvcalcError) as caught:
+        get_engine("vllm").plan_kv_cache(request)
+    assert caught.value.code == "unsupported-parallelism"

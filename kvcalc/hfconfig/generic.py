@@ -111,7 +111,7 @@ def _layouts(
     if chunk is not None:
         prov["attention_chunk_size"] = f"{r.path('attention_chunk_size')} = {chunk}"
     mamba = _mamba2(r, hidden, dtype, prov) if L.MAMBA2 in kinds else None
-    gdn = _gdn(r, dtype, prov) if L.GDN in kinds else None
+    gdn = gated_deltanet(r, dtype, prov) if L.GDN in kinds else None
     out: list[Layout] = []
     for i, kind in enumerate(kinds):
         if kind in (L.FULL, L.SLIDING, L.CHUNKED) and mla is not None:
@@ -231,12 +231,8 @@ def _gdn_state_dtype(r: ConfigReader, dtype: CacheDtype) -> tuple[CacheDtype, st
 
 
 def gated_deltanet(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDeltaNetState:
-    """A Gated DeltaNet layer's state over the flat ``linear_*`` keys (Qwen3-Next's), for the
-    families with their own layer reader (Qwen4-Exp)."""
-    return _gdn(r, dtype, prov)
-
-
-def _gdn(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> GatedDeltaNetState:
+    """A Gated DeltaNet layer's state over the flat ``linear_*`` keys (Qwen3-Next's; also for the
+    families with their own layer reader: Qwen4-Exp)."""
     k_heads = r.int("linear_num_key_heads")
     v_heads = r.int("linear_num_value_heads")
     k_dim = r.int("linear_key_head_dim")

@@ -383,9 +383,19 @@ def _mixer(r: ConfigReader, kind: str) -> str:
     return "none"
 
 
-#: config classes whose KV heads and head width default to fixed values, not to the query heads
-#: and ``hidden_size / heads``: (num_key_value_heads, head_dim) where config.json omits them
-_CLASS_ATTENTION_DEFAULTS = {"cosmos3_edge_text": (8, 128), "qwen4_exp_text": (2, 256)}
+def _class_attention_defaults(model_type: str, heads: int) -> tuple[int, int]:
+    """(num_key_value_heads, head_dim) where config.json omits them: the query heads and 0
+    (``hidden_size / heads``), or the fixed defaults of the config classes that have them, which
+    their family modules own."""
+    if model_type == "cosmos3_edge_text":
+        from kvcalc.hfconfig.families.cosmos3_edge import ATTENTION_DEFAULTS
+
+        return ATTENTION_DEFAULTS
+    if model_type == "qwen4_exp_text":
+        from kvcalc.hfconfig.families.qwen4_exp import ATTENTION_DEFAULTS as QWEN4_EXP
+
+        return QWEN4_EXP
+    return heads, 0
 
 
 def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:
@@ -419,11 +429,9 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         kv = 1
     else:
         kv = r.int("n_head_kv", "num_key_value_heads",
-                   default=_CLASS_ATTENTION_DEFAULTS.get(model_type, (heads, 0))[0])  # fmt: skip
-    head_dim = (
-        r.int("head_dim", default=_CLASS_ATTENTION_DEFAULTS.get(model_type, (0, 0))[1], minimum=0)
-        or hidden // heads
-    )
+                   default=_class_attention_defaults(model_type, heads)[0])  # fmt: skip
+    head_width = _class_attention_defaults(model_type, heads)[1]
+    head_dim = r.int("head_dim", default=head_width, minimum=0) or hidden // heads
     if model_type in _ALWAYS_BIASED:
         qkv_bias = o_bias = True
     elif model_type in _QKV_BIAS_ONLY:
@@ -505,7 +513,8 @@ _AUDIO_KEYS = {"audio_config", "thinker_config", "encoder_config"}
 
 def _audio_tower(r: ConfigReader) -> bool:
     """An audio tower :mod:`~kvcalc.hfconfig.weights_aud2` reads (Audio Flamingo 3's, GLM-ASR's,
-    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's), or Qwen2.5-Omni's beside its vision one."""
+    MOSS Transcribe-Diarize's, Qwen3-ASR's, Granite Speech's), or an Omni thinker's beside its
+    vision tower."""
     from kvcalc.hfconfig.weights_aud2 import TOWERS
 
     return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") in (
@@ -516,8 +525,7 @@ def _tower_elsewhere(r: ConfigReader) -> bool:
     """A tower without a ``vision_config`` (Phi-3-Vision's: :mod:`~kvcalc.hfconfig.weights_mmremote`)."""
     from kvcalc.hfconfig.weights_mmremote import TOWERS
 
-    return r.raw.get("model_type") in TOWERS or r.raw.get("model_type") in (
-        "qwen2_5_omni", "qwen3_omni_moe")  # fmt: skip
+    return r.raw.get("model_type") in TOWERS
 
 
 def _vision(

@@ -74,19 +74,16 @@ TOWER_MODALITIES = {
     "PaliGemmaForConditionalGeneration": ("image",),
     "Phi3VForCausalLM": ("image",),  # phi3v.py: its own embed_tokens inside the tower's mark too
     "BagelForConditionalGeneration": ("image",), "AriaForConditionalGeneration": ("image",),
-    # two towers: the audio encoder marked "audio", the vision one image and video (TWO_TOWERS)
-    "Qwen2_5OmniForConditionalGeneration": ("audio", "image", "video"),
-    "Qwen2_5OmniModel": ("audio", "image", "video"),
-    "Qwen3OmniMoeForConditionalGeneration": ("audio", "image", "video"),
 }  # fmt: skip
 #: classes with two towers marked apart (qwen2_5_omni_thinker.py, qwen3_omni_moe_thinker.py): the
-#: modalities of the second
-#: tower (``VisionWeights.companion``: the audio encoder), then of the vision one
-TWO_TOWERS = {
-    "Qwen2_5OmniForConditionalGeneration": (("audio",), ("image", "video")),
-    "Qwen2_5OmniModel": (("audio",), ("image", "video")),
-    "Qwen3OmniMoeForConditionalGeneration": (("audio",), ("image", "video")),
-}
+#: modalities of the second tower (``VisionWeights.companion``: the audio encoder), then of the
+#: vision one; both are left out only when all of them are limited to 0
+TWO_TOWERS = dict.fromkeys(
+    ("Qwen2_5OmniForConditionalGeneration", "Qwen2_5OmniModel",
+     "Qwen3OmniMoeForConditionalGeneration"),
+    (("audio",), ("image", "video")),
+)  # fmt: skip
+TOWER_MODALITIES.update({a: (*t[0], *t[1]) for a, t in TWO_TOWERS.items()})
 VISION = ("image", "video")
 _PAIR = re.compile(r"^\s*([a-z_]+)\s*=\s*(\d+)\s*$")
 MODALITIES = ("image", "video", "audio")

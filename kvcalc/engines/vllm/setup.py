@@ -71,6 +71,7 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     try:
         check_tp(request.model, request.tensor_parallel_size, notes)
         check_tower_tp(request)
+        check_paired_pp(request)
     except InputError as bad_tp:
         if refusal is None:
             raise
@@ -240,6 +241,28 @@ def check_tp(model: ModelShape, tp: int, notes: list[str]) -> None:
 _MERGED_MLP_TOWERS = ("qwen2_5_vl", "exaone4_5", "hcx_vision_v2")
 #: those and InternViT, whose fc1 is a ``ColumnParallelLinear`` (``divide`` asserts the same)
 _MLP_SPLIT_TOWERS = (*_MERGED_MLP_TOWERS, "intern_vit")
+
+
+#: model types whose vLLM model file builds each of kvcalc's layers as this many modules, which
+#: ``get_pp_indices`` splits over the pipeline stages: Cosmos 3 Edge's attention/MLP pairs
+#: (``cosmos3_edge.py``, ``layers_block_type`` ``["full_attention", "mlp"] × num_hidden_layers``)
+_MODULES_PER_LAYER = {"cosmos3_edge_text": 2}
+
+
+def check_paired_pp(request: EngineRequest) -> None:
+    """vLLM splits the modules, kvcalc its layers: the same stages only where the pipeline size
+    divides the layer count (Cosmos 3 Edge's 28 pairs at PP 3: vLLM's first stage holds 10
+    attention modules and the embedding, kvcalc's 9 pairs); elsewhere refused, not recorded."""
+    per, pp = _MODULES_PER_LAYER.get(request.model.model_type, 1), request.pipeline_parallel_size
+    n = request.model.num_layers
+    if per > 1 and n % pp:
+        raise InputError(
+            f"pipeline_parallel_size {pp}: vLLM 0.33 splits {request.model.model_type}'s {per * n} "
+            f"modules ({n} attention/MLP pairs) over the stages, which kvcalc sizes only where "
+            f"the pipeline size divides {n} (not recorded otherwise)",
+            hint=f"a pipeline size dividing {n}",
+            code="unsupported-parallelism",
+        )
 
 
 def check_tower_tp(request: EngineRequest) -> None:

@@ -17,10 +17,13 @@ from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import FullAttention, Layout
 
+#: ``Cosmos3EdgeTextConfig``'s num_key_value_heads and head_dim, fixed (not the query heads' share)
+ATTENTION_DEFAULTS = (8, 128)
+
 
 def read_cosmos3_edge(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    kv = r.int("num_key_value_heads", default=8, minimum=1)
-    width = r.int("head_dim", default=128, minimum=1)
+    kv = r.int("num_key_value_heads", default=ATTENTION_DEFAULTS[0], minimum=1)
+    width = r.int("head_dim", default=ATTENTION_DEFAULTS[1], minimum=1)
     prov = ctx.provenance
     prov["num_kv_heads"] = f"num_key_value_heads = {kv} (Cosmos3EdgeTextConfig's default 8)"
     prov["head_dim"] = f"head_dim = {width} (Cosmos3EdgeTextConfig's default 128)"

@@ -124,11 +124,12 @@ FAMILIES = (
             "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
             # the query's low-rank projection: no cache
             "q_lora_rank",
-            # refused unless every layer is full_attention (above)
+            # every layer full_attention (dense MLA) or every layer sparse; a mix refused (above)
             "layer_types",
             # dense or MoE MLP per layer: no cache
             "mlp_layer_types",
-            # the indexer of sparse layers, which are refused: unread for dense MLA
+            # the sparse layers' indexer: its key width and which layers keep one (indexer_types);
+            # top-k and head count shape no cache
             "index_topk", "index_head_dim", "index_n_heads", "indexer_types",
             # HYV4Config writes qk_head_dim = qk_nope + qk_rope (the attention recomputes it), and
             # head_dim = qk_rope_head_dim (a base key: the MLA latent above does not read it)
@@ -136,7 +137,7 @@ FAMILIES = (
         },
         layer_types={"full_attention", *_SPARSE},
         layouts=read_hy_v4,
-        note="HY V4: dense MLA latent kv_lora_rank + qk_rope_head_dim per layer (vLLM 0.33 "
-        "models/hy_v4); sparse layers refused",
+        note="HY V4: MLA latent kv_lora_rank + qk_rope_head_dim per layer, dense or (every layer) "
+        "sparse with indexer keys on the indexer_types 'full' layers (vLLM 0.33 models/hy_v4)",
     ),
 )  # fmt: skip
