@@ -22,7 +22,7 @@ from typing import Any
 
 from kvcalc.engines.flag_table import EngineFlag
 from kvcalc.engines.sglang.graphs import graph_config_options
-from kvcalc.engines.sglang.server_flags import parse_human_int
+from kvcalc.engines.sglang.server_flags import check_startup, parse_human_int
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd_flags import (
     ATTENTION_DP_FLAGS,
@@ -112,6 +112,7 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
     table = dialect.table
     read = SglangRead()
     attention_dp: tuple[int, str] | None = None
+    no_effect_values: dict[str, list[str]] = {}
     graph_config: tuple[str, str] | None = None
     while i < len(tokens):
         token = tokens[i]
@@ -140,9 +141,11 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
             continue
         for text in values:
             check_value(flag, text, raw, dialect)
+            _check_type(flag, text, raw)
         cls = classify(flag, values[0] if values else None, dialect)
         if cls is FlagClass.NO_EFFECT:
             read.no_effect.append(flag.name)
+            no_effect_values[flag.name] = values
             continue
         if cls is FlagClass.NOT_MODELLED:
             read.unmodelled.append(flag.name)
@@ -165,7 +168,23 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         _attention_dp(read, *attention_dp)
     if graph_config is not None:
         _graph_config(read, *graph_config)
+    check_startup(no_effect_values, pipeline_size=read.values.get("pipeline_parallel_size", 1))
     return read
+
+
+def _check_type(flag: EngineFlag, text: str, spelled: str) -> None:
+    """argparse's ``type=int``/``type=float`` conversion, which refuses ``--port abc``."""
+    convert = {"int": int, "float": float}.get(flag.type or "")
+    if convert is None:
+        return
+    try:
+        convert(text)
+    except ValueError:
+        raise InputError(
+            f"{spelled}: invalid {flag.type} value: {text[:40]!r}",
+            hint="SGLang's parser refuses it; write a number",
+            code=CODE,
+        ) from None
 
 
 def _graph_config(read: SglangRead, text: str, spelled: str) -> None:

@@ -9,21 +9,32 @@ modelled* and refused by name (``flag-not-modelled``).
 
 Listed here: the HTTP/gRPC server and its TLS, the tokenizer and detokenizer processes, chat
 templates, tool and reasoning parsers, sampling defaults, logging, metrics and tracing, ports,
-addresses and device numbering — all outside the memory pool SGLang sizes at start-up
+addresses and device numbering, the scheduler's policies (which request runs next, not how many
+fit), speculative acceptance thresholds and the n-gram drafter's host-memory corpus, how
+checkpoint files are read — all outside the memory pool SGLang sizes at start-up
 (``sglang/srt/mem_cache/kv_cache_configurator.py`` ``_profile_available_bytes``,
-``sglang/srt/model_executor/pool_configurator.py``). Everything that touches the engine's
-kernels, parallelism, caches, scheduler or weights is not modelled unless the planner reads it.
+``sglang/srt/model_executor/pool_configurator.py``). Each was read in SGLang's code, and the ones
+reviewed since the first list were also given to SGLang itself
+(``scripts/sglang_flag_probe.py``: its resolution and pool unchanged,
+``tests/fixtures/sglang_0_5_23/no_effect_flags.json``). What SGLang refuses at start-up among
+them is refused too (:func:`check_startup`). Everything that touches the engine's kernels,
+parallelism, caches, the scheduler's budget or weights is not modelled unless the planner reads
+it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from kvcalc.engines.flag_table import FlagTable, flag_table, listed_reason
 from kvcalc.errors import InputError
 
-__all__ = ["NO_EFFECT", "UNMODELLED", "parse_human_int", "server_flags", "unmodelled_reason"]
+__all__ = [
+    "NO_EFFECT", "UNMODELLED", "check_startup", "parse_human_int", "server_flags",
+    "unmodelled_reason",
+]  # fmt: skip
 
 _SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 _IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -100,6 +111,52 @@ NO_EFFECT = frozenset((
     # the capture's profiler and Python's garbage collector during capture (gc.freeze): read by
     # the graph runners after the pool is sized, no GPU memory of their own
     "--enable-profile-cuda-graph", "--enable-cudagraph-gc",
+    # which waiting request runs next, and when: read by the scheduler's policy objects
+    # (managers/scheduler.py, schedule_policy.py, schedule_batch.py retract_decode,
+    # prefill_delayer.py: a 6-integer all-gather buffer per rank) after the pools are built;
+    # priority scheduling reaches the pools only through disaggregated decode's retraction
+    # backup (mem_cache/kv_cache_builder.py), refused with --disaggregation-mode.
+    # --num-continuous-decode-steps is read by nothing in 0.5.23. Recorded:
+    # tests/fixtures/sglang_0_5_23/no_effect_flags.json (start-up resolution and pool unchanged);
+    # SGLang's start-up checks on them: check_startup below
+    "--schedule-policy", "--enable-priority-scheduling", "--disable-priority-preemption",
+    "--default-priority-value", "--abort-on-priority-when-disabled",
+    "--schedule-low-priority-values-first", "--priority-scheduling-preemption-threshold",
+    "--retraction-policy", "--schedule-conservativeness", "--prefill-decode-interval",
+    "--prefill-decode-interval-min-bs", "--num-continuous-decode-steps",
+    "--scheduler-recv-interval", "--min-free-slots-delay", "--enable-prefill-delayer",
+    "--prefill-delayer-max-delay-passes", "--prefill-delayer-token-usage-low-watermark",
+    "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
+    "--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms",
+    # the tokenizer and detokenizer processes (managers/tokenizer_manager.py,
+    # detokenizer_manager.py), the Responses API's store (entrypoints/openai), outlines' disk
+    # cache (an environment variable), the multimodal processors' CPU workers and download cap
+    # (multimodal/processors/base_processor.py), the realtime ASR sessions
+    # (entrypoints/openai/realtime) and Python's gc thresholds (entrypoints/engine.py)
+    "--enable-dynamic-batch-tokenizer", "--dynamic-batch-tokenizer-batch-size",
+    "--dynamic-batch-tokenizer-batch-timeout", "--enable-tokenizer-batch-encode",
+    "--disable-tokenizer-batch-decode", "--disable-outlines-disk-cache",
+    "--enable-response-store", "--mm-processor-worker-num", "--mm-io-worker-num",
+    "--media-url-max-file-size-mb", "--trust-mm-content-hashes", "--asr-max-buffer-seconds",
+    "--asr-max-concurrent-sessions", "--gc-threshold",
+    # speculative decoding's acceptance thresholds (the verify step's sampling), the n-gram
+    # drafter's CPU corpus (speculative/cpp_ngram: its trie and capacity live in host memory;
+    # --speculative-ngram-max-bfs-breadth is not listed: it becomes the tree's top-k,
+    # speculative_hook.py), and the decoupled drafter's endpoints (read only with
+    # --decoupled-spec-role, not modelled: server_args.py)
+    "--speculative-accept-threshold-single", "--speculative-accept-threshold-acc",
+    "--speculative-ngram-min-bfs-breadth", "--speculative-ngram-match-type",
+    "--speculative-ngram-max-trie-depth", "--speculative-ngram-capacity",
+    "--decoupled-spec-bind-endpoint", "--decoupled-spec-connect-endpoints",
+    "--decoupled-spec-rank",
+    # how checkpoint files are read into host memory (model_loader/loader.py: mmap, prefetch
+    # threads, page-cache drop): the same weights reach the GPU; what happens to the files and
+    # readiness after loading (entrypoints/http_server.py); the weight cache daemon's timeout
+    # (read only with --weight-cache-mode, not modelled)
+    "--weight-loader-disable-mmap", "--weight-loader-prefetch-checkpoints",
+    "--weight-loader-prefetch-num-threads", "--weight-loader-drop-cache-after-load",
+    "--delete-ckpt-after-loading", "--checkpoint-engine-wait-weights-before-ready",
+    "--weight-cache-timeout",
 ))  # fmt: skip
 
 #: the flags reviewed and not modelled, by what they change (said in ``flag-not-modelled``);
@@ -107,23 +164,20 @@ NO_EFFECT = frozenset((
 #: modelled, and tests/test_serve_flags.py fails while a recorded flag is in no list
 UNMODELLED: dict[str, tuple[str, ...]] = {
     "speculative decoding": (
-        "--uno-lora-path", "--speculative-draft-model-revision", "--speculative-draft-load-format",
-        "--speculative-dflash-block-size", "--speculative-dspark-block-size",
-        "--speculative-dspark-sps-table-path", "--speculative-dspark-confidence-sts-path",
+        "--uno-lora-path", "--speculative-draft-model-revision",
+        "--speculative-draft-load-format", "--speculative-dflash-block-size",
+        "--speculative-dspark-block-size", "--speculative-dspark-sps-table-path",
+        "--speculative-dspark-confidence-sts-path",
         "--speculative-dspark-align-verify-tokens-to-graph-tier",
-        "--speculative-accept-threshold-single", "--speculative-accept-threshold-acc",
         "--speculative-use-rejection-sampling", "--speculative-token-map",
         "--speculative-attention-mode", "--speculative-draft-attention-backend",
         "--speculative-dsa-topk-backend", "--speculative-draft-kv-cache-dtype",
         "--speculative-draft-window-size", "--speculative-moe-runner-backend",
         "--speculative-moe-a2a-backend", "--speculative-enable-w4a4-mxfp4-megamoe",
         "--speculative-draft-model-quantization", "--enable-multi-layer-eagle",
-        "--speculative-adaptive", "--speculative-adaptive-config",
-        "--decoupled-spec-bind-endpoint", "--decoupled-spec-connect-endpoints",
-        "--decoupled-spec-rank", "--decoupled-spec-role", "--speculative-ngram-min-bfs-breadth",
-        "--speculative-ngram-max-bfs-breadth", "--speculative-ngram-match-type",
-        "--speculative-ngram-max-trie-depth", "--speculative-ngram-capacity",
-        "--speculative-ngram-external-corpus-path", "--speculative-ngram-external-sam-budget",
+        "--speculative-adaptive", "--speculative-adaptive-config", "--decoupled-spec-role",
+        "--speculative-ngram-max-bfs-breadth", "--speculative-ngram-external-corpus-path",
+        "--speculative-ngram-external-sam-budget",
         "--speculative-ngram-external-corpus-max-tokens",
         "--speculative-domino-candidate-pool-size", "--speculative-use-block-verification",
         "--speculative-draft-sink-size",
@@ -150,8 +204,8 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--kt-num-gpu-experts", "--kt-max-deferred-experts-per-token", "--enable-memory-saver",
         "--enable-weights-cpu-backup", "--enable-draft-weights-cpu-backup",
         "--ple-offload-embedding", "--ple-offload-backend", "--ple-offload-dir",
-        "--enable-paged-experts",
-        "--paged-experts-num-resident", "--unified-cache-external-linker-config",
+        "--enable-paged-experts", "--paged-experts-num-resident",
+        "--unified-cache-external-linker-config",
     ),
     "disaggregated serving": (
         "--disaggregation-mode", "--disaggregation-transfer-backend",
@@ -168,10 +222,10 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--disaggregation-decode-allocation-policy",
     ),
     "parallelism": (
-        "--pp-max-micro-batch-size", "--pp-async-batch-depth",
-        "--load-balance-method", "--attn-cp-size", "--moe-dp-size",
-        "--dwdp-size", "--dcp-comm-backend", "--dcp-replicate-q-proj", "--enable-prefill-cp",
-        "--cp-strategy", "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
+        "--pp-max-micro-batch-size", "--pp-async-batch-depth", "--load-balance-method",
+        "--attn-cp-size", "--moe-dp-size", "--dwdp-size", "--dcp-comm-backend",
+        "--dcp-replicate-q-proj", "--enable-prefill-cp", "--cp-strategy",
+        "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
         "--enable-kv-cache-sharding", "--enable-dp-attention-local-control-broadcast",
         "--enable-dp-lm-head", "--enable-tp-lm-head-all-to-all",
         "--enable-attn-tp-input-scattered", "--enable-shared-experts-attn-tp",
@@ -233,12 +287,10 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--linear-replayssm-cache-len", "--enable-linear-replayssm-spec",
     ),
     "multimodal inputs and the encoder": (
-        "--enable-multimodal", "--asr-max-buffer-seconds", "--asr-max-concurrent-sessions",
-        "--enable-broadcast-mm-inputs-process", "--enable-prefix-mm-cache",
-        "--mm-enable-dp-encoder", "--mm-process-config", "--mm-processor-worker-num",
-        "--mm-io-worker-num", "--media-url-max-file-size-mb", "--mm-preprocess-cache-size-mb",
-        "--trust-mm-content-hashes", "--limit-mm-data-per-request", "--enable-mm-global-cache",
-        "--disable-fast-image-processor", "--mm-feature-transport",
+        "--enable-multimodal", "--enable-broadcast-mm-inputs-process",
+        "--enable-prefix-mm-cache", "--mm-enable-dp-encoder", "--mm-process-config",
+        "--mm-preprocess-cache-size-mb", "--limit-mm-data-per-request",
+        "--enable-mm-global-cache", "--disable-fast-image-processor", "--mm-feature-transport",
     ),
     "the KV cache and its pool": (
         "--c128-page-size", "--disable-hybrid-swa-memory", "--radix-eviction-policy",
@@ -262,43 +314,75 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--model-config-parser", "--json-model-override-args", "--quantization-param-path",
         "--modelopt-quant", "--modelopt-checkpoint-restore-path",
         "--modelopt-checkpoint-save-path", "--modelopt-export-path", "--quantize-and-serve",
-        "--rl-quant-profile", "--sleep-on-idle", "--use-ray", "--gc-threshold",
-        "--dllm-algorithm", "--dllm-algorithm-config", "--dllm-fdfo", "--language-model-only",
-        "--startup-weight-load-mode", "--custom-weight-loader", "--weight-loader-disable-mmap",
-        "--weight-loader-prefetch-checkpoints", "--weight-loader-prefetch-num-threads",
-        "--weight-loader-drop-cache-after-load",
+        "--rl-quant-profile", "--sleep-on-idle", "--use-ray", "--dllm-algorithm",
+        "--dllm-algorithm-config", "--dllm-fdfo", "--language-model-only",
+        "--startup-weight-load-mode", "--custom-weight-loader",
         "--remote-instance-weight-loader-seed-instance-ip",
         "--remote-instance-weight-loader-seed-instance-service-port",
         "--remote-instance-weight-loader-send-weights-group-ports",
         "--remote-instance-weight-loader-start-seed-via-transfer-engine",
-        "--modelexpress-config", "--delete-ckpt-after-loading", "--decrypted-config-file",
-        "--decrypted-draft-config-file", "--checkpoint-engine-wait-weights-before-ready",
+        "--modelexpress-config", "--decrypted-config-file", "--decrypted-draft-config-file",
         "--debug-tensor-dump-output-folder", "--debug-tensor-dump-layers",
         "--debug-tensor-dump-input-file", "--weight-cache-mode", "--weight-cache-socket",
-        "--weight-cache-timeout", "--forward-hooks", "--msprobe-dump-config", "--config",
+        "--forward-hooks", "--msprobe-dump-config", "--config",
     ),
     "the scheduler's batch budget": (
-        "--prefill-decode-interval", "--enable-dynamic-chunking", "--prefill-max-requests",
-        "--schedule-policy",
-        "--enable-priority-scheduling", "--disable-priority-preemption",
-        "--default-priority-value", "--abort-on-priority-when-disabled",
-        "--schedule-low-priority-values-first", "--priority-scheduling-preemption-threshold",
-        "--retraction-policy", "--schedule-conservativeness", "--disable-overlap-schedule",
-        "--num-continuous-decode-steps", "--scheduler-recv-interval", "--enable-mixed-chunk",
-        "--enable-prefill-delayer", "--prefill-delayer-max-delay-passes",
-        "--prefill-delayer-token-usage-low-watermark",
-        "--prefill-delayer-forward-passes-buckets", "--prefill-delayer-wait-seconds-buckets",
-        "--prefill-delayer-queue-min-ratio", "--prefill-delayer-max-delay-ms",
-        "--min-free-slots-delay", "--enable-dynamic-batch-tokenizer",
-        "--dynamic-batch-tokenizer-batch-size", "--dynamic-batch-tokenizer-batch-timeout",
-        "--enable-tokenizer-batch-encode", "--disable-tokenizer-batch-decode",
-        "--disable-outlines-disk-cache", "--enable-response-store",
-        "--prefill-decode-interval-min-bs",
+        "--enable-dynamic-chunking", "--prefill-max-requests", "--disable-overlap-schedule",
+        "--enable-mixed-chunk",
     ),
-
 }  # fmt: skip
 
 
 def unmodelled_reason(name: str) -> str | None:
     """What the not-modelled flag ``name`` changes, when it was reviewed."""
     return listed_reason(UNMODELLED, name)
+
+
+#: SGLang 0.5.23's start-up checks on single no-effect flags (``check_server_args``,
+#: sglang/srt/arg_groups/validation_hook.py and serving_hook.py handle_asr_validation): the
+#: smallest value each accepts
+_MINIMUM: dict[str, tuple[float, str]] = {
+    "--prefill-decode-interval": (0, "must be non-negative"),
+    "--prefill-decode-interval-min-bs": (0, "must be non-negative"),
+    "--schedule-conservativeness": (0, "must be non-negative"),
+    "--mm-io-worker-num": (0, "must be >= 0"),
+    "--asr-max-buffer-seconds": (1, "must be positive"),
+    "--asr-max-concurrent-sessions": (1, "must be positive"),
+}
+#: Python's gc.set_threshold takes at most three thresholds (entrypoints/engine.py)
+_GC_THRESHOLDS = 3
+
+
+def check_startup(values: Mapping[str, Sequence[str]], *, pipeline_size: int) -> None:
+    """Refuse what SGLang refuses at start-up among the no-effect flags ``values`` (each
+    flag's name and the values given; an on/off flag has none): the checks of
+    ``ServerArgs.check_server_args`` and the resolution handlers that read them, and Python's
+    own limit on ``--gc-threshold``."""
+
+    def refuse(message: str) -> InputError:
+        return InputError(
+            message, hint="SGLang refuses it at start-up", code="invalid-serve-command"
+        )
+
+    for name, (least, why) in _MINIMUM.items():
+        for text in values.get(name, ()):
+            if float(text) < least:
+                raise refuse(f"{name} {text[:20]}: {why} (SGLang 0.5.23's start-up check)")
+    if len(values.get("--gc-threshold", ())) > _GC_THRESHOLDS:
+        raise refuse("--gc-threshold: at most 3 thresholds (Python's gc.set_threshold)")
+    policy = (values.get("--schedule-policy") or ["fcfs"])[-1]
+    priority = "--enable-priority-scheduling" in values
+    if priority and policy not in ("fcfs", "lof"):
+        raise refuse(
+            f"--enable-priority-scheduling with --schedule-policy {policy}: priority scheduling "
+            "needs schedule_policy 'fcfs' or 'lof'"
+        )
+    if (values.get("--retraction-policy") or ["length"])[-1] == "priority" and not priority:
+        raise refuse("--retraction-policy priority requires --enable-priority-scheduling")
+    if "--enable-tokenizer-batch-encode" in values and "--enable-dynamic-batch-tokenizer" in values:
+        raise refuse(
+            "--enable-tokenizer-batch-encode and --enable-dynamic-batch-tokenizer cannot both be "
+            "enabled (choose one tokenizer batching approach)"
+        )
+    if pipeline_size > 1 and "--min-free-slots-delay" in values:
+        raise refuse("--min-free-slots-delay is not supported with pipeline parallelism")
