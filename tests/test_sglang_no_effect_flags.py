@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from kvcalc.engines.flag_table import flag_table
-from kvcalc.engines.sglang.server_flags import NO_EFFECT
+from kvcalc.engines.sglang.server_flags import NO_EFFECT, NO_EFFECT_VALUES
 from kvcalc.errors import InputError
 from kvcalc.planning.servecmd import parse_serve_command
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sglang_0_5_23" / "no_effect_flags.json"
-DATA = json.loads(FIXTURE.read_text())
+HERE = Path(__file__).parent / "fixtures" / "sglang_0_5_23"
+DATA, DATA_2 = (
+    json.loads((HERE / n).read_text()) for n in ("no_effect_flags.json", "no_effect_flags_2.json")
+)
 BASE = DATA["baseline"]
 #: flags that stay not modelled, recorded beside the others (the fixture's notes)
 CONTROLS = (
@@ -41,7 +43,7 @@ def _command(argv: list[str]) -> str:
     return shlex.join(["python", "-m", "sglang.launch_server", "--model-path", "m", *argv])
 
 
-ENTRIES = [e for e in DATA["entries"] if e["argv"][0] not in CONTROLS]
+ENTRIES = [e for e in DATA["entries"] + DATA_2["entries"] if e["argv"][0] not in CONTROLS]
 ACCEPTED = [e for e in ENTRIES if e["status"] == "ok"]
 REFUSED = [e for e in ENTRIES if e["status"] != "ok"]
 
@@ -50,10 +52,11 @@ def test_the_baseline_is_sglangs_own_pool():
     # Llama-3.1-8B at TP 1: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes = 131,072 B a
     # token; 20 GiB / 131,072 = 163,840 tokens; the fraction SGLang defaults to on an H100
     assert (BASE["max_total_num_tokens"], BASE["mem_fraction_static"]) == (163_840, 0.83)
-    assert len(ACCEPTED) == 42 and len(REFUSED) == 11
-    # the 51 flags reviewed in 0.5.23's code and listed as no effect on memory after the first
-    # list (every one given to SGLang at least once)
-    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51
+    assert DATA_2["baseline"] == BASE
+    assert len(ACCEPTED) == 42 + 17 and len(REFUSED) == 11 + 1
+    # the 51 + 10 flags reviewed in 0.5.23's code and listed as no effect on memory (for some
+    # values: --radix-eviction-policy) after the first list, each given to SGLang at least once
+    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51 + 10
 
 
 @pytest.mark.parametrize("entry", ACCEPTED, ids=lambda e: " ".join(e["argv"])[:60])
@@ -63,8 +66,14 @@ def test_a_flag_sglang_accepts_changes_nothing_it_sizes_and_kvcalc_reads_it_as_s
         assert entry[key] == BASE[key], key
     # SGLang resolved no argument but the ones given (the tokenizer's batching flags are
     # switched off by --skip-tokenizer-init, which the probe passes: fewer, never more)
-    assert set(entry["resolved_changes"]) <= {f.dest for f in flags}
-    assert all(f.name in NO_EFFECT for f in flags)
+    # (and, for --radix-eviction-policy, that it was spelled: server_args.py
+    # prepare_server_args keeps _radix_eviction_policy_explicitly_set beside the record)
+    dests = {f.dest for f in flags}
+    assert set(entry["resolved_changes"]) <= dests | {f"_{d}_explicitly_set" for d in dests}
+    values = dict(zip(entry["argv"], [*entry["argv"][1:], None]))
+    assert all(
+        f.name in NO_EFFECT or values[f.name] in NO_EFFECT_VALUES.get(f.name, ()) for f in flags
+    )
     read = parse_serve_command(_command(entry["argv"]))
     assert read.unmodelled == ()
     assert read.notes == (
@@ -77,6 +86,11 @@ def test_what_sglang_refuses_at_start_up_kvcalc_refuses_for_the_same_flag(entry)
     assert entry["failed_stage"] in ("resolve", "check")
     with pytest.raises(InputError) as err:
         parse_serve_command(_command(entry["argv"]))
+    if entry["argv"] == ["--radix-eviction-policy", "tlru"]:  # not modelled for that value
+        assert (
+            err.value.code == "flag-not-modelled" and "--radix-eviction-policy" in err.value.message
+        )
+        return
     assert err.value.code == "invalid-serve-command"
     # the flag SGLang's message names (by option or by field; "Multimodal I/O worker num"
     # names none, and its command has one flag) is the flag kvcalc names

@@ -108,7 +108,7 @@ def sglang_dialect() -> Dialect:
         table=sglang_flags.server_flags(), spellings=lambda s: s.sglang,
         also_modelled=frozenset({*ATTENTION_DP_FLAGS, "--cuda-graph-config"}),
         option_dests=frozenset(SGLANG_OPTIONS) - {"mem_fraction_static"},
-        no_effect=sglang_flags.NO_EFFECT, no_effect_values={},
+        no_effect=sglang_flags.NO_EFFECT, no_effect_values=sglang_flags.NO_EFFECT_VALUES,
         reason=sglang_flags.unmodelled_reason,
     )  # fmt: skip
 

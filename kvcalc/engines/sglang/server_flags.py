@@ -32,8 +32,8 @@ from kvcalc.engines.flag_table import FlagTable, flag_table, listed_reason
 from kvcalc.errors import InputError
 
 __all__ = [
-    "NO_EFFECT", "UNMODELLED", "check_startup", "parse_human_int", "server_flags",
-    "unmodelled_reason",
+    "NO_EFFECT", "NO_EFFECT_VALUES", "UNMODELLED", "check_startup", "parse_human_int",
+    "server_flags", "unmodelled_reason",
 ]  # fmt: skip
 
 _SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -157,7 +157,25 @@ NO_EFFECT = frozenset((
     "--weight-loader-prefetch-num-threads", "--weight-loader-drop-cache-after-load",
     "--delete-ckpt-after-loading", "--checkpoint-engine-wait-weights-before-ready",
     "--weight-cache-timeout",
+    # which DP rank takes a request (managers/data_parallel_controller.py: round robin or the
+    # lightest rank; the bootstrap room's rank under PD), bootstrap ports and the decode side's
+    # polling interval of disaggregated serving (read only with --disaggregation-mode and
+    # --encoder-urls, not modelled), TF32 matmuls, the P2P access check and NVTX markers, an
+    # interpolation's align_corners (Qwen3-VL's position embedding), and the scheduler's sleep
+    # when idle (managers/scheduler.py IdleSleeper). Recorded in no_effect_flags_2.json
+    "--load-balance-method", "--disaggregation-bootstrap-port", "--encoder-bootstrap-port",
+    "--disaggregation-decode-polling-interval", "--enable-tf32-matmul", "--enable-p2p-check",
+    "--enable-layerwise-nvtx-marker", "--enable-precise-embedding-interpolation",
+    "--sleep-on-idle",
 ))  # fmt: skip
+
+#: flags with no effect on memory for these values only (other values are not modelled)
+NO_EFFECT_VALUES: dict[str, frozenset[str]] = {
+    # the radix tree's eviction order (mem_cache/utils.py get_eviction_strategy): which cached
+    # prefix goes first, not how many tokens the pool holds; tlru needs its config and a unified
+    # radix tree (mem_cache/registry.py) and stays not modelled
+    "--radix-eviction-policy": frozenset({"lru", "lfu", "slru", "priority"}),
+}
 
 #: the flags reviewed and not modelled, by what they change (said in ``flag-not-modelled``);
 #: as for vLLM, not a class of its own: every flag neither modelled nor listed above is not
@@ -209,31 +227,28 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
     ),
     "disaggregated serving": (
         "--disaggregation-mode", "--disaggregation-transfer-backend",
-        "--disaggregation-bootstrap-port", "--disaggregation-ib-device",
-        "--disaggregation-decode-enable-radix-cache",
+        "--disaggregation-ib-device", "--disaggregation-decode-enable-radix-cache",
         "--disaggregation-decode-enable-offload-kvcache",
         "--disaggregation-decode-retraction-backup", "--num-reserved-decode-tokens",
-        "--disaggregation-decode-extra-slots", "--disaggregation-decode-polling-interval",
-        "--optimistic-prefill-attempts", "--encoder-only", "--language-only",
-        "--encoder-transfer-backend", "--encoder-urls", "--encoder-bootstrap-port",
+        "--disaggregation-decode-extra-slots", "--optimistic-prefill-attempts",
+        "--encoder-only", "--language-only", "--encoder-transfer-backend", "--encoder-urls",
         "--encoder-register-urls", "--enable-adaptive-dispatch-to-encoder", "--enable-pdmux",
         "--pdmux-config-path", "--sm-group-num", "--disaggregation-enable-kv-checksum",
         "--enable-pd-role-switch", "--disaggregation-decode-host-receive-threshold",
         "--disaggregation-decode-allocation-policy",
     ),
     "parallelism": (
-        "--pp-max-micro-batch-size", "--pp-async-batch-depth", "--load-balance-method",
-        "--attn-cp-size", "--moe-dp-size", "--dwdp-size", "--dcp-comm-backend",
-        "--dcp-replicate-q-proj", "--enable-prefill-cp", "--cp-strategy",
-        "--enable-dsa-cache-layer-split", "--enable-cp-decode-attn-tp",
-        "--enable-kv-cache-sharding", "--enable-dp-attention-local-control-broadcast",
-        "--enable-dp-lm-head", "--enable-tp-lm-head-all-to-all",
-        "--enable-attn-tp-input-scattered", "--enable-shared-experts-attn-tp",
-        "--shared-experts-tp-size", "--enable-dense-mlp-attn-tp", "--enable-layernorm-sp",
-        "--disable-attn-tp-gather", "--ep-size", "--moe-a2a-backend",
-        "--enable-w4a4-mxfp4-megamoe", "--deepep-v2-mode", "--moe-runner-backend",
-        "--flashinfer-mxfp4-moe-precision", "--deepep-mode", "--fuseep-mode",
-        "--deepep-dispatcher-output-dtype", "--ep-num-redundant-experts",
+        "--pp-max-micro-batch-size", "--pp-async-batch-depth", "--attn-cp-size",
+        "--moe-dp-size", "--dwdp-size", "--dcp-comm-backend", "--dcp-replicate-q-proj",
+        "--enable-prefill-cp", "--cp-strategy", "--enable-dsa-cache-layer-split",
+        "--enable-cp-decode-attn-tp", "--enable-kv-cache-sharding",
+        "--enable-dp-attention-local-control-broadcast", "--enable-dp-lm-head",
+        "--enable-tp-lm-head-all-to-all", "--enable-attn-tp-input-scattered",
+        "--enable-shared-experts-attn-tp", "--shared-experts-tp-size",
+        "--enable-dense-mlp-attn-tp", "--enable-layernorm-sp", "--disable-attn-tp-gather",
+        "--ep-size", "--moe-a2a-backend", "--enable-w4a4-mxfp4-megamoe", "--deepep-v2-mode",
+        "--moe-runner-backend", "--flashinfer-mxfp4-moe-precision", "--deepep-mode",
+        "--fuseep-mode", "--deepep-dispatcher-output-dtype", "--ep-num-redundant-experts",
         "--ep-dispatch-algorithm", "--init-expert-location", "--enable-eplb",
         "--eplb-algorithm", "--eplb-rebalance-num-iterations",
         "--eplb-rebalance-layers-per-chunk", "--eplb-min-rebalancing-utilization-threshold",
@@ -252,22 +267,20 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--disable-cuda-graph-padding",
     ),
     "kernels, communication and their workspaces": (
-        "--enable-fp32-lm-head", "--enable-tf32-matmul", "--enable-p2p-check", "--device",
-        "--mlx-enable-sampling", "--attention-backend", "--decode-attention-backend",
-        "--enable-lean-attention", "--prefill-attention-backend", "--grammar-backend",
-        "--radix-cache-backend", "--mm-attention-backend", "--fp8-gemm-backend",
-        "--fp4-gemm-backend", "--bf16-gemm-backend", "--dsa-prefill-backend",
-        "--dsv4-prefill-backend", "--dsa-decode-backend", "--dsa-paged-mqa-logits-backend",
-        "--dsa-topk-backend", "--disable-flashinfer-autotune", "--flashinfer-autotune-skip-ops",
-        "--mamba-backend", "--enable-layerwise-nvtx-marker", "--enable-nccl-nvls",
+        "--enable-fp32-lm-head", "--device", "--mlx-enable-sampling", "--attention-backend",
+        "--decode-attention-backend", "--enable-lean-attention", "--prefill-attention-backend",
+        "--grammar-backend", "--radix-cache-backend", "--mm-attention-backend",
+        "--fp8-gemm-backend", "--fp4-gemm-backend", "--bf16-gemm-backend",
+        "--dsa-prefill-backend", "--dsv4-prefill-backend", "--dsa-decode-backend",
+        "--dsa-paged-mqa-logits-backend", "--dsa-topk-backend", "--disable-flashinfer-autotune",
+        "--flashinfer-autotune-skip-ops", "--mamba-backend", "--enable-nccl-nvls",
         "--enable-symm-mem", "--triton-attention-reduce-in-fp32",
         "--triton-attention-num-kv-splits", "--triton-attention-split-tile-size",
         "--flashinfer-mla-disable-ragged", "--enable-fused-qk-norm-rope",
-        "--enable-precise-embedding-interpolation", "--enable-fused-moe-sum-all-reduce",
-        "--enable-deepseek-v4-fp4-indexer", "--disable-custom-all-reduce", "--enable-mscclpp",
-        "--enable-torch-symm-mem", "--enable-scattered-sconv", "--pre-warm-nccl",
-        "--boundary-reduction", "--enable-quant-communications",
-        "--enforce-disable-flashinfer-allreduce-fusion",
+        "--enable-fused-moe-sum-all-reduce", "--enable-deepseek-v4-fp4-indexer",
+        "--disable-custom-all-reduce", "--enable-mscclpp", "--enable-torch-symm-mem",
+        "--enable-scattered-sconv", "--pre-warm-nccl", "--boundary-reduction",
+        "--enable-quant-communications", "--enforce-disable-flashinfer-allreduce-fusion",
         "--flashinfer-allreduce-fusion-backend", "--enable-aiter-allreduce-fusion",
         "--linear-attn-backend", "--linear-attn-decode-backend",
         "--linear-attn-prefill-backend", "--linear-attn-verify-backend",
@@ -314,10 +327,9 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--model-config-parser", "--json-model-override-args", "--quantization-param-path",
         "--modelopt-quant", "--modelopt-checkpoint-restore-path",
         "--modelopt-checkpoint-save-path", "--modelopt-export-path", "--quantize-and-serve",
-        "--rl-quant-profile", "--sleep-on-idle", "--use-ray", "--dllm-algorithm",
-        "--dllm-algorithm-config", "--dllm-fdfo", "--language-model-only",
-        "--startup-weight-load-mode", "--custom-weight-loader",
-        "--remote-instance-weight-loader-seed-instance-ip",
+        "--rl-quant-profile", "--use-ray", "--dllm-algorithm", "--dllm-algorithm-config",
+        "--dllm-fdfo", "--language-model-only", "--startup-weight-load-mode",
+        "--custom-weight-loader", "--remote-instance-weight-loader-seed-instance-ip",
         "--remote-instance-weight-loader-seed-instance-service-port",
         "--remote-instance-weight-loader-send-weights-group-ports",
         "--remote-instance-weight-loader-start-seed-via-transfer-engine",
