@@ -5,7 +5,8 @@
 
 The checkpoints of InternLM2, InternLM3, MiniCPM, EXAONE 3, Solar, Orion, DeepSeek (V1), Bailing
 MoE (and V2), TeleFLM, openPangu Ultra MoE, Sarvam-MLA, K2 Horizon, Param-2 MoE, AliceAI and Phi-3-Vision ship their config class as remote code
-(``auto_map``, ``trust_remote_code``): neither transformers 5.20 nor vLLM 0.33's config registry
+(``auto_map``, ``trust_remote_code``), and so do InternVL chat's (``internvl_chat``, a composite:
+see ``REMOTE_COMPOSITES``): neither transformers 5.20 nor vLLM 0.33's config registry
 has it, and the harness cannot run a checkpoint's code offline. Each of those published classes
 stores its ``config.json`` keys as attributes; the stand-in registered here for each
 ``model_type`` is a plain ``transformers.PretrainedConfig`` subclass that does the same and
@@ -48,7 +49,17 @@ REMOTE_MODEL_TYPES = (
     "param2moe",
     "alice_ai",
     "phi3_v",
+    "intern_vit_6b",
 )
+#: remote composite classes: model type -> (sub-config key, its class) for each sub-config the
+#: published class builds from a dict. InternVL chat's ``InternVLChatConfig``
+#: (``configuration_internvl_chat.py``) builds ``vision_config`` as ``InternVisionConfig`` and
+#: ``llm_config`` as the class its ``architectures`` names (``Qwen2ForCausalLM``: ``Qwen2Config``,
+#: ...): here the sub-config's own ``model_type`` picks the class (the plain stand-in above for
+#: ``intern_vit_6b``, transformers' class for ``qwen2``); every other key is stored as given
+REMOTE_COMPOSITES = {
+    "internvl_chat": ("vision_config", "llm_config"),
+}
 
 
 def register() -> None:
@@ -64,6 +75,27 @@ def register() -> None:
             f"RemoteStandin_{model_type}", (PretrainedConfig,), {"model_type": model_type}
         )
         AutoConfig.register(model_type, standin)
+    for model_type, keys in REMOTE_COMPOSITES.items():
+        AutoConfig.register(model_type, _composite(model_type, keys))
+
+
+def _composite(model_type: str, keys: tuple[str, ...]) -> type:
+    from transformers import AutoConfig, PretrainedConfig
+
+    def __init__(self, **kwargs):  # noqa: N807
+        subs = {k: kwargs.pop(k, None) for k in keys}
+        PretrainedConfig.__init__(self, **kwargs)
+        for key, sub in subs.items():
+            if isinstance(sub, dict):
+                sub = dict(sub)
+                sub = AutoConfig.for_model(sub.pop("model_type"), **sub)
+            setattr(self, key, sub)
+
+    return type(
+        f"RemoteComposite_{model_type}",
+        (PretrainedConfig,),
+        {"model_type": model_type, "__init__": __init__, "sub_configs": {}},
+    )
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_a_flag_sglang_accepts_changes_nothing_it_sizes_and_kvcalc_reads_it_as_s
     # prepare_server_args keeps _radix_eviction_policy_explicitly_set beside the record)
     dests = {f.dest for f in flags}
     assert set(entry["resolved_changes"]) <= dests | {f"_{d}_explicitly_set" for d in dests}
-    values = dict(zip(entry["argv"], [*entry["argv"][1:], None]))
+    values = dict(zip(entry["argv"], [*entry["argv"][1:], None], strict=True))
     assert all(
         f.name in NO_EFFECT or values[f.name] in NO_EFFECT_VALUES.get(f.name, ()) for f in flags
     )

@@ -34,12 +34,14 @@ FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
 _RECORDED = [json.loads((FIXTURES / f).read_text())
              for f in ("registry_multimodal.json", "registry_multimodal_2026_12.json",
                        "registry_multimodal_2026_12b.json", "registry_multimodal_2026_12c.json",
-                       "registry_multimodal_mmremote.json")]  # fmt: skip
+                       "registry_multimodal_mmremote.json",
+                       "registry_multimodal_internvl.json")]  # fmt: skip
 DATA = {"models": {n: m for d in _RECORDED for n, m in d["models"].items()}}
 _WEIGHED = [json.loads((FIXTURES / f).read_text())
             for f in ("multimodal_weights_2.json", "multimodal_weights_3.json",
                       "multimodal_weights_4.json", "multimodal_weights_5.json",
-                      "multimodal_weights_mmremote.json")]  # fmt: skip
+                      "multimodal_weights_mmremote.json",
+                      "multimodal_weights_internvl.json")]  # fmt: skip
 WEIGHTS = {"records": [r for d in _WEIGHED for r in d["records"]]}
 CASES = harness_cases(DATA)
 
@@ -57,6 +59,7 @@ VLLM_REASONS = {
     "object has no attribute 'vision_feature_layer'": CONFIG,  # mistral3.py (LightOnOCR) reads it
     "object has no attribute 'block_dim'": CONFIG,  # lfm2.py (LFM2-VL's text) reads it
     "object has no attribute 'force_image_size'": CONFIG,  # internvl.py (Qianfan-OCR) reads it
+    "object has no attribute 'ps_version'": CONFIG,  # internvl.py (InternVL chat) reads it
     "No model architectures are specified": CONFIG,  # step3_vl.py: text_config names none
     "object has no attribute 'strip'": CONFIG,  # step3_text.py splits moe_layers_enum, a str
     "object has no attribute 'tie_word_embeddings'": CONFIG,  # chatglm.py (GLM-4V) reads it
@@ -99,7 +102,7 @@ def test_every_family_is_recorded():
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
             "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria",
-            "cosmos3_edge"} <= types  # fmt: skip
+            "cosmos3_edge", "internvl_chat"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -113,10 +116,14 @@ def test_grid_is_complete():
 
 def _tower_first(name: str, row: dict) -> bool:
     """vLLM builds the vision tower before the text model: at a TP size the tower's heads do not
-    divide it stops there, before the text keys it fails on at TP 1; kvcalc reads (and refuses)
-    the config before any TP. Both refuse; each names the first reason it meets."""
+    divide it stops there, before the text keys it fails on at TP 1 — and it checks the text
+    model's heads against the TP size (``VllmConfig``) before it builds any of it; kvcalc reads
+    (and refuses) the config before any TP. Both refuse; each names the first reason it meets."""
     tp1 = [r for r in DATA["models"][name]["scenarios"] if r["tensor_parallel_size"] == 1]
-    tower = ("is not divisible by", "assert self.num_heads % tp_size == 0")
+    tower = (
+        "is not divisible by", "assert self.num_heads % tp_size == 0",
+        "must be divisible by tensor parallel size",
+    )  # fmt: skip
     return any(t in row["error"] for t in tower) and all(
         "error" in r and vllm_reason(r["error"]) == CONFIG for r in tp1
     )
@@ -155,7 +162,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
         "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
-        "aria", "cosmos3_edge",
+        "aria", "cosmos3_edge", "internvl_chat",
     }  # fmt: skip
 
 
@@ -571,10 +578,12 @@ def test_qianfan_ocr_intern_vit_by_hand():
     assert sum(t.numel for t in vision_tensors(v)) == tower - 24 * layer + 21 * mutant + projector
 
 
-def test_qianfan_ocr_tower_tp_refusals(tmp_path):
-    # intern_vit.py: heads not dividing TP make vLLM build the tower's attention whole on every
-    # rank (not recorded: kvcalc refuses it); fc1's ColumnParallelLinear asserts 4,096 % TP (vLLM
-    # fails). 16 heads at TP 8 split (recorded above); 8 heads at TP 16 do not, 4,096 does
+def test_intern_vit_heads_not_dividing_tp_build_the_attention_whole(tmp_path):
+    # intern_vit.py: heads not dividing TP make vLLM build the tower's attention (qkv, proj) whole
+    # on every rank, its MLP still split (recorded: the 25-head tower of
+    # synthetic--internvl-chat-vit6b-style-qwen3.json at TP 2 and 8, multimodal_weights_internvl
+    # .json); fc1's ColumnParallelLinear asserts its width % TP (vLLM fails)
+    from kvcalc.estimate.vision_tensors import vision_tensors
     from kvcalc.planning.api import plan_reference
     from kvcalc.planning.inputs import PlanInputs
 
@@ -583,15 +592,20 @@ def test_qianfan_ocr_tower_tp_refusals(tmp_path):
     config["vision_config"]["num_attention_heads"] = 8
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
+    plan = plan_reference(str(path), PlanInputs(gpu="H200", max_model_len=4096,
+                                                tensor_parallel_size=16), with_suggestions=False)  # fmt: skip
+    assert plan.weights_bytes > 0
+    tensors = {t.name: t for t in vision_tensors(parse_config(config, name="m").weights.vision)}
+    hv = config["vision_config"]["hidden_size"]  # 1,024: the fused qkv 3,072 rows whole at TP 16
+    assert tensors["vision_model.encoder.layers.0.attn.qkv"].shape_per_rank(16) == (3 * hv, hv)
+    assert tensors["vision_model.encoder.layers.0.attn.qkv"].shape_per_rank(8) == (3 * hv // 8, hv)
+    assert tensors["vision_model.encoder.layers.0.attn.proj"].shape_per_rank(16) == (hv, hv)
+    config["vision_config"]["intermediate_size"] = 4104  # not a multiple of 16
+    path.write_text(json.dumps(config))
     with pytest.raises(KvcalcError) as refused:
         plan_reference(str(path), PlanInputs(gpu="H200", max_model_len=4096,
                                              tensor_parallel_size=16), with_suggestions=False)  # fmt: skip
-    assert refused.value.code == "unsupported-parallelism" and "8 attention heads" in str(
-        refused.value.message
-    )
-    data = PlanInputs(gpu="H200", max_model_len=4096, tensor_parallel_size=16,
-                      mm_encoder_tp_mode="data")  # fmt: skip
-    assert plan_reference(str(path), data, with_suggestions=False).weights_bytes > 0
+    assert refused.value.code == "invalid-parallelism" and "MLP width 4104" in refused.value.message
 
 
 def test_paddleocr_vl_tower_by_hand():

@@ -436,19 +436,23 @@ def _class_token_embeddings(v: VisionWeights, p: str) -> list[Tensor]:
 
 def _intern_vit(v: VisionWeights) -> list[Tensor]:
     """InternViT and its ``mlp1`` as vLLM 0.33 builds them (``intern_vit.py``, ``internvl.py``):
-    see :func:`kvcalc.hfconfig.weights_vision._qianfan_ocr`. The fused qkv split by columns, the
-    output projection by rows (its bias whole), fc1/fc2 by columns and rows; everything else whole
-    on every rank; ``tower`` is the norm type (``layer_norm``: weight and bias)."""
+    see :func:`kvcalc.hfconfig.weights_vision._intern_vit`. The fused qkv split by columns, the
+    output projection by rows (its bias whole) — both whole on every rank where the TP size does
+    not divide the heads (``InternParallelAttention``: ``use_data_parallel`` when
+    ``num_heads % tp_size``, InternViT-6B's 25 heads at TP 2, 4, 8) —, fc1/fc2 by columns and
+    rows; everything else whole on every rank; ``tower`` is the norm type (``layer_norm``: weight
+    and bias)."""
     hv, p = v.hidden_size, "vision_model"
     copies = 2 if v.tower == "layer_norm" else 1
     out = _class_token_embeddings(v, p)
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.encoder.layers.{i}"
-        out += _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
+        attn = _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
+        attn += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
+        out += [replace(t, split_if_divides=v.num_heads) for t in attn]
         if v.qk_norm:  # RMSNorm over all heads (var_hidden_size), whole on every rank
             out.append(Tensor(name=f"{q}.attn.qk_norm", rows=hv, copies=2, role="norm"))
-        out += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
         out += _mlp(block, hv, f"{q}.mlp", None)
         out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * copies, role="norm"))
         out.append(Tensor(name=f"{q}.ls", rows=hv, copies=2, role="vector"))

@@ -775,8 +775,12 @@ def _rope_cache(r: ConfigReader, model_type: str, attention: AttentionWeights | 
         base = rope.get("original_max_position_embeddings",
                         r.value("original_max_position_embeddings"))  # fmt: skip
         positions += base if _is_length(base) else 0
-    elif kind in ("linear", "dynamic") and _is_factor(factor):
-        # vLLM's Linear/DynamicNTKScalingRotaryEmbedding cache max_position × factor rows
+    elif kind == "linear" and _is_factor(factor):
+        # vLLM's LinearScalingRotaryEmbedding caches max_position × factor rows; its
+        # DynamicNTKScalingRotaryEmbedding only max_position (vLLM 0.33's
+        # dynamic_ntk_scaling_rope.py: torch.arange(self.max_position_embeddings), whatever its
+        # stale comment says), recorded: InternVL3-1B's Qwen2 (dynamic, factor 2) in
+        # multimodal_weights_internvl.json
         positions = int(positions * factor)
     if (
         isinstance(rope.get("mrope_section"), list)

@@ -510,20 +510,69 @@ def _qianfan_ocr(
     r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
 ) -> VisionWeights:
     """Qianfan-OCR's tower as vLLM 0.33 builds it (``qianfan_ocr.py`` on ``internvl.py``'s
-    ``InternVLChatModel``, ``intern_vit.py``'s ``InternVisionModel``): the class token, the biased
-    patch convolution and ``(image_size / patch_size)² + 1`` positions (the first side of each
-    size: ``_add_intern_vit_fields``), the layers up to ``select_layer`` (``L + select_layer + 1``
-    when negative); per layer a fused ``QKVParallelLinear`` (``attention_bias``) and a biased
-    ``RowParallelLinear`` projection, optional q/k RMSNorms whole on every rank, the biased
-    fc1/fc2 split over TP, two ``norm_type`` norms and two layer-scale vectors; no final norm.
-    ``mlp1``: a LayerNorm on ``hidden_size · (1 / downsample_ratio)²`` and two biased
-    ``nn.Linear``s, whole on every rank."""
+    ``InternVLChatModel``): :func:`_intern_vit`, its keys spelled as transformers 5.20's
+    ``QianfanOCRVisionConfig`` spells them (``attention_bias``, ``use_qk_norm``)."""
     if vision_type != "qianfan_ocr_vision":
         raise ConfigError(
             f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Qianfan-OCR's "
             "qianfan_ocr_vision tower only",
             code="config-unverified",
         )
+    return _intern_vit(
+        r, vr, text_hidden,
+        attention_bias=vr.bool("attention_bias", True), qk_norm=vr.bool("use_qk_norm", False),
+        norm=vr.str("norm_type", "layer_norm"),
+    )  # fmt: skip
+
+
+def _internvl_chat(
+    r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
+) -> VisionWeights:
+    """InternVL chat's tower as vLLM 0.33 builds it (``internvl.py``'s ``InternVLChatModel``):
+    :func:`_intern_vit`, its keys spelled as the checkpoints' remote ``InternVisionConfig``
+    (``configuration_intern_vit.py``) spells them — ``qkv_bias``, ``qk_normalization``,
+    ``norm_type``, which ``intern_vit.py`` reads as attributes: a config without them is refused
+    (their class defaults are remote code kvcalc has not read)."""
+    if vision_type != "intern_vit_6b":
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL "
+            "chat's intern_vit_6b tower only",
+            code="config-unverified",
+        )
+    missing = [k for k in ("qkv_bias", "qk_normalization", "norm_type") if vr.raw.get(k) is None]
+    if missing:
+        raise ConfigError(
+            f"{r.source}: vision_config has no {', '.join(missing)}: vLLM 0.33's intern_vit.py "
+            "reads them from the checkpoint's remote InternVisionConfig, whose defaults kvcalc "
+            "does not assume",
+            hint="give them as the published config.json does",
+            code="config-unverified",
+        )
+    return _intern_vit(
+        r, vr, text_hidden,
+        attention_bias=vr.bool("qkv_bias"), qk_norm=vr.bool("qk_normalization"),
+        norm=vr.str("norm_type"),
+    )  # fmt: skip
+
+
+def _intern_vit(
+    r: ConfigReader,
+    vr: ConfigReader,
+    text_hidden: int,
+    *,
+    attention_bias: bool,
+    qk_norm: bool,
+    norm: str,
+) -> VisionWeights:
+    """InternViT and ``mlp1`` as vLLM 0.33 builds them (``internvl.py``'s ``InternVLChatModel``,
+    ``intern_vit.py``'s ``InternVisionModel``): the class token, the biased patch convolution and
+    ``(image_size / patch_size)² + 1`` positions (the first side of each size:
+    ``_add_intern_vit_fields``), the layers up to ``select_layer`` (``L + select_layer + 1`` when
+    negative); per layer a fused ``QKVParallelLinear`` (biased where the config says) and a biased
+    ``RowParallelLinear`` projection, optional q/k RMSNorms whole on every rank, the biased
+    fc1/fc2 split over TP, two ``norm_type`` norms and two layer-scale vectors; no final norm.
+    ``mlp1``: a LayerNorm on ``hidden_size · (1 / downsample_ratio)²`` and two biased
+    ``nn.Linear``s, whole on every rank."""
     sizes = {}
     for key in ("image_size", "patch_size"):
         value = vr.value(key)
@@ -531,7 +580,6 @@ def _qianfan_ocr(
         if isinstance(side, bool) or not isinstance(side, int) or side <= 0:
             raise vr.bad(vr.path(key), value, "a size or a [height, width] pair")
         sizes[key] = side
-    norm = vr.str("norm_type", "layer_norm")
     if norm not in ("layer_norm", "rms_norm"):
         raise vr.bad(vr.path("norm_type"), norm, "layer_norm or rms_norm")
     ratio = r.value("downsample_ratio", 0.5)
@@ -551,8 +599,8 @@ def _qianfan_ocr(
         patch_size=sizes["patch_size"],
         num_channels=3,  # InternVisionEmbeddings: in_channels=3 whatever num_channels says
         num_heads=vr.int("num_attention_heads"),
-        attention_bias=vr.bool("attention_bias", True),
-        qk_norm=vr.bool("use_qk_norm", False),
+        attention_bias=attention_bias,
+        qk_norm=qk_norm,
         projector_input_dim=hv * int(1 / ratio) ** 2,
         text_hidden_size=text_hidden,
     )
@@ -831,6 +879,7 @@ _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], Visio
     "internvl": _internvl,
     "paligemma": _paligemma,
     "qianfan_ocr": _qianfan_ocr,
+    "internvl_chat": _internvl_chat,
     "paddleocr_vl": _paddleocr_vl,
     **dict.fromkeys(_MINICPMV, _minicpmv),
     "step3_vl": _step3_vl,

@@ -349,7 +349,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "InternS1ProForConditionalGeneration",
             "InternS2MobiusForConditionalGeneration",
             "InternS2PreviewForConditionalGeneration",
-            "InternVLChatModel",
             "KananaVForConditionalGeneration",
             "KeyeForConditionalGeneration",
             "KeyeVL1_5ForConditionalGeneration",

@@ -269,7 +269,7 @@ def check_tower_tp(request: EngineRequest) -> None:
     """The vision tower's heads over TP, as its attention splits them (``dist_utils.divide``
     asserts: GLM-4.1V's 12 heads at TP 8 fail ``initialize_model`` with "12 is not divisible by
     8"), and the MLP width of :data:`_MLP_SPLIT_TOWERS` (InternViT's heads not dividing TP are
-    replicated by vLLM, not counted by kvcalc: refused); not where the tower is not built (its
+    not refused: vLLM builds that attention whole on every rank, and kvcalc counts it so); not where the tower is not built (its
     modalities limited to 0) or is built whole on every rank (``--mm-encoder-tp-mode data`` on a
     class that supports it)."""
     vision, tp = getattr(request.model.weights, "vision", None), request.tensor_parallel_size
@@ -298,15 +298,9 @@ def check_tower_tp(request: EngineRequest) -> None:
     zeros = ", ".join(f'"{m}": 0' for m in modalities) or '"image": 0, "video": 0'
     tower = "audio tower" if modalities == ("audio",) else "vision tower"
     off = f"'{{{zeros}}}' to serve it text-only"
+    # intern_vit.py builds the attention whole on every rank where TP does not divide its heads
+    # (counted: kvcalc.estimate.vision_tensors._intern_vit); its MLP still splits, below
     vit = vision is not None and vision.family == "intern_vit"
-    if vit and heads % tp and not width % tp:  # its MLP (below) fails first where both do
-        raise InputError(
-            f"the {tower}'s {heads} attention heads are not divisible by tensor_parallel_size "
-            f"{tp}: vLLM 0.33's intern_vit.py then builds the attention whole on every rank, "
-            "which kvcalc does not count (not recorded)",
-            hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
-            code="unsupported-parallelism",
-        )
     if heads and heads % tp and not vit:
         raise InputError(
             f"the {tower}'s {heads} attention heads are not divisible by tensor_parallel_size "
@@ -314,6 +308,8 @@ def check_tower_tp(request: EngineRequest) -> None:
             hint=f"{hint}or a TP size dividing {heads}, or --limit-mm-per-prompt {off}",
             code="invalid-parallelism",
         )
+    if not width or width % tp == 0:  # InternViT's heads alone: its attention whole, counted
+        return
     granite = vision is not None and vision.family == "granite_speech"
     linear = "ColumnParallelLinear" if vit or granite else "MergedColumnParallelLinear"
     raise InputError(

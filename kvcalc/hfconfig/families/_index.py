@@ -139,6 +139,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "phi3_v": "phi3",
     "phimoe": "phimoe",
     "qianfan_ocr": "qwen",
+    "internvl_chat": "qwen",
     "qwen2": "qwen",
     "qwen2_audio": "qwen",
     "qwen2_5_vl": "qwen",

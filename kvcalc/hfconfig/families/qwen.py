@@ -65,7 +65,31 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
             )
     if r.raw.get("model_type") == "qianfan_ocr":
         _check_qianfan_ocr(r)
+    if r.raw.get("model_type") == "internvl_chat":
+        _check_internvl_chat(r)
     return generic.read_layouts(r, ctx)
+
+
+def _check_internvl_chat(r: ConfigReader) -> None:
+    """InternVL chat as vLLM 0.33 builds it (``internvl.py``): the keys it reads as config
+    attributes, and a text model of the kinds recorded (Qwen2, Qwen3)."""
+    missing = [k for k in _INTERNVL_KEYS if k not in r.raw]
+    if missing:
+        raise ConfigError(
+            f"{r.source}: no {', '.join(missing)}: vLLM 0.33's internvl.py reads them as config "
+            "attributes (the checkpoint's remote InternVLChatConfig stores them as given: vLLM "
+            "fails with AttributeError building the model)",
+            hint="add them at the top level as a published InternVL config has them",
+            code="config-invalid",
+        )
+    text_type = r.text.get("model_type")
+    if text_type not in ("qwen2", "qwen3"):
+        raise ConfigError(
+            f"{r.source}: llm_config.model_type {text_type!r}: kvcalc was checked against "
+            "vLLM 0.33 for InternVL chat's Qwen2 and Qwen3 text models only (InternLM2, Llama, "
+            "Phi-3, Qwen3-MoE and gpt-oss ones are not recorded)",
+            code="config-unverified",
+        )
 
 
 def _check_qianfan_ocr(r: ConfigReader) -> None:
@@ -97,7 +121,7 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "qwen2_audio",
+                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "internvl_chat", "qwen2_audio",
                      "alpamayo2_super", "bagel", "audioflamingo3",
                      "moss_transcribe_diarize", "qwen3_asr", "cosmos3_omni", "qwen2_5_omni",
                      "qwen3_omni_moe"},
@@ -106,7 +130,8 @@ FAMILIES = (
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
-            "QianfanOCRForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+            "QianfanOCRForConditionalGeneration", "InternVLChatModel",
+            "Qwen2AudioForConditionalGeneration",
             "Alpamayo2Super", "BagelForConditionalGeneration",
             "AudioFlamingo3ForConditionalGeneration",
             "MossTranscribeDiarizeForConditionalGeneration",
