@@ -59,6 +59,8 @@ REMOTE_MODEL_TYPES = (
 #: ``intern_vit_6b``, transformers' class for ``qwen2``); every other key is stored as given
 REMOTE_COMPOSITES = {
     "internvl_chat": ("vision_config", "llm_config"),
+    # NVLM-D's NVLM_D_Config subclasses InternVLChatConfig (configuration_nvlm_d.py)
+    "NVLM_D": ("vision_config", "llm_config"),
 }
 
 

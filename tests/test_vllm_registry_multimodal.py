@@ -102,7 +102,7 @@ def test_every_family_is_recorded():
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
             "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria",
-            "cosmos3_edge", "internvl_chat"} <= types  # fmt: skip
+            "cosmos3_edge", "internvl_chat", "NVLM_D"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -162,7 +162,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
         "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
-        "aria", "cosmos3_edge", "internvl_chat",
+        "aria", "cosmos3_edge", "internvl_chat", "NVLM_D",
     }  # fmt: skip
 
 
@@ -946,3 +946,23 @@ def test_cosmos3_edge_pipeline_split_is_vllms_or_refused(pp, refused):
     with pytest.raises(KvcalcError) as caught:
         get_engine("vllm").plan_kv_cache(request)
     assert caught.value.code == "unsupported-parallelism"
+
+
+def test_nvlm_d_padding_heads_and_mlp1_by_hand():
+    # nvlm_d.py: InternViT with num_dummy_heads=7 — 25 + 7 = 32 heads of 800 / 25 = 32 wide, so
+    # every attention tensor is 1,024 wide: qkv 3 · 1,024 × 800 (no bias), proj 800 × 1,024 + 800,
+    # the q/k RMSNorms 2 × 1,024; mlp1 through the text model's 2,816: 3,200 × 2 (LayerNorm on
+    # 800 · 2²) + 3,200 × 2,816 + 2,816 × 1,024, no biases
+    from kvcalc.estimate.vision_tensors import vision_tensors
+
+    v = _model("synthetic--nvlm-d-internvit6b-style.json").weights.vision
+    assert (v.num_heads, v.dummy_heads, v.projector_output_dim) == (25, 7, 2816)
+    t = {x.name: x for x in vision_tensors(v)}
+    layer = "vision_model.encoder.layers.0.attn"
+    assert (t[f"{layer}.qkv"].rows, t[f"{layer}.qkv"].cols) == (3 * 1024, 800)
+    assert f"{layer}.qkv.bias" not in t
+    assert (t[f"{layer}.proj"].rows, t[f"{layer}.proj"].cols) == (800, 1024)
+    assert t[f"{layer}.qk_norm"].numel == 2 * 1024
+    assert t[f"{layer}.qkv"].shape_per_rank(8) == (3 * 1024 // 8, 800)  # 32 heads split at TP 8
+    mlp1 = sum(x.numel for n, x in t.items() if n.startswith("mlp1"))
+    assert mlp1 == 3200 * 2 + 3200 * 2816 + 2816 * 1024

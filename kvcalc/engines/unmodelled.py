@@ -81,7 +81,7 @@ VLLM_ONLY_ARCHITECTURES = {
     "Idefics3ForConditionalGeneration": "Idefics3", "SmolVLMForConditionalGeneration": "SmolVLM",
     "LightOnOCRForConditionalGeneration": "LightOnOCR", "Lfm2VlForConditionalGeneration": "LFM2-VL",
     "InternVLForConditionalGeneration": "InternVL", "PaliGemmaForConditionalGeneration": "PaliGemma",
-    "QianfanOCRForConditionalGeneration": "Qianfan-OCR", "InternVLChatModel": "InternVL chat", "Cosmos3ForConditionalGeneration": "Cosmos 3",
+    "QianfanOCRForConditionalGeneration": "Qianfan-OCR", "InternVLChatModel": "InternVL chat", "NVLM_D": "NVLM-D", "Cosmos3ForConditionalGeneration": "Cosmos 3",
     "Qwen2_5OmniForConditionalGeneration": "Qwen2.5-Omni", "Qwen2_5OmniModel": "Qwen2.5-Omni",
     "Qwen3OmniMoeForConditionalGeneration": "Qwen3-Omni-MoE",
     "PaddleOCRVLForConditionalGeneration": "PaddleOCR-VL",

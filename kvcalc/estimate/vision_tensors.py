@@ -443,21 +443,28 @@ def _intern_vit(v: VisionWeights) -> list[Tensor]:
     rows; everything else whole on every rank; ``tower`` is the norm type (``layer_norm``: weight
     and bias)."""
     hv, p = v.hidden_size, "vision_model"
+    # NVLM-D's padding heads widen every attention tensor (intern_vit.py dummy_dim)
+    heads = v.num_heads + v.dummy_heads
+    width = heads * (hv // v.num_heads)
     copies = 2 if v.tower == "layer_norm" else 1
     out = _class_token_embeddings(v, p)
     block = MlpWeights(intermediate_size=v.intermediate_size, gated=False, bias=True)
     for i in range(v.num_layers):
         q = f"{p}.encoder.layers.{i}"
-        attn = _linear(f"{q}.attn.qkv", 3 * hv, hv, None, "column", bias=v.attention_bias)
-        attn += _linear(f"{q}.attn.proj", hv, hv, None, "row", bias=True)
-        out += [replace(t, split_if_divides=v.num_heads) for t in attn]
+        attn = _linear(f"{q}.attn.qkv", 3 * width, hv, None, "column", bias=v.attention_bias)
+        attn += _linear(f"{q}.attn.proj", hv, width, None, "row", bias=True)
+        out += [replace(t, split_if_divides=heads) for t in attn]
         if v.qk_norm:  # RMSNorm over all heads (var_hidden_size), whole on every rank
-            out.append(Tensor(name=f"{q}.attn.qk_norm", rows=hv, copies=2, role="norm"))
+            out.append(Tensor(name=f"{q}.attn.qk_norm", rows=width, copies=2, role="norm"))
         out += _mlp(block, hv, f"{q}.mlp", None)
         out.append(Tensor(name=f"{q}.norms", rows=hv, copies=2 * copies, role="norm"))
         out.append(Tensor(name=f"{q}.ls", rows=hv, copies=2, role="vector"))
     m, h = "mlp1", v.text_hidden_size
     out.append(Tensor(name=f"{m}.0", rows=v.projector_input_dim, copies=2, role="norm"))
+    if v.projector_output_dim:  # NVLM-D: through the text model's MLP width, unbiased
+        mid = v.projector_output_dim
+        out += _linear(f"{m}.1", mid, v.projector_input_dim, None, "replicated")
+        return out + _linear(f"{m}.3", h, mid, None, "replicated")
     out += _linear(f"{m}.1", h, v.projector_input_dim, None, "replicated", bias=True)
     return out + _linear(f"{m}.3", h, h, None, "replicated", bias=True)
 

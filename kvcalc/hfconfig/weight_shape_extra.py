@@ -217,6 +217,9 @@ class VisionWeights:
     attention_bias: bool = False
     qk_norm: bool = False
     mask_token: bool = False
+    #: InternViT: padding heads beside ``num_heads`` (NVLM-D's 7: ``num_dummy_heads``), every
+    #: attention width ``(num_heads + dummy_heads) · head_dim``
+    dummy_heads: int = 0
     #: LLaVA: the tower (``clip`` or ``siglip``), the learned ``image_newline`` row (LLaVA-NeXT,
     #: OneVision), a projector vLLM builds unsplit (OneVision's ``nn.Linear``)
     tower: str = ""

@@ -11,6 +11,7 @@ Qwen3.5/3.6: ``vision_config.model_type`` ``qwen3_vl``, ``qwen3_5``, ``qwen3_5_m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvcalc.errors import ConfigError
@@ -555,6 +556,16 @@ def _internvl_chat(
     )  # fmt: skip
 
 
+def _nvlm_d(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int) -> VisionWeights:
+    """NVLM-D's tower as vLLM 0.33 builds it (``nvlm_d.py``'s ``NVLM_D_Model`` on
+    ``InternVLChatModel``): InternVL chat's (:func:`_internvl_chat`) with 7 padding heads
+    (``num_dummy_heads=7``: qkv, the q/k norms and proj ``(heads + 7) · head_dim`` wide, split
+    where TP divides ``heads + 7``), and its own ``mlp1``: the LayerNorm, then two unbiased
+    ``nn.Linear``s through the text model's ``intermediate_size``."""
+    v = _internvl_chat(r, vr, vision_type, text_hidden)
+    return replace(v, dummy_heads=7, projector_output_dim=r.int("intermediate_size"))
+
+
 def _intern_vit(
     r: ConfigReader,
     vr: ConfigReader,
@@ -880,6 +891,7 @@ _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], Visio
     "paligemma": _paligemma,
     "qianfan_ocr": _qianfan_ocr,
     "internvl_chat": _internvl_chat,
+    "NVLM_D": _nvlm_d,
     "paddleocr_vl": _paddleocr_vl,
     **dict.fromkeys(_MINICPMV, _minicpmv),
     "step3_vl": _step3_vl,

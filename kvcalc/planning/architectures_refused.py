@@ -361,7 +361,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "MolmoForCausalLM",
             "MoonshotKimiaForCausalLM",
             "MossAudioModel",
-            "NVLM_D",
             "NemotronH_Nano_Omni_Reasoning_V3",
             "NemotronH_Nano_VL_V2",
             "NemotronH_Super_Omni_Reasoning_V3",

@@ -140,6 +140,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "phimoe": "phimoe",
     "qianfan_ocr": "qwen",
     "internvl_chat": "qwen",
+    "NVLM_D": "qwen",
     "qwen2": "qwen",
     "qwen2_audio": "qwen",
     "qwen2_5_vl": "qwen",

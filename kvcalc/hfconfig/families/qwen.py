@@ -65,7 +65,7 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
             )
     if r.raw.get("model_type") == "qianfan_ocr":
         _check_qianfan_ocr(r)
-    if r.raw.get("model_type") == "internvl_chat":
+    if r.raw.get("model_type") in ("internvl_chat", "NVLM_D"):
         _check_internvl_chat(r)
     return generic.read_layouts(r, ctx)
 
@@ -121,7 +121,8 @@ FAMILIES = (
     Family(
         name="qwen",
         model_types={"qwen2", "qwen3", "qwen3_moe", "mimo", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "internvl_chat", "qwen2_audio",
+                     "qwen3_vl_moe", "lighton_ocr", "internvl", "qianfan_ocr", "internvl_chat", "NVLM_D",
+                     "qwen2_audio",
                      "alpamayo2_super", "bagel", "audioflamingo3",
                      "moss_transcribe_diarize", "qwen3_asr", "cosmos3_omni", "qwen2_5_omni",
                      "qwen3_omni_moe"},
@@ -130,7 +131,7 @@ FAMILIES = (
             "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
             "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
             "LightOnOCRForConditionalGeneration", "InternVLForConditionalGeneration",
-            "QianfanOCRForConditionalGeneration", "InternVLChatModel",
+            "QianfanOCRForConditionalGeneration", "InternVLChatModel", "NVLM_D",
             "Qwen2AudioForConditionalGeneration",
             "Alpamayo2Super", "BagelForConditionalGeneration",
             "AudioFlamingo3ForConditionalGeneration",
