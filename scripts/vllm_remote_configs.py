@@ -61,6 +61,8 @@ REMOTE_COMPOSITES = {
     "internvl_chat": ("vision_config", "llm_config"),
     # NVLM-D's NVLM_D_Config subclasses InternVLChatConfig (configuration_nvlm_d.py)
     "NVLM_D": ("vision_config", "llm_config"),
+    # H2OVL's H2OVLChatConfig (configuration_h2ovl_chat.py) is InternVL chat's, a Llama text
+    "h2ovl_chat": ("vision_config", "llm_config"),
 }
 
 

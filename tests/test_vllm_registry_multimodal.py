@@ -102,7 +102,7 @@ def test_every_family_is_recorded():
             "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm",
             "qwen2_audio", "hyperclovax_vision_v2", "cosmos3_omni",
             "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe", "aria",
-            "cosmos3_edge", "internvl_chat", "NVLM_D"} <= types  # fmt: skip
+            "cosmos3_edge", "internvl_chat", "NVLM_D", "h2ovl_chat"} <= types  # fmt: skip
     assert all(m["source"] for m in DATA["models"].values())
 
 
@@ -162,7 +162,7 @@ def test_weights_cover_every_family_at_tp_1_and_2():
         "lighton_ocr", "lfm2_vl", "internvl", "paligemma", "qianfan_ocr", "paddleocr_vl",
         "minicpmv4_6", "minicpmv4_7", "step3_vl", "blip-2", "kimi_vl", "chatglm", "qwen2_audio",
         "hyperclovax_vision_v2", "cosmos3_omni", "qwen2_5_omni", "muse_glimmer", "qwen3_omni_moe",
-        "aria", "cosmos3_edge", "internvl_chat", "NVLM_D",
+        "aria", "cosmos3_edge", "internvl_chat", "NVLM_D", "h2ovl_chat",
     }  # fmt: skip
 
 

@@ -31,6 +31,36 @@ if TYPE_CHECKING:  # built for the recurrent layers only: kept off start-up
     from kvcalc.model.recurrent_layouts import GatedDeltaNetState, Mamba2State
 
 
+#: the top-level keys vLLM 0.33's ``internvl.py`` reads as config attributes (``InternVLChatModel``
+#: and the classes built on it: Qianfan-OCR, NVLM-D, H2OVL)
+INTERNVL_KEYS = ("force_image_size", "ps_version", "select_layer")
+
+
+def check_internvl_chat(
+    r: ConfigReader, *, what: str, text_types: tuple[str, ...], keys: tuple[str, ...] = ()
+) -> None:
+    """An InternVL-chat-style config as vLLM 0.33 builds it: the keys ``internvl.py`` (and the
+    subclass's own ``keys``) reads as config attributes — the checkpoints' remote config class
+    stores them as given, so vLLM fails with AttributeError without them — and a text model of
+    the kinds recorded (``text_types``)."""
+    missing = [k for k in (*INTERNVL_KEYS, *keys) if k not in r.raw]
+    if missing:
+        raise ConfigError(
+            f"{r.source}: no {', '.join(missing)}: vLLM 0.33's model file for {what} reads them "
+            "as config attributes (the checkpoint's remote config class stores them as given: "
+            "vLLM fails with AttributeError building the model)",
+            hint=f"add them at the top level as a published {what} config has them",
+            code="config-invalid",
+        )
+    text_type = r.text.get("model_type")
+    if text_type not in text_types:
+        raise ConfigError(
+            f"{r.source}: llm_config.model_type {text_type!r}: kvcalc was checked against "
+            f"vLLM 0.33 for {what} with {' and '.join(text_types)} text models only",
+            code="config-unverified",
+        )
+
+
 def read_layouts(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
     """One layout per layer, from the layer pattern keys (:func:`kvcalc.hfconfig.layers.layer_kinds`)."""
     kinds, pattern_note = L.layer_kinds(r, ctx.num_layers)

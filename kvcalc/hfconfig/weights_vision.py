@@ -537,7 +537,7 @@ def _internvl_chat(
     if vision_type != "intern_vit_6b":
         raise ConfigError(
             f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL "
-            "chat's intern_vit_6b tower only",
+            "chat's (NVLM-D's, H2OVL's) intern_vit_6b tower only",
             code="config-unverified",
         )
     missing = [k for k in ("qkv_bias", "qk_normalization", "norm_type") if vr.raw.get(k) is None]
@@ -892,6 +892,7 @@ _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], Visio
     "qianfan_ocr": _qianfan_ocr,
     "internvl_chat": _internvl_chat,
     "NVLM_D": _nvlm_d,
+    "h2ovl_chat": _internvl_chat,
     "paddleocr_vl": _paddleocr_vl,
     **dict.fromkeys(_MINICPMV, _minicpmv),
     "step3_vl": _step3_vl,

@@ -344,7 +344,6 @@ REFUSED_BY_NAME: dict[str, dict[str, str]] = {
             "Eagle2_5_VLForConditionalGeneration",
             "FireRedASR2ForConditionalGeneration",
             "FunASRForConditionalGeneration",
-            "H2OVLChatModel",
             "InternS1ForConditionalGeneration",
             "InternS1ProForConditionalGeneration",
             "InternS2MobiusForConditionalGeneration",

@@ -43,7 +43,7 @@ ENCODER_TP_DATA = frozenset((
     "Llama4ForConditionalGeneration", "KimiK25ForConditionalGeneration",
     "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
     "Exaone4_5_ForConditionalGeneration", "GlmOcrForConditionalGeneration",
-    "QianfanOCRForConditionalGeneration", "InternVLChatModel", "NVLM_D", "MiniCPMV4_6ForConditionalGeneration",
+    "QianfanOCRForConditionalGeneration", "InternVLChatModel", "NVLM_D", "H2OVLChatModel", "MiniCPMV4_6ForConditionalGeneration",
     "MiniCPMV4_7ForConditionalGeneration", "Step3VLForConditionalGeneration",
     "KimiVLForConditionalGeneration", "Alpamayo2Super", "Cosmos3ForConditionalGeneration",
     "Cosmos3EdgeForConditionalGeneration",

@@ -66,35 +66,16 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
     if r.raw.get("model_type") == "qianfan_ocr":
         _check_qianfan_ocr(r)
     if r.raw.get("model_type") in ("internvl_chat", "NVLM_D"):
-        _check_internvl_chat(r)
+        generic.check_internvl_chat(
+            r, what="InternVL chat" if r.raw["model_type"] == "internvl_chat" else "NVLM-D",
+            text_types=("qwen2", "qwen3"),
+        )  # fmt: skip
     return generic.read_layouts(r, ctx)
-
-
-def _check_internvl_chat(r: ConfigReader) -> None:
-    """InternVL chat as vLLM 0.33 builds it (``internvl.py``): the keys it reads as config
-    attributes, and a text model of the kinds recorded (Qwen2, Qwen3)."""
-    missing = [k for k in _INTERNVL_KEYS if k not in r.raw]
-    if missing:
-        raise ConfigError(
-            f"{r.source}: no {', '.join(missing)}: vLLM 0.33's internvl.py reads them as config "
-            "attributes (the checkpoint's remote InternVLChatConfig stores them as given: vLLM "
-            "fails with AttributeError building the model)",
-            hint="add them at the top level as a published InternVL config has them",
-            code="config-invalid",
-        )
-    text_type = r.text.get("model_type")
-    if text_type not in ("qwen2", "qwen3"):
-        raise ConfigError(
-            f"{r.source}: llm_config.model_type {text_type!r}: kvcalc was checked against "
-            "vLLM 0.33 for InternVL chat's Qwen2 and Qwen3 text models only (InternLM2, Llama, "
-            "Phi-3, Qwen3-MoE and gpt-oss ones are not recorded)",
-            code="config-unverified",
-        )
 
 
 def _check_qianfan_ocr(r: ConfigReader) -> None:
     """Qianfan-OCR as vLLM 0.33 builds it: the InternVL keys ``internvl.py`` reads, a Qwen3 text."""
-    missing = [k for k in _INTERNVL_KEYS if k not in r.raw]
+    missing = [k for k in generic.INTERNVL_KEYS if k not in r.raw]
     if missing:
         raise ConfigError(
             f"{r.source}: no {', '.join(missing)}: vLLM 0.33's qianfan_ocr.py (InternVLChatModel) "
@@ -112,8 +93,6 @@ def _check_qianfan_ocr(r: ConfigReader) -> None:
         )
 
 
-#: the top-level keys vLLM's ``internvl.py`` reads from a Qianfan-OCR config (``qianfan_ocr.py``)
-_INTERNVL_KEYS = ("force_image_size", "ps_version", "select_layer")
 #: the top-level keys vLLM's ``mistral3.py`` reads from a LightOnOCR config (``lightonocr.py``)
 _MISTRAL3_KEYS = ("vision_feature_layer", "projector_hidden_act", "multimodal_projector_bias")
 
