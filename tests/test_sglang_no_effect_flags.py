@@ -53,10 +53,10 @@ def test_the_baseline_is_sglangs_own_pool():
     # token; 20 GiB / 131,072 = 163,840 tokens; the fraction SGLang defaults to on an H100
     assert (BASE["max_total_num_tokens"], BASE["mem_fraction_static"]) == (163_840, 0.83)
     assert DATA_2["baseline"] == BASE
-    assert len(ACCEPTED) == 42 + 17 and len(REFUSED) == 11 + 1
-    # the 51 + 10 flags reviewed in 0.5.23's code and listed as no effect on memory (for some
+    assert len(ACCEPTED) == 42 + 19 and len(REFUSED) == 11 + 1
+    # the 51 + 12 flags reviewed in 0.5.23's code and listed as no effect on memory (for some
     # values: --radix-eviction-policy) after the first list, each given to SGLang at least once
-    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51 + 10
+    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51 + 12
 
 
 @pytest.mark.parametrize("entry", ACCEPTED, ids=lambda e: " ".join(e["argv"])[:60])

@@ -167,6 +167,11 @@ NO_EFFECT = frozenset((
     "--disaggregation-decode-polling-interval", "--enable-tf32-matmul", "--enable-p2p-check",
     "--enable-layerwise-nvtx-marker", "--enable-precise-embedding-interpolation",
     "--sleep-on-idle",
+    # user logit processors run per request on the sampled batch's logits
+    # (sampling/sampling_batch_info.py; refused beside --enable-watermark, not modelled), and the
+    # scheduler's broadcast of processed multimodal inputs from rank 0 (managers/scheduler.py:
+    # host objects; refused beside --language-model-only, not modelled)
+    "--enable-custom-logit-processor", "--enable-broadcast-mm-inputs-process",
 ))  # fmt: skip
 
 #: flags with no effect on memory for these values only (other values are not modelled)
@@ -300,9 +305,8 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--linear-replayssm-cache-len", "--enable-linear-replayssm-spec",
     ),
     "multimodal inputs and the encoder": (
-        "--enable-multimodal", "--enable-broadcast-mm-inputs-process",
-        "--enable-prefix-mm-cache", "--mm-enable-dp-encoder", "--mm-process-config",
-        "--mm-preprocess-cache-size-mb", "--limit-mm-data-per-request",
+        "--enable-multimodal", "--enable-prefix-mm-cache", "--mm-enable-dp-encoder",
+        "--mm-process-config", "--mm-preprocess-cache-size-mb", "--limit-mm-data-per-request",
         "--enable-mm-global-cache", "--disable-fast-image-processor", "--mm-feature-transport",
     ),
     "the KV cache and its pool": (
@@ -310,10 +314,10 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--radix-eviction-policy-config", "--prefill-only-disable-kv-cache",
         "--enable-page-major-kv-layout", "--disable-chunked-prefix-cache",
         "--enable-streaming-session", "--enable-session-radix-cache", "--kv-canary",
-        "--kv-canary-sweep-interval", "--enable-custom-logit-processor",
-        "--enable-return-hidden-states", "--return-hidden-states-mode",
-        "--enable-return-routed-experts", "--enable-return-indexer-topk",
-        "--sampling-mask-max-tokens", "--prefill-kv-cache-dequant-dtype", "--swa-prefix-tails",
+        "--kv-canary-sweep-interval", "--enable-return-hidden-states",
+        "--return-hidden-states-mode", "--enable-return-routed-experts",
+        "--enable-return-indexer-topk", "--sampling-mask-max-tokens",
+        "--prefill-kv-cache-dequant-dtype", "--swa-prefix-tails",
         "--enable-encoder-swa-bounded-replay", "--enable-decoder-swa-bounded-replay",
         "--qsa-indexer-dtype", "--enable-watermark", "--watermark-config",
         "--enable-return-aux-hidden-states", "--return-aux-hidden-state-layer-ids",
