@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.family import LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import FP32, MODEL_DTYPES, CacheDtype
@@ -91,6 +92,10 @@ def kv_heads(r: ConfigReader, heads: int, n: int, prov: dict[str, str]) -> tuple
             shown = values[0] if len(set(values)) == 1 else list(values)
             prov["num_kv_heads"] = f"{r.path(key)} = {shown}"
             return values
+    fixed = class_default(r, "num_key_value_heads")
+    if fixed is not None:
+        prov["num_kv_heads"] = f"no KV-head key: the config class's default, {fixed}"
+        return (fixed,) * n
     prov["num_kv_heads"] = f"no KV-head key: num_attention_heads = {heads} (MHA)"
     return (heads,) * n
 
@@ -105,6 +110,10 @@ def head_dims(
                 f"{r.path(key)} = {values[0] if len(set(values)) == 1 else list(values)}"
             )
             return values
+    fixed = class_default(r, "head_dim")
+    if fixed is not None:
+        prov["head_dim"] = f"no head_dim: the config class's default, {fixed}"
+        return (fixed,) * n
     if hidden <= 0:
         raise r.missing(("head_dim", "hidden_size"))
     if hidden % heads:

@@ -383,19 +383,18 @@ def _mixer(r: ConfigReader, kind: str) -> str:
     return "none"
 
 
-def _class_attention_defaults(model_type: str, heads: int) -> tuple[int, int]:
-    """(num_key_value_heads, head_dim) where config.json omits them: the query heads and 0
-    (``hidden_size / heads``), or the fixed defaults of the config classes that have them, which
-    their family modules own."""
-    if model_type == "cosmos3_edge_text":
-        from kvcalc.hfconfig.families.cosmos3_edge import ATTENTION_DEFAULTS
+def _class_attention_defaults(r: ConfigReader, model_type: str, heads: int) -> tuple[int, int]:
+    """(num_key_value_heads, head_dim) where config.json omits them: the config class's fixed
+    defaults (:func:`kvcalc.hfconfig.class_defaults.class_default`, the ones the layouts read),
+    else the query heads and 0 (``hidden_size / heads``)."""
+    from kvcalc.hfconfig.class_defaults import class_default
 
-        return ATTENTION_DEFAULTS
-    if model_type == "qwen4_exp_text":
-        from kvcalc.hfconfig.families.qwen4_exp import ATTENTION_DEFAULTS as QWEN4_EXP
-
-        return QWEN4_EXP
-    return heads, 0
+    if r.has("n_head_kv") or r.has("num_key_value_heads"):
+        kv = heads  # not used: the key is read
+    else:
+        kv = class_default(r, "num_key_value_heads") or heads
+    width = 0 if r.has("head_dim") else class_default(r, "head_dim") or 0
+    return kv, width
 
 
 def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:
@@ -429,8 +428,8 @@ def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeight
         kv = 1
     else:
         kv = r.int("n_head_kv", "num_key_value_heads",
-                   default=_class_attention_defaults(model_type, heads)[0])  # fmt: skip
-    head_width = _class_attention_defaults(model_type, heads)[1]
+                   default=_class_attention_defaults(r, model_type, heads)[0])  # fmt: skip
+    head_width = _class_attention_defaults(r, model_type, heads)[1]
     head_dim = r.int("head_dim", default=head_width, minimum=0) or hidden // heads
     if model_type in _ALWAYS_BIASED:
         qkv_bias = o_bias = True

@@ -141,7 +141,7 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "qianfan_ocr": "qwen",
     "internvl_chat": "qwen",
     "NVLM_D": "qwen",
-    "h2ovl_chat": "llama",
+    "h2ovl_chat": "h2ovl",
     "qwen2": "qwen",
     "qwen2_audio": "qwen",
     "qwen2_5_vl": "qwen",
