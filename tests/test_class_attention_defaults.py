@@ -77,3 +77,31 @@ def test_a_class_that_derives_the_key_is_refused(monkeypatch):
     with pytest.raises(ConfigError) as refused:
         class_default(ConfigReader({"model_type": "x"}, source="c"), "head_dim")
     assert refused.value.code == "config-missing-key" and "head_dim" in refused.value.message
+
+
+FAMILY_READERS = [
+    ("hybrid_families.json", "synthetic--bamba-defaults.json"),
+    ("hybrid_families.json", "synthetic--falcon-h1-defaults.json"),
+    ("registry_families_2026_12.json", "synthetic--hy-v3-vllm-moe-keys.json"),
+    ("hybrid_families.json", "ai21labs--AI21-Jamba-1.5-Mini.json"),
+    ("registry_families_2026_12.json", "synthetic--laguna-40-heads-full-window-2048.json"),
+    ("hybrid_families.json", "LiquidAI--LFM2-1.2B.json"),
+    ("hybrid_families.json", "synthetic--lfm2-moe-defaults.json"),
+    ("hybrid_families.json", "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "name"), FAMILY_READERS)
+def test_the_family_readers_take_the_class_default_too(fixture, name):
+    # recorded configs of the families that read their KV heads themselves, the key removed: the
+    # class's default (Jamba, Bamba, Falcon-H1, Nemotron-H, HY V3, Laguna, LFM2: 8), not the heads
+    config = json.loads((HERE / "fixtures" / "vllm_0_33" / fixture).read_text())["models"][name]
+    config = json.loads(json.dumps(config["config"]))
+    text = config.get("text_config", config)
+    text.pop("num_key_value_heads", None)
+    model_type = text.get("model_type", config["model_type"])
+    want = TABLE["defaults"][model_type]["num_key_value_heads"]
+    layers = parse_config(config, name=name).layers
+    # Falcon-H1's layers hold their attention beside the mixer (ParallelHybrid.attention)
+    heads = {getattr(getattr(x, "attention", x), "kv_heads", None) for x in layers}
+    assert heads - {None} == {want}, (model_type, heads)

@@ -21,6 +21,7 @@ dtype unless ``--mamba-ssm-cache-dtype`` says otherwise.
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import FullAttention
@@ -29,7 +30,7 @@ from kvcalc.model.recurrent_layouts import Mamba2State
 
 def attention_layer(r: ConfigReader, heads: int, hidden: int, dtype: CacheDtype) -> FullAttention:
     """K/V heads as the model files build them: ``hidden_size // num_attention_heads`` wide."""
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     if hidden <= 0 or hidden % heads:
         raise ConfigError(
             f"{r.source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.families._mamba import MAMBA_MIXER_KEYS, attention_layer, mamba2_state
 from kvcalc.hfconfig.family import Family, LayoutContext
@@ -27,7 +28,7 @@ def read_falcon_h1(
             hint="kvcalc refuses layouts it cannot size exactly; please file an issue",
             code="config-unsupported",
         )
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     head_dim = r.int("head_dim", default=None)
     if head_dim is None:
         head_dim = attention_layer(r, heads, hidden, dtype).k_dim

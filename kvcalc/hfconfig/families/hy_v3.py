@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape import MoeWeights
@@ -100,7 +101,7 @@ def read_hy_v3(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple
     n, heads, prov = ctx.num_layers, ctx.num_attention_heads, ctx.provenance
     _check_moe_keys(r, n)
     width = _head_width(r, ctx)
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     prov["num_kv_heads"] = (
         f"{r.path('num_key_value_heads')} = {kv}"
         if r.has("num_key_value_heads")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.families._windowed import typed_layer
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
@@ -64,7 +65,7 @@ def laguna_weights(
     types = _layer_list(r, "layer_types", n, "str") or ["full_attention"] * n
     per_layer = _layer_list(r, "num_attention_heads_per_layer", n, "int") or [heads] * n
     width = r.int("head_dim", default=128, minimum=0)
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     gating = r.value("gating", False)
     sinks = r.bool("swa_attention_sink_enabled")
     layers = []
@@ -146,7 +147,7 @@ def read_laguna(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tupl
         prov["head_dim"] = (
             f"no head_dim: hidden_size / each layer's query heads = {sorted(set(widths))}"
         )
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     prov["num_kv_heads"] = f"num_key_value_heads = {kv} on every layer"
     # read without a sliding layer too: vLLM's --disable-sliding-window caps the length at it
     window = r.int("sliding_window") if "sliding_attention" in types else None

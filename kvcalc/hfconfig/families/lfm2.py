@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.families._hybrid import hybrid_weight_kinds
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
@@ -53,7 +54,7 @@ def read_lfm2(
     if hidden <= 0 or hidden % heads:
         raise r.missing(("hidden_size",))
     head_dim = hidden // heads
-    kv = r.int("num_key_value_heads", default=heads)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads") or heads)
     attention = FullAttention(dtype=dtype, kv_heads=kv, k_dim=head_dim, v_dim=head_dim)
     moe = r.str("model_type", "") == "lfm2_moe"
     vl = r.raw.get("model_type") == "lfm2_vl"  # lfm2_vl.py sizes the state from hidden_size
