@@ -144,3 +144,14 @@ def config_folder(config: dict, prefix: str = "kvcalc-config-") -> str:
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     (folder / "config.json").write_text(json.dumps(config))
     return str(folder)
+
+
+def assert_sized(plan, row: dict) -> None:
+    """A plan equals a recorded harness row: block size, blocks, tokens, and the concurrency to
+    the two decimals vLLM prints."""
+    import pytest
+
+    assert (plan.block_size, plan.num_blocks, plan.kv_cache_tokens) == (
+        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
+    )  # fmt: skip
+    assert plan.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)

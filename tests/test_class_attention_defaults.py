@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import harness_cases, harness_plan, refusal_class
+from helpers import assert_sized, harness_cases, harness_plan, refusal_class
 
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import parse_config
@@ -64,10 +64,7 @@ def test_matches_vllm(name, row):
         assert got == want, row["error"]
         return
     p = harness_plan(DATA, name, row)
-    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
-        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
-    )  # fmt: skip
-    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    assert_sized(p, row)
 
 
 def test_a_class_that_derives_the_key_is_refused(monkeypatch):

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import bundled_shape, fixture_shape
+from helpers import assert_sized, bundled_shape, fixture_shape
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
@@ -157,9 +157,6 @@ def test_nas_matches_vllm(name, row):
                       tensor_parallel_size=row["tensor_parallel_size"],
                       available_kv_bytes=row["available_kv_bytes"], **H100)
     )  # fmt: skip
-    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
-        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
-    )  # fmt: skip
-    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    assert_sized(p, row)
     assert [g.num_layers for g in p.groups] == [g[1] for g in row["groups"]]
     assert p.log_lines[-1].endswith(row["log_line"])

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import refusal_class
+from helpers import assert_sized, refusal_class
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
@@ -218,10 +218,7 @@ def test_matches_vllm(name, row):
     p = _plan(name, row)
     if row.get("derived_max_model_len"):
         assert _model(name).max_model_len == row["derived_max_model_len"]
-    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
-        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
-    )  # fmt: skip
-    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    assert_sized(p, row)
     assert_groups_match(name, row, p)
     assert_cache_dtype_matches(name, row, p)
 

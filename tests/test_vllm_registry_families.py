@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import harness_cases, harness_plan, refusal_class
+from helpers import assert_sized, harness_cases, harness_plan, refusal_class
 
 from kvcalc.errors import KvcalcError
 from kvcalc.estimate.weights import count_parameters, weight_bytes
@@ -149,10 +149,7 @@ def test_matches_vllm(name, row):
         assert kvcalc_reason(name, row) == vllm_reason(row["error"]), row["error"]
         return
     p = _plan(name, row)
-    assert (p.block_size, p.num_blocks, p.kv_cache_tokens) == (
-        row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
-    )  # fmt: skip
-    assert p.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+    assert_sized(p, row)
     # vLLM's group sizes count real layers; kvcalc's num_layers includes the padding layers
     got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
                   g.blocks_per_request) for g in p.groups)  # fmt: skip
