@@ -68,7 +68,7 @@ def read_qwen(r: ConfigReader, ctx: LayoutContext) -> LayoutsRead:
     if r.raw.get("model_type") in ("internvl_chat", "NVLM_D"):
         generic.check_internvl_chat(
             r, what="InternVL chat" if r.raw["model_type"] == "internvl_chat" else "NVLM-D",
-            text_types=("qwen2", "qwen3", "qwen3_moe"),
+            text_types=("qwen2", "qwen3", "qwen3_moe", "internlm2"),
         )  # fmt: skip
     return generic.read_layouts(r, ctx)
 
