@@ -963,3 +963,19 @@ def test_nvlm_d_padding_heads_and_mlp1_by_hand():
     assert t[f"{layer}.qkv"].shape_per_rank(8) == (3 * 1024 // 8, 800)  # 32 heads split at TP 8
     mlp1 = sum(x.numel for n, x in t.items() if n.startswith("mlp1"))
     assert mlp1 == 3200 * 2 + 3200 * 2816 + 2816 * 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "tower"),
+    [
+        ("OpenGVLab--InternVL3-1B.json", "intern_vit_6b"),
+        ("synthetic--nvlm-d-internvit6b-style.json", "intern_vit_6b"),
+    ],
+)
+def test_a_tower_of_another_kind_is_refused(name, tower):
+    config = json.loads(json.dumps(DATA["models"][name]["config"]))
+    config["vision_config"]["model_type"] = "siglip_vision_model"
+    with pytest.raises(KvcalcError) as refused:
+        weight_bytes(parse_config(config, name=name), tensor_parallel_size=1)
+    # the weights are refused (not counted), naming the tower kvcalc counts for this model
+    assert refused.value.code == "weights-unknown" and tower in refused.value.message

@@ -386,15 +386,16 @@ def _mixer(r: ConfigReader, kind: str) -> str:
 def _class_attention_defaults(r: ConfigReader, model_type: str, heads: int) -> tuple[int, int]:
     """(num_key_value_heads, head_dim) where config.json omits them: the config class's fixed
     defaults (:func:`kvcalc.hfconfig.class_defaults.class_default`, the ones the layouts read),
-    else the query heads and 0 (``hidden_size / heads``)."""
+    else the query heads and 0 (``hidden_size / heads``); only read where the key is absent."""
     from kvcalc.hfconfig.class_defaults import class_default
 
-    if r.has("n_head_kv") or r.has("num_key_value_heads"):
-        kv = heads  # not used: the key is read
-    else:
-        kv = class_default(r, "num_key_value_heads") or heads
-    width = 0 if r.has("head_dim") else class_default(r, "head_dim") or 0
-    return kv, width
+    kv = (
+        None
+        if r.has("n_head_kv") or r.has("num_key_value_heads")
+        else class_default(r, "num_key_value_heads")
+    )
+    width = None if r.has("head_dim") else class_default(r, "head_dim")
+    return kv or heads, width or 0
 
 
 def _attention(r: ConfigReader, model_type: str, hidden: int) -> AttentionWeights:

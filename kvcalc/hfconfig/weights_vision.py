@@ -363,12 +363,7 @@ def _cohere2_vision(
     projector after a ``downsample_factor``² pixel shuffle: ``linear_1`` merged gate/up (``hv ·
     factor²`` → 2 × ``alignment_intermediate_size / 2``, column-split) and ``linear_2`` (→ the text
     width, row-split), both biased."""
-    if vision_type != "siglip_vision_model":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Command-A "
-            "Vision's SigLIP tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "siglip_vision_model", "Command-A Vision", shown="SigLIP")
     hv, factor = vr.int("hidden_size"), r.int("downsample_factor", default=2)
     alignment = r.int("alignment_intermediate_size", default=36864)
     if alignment % 2:
@@ -390,12 +385,7 @@ def _idefics3(
     Idefics3's): ``Idefics2VisionTransformer`` whole (every layer, the post-LayerNorm), and the
     connector's unbiased projection from ``hidden_size · scale_factor²`` into the text width."""
     top = str(r.raw.get("model_type"))
-    if vision_type != _IDEFICS3[top]:
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
-            f"{_IDEFICS3[top]} tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, _IDEFICS3[top], top)
     hv = vr.int("hidden_size")
     return _siglip(
         vr,
@@ -444,12 +434,7 @@ def _internvl(
     vectors; a final LayerNorm unless ``use_mean_pooling``. The projector: a LayerNorm on
     ``hidden_size · (1 / downsample_ratio)²``, ``linear_1`` and ``linear_2`` (biased
     ``nn.Linear``s, whole on every rank)."""
-    if vision_type != "internvl_vision":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL's "
-            "internvl_vision tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "internvl_vision", "InternVL")
     sizes = {}
     for key in ("image_size", "patch_size"):
         value = vr.value(key)
@@ -493,12 +478,7 @@ def _paligemma(
     (``SiglipVisionModel``: every layer, the post-LayerNorm, int64 ``position_ids``; no pooling
     head) and the projector, one biased ``nn.Linear`` from the tower's width into
     ``vision_config.projection_dim`` (whole on every rank)."""
-    if vision_type != "siglip_vision_model":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaliGemma's "
-            "SigLIP tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "siglip_vision_model", "PaliGemma", shown="SigLIP")
     return _siglip(
         vr,
         family="paligemma",
@@ -513,12 +493,7 @@ def _qianfan_ocr(
     """Qianfan-OCR's tower as vLLM 0.33 builds it (``qianfan_ocr.py`` on ``internvl.py``'s
     ``InternVLChatModel``): :func:`_intern_vit`, its keys spelled as transformers 5.20's
     ``QianfanOCRVisionConfig`` spells them (``attention_bias``, ``use_qk_norm``)."""
-    if vision_type != "qianfan_ocr_vision":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Qianfan-OCR's "
-            "qianfan_ocr_vision tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "qianfan_ocr_vision", "Qianfan-OCR")
     return _intern_vit(
         r, vr, text_hidden,
         attention_bias=vr.bool("attention_bias", True), qk_norm=vr.bool("use_qk_norm", False),
@@ -534,12 +509,7 @@ def _internvl_chat(
     (``configuration_intern_vit.py``) spells them — ``qkv_bias``, ``qk_normalization``,
     ``norm_type``, which ``intern_vit.py`` reads as attributes: a config without them is refused
     (their class defaults are remote code kvcalc has not read)."""
-    if vision_type != "intern_vit_6b":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts InternVL "
-            "chat's (NVLM-D's, H2OVL's) intern_vit_6b tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "intern_vit_6b", "InternVL chat")
     missing = [k for k in ("qkv_bias", "qk_normalization", "norm_type") if vr.raw.get(k) is None]
     if missing:
         raise ConfigError(
@@ -626,12 +596,7 @@ def _paddleocr_vl(
     ``inv_freq`` of ``head_dim / 4``), and ``mlp_AR``: a LayerNorm on the tower's width, then two
     biased ``nn.Linear``s from ``hidden_size · 2²`` (its ``merge_kernel_size`` is fixed at 2 × 2,
     whatever ``spatial_merge_size`` says), whole on every rank."""
-    if vision_type != "paddleocr_vl_vision":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts PaddleOCR-VL's "
-            "paddleocr_vl_vision tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "paddleocr_vl_vision", "PaddleOCR-VL")
     hv, heads = vr.int("hidden_size"), vr.int("num_attention_heads")
     return _siglip(
         vr,
@@ -654,12 +619,7 @@ def _minicpmv(
     ``times`` left at 1 whatever ``merger_times`` says: a LayerNorm and two biased ``nn.Linear``s
     from ``4 · hidden_size`` into the text width); both whole except the window attention."""
     top = str(r.raw.get("model_type"))
-    if vision_type != _MINICPMV[top]:
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {top}'s "
-            f"{_MINICPMV[top]} tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, _MINICPMV[top], top)
     layers = vr.int("num_hidden_layers")
     drop = top == "minicpmv4_6" and r.bool("drop_vision_last_layer", False)
     return _siglip(
@@ -681,12 +641,7 @@ def _step3_vl(
     convolutions ``vit_downsampler`` (2 × 2, ``hidden_size`` → ``output_hidden_size``) and
     ``vit_downsampler2`` (3 × 3, → ``2 · output_hidden_size``) and ``vit_large_projector`` into
     the text width (biased with ``projector_bias``), whole on every rank."""
-    if vision_type != "step3_vision_encoder":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Step3-VL's "
-            "step3_vision_encoder tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "step3_vision_encoder", "Step3-VL")
     return _siglip(
         vr,
         family="step3_vl",
@@ -705,12 +660,7 @@ def _blip2(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int
     and output dense with a LayerNorm, a cross-attention on the tower's width every
     ``cross_attention_frequency`` layers, the query MLP with a LayerNorm; whole on every rank) and
     the biased ``language_projection`` into the text width (whole)."""
-    if vision_type != "blip_2_vision_model":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts BLIP-2's "
-            "blip_2_vision_model tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "blip_2_vision_model", "BLIP-2")
     q = r.mapping("qformer_config") if r.has("qformer_config") else None
     if q is None:
         raise ConfigError(f"{r.source}: no qformer_config: BLIP-2's Q-Former is sized from it",
@@ -744,12 +694,7 @@ def _kimi_vl(
     two LayerNorms, a biased fused qkv and output projection and a biased fc0/fc1 MLP, split over
     TP; the final LayerNorm. The projector: a LayerNorm on the tower's width, then two biased
     ``ReplicatedLinear``s from ``hidden_size · merge_kernel_size`` (whole on every rank)."""
-    if vision_type != "moonvit":
-        raise ConfigError(
-            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts Kimi-VL's "
-            "moonvit tower only",
-            code="config-unverified",
-        )
+    _only(r, vision_type, "moonvit", "Kimi-VL")
     kernel = vr.index_list("merge_kernel_size") or (2, 2)
     if len(kernel) != 2:
         raise vr.bad(vr.path("merge_kernel_size"), list(kernel), "a [height, width] pair")
@@ -833,9 +778,7 @@ def _aria(r: ConfigReader, vr: ConfigReader, vision_type: str, text_hidden: int)
     ``AriaCrossAttention`` (unbiased q/k/v, an ``nn.MultiheadAttention``, a biased output linear,
     two LayerNorms) and a LayerNorm, whole; the unbiased feed-forward (tower → text width by
     columns, text → text by rows)."""
-    if vision_type != "idefics3_vision":
-        raise ConfigError(f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts "
-                          "Aria's idefics3_vision tower only", code="config-unverified")  # fmt: skip
+    _only(r, vision_type, "idefics3_vision", "Aria")
     return _siglip(
         vr,
         family="aria",
@@ -852,9 +795,7 @@ def _cosmos3_edge(
     embedding and ``num_patches`` position rows), then ``Cosmos3EdgePatchMerger``: a LayerNorm of
     the tower's width, the biased ``linear_fc1`` (``hidden_size · spatial_merge_size²`` →
     ``projector_hidden_size``) by columns and ``linear_fc2`` (→ the text width) by rows."""
-    if vision_type != "cosmos3_edge_vision":
-        raise ConfigError(f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts "
-                          "Cosmos 3 Edge's cosmos3_edge_vision tower only", code="config-unverified")  # fmt: skip
+    _only(r, vision_type, "cosmos3_edge_vision", "Cosmos 3 Edge")
     return _siglip2(
         vr,
         family="cosmos3_edge",
@@ -879,6 +820,17 @@ def _siglip2(vr: ConfigReader, **fields: Any) -> VisionWeights:
         num_heads=vr.int("num_attention_heads"),
         **fields,
     )
+
+
+def _only(r: ConfigReader, vision_type: str, expected: str, what: str, *, shown: str = "") -> None:
+    """Refuse a ``vision_config`` of another model type than the tower kvcalc counts for this
+    model (``what``'s; ``shown``: the tower's name in the message, the model type by default)."""
+    if vision_type != expected:
+        raise ConfigError(
+            f"{r.source}: vision_config.model_type {vision_type!r}: kvcalc counts {what}'s "
+            f"{shown or expected} tower only",
+            code="config-unverified",
+        )
 
 
 _TOWER_READERS: dict[str, Callable[[ConfigReader, ConfigReader, str, int], VisionWeights]] = {

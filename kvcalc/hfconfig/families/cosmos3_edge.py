@@ -13,20 +13,20 @@ its patch merger hold no cache (``hfconfig/weights_vision.py``).
 from __future__ import annotations
 
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import FullAttention, Layout
 
-#: ``Cosmos3EdgeTextConfig``'s num_key_value_heads and head_dim, fixed (not the query heads' share)
-ATTENTION_DEFAULTS = (8, 128)
-
 
 def read_cosmos3_edge(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    kv = r.int("num_key_value_heads", default=ATTENTION_DEFAULTS[0], minimum=1)
-    width = r.int("head_dim", default=ATTENTION_DEFAULTS[1], minimum=1)
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads"), minimum=1)
+    width = r.int("head_dim", default=class_default(r, "head_dim"), minimum=1)
     prov = ctx.provenance
-    prov["num_kv_heads"] = f"num_key_value_heads = {kv} (Cosmos3EdgeTextConfig's default 8)"
-    prov["head_dim"] = f"head_dim = {width} (Cosmos3EdgeTextConfig's default 128)"
+    prov["num_kv_heads"] = (
+        f"num_key_value_heads = {kv} (Cosmos3EdgeTextConfig's default where absent)"
+    )
+    prov["head_dim"] = f"head_dim = {width} (Cosmos3EdgeTextConfig's default where absent)"
     prov["layer pattern"] = "Cosmos 3 Edge: full attention on every attention/MLP pair"
     layer = FullAttention(dtype=ctx.dtype, kv_heads=kv, k_dim=width, v_dim=width)
     return L.with_weight_kinds([layer] * ctx.num_layers)

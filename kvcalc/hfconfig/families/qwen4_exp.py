@@ -19,14 +19,13 @@ from __future__ import annotations
 from kvcalc.errors import ConfigError
 from kvcalc.hfconfig import generic
 from kvcalc.hfconfig import layers as L
+from kvcalc.hfconfig.class_defaults import class_default
 from kvcalc.hfconfig.family import TRUST_HINT, Family, LayoutContext, UnverifiedConfigError
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import FullAttention, Layout
 
 #: ``models/qwen4_exp/nvidia/model.py`` ``_QSA_LAYER_TYPES``
 _ATTENTION = ("indexed_attention", "qwen_sparse_attention")
-#: ``Qwen4ExpTextConfig``'s num_key_value_heads and head_dim, fixed (not the query heads' share)
-ATTENTION_DEFAULTS = (2, 256)
 #: the output gates ``Qwen3NextAttention``... asserts (``output_gate_type``)
 _GATES = ("silu", "swish", "sigmoid")
 
@@ -70,10 +69,10 @@ def read_qwen4_exp(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], t
             code="config-invalid",
         )
     # Qwen4ExpTextConfig's defaults where config.json omits them (not hidden / heads, nor MHA)
-    kv = r.int("num_key_value_heads", default=ATTENTION_DEFAULTS[0], minimum=1)
-    width = r.int("head_dim", default=ATTENTION_DEFAULTS[1], minimum=1)
-    prov["num_kv_heads"] = f"num_key_value_heads = {kv} (Qwen4ExpTextConfig's default 2)"
-    prov["head_dim"] = f"head_dim = {width} (Qwen4ExpTextConfig's default 256)"
+    kv = r.int("num_key_value_heads", default=class_default(r, "num_key_value_heads"), minimum=1)
+    width = r.int("head_dim", default=class_default(r, "head_dim"), minimum=1)
+    prov["num_kv_heads"] = f"num_key_value_heads = {kv} (Qwen4ExpTextConfig's default where absent)"
+    prov["head_dim"] = f"head_dim = {width} (Qwen4ExpTextConfig's default where absent)"
     gdn = generic.gated_deltanet(r, ctx.dtype, prov)
     prov["layer pattern"] = (
         "layer_types: linear_attention → Gated DeltaNet, indexed_attention → full attention "
