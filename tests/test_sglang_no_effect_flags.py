@@ -22,8 +22,9 @@ from kvcalc.errors import InputError
 from kvcalc.planning.servecmd import parse_serve_command
 
 HERE = Path(__file__).parent / "fixtures" / "sglang_0_5_23"
-DATA, DATA_2 = (
-    json.loads((HERE / n).read_text()) for n in ("no_effect_flags.json", "no_effect_flags_2.json")
+DATA, DATA_2, DATA_3 = (
+    json.loads((HERE / n).read_text())
+    for n in ("no_effect_flags.json", "no_effect_flags_2.json", "no_effect_flags_3.json")
 )
 BASE = DATA["baseline"]
 #: flags that stay not modelled, recorded beside the others (the fixture's notes)
@@ -43,7 +44,11 @@ def _command(argv: list[str]) -> str:
     return shlex.join(["python", "-m", "sglang.launch_server", "--model-path", "m", *argv])
 
 
-ENTRIES = [e for e in DATA["entries"] + DATA_2["entries"] if e["argv"][0] not in CONTROLS]
+ENTRIES = [
+    e
+    for e in DATA["entries"] + DATA_2["entries"] + DATA_3["entries"]
+    if e["argv"][0] not in CONTROLS
+]
 ACCEPTED = [e for e in ENTRIES if e["status"] == "ok"]
 REFUSED = [e for e in ENTRIES if e["status"] != "ok"]
 
@@ -52,11 +57,12 @@ def test_the_baseline_is_sglangs_own_pool():
     # Llama-3.1-8B at TP 1: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes = 131,072 B a
     # token; 20 GiB / 131,072 = 163,840 tokens; the fraction SGLang defaults to on an H100
     assert (BASE["max_total_num_tokens"], BASE["mem_fraction_static"]) == (163_840, 0.83)
-    assert DATA_2["baseline"] == BASE
-    assert len(ACCEPTED) == 42 + 19 and len(REFUSED) == 11 + 1
-    # the 51 + 12 flags reviewed in 0.5.23's code and listed as no effect on memory (for some
-    # values: --radix-eviction-policy) after the first list, each given to SGLang at least once
-    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51 + 12
+    assert DATA_2["baseline"] == DATA_3["baseline"] == BASE
+    assert len(ACCEPTED) == 42 + 19 + 15 and len(REFUSED) == 11 + 1 + 1
+    # the 51 + 12 + 8 flags reviewed in 0.5.23's code and listed as no effect on memory (for
+    # some values: --radix-eviction-policy, --sampling-backend, --load-format) after the first
+    # list, each given to SGLang at least once
+    assert len({f.name for e in ACCEPTED for f in _flags(e["argv"])}) == 51 + 12 + 8
 
 
 @pytest.mark.parametrize("entry", ACCEPTED, ids=lambda e: " ".join(e["argv"])[:60])
@@ -123,3 +129,18 @@ def test_numbers_are_read_as_sglangs_parser_reads_them():
         parse_serve_command(_command(["--port", "abc"]))
     with pytest.raises(InputError, match="invalid float value"):
         parse_serve_command(_command(["--schedule-conservativeness", "x"]))
+
+
+def test_a_value_sglang_refuses_is_refused_even_where_it_is_not_modelled():
+    # --sampling-backend intel_xpu is not modelled (a value outside the no-effect ones), and
+    # SGLang refuses it without --device xpu (recorded in no_effect_flags_3.json): refused at
+    # once, not left to --ignore-unmodelled; on an XPU both flags are reported not modelled
+    with pytest.raises(InputError, match="requires --device xpu, got --device cuda") as err:
+        parse_serve_command(_command(["--sampling-backend", "intel_xpu"]), ignore_unmodelled=True)
+    assert err.value.code == "invalid-serve-command"
+    xpu = ["--device", "xpu", "--sampling-backend", "intel_xpu"]
+    read = parse_serve_command(_command(xpu), ignore_unmodelled=True)
+    assert read.unmodelled == ("--device", "--sampling-backend")
+    with pytest.raises(InputError) as err:
+        parse_serve_command(_command(["--sampling-backend", "ascend"]))
+    assert err.value.code == "flag-not-modelled" and "--sampling-backend" in err.value.message

@@ -113,6 +113,7 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
     read = SglangRead()
     attention_dp: tuple[int, str] | None = None
     no_effect_values: dict[str, list[str]] = {}
+    given: dict[str, list[str]] = {}  # every flag's values, for SGLang's start-up checks
     graph_config: tuple[str, str] | None = None
     while i < len(tokens):
         token = tokens[i]
@@ -142,6 +143,7 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         for text in values:
             check_value(flag, text, raw, dialect)
             _check_type(flag, text, raw)
+        given[flag.name] = values
         cls = classify(flag, values[0] if values else None, dialect)
         if cls is FlagClass.NO_EFFECT:
             read.no_effect.append(flag.name)
@@ -168,7 +170,9 @@ def read_sglang(tokens: list[str], i: int, *, positional_model: bool) -> SglangR
         _attention_dp(read, *attention_dp)
     if graph_config is not None:
         _graph_config(read, *graph_config)
-    check_startup(no_effect_values, pipeline_size=read.values.get("pipeline_parallel_size", 1))
+    check_startup(
+        no_effect_values, pipeline_size=read.values.get("pipeline_parallel_size", 1), given=given
+    )
     return read
 
 

@@ -172,6 +172,17 @@ NO_EFFECT = frozenset((
     # scheduler's broadcast of processed multimodal inputs from rank 0 (managers/scheduler.py:
     # host objects; refused beside --language-model-only, not modelled)
     "--enable-custom-logit-processor", "--enable-broadcast-mm-inputs-process",
+    # the grammar backend compiles grammars on the host; its vocabulary mask is allocated per
+    # batch that has a constrained request (sampling/sampling_batch_info.py
+    # update_regex_vocab_mask), after start-up. Kernel switches read by the model's layers
+    # (qwen3_moe.py, mellum.py: the fused q/k-norm + RoPE kernel, in place) or by nothing in
+    # 0.5.23 (--triton-attention-reduce-in-fp32); FlashInfer's autotuning, which runs in the
+    # graph runner after the pool is sized (model_executor/runner/base_runner.py; the PCIe-IPC
+    # all-reduce builds the same workspace with it off); MLX's sampling (hardware_backend/mlx,
+    # and a per-request refusal of prompt logprobs in managers/scheduler.py). Recorded in
+    # no_effect_flags_3.json
+    "--grammar-backend", "--enable-fused-qk-norm-rope", "--triton-attention-reduce-in-fp32",
+    "--disable-flashinfer-autotune", "--flashinfer-autotune-skip-ops", "--mlx-enable-sampling",
 ))  # fmt: skip
 
 #: flags with no effect on memory for these values only (other values are not modelled)
@@ -180,6 +191,15 @@ NO_EFFECT_VALUES: dict[str, frozenset[str]] = {
     # prefix goes first, not how many tokens the pool holds; tlru needs its config and a unified
     # radix tree (mem_cache/registry.py) and stays not modelled
     "--radix-eviction-policy": frozenset({"lru", "lfu", "slru", "priority"}),
+    # the sampling kernels run on each step's logits (layers/sampler.py), after start-up;
+    # intel_xpu needs --device xpu (refused: check_startup), ascend is an NPU's
+    "--sampling-backend": frozenset({"flashinfer", "pytorch"}),
+    # the default loader reads the same weights from .safetensors, .bin or a numpy cache of
+    # them (model_loader/loader.py get_model_loader: each reaches DefaultModelLoader, after the
+    # same ModelOpt and AutoRound checks as auto); dummy takes another loader for those
+    # checkpoints, gguf/bitsandbytes/layered/sharded formats other weights or their own
+    # loading, and stay not modelled
+    "--load-format": frozenset({"auto", "pt", "safetensors", "npcache"}),
 }
 
 #: the flags reviewed and not modelled, by what they change (said in ``flag-not-modelled``);
@@ -272,22 +292,19 @@ UNMODELLED: dict[str, tuple[str, ...]] = {
         "--disable-cuda-graph-padding",
     ),
     "kernels, communication and their workspaces": (
-        "--enable-fp32-lm-head", "--device", "--mlx-enable-sampling", "--attention-backend",
-        "--decode-attention-backend", "--enable-lean-attention", "--prefill-attention-backend",
-        "--grammar-backend", "--radix-cache-backend", "--mm-attention-backend",
-        "--fp8-gemm-backend", "--fp4-gemm-backend", "--bf16-gemm-backend",
-        "--dsa-prefill-backend", "--dsv4-prefill-backend", "--dsa-decode-backend",
-        "--dsa-paged-mqa-logits-backend", "--dsa-topk-backend", "--disable-flashinfer-autotune",
-        "--flashinfer-autotune-skip-ops", "--mamba-backend", "--enable-nccl-nvls",
-        "--enable-symm-mem", "--triton-attention-reduce-in-fp32",
+        "--enable-fp32-lm-head", "--device", "--attention-backend", "--decode-attention-backend",
+        "--enable-lean-attention", "--prefill-attention-backend", "--radix-cache-backend",
+        "--mm-attention-backend", "--fp8-gemm-backend", "--fp4-gemm-backend",
+        "--bf16-gemm-backend", "--dsa-prefill-backend", "--dsv4-prefill-backend",
+        "--dsa-decode-backend", "--dsa-paged-mqa-logits-backend", "--dsa-topk-backend",
+        "--mamba-backend", "--enable-nccl-nvls", "--enable-symm-mem",
         "--triton-attention-num-kv-splits", "--triton-attention-split-tile-size",
-        "--flashinfer-mla-disable-ragged", "--enable-fused-qk-norm-rope",
-        "--enable-fused-moe-sum-all-reduce", "--enable-deepseek-v4-fp4-indexer",
-        "--disable-custom-all-reduce", "--enable-mscclpp", "--enable-torch-symm-mem",
-        "--enable-scattered-sconv", "--pre-warm-nccl", "--boundary-reduction",
-        "--enable-quant-communications", "--enforce-disable-flashinfer-allreduce-fusion",
-        "--flashinfer-allreduce-fusion-backend", "--enable-aiter-allreduce-fusion",
-        "--linear-attn-backend", "--linear-attn-decode-backend",
+        "--flashinfer-mla-disable-ragged", "--enable-fused-moe-sum-all-reduce",
+        "--enable-deepseek-v4-fp4-indexer", "--disable-custom-all-reduce", "--enable-mscclpp",
+        "--enable-torch-symm-mem", "--enable-scattered-sconv", "--pre-warm-nccl",
+        "--boundary-reduction", "--enable-quant-communications",
+        "--enforce-disable-flashinfer-allreduce-fusion", "--flashinfer-allreduce-fusion-backend",
+        "--enable-aiter-allreduce-fusion", "--linear-attn-backend", "--linear-attn-decode-backend",
         "--linear-attn-prefill-backend", "--linear-attn-verify-backend",
         "--image-processor-backend", "--mm-global-cache-backend",
         "--remote-instance-weight-loader-backend", "--enable-deterministic-inference",
@@ -369,11 +386,17 @@ _MINIMUM: dict[str, tuple[float, str]] = {
 _GC_THRESHOLDS = 3
 
 
-def check_startup(values: Mapping[str, Sequence[str]], *, pipeline_size: int) -> None:
+def check_startup(
+    values: Mapping[str, Sequence[str]],
+    *,
+    pipeline_size: int,
+    given: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     """Refuse what SGLang refuses at start-up among the no-effect flags ``values`` (each
     flag's name and the values given; an on/off flag has none): the checks of
     ``ServerArgs.check_server_args`` and the resolution handlers that read them, and Python's
-    own limit on ``--gc-threshold``."""
+    own limit on ``--gc-threshold``. ``given``: every flag of the command, for the checks on a
+    value kvcalc does not model (``--sampling-backend intel_xpu``)."""
 
     def refuse(message: str) -> InputError:
         return InputError(
@@ -402,3 +425,9 @@ def check_startup(values: Mapping[str, Sequence[str]], *, pipeline_size: int) ->
         )
     if pipeline_size > 1 and "--min-free-slots-delay" in values:
         raise refuse("--min-free-slots-delay is not supported with pipeline parallelism")
+    given = given or {}
+    device = (given.get("--device") or ["cuda"])[-1]
+    # validation_hook.py validate_device_sampling_backend: sampler.py binds the intel_xpu
+    # kernels only on an XPU
+    if (given.get("--sampling-backend") or [""])[-1] == "intel_xpu" and device != "xpu":
+        raise refuse(f"--sampling-backend intel_xpu requires --device xpu, got --device {device}")
