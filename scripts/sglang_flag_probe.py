@@ -33,7 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from typing import Any
 
-_SIZING = ("max_total_num_tokens", "max_running_requests", "status", "failed_stage", "error")
+_SIZING = (
+    "max_total_num_tokens", "max_running_requests", "page_size", "cell_size_bytes", "status",
+    "failed_stage", "error",
+)  # fmt: skip
+#: the emulated GPUs (``--gpu``): what the reference tool's device queries answer
+GPUS = {
+    "h100": dict(name="NVIDIA H100 80GB HBM3", cap=(9, 0), total_mib=81559, sms=132, count=8),
+    "b200": dict(name="NVIDIA B200", cap=(10, 0), total_mib=182623, sms=148, count=8),
+}
 
 
 def _load_harness(path: str) -> Any:
@@ -44,9 +52,13 @@ def _load_harness(path: str) -> Any:
     return module
 
 
-def _one(harness_path: str, config_dir: str, tp: int, kv_gib: float, argv: list[str]) -> dict:
+def _one(
+    harness_path: str, config_dir: str, tp: int, kv_gib: float, argv: list[str], gpu: str = "h100"
+) -> dict:
     """One command in this process (SGLang's context is process-global)."""
     harness = _load_harness(harness_path)
+    harness.GPU.update(GPUS[gpu])
+    harness.FREE[0] = harness.GPU["total_mib"] << 20
     harness._bootstrap()
     import logging
 
@@ -80,6 +92,9 @@ def _one(harness_path: str, config_dir: str, tp: int, kv_gib: float, argv: list[
         sa_mod.ServerArgs = original
     out = {k: rec.get(k) for k in _SIZING if k in rec}
     out["mem_fraction_static"] = (rec.get("resolved") or {}).get("schedule.mem_fraction_static")
+    if rec.get("status") == "ok":
+        view = resolving_view(made[0])
+        out["attention_backend"], out["page_size"] = view.attention_backend, view.page_size
     if made and rec.get("status") == "ok":
         view = resolving_view(made[0])
         out["resolved"] = {
@@ -90,7 +105,7 @@ def _one(harness_path: str, config_dir: str, tp: int, kv_gib: float, argv: list[
 
 def _child(a: argparse.Namespace) -> None:
     argv = json.loads(a.argv)
-    json.dump(_one(a.harness, a.config_dir, a.tp, a.kv_memory_gib, argv), sys.stdout)
+    json.dump(_one(a.harness, a.config_dir, a.tp, a.kv_memory_gib, argv, a.gpu), sys.stdout)
 
 
 def _sha256(path: str) -> str:
@@ -109,6 +124,7 @@ def main() -> None:
     ap.add_argument("--argv")
     ap.add_argument("--out")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--gpu", choices=sorted(GPUS), default="h100")
     a = ap.parse_args()
     if a.argv is not None:
         return _child(a)
@@ -120,7 +136,7 @@ def main() -> None:
             p = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--harness", a.harness,
                  "--config-dir", d, "--tp", str(a.tp), "--kv-memory-gib", str(a.kv_memory_gib),
-                 "--argv", json.dumps(argv)],
+                 "--gpu", a.gpu, "--argv", json.dumps(argv)],
                 capture_output=True, text=True,
             )  # fmt: skip
             try:
@@ -154,9 +170,10 @@ def main() -> None:
             "command": f"HF_HUB_OFFLINE=1 $SGLENV/bin/python scripts/sglang_flag_probe.py "
             f"--harness shared/tools/sglang_reference/sglang_reference.py --config "
             f"{os.path.basename(a.config)} --tp {a.tp} --kv-memory-gib {a.kv_memory_gib:g} "
-            f"--flags {os.path.basename(a.flags)}",
+            f"--gpu {a.gpu} --flags {os.path.basename(a.flags)}",
         },
         "config": os.path.basename(a.config),
+        "gpu": GPUS[a.gpu]["name"],
         "tp": a.tp,
         "kv_memory_gib": a.kv_memory_gib,
         "baseline": entries[0],
