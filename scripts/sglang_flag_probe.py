@@ -95,8 +95,6 @@ def _one(
     if rec.get("status") == "ok":
         view = resolving_view(made[0])
         out["attention_backend"], out["page_size"] = view.attention_backend, view.page_size
-    if made and rec.get("status") == "ok":
-        view = resolving_view(made[0])
         out["resolved"] = {
             f.name: harness._plain(getattr(view, f.name, None)) for f in record_fields(original)
         }

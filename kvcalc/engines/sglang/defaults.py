@@ -201,23 +201,6 @@ def _prefill_graph_max_bs(
     return max_bs
 
 
-def default_page_size(profile: str, model: ModelShape, capability: tuple[int, int] | None) -> int:
-    """``page_size`` by the default attention backend (``get_default_attn_backend``).
-
-    Hopper: fa3, page 1. SM100/SM103 (B200, GB200, B300): ``trtllm_mha`` for MHA, ``trtllm_mla``
-    for MLA, both page 64 (recorded on an emulated B200); MHA with K and V of different widths
-    takes fa4, page 128 (read, not recorded). Elsewhere flashinfer or triton, page 1.
-    """
-    if profile in LEGACY or capability is None:
-        return 1
-    if capability[0] == 10 and capability[1] in (0, 3):
-        asymmetric = not model.is_mla and any(
-            hasattr(x, "head_dim_v") and x.head_dim_k != x.head_dim_v for x in model.layers
-        )
-        return 128 if asymmetric else 64
-    return 1
-
-
 def version(name: str | None) -> str:
     """The profile ``name`` picks (the newest when ``None``)."""
     if name is None:

@@ -18,7 +18,6 @@ from kvcalc.engines.sglang.defaults import (
     cache_dtype,
     default_max_running_requests,
     default_mem_fraction_static,
-    default_page_size,
     memory_defaults,
 )
 from kvcalc.engines.sglang.defaults import version as _profile
@@ -30,6 +29,7 @@ from kvcalc.engines.sglang.graphs import (
 )
 from kvcalc.engines.sglang.hicache import HiCacheTier
 from kvcalc.engines.sglang.lora import SglangLoraPool, check_lora_deployment
+from kvcalc.engines.sglang.pages import page_size
 from kvcalc.engines.sglang.refused import refuse_unverified
 from kvcalc.engines.sglang.swa import hybrid_swa, pool_too_small, refuse_request_cap
 from kvcalc.engines.speculative import SpeculativeConfig, SpeculativeDraft
@@ -145,11 +145,11 @@ class SglangEngine:
         model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)
         refuse_request_cap(request, hybrid)
-        page = request.block_size or extra_int(request.extra, "page_size", None)
-        if page is None:
-            page = layers.DSA_PAGE_SIZE if layers.is_dsa(model) else default_page_size(
-                profile, model, request.gpu_compute_capability
-            )  # fmt: skip
+        page = page_size(
+            model, request.gpu_compute_capability,
+            request.block_size or extra_int(request.extra, "page_size", None),
+            legacy=profile in LEGACY,
+        )  # fmt: skip
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
         cells = [pools.cells(model, stage, hybrid, draft_layers) for stage in stages]

@@ -43,10 +43,6 @@ def layer_dtype(model: ModelShape, dtype: CacheDtype) -> CacheDtype:
     return FP8_DS_MLA if dtype is FP8 and is_dsa(model) else dtype
 
 
-def default_page_size(model: ModelShape) -> int:
-    return DSA_PAGE_SIZE if is_dsa(model) else 1
-
-
 def unshare(model: ModelShape) -> ModelShape:
     """Charge every KV-shared layer as its source layer (Gemma-3n), or refuse."""
     if not any(isinstance(x, SharedKV) for x in model.layers):

@@ -1,0 +1,80 @@
+"""``page_size`` as SGLang 0.5.23 resolves it from the attention backend it picks (pure).
+
+Hopper and older NVIDIA GPUs: the default backends (fa3, flashinfer, triton) take any page, so a
+given ``--page-size`` stands and the default is 1 (``_page_size_default``). DeepSeek sparse
+attention takes page 64 whatever is given (``model_overrides/deepseek_v2.py``).
+
+SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × five page sizes
+(``tests/fixtures/sglang_0_5_23/b200_pages.json``):
+
+- MHA takes ``trtllm_mha`` (``get_default_attn_backend``), and ``_mla_backend_page_constraints``
+  turns a page outside 16/32/64/128 (the default included) into 64; MHA with K and V of
+  different widths takes fa4, page 128 (``_fa4_page_constraint``; read, not recorded).
+- MLA takes ``trtllm_mla`` only for the DeepSeek family SGLang lists
+  (``_deepseek_family_overrides``): a page outside 32/64 becomes 64. Other MLA models take
+  flashinfer, which keeps the page (default 1: DeepSeek-V2-Lite, 690,420 tokens at 20 GiB).
+- Refused, not modelled: DeepSeek sparse attention (GLM-5 held 388,864 tokens where kvcalc's
+  reading gives 214,400) and the Qwen3-Next/Qwen3.5 hybrids, whose backend and page SGLang
+  picks by the Mamba radix strategy, the radix cache and speculation
+  (``model_overrides/qwen3_5.py``: triton at page 1 recorded, whatever page was given).
+"""
+
+from __future__ import annotations
+
+from kvcalc.engines.sglang.layers import DSA_PAGE_SIZE, is_dsa
+from kvcalc.errors import InputError
+from kvcalc.model.shape import ModelShape
+
+#: ``_deepseek_family_overrides``' architectures (DSA ones excluded by their layers): trtllm_mla
+#: on SM100
+DEEPSEEK_FAMILY = frozenset({
+    "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN",
+    "Dots3NoteForCausalLM",
+})  # fmt: skip
+#: ``_qwen3_5_hybrid_overrides``' architectures
+_QWEN3_5_HYBRIDS = frozenset({
+    "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+})  # fmt: skip
+_TRTLLM_MHA_PAGES = (16, 32, 64, 128)
+_TRTLLM_MLA_PAGES = (32, 64)
+
+
+def page_size(
+    model: ModelShape, capability: tuple[int, int] | None, given: int | None, *, legacy: bool
+) -> int:
+    """The page SGLang sizes ``model``'s pool with on a GPU of ``capability`` (``given``: the
+    ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1)."""
+    arch = (model.config_architectures or model.architectures or ("",))[0]
+    sm100 = capability is not None and capability[0] == 10 and capability[1] in (0, 3)
+    if sm100 and not legacy:
+        if is_dsa(model):
+            raise _refuse(f"DeepSeek sparse attention ({model.model_type})", "its KV pool")
+        if arch in _QWEN3_5_HYBRIDS:
+            raise _refuse(arch, "its attention backend and page (model_overrides/qwen3_5.py)")
+    if is_dsa(model):
+        return DSA_PAGE_SIZE
+    if legacy or not sm100:
+        return given or 1
+    if model.is_mla:
+        if arch in DEEPSEEK_FAMILY:
+            return given if given in _TRTLLM_MLA_PAGES else 64
+        return given or 1
+    asymmetric = any(
+        hasattr(x, "head_dim_v") and x.head_dim_k != x.head_dim_v for x in model.layers
+    )
+    if asymmetric:
+        return 128
+    return given if given in _TRTLLM_MHA_PAGES else 64
+
+
+def _refuse(what: str, part: str) -> InputError:
+    return InputError(
+        f"sglang on SM100 (B200/GB200/B300): {what}: SGLang 0.5.23 sizes {part} there in a way "
+        "kvcalc does not model (recorded on an emulated B200: tests/fixtures/sglang_0_5_23/"
+        "b200_pages.json)",
+        hint="plan it with --engine vllm, or for a Hopper GPU",
+        code="unsupported-model",
+    )

@@ -1,0 +1,98 @@
+"""SGLang 0.5.23's page size and pool on SM100, given the page or not, and kvcalc's.
+
+``tests/fixtures/sglang_0_5_23/b200_pages.json`` (``scripts/sglang_flag_probe.py --gpu b200``):
+20 configs, each without ``--page-size`` and with 1, 16, 32, 128 and 256, resolved and sized by
+SGLang's own code on an emulated B200 at a 20 GiB KV budget. kvcalc plans each command to the
+page and the token, or refuses it by name where it does not model what SGLang picks there.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvcalc.errors import InputError
+from kvcalc.planning.api import plan_reference
+from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.servecmd import parse_serve_command
+from kvcalc.units import GIB
+
+ROOT = Path(__file__).parent
+DATA = json.loads((ROOT / "fixtures" / "sglang_0_5_23" / "b200_pages.json").read_text())
+CONFIGS = json.loads((ROOT / "fixtures" / "vllm_0_33" / "reference_configs.json").read_text())[
+    "models"
+]
+#: the models kvcalc refuses on SM100 (kvcalc.engines.sglang.pages)
+REFUSED = {"zai-org--GLM-5.json", "Qwen--Qwen3-Next-80B-A3B-Thinking.json",
+           "Qwen--Qwen3.5-35B-A3B.json"}  # fmt: skip
+
+
+def _plan(entry: dict, tmp_path: Path):
+    config = entry["config"]
+    if config.startswith("tests/"):
+        path = ROOT.parent / config
+    else:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(CONFIGS[config]["config"]))
+    read = parse_serve_command(
+        shlex.join(
+            [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "m",
+                "--tp-size",
+                "1",
+                *entry["argv"],
+            ]
+        )  # fmt: skip
+    )
+    values = {k: v for k, v in read.values.items() if k != "model"}
+    inputs = replace(
+        PlanInputs(engine="sglang", gpu="B200", kv_cache_memory_bytes=20 * GIB), **values
+    )
+    return plan_reference(str(path), inputs)
+
+
+def test_the_recording_covers_what_the_rule_says():
+    entries = DATA["entries"]
+    assert len(entries) == 20 * 6 and {e["status"] for e in entries} == {"ok"}
+    by = {(e["config"], tuple(e["argv"])): e for e in entries}
+    # trtllm_mha: 1 and 256 become 64, 16/32/128 stay
+    llama = "meta-llama--Llama-3.1-8B.json"
+    assert [by[(llama, a)]["page_size"] for a in ((), ("--page-size", "1"), ("--page-size", "16"),
+            ("--page-size", "256"))] == [64, 64, 16, 64]  # fmt: skip
+    # trtllm_mla (DeepSeek family): only 32 and 64 stay
+    dsv3 = "deepseek-ai--DeepSeek-V3.json"
+    assert [by[(dsv3, ("--page-size", p))]["page_size"] for p in ("16", "32", "128")] == [
+        64,
+        32,
+        64,
+    ]
+    # an MLA model outside the family: flashinfer, page 1 by default; 20 GiB / 31,104 B a token
+    # (27 layers × (512 + 64) × 2 B) = 690,420 tokens
+    lite = by[("tests/fixtures/deepseek-v2-lite/config.json", ())]
+    assert (lite["attention_backend"], lite["page_size"], lite["max_total_num_tokens"]) == (
+        "flashinfer",
+        1,
+        20 * 2**30 // 31_104,
+    )
+
+
+@pytest.mark.parametrize(
+    "entry", DATA["entries"], ids=lambda e: f"{e['config'][:30]} {' '.join(e['argv'])}"
+)
+def test_kvcalc_plans_sglangs_page_and_pool_on_a_b200_or_refuses_by_name(entry, tmp_path):
+    if entry["config"] in REFUSED:
+        with pytest.raises(InputError) as err:
+            _plan(entry, tmp_path)
+        assert err.value.code == "unsupported-model" and "SM100" in err.value.message
+        return
+    plan = _plan(entry, tmp_path)
+    assert (plan.block_size, plan.kv_cache_tokens) == (
+        entry["page_size"], entry["max_total_num_tokens"])  # fmt: skip
