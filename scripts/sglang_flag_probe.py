@@ -41,6 +41,7 @@ _SIZING = (
 GPUS = {
     "h100": dict(name="NVIDIA H100 80GB HBM3", cap=(9, 0), total_mib=81559, sms=132, count=8),
     "b200": dict(name="NVIDIA B200", cap=(10, 0), total_mib=182623, sms=148, count=8),
+    "rtx5090": dict(name="NVIDIA GeForce RTX 5090", cap=(12, 0), total_mib=32607, sms=170, count=8),
 }
 
 
@@ -95,6 +96,9 @@ def _one(
     if rec.get("status") == "ok":
         view = resolving_view(made[0])
         out["attention_backend"], out["page_size"] = view.attention_backend, view.page_size
+        strategy = getattr(view, "mamba_radix_cache_strategy", None)
+        if strategy not in (None, "auto"):
+            out["mamba_radix_cache_strategy"] = strategy
         out["resolved"] = {
             f.name: harness._plain(getattr(view, f.name, None)) for f in record_fields(original)
         }

@@ -27,7 +27,7 @@ CONFIGS = json.loads((ROOT / "fixtures" / "vllm_0_33" / "reference_configs.json"
     "models"
 ]
 #: the models kvcalc refuses on SM100 (kvcalc.engines.sglang.pages)
-REFUSED = {"zai-org--GLM-5.json", "Qwen--Qwen3-Next-80B-A3B-Thinking.json",
+REFUSED = {"Qwen--Qwen3-Next-80B-A3B-Thinking.json",
            "Qwen--Qwen3.5-35B-A3B.json"}  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from kvcalc.engines.sglang.graphs import (
     ReserveSettings,
 )
 from kvcalc.engines.sglang.hicache import KEYS as HICACHE_KEYS
+from kvcalc.engines.sglang.layers import dsa_cache_dtype, dsa_resolves_dtype
 from kvcalc.engines.sglang.multimodal import prefill_graph_allowed, vision_factor
 from kvcalc.errors import InputError
 from kvcalc.frozen import frozen
@@ -213,6 +214,8 @@ def version(name: str | None) -> str:
 def cache_dtype(request: EngineRequest, notes: list[str]) -> CacheDtype:
     """``--kv-cache-dtype``: ``auto`` follows the model's dtype (float32 configs are cast)."""
     name = resolve_generic("sglang", request.kv_cache_dtype, KV_CACHE_DTYPES)
+    if dsa_resolves_dtype(request.model):
+        return dsa_cache_dtype(request.model, name, request.gpu_compute_capability, notes)
     if name == "auto":
         model = request.model
         if _mxfp4_gpt_oss(model):  # model_overrides/gpt_oss.py: dtype "bfloat16" for MXFP4

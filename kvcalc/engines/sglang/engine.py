@@ -140,7 +140,7 @@ class SglangEngine:
         dcp_size = dcp.check(request, profile, notes)
         hicache.check(hicache.options(request.extra), request, profile, notes)
         dtype = cache_dtype(request, notes)
-        sized = layers.layer_dtype(request.model, dtype)
+        sized = layers.layer_dtype(request.model, dtype, request.gpu_compute_capability)
         model = request.model.with_cache_dtype(sized).per_rank(parallel.attention_tp(request))
         model = layers.unshare(model)
         hybrid = hybrid_swa(request, model, profile, notes)

@@ -13,26 +13,18 @@ SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × 
 - MLA takes ``trtllm_mla`` only for the DeepSeek family SGLang lists
   (``_deepseek_family_overrides``): a page outside 32/64 becomes 64. Other MLA models take
   flashinfer, which keeps the page (default 1: DeepSeek-V2-Lite, 690,420 tokens at 20 GiB).
-- Refused, not modelled: DeepSeek sparse attention (GLM-5 held 388,864 tokens where kvcalc's
-  reading gives 214,400) and the Qwen3-Next/Qwen3.5 hybrids, whose backend and page SGLang
+- DeepSeek sparse attention pages by 64 there too (its KV dtype and record: ``layers``).
+- Refused, not modelled: the Qwen3-Next/Qwen3.5 hybrids, whose backend and page SGLang
   picks by the Mamba radix strategy, the radix cache and speculation
   (``model_overrides/qwen3_5.py``: triton at page 1 recorded, whatever page was given).
 """
 
 from __future__ import annotations
 
-from kvcalc.engines.sglang.layers import DSA_PAGE_SIZE, is_dsa
+from kvcalc.engines.sglang.layers import DEEPSEEK_FAMILY, DSA_PAGE_SIZE, is_dsa
 from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 
-#: ``_deepseek_family_overrides``' architectures (DSA ones excluded by their layers): trtllm_mla
-#: on SM100
-DEEPSEEK_FAMILY = frozenset({
-    "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
-    "PixtralForConditionalGeneration", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
-    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN",
-    "Dots3NoteForCausalLM",
-})  # fmt: skip
 #: ``_qwen3_5_hybrid_overrides``' architectures
 _QWEN3_5_HYBRIDS = frozenset({
     "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
@@ -50,8 +42,6 @@ def page_size(
     arch = (model.config_architectures or model.architectures or ("",))[0]
     sm100 = capability is not None and capability[0] == 10 and capability[1] in (0, 3)
     if sm100 and not legacy:
-        if is_dsa(model):
-            raise _refuse(f"DeepSeek sparse attention ({model.model_type})", "its KV pool")
         if arch in _QWEN3_5_HYBRIDS:
             raise _refuse(arch, "its attention backend and page (model_overrides/qwen3_5.py)")
     if is_dsa(model):
