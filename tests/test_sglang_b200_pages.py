@@ -3,7 +3,8 @@
 ``tests/fixtures/sglang_0_5_23/b200_pages.json`` (``scripts/sglang_flag_probe.py --gpu b200``):
 20 configs, each without ``--page-size`` and with 1, 16, 32, 128 and 256, resolved and sized by
 SGLang's own code on an emulated B200 at a 20 GiB KV budget. kvcalc plans each command to the
-page and the token, or refuses it by name where it does not model what SGLang picks there.
+page and the token (DeepSeek sparse attention in fp8 by default there: test_sglang_dsa_kv_dtype;
+the Qwen3.5 hybrids' backend: test_sglang_b200_qwen3_5).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc.errors import InputError
 from kvcalc.planning.api import plan_reference
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.servecmd import parse_serve_command
@@ -26,9 +26,6 @@ DATA = json.loads((ROOT / "fixtures" / "sglang_0_5_23" / "b200_pages.json").read
 CONFIGS = json.loads((ROOT / "fixtures" / "vllm_0_33" / "reference_configs.json").read_text())[
     "models"
 ]
-#: the models kvcalc refuses on SM100 (kvcalc.engines.sglang.pages)
-REFUSED = {"Qwen--Qwen3-Next-80B-A3B-Thinking.json",
-           "Qwen--Qwen3.5-35B-A3B.json"}  # fmt: skip
 
 
 def _plan(entry: dict, tmp_path: Path):
@@ -87,12 +84,7 @@ def test_the_recording_covers_what_the_rule_says():
 @pytest.mark.parametrize(
     "entry", DATA["entries"], ids=lambda e: f"{e['config'][:30]} {' '.join(e['argv'])}"
 )
-def test_kvcalc_plans_sglangs_page_and_pool_on_a_b200_or_refuses_by_name(entry, tmp_path):
-    if entry["config"] in REFUSED:
-        with pytest.raises(InputError) as err:
-            _plan(entry, tmp_path)
-        assert err.value.code == "unsupported-model" and "SM100" in err.value.message
-        return
+def test_kvcalc_plans_sglangs_page_and_pool_on_a_b200(entry, tmp_path):
     plan = _plan(entry, tmp_path)
     assert (plan.block_size, plan.kv_cache_tokens) == (
         entry["page_size"], entry["max_total_num_tokens"])  # fmt: skip

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.common import pp_stages
-from kvcalc.engines.extra import check_extra, extra_fraction, extra_int
+from kvcalc.engines.extra import check_extra, extra_bool, extra_fraction, extra_int
 from kvcalc.engines.sglang import dcp, hicache, layers, mamba, multimodal, parallel, pools
 from kvcalc.engines.sglang.defaults import (
     EXTRA_KEYS,
@@ -149,6 +149,8 @@ class SglangEngine:
             model, request.gpu_compute_capability,
             request.block_size or extra_int(request.extra, "page_size", None),
             legacy=profile in LEGACY,
+            radix_cache=not extra_bool(request.extra, "disable_radix_cache", False),
+            speculative=request.speculative is not None,
         )  # fmt: skip
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)

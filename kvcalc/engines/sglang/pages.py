@@ -14,9 +14,14 @@ SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × 
   (``_deepseek_family_overrides``): a page outside 32/64 becomes 64. Other MLA models take
   flashinfer, which keeps the page (default 1: DeepSeek-V2-Lite, 690,420 tokens at 20 GiB).
 - DeepSeek sparse attention pages by 64 there too (its KV dtype and record: ``layers``).
-- Refused, not modelled: the Qwen3-Next/Qwen3.5 hybrids, whose backend and page SGLang
-  picks by the Mamba radix strategy, the radix cache and speculation
-  (``model_overrides/qwen3_5.py``: triton at page 1 recorded, whatever page was given).
+- The Qwen3-Next/Qwen3.5 hybrids (``model_overrides/qwen3_5.py``): triton at page 1, whatever page
+  is given; ``trtllm_mha`` at page 64 where the Mamba strategy is already ``extra_buffer`` when the
+  override runs, the radix cache is off, or speculation is on. ``auto`` is still unresolved then
+  (recorded: triton at page 1 though the strategy resolves to ``extra_buffer`` later), so without
+  speculation only ``disable_radix_cache`` gives trtllm_mha (recorded for Qwen3.5-35B-A3B and
+  Qwen3-Next-80B-A3B: ``tests/fixtures/sglang_0_5_23/b200_qwen3_5.json``). Under speculative
+  decoding they are refused by name: SGLang's default backend then turns on the EAGLE top-k, and
+  the reference tool cannot build their draft.
 """
 
 from __future__ import annotations
@@ -35,15 +40,21 @@ _TRTLLM_MLA_PAGES = (32, 64)
 
 
 def page_size(
-    model: ModelShape, capability: tuple[int, int] | None, given: int | None, *, legacy: bool
-) -> int:
+    model: ModelShape, capability: tuple[int, int] | None, given: int | None, *, legacy: bool,
+    radix_cache: bool = True, speculative: bool = False,
+) -> int:  # fmt: skip
     """The page SGLang sizes ``model``'s pool with on a GPU of ``capability`` (``given``: the
-    ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1)."""
+    ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1;
+    ``radix_cache``: not ``--disable-radix-cache``; ``speculative``: a draft is configured)."""
     arch = (model.config_architectures or model.architectures or ("",))[0]
     sm100 = capability is not None and capability[0] == 10 and capability[1] in (0, 3)
-    if sm100 and not legacy:
-        if arch in _QWEN3_5_HYBRIDS:
-            raise _refuse(arch, "its attention backend and page (model_overrides/qwen3_5.py)")
+    if sm100 and not legacy and arch in _QWEN3_5_HYBRIDS:
+        if speculative:
+            raise _refuse(
+                f"{arch} with speculative decoding",
+                "its attention backend and page (model_overrides/qwen3_5.py)",
+            )
+        return 1 if radix_cache else 64
     if is_dsa(model):
         return DSA_PAGE_SIZE
     if legacy or not sm100:
