@@ -37,6 +37,11 @@ _SIZING = (
     "max_total_num_tokens", "max_running_requests", "page_size", "cell_size_bytes", "status",
     "failed_stage", "error",
 )  # fmt: skip
+#: what resolution picked, recorded for an entry that fails later (its pools not built)
+_PICKED = (
+    "attention_backend", "page_size", "speculative_algorithm", "speculative_num_steps",
+    "speculative_eagle_topk", "speculative_num_draft_tokens",
+)  # fmt: skip
 #: the emulated GPUs (``--gpu``): what the reference tool's device queries answer
 GPUS = {
     "h100": dict(name="NVIDIA H100 80GB HBM3", cap=(9, 0), total_mib=81559, sms=132, count=8),
@@ -83,6 +88,10 @@ def _one(
         except BaseException as e:  # noqa: BLE001
             return {"status": "error", "failed_stage": stage, "error": f"{type(e).__name__}: {e}"}
 
+    # what resolution picked, kept for an entry whose pools the tool then cannot build
+    resolved = resolving_view(made[0])
+    picked = {k: getattr(resolved, k, None) for k in _PICKED}
+
     def factory(**_harness_kwargs: Any) -> Any:
         return made[0]
 
@@ -93,6 +102,8 @@ def _one(
         sa_mod.ServerArgs = original
     out = {k: rec.get(k) for k in _SIZING if k in rec}
     out["mem_fraction_static"] = (rec.get("resolved") or {}).get("schedule.mem_fraction_static")
+    if rec.get("status") != "ok":
+        out["resolved_before_pools"] = {k: v for k, v in picked.items() if v is not None}
     if rec.get("status") == "ok":
         view = resolving_view(made[0])
         out["attention_backend"], out["page_size"] = view.attention_backend, view.page_size

@@ -15,6 +15,14 @@ Read in the vLLM 0.33.0 wheel and checked with its own sizing code (H100 and B20
 
 GLM-5 on an H100 with 20 GiB: bf16 pages 64·(1,152 + 132)·78 = 6,409,728 B per block → 3,350
 blocks, 214,400 tokens; fp8 → fp8_ds_mla: 64·(656 + 132)·78 = 3,933,696 B → 5,459 blocks.
+
+On SM 12.x (RTX 5090, RTX PRO 6000, DGX Spark) the only sparse latent backend is
+FLASHINFER_MLA_SPARSE_SM120, which stores ``fp8_ds_mla`` for ``auto`` as for fp8 ("Using fp8_ds_mla
+KV cache format for FLASHINFER_MLA_SPARSE_SM120 backend"): GLM-5 5,459 blocks either way. Before
+SM 9 no backend serves sparse MLA ("No valid attention backend found": FLASH_ATTN_MLA_SPARSE,
+FLASHMLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 reject the compute capability), so it is refused.
+Recorded for GLM-5 and DeepSeek-V3.2 on an emulated A100 and RTX 5090
+(``tests/fixtures/vllm_0_33/sparse_mla_capability.json``).
 """
 
 from __future__ import annotations
@@ -45,6 +53,16 @@ def sparse_cache_dtype(
     if not is_sparse_mla(model):
         return dtype, None
     major = 9 if cc is None else cc[0]
+    if major < 9:
+        assert cc is not None
+        raise InputError(
+            f"vLLM 0.33 has no attention backend for DeepSeek sparse attention "
+            f"({model.model_type}) on SM {cc[0]}.{cc[1]}: 'No valid attention backend found' "
+            "(FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 need SM 9.0; "
+            "FLASHINFER_MLA_SPARSE SM 10.x, FLASHINFER_MLA_SPARSE_SM120 SM 12.x)",
+            hint="plan it on a Hopper or Blackwell GPU (H100, H200, B200, RTX 5090)",
+            code="unsupported-model",
+        )
     if model.model_type == "hy_v4" and major != 9:
         # models/hy_v4/nvidia/attention.py picks a sink-capable sparse MLA backend per platform
         # (_resolve_sink_backend): recorded on Hopper only
@@ -57,6 +75,11 @@ def sparse_cache_dtype(
     if major == 10 and requested.strip().lower() == "auto" and _is_glm_dsa(model):
         # GlmMoeDsaForCausalLM.verify_and_update_config (vllm/model_executor/models/config.py)
         return FP8, "GLM-5 on SM 10.x: vLLM switches the auto KV cache to fp8_e4m3"
+    if major == 12 and not dtype.mla_record_bytes:
+        return FP8_DS_MLA, (
+            f"sparse MLA on SM 12.x: FLASHINFER_MLA_SPARSE_SM120 stores the latent as fp8_ds_mla "
+            f"(656 B per token per layer) for a {requested.strip().lower()} cache too"
+        )
     if major != 9 or not dtype.is_quantized or dtype.mla_record_bytes:
         return dtype, None
     return FP8_DS_MLA, (
@@ -78,6 +101,8 @@ def sparse_block_size(
         # fp8 prefers FLASHINFER_MLA_SPARSE on SM 10.x; a 16-bit latent FLASHMLA_SPARSE (measured
         # with 128 heads; FA4 sparse at 16 heads or fewer per rank, same pages)
         latent = "FLASHINFER_MLA_SPARSE" if dtype.is_quantized else "FLASHMLA_SPARSE"
+    elif major == 12:
+        latent = "FLASHINFER_MLA_SPARSE_SM120"
     else:
         latent = "FLASHMLA_SPARSE" if dtype.is_quantized else "FLASH_ATTN_MLA_SPARSE"
     backends = f"DEEPSEEK_V32_INDEXER/{latent}"
