@@ -46,6 +46,7 @@ _PICKED = (
 GPUS = {
     "h100": dict(name="NVIDIA H100 80GB HBM3", cap=(9, 0), total_mib=81559, sms=132, count=8),
     "b200": dict(name="NVIDIA B200", cap=(10, 0), total_mib=182623, sms=148, count=8),
+    "a100": dict(name="NVIDIA A100-SXM4-80GB", cap=(8, 0), total_mib=81920, sms=108, count=8),
     "rtx5090": dict(name="NVIDIA GeForce RTX 5090", cap=(12, 0), total_mib=32607, sms=170, count=8),
 }
 

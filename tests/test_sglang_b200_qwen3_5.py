@@ -1,10 +1,12 @@
 """SGLang 0.5.23's attention backend and page for the Qwen3-Next/Qwen3.5 hybrids on SM100.
 
 ``tests/fixtures/sglang_0_5_23/b200_qwen3_5.json`` (``scripts/sglang_flag_probe.py --gpu b200``):
-Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B, 12 commands each, resolved and sized by SGLang's own code on
+Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B, 15 commands each, resolved and sized by SGLang's own code on
 an emulated B200 at a 20 GiB KV budget. ``model_overrides/qwen3_5.py`` picks triton at page 1
 (whatever page is given) unless the radix cache is off (or the Mamba strategy is already
-``extra_buffer``, or speculation is on): then trtllm_mha at page 64.
+``extra_buffer``, or speculation is on with trtllm_mha the default, the top-k given as 1): then
+trtllm_mha at page 64. The tool builds no draft worker, so for the speculative commands only the
+resolved page is compared.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def _by(config: str) -> dict[tuple[str, ...], dict]:
 
 
 def test_the_recording_shows_the_rule():
-    assert len(DATA["entries"]) == 2 * 12
+    assert len(DATA["entries"]) == 2 * 15
     q = _by("Qwen--Qwen3.5")
     # triton at page 1 by default and for any given page, though the strategy ends extra_buffer
     base = q[()]
@@ -63,6 +65,13 @@ def test_the_recording_shows_the_rule():
     assert q[("--disable-radix-cache",)]["max_total_num_tokens"] == 549_848 // 64 * 64
     # a backend given: the page given stands
     assert q[("--attention-backend", "triton", "--page-size", "16")]["page_size"] == 16
+    # a draft: trtllm_mha only with the top-k given as 1 (and no page given above 1)
+    nextn = ("--speculative-algorithm", "NEXTN")
+    topk1 = ("--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+             "--speculative-num-draft-tokens", "4")  # fmt: skip
+    pages = [q[argv]["resolved_before_pools"]["page_size"]
+             for argv in (nextn + topk1, nextn, nextn + topk1 + ("--page-size", "16"))]  # fmt: skip
+    assert pages == [64, 1, 1]
 
 
 @pytest.mark.parametrize(
@@ -76,9 +85,8 @@ def test_kvcalc_plans_the_hybrids_page_and_pool_on_a_b200_or_refuses_by_name(ent
         return
     if "--speculative-algorithm" in entry["argv"]:  # the tool cannot build these drafts
         assert entry["status"] == "error" and entry["failed_stage"] == "init_pools"
-        with pytest.raises(InputError) as err:
-            _plan(entry, tmp_path)
-        assert err.value.code == "unsupported-model" and "speculative" in err.value.message
+        page = entry["resolved_before_pools"]["page_size"]
+        assert _plan(entry, tmp_path).block_size == page
         return
     plan = _plan(entry, tmp_path)
     assert (plan.block_size, plan.kv_cache_tokens) == (

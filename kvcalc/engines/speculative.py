@@ -97,6 +97,9 @@ class SpeculativeDraft:
     #: for vLLM)
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
+    #: SGLang: ``--speculative-eagle-topk`` as given (None: not given), which its default
+    #: attention backend reads before the top-k is resolved
+    given_eagle_topk: int | None = None
     #: the draft layers the target's pool prices where the engine's rule is not :attr:`num_layers`
     #: (SGLang: none for a Qwen3-Next / Qwen3.5 NEXTN draft without a draft path); None: those
     pool_layers: int | None = None

@@ -151,6 +151,7 @@ class SglangEngine:
             legacy=profile in LEGACY,
             radix_cache=not extra_bool(request.extra, "disable_radix_cache", False),
             speculative=request.speculative is not None,
+            given_topk=request.speculative.given_eagle_topk if request.speculative else None,
         )  # fmt: skip
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)

@@ -9,7 +9,11 @@ SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × 
 
 - MHA takes ``trtllm_mha`` (``get_default_attn_backend``), and ``_mla_backend_page_constraints``
   turns a page outside 16/32/64/128 (the default included) into 64; MHA with K and V of
-  different widths takes fa4, page 128 (``_fa4_page_constraint``; read, not recorded).
+  different widths takes fa4, page 128 (``_fa4_page_constraint``; read, not recorded). Under
+  speculative decoding only with ``--speculative-eagle-topk 1`` given and no page above 1
+  (``is_no_spec_infer_or_topk_one`` reads the top-k before it is resolved): otherwise flashinfer
+  (triton without it), which keeps the page, 1 by default (recorded for Llama-3.1-8B and Qwen3-8B
+  × EAGLE/EAGLE3/STANDALONE/NGRAM: ``tests/fixtures/sglang_0_5_23/b200_speculative_pages.json``).
 - MLA takes ``trtllm_mla`` only for the DeepSeek family SGLang lists
   (``_deepseek_family_overrides``): a page outside 32/64 becomes 64. Other MLA models take
   flashinfer, which keeps the page (default 1: DeepSeek-V2-Lite, 690,420 tokens at 20 GiB).
@@ -18,16 +22,14 @@ SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × 
   is given; ``trtllm_mha`` at page 64 where the Mamba strategy is already ``extra_buffer`` when the
   override runs, the radix cache is off, or speculation is on. ``auto`` is still unresolved then
   (recorded: triton at page 1 though the strategy resolves to ``extra_buffer`` later), so without
-  speculation only ``disable_radix_cache`` gives trtllm_mha (recorded for Qwen3.5-35B-A3B and
-  Qwen3-Next-80B-A3B: ``tests/fixtures/sglang_0_5_23/b200_qwen3_5.json``). Under speculative
-  decoding they are refused by name: SGLang's default backend then turns on the EAGLE top-k, and
-  the reference tool cannot build their draft.
+  speculation only ``disable_radix_cache`` gives trtllm_mha; with it, trtllm_mha where it is the
+  default (the top-k given as 1, no page above 1), else triton at page 1 (recorded for
+  Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B: ``tests/fixtures/sglang_0_5_23/b200_qwen3_5.json``).
 """
 
 from __future__ import annotations
 
 from kvcalc.engines.sglang.layers import DEEPSEEK_FAMILY, DSA_PAGE_SIZE, is_dsa
-from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 
 #: ``_qwen3_5_hybrid_overrides``' architectures
@@ -41,20 +43,18 @@ _TRTLLM_MLA_PAGES = (32, 64)
 
 def page_size(
     model: ModelShape, capability: tuple[int, int] | None, given: int | None, *, legacy: bool,
-    radix_cache: bool = True, speculative: bool = False,
+    radix_cache: bool = True, speculative: bool = False, given_topk: int | None = None,
 ) -> int:  # fmt: skip
     """The page SGLang sizes ``model``'s pool with on a GPU of ``capability`` (``given``: the
     ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1;
-    ``radix_cache``: not ``--disable-radix-cache``; ``speculative``: a draft is configured)."""
+    ``radix_cache``: not ``--disable-radix-cache``; ``speculative``: a draft is configured;
+    ``given_topk``: its ``--speculative-eagle-topk`` as given)."""
     arch = (model.config_architectures or model.architectures or ("",))[0]
     sm100 = capability is not None and capability[0] == 10 and capability[1] in (0, 3)
+    trtllm_default = not speculative or (given_topk == 1 and given in (None, 1))
     if sm100 and not legacy and arch in _QWEN3_5_HYBRIDS:
-        if speculative:
-            raise _refuse(
-                f"{arch} with speculative decoding",
-                "its attention backend and page (model_overrides/qwen3_5.py)",
-            )
-        return 1 if radix_cache else 64
+        # trtllm_mha at 64 where it is the default and the radix cache is off or a draft is on
+        return 64 if trtllm_default and (speculative or not radix_cache) else 1
     if is_dsa(model):
         return DSA_PAGE_SIZE
     if legacy or not sm100:
@@ -63,6 +63,8 @@ def page_size(
         if arch in DEEPSEEK_FAMILY:
             return given if given in _TRTLLM_MLA_PAGES else 64
         return given or 1
+    if not trtllm_default:
+        return given or 1  # flashinfer, or triton, keeps the page
     asymmetric = any(
         hasattr(x, "head_dim_v") and x.head_dim_k != x.head_dim_v for x in model.layers
     )
@@ -70,12 +72,3 @@ def page_size(
         return 128
     return given if given in _TRTLLM_MHA_PAGES else 64
 
-
-def _refuse(what: str, part: str) -> InputError:
-    return InputError(
-        f"sglang on SM100 (B200/GB200/B300): {what}: SGLang 0.5.23 sizes {part} there in a way "
-        "kvcalc does not model (recorded on an emulated B200: tests/fixtures/sglang_0_5_23/"
-        "b200_pages.json)",
-        hint="plan it with --engine vllm, or for a Hopper GPU",
-        code="unsupported-model",
-    )

@@ -157,6 +157,7 @@ def sglang_draft(
     common = SpeculativeDraft(method=SpecMethod.NGRAM, num_speculative_tokens=steps,
                               tensor_parallel_size=tensor_parallel_size, lookahead=0,
                               eagle_topk=topk, num_draft_tokens=tokens,
+                              given_eagle_topk=cfg.eagle_topk,
                               source=f"NGRAM: no draft model, no draft KV cache ({said})")  # fmt: skip
     method = cfg.method or SpecMethod.NGRAM
     if method is SpecMethod.NGRAM:
