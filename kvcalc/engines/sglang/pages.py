@@ -71,4 +71,3 @@ def page_size(
     if asymmetric:
         return 128
     return given if given in _TRTLLM_MHA_PAGES else 64
-
