@@ -88,3 +88,11 @@ def test_kvcalc_plans_sglangs_page_and_pool_on_a_b200(entry, tmp_path):
     plan = _plan(entry, tmp_path)
     assert (plan.block_size, plan.kv_cache_tokens) == (
         entry["page_size"], entry["max_total_num_tokens"])  # fmt: skip
+
+
+@pytest.mark.parametrize(("gpu", "noted"), [("MI300X", True), (None, True), ("H100-SXM", False)])
+def test_a_plan_without_an_nvidia_capability_says_the_hopper_page_is_assumed(gpu, noted):
+    inputs = PlanInputs(engine="sglang", gpu=gpu, kv_cache_memory_bytes=20 * GIB)
+    plan = plan_reference("llama-3.1-8b", inputs)
+    assert plan.block_size == 1
+    assert any("no NVIDIA compute capability" in n for n in plan.notes) is noted

@@ -153,6 +153,12 @@ class SglangEngine:
             speculative=request.speculative is not None,
             given_topk=request.speculative.given_eagle_topk if request.speculative else None,
         )  # fmt: skip
+        if request.gpu_compute_capability is None and profile not in LEGACY:
+            notes.append(
+                "no NVIDIA compute capability (no catalog GPU, or another vendor's): the page "
+                f"{page} SGLang picks on a Hopper GPU is assumed (Blackwell's backends page by 64; "
+                "ROCm's are not modelled)"
+            )
         budget, split = _budget(request, profile, model, notes)
         stages = pp_stages(model.num_layers, request.pipeline_parallel_size)
         cells = [pools.cells(model, stage, hybrid, draft_layers) for stage in stages]
