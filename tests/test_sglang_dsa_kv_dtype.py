@@ -2,8 +2,8 @@
 
 ``tests/fixtures/sglang_0_5_23/dsa_kv_dtypes.json`` (``scripts/sglang_flag_probe.py``): GLM-5 and
 DeepSeek-V3.2, TP 1 and 8, on an emulated H100 (SM 9.0), B200 (SM 10.0) and RTX 5090 (SM 12.0), with
-``--kv-cache-dtype`` auto, fp8_e4m3, bfloat16, bf16 and fp8_e5m2, resolved and sized by SGLang's own
-code at a 20 GiB KV budget. SGLang stores ``auto`` as fp8 on SM 10 and newer
+``--kv-cache-dtype`` auto, fp8_e4m3, bfloat16, bf16 and fp8_e5m2 (and GLM-5 on an A100, SM 8.0),
+resolved and sized by SGLang's own code at a 20 GiB KV budget. SGLang stores ``auto`` as fp8 on SM 10 and newer
 (``_dsa_kv_cache_dtype_default``), and a ``trtllm`` DSA backend keeps the raw latent where Hopper's
 keeps the scaled 656 B record (``calculate_mla_kv_cache_dim``).
 """
@@ -25,7 +25,7 @@ from kvcalc.units import GIB
 
 ROOT = Path(__file__).parent
 DATA = json.loads((ROOT / "fixtures" / "sglang_0_5_23" / "dsa_kv_dtypes.json").read_text())
-GPUS = {"h100": "H100-SXM", "b200": "B200", "rtx5090": "RTX-5090"}
+GPUS = {"h100": "H100-SXM", "b200": "B200", "rtx5090": "RTX-5090", "a100": "A100-80GB"}
 GLM5 = "zai-org--GLM-5.json"
 
 
@@ -57,7 +57,7 @@ def _row(config: str, gpu: str, tp: int, argv: tuple[str, ...]) -> dict:
 
 
 def test_the_recording_shows_the_rule():
-    assert len(DATA["entries"]) == 2 * 3 * 2 * 5
+    assert len(DATA["entries"]) == 2 * 3 * 2 * 5 + 3  # and GLM-5 on an A100: auto, fp8, bf16
     tokens = {
         gpu: _row(GLM5, gpu, 1, ())["max_total_num_tokens"] for gpu in ("h100", "b200", "rtx5090")
     }
@@ -106,3 +106,7 @@ def test_bfloat16_needs_no_gpu_and_the_default_is_noted(tmp_path):
     )
     notes = _plan(GLM5, [], tmp_path, gpu="B200").notes
     assert any("fp8_e4m3 on SM 10" in n for n in notes)
+    # SM 8: SGLang sizes the pool (recorded: bfloat16 by default), kvcalc says the kernels are
+    # unchecked there
+    notes = _plan(GLM5, [], tmp_path, gpu="A100-80GB").notes
+    assert any("SM 8.0" in n and "not checked" in n for n in notes)

@@ -69,6 +69,13 @@ def dsa_cache_dtype(
     """``_dsa_kv_cache_dtype_default``: the KV dtype of a DSA model of the DeepSeek family
     (``name``: ``--kv-cache-dtype`` as SGLang spells it). The learnable-sink rule (bfloat16 only)
     is not here: HY V4, the one DSA family with sinks, is refused for SGLang before."""
+    if capability is not None and capability[0] < 9:
+        notes.append(
+            f"DeepSeek sparse attention on SM {capability[0]}.{capability[1]}: SGLang sizes its "
+            "pool as here (recorded on an emulated A100), but its default DSA kernels "
+            "(flashmla_sparse prefill, fa3 decode) are built for SM 9.0 and newer and no start-up "
+            "check refuses them: whether it runs is not checked (vLLM refuses it)"
+        )
     if name == "auto":
         major = _major(
             model, capability, "the KV dtype (fp8_e4m3 on SM 10 and newer, else bfloat16)"
