@@ -197,13 +197,21 @@ def test_deepseek_bf16_on_hopper_gets_flash_attn_mla_block_16(deepseek):
 
 
 @pytest.mark.parametrize(
-    ("cc", "block"), [((9, 0), 64), ((10, 0), 32), ((8, 0), 16), ((12, 0), 16)]
+    ("cc", "block"), [((9, 0), 64), ((10, 0), 32), ((8, 9), 16), ((12, 0), 16)]
 )
 def test_deepseek_fp8_block_size_per_backend(deepseek, cc, block):
     # SM 9: FLASHMLA [64]; SM 10: FLASHINFER_MLA [32, 64] → 32; else TRITON_MLA MultipleOf(16)
     assert (
         plan(deepseek, 32768, kv_cache_dtype="fp8", gpu_compute_capability=cc).block_size == block
     )
+
+
+def test_deepseek_fp8_before_sm89_is_refused_as_triton_mla_refuses_it(deepseek):
+    # TRITON_MLA has no fp8 cache before SM 8.9 (recorded on an A100: reference_sm8_sm12.json)
+    with pytest.raises(InputError) as err:
+        plan(deepseek, 32768, kv_cache_dtype="fp8", gpu_compute_capability=(8, 0))
+    assert err.value.code == "unsupported-dtype" and "requires SM89+" in err.value.message
+    assert plan(deepseek, 32768, gpu_compute_capability=(8, 0)).block_size == 16  # bf16 runs
 
 
 def test_deepseek_fp8_flashmla(deepseek):

@@ -102,6 +102,10 @@ class EngineRequest:
     #: SGLang ``--enable-dp-attention --dp N``: N attention ranks inside the TP group, each with
     #: its own requests and pool (attention TP = TP / N); 1: off
     attention_data_parallel_size: int = 1
+    #: the ranks the routed experts are split over (vLLM: TP × DP × PCP; None: TP) and whether
+    #: each holds whole experts (``--enable-expert-parallel``)
+    moe_ranks: int | None = None
+    expert_parallel: bool = False
     #: tokens per block/page; None = the engine default (vLLM 16, FlashMLA 64, hybrid alignment)
     block_size: int | None = None
     #: None = the engine default (vLLM's table from GPU memory and name, §1.11)

@@ -123,6 +123,19 @@ def _scale_count(s: QuantSpec, rows: int, cols: int) -> int:
 FP8_MOE_MIN_REFINED_BLOCK = 32
 
 
+def refined_fp8_moe_block(
+    block_n: int, block_k: int, ispp: int, hidden: int, *, split: bool
+) -> int | None:
+    """``oracle/fp8.py`` ``refine_fp8_moe_block_shape``: the square block vLLM 0.33 refines a
+    block-fp8 expert's scales to when the rank's expert width ``ispp`` (``split``: TP-sharded) is
+    not a multiple of the checkpoint's block, ``gcd(block_n, block_k, ispp, hidden)`` when at
+    least 32; None where none is needed or possible."""
+    if ispp % block_n == 0 and (not split or ispp % block_k == 0):
+        return None
+    refined = math.gcd(block_n, block_k, ispp, hidden)
+    return refined if refined >= FP8_MOE_MIN_REFINED_BLOCK else None
+
+
 def _fp8_expert_scales(s: QuantSpec, t: Tensor, rows: int, cols: int) -> int:
     """Block scales of one routed expert on one rank as vLLM 0.33's ``Fp8MoEMethod.create_weights``
     allocates them: ``w13`` as ``2 · cdiv(ispp, block_n) × cdiv(hidden, block_k)`` (gate and up
@@ -138,10 +151,9 @@ def _fp8_expert_scales(s: QuantSpec, t: Tensor, rows: int, cols: int) -> int:
     shards = 1
     if not down and rows % 2 == 0:  # gated: gate and up halves, as the mxfp4 layout reads them
         shards, ispp, full = 2, rows // 2, t.rows // 2
-    if ispp % bn or (ispp != full and ispp % bk):
-        refined = math.gcd(bn, bk, ispp, hidden)
-        if refined >= FP8_MOE_MIN_REFINED_BLOCK:
-            bn = bk = refined
+    refined = refined_fp8_moe_block(bn, bk, ispp, hidden, split=ispp != full)
+    if refined is not None:
+        bn = bk = refined
     if down:
         return cdiv(hidden, bn) * cdiv(ispp, bk)
     return shards * cdiv(ispp, bn) * cdiv(hidden, bk)

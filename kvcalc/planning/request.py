@@ -11,6 +11,7 @@ from kvcalc.errors import InputError
 from kvcalc.model.shape import ModelShape
 from kvcalc.planning.deployment import Deployment
 from kvcalc.planning.inputs import PlanInputs
+from kvcalc.planning.parallel import moe_split
 
 if TYPE_CHECKING:  # a draft's types: its module loads only when a deployment speculates
     from kvcalc.engines.speculative import SpeculativeDraft
@@ -25,6 +26,7 @@ def engine_request(
 ) -> EngineRequest:
     """The engine's view of ``deployment`` with ``available_kv_bytes`` of KV memory per GPU."""
     inputs, gpu = deployment.inputs, deployment.gpu
+    moe_ranks, whole = moe_split(inputs)
     return EngineRequest(
         model=model,
         kv_cache_dtype=inputs.kv_cache_dtype,
@@ -37,6 +39,8 @@ def engine_request(
         prefill_context_parallel_size=inputs.prefill_context_parallel_size,
         cp_kv_cache_interleave_size=inputs.cp_kv_cache_interleave_size or 1,
         attention_data_parallel_size=deployment.attention_data_parallel_size,
+        moe_ranks=moe_ranks,
+        expert_parallel=whole,
         block_size=inputs.block_size,
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,

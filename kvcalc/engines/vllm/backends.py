@@ -80,6 +80,57 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
         )
 
 
+#: FlashInfer's head sizes (``flashinfer.py`` ``get_supported_head_sizes``)
+FLASHINFER_HEAD_SIZES = (64, 128, 256, 512)
+#: families whose layers may carry attention sinks, which FlashInfer serves on SM 9.0 and 12.x
+#: only (``FlashInferBackend.supports_sink``); gpt-oss always has them (recorded)
+_SINK_FAMILIES = frozenset(
+    {"laguna", "granite-swa", "granitemoe-swa", "mimo-v2", "pangu-ultra-moe"}
+)
+
+
+def refuse_fp8_before_sm89(
+    model: ModelShape, dtype: CacheDtype, cc: tuple[int, int] | None, gpu_name: str | None
+) -> None:
+    """An fp8 cache before SM 8.9 (A100, A10, RTX 3090, T4, V100) where only a Triton backend
+    serves the model: ``TritonMLAImpl`` and ``TritonAttentionImpl`` raise "FP8 KV cache is not
+    supported by the Triton ... backend ...; native FP8 (fp8e4nv) requires SM89+"
+    (``triton_mla.py``, ``triton_attn.py``). MLA runs on TRITON_MLA alone there; MHA falls to
+    TRITON_ATTN where FlashInfer cannot serve it (FlashAttention 2 has no fp8 cache): attention
+    sinks (gpt-oss), a head size FlashInfer lacks, or below SM 8.0 (FlashInfer's floor). Recorded
+    on an emulated A100 for DeepSeek-V3, Kimi-K2, Kimi-K2.5 and gpt-oss-20b/120b
+    (``reference_sm8_sm12.json``); the other sink families are refused as not checked."""
+    if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
+        return
+    heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
+    if model.is_mla:
+        from kvcalc.model.attention_layouts import SparseMLA  # MLA models only: loaded lazily
+
+        if any(isinstance(x, SparseMLA) for x in model.layers):
+            return  # sparse MLA: refused before SM 9 (sparse.py)
+        backend = "Triton MLA"
+    elif model.family == "gpt-oss" or cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES):
+        backend = "Triton attention"
+    elif model.family in _SINK_FAMILIES:
+        raise InputError(
+            f"vLLM 0.33 with an fp8 KV cache on SM {cc[0]}.{cc[1]}: {model.model_type} may have "
+            "attention sinks, which FlashInfer cannot serve there, and the Triton backend has no "
+            "fp8 cache before SM 8.9; which backend vLLM picks was not checked",
+            hint="plan it with --kv-cache-dtype auto on this GPU",
+            code="unsupported-dtype",
+        )
+    else:
+        return
+    suggested = "float16" if cc < (8, 0) else "bfloat16"
+    raise InputError(
+        f"vLLM refuses to start: FP8 KV cache is not supported by the {backend} backend on "
+        f"{gpu_name or 'this GPU'} (compute capability {cc[0]}.{cc[1]}); native FP8 (fp8e4nv) "
+        f"requires SM89+. Re-run with --kv-cache-dtype {suggested}.",
+        hint=f"use --kv-cache-dtype auto (or {suggested}) on this GPU, or a GPU of SM 8.9 or newer",
+        code="unsupported-dtype",
+    )
+
+
 #: the block sizes vLLM 0.33's CUDA attention backends accept, by their ``supports_block_size``
 #: (``v1/attention/backend.py``: the size must be a multiple of a supported kernel size):
 #: FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION and FLASH_ATTN_MLA / TRITON_MLA ``MultipleOf(16)``,
