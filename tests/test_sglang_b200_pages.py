@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.engines.sglang.pages import page_size
+from kvcalc.hfconfig import parse_config
+from kvcalc.model.layouts import FullAttention
 from kvcalc.planning.api import plan_reference
 from kvcalc.planning.inputs import PlanInputs
 from kvcalc.planning.servecmd import parse_serve_command
@@ -96,3 +99,30 @@ def test_a_plan_without_an_nvidia_capability_says_the_hopper_page_is_assumed(gpu
     plan = plan_reference("llama-3.1-8b", inputs)
     assert plan.block_size == 1
     assert any("no NVIDIA compute capability" in n for n in plan.notes) is noted
+
+
+def _page(model, capability, given=None, *, speculative=False, topk=None, radix=True):
+    return page_size(model, capability, given, legacy=False, radix_cache=radix,
+                     speculative=speculative, given_topk=topk)  # fmt: skip
+
+
+def test_every_sm_10_part_pages_as_the_b200_and_sm_12_as_hopper():
+    # SGLang's is_sm100 is any major 10 (utils/common.py: device_capability_majors=[10]): a B300
+    # (10.3) takes trtllm_mha's 64 like the B200; an RTX 5090 (12.0) flashinfer's page 1
+    llama = parse_config(CONFIGS["meta-llama--Llama-3.1-8B.json"]["config"], name="llama")
+    assert [_page(llama, cc) for cc in ((10, 0), (10, 3), (12, 0), (9, 0))] == [64, 64, 1, 1]
+    # with a draft: trtllm_mha only for a top-k given as 1 and no page above 1
+    # (is_no_spec_infer_or_topk_one: page_size None or 1)
+    assert _page(llama, (10, 0), 1, speculative=True, topk=1) == 64
+    assert _page(llama, (10, 0), 16, speculative=True, topk=1) == 16
+    assert _page(llama, (10, 0), None, speculative=True, topk=None) == 1
+
+
+def test_unequal_k_and_v_widths_take_fa4s_page_on_sm_10():
+    # get_default_attn_backend: has_asymmetric_kv → fa4; _fa4_page_constraint pages it by 128 (read
+    # in the code, not recorded); on Hopper the page stays the default 1
+    base = parse_config(CONFIGS["meta-llama--Llama-3.1-8B.json"]["config"], name="llama")
+    layer = base.layers[0]
+    assert isinstance(layer, FullAttention) and layer.head_dim_k == layer.head_dim_v == 128
+    wide_k = replace(base, layers=tuple(replace(x, k_dim=192) for x in base.layers))
+    assert (_page(wide_k, (10, 0)), _page(wide_k, (9, 0)), _page(base, (10, 0))) == (128, 1, 64)

@@ -41,6 +41,10 @@ GPUS = {
     "rtx5090": {"gpu_memory_bytes": 32 * 10**9, "gpu_name": "NVIDIA GeForce RTX 5090",
                 "gpu_compute_capability": (12, 0)},
     "t4": {"gpu_memory_bytes": 15 * GIB, "gpu_name": "Tesla T4", "gpu_compute_capability": (7, 5)},
+    # for the fp8 MoE rule's bounds only (no recording on these)
+    "l40s": {"gpu_memory_bytes": 48 * GIB, "gpu_name": "NVIDIA L40S", "gpu_compute_capability": (8, 9)},
+    "h100": {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
+             "gpu_compute_capability": (9, 0)},
 }  # fmt: skip
 #: vLLM finds no attention backend for the model on the GPU (DeepSeek sparse attention before
 #: SM 9): kvcalc refuses it by name (unsupported-model, the ARCHITECTURE class)
@@ -159,6 +163,8 @@ def test_matches_vllm(name, row):
         ("a100", 4, False, False),  # 384 wide: the checkpoint's blocks, Marlin
         ("a100", 8, True, False),  # --enable-expert-parallel: whole experts
         ("rtx5090", 8, False, False),  # SM 12.0 runs Triton's refined blocks (recorded above)
+        ("l40s", 8, False, False),  # SM 8.9: supports_fp8, Triton runs them
+        ("h100", 8, False, False),
     ],
 )
 def test_the_fp8_moe_refusal_follows_the_rank_width(gpu, tp, whole, refused):
@@ -172,4 +178,22 @@ def test_the_fp8_moe_refusal_follows_the_rank_width(gpu, tp, whole, refused):
         return
     with pytest.raises(KvcalcError) as err:
         get_engine("vllm").plan_kv_cache(request)
-    assert err.value.code == "unsupported-quantization" and "64 × 64" in err.value.message
+    assert err.value.code == "unsupported-quantization"
+    assert err.value.message.startswith(
+        "vLLM refuses to start: No FP8 MoE backend supports the deployment configuration. "
+    )
+    assert "192 wide on each of 8 ranks" in err.value.message and "64 × 64" in err.value.message
+    assert err.value.message.endswith("this GPU is SM 8.0)")
+    assert "--enable-expert-parallel" in err.value.hint and "SM 8.9" in err.value.hint
+
+
+def test_a_dense_block_fp8_model_is_not_an_fp8_moe():
+    # the rule reads the routed experts only: Qwen3-8B with 128 x 128 fp8 blocks at TP 8 on an A100
+    config = dict(REFERENCE["models"]["Qwen--Qwen3-8B.json"]["config"])
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128],
+                                     "activation_scheme": "dynamic"}  # fmt: skip
+    request = EngineRequest(
+        model=parse_config(config, name="qwen3-8b-fp8"), max_model_len=32768,
+        tensor_parallel_size=8, moe_ranks=8, available_kv_bytes=20 * GIB, **GPUS["a100"],
+    )  # fmt: skip
+    assert get_engine("vllm").plan_kv_cache(request).num_blocks > 0

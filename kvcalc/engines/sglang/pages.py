@@ -4,8 +4,8 @@ Hopper and older NVIDIA GPUs: the default backends (fa3, flashinfer, triton) tak
 given ``--page-size`` stands and the default is 1 (``_page_size_default``). DeepSeek sparse
 attention takes page 64 whatever is given (``model_overrides/deepseek_v2.py``).
 
-SM100/SM103 (B200, GB200, B300), recorded on an emulated B200 for 20 configs × five page sizes
-(``tests/fixtures/sglang_0_5_23/b200_pages.json``):
+SM 10.x (B200, GB200, B300: SGLang's ``is_sm100``), recorded on an emulated B200 for 20 configs ×
+five page sizes (``tests/fixtures/sglang_0_5_23/b200_pages.json``):
 
 - MHA takes ``trtllm_mha`` (``get_default_attn_backend``), and ``_mla_backend_page_constraints``
   turns a page outside 16/32/64/128 (the default included) into 64; MHA with K and V of
@@ -43,14 +43,14 @@ _TRTLLM_MLA_PAGES = (32, 64)
 
 def page_size(
     model: ModelShape, capability: tuple[int, int] | None, given: int | None, *, legacy: bool,
-    radix_cache: bool = True, speculative: bool = False, given_topk: int | None = None,
+    radix_cache: bool, speculative: bool, given_topk: int | None,
 ) -> int:  # fmt: skip
     """The page SGLang sizes ``model``'s pool with on a GPU of ``capability`` (``given``: the
     ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1;
     ``radix_cache``: not ``--disable-radix-cache``; ``speculative``: a draft is configured;
     ``given_topk``: its ``--speculative-eagle-topk`` as given)."""
     arch = (model.config_architectures or model.architectures or ("",))[0]
-    sm100 = capability is not None and capability[0] == 10 and capability[1] in (0, 3)
+    sm100 = capability is not None and capability[0] == 10  # SGLang's is_sm100: major 10
     trtllm_default = not speculative or (given_topk == 1 and given in (None, 1))
     if sm100 and not legacy and arch in _QWEN3_5_HYBRIDS:
         # trtllm_mha at 64 where it is the default and the radix cache is off or a draft is on
