@@ -14,6 +14,7 @@ vLLM's reason.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,21 +107,32 @@ def _plan(name: str, row: dict):
     model = _model(name)
     return get_engine("vllm").plan_kv_cache(
         EngineRequest(
-            model=model, max_model_len=row["max_model_len"], kv_cache_dtype=row["kv_cache_dtype"],
+            model=model, max_model_len=row["max_model_len"] or model.max_model_len,
+            kv_cache_dtype=row["kv_cache_dtype"],
             tensor_parallel_size=row["tensor_parallel_size"],
             available_kv_bytes=row["available_kv_bytes"], **GPUS[row["gpu"]],
         )
     )  # fmt: skip
 
 
-def test_the_code_read_refusals_are_recorded_too():
-    # a head size FlashInfer lacks (96) on the A100, and any model below SM 8.0: TRITON_ATTN
-    refused = {(n, r["gpu"]): r["refused"]["reason"] for n, m in DATA["more"].items()
-               for r in m["scenarios"] if "refused" in r}  # fmt: skip
-    assert set(refused) == {("microsoft--Phi-3.5-mini-instruct.json", "a100"),
-                            ("meta-llama--Llama-3.1-8B.json", "t4")}  # fmt: skip
-    assert all("Triton attention backend" in t for t in refused.values())
-    assert refused[("meta-llama--Llama-3.1-8B.json", "t4")].endswith("--kv-cache-dtype float16.")
+def test_the_triton_refusals_are_recorded_for_each_reason():
+    # TRITON_ATTN before SM 8.9 with fp8: a head size FlashInfer lacks (96), sinks (Laguna, Granite
+    # SWA dense and MoE), unequal K and V widths with sinks (MiMo-V2), and any model below SM 8.0;
+    # without sinks the same Laguna and Granite SWA configs run fp8 on FlashInfer
+    more = DATA["more"]
+    refused = {(n, r["gpu"]) for n, m in more.items() for r in m["scenarios"]
+               if "Triton attention backend" in r.get("refused", {}).get("reason", "")}  # fmt: skip
+    assert refused == {
+        ("microsoft--Phi-3.5-mini-instruct.json", "a100"), ("meta-llama--Llama-3.1-8B.json", "t4"),
+        ("synthetic--laguna-swa-per-layer-heads.json", "a100"),
+        ("synthetic--granite-swa-defaults.json", "a100"),
+        ("synthetic--granitemoe-swa-defaults.json", "a100"), ("XiaomiMiMo--MiMo-V2-Flash.json", "a100"),
+    }  # fmt: skip
+    for name in ("synthetic--laguna-defaults.json", "synthetic--granite-swa-no-sinks.json"):
+        (fp8,) = [r for r in more[name]["scenarios"] if r["kv_cache_dtype"] == "fp8"]
+        assert fp8["attention_backends"] == ["FLASHINFER"]
+    t4 = [r for r in more["meta-llama--Llama-3.1-8B.json"]["scenarios"] if "refused" in r]
+    assert t4[0]["refused"]["reason"].endswith("--kv-cache-dtype float16.")
 
 
 def test_the_pass_covers_every_config_on_both_gpus():
@@ -197,3 +209,16 @@ def test_a_dense_block_fp8_model_is_not_an_fp8_moe():
         tensor_parallel_size=8, moe_ranks=8, available_kv_bytes=20 * GIB, **GPUS["a100"],
     )  # fmt: skip
     assert get_engine("vllm").plan_kv_cache(request).num_blocks > 0
+
+
+def test_a_sink_family_without_a_weight_shape_is_refused_as_not_checked():
+    # kvcalc reads sinks from the weight shape; without one it cannot tell Laguna with sinks
+    # (TRITON_ATTN, refused) from Laguna without (FlashInfer, recorded above)
+    model = replace(_model("synthetic--laguna-defaults.json"), weights=None)
+    request = EngineRequest(
+        model=model, max_model_len=4096, kv_cache_dtype="fp8", available_kv_bytes=20 * GIB,
+        **GPUS["a100"],
+    )  # fmt: skip
+    with pytest.raises(KvcalcError) as err:
+        get_engine("vllm").plan_kv_cache(request)
+    assert err.value.code == "unsupported-dtype" and "was not checked" in err.value.message

@@ -82,11 +82,20 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
 
 #: FlashInfer's head sizes (``flashinfer.py`` ``get_supported_head_sizes``)
 FLASHINFER_HEAD_SIZES = (64, 128, 256, 512)
-#: families whose layers may carry attention sinks, which FlashInfer serves on SM 9.0 and 12.x
-#: only (``FlashInferBackend.supports_sink``); gpt-oss always has them (recorded)
-_SINK_FAMILIES = frozenset(
-    {"laguna", "granite-swa", "granitemoe-swa", "mimo-v2", "pangu-ultra-moe"}
-)
+#: families whose layers may carry attention sinks (which FlashInfer serves on SM 9.0 and 12.x
+#: only: ``FlashInferBackend.supports_sink``), for a model whose weights kvcalc does not read
+_SINK_FAMILIES = frozenset({"gpt-oss", "laguna", "granite-swa", "granitemoe-swa", "mimo-v2"})
+
+
+def _has_sinks(model: ModelShape) -> bool | None:
+    """Whether a layer has attention sinks, as the weight shape reads them (gpt-oss, Granite SWA's
+    ``attention_sinks``, Laguna's ``swa_attention_sink_enabled``, MiMo-V2's
+    ``add_swa_attention_sink_bias``); None where kvcalc has no weight shape."""
+    w = model.weights
+    if w is None:
+        return None
+    heads = (w.attention, w.global_attention, *w.layer_attention)
+    return any(a is not None and a.sinks for a in heads)
 
 
 def refuse_fp8_before_sm89(
@@ -97,9 +106,12 @@ def refuse_fp8_before_sm89(
     supported by the Triton ... backend ...; native FP8 (fp8e4nv) requires SM89+"
     (``triton_mla.py``, ``triton_attn.py``). MLA runs on TRITON_MLA alone there; MHA falls to
     TRITON_ATTN where FlashInfer cannot serve it (FlashAttention 2 has no fp8 cache): attention
-    sinks (gpt-oss), a head size FlashInfer lacks, or below SM 8.0 (FlashInfer's floor). Recorded
-    on an emulated A100 for DeepSeek-V3, Kimi-K2, Kimi-K2.5 and gpt-oss-20b/120b
-    (``reference_sm8_sm12.json``); the other sink families are refused as not checked."""
+    sinks, K and V of unequal widths (TRITON_ATTN_DIFFKV), a head size FlashInfer lacks, or below
+    SM 8.0 (FlashInfer's floor). Recorded on an emulated A100 (``reference_sm8_sm12.json``) for
+    DeepSeek-V3, Kimi-K2 and K2.5, gpt-oss-20b/120b, Phi-3.5-mini (96-wide heads), and Laguna,
+    Granite SWA (dense and MoE) and MiMo-V2-Flash with sinks, where Laguna and Granite SWA without
+    them run on FlashInfer; and on a T4 for Llama-3.1-8B. A sink family whose weights kvcalc does
+    not read is refused as not checked."""
     if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
         return
     heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
@@ -109,9 +121,14 @@ def refuse_fp8_before_sm89(
         if any(isinstance(x, SparseMLA) for x in model.layers):
             return  # sparse MLA: refused before SM 9 (sparse.py)
         backend = "Triton MLA"
-    elif model.family == "gpt-oss" or cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES):
+    elif (
+        cc < (8, 0)
+        or not heads <= set(FLASHINFER_HEAD_SIZES)
+        or _has_sinks(model)
+        or any(isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers)
+    ):
         backend = "Triton attention"
-    elif model.family in _SINK_FAMILIES:
+    elif _has_sinks(model) is None and model.family in _SINK_FAMILIES:
         raise InputError(
             f"vLLM 0.33 with an fp8 KV cache on SM {cc[0]}.{cc[1]}: {model.model_type} may have "
             "attention sinks, which FlashInfer cannot serve there, and the Triton backend has no "

@@ -50,11 +50,7 @@ from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.common import is_float32_config
 from kvcalc.engines.extra import unknown_version, version_tuple
 from kvcalc.engines.formats import nearest, resolve_generic
-from kvcalc.engines.vllm.backends import (
-    attention_block_size,
-    refuse_fp8_before_sm89,
-    refuse_unsupported,
-)
+from kvcalc.engines.vllm.backends import attention_block_size, refuse_unsupported
 from kvcalc.engines.vllm.modelopt import normalized
 from kvcalc.errors import InputError
 from kvcalc.frozen import frozen
@@ -289,10 +285,6 @@ def resolve_cache_dtype(
             f"cache dtype {dtype.name} is not modelled for MLA models in vLLM",
             hint="use auto, fp8 or fp8_ds_mla",
             code="unsupported-dtype",
-        )
-    if profile.in_flight_batches:  # the 0.33 profile
-        refuse_fp8_before_sm89(
-            request.model, dtype, request.gpu_compute_capability, request.gpu_name
         )
     return dtype, notes
 

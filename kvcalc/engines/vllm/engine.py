@@ -31,7 +31,6 @@ from kvcalc.engines.base import EngineRequest, KvCachePlan, MemoryInputs
 from kvcalc.engines.extra import check_extra, extra_bool, extra_int
 from kvcalc.engines.vllm import defaults as D
 from kvcalc.engines.vllm.batch import scheduler_batch
-from kvcalc.engines.vllm.fp8_moe import refuse_refined_fp8_moe_before_sm89
 from kvcalc.engines.vllm.graph_defaults import plan_captures
 from kvcalc.engines.vllm.mamba_dtypes import with_mamba_dtypes
 from kvcalc.engines.vllm.mm import MmTerms, parse_limits, vllm_mm_terms
@@ -298,7 +297,6 @@ class VllmEngine:
         self.cudagraph_captures(request)  # graph settings vLLM refuses stop it starting
         if profile.in_flight_batches:  # the 0.33 profile
             refuse_unbuildable(request.model, "0.33", request.tensor_parallel_size)
-            refuse_refined_fp8_moe_before_sm89(request)
             reason = unbuildable_reason(request.model)
             if reason:
                 raise InputError(

@@ -10,10 +10,11 @@ from dataclasses import replace
 from kvcalc.engines.base import EngineRequest
 from kvcalc.engines.extra import extra_choice, extra_int
 from kvcalc.engines.vllm import defaults as D
-from kvcalc.engines.vllm.backends import user_block_size_refusal
+from kvcalc.engines.vllm.backends import refuse_fp8_before_sm89, user_block_size_refusal
 from kvcalc.engines.vllm.batch import scheduler_batch
 from kvcalc.engines.vllm.dcp import check_dcp
 from kvcalc.engines.vllm.dtypes import serving_dtype
+from kvcalc.engines.vllm.fp8_moe import refuse_refined_fp8_moe_before_sm89
 from kvcalc.engines.vllm.groups import Sizing, align_hybrid_block_size
 from kvcalc.engines.vllm.hybrid import (
     attention_layers,
@@ -83,6 +84,12 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
             hint=f"{fix}; then: {bad_tp.message}",
             code="max-model-len-exceeded",
         ) from None
+    if refusal is None and profile.in_flight_batches:
+        # the model's build, after the length and the heads: its attention and MoE kernels
+        refuse_fp8_before_sm89(
+            request.model, dtype, request.gpu_compute_capability, request.gpu_name
+        )
+        refuse_refined_fp8_moe_before_sm89(request)
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
     if request.speculative is not None:
         model = _with_speculative_state(model, request.speculative.num_speculative_tokens, notes)
