@@ -155,3 +155,22 @@ def assert_sized(plan, row: dict) -> None:
         row["block_size"], row["num_blocks"], row["kv_cache_tokens"],
     )  # fmt: skip
     assert plan.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
+
+
+#: the torch dtype vLLM allocates each kvcalc cache dtype as (fp8 caches are uint8 tensors:
+#: vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE)
+VLLM_STORAGE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "uint8",
+                "fp8_e4m3": "uint8", "fp8_e5m2": "uint8", "fp8_ds_mla": "uint8"}  # fmt: skip
+
+
+def vllm_cache_dtypes(layers, kv_cache_dtype: str) -> list[str]:
+    """The torch dtypes of vLLM's attention caches: the KV dtype, plus the indexer's fp8 keys
+    (uint8) of sparse MLA and DeepSeek-V4's float32 compressor state."""
+    from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
+
+    want = {VLLM_STORAGE[kv_cache_dtype]}
+    if any(isinstance(x, (SparseMLA, CompressedSparseAttention)) for x in layers):
+        want.add("uint8")
+    if any(isinstance(x, CompressedSparseAttention) for x in layers):
+        want.add("float32")
+    return sorted(want)

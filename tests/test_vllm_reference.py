@@ -20,13 +20,13 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import assert_sized, refusal_class
+from helpers import assert_sized, refusal_class, vllm_cache_dtypes
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest, KvCachePlan
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.hfconfig import parse_config
-from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
+from kvcalc.model.attention_layouts import SparseMLA
 from kvcalc.model.layouts import LayerKind
 from kvcalc.units import GIB
 
@@ -100,10 +100,6 @@ def test_not_yet_modelled_are_refused_by_name():
 KINDS = {"full": LayerKind.FULL, "sliding": LayerKind.SLIDING, "chunked": LayerKind.CHUNKED,
          "mla": LayerKind.MLA, "mamba": LayerKind.RECURRENT,
          "sliding_window_mla": LayerKind.SLIDING}  # fmt: skip
-#: the torch dtype vLLM allocates each kvcalc cache dtype as (fp8 caches are uint8 tensors:
-#: vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE)
-STORAGE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "uint8",
-           "fp8_e4m3": "uint8", "fp8_e5m2": "uint8", "fp8_ds_mla": "uint8"}  # fmt: skip
 
 #: why an engine refuses a scenario, as a class both sides are mapped to
 LENGTH, PARALLELISM, KV_MEMORY, ARCHITECTURE = "max-model-len", "parallelism", "kv-memory", "arch"
@@ -184,15 +180,8 @@ def assert_groups_match(name: str, row: dict, p: KvCachePlan) -> None:
 
 
 def assert_cache_dtype_matches(name: str, row: dict, p: KvCachePlan) -> None:
-    """The torch dtypes of vLLM's attention caches: the KV dtype, plus the indexer's fp8 keys
-    (uint8) of sparse MLA and DeepSeek-V4's float32 compressor state."""
-    layers = _model(name).layers
-    want = {STORAGE[p.kv_cache_dtype]}
-    if any(isinstance(x, (SparseMLA, CompressedSparseAttention)) for x in layers):
-        want.add("uint8")
-    if any(isinstance(x, CompressedSparseAttention) for x in layers):
-        want.add("float32")
-    assert sorted(want) == row["cache_dtype"]
+    """The torch dtypes of vLLM's attention caches (:func:`helpers.vllm_cache_dtypes`)."""
+    assert vllm_cache_dtypes(_model(name).layers, p.kv_cache_dtype) == row["cache_dtype"]
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)

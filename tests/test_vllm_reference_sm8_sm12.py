@@ -18,12 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import assert_sized, refusal_class
+from helpers import assert_sized, refusal_class, vllm_cache_dtypes
 from test_vllm_reference import DATA as REFERENCE
 from test_vllm_reference import (
     KINDS,
     KVCALC_CODES,
-    STORAGE,
     VLLM_REASONS,
 )
 
@@ -31,7 +30,7 @@ from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
 from kvcalc.errors import KvcalcError
 from kvcalc.hfconfig import parse_config
-from kvcalc.model.attention_layouts import CompressedSparseAttention, SparseMLA
+from kvcalc.model.attention_layouts import SparseMLA
 from kvcalc.units import GIB
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_0_33" / "reference_sm8_sm12.json"
@@ -89,18 +88,6 @@ def _vllm_layers_per_layer(name: str, layer_indices: tuple[int, ...]) -> int:
     """vLLM's specs per kvcalc layer: 2 for sparse MLA (latent and indexer), else 1."""
     layers = _model(name).layers
     return 2 if all(isinstance(layers[i], SparseMLA) for i in layer_indices) else 1
-
-
-def _cache_dtypes(name: str, p) -> list[str]:
-    """The torch dtypes of vLLM's attention caches: the KV dtype, plus the indexer's fp8 keys
-    (uint8) of sparse MLA and DeepSeek-V4's float32 compressor state (as test_vllm_reference)."""
-    layers = _model(name).layers
-    want = {STORAGE[p.kv_cache_dtype]}
-    if any(isinstance(x, (SparseMLA, CompressedSparseAttention)) for x in layers):
-        want.add("uint8")
-    if any(isinstance(x, CompressedSparseAttention) for x in layers):
-        want.add("float32")
-    return sorted(want)
 
 
 def _plan(name: str, row: dict):
@@ -165,7 +152,7 @@ def test_matches_vllm(name, row):
         got.append((g.kind, real * per_layer, g.block_size, g.page_bytes if plain else None))
         want.append((KINDS[kind], layers, block, page if plain else None))
     assert got == want
-    assert _cache_dtypes(name, p) == row["cache_dtype"]
+    assert vllm_cache_dtypes(_model(name).layers, p.kv_cache_dtype) == row["cache_dtype"]
 
 
 @pytest.mark.parametrize(
