@@ -1,9 +1,10 @@
-"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing on an A100 (SM 8.0) and an RTX 5090 (SM 12.0).
+"""kvcalc's vLLM engine equals vLLM 0.33.0's own sizing on an A100, an L40S and an RTX 5090.
 
 ``fixtures/vllm_0_33/reference_sm8_sm12.json``: the public configs of ``reference_configs.json``
 (the three with a separate quantization file left out), auto at TP 1 and fp8 at TP 8, 32,768 tokens,
-20 GiB per GPU, recorded with the vLLM reference harness on an emulated A100 and RTX 5090 (the
-harness has no RTX 5090 preset: a wrapper adds one, ``(12, 0)``, before its ``main``). The attention
+20 GiB per GPU, recorded with the vLLM reference harness on an emulated A100 (SM 8.0), L40S
+(SM 8.9) and RTX 5090 (SM 12.0) (the harness has no L40S or RTX 5090 preset: a wrapper adds them
+before its ``main``). The attention
 backends vLLM picks there differ from Hopper's and Blackwell's datacenter parts (FlashAttention 2,
 FlashInfer for an fp8 cache, TRITON_MLA, the SM120 sparse backends), and with them the block sizes
 and cache formats. Every sized scenario must match (block size, blocks, tokens, concurrency, each
@@ -41,8 +42,8 @@ GPUS = {
     "rtx5090": {"gpu_memory_bytes": 32 * 10**9, "gpu_name": "NVIDIA GeForce RTX 5090",
                 "gpu_compute_capability": (12, 0)},
     "t4": {"gpu_memory_bytes": 15 * GIB, "gpu_name": "Tesla T4", "gpu_compute_capability": (7, 5)},
-    # for the fp8 MoE rule's bounds only (no recording on these)
     "l40s": {"gpu_memory_bytes": 48 * GIB, "gpu_name": "NVIDIA L40S", "gpu_compute_capability": (8, 9)},
+    # for the fp8 MoE rule's bounds only (no recording on it)
     "h100": {"gpu_memory_bytes": 80 * GIB, "gpu_name": "NVIDIA H100 80GB HBM3",
              "gpu_compute_capability": (9, 0)},
 }  # fmt: skip
@@ -130,7 +131,7 @@ def test_the_pass_covers_every_config_on_both_gpus():
     }
     for rows in DATA["models"].values():
         assert {(r["gpu"], r["kv_cache_dtype"]) for r in rows} == {
-            (g, d) for g in ("a100", "rtx5090") for d in ("auto", "fp8")
+            (g, d) for g in ("a100", "rtx5090", "l40s") for d in ("auto", "fp8")
         }
 
 
