@@ -54,13 +54,14 @@ def is_dsa(model: ModelShape) -> bool:
     return any(isinstance(x, SparseMLA) for x in model.layers)
 
 
-def _arch(model: ModelShape) -> str:
+def arch_of(model: ModelShape) -> str:
+    """The architecture SGLang's model lists are keyed on (config.json's top-level one first)."""
     return (model.config_architectures or model.architectures or ("",))[0]
 
 
 def dsa_resolves_dtype(model: ModelShape) -> bool:
     """Whether SGLang resolves the KV dtype of ``model`` by its DSA rule (the family's DSA models)."""
-    return is_dsa(model) and _arch(model) in DEEPSEEK_FAMILY
+    return is_dsa(model) and arch_of(model) in DEEPSEEK_FAMILY
 
 
 def dsa_cache_dtype(
@@ -90,7 +91,7 @@ def dsa_cache_dtype(
     given = _DSA_DTYPES.get(name)
     if given is None:
         raise InputError(
-            f"sglang: {_arch(model)} (DeepSeek sparse attention) takes only a bf16/bfloat16 or "
+            f"sglang: {arch_of(model)} (DeepSeek sparse attention) takes only a bf16/bfloat16 or "
             f"fp8_e4m3 KV cache, not {name!r} (SGLang 0.5.23 refuses it at start-up)",
             hint="use --kv-cache-dtype fp8_e4m3 or bfloat16",
             code="unsupported-dtype",
@@ -99,7 +100,7 @@ def dsa_cache_dtype(
 
 
 def layer_dtype(
-    model: ModelShape, dtype: CacheDtype, capability: tuple[int, int] | None = None
+    model: ModelShape, dtype: CacheDtype, capability: tuple[int, int] | None
 ) -> CacheDtype:
     """The dtype the layers are sized in: for an fp8 DSA latent SGLang's scaled 656 B record, or
     the raw 576 fp8 values where SGLang picks a ``trtllm`` DSA backend (the family, SM 10+, but
@@ -109,7 +110,7 @@ def layer_dtype(
     if not dsa_resolves_dtype(model):
         return FP8_DS_MLA
     major = _major(model, capability, "the DSA backend and with it the fp8 record")
-    glm_sm12 = _arch(model) == "GlmMoeDsaForCausalLM" and major == 12
+    glm_sm12 = arch_of(model) == "GlmMoeDsaForCausalLM" and major == 12
     return FP8 if major >= 10 and not glm_sm12 else FP8_DS_MLA
 
 

@@ -29,7 +29,7 @@ five page sizes (``tests/fixtures/sglang_0_5_23/b200_pages.json``):
 
 from __future__ import annotations
 
-from kvcalc.engines.sglang.layers import DEEPSEEK_FAMILY, DSA_PAGE_SIZE, is_dsa
+from kvcalc.engines.sglang.layers import DEEPSEEK_FAMILY, DSA_PAGE_SIZE, arch_of, is_dsa
 from kvcalc.model.shape import ModelShape
 
 #: ``_qwen3_5_hybrid_overrides``' architectures
@@ -49,7 +49,7 @@ def page_size(
     ``--page-size`` of the command, None by default; ``legacy``: a 0.4.x profile, page 1;
     ``radix_cache``: not ``--disable-radix-cache``; ``speculative``: a draft is configured;
     ``given_topk``: its ``--speculative-eagle-topk`` as given)."""
-    arch = (model.config_architectures or model.architectures or ("",))[0]
+    arch = arch_of(model)
     sm100 = capability is not None and capability[0] == 10  # SGLang's is_sm100: major 10
     trtllm_default = not speculative or (given_topk == 1 and given in (None, 1))
     if sm100 and not legacy and arch in _QWEN3_5_HYBRIDS:

@@ -68,9 +68,7 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
     SM 10.x has no fp8 cache: ``NotImplementedError: FlashAttention does not support fp8 kv-cache on
     this device.`` (``flash_attn.py``, ``FlashAttentionImpl.__init__``).
     """
-    diff_kv = model.memo(("vllm.diff_kv",), lambda: any(
-        isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers))  # fmt: skip
-    if diff_kv and dtype.is_quantized and cc is not None and cc[0] == 10:
+    if _diff_kv(model) and dtype.is_quantized and cc is not None and cc[0] == 10:
         name = "fp8" if dtype.name == "fp8" else dtype.name
         raise InputError(
             f"vLLM refuses this model: FlashAttention does not support {name} kv-cache on this "
@@ -78,6 +76,13 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
             hint="use --kv-cache-dtype auto on this GPU",
             code="unsupported-dtype",
         )
+
+
+def _diff_kv(model: ModelShape) -> bool:
+    """K and V of unequal widths on some layer (MiMo-V2: vLLM's DIFFKV backends)."""
+    result: bool = model.memo(("vllm.diff_kv",), lambda: any(
+        isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers))  # fmt: skip
+    return result
 
 
 #: FlashInfer's head sizes (``flashinfer.py`` ``get_supported_head_sizes``)
@@ -115,20 +120,16 @@ def refuse_fp8_before_sm89(
     if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
         return
     heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
+    sinks = _has_sinks(model)
     if model.is_mla:
         from kvcalc.model.attention_layouts import SparseMLA  # MLA models only: loaded lazily
 
         if any(isinstance(x, SparseMLA) for x in model.layers):
             return  # sparse MLA: refused before SM 9 (sparse.py)
         backend = "Triton MLA"
-    elif (
-        cc < (8, 0)
-        or not heads <= set(FLASHINFER_HEAD_SIZES)
-        or _has_sinks(model)
-        or any(isinstance(x, FullAttention) and x.k_dim != x.v_dim for x in model.layers)
-    ):
+    elif cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES) or sinks or _diff_kv(model):
         backend = "Triton attention"
-    elif _has_sinks(model) is None and model.family in _SINK_FAMILIES:
+    elif sinks is None and model.family in _SINK_FAMILIES:
         raise InputError(
             f"vLLM 0.33 with an fp8 KV cache on SM {cc[0]}.{cc[1]}: {model.model_type} may have "
             "attention sinks, which FlashInfer cannot serve there, and the Triton backend has no "
