@@ -83,6 +83,8 @@ HARNESS_GPUS = {
              "gpu_compute_capability": (9, 0)},
     "b200": {"gpu_memory_bytes": 180 * 10**9, "gpu_name": "NVIDIA B200",
              "gpu_compute_capability": (10, 0)},
+    "a100": {"gpu_memory_bytes": 80 * (1 << 30), "gpu_name": "NVIDIA A100-SXM4-80GB",
+             "gpu_compute_capability": (8, 0)},
 }  # fmt: skip
 
 

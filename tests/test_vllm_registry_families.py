@@ -35,7 +35,11 @@ RECURRENT = FIXTURE.with_name("registry_families_recurrent.json")
 LATER = FIXTURE.with_name("registry_families_2026_12.json")
 #: HY V4 and Qwen4-Exp (text), added on 2026-12-07, recorded apart
 LATEST = FIXTURE.with_name("registry_families_2026_12c.json")
+#: BLOOM, Apertus and Falcon-RW, recorded through scripts/vllm_meta_readback.py (ALiBi slopes and
+#: xIELU's constants computed off the meta device), on 2026-12-08
+READBACK = FIXTURE.with_name("registry_families_meta_readback.json")
 DATA = json.loads(FIXTURE.read_text())
+READBACK_DATA = json.loads(READBACK.read_text())
 RECURRENT_DATA = json.loads(RECURRENT.read_text())
 LATER_DATA = json.loads(LATER.read_text())
 LATEST_DATA = json.loads(LATEST.read_text())
@@ -43,7 +47,9 @@ assert not set(LATEST_DATA["models"]) & (set(DATA["models"]) | set(LATER_DATA["m
 LATER_DATA["models"].update(LATEST_DATA["models"])
 assert not set(DATA["models"]) & set(RECURRENT_DATA["models"])
 assert not (set(DATA["models"]) | set(RECURRENT_DATA["models"])) & set(LATER_DATA["models"])
+assert not set(READBACK_DATA["models"]) & (set(DATA["models"]) | set(LATER_DATA["models"]))
 DATA["models"].update(RECURRENT_DATA["models"])
+DATA["models"].update(READBACK_DATA["models"])
 DATA["models"].update(LATER_DATA["models"])
 CASES = harness_cases(DATA)
 
@@ -51,10 +57,13 @@ CASES = harness_cases(DATA)
 LENGTH, PARALLELISM, CONFIG, KV_MEMORY = "max-model-len", "parallelism", "config", "kv-memory"
 #: no attention backend of vLLM 0.33 serves the shape (its MLA prefill dimensions)
 BACKEND = "backend"
+#: the attention backend the model is built with has no kernel for the cache dtype
+DTYPE = "kv-dtype"
 #: vLLM's error texts (exception type and message, or a bare assert's line) → the class
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "assert self.total_num_kv_heads % tp_size == 0": PARALLELISM,  # the model file's attention
+    "assert tp_size % self.total_num_kv_heads == 0": PARALLELISM,  # KV heads fewer than TP
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
     "object has no attribute 'head_dim'": CONFIG,  # glm4_moe.py reads config.head_dim
     "total_num_kv_heads\n  Input should be a valid integer": CONFIG,  # ModelConfig: Nemotron's None
@@ -71,12 +80,15 @@ VLLM_REASONS = {
     "unsupported output_gate_type": CONFIG,  # models/qwen4_exp: Qwen4ExpTextConfig's None
     "No valid MLA prefill backend found": BACKEND,  # platforms/interface.py get_mla_prefill_backend
     "To serve at least one request with the model's max seq len": KV_MEMORY,  # kv_cache_utils
+    # flash_attn.py FlashAttentionImpl: BLOOM's ALiBi runs FlashAttention 2, without an fp8 cache
+    "FlashAttention does not support fp8 kv-cache on this device": DTYPE,
 }
 KVCALC_CODES = {
     "max-model-len-exceeded": LENGTH,
     "invalid-parallelism": PARALLELISM,
     "config-invalid": CONFIG,
     "unsupported-model": BACKEND,
+    "unsupported-dtype": DTYPE,
 }
 #: vLLM's spec kinds (``representative_spec.kind``) as kvcalc's group kinds
 KINDS = {
@@ -116,6 +128,8 @@ def test_every_family_is_recorded():
     apart = {m["config"]["model_type"] for m in RECURRENT_DATA["models"].values()}
     assert apart == {"mamba", "falcon_mamba", "mamba2", "zamba2", "granite_swa", "granitemoe_swa",
                      "olmo_hybrid"}  # fmt: skip
+    readback = {m["config"]["model_type"] for m in READBACK_DATA["models"].values()}
+    assert readback == {"bloom", "apertus", "falcon"}
     later = {m["config"]["model_type"] for m in LATER_DATA["models"].values()}
     assert later == {"step3p5", "hy_v3", "laguna", "axk1", "muse_glimmer_text", "hrm_text", "dory",
                      "beam", "longcat_flash", "hy_v4", "qwen4_exp_text"}  # fmt: skip
@@ -140,7 +154,8 @@ def test_grid_is_complete():
 
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG, KV_MEMORY, BACKEND}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, CONFIG, KV_MEMORY, BACKEND,
+                                                     DTYPE}  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
@@ -385,11 +400,29 @@ def test_falcon_caches_in_the_model_dtype_whatever_the_cache_dtype():
         "synthetic--falcon-mha-num-kv-heads-8.json", row).notes)  # fmt: skip
 
 
-def test_falcon_alibi_is_not_planned():
-    raw = dict(DATA["models"]["synthetic--falcon-defaults.json"]["config"], alibi=True)
+def test_falcon_alibi_caches_like_its_heads_say():
+    # Falcon-RW-1B's shape: no multi_query, so every one of the 32 heads is cached, 2,048 / 32 = 64
+    # wide: 32 × 64 × 2 (K, V) × 2 B = 8,192 B per token and layer, 24 layers; ALiBi adds nothing
+    model = _model("synthetic--falcon-rw-alibi.json")
+    assert {(x.kv_heads, x.k_dim) for x in model.layers} == {(32, 64)} and len(model.layers) == 24
+    assert model.bytes_per_token == 8_192 * 24
+
+
+def test_bloom_fp8_refused_where_vllm_picks_flash_attn():
+    # recorded: H100 (FLASH_ATTN, whose ALiBi path is FlashAttention 2) refuses fp8; the A100 and
+    # the B200 run FlashInfer and size it: 24 layers × 16 heads × 64 × 2 × 1 B = 49,152 B per
+    # token, 20 GiB / (16 × 49,152) = 27,306 blocks on both
+    rows = {r["gpu"]: r for r in DATA["models"]["bigscience--bloom-560m.json"]["scenarios"]
+            if r["kv_cache_dtype"] == "fp8" and r["tensor_parallel_size"] == 1
+            and r["max_model_len"] == 4096}  # fmt: skip
+    assert (
+        "error" in rows["h100"]
+        and rows["a100"]["num_blocks"] == rows["b200"]["num_blocks"] == 27_306
+    )
     with pytest.raises(KvcalcError) as refused:
-        parse_config(raw, name="falcon-rw")
-    assert refused.value.code == "config-unverified" and "alibi" in refused.value.message
+        harness_plan(DATA, "bigscience--bloom-560m.json", rows["h100"])
+    assert refused.value.code == "unsupported-dtype" and "ALiBi" in refused.value.message
+    assert harness_plan(DATA, "bigscience--bloom-560m.json", rows["a100"]).num_blocks == 27_306
 
 
 def test_dbrx_reads_the_nested_attn_config():
@@ -401,13 +434,6 @@ def test_dbrx_reads_the_nested_attn_config():
     with pytest.raises(KvcalcError) as refused:
         parse_config(raw, name="dbrx")
     assert refused.value.code == "config-invalid" and "rope_theta" in refused.value.message
-
-
-def test_what_the_harness_cannot_build_is_refused_by_name_with_its_reason():
-    from kvcalc.planning.architectures_refused import REFUSED_BY_NAME
-
-    for name in ("BloomForCausalLM", "ApertusForCausalLM"):
-        assert "meta tensor" in REFUSED_BY_NAME["text-generation"][name]
 
 
 def test_glm4_moe_lite_without_first_k_dense_replace_is_refused():

@@ -54,6 +54,8 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
                           role="embedding", split="vocab"))  # fmt: skip
         out.append(Tensor(name="model.ngram_embeddings.oe_projection", rows=g.width, cols=h,
                           copies=g.embedders, role="vector"))  # fmt: skip
+    if w.embedding_norm:
+        out += _norm(w, "model.embed_layernorm", h, None)
     if w.learned_positions:
         out.append(
             Tensor(name="model.embed_positions", rows=w.learned_positions, cols=h, role="position")
@@ -100,6 +102,9 @@ def inventory(w: WeightShape) -> tuple[Tensor, ...]:
         ffn = w.ffns[i] if i < len(w.ffns) else "none"
         if ffn == "dense" and w.mlp:
             out += _mlp(w.mlp, h, f"{p}.mlp", i)
+            if w.activation_params:
+                out.append(Tensor(name=f"{p}.mlp.act_fn", rows=w.activation_params, role="vector",
+                                  layer=i))  # fmt: skip
         elif ffn == "moe" and w.moe:
             out += _moe(w.moe, h, f"{p}.mlp", i)
         elif ffn == "dense+moe" and w.mlp and w.moe:  # LongCat-Flash: an MLP beside the MoE

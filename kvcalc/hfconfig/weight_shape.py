@@ -127,6 +127,10 @@ class WeightShape:
     norms_per_layer: int = 2
     #: a norm after the last layer (ChatGLM's ``post_layer_norm`` false builds none)
     final_norm: bool = True
+    #: a norm right after the token embedding (BLOOM's ``word_embeddings_layernorm``)
+    embedding_norm: bool = False
+    #: learned scalars of each layer's MLP activation (Apertus's xIELU ``alpha_p``, ``alpha_n``)
+    activation_params: int = 0
     mixers: tuple[str, ...] = ()
     ffns: tuple[str, ...] = ()
     attention: AttentionWeights | None = None

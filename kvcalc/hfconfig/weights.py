@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the records only some families have, imported where a confi
 
 #: model types whose MLP is a plain fc -> act -> fc (no gate projection)
 _NON_GATED = {"gpt2", "gpt_bigcode", "nemotron_h", "nemotron", "gpt_neox", "gptj", "opt", "bloom",
-              "falcon", "phi", "starcoder2", "mpt", "cosmos3_edge_text"}  # fmt: skip
+              "falcon", "phi", "starcoder2", "mpt", "cosmos3_edge_text", "apertus"}  # fmt: skip
 #: model types with LayerNorm (weight + bias) instead of RMSNorm
 _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi",
                "starcoder2", "mpt", "phimoe", "stablelm", "nemotron"}  # fmt: skip
@@ -53,7 +53,7 @@ _LAYER_NORM = {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "opt", "bloom", "falco
 _QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4",
             "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text",
             "gemma4_text", "lfm2", "exaone_moe", "afmoe", "lfm2_moe",
-            "qwen3_asr_text", "qwen3_omni_moe_text"}  # fmt: skip
+            "qwen3_asr_text", "qwen3_omni_moe_text", "apertus"}  # fmt: skip
 #: Mamba2 mixers keyed as transformers' Granite-4.0-H / Falcon-H1 configs key them (``mamba_n_heads``...)
 _HYBRID_MAMBA2 = {"granitemoehybrid", "falcon_h1", "bamba"}
 #: model types whose shared MLP is ``shared_intermediate_size`` wide (0: none)
@@ -85,6 +85,7 @@ _TIE_DEFAULT = {
     "phimoe": False, "qwen2_vl": False, "qwen2_vl_text": False, "glm4v_text": False,
     "glm4v_moe_text": False, "glm_ocr_text": False,
     "granite_swa": True, "granitemoe_swa": False, "mamba": True, "falcon_mamba": True, "mamba2": False,
+    "bloom": True, "apertus": False,
 }  # fmt: skip
 #: model types whose q/k/v projections carry a bias while o_proj does not
 #: model types whose router keys (``scoring_func``, ``n_group``, ...) are read
@@ -141,7 +142,11 @@ _QK_NORM_FULL_KEYED = {"minimax_m2", "cohere"}
 #: transformers' (and vLLM's rope_parameters.setdefault) partial_rotary_factor when a config has none
 _PARTIAL_ROTARY_DEFAULT = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "chatglm": 0.5,
                            "glm4v_text": 0.5, "glm4v_moe_text": 0.5, "glm_ocr_text": 0.5}  # fmt: skip
-_ALWAYS_BIASED = {"gpt2", "gpt_bigcode"}
+_ALWAYS_BIASED = {"gpt2", "gpt_bigcode", "bloom"}
+#: model types with a LayerNorm right after the word embedding (BLOOM's ``word_embeddings_layernorm``)
+_EMBEDDING_NORM = {"bloom"}
+#: learned scalars of each layer's MLP activation (Apertus's xIELU: ``alpha_p`` and ``alpha_n``)
+_ACTIVATION_PARAMS = {"apertus": 2}
 #: model types whose attention has no rotary embedding (learned positions, or Mamba-carried order;
 #: Falcon's ``alibi`` neither)
 _NO_ROPE = {"gpt2", "gpt_bigcode", "nemotron_h", "opt"}
@@ -285,6 +290,8 @@ def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightSha
         norm=norm,
         norms_per_layer=_norms_per_layer(r, model_type),
         final_norm=final_norm,
+        embedding_norm=model_type in _EMBEDDING_NORM,
+        activation_params=_ACTIVATION_PARAMS.get(model_type, 0),
         mixers=mixers,
         ffns=ffns,
         attention=attention,

@@ -43,16 +43,6 @@ _TRANSFORMERS = (
 _REMOVED = "vLLM 0.33 no longer builds it (_PREVIOUSLY_SUPPORTED_MODELS)"
 #: vLLM's own model code could not be run on the reference harness, so nothing was recorded
 _HARNESS = {
-    "BloomForCausalLM": (
-        "vLLM 0.33's bloom.py cannot be built on the reference harness (NotImplementedError: "
-        "Cannot copy out of meta tensor; no data!: its ALiBi slopes are read back from a "
-        "meta-device tensor), so its sizing was not recorded: refused (config-unverified)"
-    ),
-    "ApertusForCausalLM": (
-        "vLLM 0.33's apertus.py cannot be built on the reference harness (NotImplementedError: "
-        "Cannot copy out of meta tensor; no data!: its XIELU activation reads beta and eps back "
-        "with .item()), so its sizing was not recorded: refused (config-unverified)"
-    ),
     "Rnj1ForCausalLM": (
         "vLLM 0.33's rnj1.py builds every attention layer with chunk_lookback, which only the "
         "Triton backend takes: on the reference harness's H100 vLLM selects FLASH_ATTN and fails "

@@ -24,6 +24,9 @@ from kvcalc.model.layouts import ATTENTION_KINDS, FullAttention, LayerKind
 from kvcalc.model.shape import ModelShape
 
 FA4_FP8_HEAD_SIZE = 512
+#: model types whose attention vLLM 0.33 builds with ALiBi slopes and the cache dtype (bloom.py;
+#: falcon.py's ALiBi layers take no cache_config, so their cache stays in the model dtype)
+ALIBI_FA2 = frozenset({"bloom"})
 BLOCK_64 = 64
 #: head sizes the mm-prefix composites serve (``head_sizes=(256, 512)``)
 MM_PREFIX_HEAD_SIZES = (256, 512)
@@ -67,7 +70,22 @@ def refuse_unsupported(model: ModelShape, dtype: CacheDtype, cc: tuple[int, int]
     K and V of different widths (MiMo-V2) run on FLASH_ATTN_DIFFKV, whose FlashAttention 4 path on
     SM 10.x has no fp8 cache: ``NotImplementedError: FlashAttention does not support fp8 kv-cache on
     this device.`` (``flash_attn.py``, ``FlashAttentionImpl.__init__``).
+
+    BLOOM's ALiBi attention (:data:`ALIBI_FA2`) is FlashAttention 2 whatever the GPU
+    (``fa_utils.get_flash_attn_version``: "Cannot use FA version 3 with ALiBi"), and FA2 has no fp8
+    cache: on SM 9.x, where the selector picks FLASH_ATTN for an fp8 cache, the model's build fails
+    the same way (recorded on an H100). On an A100 the selector passes FLASH_ATTN over for fp8 and
+    FlashInfer serves it; on a B200 FlashInfer comes first (both recorded, planned).
     """
+    if model.model_type in ALIBI_FA2 and dtype.is_quantized and (cc is None or cc[0] == 9):
+        assumed = " (no compute capability given: Hopper SM 9.0 assumed)" if cc is None else ""
+        raise InputError(
+            f"vLLM refuses this model: FlashAttention does not support {dtype.name} kv-cache on "
+            f"this device (ALiBi runs FlashAttention 2, which has no quantized cache; FLASH_ATTN "
+            f"is vLLM's backend for it on SM 9.x){assumed}",
+            hint="use --kv-cache-dtype auto on this GPU",
+            code="unsupported-dtype",
+        )
     if _diff_kv(model) and dtype.is_quantized and cc is not None and cc[0] == 10:
         name = "fp8" if dtype.name == "fp8" else dtype.name
         raise InputError(

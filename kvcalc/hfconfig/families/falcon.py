@@ -7,7 +7,8 @@ one when ``multi_query`` (Falcon-7B), else every query head — a ``num_kv_heads
 config is not read. KV heads split over TP, or are replicated when fewer than TP (``tp %
 kv == 0``). The rotary and the ALiBi attention are built without ``cache_config``: the cache
 stays in the model dtype whatever ``--kv-cache-dtype`` says (``engines/vllm/defaults.py``). ``alibi``
-(Falcon-RW) is refused: the reference harness cannot build its slopes, so it was not recorded. Weights
+(Falcon-RW) changes no cache shape: its slopes are numbers handed to the attention (recorded through
+``scripts/vllm_meta_readback.py``, which computes them off the meta device). Weights
 (``modeling_falcon.py``): the fused q/k/v as wide as those heads, biased with ``dense`` and the
 MLP (``dense_h_to_4h`` / ``dense_4h_to_h``, ``ffn_hidden_size`` else 4 × hidden) when ``bias``;
 LayerNorms with bias: two per layer (``ln_attn``/``ln_mlp``, or ``input_layernorm`` and
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.families._plain import split_head_width
-from kvcalc.hfconfig.family import TRUST_HINT, Family, LayoutContext, UnverifiedConfigError
+from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.model.layouts import FullAttention, Layout
 
@@ -49,16 +50,6 @@ def falcon_norms(r: ConfigReader) -> int:
 
 
 def read_falcon(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
-    if r.bool("alibi"):
-        raise UnverifiedConfigError(
-            f"{r.source}: Falcon with alibi (Falcon-RW) was not checked against vLLM 0.33: its "
-            "falcon.py turns the ALiBi slopes into a list on the device, which the reference "
-            "harness (a meta-device build) cannot do, so no sizing was recorded",
-            model_type="falcon",
-            architectures=("FalconForCausalLM",),
-            keys=("alibi",),
-            hint=TRUST_HINT,
-        )
     width = split_head_width(r, ctx, "falcon.py")
     kv = falcon_kv_heads(r, ctx.num_attention_heads, ctx.provenance)
     ctx.provenance["layer pattern"] = "Falcon: every layer full attention (vLLM 0.33 falcon.py)"
@@ -73,7 +64,7 @@ FAMILIES = (
         model_types={"falcon"},
         architectures={"FalconForCausalLM"},
         # the three spellings falcon_kv_heads reads as vLLM's FalconAttention does
-        keys={"new_decoder_architecture", "multi_query", "num_kv_heads"},
+        keys={"new_decoder_architecture", "multi_query", "num_kv_heads", "alibi"},
         layouts=read_falcon,
         note="Falcon: full attention per layer, KV heads as vLLM 0.33 falcon.py picks them",
     ),
