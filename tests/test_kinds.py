@@ -79,6 +79,17 @@ def test_blocks_a_request_takes(kind, tokens, blocks):
     assert g.blocks_for(tokens, 8192) == blocks
 
 
+def test_cross_blocks_follow_the_encoder():
+    # a request holds cdiv(1,500, 16) = 94 cross-attention blocks whatever its length; without
+    # the encoder's tokens known, the engine's bound
+    g = KvCacheGroup(kind="cross", num_layers=1, page_bytes=1, block_size=16,
+                     blocks_per_request=512, encoder_tokens=1500)  # fmt: skip
+    assert g.blocks_for(1, 448) == g.blocks_for(448, 448) == 94
+    bound = KvCacheGroup(kind="cross", num_layers=1, page_bytes=1, block_size=16,
+                         blocks_per_request=512)  # fmt: skip
+    assert bound.blocks_for(10, 448) == 512
+
+
 def test_the_vocabulary():
     assert [k.value for k in LayerKind] == [
         "none",
@@ -90,6 +101,8 @@ def test_the_vocabulary():
         # layer kinds only (inspect JSON has always shown them): KV sharing, DeepSeek-V4
         "shared",
         "compressed",
+        # an encoder-decoder's cross-attention (Whisper): a layer and a vLLM group kind
+        "cross",
     ]
     assert [v.value for v in RecurrentVariant] == [
         "mamba1",
@@ -175,5 +188,6 @@ def test_vllm_spec_kinds_name_layer_kinds():
         "chunked": LayerKind.CHUNKED,
         "mla": LayerKind.MLA,
         "mamba": LayerKind.RECURRENT,
+        "cross": LayerKind.CROSS,
     }
     assert LayerSpec(kind="mamba", block_size=16, real_page_bytes=1).kind is SpecKind.MAMBA

@@ -234,6 +234,9 @@ class KvCacheGroup:
     padding_layers: int = 0
     #: a vLLM ``UniformTypeKVCacheSpecs`` group: ``page_bytes`` sums its layers' pages
     uniform_type: bool = False
+    #: a ``cross`` group: the encoder tokens one request writes (Whisper's 1,500), which its blocks
+    #: at run time follow; ``blocks_per_request`` is the engine's sizing bound (0 for other kinds)
+    encoder_tokens: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", LayerKind(self.kind))  # "full" in, LayerKind.FULL kept
@@ -246,6 +249,9 @@ class KvCacheGroup:
         kind = self.kind
         if kind in (LayerKind.FULL, LayerKind.MLA):
             return cdiv(tokens, self.block_size)
+        if kind is LayerKind.CROSS and self.encoder_tokens:
+            # the scheduler allocates cross-attention blocks for the request's encoder tokens
+            return min(self.blocks_per_request, cdiv(self.encoder_tokens, self.block_size))
         if tokens >= max_model_len or kind is LayerKind.RECURRENT:
             return self.blocks_per_request
         if kind is LayerKind.SLIDING:

@@ -56,7 +56,7 @@ VLLM_ONLY = {
     "laguna": "Laguna",
     "hy_v3": "Hunyuan V3",
     "step3p5": "Step-3.5 (text)",
-    "bloom": "BLOOM", "apertus": "Apertus",
+    "bloom": "BLOOM", "apertus": "Apertus", "whisper": "Whisper (cross-attention)",
     # config classes that are the checkpoints' remote code (families/_remote.py)
     "internlm2": "InternLM2", "internlm3": "InternLM3", "minicpm": "MiniCPM", "exaone": "EXAONE 3",
     "solar": "Solar", "orion": "Orion", "deepseek": "DeepSeek V1", "bailing_moe": "Bailing MoE",

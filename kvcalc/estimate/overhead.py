@@ -269,7 +269,8 @@ def estimate_overhead(
         low += VISION_BAND_BYTES
         notes.append(
             f"vision encoder: vLLM profiles it beside the text model; the pessimistic end allows "
-            f"{_gib(VISION_BAND_BYTES)} for it" + ("" if w.vision else " and its uncounted tower")
+            f"{_gib(VISION_BAND_BYTES)} for it"
+            + ("" if w.vision or w.whisper else " and its uncounted tower")
         )
     if era.flashinfer_optional and flashinfer_sampler is None and kind is SamplerKind.FUSED:
         sort = era.centibytes_per_logit(SamplerKind.SORT, rows)

@@ -41,6 +41,10 @@ QUANTIZABLE_ROLES = frozenset({"linear"})
 
 def inventory(w: WeightShape) -> tuple[Tensor, ...]:
     """All tensors of the model transformers builds (MTP layers excluded)."""
+    if w.whisper:  # an encoder-decoder: tensors of its own
+        from kvcalc.estimate.whisper_tensors import whisper_tensors
+
+        return tuple(whisper_tensors(w.whisper))
     out: list[Tensor] = []
     h = w.hidden_size
     out.append(

@@ -364,6 +364,8 @@ def layer_buffer_bytes(shape: WeightShape, layer: int) -> int:
     every rank: the attention's four scales, and the MoE's ``e_score_correction_bias`` of one fp32
     value per routed expert (``nn.Parameter(torch.empty(n_routed_experts))``, split over neither TP
     nor EP), which transformers keeps as a buffer."""
+    if shape.whisper:  # a decoder layer's self- and cross-attention (the encoder's: none)
+        return 2 * ATTENTION_SCALE_BYTES
     mixer = shape.mixers[layer] if layer < len(shape.mixers) else "none"
     total = ATTENTION_SCALE_BYTES if mixer in _SCALED_MIXERS else 0
     if mixer == "mla" and shape.kda is not None:

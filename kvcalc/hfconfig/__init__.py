@@ -60,17 +60,19 @@ def parse_config(
             prov["family"] += f": {check.family.note}"
     if not check.validated:
         prov["unverified"] = "; ".join(check.problems) + " (planned anyway: --trust-layout)"
-    num_layers = r.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    family = check.family
+    # a config class's attribute_map: the canonical key, else the one it maps to (Whisper's)
+    mapped = family.mapped if family is not None else (lambda key: (key,))
+    layer_keys = (*mapped("num_hidden_layers"), "n_layer", "num_layers", "n_layers")
+    num_layers = r.int(*layer_keys)
     if num_layers > 100_000:
         raise r.bad(r.path("num_hidden_layers"), num_layers, "a layer count under 100,000")
-    prov["num_layers"] = (
-        f"{_first_path(r, 'num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')} = {num_layers}"
-    )
-    if check.family is not None and check.family.attention_free:
+    prov["num_layers"] = f"{_first_path(r, *layer_keys)} = {num_layers}"
+    if family is not None and family.attention_free:
         heads = r.int("num_attention_heads", default=0, minimum=0)
     else:
-        heads = r.int("num_attention_heads", "n_head", "num_heads", "n_heads")
-    hidden = r.int("hidden_size", "n_embd", "d_model", "dim", default=0, minimum=0)
+        heads = r.int(*mapped("num_attention_heads"), "n_head", "num_heads", "n_heads")
+    hidden = r.int(*mapped("hidden_size"), "n_embd", "d_model", "dim", default=0, minimum=0)
     dtype, dtype_name = _model_dtype(r)
     if dtype_name is None:
         prov["dtype"] = (

@@ -117,6 +117,16 @@ class Family:
     #: the reader lays out a cache count of its own rather than one per ``num_hidden_layers``
     #: (LongCat-Flash: two MLA attentions per decoder layer, ``num_layers`` in its config)
     own_layer_count: bool = False
+    #: the config class's ``attribute_map`` for the canonical keys the generic reader reads
+    #: (``num_hidden_layers``, ``num_attention_heads``, ``hidden_size``), where a checkpoint's
+    #: config.json may carry only the mapped key (Whisper: ``encoder_layers``, ...); a canonical
+    #: key the config carries is read first
+    attribute_map: tuple[tuple[str, str], ...] = ()
+
+    def mapped(self, key: str) -> tuple[str, ...]:
+        """``key``, then the key the config class maps it to (``attribute_map``), if any."""
+        return (key, *(to for canonical, to in self.attribute_map if canonical == key))
+
     #: module that registered it (filled by the registry)
     module: str = field(default="", compare=False)
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # records only some families have (their own module, imported
         NgramEmbeddingWeights,
         ShortConvWeights,
         VisionWeights,
+        WhisperWeights,
         Zamba2Weights,
     )
 
@@ -156,6 +157,8 @@ class WeightShape:
     short_conv: ShortConvWeights | None = None
     mamba1: Mamba1Weights | None = None
     vision: VisionWeights | None = None
+    #: Whisper's encoder and decoder (``hfconfig/families/whisper.py``): the inventory is theirs
+    whisper: WhisperWeights | None = None
     #: the config has a vision tower (vLLM profiles its encoder too), counted in ``vision`` or not
     vision_encoder: bool = False
     quantization: QuantSpec | None = None

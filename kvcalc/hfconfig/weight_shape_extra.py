@@ -244,3 +244,20 @@ class VisionWeights:
     tower_vocab_rows: int = 0
     #: BAGEL: rows of the frozen 2D sin-cos position table (an fp32 buffer, text-width wide)
     sincos_positions: int = 0
+
+
+@frozen
+class WhisperWeights:
+    """Whisper's encoder and decoder dimensions (``hfconfig/families/whisper.py`` reads them)."""
+
+    d_model: int
+    num_mel_bins: int
+    vocab_size: int
+    encoder_layers: int
+    encoder_heads: int
+    encoder_ffn: int
+    decoder_layers: int
+    decoder_heads: int
+    decoder_ffn: int
+    source_positions: int
+    target_positions: int

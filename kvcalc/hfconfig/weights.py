@@ -176,6 +176,15 @@ def read_weight_shape(r: ConfigReader, *, num_layers: int, kinds: tuple[str, ...
 
 def _read(r: ConfigReader, num_layers: int, kinds: tuple[str, ...]) -> WeightShape:
     model_type = str(r.str("model_type", "") or "")
+    if model_type == "whisper":  # an encoder-decoder: its own inventory (families/whisper.py)
+        from kvcalc.hfconfig.families.whisper import whisper_weights
+
+        whisper = whisper_weights(r)
+        return WeightShape(
+            model_type=model_type, num_layers=whisper.decoder_layers, hidden_size=whisper.d_model,
+            vocab_size=whisper.vocab_size, tie_word_embeddings=True, norm="layer",
+            whisper=whisper, vision_encoder=True,
+        )  # fmt: skip
     hidden = r.int("hidden_size", "n_embd", "d_model", default=0, minimum=0)
     notes: list[str] = []
     mixers = tuple(_mixer(r, kind) for kind in kinds)

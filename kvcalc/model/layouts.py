@@ -45,6 +45,9 @@ class LayerKind(str, Enum):
     SHARED = "shared"
     #: DeepSeek-V4 compressed sparse attention: a windowed latent plus compressed latents
     COMPRESSED = "compressed"
+    #: an encoder-decoder model's cross-attention: K/V of the encoder's output per request
+    #: (Whisper), fixed in size whatever the decoded length
+    CROSS = "cross"
 
     def __str__(self) -> str:  # the value, as a plain string would print
         return str(self.value)

@@ -144,6 +144,8 @@ class ModelShape:
             base = "MHA"
         else:
             base = "GQA"
+        if LayerKind.CROSS in kinds:
+            return f"{base} + cross-attention (encoder-decoder)"
         if kinds == {LayerKind.SLIDING}:
             return f"{base}, sliding window"
         if LayerKind.SLIDING in kinds:

@@ -169,13 +169,6 @@ _MM_NOT_BUILT = {
         "FunAudioChatDiscreteEncoder reads audio_config.pad_token_id and codebook_size, None in "
         "the class defaults; no published config.json was at hand)" + _CLASS_DEFAULTS
     ),
-    "WhisperForConditionalGeneration": (
-        "an encoder-decoder: vLLM 0.33 builds transformers 5.20's WhisperConfig() (recorded at "
-        "448 tokens, TP 1, 20 GiB: 218,453 blocks, concurrency 404.54) with two KV-cache groups, "
-        "the decoder's self-attention (FullAttentionSpec, 28 blocks per request) and its "
-        "cross-attention over the encoder's output (CrossAttentionSpec, 512 blocks of 16 per "
-        "request), and kvcalc has no cross-attention cache layout: refused (config-unverified)"
-    ),
     "BailingMoeV3VLForConditionalGeneration": (
         "vLLM 0.33 fails building the model on vLLM's own BailingMoeV3VLConfig() (ValueError: "
         "BailingMoeV3 KDA currently expects no_kda_lora=True)" + _CLASS_DEFAULTS

@@ -91,7 +91,8 @@ class InspectResult:
     #: added, no block rounding (an engine's blocks can hold more: ``kvcalc plan``'s
     #: ``engine_kv_bytes_per_request``)
     layer_kv_bytes_per_request: int
-    #: the recurrent layers' state, per request (any length)
+    #: the layers' constant bytes per request (any length): recurrent state, and a cross-attention
+    #: layer's K/V of the encoder's tokens (Whisper)
     state_bytes_per_request: int
     by_dtype: tuple[DtypeRow, ...]
     #: every engine's own 4-/8-bit formats (what ``--kv-cache-dtype int4``/``int8`` mean per engine)

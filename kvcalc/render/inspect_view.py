@@ -23,6 +23,14 @@ def _indices(indices: tuple[int, ...]) -> str:
     return ",".join(map(str, indices[:5])) + f",... ({len(indices)})"
 
 
+def _state_label(result: Any) -> str:
+    """What the constant per-request bytes are: recurrent state, or a cross-attention's encoder K/V."""
+    kinds = {layer.kind for layer in result.layers}
+    if LayerKind.CROSS in kinds and LayerKind.RECURRENT not in kinds:
+        return "Cross-attention K/V of the encoder's tokens"
+    return "Recurrent state"
+
+
 def _shape(layer: LayerInfo) -> str:
     if layer.kind is LayerKind.RECURRENT:
         state = "; ".join(f"{n} {tuple(s)} {d}" for n, s, d in layer.state_shapes)
@@ -101,7 +109,8 @@ def render(result: InspectResult, *, explain: bool = False) -> None:
         f"(windows capped, state added, no engine blocks): "
         f"[bold]{fmt.bytes_and_size(result.layer_kv_bytes_per_request)}[/]"
         + (
-            f"\nRecurrent state per request: {fmt.bytes_and_size(result.state_bytes_per_request)}"
+            f"\n{_state_label(result)} per request: "
+            f"{fmt.bytes_and_size(result.state_bytes_per_request)}"
             if result.state_bytes_per_request
             else ""
         )

@@ -343,7 +343,10 @@ def markdown() -> str:
         "Layer and group kinds are one vocabulary across `inspect` (`layers[].kind`), `plan` "
         "(`groups[].kind`) and `verify` (component names such as `full K`, `recurrent conv`): "
         "`full`, `sliding`, `chunked`, `mla`, `recurrent` (Mamba2 and Gated DeltaNet state; "
-        "vLLM's `MambaSpec` groups) and `none`; two more are layer kinds only: `shared` (a layer "
+        "vLLM's `MambaSpec` groups), `cross` (an encoder-decoder model's cross-attention over "
+        "the encoder's output, Whisper: vLLM's `CrossAttentionSpec` groups, whose "
+        "`encoder_tokens` say what a request writes) and `none`; two more are layer kinds only: "
+        "`shared` (a layer "
         "reading another layer's cache, Gemma-3n and Gemma 4 KV sharing) and `compressed` "
         "(DeepSeek-V4's compressed sparse attention). A vLLM `UniformTypeKVCacheSpecs` group has "
         "`uniform_type: true`.",

@@ -148,6 +148,8 @@ class VllmEngine:
         from kvcalc.engines.vllm.mm_budget import encoder_budget  # multimodal models only
 
         vision = getattr(request.model.weights, "vision", None)
+        if getattr(request.model.weights, "whisper", None) is not None:
+            return None, "Whisper's audio encoder, whose profile item kvcalc does not model"
         if vision is None:
             return None, "a vision tower kvcalc does not count"
         limits = (

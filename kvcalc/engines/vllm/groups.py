@@ -53,6 +53,8 @@ class SpecKind(str, Enum):
     CHUNKED = "chunked"
     MLA = "mla"
     MAMBA = "mamba"
+    #: ``CrossAttentionSpec``: an encoder-decoder model's cross-attention (Whisper)
+    CROSS = "cross"
 
     @property
     def layer_kind(self) -> LayerKind:
@@ -76,6 +78,9 @@ class Sizing:
     mamba_cache_mode: str = "none"
     #: decode context parallel ranks sharding each request's attention tokens (1: off)
     dcp: int = 1
+    #: the scheduler's encoder budget, ``max_num_encoder_input_tokens`` (= max_num_batched_tokens),
+    #: which sizes a cross-attention layer's blocks (``CrossAttentionSpec.max_memory_usage_bytes``)
+    encoder_budget_tokens: int = 0
 
 
 @frozen
@@ -95,6 +100,8 @@ class LayerSpec:
     #: mamba: state blocks for the draft tokens (``MambaSpec.num_speculative_blocks`` =
     #: ``num_speculative_tokens``, any speculative method; 0 without speculation)
     speculative_blocks: int = 0
+    #: cross-attention: the encoder tokens a request writes (what the scheduler allocates for it)
+    encoder_tokens: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SpecKind(self.kind))  # "full" in, SpecKind.FULL kept
@@ -113,6 +120,11 @@ class LayerSpec:
             )
         if self.kind is SpecKind.CHUNKED:
             return cdiv(min(self._window() + s.in_flight_tokens, s.max_model_len), self.block_size)
+        if self.kind is SpecKind.CROSS:
+            # CrossAttentionSpec.max_memory_usage_bytes: cdiv(max_num_encoder_input_tokens, block)
+            # pages, whatever the encoder's length (Whisper's 1,500 frames: 512 blocks of 16 at
+            # the H100's 8,192-token budget, recorded)
+            return cdiv(s.encoder_budget_tokens, self.block_size)
         if self.kind is SpecKind.MAMBA:  # MambaSpec.max_memory_usage_bytes / page
             k = self.speculative_blocks
             return 2 + k + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1 + k
@@ -158,6 +170,12 @@ def layer_spec(
         shape = ("mla", layout.latent_dim, layout.dtype.name)
         return LayerSpec(kind=SpecKind.MLA, block_size=block_size,
                          real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
+    if layout.kind is LayerKind.CROSS:  # kvcalc.model.cross_attention (loaded with Whisper)
+        entry = layout.entry_bytes  # type: ignore[attr-defined]
+        shape = ("cross", layout.num_kv_heads, layout.head_dim_k, layout.dtype.name)
+        return LayerSpec(kind=SpecKind.CROSS, block_size=block_size,
+                         real_page_bytes=block_size * entry, shape=shape,
+                         encoder_tokens=layout.encoder_tokens)  # type: ignore[attr-defined]  # fmt: skip
     if isinstance(layout, FullAttention):
         kind, window = SpecKind.FULL, None
         if isinstance(layout, SlidingWindow):

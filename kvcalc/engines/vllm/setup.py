@@ -25,7 +25,7 @@ from kvcalc.engines.vllm.hybrid import (
 from kvcalc.engines.vllm.refused import mixed_qwen2_windows
 from kvcalc.errors import InputError
 from kvcalc.frozen import frozen
-from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, RecurrentState
+from kvcalc.model.layouts import WINDOWED_KINDS, FullAttention, LayerKind, RecurrentState
 from kvcalc.model.shape import ModelShape
 
 
@@ -126,11 +126,21 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
     if "num_gpu_blocks_override" in request.extra:
         notes.append("num_gpu_blocks_override replaces the block count (and the memory checked)")
     dcp = check_dcp(request, profile, model, block, notes)
+    cross = LayerKind.CROSS in model.kinds
+    if cross:
+        if refusal is None:  # ModelConfig checks the length first
+            _check_encoder_decoder(request, mnbt)
+        notes.append(
+            f"cross-attention layers: each request books cdiv({mnbt:,}, {block}) blocks, vLLM's "
+            "encoder budget (max_num_encoder_input_tokens = max_num_batched_tokens), and holds its "
+            "encoder's tokens at run time"
+        )
     sizing = Sizing(
         max_model_len=request.max_model_len,
         in_flight_tokens=in_flight,
         mamba_cache_mode=mode,
         dcp=dcp,
+        encoder_budget_tokens=mnbt if cross else 0,
     )
     return VllmSetup(
         profile=profile, dtype_name=dtype.name, model=model, block_size=block, sizing=sizing,
@@ -138,6 +148,27 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
         checkpoint_blocks=checkpoint_blocks, refusal=refusal, refusal_fix=fix,
         config_logs=config_logs,
     )  # fmt: skip
+
+
+def _check_encoder_decoder(request: EngineRequest, mnbt: int) -> None:
+    """What vLLM 0.33 refuses for an encoder-decoder model (Whisper): chunked prefill is off
+    (``SchedulerConfig.__post_init__``), so a given token budget below ``max_model_len`` fails
+    ``verify_max_model_len`` (a defaulted one is raised to the length); kvcalc does not model
+    whisper.py under pipeline parallelism."""
+    if request.max_num_batched_tokens is not None and mnbt < request.max_model_len:
+        raise InputError(
+            f"vLLM refuses to start: max_num_batched_tokens ({mnbt}) is smaller than "
+            f"max_model_len ({request.max_model_len}), and an encoder-decoder model runs without "
+            "chunked prefill",
+            hint="raise --max-num-batched-tokens or lower --max-model-len",
+            code="invalid-input",
+        )
+    if request.pipeline_parallel_size > 1:
+        raise InputError(
+            "pipeline parallelism of an encoder-decoder model (cross-attention) is not modelled",
+            hint="plan it with --pipeline-parallel-size 1",
+            code="unsupported-model",
+        )
 
 
 def _length_refusal(request: EngineRequest, notes: list[str]) -> tuple[str | None, str | None]:

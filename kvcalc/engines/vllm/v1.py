@@ -293,7 +293,7 @@ def _group_row(group: Group, sizing: Sizing, num_blocks: int, n: int) -> KvCache
         kind=group.kind.layer_kind, uniform_type=group.uniform_type, num_layers=len(group.layers) + group.padding_layers, page_bytes=group.page_bytes,
         block_size=group.block_size, blocks_per_request=group.max_blocks(sizing),
         num_blocks=num_blocks, layer_indices=group.layer_positions(n),
-        padding_layers=group.padding_layers,
+        padding_layers=group.padding_layers, encoder_tokens=group.specs[0].encoder_tokens,
     )  # fmt: skip
 
 

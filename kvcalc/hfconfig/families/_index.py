@@ -172,4 +172,5 @@ MODULE_OF_MODEL_TYPE: dict[str, str] = {
     "step3p5": "step3p5",
     "teleflm": "teleflm",
     "zamba2": "zamba2",
+    "whisper": "whisper",
 }

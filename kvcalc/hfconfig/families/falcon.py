@@ -64,7 +64,7 @@ FAMILIES = (
         model_types={"falcon"},
         architectures={"FalconForCausalLM"},
         # the three spellings falcon_kv_heads reads as vLLM's FalconAttention does
-        keys={"new_decoder_architecture", "multi_query", "num_kv_heads", "alibi"},
+        keys={"new_decoder_architecture", "multi_query", "num_kv_heads"},
         layouts=read_falcon,
         note="Falcon: full attention per layer, KV heads as vLLM 0.33 falcon.py picks them",
     ),
