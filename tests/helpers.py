@@ -85,6 +85,8 @@ HARNESS_GPUS = {
              "gpu_compute_capability": (10, 0)},
     "a100": {"gpu_memory_bytes": 80 * (1 << 30), "gpu_name": "NVIDIA A100-SXM4-80GB",
              "gpu_compute_capability": (8, 0)},
+    "l40s": {"gpu_memory_bytes": 48 * (1 << 30), "gpu_name": "NVIDIA L40S",
+             "gpu_compute_capability": (8, 9)},
 }  # fmt: skip
 
 

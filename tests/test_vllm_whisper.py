@@ -6,7 +6,8 @@ its cross-attention over the encoder's output (``CrossAttentionSpec``, sized by 
 encoder budget, ``max_num_encoder_input_tokens`` = ``max_num_batched_tokens``), for a published
 checkpoint's config, ``WhisperConfig()`` and mutants, at the derived length (448; every requested
 4,096/32,768 is refused for its length) and at 256/200 tokens, TP 1/2/4/8, on an emulated H100,
-A100 and B200, with a given ``max_num_batched_tokens``. Its ``weights`` are vLLM's own meta build
+A100, L40S and B200, with a given ``max_num_batched_tokens``; an fp8 cache on the A100 is refused
+(cross-attention is not FlashInfer's, so TRITON_ATTN serves it, without fp8 before SM 8.9). Its ``weights`` are vLLM's own meta build
 through ``deploy_probe.py`` (parameters and buffers of one rank), which kvcalc's weights per rank
 must equal to the byte.
 """
@@ -32,12 +33,15 @@ DATA = json.loads(FIXTURE.read_text())
 CASES = harness_cases(DATA)
 GIB = 1 << 30
 
-LENGTH, PARALLELISM = "max-model-len", "parallelism"
+LENGTH, PARALLELISM, DTYPE = "max-model-len", "parallelism", "kv-dtype"
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,  # config/model.py _get_and_verify_max_len
     "must be divisible by tensor parallel size": PARALLELISM,  # config/parallel.py: the heads
+    # triton_attn.py on the A100: FlashInfer takes no cross-attention, FA2 no fp8 cache
+    "FP8 KV cache is not supported by the Triton attention backend": DTYPE,
 }
-KVCALC_CODES = {"max-model-len-exceeded": LENGTH, "invalid-parallelism": PARALLELISM}
+KVCALC_CODES = {"max-model-len-exceeded": LENGTH, "invalid-parallelism": PARALLELISM,
+                "unsupported-dtype": DTYPE}  # fmt: skip
 KINDS = {"full_attention": LayerKind.FULL, "cross_attention": LayerKind.CROSS}
 
 
@@ -67,7 +71,7 @@ def vllm_reason(text: str) -> str:
 
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM}
+    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, DTYPE}
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
@@ -107,8 +111,9 @@ def test_defaults_by_hand():
 
 
 def test_cross_blocks_follow_the_encoder_budget():
-    # recorded: 2,048 tokens on the A100 and with --max-num-batched-tokens 2048 (128 blocks),
-    # 16,384 on the B200 (1,024 blocks); max_source_positions 3,000 changes nothing
+    # recorded: 2,048 tokens on the A100, the L40S (under 70 GiB) and with
+    # --max-num-batched-tokens 2048 (128 blocks), 16,384 on the B200 (1,024 blocks);
+    # max_source_positions 3,000 changes nothing
     seen = {}
     for model in DATA["models"].values():
         for row in model["scenarios"]:
@@ -116,7 +121,7 @@ def test_cross_blocks_follow_the_encoder_budget():
                 cross = [g for g in row["groups"] if g[0] == "cross_attention"]
                 seen.setdefault((row["gpu"], "engine_args" in row), set()).add(cross[0][4])
     assert seen == {("h100", False): {512}, ("h100", True): {128}, ("a100", False): {128},
-                    ("b200", False): {1024}}  # fmt: skip
+                    ("l40s", False): {128}, ("b200", False): {1024}}  # fmt: skip
 
 
 def test_a_request_holds_its_encoder_tokens():

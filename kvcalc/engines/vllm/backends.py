@@ -134,7 +134,9 @@ def refuse_fp8_before_sm89(
     DeepSeek-V3, Kimi-K2 and K2.5, gpt-oss-20b/120b, Phi-3.5-mini (96-wide heads), and Laguna,
     Granite SWA (dense and MoE) and MiMo-V2-Flash with sinks, where Laguna and Granite SWA without
     them run on FlashInfer; and on a T4 for Llama-3.1-8B. A sink family whose weights kvcalc does
-    not read is refused as not checked."""
+    not read is refused as not checked. An encoder-decoder (Whisper's cross-attention, an
+    ``ENCODER_DECODER`` attention FlashInfer does not take: ``supports_attn_type``) falls to
+    TRITON_ATTN too (recorded on an emulated A100: ``registry_multimodal_whisper.json``)."""
     if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
         return
     heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
@@ -145,7 +147,8 @@ def refuse_fp8_before_sm89(
         if any(isinstance(x, SparseMLA) for x in model.layers):
             return  # sparse MLA: refused before SM 9 (sparse.py)
         backend = "Triton MLA"
-    elif cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES) or sinks or _diff_kv(model):
+    elif (cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES) or sinks or _diff_kv(model)
+          or LayerKind.CROSS in model.kinds):  # fmt: skip
         backend = "Triton attention"
     elif sinks is None and model.family in _SINK_FAMILIES:
         raise InputError(
