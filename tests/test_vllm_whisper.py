@@ -183,3 +183,34 @@ def test_the_other_engines_refuse_it(engine):
             EngineRequest(model=model, max_model_len=448, available_kv_bytes=20 * GIB)
         )
     assert refused.value.code == "unsupported-model"
+
+
+def test_a_cross_attention_layer_checks_its_numbers():
+    from kvcalc.model.dtypes import BF16, CACHE_DTYPES
+
+    ok = CrossAttention(dtype=BF16, kv_heads=0, head_dim=64, encoder_tokens=0)  # nothing cached
+    assert (ok.state_bytes, ok.has_cache) == (0, False)
+    for bad in ({"kv_heads": -1}, {"head_dim": True}, {"encoder_tokens": 1.5}):
+        with pytest.raises(KvcalcError):
+            CrossAttention(**{"dtype": BF16, "kv_heads": 4, "head_dim": 64, "encoder_tokens": 10,
+                              **bad})  # fmt: skip
+    with pytest.raises(KvcalcError) as mla_only:
+        CrossAttention(dtype=CACHE_DTYPES["fp8_ds_mla"], kv_heads=4, head_dim=64,
+                       encoder_tokens=10)  # fmt: skip
+    assert mla_only.value.code == "unsupported-dtype"
+    # per rank as vLLM's attention splits heads: max(1, total // tp), replicated below one head
+    layer = CrossAttention(dtype=BF16, kv_heads=4, head_dim=64, encoder_tokens=1500)
+    assert [layer.per_rank(tp).kv_heads for tp in (1, 2, 8)] == [4, 2, 1]
+    # 4 heads × (64 + 64) × 2 B = 1,024 B per encoder token, 1,500 tokens: 1,536,000 B
+    assert (layer.entry_bytes, layer.state_bytes, layer.bytes_per_token) == (1024, 1_536_000, 0)
+
+
+def test_heads_that_do_not_divide_d_model_are_refused():
+    # whisper.py's WhisperAttention raises "embed_dim must be divisible by num_heads"
+    raw = dict(DATA["models"]["synthetic--whisper-defaults.json"]["config"], d_model=388)
+    with pytest.raises(KvcalcError) as refused:
+        parse_config(raw, name="whisper-388")
+    assert (
+        refused.value.code == "config-invalid"
+        and "decoder_attention_heads 6" in refused.value.message
+    )

@@ -17,7 +17,6 @@ self-attention layers, then their cross-attention layers (``own_layer_count``).
 from __future__ import annotations
 
 from kvcalc.errors import ConfigError
-from kvcalc.hfconfig import layers as L
 from kvcalc.hfconfig.family import Family, LayoutContext
 from kvcalc.hfconfig.reader import ConfigReader
 from kvcalc.hfconfig.weight_shape_extra import WhisperWeights
@@ -60,7 +59,7 @@ def whisper_weights(r: ConfigReader) -> WhisperWeights:
     )
 
 
-def read_whisper(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tuple[str, ...]]:
+def read_whisper(r: ConfigReader, ctx: LayoutContext) -> list[Layout]:
     layers, heads, head = whisper_decoder(r)
     # vLLM checks TP against num_attention_heads, the encoder's (attribute_map), and whisper.py
     # asserts it divides the decoder's too
@@ -80,8 +79,7 @@ def read_whisper(r: ConfigReader, ctx: LayoutContext) -> tuple[list[Layout], tup
     own = FullAttention(dtype=ctx.dtype, kv_heads=heads, k_dim=head, v_dim=head)
     cross = CrossAttention(dtype=ctx.dtype, kv_heads=heads, head_dim=head,
                            encoder_tokens=encoder_tokens)  # fmt: skip
-    # the weight count reads Whisper's own shape (weights_whisper.py), not per-layer kinds
-    return [own] * layers + [cross] * layers, (L.FULL,) * (2 * layers)
+    return [own] * layers + [cross] * layers
 
 
 FAMILIES = (
