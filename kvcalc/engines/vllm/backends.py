@@ -136,10 +136,16 @@ def refuse_fp8_before_sm89(
     them run on FlashInfer; and on a T4 for Llama-3.1-8B. A sink family whose weights kvcalc does
     not read is refused as not checked. An encoder-decoder (Whisper's cross-attention, an
     ``ENCODER_DECODER`` attention FlashInfer does not take: ``supports_attn_type``) falls to
-    TRITON_ATTN too (recorded on an emulated A100: ``registry_multimodal_whisper.json``)."""
+    TRITON_ATTN too (recorded on an emulated A100: ``registry_multimodal_whisper.json``), and so
+    do the mm-prefix models (PaliGemma, BAGEL, Gemma 3: bidirectional image tokens, which only
+    TRITON_ATTN serves before SM 9) and a hybrid layer's attention of a head size FlashInfer lacks
+    (Zamba2's 160), recorded in the A100 sweep (``registry_a100_b200_sweep.json``)."""
     if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
         return
-    heads = {x.k_dim for x in model.layers if isinstance(x, FullAttention)}
+    from kvcalc.engines.vllm.hybrid import attention_layers
+
+    # the attention of every layer, a Falcon-H1 or Zamba2 hybrid layer's included
+    heads = {x.k_dim for x in attention_layers(model.layers) if isinstance(x, FullAttention)}
     sinks = _has_sinks(model)
     if model.is_mla:
         from kvcalc.model.attention_layouts import SparseMLA  # MLA models only: loaded lazily
@@ -148,7 +154,7 @@ def refuse_fp8_before_sm89(
             return  # sparse MLA: refused before SM 9 (sparse.py)
         backend = "Triton MLA"
     elif (cc < (8, 0) or not heads <= set(FLASHINFER_HEAD_SIZES) or sinks or _diff_kv(model)
-          or LayerKind.CROSS in model.kinds):  # fmt: skip
+          or LayerKind.CROSS in model.kinds or model.mm_prefix_attention):  # fmt: skip
         backend = "Triton attention"
     elif sinks is None and model.family in _SINK_FAMILIES:
         raise InputError(
