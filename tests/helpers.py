@@ -161,6 +161,41 @@ def assert_sized(plan, row: dict) -> None:
     assert plan.max_concurrency == pytest.approx(row["max_concurrency"], abs=0.005)
 
 
+#: vLLM's spec kinds (``representative_spec.kind``) as kvcalc's group kind values
+VLLM_SPEC_KINDS = {"full_attention": "full", "sliding_window": "sliding", "mla_attention": "mla",
+                   "mamba": "recurrent", "cross_attention": "cross",
+                   "chunked_local_attention": "chunked"}  # fmt: skip
+
+
+def assert_matches_row(plan, row: dict) -> None:
+    """A plan equals a recorded harness row: :func:`assert_sized`, every group (kind, real layers,
+    page, block, blocks per request) and vLLM's capacity line."""
+    assert_sized(plan, row)
+    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
+                  g.blocks_per_request) for g in plan.groups)  # fmt: skip
+    want = sorted((VLLM_SPEC_KINDS[k], n, page, block, blocks)
+                  for k, n, page, block, blocks, _ in row["groups"])  # fmt: skip
+    assert got == want
+    assert row["log_line"] in plan.log_lines
+
+
+def refused_for_vllms_reason(plan, row: dict, reasons: dict, codes: dict) -> None:
+    """A scenario vLLM refused is refused by kvcalc for the same class of reason: vLLM's error text
+    is mapped by ``reasons`` (marker → class; exactly one must match), kvcalc's by ``codes``."""
+    classes = {c for marker, c in reasons.items() if marker in row["error"]}
+    assert len(classes) == 1, f"vLLM's refusal maps to no single reason class: {row['error']}"
+    assert refusal_class(plan, codes) == classes.pop(), row["error"]
+
+
+def matches_vllm(plan, row: dict, reasons: dict, codes: dict) -> None:
+    """``plan()`` does what vLLM did in ``row``: sized as it (:func:`assert_matches_row`), or
+    refused for its reason (:func:`refused_for_vllms_reason`)."""
+    if "error" in row:
+        refused_for_vllms_reason(plan, row, reasons, codes)
+    else:
+        assert_matches_row(plan(), row)
+
+
 #: the torch dtype vLLM allocates each kvcalc cache dtype as (fp8 caches are uint8 tensors:
 #: vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE)
 VLLM_STORAGE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "uint8",

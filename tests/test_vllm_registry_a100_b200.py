@@ -17,12 +17,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import HARNESS_GPUS, assert_sized, refusal_class
+from helpers import HARNESS_GPUS, matches_vllm
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
 from kvcalc.hfconfig import parse_config
-from kvcalc.model.layouts import LayerKind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_0_33"
 SWEEP = json.loads((FIXTURES / "registry_a100_b200_sweep.json").read_text())
@@ -67,15 +66,6 @@ KVCALC_CODES = {
     "unsupported-quantization": DTYPE,
     "unsupported-model": BACKEND,
 }
-KINDS = {"full_attention": LayerKind.FULL, "sliding_window": LayerKind.SLIDING,
-         "mla_attention": LayerKind.MLA, "mamba": LayerKind.RECURRENT,
-         "cross_attention": LayerKind.CROSS, "chunked_local_attention": LayerKind.CHUNKED}  # fmt: skip
-
-
-def vllm_reason(text: str) -> str:
-    classes = {c for marker, c in VLLM_REASONS.items() if marker in text}
-    assert len(classes) == 1, f"vLLM's refusal maps to no single reason class: {text}"
-    return classes.pop()
 
 
 def _plan(name: str, row: dict):
@@ -98,15 +88,4 @@ def test_one_config_per_family_on_both_gpus():
 
 @pytest.mark.parametrize(("name", "row"), CASES)
 def test_matches_vllm(name, row):
-    if "error" in row:
-        assert refusal_class(lambda: _plan(name, row), KVCALC_CODES) == vllm_reason(row["error"])
-        return
-    p = _plan(name, row)
-    assert_sized(p, row)
-    got = sorted((g.kind.value, g.num_layers - g.padding_layers, g.page_bytes, g.block_size,
-                  g.blocks_per_request) for g in p.groups)  # fmt: skip
-    want = sorted(
-        (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
-    )
-    assert got == want
-    assert row["log_line"] in p.log_lines
+    matches_vllm(lambda: _plan(name, row), row, VLLM_REASONS, KVCALC_CODES)

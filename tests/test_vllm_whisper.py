@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import HARNESS_GPUS, assert_sized, harness_cases, refusal_class
+from helpers import HARNESS_GPUS, harness_cases, matches_vllm
 
 from kvcalc.engines import get_engine
 from kvcalc.engines.base import EngineRequest
@@ -42,7 +42,6 @@ VLLM_REASONS = {
 }
 KVCALC_CODES = {"max-model-len-exceeded": LENGTH, "invalid-parallelism": PARALLELISM,
                 "unsupported-dtype": DTYPE}  # fmt: skip
-KINDS = {"full_attention": LayerKind.FULL, "cross_attention": LayerKind.CROSS}
 
 
 def _model(name: str):
@@ -63,31 +62,16 @@ def _plan(name: str, row: dict, **over):
     )  # fmt: skip
 
 
-def vllm_reason(text: str) -> str:
-    classes = {c for marker, c in VLLM_REASONS.items() if marker in text}
-    assert len(classes) == 1, f"vLLM's refusal maps to no single reason class: {text}"
-    return classes.pop()
-
-
 def test_every_refusal_reason_is_classed():
     texts = {r["error"] for _, r in (c.values for c in CASES) if "error" in r}
-    assert {vllm_reason(t) for t in texts} == {LENGTH, PARALLELISM, DTYPE}
+    classes = [{c for m, c in VLLM_REASONS.items() if m in t} for t in texts]
+    assert all(len(c) == 1 for c in classes)
+    assert set().union(*classes) == {LENGTH, PARALLELISM, DTYPE}
 
 
 @pytest.mark.parametrize(("name", "row"), CASES)
 def test_matches_vllm(name, row):
-    if "error" in row:
-        assert refusal_class(lambda: _plan(name, row), KVCALC_CODES) == vllm_reason(row["error"])
-        return
-    p = _plan(name, row)
-    assert_sized(p, row)
-    got = sorted((g.kind.value, g.num_layers, g.page_bytes, g.block_size, g.blocks_per_request)
-                 for g in p.groups)  # fmt: skip
-    want = sorted(
-        (KINDS[k].value, n, page, block, blocks) for k, n, page, block, blocks, _ in row["groups"]
-    )
-    assert got == want
-    assert row["log_line"] in p.log_lines
+    matches_vllm(lambda: _plan(name, row), row, VLLM_REASONS, KVCALC_CODES)
 
 
 def test_defaults_by_hand():

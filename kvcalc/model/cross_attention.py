@@ -17,9 +17,8 @@ from dataclasses import replace
 from functools import cached_property
 from typing import ClassVar
 
-from kvcalc.errors import InputError
 from kvcalc.frozen import frozen
-from kvcalc.model.layouts import LayerKind, Layout
+from kvcalc.model.layouts import LayerKind, Layout, check_kv_fields
 
 
 @frozen
@@ -33,16 +32,7 @@ class CrossAttention(Layout):
     encoder_tokens: int
 
     def __post_init__(self) -> None:
-        for name in ("kv_heads", "head_dim", "encoder_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InputError(f"cross-attention layer: {name} must be a non-negative int")
-        if self.dtype.mla_record_bytes:
-            raise InputError(
-                f"cache dtype {self.dtype.name} applies to MLA models only",
-                hint="use fp8 for a compact cache on non-MLA models",
-                code="unsupported-dtype",
-            )
+        check_kv_fields(self, ("kv_heads", "head_dim", "encoder_tokens"))
 
     @property
     def num_kv_heads(self) -> int:

@@ -145,6 +145,20 @@ class NoCache(Layout):
         return self
 
 
+def check_kv_fields(layout: Layout, names: tuple[str, ...]) -> None:
+    """A K/V layer's counts are non-negative ints, and its dtype no MLA-only record format."""
+    for name in names:
+        value = getattr(layout, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InputError(f"{layout.kind} layer: {name} must be a non-negative int")
+    if layout.dtype.mla_record_bytes:
+        raise InputError(
+            f"cache dtype {layout.dtype.name} applies to MLA models only",
+            hint="use fp8 for a compact cache on non-MLA models",
+            code="unsupported-dtype",
+        )
+
+
 @frozen
 class FullAttention(Layout):
     """K and V per KV head for every token. K and V widths may differ."""
@@ -155,16 +169,7 @@ class FullAttention(Layout):
     v_dim: int
 
     def __post_init__(self) -> None:
-        for name in ("kv_heads", "k_dim", "v_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InputError(f"{self.kind} layer: {name} must be a non-negative int")
-        if self.dtype.mla_record_bytes:
-            raise InputError(
-                f"cache dtype {self.dtype.name} applies to MLA models only",
-                hint="use fp8 for a compact cache on non-MLA models",
-                code="unsupported-dtype",
-            )
+        check_kv_fields(self, ("kv_heads", "k_dim", "v_dim"))
 
     @property
     def num_kv_heads(self) -> int:
