@@ -66,3 +66,25 @@ def test_kvcalc_plans_what_vllm_builds_and_refuses_what_it_cannot(entry, tmp_pat
     plan = _plan(entry, tmp_path)
     assert (plan.block_size, plan.num_blocks, plan.kv_cache_tokens) == (
         entry["block_size"], entry["num_blocks"], entry["gpu_kv_cache_size_tokens"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dtype", "stored"),
+    # no GPU named: Hopper's rules (the H100 rows of reference_configs.json: auto stays the
+    # model's bf16, not SM 10's fp8 switch for GLM-5; fp8 is stored as fp8_ds_mla)
+    [("auto", "bf16"), ("fp8", "fp8_ds_mla")],
+)
+def test_without_a_compute_capability_hopper_is_assumed(dtype, stored, tmp_path):
+    from kvcalc.engines import get_engine
+    from kvcalc.engines.base import EngineRequest
+    from kvcalc.hfconfig import parse_config
+
+    config = json.loads(Path(_config("zai-org--GLM-5.json", tmp_path)).read_text())
+    model = parse_config(config, name="glm-5")
+    plan = get_engine("vllm").plan_kv_cache(
+        EngineRequest(
+            model=model, max_model_len=4096, kv_cache_dtype=dtype, available_kv_bytes=20 * GIB
+        )  # fmt: skip
+    )
+    assert plan.kv_cache_dtype == stored and plan.block_size == 64
+    assert any("Hopper SM 9.0 assumed" in n for n in plan.notes)
