@@ -122,11 +122,6 @@ class Family:
     #: config.json may carry only the mapped key (Whisper: ``encoder_layers``, ...); a canonical
     #: key the config carries is read first
     attribute_map: tuple[tuple[str, str], ...] = ()
-
-    def mapped(self, key: str) -> tuple[str, ...]:
-        """``key``, then the key the config class maps it to (``attribute_map``), if any."""
-        return (key, *(to for canonical, to in self.attribute_map if canonical == key))
-
     #: module that registered it (filled by the registry)
     module: str = field(default="", compare=False)
 
@@ -136,6 +131,10 @@ class Family:
             if isinstance(value, str) or not isinstance(value, Iterable):
                 raise TypeError(f"Family {self.name}: {name} must be a set of strings")
             object.__setattr__(self, name, frozenset(value))
+
+    def mapped(self, key: str) -> tuple[str, ...]:
+        """``key``, then the key the config class maps it to (``attribute_map``), if any."""
+        return (key, *(to for canonical, to in self.attribute_map if canonical == key))
 
 
 class UnverifiedConfigError(ConfigError):

@@ -170,12 +170,14 @@ def layer_spec(
         shape = ("mla", layout.latent_dim, layout.dtype.name)
         return LayerSpec(kind=SpecKind.MLA, block_size=block_size,
                          real_page_bytes=block_size * layout.bytes_per_token, shape=shape)  # fmt: skip
-    if layout.kind is LayerKind.CROSS:  # kvcalc.model.cross_attention (loaded with Whisper)
-        entry = layout.entry_bytes  # type: ignore[attr-defined]
-        shape = ("cross", layout.num_kv_heads, layout.head_dim_k, layout.dtype.name)
+    if layout.kind is LayerKind.CROSS:
+        from kvcalc.model.cross_attention import CrossAttention  # loaded with Whisper's family
+
+        assert isinstance(layout, CrossAttention)
+        shape = ("cross", layout.kv_heads, layout.head_dim, layout.dtype.name)
         return LayerSpec(kind=SpecKind.CROSS, block_size=block_size,
-                         real_page_bytes=block_size * entry, shape=shape,
-                         encoder_tokens=layout.encoder_tokens)  # type: ignore[attr-defined]  # fmt: skip
+                         real_page_bytes=block_size * layout.entry_bytes, shape=shape,
+                         encoder_tokens=layout.encoder_tokens)  # fmt: skip
     if isinstance(layout, FullAttention):
         kind, window = SpecKind.FULL, None
         if isinstance(layout, SlidingWindow):
