@@ -4,7 +4,7 @@ The registry fixtures (``registry_families*.json``, ``registry_multimodal*.json`
 an emulated H100. ``fixtures/vllm_0_33/registry_a100_b200_sweep.json`` records one config of every
 family (each model type and architecture; a published checkpoint's where one was recorded) on an
 emulated A100 (SM 8.0, 80 GiB) and B200 (SM 10.0) with the same reference harness: auto and fp8,
-TP 1, 4,096 tokens (a model's derived length where that is shorter), 20 GiB. Each model names the
+TP 1 and 8, 4,096 tokens (a model's derived length where that is shorter), 20 GiB. Each model names the
 fixture its config comes from. Block size, blocks, tokens, concurrency and every group must equal
 vLLM's, and every refusal be refused for vLLM's reason: the sweep found the fp8 caches vLLM cannot
 run before SM 8.9 where TRITON_ATTN is the only backend left (mm-prefix models, a hybrid layer's
@@ -36,7 +36,12 @@ def _config(name: str) -> dict:
 
 
 CASES = [
-    pytest.param(name, row, id=f"{name[:-5]}-{row['gpu']}-{row['kv_cache_dtype']}")
+    pytest.param(
+        name,
+        row,
+        id=f"{name[:-5]}-{row['gpu']}-{row['kv_cache_dtype']}"
+        f"-tp{row['tensor_parallel_size']}-{row['max_model_len']}",
+    )
     for name, model in SWEEP["models"].items()
     for row in model["scenarios"]
 ]
@@ -45,6 +50,16 @@ LENGTH, PARALLELISM, CONFIG, KV_MEMORY, DTYPE, BACKEND = (
 )  # fmt: skip
 VLLM_REASONS = {
     "User-specified max_model_len": LENGTH,
+    # heads, KV heads and widths that TP 8 cannot split (config/parallel.py, the model files'
+    # attention and linear layers, dist_utils.divide), Dory's TP 1
+    "must be divisible by tensor parallel size": PARALLELISM,
+    "is not divisible by": PARALLELISM,
+    "% tp_size == 0": PARALLELISM,
+    "% self.tp_size == 0": PARALLELISM,
+    "tp_size % self.total_num_kv_heads == 0": PARALLELISM,
+    "currently supports tensor_parallel_size=1 only": PARALLELISM,
+    "must be divisible by tensor-parallel world size": PARALLELISM,
+    "tp_size must be <= group_norm_size": PARALLELISM,
     "To serve at least one request with the model's max seq len": KV_MEMORY,
     # triton_attn.py / triton_mla.py before SM 8.9
     "FP8 KV cache is not supported by the Triton": DTYPE,
@@ -65,6 +80,7 @@ KVCALC_CODES = {
     "unsupported-dtype": DTYPE,
     "unsupported-quantization": DTYPE,
     "unsupported-model": BACKEND,
+    "unsupported-parallelism": PARALLELISM,
 }
 
 

@@ -712,12 +712,14 @@ def test_kimi_vl_shared_experts_over_tp():
     # deepseek_v2.py's shared experts (DeepseekV2MLP: a MergedColumnParallelLinear) are
     # moe_intermediate_size × n_shared_experts wide: KimiVLConfig's 1,407 × 2 = 2,814 fails at
     # TP 8 (recorded), 1,408 × 2 = 2,816 builds (recorded)
-    from kvcalc.engines.vllm.setup import check_tp
+    # checked where vLLM builds them: after the first layer's attention (recorded on the A100:
+    # an fp8 cache fails TRITON_MLA before them, registry_a100_b200_sweep.json)
+    from kvcalc.engines.vllm.setup import check_shared_experts
 
     with pytest.raises(KvcalcError) as refused:
-        check_tp(_model("synthetic--kimi-vl-grouped-topk.json"), 8, [])
+        check_shared_experts(_model("synthetic--kimi-vl-grouped-topk.json"), 8)
     assert refused.value.code == "invalid-parallelism" and "2814" in refused.value.message
-    check_tp(_model("synthetic--kimi-vl-moe-1408.json"), 8, [])
+    check_shared_experts(_model("synthetic--kimi-vl-moe-1408.json"), 8)
 
 
 def test_glm4v_9b_eva2clip_by_hand():

@@ -69,9 +69,11 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
                 else "plan without --disable-sliding-window"
             ),
         )
+    text_first = _builds_text_first(request.model)
     try:
         check_tp(request.model, request.tensor_parallel_size, notes)
-        check_tower_tp(request)
+        if not text_first:
+            check_tower_tp(request)
         check_paired_pp(request)
     except InputError as bad_tp:
         if refusal is None:
@@ -89,6 +91,13 @@ def resolve_setup(request: EngineRequest) -> VllmSetup:
         refuse_fp8_before_sm89(
             request.model, dtype, request.gpu_compute_capability, request.gpu_name
         )
+    if refusal is None:
+        # built after the first layer's attention: the shared experts (a later MLP), and the
+        # tower of a model that builds its language model first
+        check_shared_experts(request.model, request.tensor_parallel_size)
+        if text_first:
+            check_tower_tp(request)
+    if refusal is None and profile.in_flight_batches:
         refuse_refined_fp8_moe_before_sm89(request)
     model = request.model.with_cache_dtype(dtype).per_rank(request.tensor_parallel_size)
     if request.speculative is not None:
@@ -379,7 +388,6 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
                 code="invalid-parallelism",
             )
     _check_tp_state(model, tp)
-    _check_shared_experts(model, tp)
     heads = {
         x.kv_heads
         for x in attention_layers(model.layers)
@@ -406,7 +414,17 @@ def _tp_notes(model: ModelShape, tp: int) -> tuple[str, ...]:
 _DEEPSEEK_V2_TYPES = ("deepseek_v2", "deepseek_v3")
 
 
-def _check_shared_experts(model: ModelShape, tp: int) -> None:
+#: multimodal architectures whose vLLM 0.33 model builds its language model before its tower
+#: (``bagel.py``: ``language_model``, then ``vit_model``; recorded: BAGEL's fp8 cache on an A100
+#: at TP 8 fails in the text attention before the tower's 12 heads at TP 8)
+_TEXT_FIRST_ARCHITECTURES = frozenset({"BagelForConditionalGeneration"})
+
+
+def _builds_text_first(model: ModelShape) -> bool:
+    return bool(_TEXT_FIRST_ARCHITECTURES & set(model.config_architectures))
+
+
+def check_shared_experts(model: ModelShape, tp: int) -> None:
     """DeepSeek-V2's shared experts over TP: ``moe_intermediate_size × n_shared_experts`` must
     divide (``linear.py`` asserts it: Kimi-VL's class defaults, 2 × 1,407 at TP 8, recorded)."""
     weights = getattr(model, "weights", None)
