@@ -149,7 +149,7 @@ def _layouts(
         raise r.missing(("attention_chunk_size",))
     if chunk is not None:
         prov["attention_chunk_size"] = f"{r.path('attention_chunk_size')} = {chunk}"
-    mamba = _mamba2(r, hidden, dtype, prov) if L.MAMBA2 in kinds else None
+    mamba = _mamba2(r, dtype, prov) if L.MAMBA2 in kinds else None
     gdn = gated_deltanet(r, dtype, prov) if L.GDN in kinds else None
     out: list[Layout] = []
     for i, kind in enumerate(kinds):
@@ -210,7 +210,7 @@ def _state_dtype(r: ConfigReader, key: str, default: CacheDtype) -> CacheDtype:
         raise r.bad(r.path(key), name, "float32, float16 or bfloat16") from None
 
 
-def _mamba2(r: ConfigReader, hidden: int, dtype: CacheDtype, prov: dict[str, str]) -> Mamba2State:
+def _mamba2(r: ConfigReader, dtype: CacheDtype, prov: dict[str, str]) -> Mamba2State:
     num_heads = r.int("mamba_num_heads", "num_heads")
     head_dim = r.int("mamba_head_dim", "head_dim")
     state = r.int("ssm_state_size")
