@@ -87,6 +87,8 @@ HARNESS_GPUS = {
              "gpu_compute_capability": (8, 0)},
     "l40s": {"gpu_memory_bytes": 48 * (1 << 30), "gpu_name": "NVIDIA L40S",
              "gpu_compute_capability": (8, 9)},
+    "rtx5090": {"gpu_memory_bytes": 32 * 10**9, "gpu_name": "NVIDIA GeForce RTX 5090",
+                "gpu_compute_capability": (12, 0)},
 }  # fmt: skip
 
 

@@ -4,7 +4,8 @@ The registry fixtures (``registry_families*.json``, ``registry_multimodal*.json`
 an emulated H100. ``fixtures/vllm_0_33/registry_a100_b200_sweep.json`` records one config of every
 family (each model type and architecture; a published checkpoint's where one was recorded) on an
 emulated A100 (SM 8.0, 80 GiB) and B200 (SM 10.0) with the same reference harness: auto and fp8,
-TP 1 and 8, 4,096 tokens (a model's derived length where that is shorter), 20 GiB. Each model names the
+TP 1 and 8, 4,096 tokens (and the configs the plain harness reads on an emulated RTX 5090, SM 12.0,
+at TP 1) (a model's derived length where that is shorter), 20 GiB. Each model names the
 fixture its config comes from. Block size, blocks, tokens, concurrency and every group must equal
 vLLM's, and every refusal be refused for vLLM's reason: the sweep found the fp8 caches vLLM cannot
 run before SM 8.9 where TRITON_ATTN is the only backend left (mm-prefix models, a hybrid layer's
@@ -98,7 +99,7 @@ def _plan(name: str, row: dict):
 
 def test_one_config_per_family_on_both_gpus():
     gpus = {(name, r["gpu"]) for name, m in SWEEP["models"].items() for r in m["scenarios"]}
-    assert {g for _, g in gpus} == {"a100", "b200"}
+    assert {g for _, g in gpus} == {"a100", "b200", "rtx5090"}
     assert len(SWEEP["models"]) >= 110
 
 
