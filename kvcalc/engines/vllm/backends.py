@@ -18,6 +18,7 @@ on an H100, 64 on a B200.
 
 from __future__ import annotations
 
+from kvcalc.engines.vllm.hybrid import attention_layers
 from kvcalc.errors import InputError
 from kvcalc.model.dtypes import CacheDtype
 from kvcalc.model.layouts import ATTENTION_KINDS, FullAttention, LayerKind
@@ -142,8 +143,6 @@ def refuse_fp8_before_sm89(
     (Zamba2's 160), recorded in the A100 sweep (``registry_a100_b200_sweep.json``)."""
     if cc is None or cc >= (8, 9) or not dtype.name.startswith("fp8"):
         return
-    from kvcalc.engines.vllm.hybrid import attention_layers
-
     # the attention of every layer, a Falcon-H1 or Zamba2 hybrid layer's included
     heads = {x.k_dim for x in attention_layers(model.layers) if isinstance(x, FullAttention)}
     sinks = _has_sinks(model)
